@@ -1,0 +1,40 @@
+//! The `switchyard` command: one binary whose subcommands front Switchyard's drivers.
+//!
+//! What lives here is argument parsing, reading inputs, timing and printing. No policy logic:
+//! every decision is made by `switchyard-core`.
+
+mod keys;
+mod place;
+mod report;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Switchyard puts network work where it should run: flows on cores, channels on connections,
+/// requests on back-ends — and measures how well.
+#[derive(Parser)]
+#[command(name = "switchyard", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Place(place::PlaceArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Place(args) => place::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("switchyard: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

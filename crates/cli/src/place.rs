@@ -1,0 +1,377 @@
+//! `switchyard place`: place a key set with each policy and measure balance, disruption and
+//! decision cost.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use switchyard_core::measure::{balance, moved_fraction};
+use switchyard_core::place::{HashFn, QminReading, build_weighted};
+use switchyard_core::{
+    LoadTracker, PlaceConfig, Placer, Policy, QueueMeasure, Topology, Unit, Weight, WorkerId,
+};
+
+use crate::keys::{KeySource, Units};
+use crate::report::{Format, Row, print_rows};
+
+/// Place keys on workers with one or more policies, and compare them.
+///
+/// Each policy places every unit of the key source in order. A placed unit stays queued on its
+/// worker (nothing completes), so load-aware policies see the load built up so far. Reported per
+/// policy:
+///
+///   max/mean, CoV, Jain  balance of units over workers (relative to --weights if given)
+///
+///   moved-rm             fraction of units placed on a different worker when the pass is
+///                        repeated after removing worker w0 (same placer, loads reset)
+///
+///   moved-add            the same when worker w(N-1) is added to the other N-1
+///
+///   ns/decision          mean time of one placement against the final loads of the pass,
+///                        with a fresh placer (timed here, so noisy: benchmarks are in
+///                        `cargo bench -p switchyard-core`)
+///
+/// Examples:
+///
+///   switchyard place --policy all
+///
+///   switchyard place --policy hrw,ahrw,bounded --workers 64 --keys zipf:1.0:1000000
+///
+///   switchyard place --policy h-ahrw,h-cahrw --topology xeon-e5335 --format json
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub(crate) struct PlaceArgs {
+    /// Policies to compare, comma-separated, or `all`.
+    ///
+    /// round-robin, jsq, mod-n, affinity, hrw, hrw-classic, weighted-hrw, weighted-hrw-carp,
+    /// ahrw, ahrw-nonzero, h-ahrw, ca-ahrw, h-cahrw, ps-hrw, ring, jump, maglev, bounded,
+    /// p2c-hrw, in-flight.
+    #[arg(long, short, value_delimiter = ',', required = true)]
+    policy: Vec<String>,
+
+    /// Number of workers (w0 … wN-1). Defaults to the topology's leaves, or 8.
+    #[arg(long, short)]
+    workers: Option<u32>,
+
+    /// Worker weights, comma-separated, one per worker. With `all`, only the policies that
+    /// honour weights are run.
+    #[arg(long, value_delimiter = ',')]
+    weights: Option<Vec<f64>>,
+
+    /// Machine topology for topology-aware policies: xeon-e5335, opteron-2350, niagara2, a
+    /// generic SxCxT such as 4x4x4, or flat:N; append @c0,c1,… to set the per-level costs.
+    #[arg(long, short)]
+    topology: Option<String>,
+
+    /// Where keys come from: `sample` (shipped), uniform:COUNT, zipf:S:COUNT[:KEYS], or a file
+    /// with one key per line (`tcp 10.0.0.1:4000 10.0.0.2:80`, a number, or any text; - reads
+    /// standard input).
+    #[arg(long, short, default_value = "sample")]
+    keys: String,
+
+    /// Bounded-load slack ε: each worker holds at most ⌈(1+ε)·mean⌉.
+    #[arg(long, default_value_t = 0.25)]
+    epsilon: f64,
+
+    /// Queue length load-aware policies compare.
+    #[arg(long, value_enum, default_value_t = Measure::Units)]
+    queue: Measure,
+
+    /// Rendezvous score of the AHRW family and p2c-hrw.
+    #[arg(long, value_enum, default_value_t = Hash::Fast)]
+    hash: Hash,
+
+    /// Reading of Q_min for the hierarchical and cache-aware forms (ahrw and ahrw-nonzero fix
+    /// their own): the true minimum (Guo ch. 5) or the non-zero minimum (ch. 6).
+    #[arg(long, value_enum, default_value_t = Qmin::True)]
+    qmin: Qmin,
+
+    /// Ring points per unit weight (ring, bounded).
+    #[arg(long, default_value_t = 160)]
+    vnodes: u32,
+
+    /// Maglev table size (a prime).
+    #[arg(long, default_value_t = 65_537)]
+    maglev_table: u32,
+
+    /// PS-HRW recomputation threshold β (0.16 = 16%).
+    #[arg(long, default_value_t = 0.16)]
+    beta: f64,
+
+    /// Seed of the uniform and zipf generators.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+
+    /// Treat both directions of a 5-tuple as one flow.
+    #[arg(long)]
+    undirected: bool,
+
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Measure {
+    Units,
+    Bytes,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Hash {
+    Fast,
+    Classic,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Qmin {
+    True,
+    Nonzero,
+}
+
+/// The run's setting, shared by every policy.
+struct Setup {
+    workers: Vec<(WorkerId, Weight)>,
+    weighted: bool,
+    config: PlaceConfig,
+    units: Units,
+    source: KeySource,
+}
+
+pub(crate) fn run(args: &PlaceArgs) -> Result<()> {
+    let setup = setup(args)?;
+    let mut policies = policies(&args.policy)?;
+    if setup.weighted {
+        let (keep, skip): (Vec<Policy>, Vec<Policy>) =
+            policies.iter().partition(|p| p.supports_weights());
+        if !skip.is_empty() {
+            if args.policy.iter().any(|p| p == "all") {
+                eprintln!(
+                    "note: --weights given; skipping policies that ignore weights: {}",
+                    skip.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+                );
+            } else {
+                bail!(
+                    "--weights given but {} ignore{} weights; weighted policies are: {}",
+                    skip.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "),
+                    if skip.len() == 1 { "s" } else { "" },
+                    Policy::ALL
+                        .iter()
+                        .filter(|p| p.supports_weights())
+                        .map(|p| p.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        policies = keep;
+    }
+    let n = setup.workers.len();
+    if args.format == Format::Table {
+        println!(
+            "{} units of {} flows from {} on {} workers{}; loads in {}",
+            setup.units.units.len(),
+            setup.units.flows,
+            setup.source,
+            n,
+            setup
+                .config
+                .topology
+                .as_ref()
+                .filter(|t| t.depth() > 1)
+                .map(|t| format!(" ({t})"))
+                .unwrap_or_default(),
+            match setup.config.measure {
+                QueueMeasure::Units => "units",
+                QueueMeasure::Bytes => "bytes",
+            },
+        );
+    }
+    let bar = ProgressBar::new((policies.len() * 4) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>18} [{bar:30}] {pos}/{len} passes")
+            .expect("static template"),
+    );
+    let mut rows = Vec::new();
+    for &p in &policies {
+        bar.set_prefix(p.name());
+        rows.push(measure(p, &setup, &bar).with_context(|| format!("policy {p}"))?);
+    }
+    bar.finish_and_clear();
+    print_rows(&rows, args.format)
+}
+
+fn policies(names: &[String]) -> Result<Vec<Policy>> {
+    let mut out = Vec::new();
+    for name in names {
+        let name = name.trim();
+        if name == "all" {
+            out.extend_from_slice(Policy::ALL);
+        } else {
+            out.push(name.parse::<Policy>()?);
+        }
+    }
+    out.dedup();
+    Ok(out)
+}
+
+fn setup(args: &PlaceArgs) -> Result<Setup> {
+    let topology = args.topology.as_deref().map(Topology::parse).transpose()?;
+    let n = match (args.workers, &topology) {
+        (Some(n), Some(t)) if n != t.leaves() => {
+            bail!(
+                "--workers {n} but topology {} has {} leaves; drop --workers or make them agree",
+                t.name(),
+                t.leaves()
+            )
+        }
+        (Some(n), _) => n,
+        (None, Some(t)) => t.leaves(),
+        (None, None) => 8,
+    };
+    if n == 0 {
+        bail!("--workers must be at least 1");
+    }
+    // Topology-aware policies get a flat tree over all N workers, so that the addition
+    // experiment (N-1 workers, then wN-1 added) has a leaf for the newcomer.
+    let topology = match topology {
+        Some(t) => t,
+        None => Topology::flat(n)?,
+    };
+    let weights = match &args.weights {
+        Some(w) if w.len() != n as usize => {
+            bail!(
+                "--weights has {} values for {n} workers; give one weight per worker",
+                w.len()
+            )
+        }
+        Some(w) => w.clone(),
+        None => vec![1.0; n as usize],
+    };
+    let workers = weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| Weight::new(WorkerId(i as u32), w).map(|w| (WorkerId(i as u32), w)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let config = PlaceConfig {
+        measure: match args.queue {
+            Measure::Units => QueueMeasure::Units,
+            Measure::Bytes => QueueMeasure::Bytes,
+        },
+        hash: match args.hash {
+            Hash::Fast => HashFn::Fast,
+            Hash::Classic => HashFn::Classic,
+        },
+        qmin: match args.qmin {
+            Qmin::True => QminReading::TrueMin,
+            Qmin::Nonzero => QminReading::NonZeroMin,
+        },
+        epsilon: args.epsilon,
+        vnodes: args.vnodes,
+        maglev_table: args.maglev_table,
+        beta: args.beta,
+        topology: Some(topology),
+        ..PlaceConfig::default()
+    };
+    let source: KeySource = args.keys.parse()?;
+    let units = source.load(args.seed, args.undirected)?;
+    Ok(Setup {
+        weighted: args.weights.is_some(),
+        workers,
+        config,
+        units,
+        source,
+    })
+}
+
+/// Places every unit in order on a fresh tracker; returns each unit's worker.
+fn pass(placer: &mut dyn Placer, units: &[Unit], load: &mut LoadTracker) -> Vec<u32> {
+    load.reset();
+    units
+        .iter()
+        .map(|u| {
+            let w = placer.place(u, &load.view());
+            load.on_enqueue(w, u);
+            w.0
+        })
+        .collect()
+}
+
+fn measure(policy: Policy, s: &Setup, bar: &ProgressBar) -> Result<Row> {
+    let units = &s.units.units;
+    let n = s.workers.len();
+    let mut load = LoadTracker::new();
+
+    // Balance, and the first half of the removal experiment.
+    let mut placer = build_weighted(policy, &s.config, &s.workers)?;
+    let before = pass(placer.as_mut(), units, &mut load);
+    let per_worker = |load: &LoadTracker| -> Vec<f64> {
+        let q = match s.config.measure {
+            QueueMeasure::Units => load.units_by_worker(),
+            QueueMeasure::Bytes => load.bytes_by_worker(),
+        };
+        (0..n)
+            .map(|i| q.get(i).copied().unwrap_or(0) as f64)
+            .collect()
+    };
+    let loads = per_worker(&load);
+    let weights: Vec<f64> = s.workers.iter().map(|w| w.1.get()).collect();
+    let b = balance(&loads, s.weighted.then_some(&weights[..]));
+    let ns = time_decisions(policy, s, &load)?;
+    bar.inc(2);
+
+    let moved_on_remove = if n > 1 {
+        placer.remove_worker(WorkerId(0))?;
+        Some(moved_fraction(
+            &before,
+            &pass(placer.as_mut(), units, &mut load),
+        ))
+    } else {
+        None
+    };
+    bar.inc(1);
+    let moved_on_add = if n > 1 {
+        let last = s.workers[n - 1];
+        let mut placer = build_weighted(policy, &s.config, &s.workers[..n - 1])?;
+        let before = pass(placer.as_mut(), units, &mut load);
+        placer.add_worker(last.0, last.1)?;
+        Some(moved_fraction(
+            &before,
+            &pass(placer.as_mut(), units, &mut load),
+        ))
+    } else {
+        None
+    };
+    bar.inc(1);
+    Ok(Row {
+        policy: policy.name().to_string(),
+        workers: n as u32,
+        keys: units.len() as u64,
+        max_over_mean: b.max_over_mean,
+        cov: b.cov,
+        jain: b.jain,
+        moved_on_remove,
+        moved_on_add,
+        ns_per_decision: ns,
+    })
+}
+
+/// Mean wall time of one decision: fresh placers place every unit against a fixed load view,
+/// repeated until at least 50 ms have been timed.
+fn time_decisions(policy: Policy, s: &Setup, load: &LoadTracker) -> Result<f64> {
+    let view = load.view();
+    let mut spent = Duration::ZERO;
+    let mut decisions = 0u64;
+    while spent < Duration::from_millis(50) && decisions < 50_000_000 {
+        let mut placer = build_weighted(policy, &s.config, &s.workers)?;
+        let start = Instant::now();
+        for u in &s.units.units {
+            black_box(placer.place(black_box(u), &view));
+        }
+        spent += start.elapsed();
+        decisions += s.units.units.len() as u64;
+    }
+    Ok(spent.as_nanos() as f64 / decisions as f64)
+}

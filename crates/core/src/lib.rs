@@ -1,0 +1,55 @@
+//! Switchyard's sans-IO core: the model of work and resources, and the policies that decide where
+//! work goes.
+//!
+//! # What lives here
+//!
+//! - The model: [`FlowKey`] and its platform-independent digest [`FlowId`], the [`Unit`] of work,
+//!   worker identities and weights ([`WorkerId`], [`Weight`]), the machine's [`Topology`] tree and
+//!   the core-to-core communication costs derived from it, and the [`LoadView`] through which a
+//!   policy reads the present.
+//! - The **place** stage ([`place`]): the [`Placer`] trait, one file per policy, and the factory
+//!   ([`place::build`]) that turns a [`Policy`] name and a [`PlaceConfig`] into a placer.
+//! - The **measure** stage ([`measure`]): balance and disruption metrics.
+//!
+//! # What does not
+//!
+//! No threads, sockets, files or wall clock: time is an argument ([`Nanos`]) and load is read
+//! through a [`LoadView`] the driver fills. Drivers (the simulator, the runtime, the services and
+//! the `switchyard` binary) turn the world into units and load views, call a placer, and carry out
+//! its decision. They contain no policy logic, so a policy added here is at once available to all
+//! of them. `clippy.toml` in this crate forbids the wall clock and hash-ordered collections.
+//!
+//! # Example
+//!
+//! ```
+//! use switchyard_core::{place, FlowKey, LoadTracker, PlaceConfig, Policy, Unit, WorkerId};
+//!
+//! let workers: Vec<WorkerId> = (0..8).map(WorkerId).collect();
+//! let mut placer = place::build(Policy::Ahrw, &PlaceConfig::default(), &workers)?;
+//! let mut load = LoadTracker::new();
+//! let flow = FlowKey::parse("tcp 10.0.0.1:40000 10.0.0.2:80");
+//! let unit = Unit::new(&flow, 1500);
+//! let worker = placer.place(&unit, &load.view());
+//! load.on_enqueue(worker, &unit);
+//! assert!(worker.0 < 8);
+//! # Ok::<(), switchyard_core::PlaceError>(())
+//! ```
+
+pub mod flow;
+mod flow_map;
+pub mod load;
+pub mod measure;
+pub mod place;
+pub mod time;
+pub mod topology;
+pub mod unit;
+pub mod worker;
+
+pub use flow::{FlowId, FlowKey};
+pub use flow_map::FlowMap;
+pub use load::{LoadTracker, LoadView, QueueMeasure};
+pub use place::{PlaceConfig, PlaceError, Placer, Policy};
+pub use time::Nanos;
+pub use topology::{Topology, TopologyError};
+pub use unit::Unit;
+pub use worker::{Weight, WorkerId};

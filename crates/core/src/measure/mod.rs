@@ -1,0 +1,9 @@
+//! The **measure** stage: numbers that say how well work was placed.
+//!
+//! Pure functions over counts the driver collected; no state, no I/O.
+
+mod balance;
+mod disruption;
+
+pub use balance::{Balance, balance};
+pub use disruption::moved_fraction;

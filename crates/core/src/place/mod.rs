@@ -1,0 +1,541 @@
+//! The **place** stage: which worker a unit goes to.
+//!
+//! # Shape of every placer
+//!
+//! A [`Placer`] is a plain state machine. Its methods fall into three groups:
+//!
+//! - **getters** on `&self`: [`Placer::policy`], [`Placer::members`];
+//! - **decisions**: [`Placer::place`] reads the unit and a [`LoadView`] and returns a
+//!   [`WorkerId`]. It never fails (a placer always has at least one worker) and never carries the
+//!   decision out: the driver queues the unit and updates its load;
+//! - **commands**: membership changes ([`Placer::add_worker`], [`Placer::remove_worker`],
+//!   [`Placer::set_weight`]) and [`Placer::forget_flow`] when a flow ends. A refused command
+//!   leaves the placer as it was.
+//!
+//! Membership is kept sorted by worker id, and every structure a policy derives from it (node
+//! hashes, rings, tables) is rebuilt from that sorted list, so a placer's decisions depend only
+//! on its current members (and, for stateful policies, on the units it has placed), never on the
+//! order in which the changes arrived.
+//!
+//! # Policies
+//!
+//! One file per policy; [`Policy`] names them and [`build`] makes them. See each file's header
+//! for the source, the errata chosen and the cost per decision.
+
+mod adjust;
+mod affinity;
+mod ahrw;
+mod bounded;
+pub mod carp;
+mod hierarchical;
+mod hrw;
+mod in_flight;
+mod jsq;
+mod jump;
+mod maglev;
+mod mod_n;
+mod p2c;
+mod ps_hrw;
+mod ring;
+mod round_robin;
+pub mod score;
+mod weighted;
+
+use std::fmt;
+use std::str::FromStr;
+
+use thiserror::Error;
+
+pub use adjust::QminReading;
+pub use hierarchical::ParentLoad;
+pub use ps_hrw::PsDispatch;
+pub use score::HashFn;
+
+use crate::flow::FlowId;
+use crate::load::{LoadView, QueueMeasure};
+use crate::topology::Topology;
+use crate::unit::Unit;
+use crate::worker::{Members, Weight, WorkerId};
+
+/// A placement policy with its state: see the [module documentation](self) for the call shape.
+pub trait Placer: Send + fmt::Debug {
+    /// Which policy this is.
+    fn policy(&self) -> Policy;
+
+    /// The current workers, in id order.
+    fn members(&self) -> &Members;
+
+    /// Chooses the worker for `unit`, reading the present through `load`.
+    #[must_use = "a placement is a decision the driver must carry out"]
+    fn place(&mut self, unit: &Unit, load: &LoadView<'_>) -> WorkerId;
+
+    /// Adds a worker. Fails if it is already a member, if its weight is not 1 on a policy that
+    /// ignores weights, or if it is not a leaf of the policy's topology.
+    fn add_worker(&mut self, id: WorkerId, weight: Weight) -> Result<(), PlaceError>;
+
+    /// Removes a worker. Fails if it is not a member or is the last one.
+    fn remove_worker(&mut self, id: WorkerId) -> Result<(), PlaceError>;
+
+    /// Changes a worker's weight. Fails if it is not a member, or the policy ignores weights.
+    fn set_weight(&mut self, id: WorkerId, weight: Weight) -> Result<(), PlaceError>;
+
+    /// The flow has ended: drop any state kept for it (sticky assignments, shares).
+    fn forget_flow(&mut self, flow: FlowId);
+}
+
+/// Why a placer could not be built or changed.
+#[derive(Debug, Error, PartialEq)]
+#[non_exhaustive]
+pub enum PlaceError {
+    /// A placer needs at least one worker. Give `--workers N` with N ≥ 1.
+    #[error("no workers: a placer needs at least one")]
+    NoWorkers,
+    /// Weights must be finite and greater than zero.
+    #[error("worker {worker} has weight {weight}; weights must be finite and greater than zero")]
+    BadWeight {
+        /// The worker.
+        worker: WorkerId,
+        /// The weight given.
+        weight: f64,
+    },
+    /// The same worker was named twice.
+    #[error("worker {0} is already a member")]
+    DuplicateWorker(WorkerId),
+    /// The worker is not a member.
+    #[error("worker {0} is not a member")]
+    UnknownWorker(WorkerId),
+    /// Removing the last worker would leave units nowhere to go.
+    #[error("worker {0} is the last one and cannot be removed")]
+    LastWorker(WorkerId),
+    /// Topology-aware policies place only on the topology's leaves.
+    #[error("worker {worker} is not a leaf of topology {topology} (leaves are w0..w{last})", last = leaves.saturating_sub(1))]
+    NotInTopology {
+        /// The worker.
+        worker: WorkerId,
+        /// The topology's spec.
+        topology: String,
+        /// How many leaves it has.
+        leaves: u32,
+    },
+    /// The policy gives every worker the same share; use a weighted policy.
+    #[error(
+        "policy {policy} ignores weights; weighted policies are: {}",
+        Policy::weighted_names()
+    )]
+    WeightsUnsupported {
+        /// The policy.
+        policy: Policy,
+    },
+    /// No policy has this name.
+    #[error("unknown policy `{name}`; valid names: {}, or `all`", Policy::names())]
+    UnknownPolicy {
+        /// The name given.
+        name: String,
+    },
+    /// A configuration value is out of range.
+    #[error("bad {field} `{value}`: expected {expected}")]
+    BadConfig {
+        /// Which setting.
+        field: &'static str,
+        /// The value given.
+        value: String,
+        /// What is accepted.
+        expected: &'static str,
+    },
+}
+
+macro_rules! policies {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal, weighted: $w:literal; )*) => {
+        /// The placement policies, by the names the CLI and configuration files use.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Policy {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl Policy {
+            /// Every policy, in the order reports list them.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),*];
+
+            /// The policy's name.
+            pub fn name(self) -> &'static str {
+                match self { $(Self::$variant => $name,)* }
+            }
+
+            /// Whether the policy honours worker weights.
+            pub fn supports_weights(self) -> bool {
+                match self { $(Self::$variant => $w,)* }
+            }
+        }
+    };
+}
+
+policies! {
+    /// Each unit to the next worker in turn (Guo ch. 6 baseline "RR").
+    RoundRobin = "round-robin", weighted: false;
+    /// Each unit to the worker with the shortest queue.
+    Jsq = "jsq", weighted: false;
+    /// `digest mod N`: what RSS-style static hashing does; remaps almost everything on change.
+    ModN = "mod-n", weighted: false;
+    /// A flow's first unit to the shortest queue, then the flow stays there (Guo ch. 4).
+    Affinity = "affinity", weighted: false;
+    /// Highest Random Weight with the fast 64-bit score (Guo §5.1.1, modern mixer).
+    Hrw = "hrw", weighted: false;
+    /// Highest Random Weight with the classic 31-bit LCG-XOR weight function (Guo §5.1.1).
+    HrwClassic = "hrw-classic", weighted: false;
+    /// Weighted HRW by the logarithmic method, score −w/ln(h).
+    WeightedHrw = "weighted-hrw", weighted: true;
+    /// Weighted HRW by CARP multipliers (Guo Theorem 7.1), for comparison.
+    WeightedHrwCarp = "weighted-hrw-carp", weighted: true;
+    /// Adjusted HRW: scores scaled by Q_min/Q_p (Guo Def. 5.1), true-minimum reading (ch. 5).
+    Ahrw = "ahrw", weighted: false;
+    /// Adjusted HRW with the non-zero-minimum reading of Q_min (Guo Eq. 6.1, ch. 6).
+    AhrwNonzero = "ahrw-nonzero", weighted: false;
+    /// AHRW applied level by level down the topology tree (Guo §5.3, parent load per Eq. 6.7).
+    HAhrw = "h-ahrw", weighted: false;
+    /// Cache-aware AHRW: queues weighted by cost from the flow's home node (Guo §6.3).
+    CaAhrw = "ca-ahrw", weighted: false;
+    /// Hierarchical cache-aware AHRW (Guo §6.4).
+    HCahrw = "h-cahrw", weighted: false;
+    /// Proportional-share HRW: whole cores plus a residual share by CARP multipliers (Guo ch. 7).
+    PsHrw = "ps-hrw", weighted: false;
+    /// Consistent hashing on a ring with virtual nodes (Karger et al. 1997).
+    Ring = "ring", weighted: true;
+    /// Jump consistent hash (Lamping & Veach 2014).
+    Jump = "jump", weighted: false;
+    /// Maglev hashing with a prime lookup table (Eisenbud et al., NSDI 2016).
+    Maglev = "maglev", weighted: true;
+    /// Consistent hashing with bounded loads (Mirrokni, Thorup & Zadimoghaddam, SODA 2018).
+    Bounded = "bounded", weighted: true;
+    /// Power of two choices between a key's two highest rendezvous workers.
+    P2cHrw = "p2c-hrw", weighted: false;
+    /// A flow with units in flight stays; otherwise the least-loaded worker (DPDK distributor).
+    InFlight = "in-flight", weighted: false;
+}
+
+impl Policy {
+    /// All names, comma-separated, for error messages.
+    pub fn names() -> String {
+        Self::ALL
+            .iter()
+            .map(|p| p.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn weighted_names() -> String {
+        Self::ALL
+            .iter()
+            .filter(|p| p.supports_weights())
+            .map(|p| p.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Whether the policy reads the topology tree (and so places only on its leaves).
+    pub fn uses_topology(self) -> bool {
+        matches!(
+            self,
+            Self::HAhrw | Self::CaAhrw | Self::HCahrw | Self::PsHrw
+        )
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Policy {
+    type Err = PlaceError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| PlaceError::UnknownPolicy {
+                name: s.to_string(),
+            })
+    }
+}
+
+/// The knobs of every policy, with the source's defaults. Fields a policy does not read are
+/// ignored by it.
+#[derive(Clone, Debug)]
+pub struct PlaceConfig {
+    /// Which queue length load-aware policies compare.
+    pub measure: QueueMeasure,
+    /// The rendezvous score of the AHRW family, CA/H variants, PS-HRW, p2c-hrw and tie-breaks.
+    pub hash: HashFn,
+    /// Reading of Q_min for the hierarchical and cache-aware forms (`ahrw` and `ahrw-nonzero`
+    /// fix their own).
+    pub qmin: QminReading,
+    /// Whether CA-AHRW's Q_min is taken over the cost-weighted queues (default) or the raw ones
+    /// (Guo §6.3 leaves it open; erratum 5).
+    pub ca_min_weighted: bool,
+    /// Load of an inner tree node for the hierarchical forms (Guo Eq. 6.7 as corrected, or the
+    /// plain sum of ch. 6.4.1's "naive" H-AHRW).
+    pub parent_load: ParentLoad,
+    /// Bounded-load slack ε: capacity ⌈(1+ε)·mean⌉. Default 0.25 (brpc's default).
+    pub epsilon: f64,
+    /// Ring points per unit weight. Default 160 (ketama's 40 × 4).
+    pub vnodes: u32,
+    /// Maglev table size, a prime at least the number of workers. Default 65537 (Maglev §5.3).
+    pub maglev_table: u32,
+    /// PS-HRW recomputation threshold β: relative change in a request's size. Default 0.16
+    /// (Guo §7.3, Fig. 7.1).
+    pub beta: f64,
+    /// How PS-HRW spreads a flow's units over its share.
+    pub ps_dispatch: PsDispatch,
+    /// The machine, for topology-aware policies; a flat tree over the workers when absent.
+    pub topology: Option<Topology>,
+}
+
+impl Default for PlaceConfig {
+    fn default() -> Self {
+        Self {
+            measure: QueueMeasure::Units,
+            hash: HashFn::Fast,
+            qmin: QminReading::TrueMin,
+            ca_min_weighted: true,
+            parent_load: ParentLoad::AnyIdleIsZero,
+            epsilon: 0.25,
+            vnodes: 160,
+            maglev_table: 65_537,
+            beta: 0.16,
+            ps_dispatch: PsDispatch::PerUnit,
+            topology: None,
+        }
+    }
+}
+
+impl PlaceConfig {
+    fn check(&self) -> Result<(), PlaceError> {
+        let bad = |field, value: String, expected| {
+            Err(PlaceError::BadConfig {
+                field,
+                value,
+                expected,
+            })
+        };
+        if !(self.epsilon.is_finite() && self.epsilon >= 0.0) {
+            return bad("epsilon", self.epsilon.to_string(), "a finite number ≥ 0");
+        }
+        if !(1..=100_000).contains(&self.vnodes) {
+            return bad(
+                "vnodes",
+                self.vnodes.to_string(),
+                "1 to 100000 points per unit weight",
+            );
+        }
+        if !maglev::is_prime(self.maglev_table) {
+            return bad(
+                "maglev table size",
+                self.maglev_table.to_string(),
+                "a prime number (e.g. 65537)",
+            );
+        }
+        if !(self.beta.is_finite() && self.beta >= 0.0) {
+            return bad(
+                "beta",
+                self.beta.to_string(),
+                "a finite fraction ≥ 0 (0.16 is 16%)",
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Builds `policy` over `workers`, each with weight 1.
+pub fn build(
+    policy: Policy,
+    config: &PlaceConfig,
+    workers: &[WorkerId],
+) -> Result<Box<dyn Placer>, PlaceError> {
+    build_weighted(
+        policy,
+        config,
+        &workers
+            .iter()
+            .map(|&w| (w, Weight::ONE))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// Builds `policy` over weighted workers.
+pub fn build_weighted(
+    policy: Policy,
+    config: &PlaceConfig,
+    workers: &[(WorkerId, Weight)],
+) -> Result<Box<dyn Placer>, PlaceError> {
+    config.check()?;
+    let members = Members::weighted(workers.iter().copied())?;
+    let flat_leaves = members.as_slice().last().map_or(1, |m| m.id.0 + 1);
+    let topology = || match &config.topology {
+        Some(t) => Ok(t.clone()),
+        None => Topology::flat(flat_leaves).map_err(|e| PlaceError::BadConfig {
+            field: "topology",
+            value: e.spec,
+            expected: "at most 65536 workers",
+        }),
+    };
+    let hash = config.hash;
+    let m = config.measure;
+    Ok(match policy {
+        Policy::RoundRobin => Dispatch::new(policy, members, round_robin::RoundRobin::default())?,
+        Policy::Jsq => Dispatch::new(policy, members, jsq::Jsq { measure: m })?,
+        Policy::ModN => Dispatch::new(policy, members, mod_n::ModN)?,
+        Policy::Affinity => Dispatch::new(policy, members, affinity::Affinity::new(m))?,
+        Policy::Hrw => Dispatch::new(policy, members, hrw::Hrw::new(HashFn::Fast))?,
+        Policy::HrwClassic => Dispatch::new(policy, members, hrw::Hrw::new(HashFn::Classic))?,
+        Policy::WeightedHrw => Dispatch::new(
+            policy,
+            members,
+            weighted::WeightedHrw::new(weighted::Method::Logarithmic),
+        )?,
+        Policy::WeightedHrwCarp => Dispatch::new(
+            policy,
+            members,
+            weighted::WeightedHrw::new(weighted::Method::Carp),
+        )?,
+        Policy::Ahrw => Dispatch::new(
+            policy,
+            members,
+            ahrw::Ahrw::new(hash, QminReading::TrueMin, m),
+        )?,
+        Policy::AhrwNonzero => Dispatch::new(
+            policy,
+            members,
+            ahrw::Ahrw::new(hash, QminReading::NonZeroMin, m),
+        )?,
+        Policy::HAhrw => Dispatch::new(
+            policy,
+            members,
+            hierarchical::Hierarchical::new(topology()?, false, config),
+        )?,
+        Policy::CaAhrw => {
+            Dispatch::new(policy, members, ahrw::CacheAware::new(topology()?, config))?
+        }
+        Policy::HCahrw => Dispatch::new(
+            policy,
+            members,
+            hierarchical::Hierarchical::new(topology()?, true, config),
+        )?,
+        Policy::PsHrw => Dispatch::new(policy, members, ps_hrw::PsHrw::new(topology()?, config))?,
+        Policy::Ring => Dispatch::new(policy, members, ring::Ring::new(config.vnodes))?,
+        Policy::Jump => Dispatch::new(policy, members, jump::Jump::default())?,
+        Policy::Maglev => Dispatch::new(policy, members, maglev::Maglev::new(config.maglev_table))?,
+        Policy::Bounded => Dispatch::new(
+            policy,
+            members,
+            bounded::Bounded::new(config.vnodes, config.epsilon, m),
+        )?,
+        Policy::P2cHrw => Dispatch::new(policy, members, p2c::P2c::new(hash, m))?,
+        Policy::InFlight => Dispatch::new(policy, members, in_flight::InFlight::new(m))?,
+    })
+}
+
+/// What a policy supplies; [`Dispatch`] does the membership bookkeeping around it.
+trait Strategy: Send + fmt::Debug {
+    /// Derives the policy's per-member state from the new member list. Must check everything
+    /// before changing anything: an error leaves the strategy as it was.
+    fn rebuild(&mut self, members: &Members) -> Result<(), PlaceError>;
+
+    /// Chooses a member.
+    fn place(&mut self, members: &Members, unit: &Unit, load: &LoadView<'_>) -> WorkerId;
+
+    /// Drops per-flow state.
+    fn forget_flow(&mut self, _flow: FlowId) {}
+}
+
+#[derive(Debug)]
+struct Dispatch<S> {
+    policy: Policy,
+    members: Members,
+    strategy: S,
+}
+
+impl<S: Strategy + 'static> Dispatch<S> {
+    fn new(
+        policy: Policy,
+        members: Members,
+        mut strategy: S,
+    ) -> Result<Box<dyn Placer>, PlaceError> {
+        if !policy.supports_weights() && members.as_slice().iter().any(|m| m.weight != Weight::ONE)
+        {
+            return Err(PlaceError::WeightsUnsupported { policy });
+        }
+        strategy.rebuild(&members)?;
+        Ok(Box::new(Self {
+            policy,
+            members,
+            strategy,
+        }))
+    }
+
+    fn change(
+        &mut self,
+        f: impl FnOnce(&mut Members) -> Result<(), PlaceError>,
+    ) -> Result<(), PlaceError> {
+        let mut next = self.members.clone();
+        f(&mut next)?;
+        self.strategy.rebuild(&next)?;
+        self.members = next;
+        Ok(())
+    }
+}
+
+impl<S: Strategy + 'static> Placer for Dispatch<S> {
+    fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    fn members(&self) -> &Members {
+        &self.members
+    }
+
+    #[inline]
+    fn place(&mut self, unit: &Unit, load: &LoadView<'_>) -> WorkerId {
+        self.strategy.place(&self.members, unit, load)
+    }
+
+    fn add_worker(&mut self, id: WorkerId, weight: Weight) -> Result<(), PlaceError> {
+        if !self.policy.supports_weights() && weight != Weight::ONE {
+            return Err(PlaceError::WeightsUnsupported {
+                policy: self.policy,
+            });
+        }
+        self.change(|m| m.add(id, weight))
+    }
+
+    fn remove_worker(&mut self, id: WorkerId) -> Result<(), PlaceError> {
+        self.change(|m| m.remove(id))
+    }
+
+    fn set_weight(&mut self, id: WorkerId, weight: Weight) -> Result<(), PlaceError> {
+        if !self.policy.supports_weights() {
+            return Err(PlaceError::WeightsUnsupported {
+                policy: self.policy,
+            });
+        }
+        self.change(|m| m.set_weight(id, weight))
+    }
+
+    fn forget_flow(&mut self, flow: FlowId) {
+        self.strategy.forget_flow(flow);
+    }
+}
+
+/// Index of the member with the shortest queue by `measure`; the first such in id order on ties.
+fn shortest_queue(members: &Members, load: &LoadView<'_>, measure: QueueMeasure) -> usize {
+    let q = load.queues(measure);
+    let mut best = (u64::MAX, 0);
+    for (i, m) in members.as_slice().iter().enumerate() {
+        let len = q.get(m.id.0 as usize).copied().unwrap_or(0);
+        if len < best.0 {
+            best = (len, i);
+        }
+    }
+    best.1
+}
