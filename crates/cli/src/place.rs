@@ -45,7 +45,7 @@ use crate::report::{Format, Row, print_rows};
 pub(crate) struct PlaceArgs {
     /// Policies to compare, comma-separated, or `all`.
     ///
-    /// round-robin, jsq, mod-n, affinity, hrw, hrw-classic, weighted-hrw, weighted-hrw-carp,
+    /// round-robin, jsq, mod-n, affinity, hrw, hrw-classic, weighted-hrw, weighted-hrw-carp, h-hrw,
     /// ahrw, ahrw-nonzero, h-ahrw, ca-ahrw, h-cahrw, ps-hrw, ring, jump, maglev, bounded,
     /// p2c-hrw, in-flight.
     #[arg(long, short, value_delimiter = ',', required = true)]

@@ -7,8 +7,10 @@
 //! non-zero minimum, idle workers and the least-loaded busy one all get `r = 1` and compete on
 //! their raw scores. Both are offered.
 //!
-//! Cost: one division per candidate. Written as `g / Q̃_p` with `Q̃_p = Q_min` for idle workers,
-//! which is the same ranking as `r_p · g` (the common factor `Q_min` is dropped).
+//! Ranking: `r_p · g` is ranked as `g / Q̃_p` with `Q̃_p = Q_min` for idle workers (the common
+//! factor `Q_min` is dropped), compared by cross-multiplication. Flat AHRW does this in exact
+//! integer arithmetic (ahrw.rs); the tree and cache-aware forms, whose weighted queues are
+//! fractional, use [`pick`] in `f64`.
 
 /// Which minimum `Q_min` is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -60,14 +62,15 @@ pub(crate) fn adjusted(g: f64, q: f64, q_min: Option<f64>) -> f64 {
 /// Index of the largest adjusted score among `(g, Q)` candidates, first on ties.
 ///
 /// With `q_min` from [`q_min`]: `None` ranks by `g` alone; `Some(0)` (true minimum with an idle
-/// candidate) ranks idle candidates by `g` and gives busy ones 0; otherwise `g / Q̃` as described in
-/// the module documentation.
+/// candidate) ranks idle candidates by `g` and gives busy ones 0; otherwise candidates are ranked
+/// by `g / Q̃` (`Q̃ = Q_min` for idle ones), compared by cross-multiplication so no division is
+/// needed. For the few candidates of a tree level this costs a handful of multiplies.
 #[inline]
 pub(crate) fn pick(candidates: impl Iterator<Item = (f64, f64)>, q_min: Option<f64>) -> usize {
-    let mut best = f64::NEG_INFINITY;
     let mut idx = 0;
     match q_min {
         None => {
+            let mut best = f64::NEG_INFINITY;
             for (i, (g, _)) in candidates.enumerate() {
                 if g > best {
                     best = g;
@@ -76,6 +79,7 @@ pub(crate) fn pick(candidates: impl Iterator<Item = (f64, f64)>, q_min: Option<f
             }
         }
         Some(m) if m <= 0.0 => {
+            let mut best = f64::NEG_INFINITY;
             for (i, (g, q)) in candidates.enumerate() {
                 let h = if q <= 0.0 { g } else { 0.0 };
                 if h > best {
@@ -85,11 +89,11 @@ pub(crate) fn pick(candidates: impl Iterator<Item = (f64, f64)>, q_min: Option<f
             }
         }
         Some(m) => {
+            let (mut gb, mut qb) = (f64::NEG_INFINITY, 1.0);
             for (i, (g, q)) in candidates.enumerate() {
-                let h = g * (m / if q <= 0.0 { m } else { q });
-                if h > best {
-                    best = h;
-                    idx = i;
+                let q = if q <= 0.0 { m } else { q };
+                if g * qb > gb * q {
+                    (gb, qb, idx) = (g, q, i);
                 }
             }
         }

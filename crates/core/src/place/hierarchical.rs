@@ -11,6 +11,8 @@
 //!   is the alternative.
 //! - **`Q_min` per level** is taken over the siblings being compared (the source leaves it open;
 //!   erratum 5), with the reading of [`super::QminReading`] from the configuration.
+//! - **H-HRW** (`h-hrw`): the same descent with no load adjustment — hierarchical rendezvous
+//!   hashing, as Ceph's CRUSH does it. It is H-AHRW with equal loads, and H-CAHRW's home node.
 //! - **H-CAHRW**: leaf queues are weighted by their cost from the flow's home node (Eq. 6.4). The
 //!   home node is found by the same descent without load adjustment, so the whole decision stays
 //!   O(Σ fanout) scores rather than N.
@@ -39,10 +41,21 @@ pub enum ParentLoad {
     Sum,
 }
 
+/// Which hierarchical form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// Plain rendezvous at every level.
+    Plain,
+    /// AHRW at every level.
+    Adjusted,
+    /// AHRW on queues weighted by cost from the flow's home node.
+    CacheAware,
+}
+
 #[derive(Debug)]
 pub(crate) struct Hierarchical {
     topo: Topology,
-    cache_aware: bool,
+    form: Form,
     reading: QminReading,
     parent: ParentLoad,
     measure: QueueMeasure,
@@ -52,82 +65,113 @@ pub(crate) struct Hierarchical {
     present: Vec<bool>,
     /// `count[d][i]`: workers under the `i`-th node at depth `d`.
     count: Vec<Vec<u32>>,
-    /// Leaf queues (weighted from the home node for H-CAHRW), by leaf.
-    leaf_q: Vec<f64>,
+    /// Whether every leaf is a worker, so subtree loads are plain slice sums.
+    full: bool,
     /// Candidates at the current level: (score, load, child index).
     cand: Vec<(f64, f64, u32)>,
 }
 
 impl Hierarchical {
-    pub(crate) fn new(topo: Topology, cache_aware: bool, config: &PlaceConfig) -> Self {
+    pub(crate) fn new(topo: Topology, form: Form, config: &PlaceConfig) -> Self {
         let nodes = topo.node_id(topo.depth(), 0) + topo.leaves();
         let mut rv = Rendezvous::new(config.hash);
         rv.rebuild(0..nodes);
         Self {
-            cache_aware,
+            form,
             reading: config.qmin,
             parent: config.parent_load,
             measure: config.measure,
             rv,
             present: Vec::new(),
             count: Vec::new(),
-            leaf_q: vec![0.0; topo.leaves() as usize],
+            full: false,
             cand: Vec::new(),
             topo,
         }
     }
 
-    /// Load of the `i`-th node at depth `d`, from the leaf queues.
-    fn node_load(&self, d: usize, i: u32) -> f64 {
-        let span = self.topo.span(d) as usize;
-        let lo = i as usize * span;
-        let (mut sum, mut idle) = (0.0, false);
-        for (q, &p) in self.leaf_q[lo..lo + span]
-            .iter()
-            .zip(&self.present[lo..lo + span])
-        {
-            if p {
-                sum += q;
-                idle |= *q <= 0.0;
-            }
+    /// Raw load of the leaves `lo..hi` that are workers: (sum, whether one is idle).
+    #[inline]
+    fn range_load(&self, qs: &[u64], lo: usize, hi: usize) -> (u64, bool) {
+        if self.full && hi <= qs.len() && hi - lo == 1 {
+            return (qs[lo], qs[lo] == 0);
         }
-        if idle && self.parent == ParentLoad::AnyIdleIsZero {
-            0.0
+        if self.full && hi <= qs.len() {
+            // Equality, not `min`: baseline x86-64 has no 64-bit compare, and an emulated `min`
+            // costs several times more per leaf.
+            let (mut sum, mut idle) = (0u64, false);
+            for &v in &qs[lo..hi] {
+                sum = sum.wrapping_add(v);
+                idle |= v == 0;
+            }
+            (sum, idle)
         } else {
-            sum
+            let (mut sum, mut idle) = (0u64, false);
+            for leaf in lo..hi {
+                if self.present[leaf] {
+                    let q = qs.get(leaf).copied().unwrap_or(0);
+                    sum += q;
+                    idle |= q == 0;
+                }
+            }
+            (sum, idle)
         }
     }
 
-    /// Walks down from the root, choosing one child per level; returns the leaf.
-    fn descend(&mut self, d: u64, adjusted: bool) -> u32 {
+    /// Load of the `i`-th node at depth `d` (Eq. 6.7, or the plain sum), with leaf queues
+    /// weighted by their cost from `home` for H-CAHRW. A subtree that does not hold the home
+    /// leaf parts from it at one level, so its weighted load is its raw load times one cost; only
+    /// the subtree holding the home leaf is weighted leaf by leaf.
+    fn node_load(&self, qs: &[u64], d: usize, i: u32, home: Option<u32>) -> f64 {
+        let span = self.topo.span(d);
+        let (lo, hi) = ((i * span) as usize, ((i + 1) * span) as usize);
+        let (sum, idle) = match home {
+            Some(h) if (lo..hi).contains(&(h as usize)) => {
+                let (mut sum, mut idle) = (0.0, false);
+                for leaf in lo..hi {
+                    if self.present[leaf] {
+                        let q = qs.get(leaf).copied().unwrap_or(0);
+                        sum += q as f64 * self.topo.cost(h, leaf as u32);
+                        idle |= q == 0;
+                    }
+                }
+                (sum, idle)
+            }
+            Some(h) => {
+                let (raw, idle) = self.range_load(qs, lo, hi);
+                (raw as f64 * self.topo.cost(h, lo as u32), idle)
+            }
+            None => {
+                let (raw, idle) = self.range_load(qs, lo, hi);
+                (raw as f64, idle)
+            }
+        };
+        if idle && self.parent == ParentLoad::AnyIdleIsZero { 0.0 } else { sum }
+    }
+
+    /// Walks down from the root, choosing one child per level; returns the leaf. With `load`,
+    /// each level is an AHRW choice on subtree loads; without, plain rendezvous (the home node).
+    fn descend(&mut self, d: u64, load: Option<(&[u64], Option<u32>)>) -> u32 {
         let mut node = 0u32;
+        let mut cand = std::mem::take(&mut self.cand);
         for depth in 0..self.topo.depth() {
             let f = self.topo.fanout(depth);
-            let mut cand = std::mem::take(&mut self.cand);
             cand.clear();
             for c in node * f..(node + 1) * f {
                 if self.count[depth + 1][c as usize] == 0 {
                     continue;
                 }
-                let g = self
-                    .rv
-                    .score_f64(d, self.topo.node_id(depth + 1, c) as usize);
-                let q = if adjusted {
-                    self.node_load(depth + 1, c)
-                } else {
-                    0.0
+                let g = self.rv.score_f64(d, self.topo.node_id(depth + 1, c) as usize);
+                let q = match load {
+                    Some((qs, home)) => self.node_load(qs, depth + 1, c, home),
+                    None => 0.0,
                 };
                 cand.push((g, q, c));
             }
-            let m = if adjusted {
-                adjust::q_min(cand.iter().map(|c| c.1), self.reading)
-            } else {
-                None
-            };
-            let k = adjust::pick(cand.iter().map(|c| (c.0, c.1)), m);
-            node = cand[k].2;
-            self.cand = cand;
+            let m = if load.is_some() { adjust::q_min(cand.iter().map(|c| c.1), self.reading) } else { None };
+            node = cand[adjust::pick(cand.iter().map(|c| (c.0, c.1)), m)].2;
         }
+        self.cand = cand;
         node
     }
 }
@@ -147,6 +191,7 @@ impl Strategy for Hierarchical {
             let f = self.topo.fanout(d) as usize;
             count[d] = count[d + 1].chunks(f).map(|c| c.iter().sum()).collect();
         }
+        self.full = present.iter().all(|&p| p);
         self.present = present;
         self.count = count;
         Ok(())
@@ -155,18 +200,13 @@ impl Strategy for Hierarchical {
     fn place(&mut self, _: &Members, unit: &Unit, load: &LoadView<'_>) -> WorkerId {
         let d = unit.flow.0;
         let qs = load.queues(self.measure);
-        let home = if self.cache_aware {
-            Some(self.descend(d, false))
-        } else {
-            None
-        };
-        for (leaf, q) in self.leaf_q.iter_mut().enumerate() {
-            let raw = qs.get(leaf).copied().unwrap_or(0) as f64;
-            *q = match home {
-                Some(h) => raw * self.topo.cost(h, leaf as u32),
-                None => raw,
-            };
-        }
-        WorkerId(self.descend(d, true))
+        WorkerId(match self.form {
+            Form::Plain => self.descend(d, None),
+            Form::Adjusted => self.descend(d, Some((qs, None))),
+            Form::CacheAware => {
+                let home = self.descend(d, None);
+                self.descend(d, Some((qs, Some(home))))
+            }
+        })
     }
 }

@@ -190,6 +190,8 @@ policies! {
     Ahrw = "ahrw", weighted: false;
     /// Adjusted HRW with the non-zero-minimum reading of Q_min (Guo Eq. 6.1, ch. 6).
     AhrwNonzero = "ahrw-nonzero", weighted: false;
+    /// Rendezvous applied level by level down the topology tree, no load adjustment (CRUSH-like).
+    HHrw = "h-hrw", weighted: false;
     /// AHRW applied level by level down the topology tree (Guo §5.3, parent load per Eq. 6.7).
     HAhrw = "h-ahrw", weighted: false;
     /// Cache-aware AHRW: queues weighted by cost from the flow's home node (Guo §6.3).
@@ -409,10 +411,15 @@ pub fn build_weighted(
             members,
             ahrw::Ahrw::new(hash, QminReading::NonZeroMin, m),
         )?,
+        Policy::HHrw => Dispatch::new(
+            policy,
+            members,
+            hierarchical::Hierarchical::new(topology()?, hierarchical::Form::Plain, config),
+        )?,
         Policy::HAhrw => Dispatch::new(
             policy,
             members,
-            hierarchical::Hierarchical::new(topology()?, false, config),
+            hierarchical::Hierarchical::new(topology()?, hierarchical::Form::Adjusted, config),
         )?,
         Policy::CaAhrw => {
             Dispatch::new(policy, members, ahrw::CacheAware::new(topology()?, config))?
@@ -420,7 +427,7 @@ pub fn build_weighted(
         Policy::HCahrw => Dispatch::new(
             policy,
             members,
-            hierarchical::Hierarchical::new(topology()?, true, config),
+            hierarchical::Hierarchical::new(topology()?, hierarchical::Form::CacheAware, config),
         )?,
         Policy::PsHrw => Dispatch::new(policy, members, ps_hrw::PsHrw::new(topology()?, config))?,
         Policy::Ring => Dispatch::new(policy, members, ring::Ring::new(config.vnodes))?,

@@ -90,6 +90,16 @@ impl Rendezvous {
         }
     }
 
+    /// The prepared per-worker values (seeds, or `(A·S + B) mod 2^31`), in member order.
+    pub(crate) fn prepared(&self) -> &[u64] {
+        &self.prep
+    }
+
+    /// The score function.
+    pub(crate) fn hash(&self) -> HashFn {
+        self.hash
+    }
+
     /// Prepares for workers `ids` (in member order).
     pub(crate) fn rebuild(&mut self, ids: impl Iterator<Item = u32>) {
         self.prep.clear();
