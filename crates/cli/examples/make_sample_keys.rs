@@ -18,10 +18,7 @@ fn main() -> std::io::Result<()> {
     for _ in 0..1500 {
         let tcp = rng.random_bool(0.85);
         let (proto, port) = if tcp {
-            (
-                "tcp",
-                [443, 443, 443, 80, 80, 22, 25, 8080][rng.random_range(0..8)],
-            )
+            ("tcp", [443, 443, 443, 80, 80, 22, 25, 8080][rng.random_range(0..8)])
         } else {
             ("udp", [53, 53, 123][rng.random_range(0..3)])
         };
@@ -36,11 +33,8 @@ fn main() -> std::io::Result<()> {
         let start = rng.random_range(0..1_000_000u64);
         let gap = rng.random_range(50..5_000u64);
         for k in 0..count {
-            let line = if k % 2 == 0 {
-                format!("{proto} {client} {server}")
-            } else {
-                format!("{proto} {server} {client}")
-            };
+            let line =
+                if k % 2 == 0 { format!("{proto} {client} {server}") } else { format!("{proto} {server} {client}") };
             packets.push((start + k * gap, line));
         }
     }
@@ -52,9 +46,7 @@ fn main() -> std::io::Result<()> {
     for (_, l) in &packets {
         writeln!(out, "{l}").expect("writing to a String");
     }
-    let path = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "data/keys/sample-flows.txt".into());
+    let path = std::env::args().nth(1).unwrap_or_else(|| "data/keys/sample-flows.txt".into());
     std::fs::write(&path, out)?;
     eprintln!("wrote {} packets to {path}", packets.len());
     Ok(())

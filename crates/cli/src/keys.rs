@@ -27,7 +27,8 @@ pub(crate) enum KeySource {
     File(PathBuf),
 }
 
-const FORMS: &str = "sample, uniform:COUNT, zipf:S:COUNT[:KEYS], or a path to a file with one key per line (- for standard input)";
+const FORMS: &str =
+    "sample, uniform:COUNT, zipf:S:COUNT[:KEYS], or a path to a file with one key per line (- for standard input)";
 
 impl FromStr for KeySource {
     type Err = anyhow::Error;
@@ -47,18 +48,15 @@ impl FromStr for KeySource {
             return Ok(Self::Sample);
         }
         if let Some(rest) = s.strip_prefix("uniform:") {
-            return Ok(Self::Uniform {
-                count: count(rest, "COUNT")?,
-            });
+            return Ok(Self::Uniform { count: count(rest, "COUNT")? });
         }
         if let Some(rest) = s.strip_prefix("zipf:") {
             let parts: Vec<&str> = rest.split(':').collect();
             if !(2..=3).contains(&parts.len()) {
                 bail!("`{s}`: expected zipf:S:COUNT or zipf:S:COUNT:KEYS");
             }
-            let exp: f64 = parts[0]
-                .parse()
-                .with_context(|| format!("`{s}`: S must be a number, not `{}`", parts[0]))?;
+            let exp: f64 =
+                parts[0].parse().with_context(|| format!("`{s}`: S must be a number, not `{}`", parts[0]))?;
             if !(exp.is_finite() && exp > 0.0) {
                 bail!("`{s}`: the Zipf exponent S must be greater than 0");
             }
@@ -67,11 +65,7 @@ impl FromStr for KeySource {
                 Some(k) => count(k, "KEYS")?,
                 None => n,
             };
-            return Ok(Self::Zipf {
-                s: exp,
-                count: n,
-                keys,
-            });
+            return Ok(Self::Zipf { s: exp, count: n, keys });
         }
         if s.is_empty() {
             bail!("empty key source; expected {FORMS}");
@@ -105,9 +99,7 @@ impl KeySource {
     pub(crate) fn load(&self, seed: u64, undirected: bool) -> Result<Units> {
         let mut b = Builder::default();
         match self {
-            Self::Sample => {
-                read_lines(SAMPLE.as_bytes(), "the shipped sample", undirected, &mut b)?
-            }
+            Self::Sample => read_lines(SAMPLE.as_bytes(), "the shipped sample", undirected, &mut b)?,
             Self::Uniform { count } => {
                 check_size(*count)?;
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -128,35 +120,21 @@ impl KeySource {
                 read_lines(io::stdin().lock(), "standard input", undirected, &mut b)?;
             }
             Self::File(p) => {
-                let f = File::open(p).with_context(|| {
-                    format!(
-                        "cannot open key file `{}` (key sources are: {FORMS})",
-                        p.display()
-                    )
-                })?;
-                read_lines(
-                    BufReader::new(f),
-                    &p.display().to_string(),
-                    undirected,
-                    &mut b,
-                )?;
+                let f = File::open(p)
+                    .with_context(|| format!("cannot open key file `{}` (key sources are: {FORMS})", p.display()))?;
+                read_lines(BufReader::new(f), &p.display().to_string(), undirected, &mut b)?;
             }
         }
         if b.units.is_empty() {
             bail!("{self} holds no keys: every line was empty or a # comment");
         }
-        Ok(Units {
-            units: b.units,
-            flows: b.flows,
-        })
+        Ok(Units { units: b.units, flows: b.flows })
     }
 }
 
 fn check_size(n: u64) -> Result<()> {
     if n > MAX_UNITS {
-        bail!(
-            "{n} units is more than this command holds in memory ({MAX_UNITS}); use a smaller COUNT"
-        );
+        bail!("{n} units is more than this command holds in memory ({MAX_UNITS}); use a smaller COUNT");
     }
     Ok(())
 }
@@ -188,9 +166,8 @@ fn read_lines(r: impl Read, name: &str, undirected: bool, b: &mut Builder) -> Re
     let mut lineno = 0u64;
     loop {
         line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .with_context(|| format!("reading {name} at line {}", lineno + 1))?;
+        let n =
+            reader.read_until(b'\n', &mut line).with_context(|| format!("reading {name} at line {}", lineno + 1))?;
         if n == 0 {
             return Ok(());
         }
@@ -218,18 +195,8 @@ mod tests {
 
     #[test]
     fn sources_parse_and_errors_teach() {
-        assert_eq!(
-            "uniform:1_000".parse::<KeySource>().unwrap(),
-            KeySource::Uniform { count: 1000 }
-        );
-        assert_eq!(
-            "zipf:1.1:100".parse::<KeySource>().unwrap(),
-            KeySource::Zipf {
-                s: 1.1,
-                count: 100,
-                keys: 100
-            }
-        );
+        assert_eq!("uniform:1_000".parse::<KeySource>().unwrap(), KeySource::Uniform { count: 1000 });
+        assert_eq!("zipf:1.1:100".parse::<KeySource>().unwrap(), KeySource::Zipf { s: 1.1, count: 100, keys: 100 });
         for (bad, needle) in [
             ("uniform:x", "COUNT must be a whole number"),
             ("uniform:0", "at least 1"),
@@ -246,6 +213,23 @@ mod tests {
     fn sample_has_repeated_flows() {
         let u = KeySource::Sample.load(0, false).unwrap();
         assert!(u.units.len() > u.flows && u.flows > 100);
+    }
+
+    proptest::proptest! {
+        /// Any bytes: no panic, and every line that is not blank or a `#` comment becomes a unit.
+        #[test]
+        fn any_bytes_lose_no_line(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..400)) {
+            let mut b = Builder::default();
+            read_lines(&bytes[..], "t", false, &mut b).unwrap();
+            let expected = bytes
+                .split(|&c| c == b'\n')
+                .filter(|l| match std::str::from_utf8(l) {
+                    Ok(t) => !t.trim().is_empty() && !t.trim().starts_with('#'),
+                    Err(_) => true,
+                })
+                .count();
+            proptest::prop_assert_eq!(b.units.len(), expected);
+        }
     }
 
     #[test]

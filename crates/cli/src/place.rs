@@ -2,6 +2,7 @@
 //! decision cost.
 
 use std::hint::black_box;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -9,9 +10,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use switchyard_core::measure::{balance, moved_fraction};
 use switchyard_core::place::{HashFn, QminReading, build_weighted};
-use switchyard_core::{
-    LoadTracker, PlaceConfig, Placer, Policy, QueueMeasure, Topology, Unit, Weight, WorkerId,
-};
+use switchyard_core::{LoadTracker, PlaceConfig, Placer, Policy, QueueMeasure, Topology, Unit, Weight, WorkerId};
 
 use crate::keys::{KeySource, Units};
 use crate::report::{Format, Row, print_rows};
@@ -57,7 +56,7 @@ pub(crate) struct PlaceArgs {
 
     /// Worker weights, comma-separated, one per worker. With `all`, only the policies that
     /// honour weights are run.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     weights: Option<Vec<f64>>,
 
     /// Machine topology for topology-aware policies: xeon-e5335, opteron-2350, niagara2, a
@@ -72,7 +71,7 @@ pub(crate) struct PlaceArgs {
     keys: String,
 
     /// Bounded-load slack ε: each worker holds at most ⌈(1+ε)·mean⌉.
-    #[arg(long, default_value_t = 0.25)]
+    #[arg(long, default_value_t = 0.25, allow_negative_numbers = true)]
     epsilon: f64,
 
     /// Queue length load-aware policies compare.
@@ -97,7 +96,7 @@ pub(crate) struct PlaceArgs {
     maglev_table: u32,
 
     /// PS-HRW recomputation threshold β (0.16 = 16%).
-    #[arg(long, default_value_t = 0.16)]
+    #[arg(long, default_value_t = 0.16, allow_negative_numbers = true)]
     beta: f64,
 
     /// Seed of the uniform and zipf generators.
@@ -144,8 +143,7 @@ pub(crate) fn run(args: &PlaceArgs) -> Result<()> {
     let setup = setup(args)?;
     let mut policies = policies(&args.policy)?;
     if setup.weighted {
-        let (keep, skip): (Vec<Policy>, Vec<Policy>) =
-            policies.iter().partition(|p| p.supports_weights());
+        let (keep, skip): (Vec<Policy>, Vec<Policy>) = policies.iter().partition(|p| p.supports_weights());
         if !skip.is_empty() {
             if args.policy.iter().any(|p| p == "all") {
                 eprintln!(
@@ -169,38 +167,33 @@ pub(crate) fn run(args: &PlaceArgs) -> Result<()> {
         policies = keep;
     }
     let n = setup.workers.len();
+    let mut out = std::io::stdout().lock();
     if args.format == Format::Table {
-        println!(
+        writeln!(
+            out,
             "{} units of {} flows from {} on {} workers{}; loads in {}",
             setup.units.units.len(),
             setup.units.flows,
             setup.source,
             n,
-            setup
-                .config
-                .topology
-                .as_ref()
-                .filter(|t| t.depth() > 1)
-                .map(|t| format!(" ({t})"))
-                .unwrap_or_default(),
+            setup.config.topology.as_ref().filter(|t| t.depth() > 1).map(|t| format!(" ({t})")).unwrap_or_default(),
             match setup.config.measure {
                 QueueMeasure::Units => "units",
                 QueueMeasure::Bytes => "bytes",
             },
-        );
+        )?;
     }
     let bar = ProgressBar::new((policies.len() * 4) as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix:>18} [{bar:30}] {pos}/{len} passes")
-            .expect("static template"),
-    );
+    bar.set_style(ProgressStyle::with_template("{prefix:>18} [{bar:30}] {pos}/{len} passes").expect("static template"));
     let mut rows = Vec::new();
     for &p in &policies {
         bar.set_prefix(p.name());
         rows.push(measure(p, &setup, &bar).with_context(|| format!("policy {p}"))?);
     }
     bar.finish_and_clear();
-    print_rows(&rows, args.format)
+    print_rows(&mut out, &rows, args.format)?;
+    out.flush()?;
+    Ok(())
 }
 
 fn policies(names: &[String]) -> Result<Vec<Policy>> {
@@ -242,10 +235,7 @@ fn setup(args: &PlaceArgs) -> Result<Setup> {
     };
     let weights = match &args.weights {
         Some(w) if w.len() != n as usize => {
-            bail!(
-                "--weights has {} values for {n} workers; give one weight per worker",
-                w.len()
-            )
+            bail!("--weights has {} values for {n} workers; give one weight per worker", w.len())
         }
         Some(w) => w.clone(),
         None => vec![1.0; n as usize],
@@ -277,13 +267,7 @@ fn setup(args: &PlaceArgs) -> Result<Setup> {
     };
     let source: KeySource = args.keys.parse()?;
     let units = source.load(args.seed, args.undirected)?;
-    Ok(Setup {
-        weighted: args.weights.is_some(),
-        workers,
-        config,
-        units,
-        source,
-    })
+    Ok(Setup { weighted: args.weights.is_some(), workers, config, units, source })
 }
 
 /// Places every unit in order on a fresh tracker; returns each unit's worker.
@@ -312,9 +296,7 @@ fn measure(policy: Policy, s: &Setup, bar: &ProgressBar) -> Result<Row> {
             QueueMeasure::Units => load.units_by_worker(),
             QueueMeasure::Bytes => load.bytes_by_worker(),
         };
-        (0..n)
-            .map(|i| q.get(i).copied().unwrap_or(0) as f64)
-            .collect()
+        (0..n).map(|i| q.get(i).copied().unwrap_or(0) as f64).collect()
     };
     let loads = per_worker(&load);
     let weights: Vec<f64> = s.workers.iter().map(|w| w.1.get()).collect();
@@ -324,10 +306,7 @@ fn measure(policy: Policy, s: &Setup, bar: &ProgressBar) -> Result<Row> {
 
     let moved_on_remove = if n > 1 {
         placer.remove_worker(WorkerId(0))?;
-        Some(moved_fraction(
-            &before,
-            &pass(placer.as_mut(), units, &mut load),
-        ))
+        Some(moved_fraction(&before, &pass(placer.as_mut(), units, &mut load)))
     } else {
         None
     };
@@ -337,10 +316,7 @@ fn measure(policy: Policy, s: &Setup, bar: &ProgressBar) -> Result<Row> {
         let mut placer = build_weighted(policy, &s.config, &s.workers[..n - 1])?;
         let before = pass(placer.as_mut(), units, &mut load);
         placer.add_worker(last.0, last.1)?;
-        Some(moved_fraction(
-            &before,
-            &pass(placer.as_mut(), units, &mut load),
-        ))
+        Some(moved_fraction(&before, &pass(placer.as_mut(), units, &mut load)))
     } else {
         None
     };

@@ -1,5 +1,7 @@
 //! Printing results as an aligned table, JSON or CSV.
 
+use std::io::Write;
+
 use anyhow::Result;
 use clap::ValueEnum;
 use serde::Serialize;
@@ -35,16 +37,15 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
 }
 
-pub(crate) fn print_rows(rows: &[Row], format: Format) -> Result<()> {
+pub(crate) fn print_rows(out: &mut impl Write, rows: &[Row], format: Format) -> Result<()> {
     match format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(rows)?),
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(rows)?)?,
         Format::Csv => {
-            println!(
-                "policy,workers,keys,max_over_mean,cov,jain,moved_on_remove,moved_on_add,ns_per_decision"
-            );
+            writeln!(out, "policy,workers,keys,max_over_mean,cov,jain,moved_on_remove,moved_on_add,ns_per_decision")?;
             for r in rows {
                 let o = |v: Option<f64>| v.map_or_else(String::new, |v| v.to_string());
-                println!(
+                writeln!(
+                    out,
                     "{},{},{},{},{},{},{},{},{}",
                     r.policy,
                     r.workers,
@@ -55,16 +56,18 @@ pub(crate) fn print_rows(rows: &[Row], format: Format) -> Result<()> {
                     o(r.moved_on_remove),
                     o(r.moved_on_add),
                     r.ns_per_decision
-                );
+                )?;
             }
         }
         Format::Table => {
-            println!(
+            writeln!(
+                out,
                 "{:<18} {:>8} {:>7} {:>7} {:>9} {:>9} {:>11}",
                 "policy", "max/mean", "CoV", "Jain", "moved-rm", "moved-add", "ns/decision"
-            );
+            )?;
             for r in rows {
-                println!(
+                writeln!(
+                    out,
                     "{:<18} {:>8.3} {:>7.3} {:>7.4} {:>9} {:>9} {:>11.1}",
                     r.policy,
                     r.max_over_mean,
@@ -73,7 +76,7 @@ pub(crate) fn print_rows(rows: &[Row], format: Format) -> Result<()> {
                     opt(r.moved_on_remove, 4),
                     opt(r.moved_on_add, 4),
                     r.ns_per_decision
-                );
+                )?;
             }
         }
     }

@@ -53,15 +53,7 @@ impl FiveTuple {
     pub fn undirected(self) -> Self {
         let a = endpoint_order(&self.src);
         let b = endpoint_order(&self.dst);
-        if b < a {
-            Self {
-                proto: self.proto,
-                src: self.dst,
-                dst: self.src,
-            }
-        } else {
-            self
-        }
+        if b < a { Self { proto: self.proto, src: self.dst, dst: self.src } } else { self }
     }
 }
 
@@ -202,16 +194,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn digest_is_pinned() {
-        // These values are the digest's definition: if one changes, every placement changes.
-        assert_eq!(FlowKey::Number(0).id().0, FlowKey::Number(0).id().0);
+    fn digest_follows_the_documented_encoding() {
+        // If one of these changes, every placement changes (see tests/it/golden/place.txt).
+        assert_eq!(FlowKey::Number(0).id().0, 0xd9d3_82e8_20d0_6678);
+        assert_eq!(FlowKey::Number(0).id().0, xxh3_64_with_seed(&[3, 0, 0, 0, 0, 0, 0, 0, 0], DIGEST_SEED));
         let t = FlowKey::parse("tcp 10.0.0.1:40000 10.0.0.2:80");
         assert!(matches!(t, FlowKey::Tuple(_)));
+        let mut enc = vec![1u8, 6, 4, 10, 0, 0, 1];
+        enc.extend_from_slice(&40000u16.to_be_bytes());
+        enc.extend_from_slice(&[4, 10, 0, 0, 2, 0, 80]);
+        assert_eq!(t.id().0, xxh3_64_with_seed(&enc, DIGEST_SEED));
+        assert_eq!(t.id().0, 0x5d45_783d_88d1_002e);
         assert_eq!(FlowKey::parse("42"), FlowKey::Number(42));
-        assert_eq!(
-            FlowKey::parse("video/7"),
-            FlowKey::Bytes((*b"video/7").into())
-        );
+        assert_eq!(FlowKey::parse("video/7"), FlowKey::Bytes((*b"video/7").into()));
     }
 
     #[test]
@@ -229,19 +224,12 @@ mod tests {
         let long = "x".repeat(200);
         let mut v = vec![2u8];
         v.extend_from_slice(long.as_bytes());
-        assert_eq!(
-            FlowKey::from(long.as_str()).id().0,
-            xxh3_64_with_seed(&v, DIGEST_SEED)
-        );
+        assert_eq!(FlowKey::from(long.as_str()).id().0, xxh3_64_with_seed(&v, DIGEST_SEED));
     }
 
     #[test]
     fn display_round_trips_tuples() {
-        for s in [
-            "tcp 10.0.0.1:40000 10.0.0.2:80",
-            "udp [::1]:53 [2001:db8::2]:5353",
-            "99 1.2.3.4:1 5.6.7.8:2",
-        ] {
+        for s in ["tcp 10.0.0.1:40000 10.0.0.2:80", "udp [::1]:53 [2001:db8::2]:5353", "99 1.2.3.4:1 5.6.7.8:2"] {
             let k = FlowKey::parse(s);
             assert_eq!(FlowKey::parse(&k.to_string()), k);
         }

@@ -20,9 +20,7 @@ pub struct FlowMap<V> {
 
 impl<V> Default for FlowMap<V> {
     fn default() -> Self {
-        Self {
-            map: HashMap::default(),
-        }
+        Self { map: HashMap::default() }
     }
 }
 
@@ -86,7 +84,7 @@ impl Hasher for DigestHasher {
     fn write(&mut self, bytes: &[u8]) {
         // Only u64 keys are ever hashed; this path exists for completeness.
         for &b in bytes {
-            self.0 = (self.0 << 8 | self.0 >> 56) ^ u64::from(b);
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
         }
     }
 

@@ -31,27 +31,16 @@ pub struct LoadView<'a> {
 
 impl<'a> LoadView<'a> {
     /// Every worker idle, nothing in flight.
-    pub const IDLE: LoadView<'static> = LoadView {
-        units: &[],
-        bytes: &[],
-        in_flight: None,
-    };
+    pub const IDLE: LoadView<'static> = LoadView { units: &[], bytes: &[], in_flight: None };
 
     /// A view over per-worker queue lengths in units and in bytes (indexed by worker id).
     pub fn new(units: &'a [u64], bytes: &'a [u64]) -> Self {
-        Self {
-            units,
-            bytes,
-            in_flight: None,
-        }
+        Self { units, bytes, in_flight: None }
     }
 
     /// The same view, also answering per-flow in-flight counts.
     pub fn with_in_flight(self, in_flight: &'a FlowMap<u32>) -> Self {
-        Self {
-            in_flight: Some(in_flight),
-            ..self
-        }
+        Self { in_flight: Some(in_flight), ..self }
     }
 
     /// Units queued at `w`.
@@ -87,9 +76,7 @@ impl<'a> LoadView<'a> {
     /// Units of `flow` queued or in service anywhere (0 if the driver does not track flows).
     #[inline]
     pub fn in_flight(&self, flow: FlowId) -> u32 {
-        self.in_flight
-            .and_then(|m| m.get(flow).copied())
-            .unwrap_or(0)
+        self.in_flight.and_then(|m| m.get(flow).copied()).unwrap_or(0)
     }
 }
 

@@ -76,15 +76,9 @@ impl Topology {
     /// Builds a tree from its levels, root side first.
     pub fn new(name: impl Into<String>, levels: Vec<Level>) -> Result<Self, TopologyError> {
         let name = name.into();
-        let err = |reason: String| TopologyError {
-            spec: name.clone(),
-            reason,
-        };
+        let err = |reason: String| TopologyError { spec: name.clone(), reason };
         if levels.is_empty() || levels.len() > MAX_LEVELS {
-            return Err(err(format!(
-                "a tree has 1 to {MAX_LEVELS} levels, not {}",
-                levels.len()
-            )));
+            return Err(err(format!("a tree has 1 to {MAX_LEVELS} levels, not {}", levels.len())));
         }
         let mut leaves: u64 = 1;
         for l in &levels {
@@ -92,10 +86,7 @@ impl Topology {
                 return Err(err(format!("level `{}` has fanout 0", l.name)));
             }
             if !(l.cost.is_finite() && l.cost > 0.0) {
-                return Err(err(format!(
-                    "level `{}` has cost {}, which is not a positive number",
-                    l.name, l.cost
-                )));
+                return Err(err(format!("level `{}` has cost {}, which is not a positive number", l.name, l.cost)));
             }
             leaves *= u64::from(l.fanout);
             if leaves > u64::from(MAX_LEAVES) {
@@ -114,10 +105,7 @@ impl Topology {
             offset[d + 1] = offset[d] + nodes_at;
             nodes_at *= levels[d].fanout;
         }
-        let bits: Vec<u32> = levels
-            .iter()
-            .map(|l| 32 - (l.fanout - 1).leading_zeros())
-            .collect();
+        let bits: Vec<u32> = levels.iter().map(|l| 32 - (l.fanout - 1).leading_zeros()).collect();
         let mut shift = vec![0u32; depth];
         let mut bit_level = [0u8; 64];
         let mut pos = 0;
@@ -128,64 +116,32 @@ impl Topology {
             }
             pos += bits[d];
         }
-        let mut t = Self {
-            name,
-            levels,
-            span,
-            offset,
-            shift,
-            bit_level,
-            codes: Vec::new(),
-        };
+        let mut t = Self { name, levels, span, offset, shift, bit_level, codes: Vec::new() };
         t.codes = (0..t.leaves()).map(|leaf| t.code(leaf)).collect();
         Ok(t)
     }
 
     /// `n` workers under one root, all equally far apart.
     pub fn flat(n: u32) -> Result<Self, TopologyError> {
-        Self::new(
-            format!("flat:{n}"),
-            vec![Level {
-                name: "worker".into(),
-                fanout: n,
-                cost: 2.0,
-            }],
-        )
+        Self::new(format!("flat:{n}"), vec![Level { name: "worker".into(), fanout: n, cost: 2.0 }])
     }
 
     /// Parses a spec (see the module documentation).
     pub fn parse(spec: &str) -> Result<Self, TopologyError> {
-        let err = |reason: &str| TopologyError {
-            spec: spec.to_string(),
-            reason: reason.to_string(),
-        };
+        let err = |reason: &str| TopologyError { spec: spec.to_string(), reason: reason.to_string() };
         let (shape, costs) = match spec.split_once('@') {
             Some((s, c)) => (s.trim(), Some(c)),
             None => (spec.trim(), None),
         };
-        let level = |name: &str, fanout: u32, cost: f64| Level {
-            name: name.into(),
-            fanout,
-            cost,
-        };
+        let level = |name: &str, fanout: u32, cost: f64| Level { name: name.into(), fanout, cost };
         let mut levels = match shape {
-            "xeon-e5335" => vec![
-                level("socket", 2, 12.0),
-                level("l2", 2, 4.0),
-                level("core", 2, 2.0),
-            ],
+            "xeon-e5335" => vec![level("socket", 2, 12.0), level("l2", 2, 4.0), level("core", 2, 2.0)],
             "opteron-2350" => vec![level("socket", 2, 3.0), level("core", 4, 1.5)],
             "niagara2" | "niagara-2" => {
-                vec![
-                    level("core", 8, 2.0),
-                    level("pipeline", 2, 1.5),
-                    level("thread", 4, 1.25),
-                ]
+                vec![level("core", 8, 2.0), level("pipeline", 2, 1.5), level("thread", 4, 1.25)]
             }
             s if s.starts_with("flat:") => {
-                let n = s["flat:".len()..]
-                    .parse::<u32>()
-                    .map_err(|_| err("flat:N needs a whole number N"))?;
+                let n = s["flat:".len()..].parse::<u32>().map_err(|_| err("flat:N needs a whole number N"))?;
                 vec![level("worker", n, 2.0)]
             }
             s => {
@@ -206,14 +162,8 @@ impl Topology {
                     .iter()
                     .enumerate()
                     .map(|(d, &f)| {
-                        let name = names
-                            .get(d)
-                            .map_or_else(|| format!("level{d}"), |n| n.to_string());
-                        Level {
-                            name,
-                            fanout: f,
-                            cost: f64::from(1u32 << (l - d).min(31)),
-                        }
+                        let name = names.get(d).map_or_else(|| format!("level{d}"), |n| n.to_string());
+                        Level { name, fanout: f, cost: f64::from(1u32 << (l - d).min(31)) }
                     })
                     .collect()
             }
@@ -225,20 +175,13 @@ impl Topology {
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|_| err("costs after `@` must be numbers separated by commas"))?;
             if parsed.len() != levels.len() {
-                return Err(err(&format!(
-                    "{} costs given for {} levels",
-                    parsed.len(),
-                    levels.len()
-                )));
+                return Err(err(&format!("{} costs given for {} levels", parsed.len(), levels.len())));
             }
             for (l, c) in levels.iter_mut().zip(parsed) {
                 l.cost = c;
             }
         }
-        Self::new(spec.trim(), levels).map_err(|e| TopologyError {
-            spec: spec.to_string(),
-            reason: e.reason,
-        })
+        Self::new(spec.trim(), levels).map_err(|e| TopologyError { spec: spec.to_string(), reason: e.reason })
     }
 
     /// The spec this tree was made from.
@@ -306,16 +249,13 @@ impl Topology {
     /// If either leaf is not below [`Topology::leaves`].
     #[inline]
     pub fn cost(&self, from: u32, to: u32) -> f64 {
-        self.parting_level(from, to)
-            .map_or(1.0, |d| self.levels[d].cost)
+        self.parting_level(from, to).map_or(1.0, |d| self.levels[d].cost)
     }
 
     /// The full matrix `C[i][j] = cost(i, j)`. Symmetric by construction.
     pub fn cost_matrix(&self) -> Vec<Vec<f64>> {
         let n = self.leaves();
-        (0..n)
-            .map(|i| (0..n).map(|j| self.cost(i, j)).collect())
-            .collect()
+        (0..n).map(|i| (0..n).map(|j| self.cost(i, j)).collect()).collect()
     }
 
     /// Row `home` of the matrix: the adjustment vector of a flow whose home is `home`.
@@ -326,14 +266,14 @@ impl Topology {
 
 impl fmt::Display for Topology {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (", self.name)?;
+        write!(f, "{} = ", self.name)?;
         for (i, l) in self.levels.iter().enumerate() {
             if i > 0 {
                 write!(f, " × ")?;
             }
             write!(f, "{} {}", l.fanout, l.name)?;
         }
-        write!(f, " = {} workers)", self.leaves())
+        Ok(())
     }
 }
 

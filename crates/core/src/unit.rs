@@ -35,15 +35,7 @@ impl Unit {
 
     /// A unit of a flow whose digest is already known.
     pub fn of_flow(flow: FlowId, size: u64) -> Self {
-        Self {
-            flow,
-            size,
-            cost: None,
-            class: 0,
-            weight: 1.0,
-            deadline: None,
-            seq: 0,
-        }
+        Self { flow, size, cost: None, class: 0, weight: 1.0, deadline: None, seq: 0 }
     }
 
     /// The same unit with sequence number `seq`.

@@ -25,11 +25,7 @@ impl Weight {
 
     /// Checks a weight for `worker`: it must be finite and greater than zero.
     pub fn new(worker: WorkerId, w: f64) -> Result<Self, PlaceError> {
-        if w.is_finite() && w > 0.0 {
-            Ok(Self(w))
-        } else {
-            Err(PlaceError::BadWeight { worker, weight: w })
-        }
+        if w.is_finite() && w > 0.0 { Ok(Self(w)) } else { Err(PlaceError::BadWeight { worker, weight: w }) }
     }
 
     /// The value.
@@ -62,10 +58,7 @@ impl Members {
 
     /// Workers with the given weights.
     pub fn weighted(it: impl IntoIterator<Item = (WorkerId, Weight)>) -> Result<Self, PlaceError> {
-        let mut list: Vec<Member> = it
-            .into_iter()
-            .map(|(id, weight)| Member { id, weight })
-            .collect();
+        let mut list: Vec<Member> = it.into_iter().map(|(id, weight)| Member { id, weight }).collect();
         if list.is_empty() {
             return Err(PlaceError::NoWorkers);
         }

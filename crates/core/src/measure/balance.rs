@@ -19,11 +19,7 @@ pub struct Balance {
 /// count as perfectly balanced.
 pub fn balance(loads: &[f64], weights: Option<&[f64]>) -> Balance {
     let n = loads.len();
-    let perfect = Balance {
-        max_over_mean: 1.0,
-        cov: 0.0,
-        jain: 1.0,
-    };
+    let perfect = Balance { max_over_mean: 1.0, cov: 0.0, jain: 1.0 };
     if n == 0 {
         return perfect;
     }
@@ -42,11 +38,7 @@ pub fn balance(loads: &[f64], weights: Option<&[f64]>) -> Balance {
     let max = x.iter().copied().fold(f64::MIN, f64::max);
     let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
     let sq: f64 = x.iter().map(|v| v * v).sum();
-    Balance {
-        max_over_mean: max / mean,
-        cov: var.sqrt() / mean,
-        jain: sum * sum / (n as f64 * sq),
-    }
+    Balance { max_over_mean: max / mean, cov: var.sqrt() / mean, jain: sum * sum / (n as f64 * sq) }
 }
 
 #[cfg(test)]
@@ -56,14 +48,7 @@ mod tests {
     #[test]
     fn even_load_is_perfect() {
         let b = balance(&[5.0; 4], None);
-        assert_eq!(
-            b,
-            Balance {
-                max_over_mean: 1.0,
-                cov: 0.0,
-                jain: 1.0
-            }
-        );
+        assert_eq!(b, Balance { max_over_mean: 1.0, cov: 0.0, jain: 1.0 });
     }
 
     #[test]

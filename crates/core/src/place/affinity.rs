@@ -22,10 +22,7 @@ pub(crate) struct Affinity {
 
 impl Affinity {
     pub(crate) fn new(measure: QueueMeasure) -> Self {
-        Self {
-            measure,
-            sticky: FlowMap::new(),
-        }
+        Self { measure, sticky: FlowMap::new() }
     }
 }
 
@@ -35,10 +32,10 @@ impl Strategy for Affinity {
     }
 
     fn place(&mut self, members: &Members, unit: &Unit, load: &LoadView<'_>) -> WorkerId {
-        if let Some(&w) = self.sticky.get(unit.flow) {
-            if members.contains(w) {
-                return w;
-            }
+        if let Some(&w) = self.sticky.get(unit.flow)
+            && members.contains(w)
+        {
+            return w;
         }
         let w = members.id(shortest_queue(members, load, self.measure));
         self.sticky.insert(unit.flow, w);

@@ -42,14 +42,7 @@ pub(crate) struct Ahrw {
 
 impl Ahrw {
     pub(crate) fn new(hash: HashFn, reading: QminReading, measure: QueueMeasure) -> Self {
-        Self {
-            rv: Rendezvous::new(hash),
-            reading,
-            measure,
-            ids: Vec::new(),
-            dense: false,
-            qu: Vec::new(),
-        }
+        Self { rv: Rendezvous::new(hash), reading, measure, ids: Vec::new(), dense: false, qu: Vec::new() }
     }
 
     /// AHRW over integer scores and queues, ranking by the exact rational `g / Q̃` (see
@@ -131,12 +124,7 @@ fn argmax_where(prep: &[u64], score: impl Fn(u64) -> u64, keep: impl Fn(usize) -
 fn gather(members: &Members, load: &LoadView<'_>, measure: QueueMeasure, out: &mut Vec<f64>) {
     let qs = load.queues(measure);
     out.clear();
-    out.extend(
-        members
-            .as_slice()
-            .iter()
-            .map(|m| qs.get(m.id.0 as usize).copied().unwrap_or(0) as f64),
-    );
+    out.extend(members.as_slice().iter().map(|m| qs.get(m.id.0 as usize).copied().unwrap_or(0) as f64));
 }
 
 impl Strategy for Ahrw {
@@ -184,45 +172,26 @@ impl CacheAware {
         gather(members, load, self.measure, &mut self.q);
         let topo = &self.topo;
         self.qw.clear();
-        self.qw.extend(
-            members
-                .as_slice()
-                .iter()
-                .zip(&self.q)
-                .map(|(m, &q)| q * topo.cost(home, m.id.0)),
-        );
+        self.qw.extend(members.as_slice().iter().zip(&self.q).map(|(m, &q)| q * topo.cost(home, m.id.0)));
         let basis = if self.min_weighted { &self.qw } else { &self.q };
         adjust::q_min(basis.iter().copied(), self.reading)
     }
 
     /// Every member's adjusted score `h'(c, p)` (Eq. 6.5), in member order.
-    pub(crate) fn scores(
-        &mut self,
-        members: &Members,
-        d: u64,
-        load: &LoadView<'_>,
-        out: &mut Vec<f64>,
-    ) {
+    pub(crate) fn scores(&mut self, members: &Members, d: u64, load: &LoadView<'_>, out: &mut Vec<f64>) {
         let m = self.prepare(members, d, load);
         out.clear();
         let rv = &self.rv;
-        out.extend(
-            self.qw
-                .iter()
-                .enumerate()
-                .map(|(i, &q)| adjust::adjusted(rv.score_f64(d, i), q, m)),
-        );
+        out.extend(self.qw.iter().enumerate().map(|(i, &q)| adjust::adjusted(rv.score_f64(d, i), q, m)));
     }
 }
 
 /// Checks that every member is a leaf of `topo`.
 pub(crate) fn check_leaves(members: &Members, topo: &Topology) -> Result<(), PlaceError> {
     match members.as_slice().iter().find(|m| m.id.0 >= topo.leaves()) {
-        Some(m) => Err(PlaceError::NotInTopology {
-            worker: m.id,
-            topology: topo.name().to_string(),
-            leaves: topo.leaves(),
-        }),
+        Some(m) => {
+            Err(PlaceError::NotInTopology { worker: m.id, topology: topo.name().to_string(), leaves: topo.leaves() })
+        }
         None => Ok(()),
     }
 }
@@ -238,12 +207,6 @@ impl Strategy for CacheAware {
         let d = unit.flow.0;
         let m = self.prepare(members, d, load);
         let rv = &self.rv;
-        members.id(adjust::pick(
-            self.qw
-                .iter()
-                .enumerate()
-                .map(|(i, &q)| (rv.score_f64(d, i), q)),
-            m,
-        ))
+        members.id(adjust::pick(self.qw.iter().enumerate().map(|(i, &q)| (rv.score_f64(d, i), q)), m))
     }
 }

@@ -31,14 +31,7 @@ pub(crate) struct Bounded {
 
 impl Bounded {
     pub(crate) fn new(vnodes: u32, epsilon: f64, measure: QueueMeasure) -> Self {
-        Self {
-            ring: Ring::new(vnodes),
-            epsilon,
-            measure,
-            share: Vec::new(),
-            checked: Vec::new(),
-            decision: 0,
-        }
+        Self { ring: Ring::new(vnodes), epsilon, measure, share: Vec::new(), checked: Vec::new(), decision: 0 }
     }
 }
 
@@ -51,11 +44,7 @@ impl Strategy for Bounded {
     fn rebuild(&mut self, members: &Members) -> Result<(), PlaceError> {
         self.ring.rebuild(members)?;
         let total = members.total_weight();
-        self.share = members
-            .as_slice()
-            .iter()
-            .map(|m| m.weight.get() / total)
-            .collect();
+        self.share = members.as_slice().iter().map(|m| m.weight.get() / total).collect();
         self.checked = vec![0; members.len()];
         Ok(())
     }

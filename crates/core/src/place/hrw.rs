@@ -20,9 +20,7 @@ pub(crate) struct Hrw {
 
 impl Hrw {
     pub(crate) fn new(hash: HashFn) -> Self {
-        Self {
-            rv: Rendezvous::new(hash),
-        }
+        Self { rv: Rendezvous::new(hash) }
     }
 }
 

@@ -23,10 +23,7 @@ pub(crate) struct InFlight {
 
 impl InFlight {
     pub(crate) fn new(measure: QueueMeasure) -> Self {
-        Self {
-            measure,
-            last: FlowMap::new(),
-        }
+        Self { measure, last: FlowMap::new() }
     }
 }
 
@@ -36,12 +33,11 @@ impl Strategy for InFlight {
     }
 
     fn place(&mut self, members: &Members, unit: &Unit, load: &LoadView<'_>) -> WorkerId {
-        if load.in_flight(unit.flow) > 0 {
-            if let Some(&w) = self.last.get(unit.flow) {
-                if members.contains(w) {
-                    return w;
-                }
-            }
+        if load.in_flight(unit.flow) > 0
+            && let Some(&w) = self.last.get(unit.flow)
+            && members.contains(w)
+        {
+            return w;
         }
         let w = members.id(shortest_queue(members, load, self.measure));
         self.last.insert(unit.flow, w);

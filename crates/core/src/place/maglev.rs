@@ -24,7 +24,7 @@ pub(crate) fn is_prime(n: u32) -> bool {
     }
     let mut d = 2u32;
     while d.saturating_mul(d) <= n {
-        if n % d == 0 {
+        if n.is_multiple_of(d) {
             return false;
         }
         d += 1;
@@ -41,10 +41,7 @@ pub(crate) struct Maglev {
 
 impl Maglev {
     pub(crate) fn new(size: u32) -> Self {
-        Self {
-            size,
-            table: Vec::new(),
-        }
+        Self { size, table: Vec::new() }
     }
 }
 
@@ -64,22 +61,11 @@ impl Strategy for Maglev {
             .iter()
             .map(|w| {
                 let seed = node_seed(w.id.0);
-                (
-                    splitmix64(seed ^ 1) % m,
-                    splitmix64(seed ^ 2) % (m - 1).max(1) + 1,
-                )
+                (splitmix64(seed ^ 1) % m, splitmix64(seed ^ 2) % (m - 1).max(1) + 1)
             })
             .unzip();
-        let wmax = members
-            .as_slice()
-            .iter()
-            .map(|w| w.weight.get())
-            .fold(0.0, f64::max);
-        let step: Vec<f64> = members
-            .as_slice()
-            .iter()
-            .map(|w| w.weight.get() / wmax)
-            .collect();
+        let wmax = members.as_slice().iter().map(|w| w.weight.get()).fold(0.0, f64::max);
+        let step: Vec<f64> = members.as_slice().iter().map(|w| w.weight.get() / wmax).collect();
         let mut credit = vec![0.0f64; n];
         let mut next = vec![0u64; n];
         let mut table = vec![u32::MAX; self.size as usize];

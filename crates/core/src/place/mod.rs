@@ -118,10 +118,7 @@ pub enum PlaceError {
         leaves: u32,
     },
     /// The policy gives every worker the same share; use a weighted policy.
-    #[error(
-        "policy {policy} ignores weights; weighted policies are: {}",
-        Policy::weighted_names()
-    )]
+    #[error("policy {policy} ignores weights; weighted policies are: {}", Policy::weighted_names())]
     WeightsUnsupported {
         /// The policy.
         policy: Policy,
@@ -217,28 +214,16 @@ policies! {
 impl Policy {
     /// All names, comma-separated, for error messages.
     pub fn names() -> String {
-        Self::ALL
-            .iter()
-            .map(|p| p.name())
-            .collect::<Vec<_>>()
-            .join(", ")
+        Self::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
     }
 
     fn weighted_names() -> String {
-        Self::ALL
-            .iter()
-            .filter(|p| p.supports_weights())
-            .map(|p| p.name())
-            .collect::<Vec<_>>()
-            .join(", ")
+        Self::ALL.iter().filter(|p| p.supports_weights()).map(|p| p.name()).collect::<Vec<_>>().join(", ")
     }
 
     /// Whether the policy reads the topology tree (and so places only on its leaves).
     pub fn uses_topology(self) -> bool {
-        matches!(
-            self,
-            Self::HAhrw | Self::CaAhrw | Self::HCahrw | Self::PsHrw
-        )
+        matches!(self, Self::HAhrw | Self::CaAhrw | Self::HCahrw | Self::PsHrw)
     }
 }
 
@@ -256,9 +241,7 @@ impl FromStr for Policy {
             .iter()
             .copied()
             .find(|p| p.name() == s)
-            .ok_or_else(|| PlaceError::UnknownPolicy {
-                name: s.to_string(),
-            })
+            .ok_or_else(|| PlaceError::UnknownPolicy { name: s.to_string() })
     }
 }
 
@@ -314,55 +297,26 @@ impl Default for PlaceConfig {
 
 impl PlaceConfig {
     fn check(&self) -> Result<(), PlaceError> {
-        let bad = |field, value: String, expected| {
-            Err(PlaceError::BadConfig {
-                field,
-                value,
-                expected,
-            })
-        };
+        let bad = |field, value: String, expected| Err(PlaceError::BadConfig { field, value, expected });
         if !(self.epsilon.is_finite() && self.epsilon >= 0.0) {
             return bad("epsilon", self.epsilon.to_string(), "a finite number ≥ 0");
         }
         if !(1..=100_000).contains(&self.vnodes) {
-            return bad(
-                "vnodes",
-                self.vnodes.to_string(),
-                "1 to 100000 points per unit weight",
-            );
+            return bad("vnodes", self.vnodes.to_string(), "1 to 100000 points per unit weight");
         }
         if !maglev::is_prime(self.maglev_table) {
-            return bad(
-                "maglev table size",
-                self.maglev_table.to_string(),
-                "a prime number (e.g. 65537)",
-            );
+            return bad("maglev table size", self.maglev_table.to_string(), "a prime number (e.g. 65537)");
         }
         if !(self.beta.is_finite() && self.beta >= 0.0) {
-            return bad(
-                "beta",
-                self.beta.to_string(),
-                "a finite fraction ≥ 0 (0.16 is 16%)",
-            );
+            return bad("beta", self.beta.to_string(), "a finite fraction ≥ 0 (0.16 is 16%)");
         }
         Ok(())
     }
 }
 
 /// Builds `policy` over `workers`, each with weight 1.
-pub fn build(
-    policy: Policy,
-    config: &PlaceConfig,
-    workers: &[WorkerId],
-) -> Result<Box<dyn Placer>, PlaceError> {
-    build_weighted(
-        policy,
-        config,
-        &workers
-            .iter()
-            .map(|&w| (w, Weight::ONE))
-            .collect::<Vec<_>>(),
-    )
+pub fn build(policy: Policy, config: &PlaceConfig, workers: &[WorkerId]) -> Result<Box<dyn Placer>, PlaceError> {
+    build_weighted(policy, config, &workers.iter().map(|&w| (w, Weight::ONE)).collect::<Vec<_>>())
 }
 
 /// Builds `policy` over weighted workers.
@@ -385,61 +339,43 @@ pub fn build_weighted(
     let hash = config.hash;
     let m = config.measure;
     Ok(match policy {
-        Policy::RoundRobin => Dispatch::new(policy, members, round_robin::RoundRobin::default())?,
-        Policy::Jsq => Dispatch::new(policy, members, jsq::Jsq { measure: m })?,
-        Policy::ModN => Dispatch::new(policy, members, mod_n::ModN)?,
-        Policy::Affinity => Dispatch::new(policy, members, affinity::Affinity::new(m))?,
-        Policy::Hrw => Dispatch::new(policy, members, hrw::Hrw::new(HashFn::Fast))?,
-        Policy::HrwClassic => Dispatch::new(policy, members, hrw::Hrw::new(HashFn::Classic))?,
-        Policy::WeightedHrw => Dispatch::new(
-            policy,
-            members,
-            weighted::WeightedHrw::new(weighted::Method::Logarithmic),
-        )?,
-        Policy::WeightedHrwCarp => Dispatch::new(
-            policy,
-            members,
-            weighted::WeightedHrw::new(weighted::Method::Carp),
-        )?,
-        Policy::Ahrw => Dispatch::new(
-            policy,
-            members,
-            ahrw::Ahrw::new(hash, QminReading::TrueMin, m),
-        )?,
-        Policy::AhrwNonzero => Dispatch::new(
-            policy,
-            members,
-            ahrw::Ahrw::new(hash, QminReading::NonZeroMin, m),
-        )?,
-        Policy::HHrw => Dispatch::new(
+        Policy::RoundRobin => Dispatch::boxed(policy, members, round_robin::RoundRobin::default())?,
+        Policy::Jsq => Dispatch::boxed(policy, members, jsq::Jsq { measure: m })?,
+        Policy::ModN => Dispatch::boxed(policy, members, mod_n::ModN)?,
+        Policy::Affinity => Dispatch::boxed(policy, members, affinity::Affinity::new(m))?,
+        Policy::Hrw => Dispatch::boxed(policy, members, hrw::Hrw::new(HashFn::Fast))?,
+        Policy::HrwClassic => Dispatch::boxed(policy, members, hrw::Hrw::new(HashFn::Classic))?,
+        Policy::WeightedHrw => {
+            Dispatch::boxed(policy, members, weighted::WeightedHrw::new(weighted::Method::Logarithmic))?
+        }
+        Policy::WeightedHrwCarp => {
+            Dispatch::boxed(policy, members, weighted::WeightedHrw::new(weighted::Method::Carp))?
+        }
+        Policy::Ahrw => Dispatch::boxed(policy, members, ahrw::Ahrw::new(hash, QminReading::TrueMin, m))?,
+        Policy::AhrwNonzero => Dispatch::boxed(policy, members, ahrw::Ahrw::new(hash, QminReading::NonZeroMin, m))?,
+        Policy::HHrw => Dispatch::boxed(
             policy,
             members,
             hierarchical::Hierarchical::new(topology()?, hierarchical::Form::Plain, config),
         )?,
-        Policy::HAhrw => Dispatch::new(
+        Policy::HAhrw => Dispatch::boxed(
             policy,
             members,
             hierarchical::Hierarchical::new(topology()?, hierarchical::Form::Adjusted, config),
         )?,
-        Policy::CaAhrw => {
-            Dispatch::new(policy, members, ahrw::CacheAware::new(topology()?, config))?
-        }
-        Policy::HCahrw => Dispatch::new(
+        Policy::CaAhrw => Dispatch::boxed(policy, members, ahrw::CacheAware::new(topology()?, config))?,
+        Policy::HCahrw => Dispatch::boxed(
             policy,
             members,
             hierarchical::Hierarchical::new(topology()?, hierarchical::Form::CacheAware, config),
         )?,
-        Policy::PsHrw => Dispatch::new(policy, members, ps_hrw::PsHrw::new(topology()?, config))?,
-        Policy::Ring => Dispatch::new(policy, members, ring::Ring::new(config.vnodes))?,
-        Policy::Jump => Dispatch::new(policy, members, jump::Jump::default())?,
-        Policy::Maglev => Dispatch::new(policy, members, maglev::Maglev::new(config.maglev_table))?,
-        Policy::Bounded => Dispatch::new(
-            policy,
-            members,
-            bounded::Bounded::new(config.vnodes, config.epsilon, m),
-        )?,
-        Policy::P2cHrw => Dispatch::new(policy, members, p2c::P2c::new(hash, m))?,
-        Policy::InFlight => Dispatch::new(policy, members, in_flight::InFlight::new(m))?,
+        Policy::PsHrw => Dispatch::boxed(policy, members, ps_hrw::PsHrw::new(topology()?, config))?,
+        Policy::Ring => Dispatch::boxed(policy, members, ring::Ring::new(config.vnodes))?,
+        Policy::Jump => Dispatch::boxed(policy, members, jump::Jump::default())?,
+        Policy::Maglev => Dispatch::boxed(policy, members, maglev::Maglev::new(config.maglev_table))?,
+        Policy::Bounded => Dispatch::boxed(policy, members, bounded::Bounded::new(config.vnodes, config.epsilon, m))?,
+        Policy::P2cHrw => Dispatch::boxed(policy, members, p2c::P2c::new(hash, m))?,
+        Policy::InFlight => Dispatch::boxed(policy, members, in_flight::InFlight::new(m))?,
     })
 }
 
@@ -464,27 +400,15 @@ struct Dispatch<S> {
 }
 
 impl<S: Strategy + 'static> Dispatch<S> {
-    fn new(
-        policy: Policy,
-        members: Members,
-        mut strategy: S,
-    ) -> Result<Box<dyn Placer>, PlaceError> {
-        if !policy.supports_weights() && members.as_slice().iter().any(|m| m.weight != Weight::ONE)
-        {
+    fn boxed(policy: Policy, members: Members, mut strategy: S) -> Result<Box<dyn Placer>, PlaceError> {
+        if !policy.supports_weights() && members.as_slice().iter().any(|m| m.weight != Weight::ONE) {
             return Err(PlaceError::WeightsUnsupported { policy });
         }
         strategy.rebuild(&members)?;
-        Ok(Box::new(Self {
-            policy,
-            members,
-            strategy,
-        }))
+        Ok(Box::new(Self { policy, members, strategy }))
     }
 
-    fn change(
-        &mut self,
-        f: impl FnOnce(&mut Members) -> Result<(), PlaceError>,
-    ) -> Result<(), PlaceError> {
+    fn change(&mut self, f: impl FnOnce(&mut Members) -> Result<(), PlaceError>) -> Result<(), PlaceError> {
         let mut next = self.members.clone();
         f(&mut next)?;
         self.strategy.rebuild(&next)?;
@@ -509,9 +433,7 @@ impl<S: Strategy + 'static> Placer for Dispatch<S> {
 
     fn add_worker(&mut self, id: WorkerId, weight: Weight) -> Result<(), PlaceError> {
         if !self.policy.supports_weights() && weight != Weight::ONE {
-            return Err(PlaceError::WeightsUnsupported {
-                policy: self.policy,
-            });
+            return Err(PlaceError::WeightsUnsupported { policy: self.policy });
         }
         self.change(|m| m.add(id, weight))
     }
@@ -522,9 +444,7 @@ impl<S: Strategy + 'static> Placer for Dispatch<S> {
 
     fn set_weight(&mut self, id: WorkerId, weight: Weight) -> Result<(), PlaceError> {
         if !self.policy.supports_weights() {
-            return Err(PlaceError::WeightsUnsupported {
-                policy: self.policy,
-            });
+            return Err(PlaceError::WeightsUnsupported { policy: self.policy });
         }
         self.change(|m| m.set_weight(id, weight))
     }

@@ -20,10 +20,7 @@ pub(crate) struct P2c {
 
 impl P2c {
     pub(crate) fn new(hash: HashFn, measure: QueueMeasure) -> Self {
-        Self {
-            rv: Rendezvous::new(hash),
-            measure,
-        }
+        Self { rv: Rendezvous::new(hash), measure }
     }
 }
 
@@ -36,10 +33,6 @@ impl Strategy for P2c {
     fn place(&mut self, members: &Members, unit: &Unit, load: &LoadView<'_>) -> WorkerId {
         let (a, b) = self.rv.top2(unit.flow.0);
         let (wa, wb) = (members.id(a), members.id(b));
-        if load.queue(wb, self.measure) < load.queue(wa, self.measure) {
-            wb
-        } else {
-            wa
-        }
+        if load.queue(wb, self.measure) < load.queue(wa, self.measure) { wb } else { wa }
     }
 }

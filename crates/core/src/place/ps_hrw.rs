@@ -86,13 +86,7 @@ impl PsHrw {
         }
     }
 
-    fn allocate(
-        &mut self,
-        members: &Members,
-        flow: FlowId,
-        phi: f64,
-        load: &LoadView<'_>,
-    ) -> Share {
+    fn allocate(&mut self, members: &Members, flow: FlowId, phi: f64, load: &LoadView<'_>) -> Share {
         let r = members.len();
         // Eq. 7.4: g_i = φ_i / Σφ · r.
         let g = (phi / self.total_phi * r as f64).min(r as f64);
@@ -104,8 +98,7 @@ impl PsHrw {
             self.order.clear();
             self.order.extend(0..r);
             let h = &self.scratch;
-            self.order
-                .sort_by(|&a, &b| h[b].total_cmp(&h[a]).then(a.cmp(&b)));
+            self.order.sort_by(|&a, &b| h[b].total_cmp(&h[a]).then(a.cmp(&b)));
             set.extend(self.order[..c].iter().map(|&i| members.id(i)));
             set.sort();
         }
@@ -121,25 +114,14 @@ impl PsHrw {
             let x = carp::multipliers(&p);
             (x[r - 1], x[0])
         };
-        Share {
-            phi,
-            phi_at_alloc: phi,
-            generation: self.generation,
-            set,
-            x_in,
-            x_out,
-        }
+        Share { phi, phi_at_alloc: phi, generation: self.generation, set, x_in, x_out }
     }
 }
 
 impl Strategy for PsHrw {
     fn rebuild(&mut self, members: &Members) -> Result<(), PlaceError> {
         self.ranker.rebuild(members)?;
-        self.seeds = members
-            .as_slice()
-            .iter()
-            .map(|m| node_seed(m.id.0))
-            .collect();
+        self.seeds = members.as_slice().iter().map(|m| node_seed(m.id.0)).collect();
         self.generation += 1;
         Ok(())
     }
@@ -150,8 +132,7 @@ impl Strategy for PsHrw {
             Some(s) => {
                 self.total_phi += phi - s.phi;
                 s.phi = phi;
-                s.generation != self.generation
-                    || (phi - s.phi_at_alloc).abs() > self.beta * s.phi_at_alloc
+                s.generation != self.generation || (phi - s.phi_at_alloc).abs() > self.beta * s.phi_at_alloc
             }
             None => {
                 self.total_phi += phi;
@@ -162,9 +143,7 @@ impl Strategy for PsHrw {
             let share = self.allocate(members, unit.flow, phi, load);
             self.flows.insert(unit.flow, share);
         }
-        let Some(share) = self.flows.get(unit.flow) else {
-            unreachable!("inserted above")
-        };
+        let Some(share) = self.flows.get(unit.flow) else { unreachable!("inserted above") };
         let key = match self.dispatch {
             PsDispatch::PerUnit => splitmix64(unit.flow.0 ^ splitmix64(unit.seq)),
             PsDispatch::PerFlow => unit.flow.0,

@@ -1,6 +1,8 @@
 //! Consistent hashing on a ring with virtual nodes (Karger et al., STOC 1997; ketama).
 //!
-//! Each worker owns `vnodes × w / mean(w)` points (at least one) on a 64-bit ring; a flow goes to
+//! Each worker owns `round(vnodes × w)` points (at least one) on a 64-bit ring — a count that
+//! depends on its own weight only, so removing or reweighting one worker moves no other
+//! worker's points; a flow goes to
 //! the owner of the first point at or after its digest, wrapping around. Point `r` of worker `id`
 //! is `splitmix64(node_seed(id) ^ splitmix64(r))`. Disruption on change is close to HRW's, but
 //! balance depends on the number of points: with 160 per worker the max/mean share is typically
@@ -26,11 +28,7 @@ pub(crate) struct Ring {
 
 impl Ring {
     pub(crate) fn new(vnodes: u32) -> Self {
-        Self {
-            vnodes,
-            points: Vec::new(),
-            owner: Vec::new(),
-        }
+        Self { vnodes, points: Vec::new(), owner: Vec::new() }
     }
 
     /// Position of the first point at or after `d`, wrapping.
@@ -54,11 +52,10 @@ impl Ring {
 
 impl Strategy for Ring {
     fn rebuild(&mut self, members: &Members) -> Result<(), PlaceError> {
-        let mean = members.total_weight() / members.len() as f64;
         let counts: Vec<u64> = members
             .as_slice()
             .iter()
-            .map(|m| ((f64::from(self.vnodes) * m.weight.get() / mean).round() as u64).max(1))
+            .map(|m| ((f64::from(self.vnodes) * m.weight.get()).round() as u64).max(1))
             .collect();
         let total: u64 = counts.iter().sum();
         if total > MAX_POINTS as u64 {

@@ -35,12 +35,7 @@ pub(crate) struct WeightedHrw {
 
 impl WeightedHrw {
     pub(crate) fn new(method: Method) -> Self {
-        Self {
-            method,
-            seeds: Vec::new(),
-            factor: Vec::new(),
-            uniform: true,
-        }
+        Self { method, seeds: Vec::new(), factor: Vec::new(), uniform: true }
     }
 }
 
@@ -64,7 +59,7 @@ impl Strategy for WeightedHrw {
         if self.uniform {
             let mut top = 0u64;
             for (i, &s) in self.seeds.iter().enumerate() {
-                let v = fast(d, s) >> 11;
+                let v = fast(d, s) >> 12; // the bits unit_interval keeps: same ranking
                 if i == 0 || v > top {
                     top = v;
                     idx = i;

@@ -1,1 +1,8 @@
+//! One integration-test binary for the core (style.md, practice 15): golden vectors, property
+//! tests of the placement policies, and the errors bad input gets.
 
+mod errors;
+mod golden;
+mod parsers;
+mod properties;
+mod shares;

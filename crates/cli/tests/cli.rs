@@ -1,0 +1,179 @@
+//! The `switchyard` binary as a user runs it: the README's commands, every output format, and
+//! the errors bad input gets.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn switchyard(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_switchyard")).args(args).output().expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_rows(args: &[&str]) -> Vec<serde_json::Value> {
+    let o = switchyard(args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice::<Vec<serde_json::Value>>(&o.stdout).expect("valid JSON")
+}
+
+#[test]
+fn readme_main_command_runs_every_policy_on_the_sample() {
+    let o = switchyard(&["place", "--policy", "all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("from the shipped sample on 8 workers"), "{out}");
+    for p in ["round-robin", "hrw-classic", "h-cahrw", "ps-hrw", "maglev", "bounded", "in-flight"] {
+        assert!(out.lines().any(|l| l.starts_with(p)), "{p} missing:\n{out}");
+    }
+}
+
+#[test]
+fn json_has_the_documented_fields_and_sane_values() {
+    let rows = json_rows(&["place", "--policy", "all", "--format", "json", "--keys", "uniform:20000"]);
+    assert_eq!(rows.len(), 21);
+    for r in &rows {
+        let obj = r.as_object().unwrap();
+        let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "cov",
+                "jain",
+                "keys",
+                "max_over_mean",
+                "moved_on_add",
+                "moved_on_remove",
+                "ns_per_decision",
+                "policy",
+                "workers"
+            ]
+        );
+        assert_eq!(r["workers"], 8);
+        assert_eq!(r["keys"], 20000);
+        let jain = r["jain"].as_f64().unwrap();
+        assert!(jain > 0.125 && jain <= 1.0 + 1e-12);
+        assert!(r["max_over_mean"].as_f64().unwrap() >= 1.0 - 1e-12);
+        for f in ["moved_on_remove", "moved_on_add"] {
+            let v = r[f].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&v), "{f} = {v}");
+        }
+    }
+    // HRW moves only the removed worker's keys: about 1/8 of them.
+    let hrw = rows.iter().find(|r| r["policy"] == "hrw").unwrap();
+    let moved = hrw["moved_on_remove"].as_f64().unwrap();
+    assert!((moved - 0.125).abs() < 0.02, "hrw moved {moved}");
+    // Round robin balances units perfectly.
+    let rr = rows.iter().find(|r| r["policy"] == "round-robin").unwrap();
+    assert!(rr["cov"].as_f64().unwrap() < 1e-9);
+}
+
+#[test]
+fn results_are_deterministic_apart_from_timing() {
+    let args = [
+        "place",
+        "--policy",
+        "hrw,ahrw,bounded,ps-hrw,jump",
+        "--format",
+        "json",
+        "--keys",
+        "zipf:1.0:20000",
+        "--workers",
+        "16",
+    ];
+    let strip = |mut rows: Vec<serde_json::Value>| {
+        for r in &mut rows {
+            r.as_object_mut().unwrap().remove("ns_per_decision");
+        }
+        rows
+    };
+    assert_eq!(strip(json_rows(&args)), strip(json_rows(&args)));
+}
+
+#[test]
+fn csv_has_a_header_and_a_line_per_policy() {
+    let o = switchyard(&["place", "-p", "hrw,maglev", "--format", "csv"]);
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "policy,workers,keys,max_over_mean,cov,jain,moved_on_remove,moved_on_add,ns_per_decision");
+    assert_eq!(lines.len(), 3);
+    assert!(lines[2].starts_with("maglev,8,"));
+}
+
+#[test]
+fn topology_and_weights() {
+    let rows = json_rows(&["place", "-p", "h-ahrw,h-cahrw,ca-ahrw", "--topology", "niagara2", "--format", "json"]);
+    assert!(rows.iter().all(|r| r["workers"] == 64));
+    let rows = json_rows(&[
+        "place",
+        "-p",
+        "all",
+        "--weights",
+        "1,1,2,2,4,4,8,8",
+        "--format",
+        "json",
+        "--keys",
+        "uniform:50000",
+    ]);
+    let names: Vec<&str> = rows.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(names, ["weighted-hrw", "weighted-hrw-carp", "ring", "maglev", "bounded"]);
+    let w = rows.iter().find(|r| r["policy"] == "weighted-hrw").unwrap();
+    assert!(w["max_over_mean"].as_f64().unwrap() < 1.05, "balance is measured against the weights");
+}
+
+#[test]
+fn keys_from_standard_input() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["place", "-p", "hrw", "--keys", "-", "--format", "json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"# comment\nalpha\n\nbeta\ntcp 10.0.0.1:1 10.0.0.2:2\n\xff\xfe\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rows[0]["keys"], 4, "comments and blank lines skipped, the non-UTF-8 line kept");
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_exit_code_2() {
+    for (args, needle) in [
+        (&["place", "-p", "hwr"][..], "unknown policy `hwr`; valid names: round-robin"),
+        (&["place", "-p", "hrw", "--workers", "0"], "--workers must be at least 1"),
+        (&["place", "-p", "weighted-hrw", "--weights", "1,2"], "--weights has 2 values for 8 workers"),
+        (
+            &["place", "-p", "weighted-hrw", "--workers", "2", "--weights", "1,-1"],
+            "weights must be finite and greater than zero",
+        ),
+        (&["place", "-p", "jump", "--workers", "2", "--weights", "1,2"], "jump ignores weights"),
+        (&["place", "-p", "hrw", "--topology", "2x0"], "bad topology spec `2x0`"),
+        (&["place", "-p", "hrw", "--topology", "2x2", "--workers", "8"], "topology 2x2 has 4 leaves"),
+        (&["place", "-p", "hrw", "--keys", "/no/such/file"], "cannot open key file `/no/such/file`"),
+        (&["place", "-p", "hrw", "--keys", "uniform:0"], "COUNT must be at least 1"),
+        (&["place", "-p", "maglev", "--maglev-table", "1000"], "bad maglev table size `1000`: expected a prime"),
+        (&["place", "-p", "bounded", "--epsilon", "-1"], "bad epsilon `-1`"),
+    ] {
+        let o = switchyard(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"));
+    }
+}
+
+#[test]
+fn an_empty_key_file_is_an_error_not_an_empty_report() {
+    let dir = std::env::temp_dir().join(format!("switchyard-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("empty.txt");
+    std::fs::write(&f, "# nothing\n\n").unwrap();
+    let o = switchyard(&["place", "-p", "hrw", "--keys", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("holds no keys"), "{}", stderr(&o));
+    std::fs::remove_dir_all(dir).unwrap();
+}
