@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use switchyard_core::measure::{balance, moved_fraction};
-use switchyard_core::place::{HashFn, QminReading, build_weighted};
+use switchyard_core::place::{HashFn, ParentLoad, PsDispatch, QminReading, build_weighted};
 use switchyard_core::{LoadTracker, PlaceConfig, Placer, Policy, QueueMeasure, Topology, Unit, Weight, WorkerId};
 
 use crate::keys::{KeySource, Units};
@@ -86,6 +86,20 @@ pub(crate) struct PlaceArgs {
     /// their own): the true minimum (Guo ch. 5) or the non-zero minimum (ch. 6).
     #[arg(long, value_enum, default_value_t = Qmin::True)]
     qmin: Qmin,
+    /// Load of an inner tree node for h-ahrw and h-cahrw: `eq67` is 0 if any child is idle, else
+    /// the sum (Guo Eq. 6.7 as its text means it); `sum` is the plain sum of ch. 6.4.1.
+    #[arg(long, value_enum, default_value_t = Parent::Eq67)]
+    parent_load: Parent,
+
+    /// Whether CA-AHRW's Q_min is taken over the cost-weighted queues or the raw ones (Guo §6.3
+    /// leaves it open).
+    #[arg(long, value_enum, default_value_t = CaMin::Weighted)]
+    ca_min: CaMin,
+
+    /// How ps-hrw spreads a flow's units: within its set of workers by load (Table 7.1), or each
+    /// unit by hash in the flow's target proportions over all workers.
+    #[arg(long, value_enum, default_value_t = Ps::Set)]
+    ps_dispatch: Ps,
 
     /// Ring points per unit weight (ring, bounded).
     #[arg(long, default_value_t = 160)]
@@ -130,6 +144,24 @@ enum Qmin {
     Nonzero,
 }
 
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Parent {
+    Eq67,
+    Sum,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum CaMin {
+    Weighted,
+    Raw,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Ps {
+    Set,
+    PerUnit,
+}
+
 /// The run's setting, shared by every policy.
 struct Setup {
     workers: Vec<(WorkerId, Weight)>,
@@ -140,8 +172,8 @@ struct Setup {
 }
 
 pub(crate) fn run(args: &PlaceArgs) -> Result<()> {
-    let setup = setup(args)?;
     let mut policies = policies(&args.policy)?;
+    let setup = setup(args, &policies)?;
     if setup.weighted {
         let (keep, skip): (Vec<Policy>, Vec<Policy>) = policies.iter().partition(|p| p.supports_weights());
         if !skip.is_empty() {
@@ -155,12 +187,7 @@ pub(crate) fn run(args: &PlaceArgs) -> Result<()> {
                     "--weights given but {} ignore{} weights; weighted policies are: {}",
                     skip.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "),
                     if skip.len() == 1 { "s" } else { "" },
-                    Policy::ALL
-                        .iter()
-                        .filter(|p| p.supports_weights())
-                        .map(|p| p.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    Policy::weighted_names()
                 );
             }
         }
@@ -206,11 +233,19 @@ fn policies(names: &[String]) -> Result<Vec<Policy>> {
             out.push(name.parse::<Policy>()?);
         }
     }
-    out.dedup();
+    let mut seen = Vec::with_capacity(out.len());
+    out.retain(|p| {
+        if seen.contains(p) {
+            false
+        } else {
+            seen.push(*p);
+            true
+        }
+    });
     Ok(out)
 }
 
-fn setup(args: &PlaceArgs) -> Result<Setup> {
+fn setup(args: &PlaceArgs, policies: &[Policy]) -> Result<Setup> {
     let topology = args.topology.as_deref().map(Topology::parse).transpose()?;
     let n = match (args.workers, &topology) {
         (Some(n), Some(t)) if n != t.leaves() => {
@@ -226,12 +261,16 @@ fn setup(args: &PlaceArgs) -> Result<Setup> {
     };
     if n == 0 {
         bail!("--workers must be at least 1");
-    }
-    // Topology-aware policies get a flat tree over all N workers, so that the addition
-    // experiment (N-1 workers, then wN-1 added) has a leaf for the newcomer.
+    } // Topology-aware policies get a flat tree over all N workers, so that the addition
+    // experiment (N-1 workers, then wN-1 added) has a leaf for the newcomer. Other policies need
+    // none, and so are not limited to a tree's 65536 leaves.
     let topology = match topology {
-        Some(t) => t,
-        None => Topology::flat(n)?,
+        Some(t) => Some(t),
+        None if policies.iter().any(|p| p.uses_topology()) => Some(
+            Topology::flat(n)
+                .map_err(|e| anyhow::anyhow!("{n} workers is more than topology-aware policies take ({e})"))?,
+        ),
+        None => None,
     };
     let weights = match &args.weights {
         Some(w) if w.len() != n as usize => {
@@ -262,7 +301,16 @@ fn setup(args: &PlaceArgs) -> Result<Setup> {
         vnodes: args.vnodes,
         maglev_table: args.maglev_table,
         beta: args.beta,
-        topology: Some(topology),
+        parent_load: match args.parent_load {
+            Parent::Eq67 => ParentLoad::AnyIdleIsZero,
+            Parent::Sum => ParentLoad::Sum,
+        },
+        ca_min_weighted: matches!(args.ca_min, CaMin::Weighted),
+        ps_dispatch: match args.ps_dispatch {
+            Ps::Set => PsDispatch::Set,
+            Ps::PerUnit => PsDispatch::PerUnit,
+        },
+        topology,
         ..PlaceConfig::default()
     };
     let source: KeySource = args.keys.parse()?;

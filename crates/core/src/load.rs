@@ -101,9 +101,10 @@ impl LoadTracker {
             self.units.resize(i + 1, 0);
             self.bytes.resize(i + 1, 0);
         }
-        self.units[i] += 1;
-        self.bytes[i] += unit.size;
-        *self.in_flight.get_or_insert_with(unit.flow, || 0) += 1;
+        self.units[i] = self.units[i].saturating_add(1);
+        self.bytes[i] = self.bytes[i].saturating_add(unit.size);
+        let c = self.in_flight.get_or_insert_with(unit.flow, || 0);
+        *c = c.saturating_add(1);
     }
 
     /// `unit`, queued earlier at `w`, is done. Counts never go below zero, so a driver that

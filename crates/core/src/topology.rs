@@ -27,6 +27,8 @@ use thiserror::Error;
 
 /// The most levels a tree may have.
 pub const MAX_LEVELS: usize = 8;
+/// The largest communication-cost ratio a level may have.
+pub const MAX_COST: f64 = 1e6;
 /// The most leaves (workers) a tree may have.
 pub const MAX_LEAVES: u32 = 1 << 16;
 
@@ -84,9 +86,13 @@ impl Topology {
         for l in &levels {
             if l.fanout == 0 {
                 return Err(err(format!("level `{}` has fanout 0", l.name)));
-            }
-            if !(l.cost.is_finite() && l.cost > 0.0) {
-                return Err(err(format!("level `{}` has cost {}, which is not a positive number", l.name, l.cost)));
+            } // Guo §6.3: c_ij > 1 off the diagonal (farther costs more); the upper bound keeps
+            // weighted queues finite.
+            if !(1.0..=MAX_COST).contains(&l.cost) {
+                return Err(err(format!(
+                    "level `{}` has cost {}; costs are numbers from 1 to {MAX_COST}",
+                    l.name, l.cost
+                )));
             }
             leaves *= u64::from(l.fanout);
             if leaves > u64::from(MAX_LEAVES) {
@@ -322,8 +328,10 @@ mod tests {
             ("2x0", "fanout 0"),
             ("2xq", "preset name or fanouts"),
             ("2x2@1", "1 costs given for 2 levels"),
-            ("2x2@1,nan", "not a positive number"),
-            ("2x2@1,-1", "not a positive number"),
+            ("2x2@1,nan", "costs are numbers from 1 to"),
+            ("2x2@1,-1", "costs are numbers from 1 to"),
+            ("2x2@0.5,2", "costs are numbers from 1 to"),
+            ("2x2@1e300,2", "costs are numbers from 1 to"),
             ("1x1x1x1x1x1x1x1x1", "1 to 8 levels"),
             ("256x256x2", "more than 65536 leaves"),
             ("flat:x", "flat:N"),

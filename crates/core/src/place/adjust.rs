@@ -101,6 +101,70 @@ pub(crate) fn pick(candidates: impl Iterator<Item = (f64, f64)>, q_min: Option<f
     idx
 }
 
+/// The AHRW choice over integer scores `score(i)` and queues `q[i]`, in exact arithmetic: the
+/// index of the largest `g / Q̃` (see the module documentation), the first on ties.
+///
+/// One pass scores every candidate and keeps the best `(g_b, Q̃_b)` (a second is needed only
+/// when a worker is idle). A candidate is compared exactly (`g · Q̃_b > g_b · Q̃` in `u128`) only when a
+/// floating-point estimate of the same comparison, loosened by far more than its rounding error,
+/// says it might win; so the exact work, and the unpredictable branch, happen about once per new
+/// best (O(log N) times for random scores) instead of once per candidate.
+#[inline(always)]
+pub(crate) fn select_exact<I>(items: I, reading: QminReading) -> usize
+where
+    I: Iterator<Item = (u64, u64)> + Clone,
+{
+    // Fast path: with no idle worker, Q̃ = Q and Q_min is a common factor, so one pass ranks
+    // `g / Q` without knowing it. A zero met on the way sends the decision to the general path.
+    let (best, idle) = best_ratio(items.clone());
+    if !idle {
+        return best;
+    }
+    if reading == QminReading::TrueMin {
+        return argmax_where(items.map(|(g, q)| (g, q == 0))); // idle first
+    }
+    match items.clone().fold(u64::MAX, |m, (_, q)| if q == 0 { m } else { m.min(q) }) {
+        u64::MAX => argmax_where(items.map(|(g, _)| (g, true))), // all idle: plain HRW
+        min_busy => best_ratio(items.map(|(g, q)| (g, if q == 0 { min_busy } else { q }))).0,
+    }
+}
+
+/// Index of the largest `g / q` among `(g, q)` pairs (exact, first on ties), and whether some `q`
+/// was 0 (in which case the index means nothing). Scores `g` are below 2^53.
+#[inline(always)]
+fn best_ratio(mut items: impl Iterator<Item = (u64, u64)>) -> (usize, bool) {
+    let Some((mut gb, mut qb)) = items.next() else { return (0, false) };
+    let mut idle = qb == 0;
+    let mut idx = 0;
+    // The estimate `g · Q̃_b ≥ g_b · Q̃` is loosened by a factor far above its rounding error, so
+    // it never drops a winner. A queue of 2^63 or more converts as negative, which only lets the
+    // candidate through to the exact comparison.
+    let slack = 1.0 - 1e-9;
+    let (mut qbf, mut limit) = (qb as f64, gb as f64 * slack);
+    for (i, (g, q)) in items.enumerate() {
+        idle |= q == 0;
+        if (g as i64 as f64) * qbf >= limit * (q as i64 as f64)
+            && u128::from(g) * u128::from(qb) > u128::from(gb) * u128::from(q)
+        {
+            (gb, qb, idx) = (g, q, i + 1);
+            (qbf, limit) = (qb as f64, gb as f64 * slack);
+        }
+    }
+    (idx, idle)
+}
+
+/// Index of the highest score among `(g, keep)` pairs with `keep`; the first on ties.
+#[inline(always)]
+fn argmax_where(items: impl Iterator<Item = (u64, bool)>) -> usize {
+    let (mut best, mut idx) = (0u64, usize::MAX);
+    for (i, (v, keep)) in items.enumerate() {
+        let better = keep && (v > best || idx == usize::MAX);
+        best = if better { v } else { best };
+        idx = if better { i } else { idx };
+    }
+    idx
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,11 +13,11 @@
 //! erratum 3). `Q_min` is the minimum of the weighted queues by default, or of the raw ones as an
 //! option (erratum 5).
 //!
-//! Cost: N scores, plus a division only for workers whose raw score beats the best adjusted
-//! score so far (since `r ≤ 1`, `h ≤ g`: a worker that cannot win is skipped exactly). Scores are
-//! computed in blocks of eight and a block is skipped whole when its best raw score cannot win,
-//! so the loop is as branch-free as plain HRW's. CA-AHRW adds a second pass of N scores for the
-//! home node and one cost lookup per worker.
+//! Cost: one scan of the N queues and N scores. Flat AHRW ranks in exact integer arithmetic
+//! ([`adjust::select_exact`]): a candidate is compared exactly only when a floating-point estimate
+//! says it may beat the best so far, which happens about once per new best. CA-AHRW, whose
+//! weighted queues are fractional, ranks in `f64` and adds a second pass of N scores for the home
+//! node and one cost lookup per worker.
 
 use super::Strategy;
 use super::adjust::{self, QminReading};
@@ -65,59 +65,12 @@ impl Ahrw {
         };
         let prep = rv.prepared();
         match rv.hash() {
-            HashFn::Fast => select(prep, q, *reading, |s| fast(d, s) >> 11),
-            HashFn::Classic => select(prep, q, *reading, |s| u64::from(classic(d, s as u32))),
-        }
-    }
-}
-
-/// The AHRW choice among workers with prepared values `prep` and queues `q` (see
-/// [`Ahrw::place_exact`]), for the score function `score`.
-#[inline(always)]
-fn select(prep: &[u64], q: &[u64], reading: QminReading, score: impl Fn(u64) -> u64) -> usize {
-    let min_all = q.iter().fold(u64::MAX, |m, &v| m.min(v));
-    let min_busy = if min_all > 0 {
-        min_all
-    } else if reading == QminReading::TrueMin {
-        return argmax_where(prep, &score, |i| q[i] == 0); // idle first
-    } else {
-        match q.iter().fold(u64::MAX, |m, &v| if v == 0 { m } else { m.min(v) }) {
-            u64::MAX => return argmax_where(prep, &score, |_| true), // all idle: plain HRW
-            m => m,
-        }
-    };
-    let tilde = |i: usize| if q[i] == 0 { min_busy } else { q[i] };
-    // A float estimate of g_b · Q_min / Q̃_b, lowered by more than its rounding error so it
-    // never exceeds the exact value: it only filters, the u128 comparison decides.
-    let threshold = |gb: u64, qb: u64| {
-        if qb == min_busy { gb } else { (((gb as f64) * (min_busy as f64 / qb as f64)) as u64).saturating_sub(8) }
-    };
-    let (mut gb, mut qb, mut idx) = (score(prep[0]), tilde(0), 0usize);
-    let mut t = threshold(gb, qb);
-    for (i, &p) in prep.iter().enumerate().skip(1) {
-        let gi = score(p);
-        if gi > t {
-            let qi = tilde(i);
-            if u128::from(gi) * u128::from(qb) > u128::from(gb) * u128::from(qi) {
-                (gb, qb, idx) = (gi, qi, i);
-                t = threshold(gb, qb);
+            HashFn::Fast => adjust::select_exact(prep.iter().zip(q).map(|(&p, &q)| (fast(d, p) >> 11, q)), *reading),
+            HashFn::Classic => {
+                adjust::select_exact(prep.iter().zip(q).map(|(&p, &q)| (u64::from(classic(d, p as u32)), q)), *reading)
             }
         }
     }
-    idx
-}
-
-/// Index of the highest `score(prep[i])` among positions where `keep(i)`; the first on ties.
-#[inline(always)]
-fn argmax_where(prep: &[u64], score: impl Fn(u64) -> u64, keep: impl Fn(usize) -> bool) -> usize {
-    let (mut best, mut idx) = (0u64, usize::MAX);
-    for (i, &p) in prep.iter().enumerate() {
-        let v = score(p);
-        let better = keep(i) && (v > best || idx == usize::MAX);
-        best = if better { v } else { best };
-        idx = if better { i } else { idx };
-    }
-    idx
 }
 
 /// Reads the members' queues into `out`, in member order.
@@ -176,13 +129,17 @@ impl CacheAware {
         let basis = if self.min_weighted { &self.qw } else { &self.q };
         adjust::q_min(basis.iter().copied(), self.reading)
     }
-
-    /// Every member's adjusted score `h'(c, p)` (Eq. 6.5), in member order.
-    pub(crate) fn scores(&mut self, members: &Members, d: u64, load: &LoadView<'_>, out: &mut Vec<f64>) {
+    /// Every member's adjusted score `h'(c, p)` (Eq. 6.5) and raw score `g(c, p)`, in member
+    /// order: a ranking, with the raw score to order workers whose adjusted scores tie (under the
+    /// true-minimum reading every busy worker's is 0 while one is idle).
+    pub(crate) fn scores(&mut self, members: &Members, d: u64, load: &LoadView<'_>, out: &mut Vec<(f64, f64)>) {
         let m = self.prepare(members, d, load);
         out.clear();
         let rv = &self.rv;
-        out.extend(self.qw.iter().enumerate().map(|(i, &q)| adjust::adjusted(rv.score_f64(d, i), q, m)));
+        out.extend(self.qw.iter().enumerate().map(|(i, &q)| {
+            let g = rv.score_f64(d, i);
+            (adjust::adjusted(g, q, m), g)
+        }));
     }
 }
 

@@ -9,7 +9,9 @@
 //! load is counted in bytes a unit larger than every worker's headroom can fit nowhere; it then
 //! goes to the worker with the most headroom (the one case where the bound is exceeded).
 //!
-//! Cost: a ring lookup, plus one step per full worker passed (each worker checked once).
+//! Cost: a ring lookup, plus a walk over ring points until a worker with room is found; each
+//! worker's capacity is checked once, but the walk may pass up to N·vnodes points when nearly
+//! every worker is full.
 
 use super::Strategy;
 use super::ring::Ring;
@@ -37,7 +39,7 @@ impl Bounded {
 
 /// Capacity of a worker with weight share `share` when `total` is queued and `add` arrives.
 pub(crate) fn capacity(epsilon: f64, total: u64, add: u64, share: f64) -> u64 {
-    ((1.0 + epsilon) * (total + add) as f64 * share).ceil() as u64
+    ((1.0 + epsilon) * total.saturating_add(add) as f64 * share).ceil() as u64
 }
 
 impl Strategy for Bounded {
@@ -52,7 +54,7 @@ impl Strategy for Bounded {
     fn place(&mut self, members: &Members, unit: &Unit, load: &LoadView<'_>) -> WorkerId {
         let qs = load.queues(self.measure);
         let q = |i: usize| qs.get(members.id(i).0 as usize).copied().unwrap_or(0);
-        let total: u64 = (0..members.len()).map(q).sum();
+        let total: u64 = (0..members.len()).map(q).fold(0, u64::saturating_add);
         let add = match self.measure {
             QueueMeasure::Units => 1,
             QueueMeasure::Bytes => unit.size.max(1),
@@ -69,7 +71,7 @@ impl Strategy for Bounded {
             self.checked[i] = self.decision;
             let cap = capacity(self.epsilon, total, add, self.share[i]);
             let qi = q(i);
-            if qi + add <= cap {
+            if qi.saturating_add(add) <= cap {
                 return members.id(i);
             }
             let room = i128::from(cap) - i128::from(qi);

@@ -24,7 +24,7 @@
 use super::Strategy;
 use super::adjust::{self, QminReading};
 use super::ahrw::check_leaves;
-use super::score::Rendezvous;
+use super::score::{HashFn, Rendezvous, classic, fast};
 use crate::load::{LoadView, QueueMeasure};
 use crate::place::{PlaceConfig, PlaceError};
 use crate::topology::Topology;
@@ -69,6 +69,9 @@ pub(crate) struct Hierarchical {
     full: bool,
     /// Candidates at the current level: (score, load, child index).
     cand: Vec<(f64, f64, u32)>,
+    /// Present children and their loads at the current level (integer descent).
+    kids: Vec<u32>,
+    loads: Vec<u64>,
 }
 
 impl Hierarchical {
@@ -86,6 +89,8 @@ impl Hierarchical {
             count: Vec::new(),
             full: false,
             cand: Vec::new(),
+            kids: Vec::new(),
+            loads: Vec::new(),
             topo,
         }
     }
@@ -101,7 +106,7 @@ impl Hierarchical {
             // costs several times more per leaf.
             let (mut sum, mut idle) = (0u64, false);
             for &v in &qs[lo..hi] {
-                sum = sum.wrapping_add(v);
+                sum = sum.saturating_add(v);
                 idle |= v == 0;
             }
             (sum, idle)
@@ -110,7 +115,7 @@ impl Hierarchical {
             for leaf in lo..hi {
                 if self.present[leaf] {
                     let q = qs.get(leaf).copied().unwrap_or(0);
-                    sum += q;
+                    sum = sum.saturating_add(q);
                     idle |= q == 0;
                 }
             }
@@ -122,36 +127,101 @@ impl Hierarchical {
     /// weighted by their cost from `home` for H-CAHRW. A subtree that does not hold the home
     /// leaf parts from it at one level, so its weighted load is its raw load times one cost; only
     /// the subtree holding the home leaf is weighted leaf by leaf.
-    fn node_load(&self, qs: &[u64], d: usize, i: u32, home: Option<u32>) -> f64 {
+    fn node_load(&self, qs: &[u64], d: usize, i: u32, h: u32) -> f64 {
         let span = self.topo.span(d);
         let (lo, hi) = ((i * span) as usize, ((i + 1) * span) as usize);
-        let (sum, idle) = match home {
-            Some(h) if (lo..hi).contains(&(h as usize)) => {
-                let (mut sum, mut idle) = (0.0, false);
-                for leaf in lo..hi {
-                    if self.present[leaf] {
-                        let q = qs.get(leaf).copied().unwrap_or(0);
-                        sum += q as f64 * self.topo.cost(h, leaf as u32);
-                        idle |= q == 0;
-                    }
+        let (sum, idle) = if (lo..hi).contains(&(h as usize)) {
+            let (mut sum, mut idle) = (0.0, false);
+            for leaf in lo..hi {
+                if self.present[leaf] {
+                    let q = qs.get(leaf).copied().unwrap_or(0);
+                    sum += q as f64 * self.topo.cost(h, leaf as u32);
+                    idle |= q == 0;
                 }
-                (sum, idle)
             }
-            Some(h) => {
-                let (raw, idle) = self.range_load(qs, lo, hi);
-                (raw as f64 * self.topo.cost(h, lo as u32), idle)
-            }
-            None => {
-                let (raw, idle) = self.range_load(qs, lo, hi);
-                (raw as f64, idle)
-            }
+            (sum, idle)
+        } else {
+            let (raw, idle) = self.range_load(qs, lo, hi);
+            (raw as f64 * self.topo.cost(h, lo as u32), idle)
         };
         if idle && self.parent == ParentLoad::AnyIdleIsZero { 0.0 } else { sum }
     }
 
-    /// Walks down from the root, choosing one child per level; returns the leaf. With `load`,
-    /// each level is an AHRW choice on subtree loads; without, plain rendezvous (the home node).
-    fn descend(&mut self, d: u64, load: Option<(&[u64], Option<u32>)>) -> u32 {
+    /// Plain rendezvous down the tree (H-HRW, and H-CAHRW's home node): at each level the
+    /// present child with the highest integer score.
+    fn descend_plain(&self, d: u64) -> u32 {
+        match self.rv.hash() {
+            HashFn::Fast => self.descend_plain_with(|p| fast(d, p)),
+            HashFn::Classic => self.descend_plain_with(|p| u64::from(classic(d, p as u32))),
+        }
+    }
+
+    #[inline(always)]
+    fn descend_plain_with(&self, score: impl Fn(u64) -> u64) -> u32 {
+        let prep = self.rv.prepared();
+        let mut node = 0u32;
+        for depth in 0..self.topo.depth() {
+            let f = self.topo.fanout(depth) as usize;
+            let base = node as usize * f;
+            let first = self.topo.node_id(depth + 1, 0) as usize + base;
+            let count = &self.count[depth + 1][base..base + f];
+            let (mut best, mut pick) = (0u64, usize::MAX);
+            for (k, (&p, &c)) in prep[first..first + f].iter().zip(count).enumerate() {
+                let v = score(p);
+                let better = c > 0 && (v > best || pick == usize::MAX);
+                best = if better { v } else { best };
+                pick = if better { k } else { pick };
+            }
+            node = (base + pick) as u32;
+        }
+        node
+    }
+
+    /// H-AHRW down the tree in exact integer arithmetic: at each level, the present children's
+    /// subtree loads (Eq. 6.7) and [`adjust::select_exact`].
+    fn descend_adjusted(&mut self, d: u64, qs: &[u64]) -> u32 {
+        let mut node = 0u32;
+        let (mut kids, mut loads) = (std::mem::take(&mut self.kids), std::mem::take(&mut self.loads));
+        for depth in 0..self.topo.depth() {
+            let f = self.topo.fanout(depth);
+            let first = self.topo.node_id(depth + 1, 0);
+            kids.clear();
+            loads.clear();
+            for c in node * f..(node + 1) * f {
+                if self.count[depth + 1][c as usize] > 0 {
+                    kids.push(c);
+                    loads.push(self.node_load_raw(qs, depth + 1, c));
+                }
+            }
+            let prep = self.rv.prepared();
+            let pairs = kids.iter().zip(&loads);
+            let k = match self.rv.hash() {
+                HashFn::Fast => adjust::select_exact(
+                    pairs.map(|(&c, &q)| (fast(d, prep[(first + c) as usize]) >> 11, q)),
+                    self.reading,
+                ),
+                HashFn::Classic => adjust::select_exact(
+                    pairs.map(|(&c, &q)| (u64::from(classic(d, prep[(first + c) as usize] as u32)), q)),
+                    self.reading,
+                ),
+            };
+            node = kids[k];
+        }
+        (self.kids, self.loads) = (kids, loads);
+        node
+    }
+
+    /// Raw load of the `i`-th node at depth `d` by Eq. 6.7 (or the plain sum).
+    #[inline]
+    fn node_load_raw(&self, qs: &[u64], d: usize, i: u32) -> u64 {
+        let span = self.topo.span(d);
+        let (sum, idle) = self.range_load(qs, (i * span) as usize, ((i + 1) * span) as usize);
+        if idle && self.parent == ParentLoad::AnyIdleIsZero { 0 } else { sum }
+    }
+
+    /// H-CAHRW down the tree: at each level an AHRW choice on subtree loads weighted from the
+    /// flow's `home` leaf (fractional, so in `f64`).
+    fn descend(&mut self, d: u64, qs: &[u64], home: u32) -> u32 {
         let mut node = 0u32;
         let mut cand = std::mem::take(&mut self.cand);
         for depth in 0..self.topo.depth() {
@@ -162,13 +232,9 @@ impl Hierarchical {
                     continue;
                 }
                 let g = self.rv.score_f64(d, self.topo.node_id(depth + 1, c) as usize);
-                let q = match load {
-                    Some((qs, home)) => self.node_load(qs, depth + 1, c, home),
-                    None => 0.0,
-                };
-                cand.push((g, q, c));
+                cand.push((g, self.node_load(qs, depth + 1, c, home), c));
             }
-            let m = if load.is_some() { adjust::q_min(cand.iter().map(|c| c.1), self.reading) } else { None };
+            let m = adjust::q_min(cand.iter().map(|c| c.1), self.reading);
             node = cand[adjust::pick(cand.iter().map(|c| (c.0, c.1)), m)].2;
         }
         self.cand = cand;
@@ -201,11 +267,11 @@ impl Strategy for Hierarchical {
         let d = unit.flow.0;
         let qs = load.queues(self.measure);
         WorkerId(match self.form {
-            Form::Plain => self.descend(d, None),
-            Form::Adjusted => self.descend(d, Some((qs, None))),
+            Form::Plain => self.descend_plain(d),
+            Form::Adjusted => self.descend_adjusted(d, qs),
             Form::CacheAware => {
-                let home = self.descend(d, None);
-                self.descend(d, Some((qs, Some(home))))
+                let home = self.descend_plain(d);
+                self.descend(d, qs, home)
             }
         })
     }

@@ -15,7 +15,8 @@
 //! Membership is kept sorted by worker id, and every structure a policy derives from it (node
 //! hashes, rings, tables) is rebuilt from that sorted list, so a placer's decisions depend only
 //! on its current members (and, for stateful policies, on the units it has placed), never on the
-//! order in which the changes arrived.
+//! order in which the changes arrived. The one exception is `jump`, whose buckets are numbered:
+//! a removed worker's slot is refilled by the last one, so its slot order keeps that history.
 //!
 //! # Policies
 //!
@@ -216,14 +217,14 @@ impl Policy {
     pub fn names() -> String {
         Self::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
     }
-
-    fn weighted_names() -> String {
+    /// The names of the policies that honour weights, comma-separated.
+    pub fn weighted_names() -> String {
         Self::ALL.iter().filter(|p| p.supports_weights()).map(|p| p.name()).collect::<Vec<_>>().join(", ")
     }
 
     /// Whether the policy reads the topology tree (and so places only on its leaves).
     pub fn uses_topology(self) -> bool {
-        matches!(self, Self::HAhrw | Self::CaAhrw | Self::HCahrw | Self::PsHrw)
+        matches!(self, Self::HHrw | Self::HAhrw | Self::CaAhrw | Self::HCahrw | Self::PsHrw)
     }
 }
 
@@ -251,7 +252,9 @@ impl FromStr for Policy {
 pub struct PlaceConfig {
     /// Which queue length load-aware policies compare.
     pub measure: QueueMeasure,
-    /// The rendezvous score of the AHRW family, CA/H variants, PS-HRW, p2c-hrw and tie-breaks.
+    /// The rendezvous score of the AHRW family, the hierarchical and cache-aware forms (and so
+    /// PS-HRW's ranking), and p2c-hrw. Weighted HRW and PS-HRW's CARP step always use the fast
+    /// score, since they need 52 well-mixed bits.
     pub hash: HashFn,
     /// Reading of Q_min for the hierarchical and cache-aware forms (`ahrw` and `ahrw-nonzero`
     /// fix their own).
@@ -289,7 +292,7 @@ impl Default for PlaceConfig {
             vnodes: 160,
             maglev_table: 65_537,
             beta: 0.16,
-            ps_dispatch: PsDispatch::PerUnit,
+            ps_dispatch: PsDispatch::Set,
             topology: None,
         }
     }
@@ -327,13 +330,13 @@ pub fn build_weighted(
 ) -> Result<Box<dyn Placer>, PlaceError> {
     config.check()?;
     let members = Members::weighted(workers.iter().copied())?;
-    let flat_leaves = members.as_slice().last().map_or(1, |m| m.id.0 + 1);
+    let flat_leaves = members.as_slice().last().map_or(Some(1), |m| m.id.0.checked_add(1));
     let topology = || match &config.topology {
         Some(t) => Ok(t.clone()),
-        None => Topology::flat(flat_leaves).map_err(|e| PlaceError::BadConfig {
+        None => flat_leaves.and_then(|n| Topology::flat(n).ok()).ok_or_else(|| PlaceError::BadConfig {
             field: "topology",
-            value: e.spec,
-            expected: "at most 65536 workers",
+            value: "none".to_string(),
+            expected: "a topology, or worker ids below 65536 for the flat tree used without one",
         }),
     };
     let hash = config.hash;

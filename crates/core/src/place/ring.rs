@@ -56,9 +56,9 @@ impl Strategy for Ring {
             .as_slice()
             .iter()
             .map(|m| ((f64::from(self.vnodes) * m.weight.get()).round() as u64).max(1))
-            .collect();
-        let total: u64 = counts.iter().sum();
-        if total > MAX_POINTS as u64 {
+            .collect(); // Each count is at most u64::MAX (the cast saturates), so the sum cannot wrap in u128.
+        let total: u128 = counts.iter().map(|&c| u128::from(c)).sum();
+        if total > MAX_POINTS as u128 {
             return Err(PlaceError::BadConfig {
                 field: "vnodes",
                 value: format!("{} (a ring of {total} points)", self.vnodes),
