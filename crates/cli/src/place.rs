@@ -311,7 +311,6 @@ fn setup(args: &PlaceArgs, policies: &[Policy]) -> Result<Setup> {
             Ps::PerUnit => PsDispatch::PerUnit,
         },
         topology,
-        ..PlaceConfig::default()
     };
     let source: KeySource = args.keys.parse()?;
     let units = source.load(args.seed, args.undirected)?;
