@@ -12,6 +12,8 @@
 //! integer arithmetic (ahrw.rs); the tree and cache-aware forms, whose weighted queues are
 //! fractional, use [`pick`] in `f64`.
 
+use super::score::argmax_where;
+
 /// Which minimum `Q_min` is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum QminReading {
@@ -151,18 +153,6 @@ fn best_ratio(mut items: impl Iterator<Item = (u64, u64)>) -> (usize, bool) {
         }
     }
     (idx, idle)
-}
-
-/// Index of the highest score among `(g, keep)` pairs with `keep`; the first on ties.
-#[inline(always)]
-fn argmax_where(items: impl Iterator<Item = (u64, bool)>) -> usize {
-    let (mut best, mut idx) = (0u64, usize::MAX);
-    for (i, (v, keep)) in items.enumerate() {
-        let better = keep && (v > best || idx == usize::MAX);
-        best = if better { v } else { best };
-        idx = if better { i } else { idx };
-    }
-    idx
 }
 
 #[cfg(test)]

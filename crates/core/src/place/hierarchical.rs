@@ -24,7 +24,7 @@
 use super::Strategy;
 use super::adjust::{self, QminReading};
 use super::ahrw::check_leaves;
-use super::score::{HashFn, Rendezvous, classic, fast};
+use super::score::{HashFn, Rendezvous, argmax_where, classic, fast};
 use crate::load::{LoadView, QueueMeasure};
 use crate::place::{PlaceConfig, PlaceError};
 use crate::topology::Topology;
@@ -165,13 +165,7 @@ impl Hierarchical {
             let base = node as usize * f;
             let first = self.topo.node_id(depth + 1, 0) as usize + base;
             let count = &self.count[depth + 1][base..base + f];
-            let (mut best, mut pick) = (0u64, usize::MAX);
-            for (k, (&p, &c)) in prep[first..first + f].iter().zip(count).enumerate() {
-                let v = score(p);
-                let better = c > 0 && (v > best || pick == usize::MAX);
-                best = if better { v } else { best };
-                pick = if better { k } else { pick };
-            }
+            let pick = argmax_where(prep[first..first + f].iter().zip(count).map(|(&p, &c)| (score(p), c > 0)));
             node = (base + pick) as u32;
         }
         node
