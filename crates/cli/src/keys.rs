@@ -80,6 +80,7 @@ impl std::fmt::Display for KeySource {
             Self::Sample => write!(f, "the shipped sample"),
             Self::Uniform { count } => write!(f, "uniform:{count}"),
             Self::Zipf { s, count, keys } => write!(f, "zipf:{s}:{count}:{keys}"),
+            Self::File(p) if p.as_os_str() == "-" => write!(f, "standard input"),
             Self::File(p) => write!(f, "{}", p.display()),
         }
     }
