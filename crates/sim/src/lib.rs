@@ -1,0 +1,42 @@
+//! Switchyard's deterministic discrete-event simulator (the **sim** driver of DESIGN.md).
+//!
+//! # What lives here
+//!
+//! - [`EventQueue`]: virtual time in integer nanoseconds ([`Nanos`]) and a total order of events.
+//! - [`Model`] and [`run`]: a model handles one event at a time and schedules more.
+//! - [`Streams`]: seeded random streams, one per entity.
+//! - [`models`]: the models. Today that is the M/M/c queue, which checks the engine against
+//!   closed forms.
+//!
+//! # Ordering guarantees
+//!
+//! Events run in order of time. Events at the same time run in the order they were scheduled
+//! (first in, first out), because each carries a sequence number that breaks ties; nothing is
+//! left to the heap's internal order. Time never goes backwards: scheduling before the current
+//! time is refused with [`SimError::InThePast`]. A run is single-threaded. Parallelism goes across
+//! the runs of a sweep, never inside one run, so the same model, seed and inputs give the same
+//! events in the same order, byte for byte, on every machine.
+//!
+//! # What does not live here
+//!
+//! No policy logic: models call the core's policies (`switchyard_core::place` and the stages to
+//! come) and carry out their decisions. No wall clock and no thread RNG: `clippy.toml` forbids
+//! them, as in the core.
+//!
+//! # Example
+//!
+//! ```
+//! use switchyard_sim::models::mmc::{Mmc, MmcParams};
+//!
+//! let params = MmcParams { lambda: 0.5, mu: 1.0, servers: 1, customers: 10_000, seed: 7 };
+//! let out = Mmc::simulate(&params).unwrap();
+//! assert_eq!(out.served, 10_000);
+//! ```
+
+mod engine;
+pub mod models;
+mod streams;
+
+pub use engine::{EventQueue, Model, RunStats, SimError, run};
+pub use streams::Streams;
+pub use switchyard_core::Nanos;

@@ -1,0 +1,3 @@
+//! Simulation models, one file each.
+
+pub mod mmc;
