@@ -12,7 +12,7 @@ use thiserror::Error;
 use crate::Nanos;
 
 /// Why the engine refused a request.
-#[derive(Debug, Error, PartialEq, Eq)]
+#[derive(Debug, Error, PartialEq)]
 #[non_exhaustive]
 pub enum SimError {
     /// An event was scheduled before the current time. That is a bug in the model: time in a run
@@ -24,6 +24,9 @@ pub enum SimError {
         /// The current time.
         now: u64,
     },
+    /// The placement policy could not be built for the scenario (its message says why).
+    #[error("placement: {0}")]
+    Place(#[from] switchyard_core::PlaceError),
     /// A model's parameters are out of range; the message says which and what is accepted.
     #[error("bad model parameter {name} = {value}: {expected}")]
     BadParameter {

@@ -5,8 +5,11 @@
 //! - [`EventQueue`]: virtual time in integer nanoseconds ([`Nanos`]) and a total order of events.
 //! - [`Model`] and [`run`]: a model handles one event at a time and schedules more.
 //! - [`Streams`]: seeded random streams, one per entity.
-//! - [`models`]: the models. Today that is the M/M/c queue, which checks the engine against
-//!   closed forms.
+//! - [`models`]: the models:
+//!   - the M/M/c queue ([`models::mmc`]), which checks the engine against closed forms;
+//!   - the multicore network server ([`models::server`]): a producer places units on per-worker
+//!     run-queues with any core policy, and workers pay a locality penalty when a flow moves;
+//!   - the synthetic flow workload ([`models::workload`]).
 //!
 //! # Ordering guarantees
 //!

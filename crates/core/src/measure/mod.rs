@@ -4,6 +4,10 @@
 
 mod balance;
 mod disruption;
+mod flows;
+mod latency;
 
 pub use balance::{Balance, balance};
 pub use disruption::moved_fraction;
+pub use flows::FlowOrder;
+pub use latency::Latency;

@@ -1,3 +1,5 @@
 //! Simulation models, one file each.
 
 pub mod mmc;
+pub mod server;
+pub mod workload;

@@ -53,3 +53,94 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+mod server {
+    use switchyard_core::place::PlaceConfig;
+    use switchyard_core::{Policy, Topology};
+    use switchyard_sim::Nanos;
+    use switchyard_sim::models::server::{OnFull, Server, ServerOutcome, ServerParams};
+    use switchyard_sim::models::workload::SyntheticFlows;
+
+    /// An 8-core Xeon at high load with heavy-tailed flows and a real cost for moving a flow:
+    /// the setting of Guo ch. 4–5, reduced to run in a test.
+    fn scenario(policy: Policy) -> ServerParams {
+        ServerParams {
+            topology: Topology::parse("xeon-e5335").unwrap(),
+            policy,
+            place: PlaceConfig::default(),
+            queue_capacity: 64,
+            on_full: OnFull::Block,
+            decision_cost: Nanos(500),
+            service_base: Nanos(5_000),
+            service_per_kib: Nanos(20_000),
+            migration_penalty: Nanos(5_000),
+            workload: SyntheticFlows { flows: 6_000, flow_rate: 60_000.0, ..SyntheticFlows::default() },
+            seed: 3,
+        }
+    }
+
+    fn run(policy: Policy) -> ServerOutcome {
+        Server::simulate(&scenario(policy)).unwrap()
+    }
+
+    #[test]
+    fn every_unit_is_served_or_dropped() {
+        let blocking = run(Policy::Hrw);
+        assert_eq!((blocking.served, blocking.dropped), (blocking.emitted, 0));
+        let p = ServerParams { on_full: OnFull::Drop, queue_capacity: 2, ..scenario(Policy::Hrw) };
+        let dropping = Server::simulate(&p).unwrap();
+        assert!(dropping.dropped > 0, "tiny queues under load must drop");
+        assert_eq!(dropping.served + dropping.dropped, dropping.emitted);
+    }
+
+    #[test]
+    fn same_seed_same_outcome() {
+        let (a, b) = (run(Policy::Ahrw), run(Policy::Ahrw));
+        assert_eq!(
+            (a.served, a.events, a.makespan, a.migrations, a.out_of_order, a.latency.quantile(0.99)),
+            (b.served, b.events, b.makespan, b.migrations, b.out_of_order, b.latency.quantile(0.99))
+        );
+        assert_eq!(a.jitter_ns.to_bits(), b.jitter_ns.to_bits());
+        let c = Server::simulate(&ServerParams { seed: 4, ..scenario(Policy::Ahrw) }).unwrap();
+        assert_ne!(a.makespan, c.makespan);
+    }
+
+    /// The rankings the source reports, at reduced size: locality beats spraying once moving a
+    /// flow costs something (ch. 4), and load adjustment beats static hashing on heavy-tailed
+    /// flows (ch. 5). Orderings, not absolute values, are what the model can claim.
+    #[test]
+    fn rankings_of_the_source_hold() {
+        let rr = run(Policy::RoundRobin);
+        let affinity = run(Policy::Affinity);
+        let hrw = run(Policy::Hrw);
+        let ahrw = run(Policy::Ahrw);
+        let inflight = run(Policy::InFlight);
+        assert!(
+            affinity.units_per_s > 1.1 * rr.units_per_s,
+            "affinity {} vs round robin {}",
+            affinity.units_per_s,
+            rr.units_per_s
+        );
+        assert!(ahrw.units_per_s > 1.1 * hrw.units_per_s, "ahrw {} vs hrw {}", ahrw.units_per_s, hrw.units_per_s);
+        assert!(ahrw.latency.quantile(0.99) < hrw.latency.quantile(0.99) / 2);
+        // Static hashing and affinity never move or reorder a flow; in-flight affinity may move
+        // flows but never reorders them; round robin does both.
+        assert_eq!((hrw.migrations, hrw.out_of_order), (0, 0));
+        assert_eq!((affinity.migrations, affinity.out_of_order), (0, 0));
+        assert_eq!(inflight.out_of_order, 0);
+        assert!(inflight.migrations > 0 && rr.out_of_order > 0);
+    }
+
+    #[test]
+    fn bad_scenarios_are_refused() {
+        let e = Server::simulate(&ServerParams { queue_capacity: 0, ..scenario(Policy::Hrw) }).unwrap_err();
+        assert!(e.to_string().contains("queue_capacity"), "{e}");
+        let w = SyntheticFlows { sizes: vec![], ..SyntheticFlows::default() };
+        let e = Server::simulate(&ServerParams { workload: w, ..scenario(Policy::Hrw) }).unwrap_err();
+        assert!(e.to_string().contains("sizes"), "{e}");
+        let mut p = scenario(Policy::Jump);
+        p.place.maglev_table = 4;
+        let e = Server::simulate(&p).unwrap_err();
+        assert!(e.to_string().contains("placement: bad maglev table size"), "{e}");
+    }
+}

@@ -1,0 +1,304 @@
+//! A multicore network server (Guo §2.4, §4.1): one producer thread places units of work on
+//! per-worker FIFO run-queues, and each worker serves its queue in order.
+//!
+//! Modelling choices, each a parameter:
+//! - **Producer.** Units arrive at the producer, which handles them one at a time in arrival
+//!   order. Each decision costs [`ServerParams::decision_cost`]. It asks the configured core
+//!   [`Placer`], reading a [`LoadView`] in which a worker's queue counts its queued units plus the
+//!   one in service. When the chosen queue is full, the producer either waits until that queue
+//!   has room, as in the dissertation's L7-filter design ([`OnFull::Block`]), or drops the unit
+//!   ([`OnFull::Drop`]).
+//! - **Run-queues.** A worker holds at most [`ServerParams::queue_capacity`] units, the one in
+//!   service included.
+//! - **Service time.** `base + per_kib · size / 1024`, plus a locality penalty when a unit is
+//!   served on a different worker than its flow's previous unit. The penalty is
+//!   `migration_penalty · (C[prev][this] − 1)`, with `C` the topology's cost matrix, so a move
+//!   within a shared cache costs less than a move across sockets (Guo Eq. 6.3).
+//! - **Metrics**, from the core's measure stage:
+//!   - throughput and per-worker utilisation (busy time over the run);
+//!   - balance of busy time;
+//!   - flow migrations, out-of-order departures and jitter ([`FlowOrder`]);
+//!   - latency from arrival at the producer to departure ([`Latency`]).
+//!
+//! The producer's queue is unbounded, because units arriving while it is blocked wait there. Every
+//! unit is served, dropped by the rule above, or still queued when the run stops. With a finite
+//! workload the run goes on until all have left.
+
+use std::collections::VecDeque;
+
+use switchyard_core::measure::{Balance, FlowOrder, Latency, balance};
+use switchyard_core::place::{self, PlaceConfig};
+use switchyard_core::{FlowMap, LoadTracker, Placer, Policy, Topology, Unit, WorkerId};
+
+use super::workload::{FlowSource, SyntheticFlows};
+use crate::{EventQueue, Model, Nanos, SimError, Streams, run};
+
+/// What the producer does when the chosen queue is full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnFull {
+    /// Wait until the queue has room (Guo's L7-filter: the preprocessing thread sleeps).
+    #[default]
+    Block,
+    /// Drop the unit.
+    Drop,
+}
+
+/// A server scenario.
+#[derive(Clone, Debug)]
+pub struct ServerParams {
+    /// The machine; its leaves are the workers.
+    pub topology: Topology,
+    /// The placement policy.
+    pub policy: Policy,
+    /// The policy's knobs (its `topology` is set from [`ServerParams::topology`]).
+    pub place: PlaceConfig,
+    /// Units a worker may hold, the one in service included.
+    pub queue_capacity: usize,
+    /// What happens when the chosen queue is full.
+    pub on_full: OnFull,
+    /// Producer time per placement decision.
+    pub decision_cost: Nanos,
+    /// Fixed service time per unit.
+    pub service_base: Nanos,
+    /// Service time per KiB of unit size.
+    pub service_per_kib: Nanos,
+    /// Locality penalty per unit of extra communication cost when a flow moves.
+    pub migration_penalty: Nanos,
+    /// The offered work.
+    pub workload: SyntheticFlows,
+    /// Root seed.
+    pub seed: u64,
+}
+
+/// What a run measured.
+#[derive(Clone, Debug)]
+pub struct ServerOutcome {
+    /// The policy.
+    pub policy: Policy,
+    /// Units that reached the producer.
+    pub emitted: u64,
+    /// Units served.
+    pub served: u64,
+    /// Units dropped at a full queue.
+    pub dropped: u64,
+    /// Bytes served.
+    pub bytes: u64,
+    /// Time of the last departure.
+    pub makespan: Nanos,
+    /// Units served per second of virtual time.
+    pub units_per_s: f64,
+    /// Busy time over the makespan, per worker.
+    pub utilisation: Vec<f64>,
+    /// Balance of busy time over workers.
+    pub balance: Balance,
+    /// Units served on a different worker than their flow's previous unit.
+    pub migrations: u64,
+    /// Units that departed after a later unit of their flow.
+    pub out_of_order: u64,
+    /// Standard deviation of inter-departure times within flows, in nanoseconds.
+    pub jitter_ns: f64,
+    /// Latency from arrival at the producer to departure, in nanoseconds.
+    pub latency: Latency,
+    /// Time the producer spent waiting for a full queue.
+    pub producer_blocked: Nanos,
+    /// Events handled.
+    pub events: u64,
+}
+
+/// Events of the server model.
+#[derive(Clone, Copy, Debug)]
+pub enum ServerEvent {
+    /// Flow `i` of the workload starts.
+    FlowStart(u32),
+    /// The next unit of flow `i` reaches the producer.
+    Unit(u32),
+    /// The producer's current decision is done.
+    DecisionDone,
+    /// Worker `w` finished the unit at the head of its queue.
+    ServiceDone(u32),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Queued {
+    unit: Unit,
+    arrived: Nanos,
+}
+
+#[derive(Debug)]
+enum Producer {
+    Idle,
+    Deciding(Queued, WorkerId),
+    Blocked(Queued, WorkerId, Nanos),
+}
+
+/// The server model's state.
+pub struct Server {
+    params: ServerParams,
+    placer: Box<dyn Placer>,
+    source: FlowSource,
+    load: LoadTracker,
+    input: VecDeque<Queued>,
+    producer: Producer,
+    queues: Vec<VecDeque<Queued>>,
+    busy: Vec<Nanos>,
+    last_worker: FlowMap<WorkerId>,
+    order: FlowOrder,
+    latency: Latency,
+    emitted: u64,
+    served: u64,
+    dropped: u64,
+    bytes: u64,
+    blocked: Nanos,
+    last_departure: Nanos,
+}
+
+impl Server {
+    /// Runs a scenario to completion.
+    pub fn simulate(params: &ServerParams) -> Result<ServerOutcome, SimError> {
+        let bad = |name, value: String, expected| SimError::BadParameter { name, value, expected };
+        if params.queue_capacity == 0 {
+            return Err(bad("queue_capacity", "0".into(), "at least 1 unit per worker"));
+        }
+        let n = params.topology.leaves();
+        let config = PlaceConfig { topology: Some(params.topology.clone()), ..params.place.clone() };
+        let workers: Vec<WorkerId> = (0..n).map(WorkerId).collect();
+        let placer = place::build(params.policy, &config, &workers)?;
+        let streams = Streams::new(params.seed);
+        let source = FlowSource::new(&params.workload, streams)?;
+        let mut model = Self {
+            params: params.clone(),
+            placer,
+            source,
+            load: LoadTracker::new(),
+            input: VecDeque::new(),
+            producer: Producer::Idle,
+            queues: vec![VecDeque::new(); n as usize],
+            busy: vec![Nanos::ZERO; n as usize],
+            last_worker: FlowMap::new(),
+            order: FlowOrder::new(),
+            latency: Latency::new(),
+            emitted: 0,
+            served: 0,
+            dropped: 0,
+            bytes: 0,
+            blocked: Nanos::ZERO,
+            last_departure: Nanos::ZERO,
+        };
+        let mut queue = EventQueue::new();
+        model.source.start(&mut queue);
+        let stats = run(&mut model, &mut queue, Nanos(u64::MAX));
+        Ok(model.outcome(stats.events))
+    }
+
+    fn outcome(self, events: u64) -> ServerOutcome {
+        let span = self.last_departure.0.max(1) as f64;
+        let busy: Vec<f64> = self.busy.iter().map(|b| b.0 as f64).collect();
+        ServerOutcome {
+            policy: self.params.policy,
+            emitted: self.emitted,
+            served: self.served,
+            dropped: self.dropped,
+            bytes: self.bytes,
+            makespan: self.last_departure,
+            units_per_s: self.served as f64 / span * 1e9,
+            utilisation: busy.iter().map(|b| b / span).collect(),
+            balance: balance(&busy, None),
+            migrations: self.order.migrations(),
+            out_of_order: self.order.out_of_order(),
+            jitter_ns: self.order.jitter_ns(),
+            latency: self.latency,
+            producer_blocked: self.blocked,
+            events,
+        }
+    }
+
+    /// Starts the next decision if the producer is idle and a unit waits.
+    fn next_decision(&mut self, queue: &mut EventQueue<ServerEvent>) {
+        if !matches!(self.producer, Producer::Idle) {
+            return;
+        }
+        let Some(q) = self.input.pop_front() else { return };
+        let w = self.placer.place(&q.unit, &self.load.view());
+        self.producer = Producer::Deciding(q, w);
+        queue.schedule_in(self.params.decision_cost, ServerEvent::DecisionDone);
+    }
+
+    /// Puts `q` on worker `w`'s queue, starting service if the worker was idle.
+    fn enqueue(&mut self, q: Queued, w: WorkerId, queue: &mut EventQueue<ServerEvent>) {
+        self.load.on_enqueue(w, &q.unit);
+        let wq = &mut self.queues[w.0 as usize];
+        wq.push_back(q);
+        if wq.len() == 1 {
+            self.start_service(w, queue);
+        }
+    }
+
+    fn start_service(&mut self, w: WorkerId, queue: &mut EventQueue<ServerEvent>) {
+        let Some(&head) = self.queues[w.0 as usize].front() else { return };
+        let p = &self.params;
+        let mut t = p.service_base.0 + p.service_per_kib.0.saturating_mul(head.unit.size) / 1024;
+        if let Some(prev) = self.last_worker.insert(head.unit.flow, w) {
+            let extra = p.topology.cost(prev.0, w.0) - 1.0;
+            t += (p.migration_penalty.0 as f64 * extra).round() as u64;
+        }
+        self.busy[w.0 as usize].0 += t;
+        queue.schedule_in(Nanos(t), ServerEvent::ServiceDone(w.0));
+    }
+}
+
+impl Model for Server {
+    type Event = ServerEvent;
+
+    fn handle(&mut self, now: Nanos, event: ServerEvent, queue: &mut EventQueue<ServerEvent>) {
+        match event {
+            ServerEvent::FlowStart(i) => self.source.on_flow_start(i, queue),
+            ServerEvent::Unit(i) => {
+                let unit = self.source.on_unit(i, queue);
+                self.emitted += 1;
+                self.input.push_back(Queued { unit, arrived: now });
+                self.next_decision(queue);
+            }
+            ServerEvent::DecisionDone => {
+                let Producer::Deciding(q, w) = std::mem::replace(&mut self.producer, Producer::Idle) else {
+                    unreachable!("a decision completes only while deciding")
+                };
+                if self.queues[w.0 as usize].len() < self.params.queue_capacity {
+                    self.enqueue(q, w, queue);
+                } else if self.params.on_full == OnFull::Block {
+                    self.producer = Producer::Blocked(q, w, now);
+                    return;
+                } else {
+                    self.dropped += 1;
+                }
+                self.next_decision(queue);
+            }
+            ServerEvent::ServiceDone(wi) => {
+                let w = WorkerId(wi);
+                let Some(done) = self.queues[wi as usize].pop_front() else {
+                    unreachable!("a worker finishes only what it holds")
+                };
+                self.load.on_complete(w, &done.unit);
+                self.served += 1;
+                self.bytes += done.unit.size;
+                self.last_departure = now;
+                self.latency.record(now.0 - done.arrived.0);
+                self.order.on_departure(done.unit.flow, done.unit.seq, w, now);
+                if self.source.on_departure(done.unit.flow) {
+                    // Every unit of the flow has left: its state goes, everywhere.
+                    self.placer.forget_flow(done.unit.flow);
+                    self.order.forget(done.unit.flow);
+                    self.last_worker.remove(done.unit.flow);
+                }
+                self.start_service(w, queue);
+                if let Producer::Blocked(q, bw, since) = self.producer
+                    && bw == w
+                {
+                    self.blocked.0 += now.0 - since.0;
+                    self.producer = Producer::Idle;
+                    self.enqueue(q, w, queue);
+                    self.next_decision(queue);
+                }
+            }
+        }
+    }
+}

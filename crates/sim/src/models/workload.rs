@@ -1,0 +1,165 @@
+//! Offered work: synthetic flows.
+//!
+//! Flows start as a Poisson process. Each flow has a heavy-tailed number of units, Pareto with
+//! shape α and minimum 1, rounded down and capped. This is the "elephants and mice" of real
+//! traffic that static hashing balances badly (Guo §5.1.2, the motivating example). A flow's units
+//! follow one another at exponential gaps, and each unit's size is drawn from a packet-size mix.
+//!
+//! Randomness: flow arrivals draw from stream 0, and flow `i` draws its length, gaps and sizes
+//! from stream `1 + i`, so changing one flow's parameters does not shift any other flow.
+
+use rand::RngExt;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Exp, Pareto};
+use switchyard_core::place::score::splitmix64;
+use switchyard_core::{FlowId, FlowMap, Unit};
+
+use super::server::ServerEvent;
+use crate::{EventQueue, Nanos, SimError, Streams};
+
+/// A synthetic flow workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SyntheticFlows {
+    /// Number of flows.
+    pub flows: u32,
+    /// Flow arrival rate, per second.
+    pub flow_rate: f64,
+    /// Pareto shape α of units per flow (smaller is heavier-tailed; 1.2 is typical of traffic).
+    pub units_shape: f64,
+    /// Most units a flow may have.
+    pub units_max: u64,
+    /// Mean gap between a flow's units, in seconds.
+    pub unit_gap: f64,
+    /// Unit sizes in bytes with their relative frequencies.
+    pub sizes: Vec<(u64, f64)>,
+}
+
+impl Default for SyntheticFlows {
+    /// 2,000 flows at 20,000 per second, Pareto(1.2) units per flow up to 1,000, 20 µs apart;
+    /// a bimodal packet mix of 64 and 1,500 bytes with some 576.
+    fn default() -> Self {
+        Self {
+            flows: 2_000,
+            flow_rate: 20_000.0,
+            units_shape: 1.2,
+            units_max: 1_000,
+            unit_gap: 20e-6,
+            sizes: vec![(64, 0.5), (576, 0.1), (1500, 0.4)],
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Flow {
+    id: FlowId,
+    rng: ChaCha8Rng,
+    total: u64,
+    next_seq: u64,
+    departed: u64,
+}
+
+/// The running workload: flow state and the draws.
+#[derive(Debug)]
+pub(crate) struct FlowSource {
+    spec: SyntheticFlows,
+    streams: Streams,
+    arrivals: ChaCha8Rng,
+    inter: Exp<f64>,
+    gap: Exp<f64>,
+    length: Pareto<f64>,
+    /// Cumulative size weights, for drawing a size.
+    cumulative: Vec<f64>,
+    flows: Vec<Flow>,
+    index: FlowMap<u32>,
+    started: u32,
+}
+
+fn ns(seconds: f64) -> Nanos {
+    Nanos((seconds * 1e9).round() as u64)
+}
+
+impl FlowSource {
+    pub(crate) fn new(spec: &SyntheticFlows, streams: Streams) -> Result<Self, SimError> {
+        let bad = |name, value: String, expected| SimError::BadParameter { name, value, expected };
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if !positive(spec.flow_rate) {
+            return Err(bad("flow_rate", spec.flow_rate.to_string(), "a positive rate per second"));
+        }
+        if !positive(spec.unit_gap) {
+            return Err(bad("unit_gap", spec.unit_gap.to_string(), "a positive mean gap in seconds"));
+        }
+        if !positive(spec.units_shape) {
+            return Err(bad("units_shape", spec.units_shape.to_string(), "a positive Pareto shape"));
+        }
+        if spec.units_max == 0 {
+            return Err(bad("units_max", "0".into(), "at least 1 unit per flow"));
+        }
+        if spec.sizes.is_empty() || spec.sizes.iter().any(|&(b, w)| b == 0 || !positive(w)) {
+            return Err(bad("sizes", format!("{:?}", spec.sizes), "(bytes ≥ 1, weight > 0) pairs, at least one"));
+        }
+        let mut acc = 0.0;
+        let cumulative = spec.sizes.iter().map(|&(_, w)| {
+            acc += w;
+            acc
+        });
+        let cumulative: Vec<f64> = cumulative.collect();
+        Ok(Self {
+            streams,
+            arrivals: streams.stream(0),
+            inter: Exp::new(spec.flow_rate).expect("checked positive"),
+            gap: Exp::new(1.0 / spec.unit_gap).expect("checked positive"),
+            length: Pareto::new(1.0, spec.units_shape).expect("checked positive"),
+            cumulative,
+            flows: Vec::with_capacity(spec.flows as usize),
+            index: FlowMap::new(),
+            started: 0,
+            spec: spec.clone(),
+        })
+    }
+
+    /// Schedules the first flow.
+    pub(crate) fn start(&mut self, queue: &mut EventQueue<ServerEvent>) {
+        if self.spec.flows > 0 {
+            queue.schedule_in(ns(self.inter.sample(&mut self.arrivals)), ServerEvent::FlowStart(0));
+        }
+    }
+
+    /// Flow `i` starts: draw its length, schedule its first unit and the next flow's start.
+    pub(crate) fn on_flow_start(&mut self, i: u32, queue: &mut EventQueue<ServerEvent>) {
+        let mut rng = self.streams.stream(1 + u64::from(i));
+        let total = (self.length.sample(&mut rng) as u64).clamp(1, self.spec.units_max);
+        let id = FlowId(splitmix64(self.streams.root() ^ splitmix64(u64::from(i))));
+        self.index.insert(id, i);
+        self.flows.push(Flow { id, rng, total, next_seq: 0, departed: 0 });
+        self.started += 1;
+        queue.schedule_in(Nanos::ZERO, ServerEvent::Unit(i));
+        if self.started < self.spec.flows {
+            queue.schedule_in(ns(self.inter.sample(&mut self.arrivals)), ServerEvent::FlowStart(self.started));
+        }
+    }
+
+    /// Flow `i`'s next unit arrives: make it, and schedule the one after if any.
+    pub(crate) fn on_unit(&mut self, i: u32, queue: &mut EventQueue<ServerEvent>) -> Unit {
+        let f = &mut self.flows[i as usize];
+        let r: f64 = f.rng.random::<f64>() * self.cumulative.last().copied().unwrap_or(1.0);
+        let k = self.cumulative.partition_point(|&c| c <= r).min(self.spec.sizes.len() - 1);
+        let unit = Unit::of_flow(f.id, self.spec.sizes[k].0).with_seq(f.next_seq);
+        f.next_seq += 1;
+        if f.next_seq < f.total {
+            queue.schedule_in(ns(self.gap.sample(&mut f.rng)), ServerEvent::Unit(i));
+        }
+        unit
+    }
+
+    /// A unit of `flow` departed; true when it was the flow's last to do so.
+    pub(crate) fn on_departure(&mut self, flow: FlowId) -> bool {
+        let Some(&i) = self.index.get(flow) else { return false };
+        let f = &mut self.flows[i as usize];
+        f.departed += 1;
+        let done = f.departed == f.total;
+        if done {
+            self.index.remove(flow);
+        }
+        done
+    }
+}
