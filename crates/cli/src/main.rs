@@ -6,6 +6,7 @@
 mod keys;
 mod place;
 mod report;
+mod sim;
 
 use std::process::ExitCode;
 
@@ -23,12 +24,14 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Place(place::PlaceArgs),
+    Sim(sim::SimArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Place(args) => place::run(&args),
+        Command::Sim(args) => sim::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -177,3 +177,25 @@ fn an_empty_key_file_is_an_error_not_an_empty_report() {
     assert!(stderr(&o).contains("holds no keys"), "{}", stderr(&o));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn sim_runs_the_shipped_scenario_the_same_on_any_number_of_threads() {
+    let dir = std::env::temp_dir().join(format!("switchyard-sim-{}", std::process::id()));
+    let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/xeon-flows.toml");
+    let one = switchyard(&["sim", scenario, "--threads", "1", "--format", "csv", "--out", dir.to_str().unwrap()]);
+    assert!(one.status.success(), "{}", stderr(&one));
+    let two = switchyard(&["sim", scenario, "--threads", "2", "--format", "csv"]);
+    assert_eq!(stdout(&one), stdout(&two));
+    assert_eq!(std::fs::read_to_string(dir.join("runs.csv")).unwrap(), stdout(&one));
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("runs.json")).unwrap()).unwrap();
+    assert_eq!(rows.len(), 11);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn sim_errors_name_the_file() {
+    let o = switchyard(&["sim", "/no/such.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot read scenario `/no/such.toml`"), "{}", stderr(&o));
+}

@@ -38,6 +38,7 @@
 
 mod engine;
 pub mod models;
+pub mod scenario;
 mod streams;
 
 pub use engine::{EventQueue, Model, RunStats, SimError, run};

@@ -144,3 +144,98 @@ mod server {
         assert!(e.to_string().contains("placement: bad maglev table size"), "{e}");
     }
 }
+
+mod scenario {
+    use switchyard_sim::scenario::Scenario;
+
+    const SMALL: &str = r#"
+name = "small"
+seed = 7
+policies = ["hrw", "ahrw", "in-flight"]
+
+[machine]
+topology = "2x2"
+service_base_ns = 5000
+service_per_kib_ns = 20000
+migration_penalty_ns = 2000
+
+[workload]
+kind = "synthetic"
+flows = 400
+flow_rate = 30000.0
+unit_gap_s = 20e-6
+sizes = [[64, 0.5], [1500, 0.5]]
+
+[sweep]
+"workload.flow_rate" = [10000.0, 30000.0]
+seed = [1, 2]
+"#;
+
+    #[test]
+    fn a_sweep_expands_to_every_combination_times_every_policy() {
+        let s = Scenario::parse(SMALL, "small.toml", None).unwrap();
+        assert_eq!(s.cases.len(), 2 * 2 * 3);
+        assert_eq!(s.swept_keys, ["seed", "workload.flow_rate"], "keys in sorted order");
+        assert_eq!(
+            s.cases[0].swept,
+            [("seed".to_string(), "1".to_string()), ("workload.flow_rate".to_string(), "10000.0".to_string())]
+        );
+        assert_eq!(s.cases[3].params.workload.flow_rate, 30000.0);
+        assert_eq!(s.cases[6].params.seed, 2);
+    }
+
+    #[test]
+    fn parallel_runs_give_the_serial_results() {
+        let s = Scenario::parse(SMALL, "small.toml", None).unwrap();
+        let key = |o: &switchyard_sim::models::server::ServerOutcome| {
+            (
+                o.served,
+                o.events,
+                o.makespan,
+                o.migrations,
+                o.out_of_order,
+                o.latency.quantile(0.99),
+                o.jitter_ns.to_bits(),
+            )
+        };
+        let serial: Vec<_> = s.run(1, &|| {}).unwrap().iter().map(key).collect();
+        let parallel: Vec<_> = s.run(4, &|| {}).unwrap().iter().map(key).collect();
+        assert_eq!(serial, parallel);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_key() {
+        for (text, needle) in [
+            (SMALL.replace("flow_rate = 30000.0", "flow_rat = 30000.0"), "unknown field `flow_rat`"),
+            (SMALL.replace("\"hrw\"", "\"hwr\""), "policies: unknown policy `hwr`"),
+            (SMALL.replace("\"2x2\"", "\"2x0\""), "machine.topology: bad topology spec `2x0`"),
+            (SMALL.replace("name = \"small\"", "name = 3"), "invalid type"),
+            (
+                SMALL.replace("[sweep]", "[sweep]\n\"machine.queue_capacity\" = []"),
+                "sweep key `machine.queue_capacity` needs a non-empty list",
+            ),
+            (SMALL.replace("seed = [1, 2]", "seed = [1, \"x\"]"), "(with seed = \"x\""),
+            (SMALL.replace("kind = \"synthetic\"", "kind = \"pcap\""), "unknown variant `pcap`"),
+            ("name = \"x\"\nname = \"y\"".to_string(), "duplicate key"),
+        ] {
+            let e = Scenario::parse(&text, "small.toml", None).unwrap_err().to_string();
+            assert!(e.starts_with("small.toml: "), "{e}");
+            assert!(e.contains(needle), "wanted {needle:?} in: {e}");
+        }
+    }
+
+    #[test]
+    fn the_shipped_scenarios_parse() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                Scenario::parse(&text, &path.display().to_string(), None).unwrap();
+                n += 1;
+            }
+        }
+        assert!(n > 0);
+    }
+}

@@ -1,0 +1,350 @@
+//! Scenarios: what to simulate, as a TOML file, and the sweep of runs it expands to.
+//!
+//! ```toml
+//! name = "heavy-tailed flows on the 8-core Xeon"
+//! seed = 1
+//! policies = ["round-robin", "affinity", "hrw", "ahrw", "h-ahrw"]
+//!
+//! [machine]
+//! topology = "xeon-e5335"      # any `--topology` spec
+//! queue_capacity = 64          # units per worker, the one in service included
+//! on_full = "block"            # or "drop"
+//! decision_cost_ns = 500
+//! service_base_ns = 5000
+//! service_per_kib_ns = 20000
+//! migration_penalty_ns = 5000  # × (C[prev][this] − 1) when a flow moves
+//!
+//! [workload]
+//! kind = "synthetic"
+//! flows = 20000
+//! flow_rate = 60000.0          # flows per second
+//! units_shape = 1.2            # Pareto shape of units per flow
+//! units_max = 1000
+//! unit_gap_s = 20e-6
+//! sizes = [[64, 0.5], [576, 0.1], [1500, 0.4]]
+//!
+//! [place]                      # optional: the policies' knobs (see `switchyard place --help`)
+//! qmin = "true"
+//!
+//! [sweep]                      # optional: each key is a dotted path, each value a list
+//! "workload.flow_rate" = [20000.0, 40000.0, 60000.0]
+//! seed = [1, 2, 3]
+//! ```
+//!
+//! A sweep runs every combination of its lists (in the sorted order of the keys), times every
+//! policy. Errors name the file, the key and what is wrong; unknown keys are errors, not ignored.
+
+use std::fmt;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde::Deserialize;
+use switchyard_core::load::QueueMeasure;
+use switchyard_core::place::{HashFn, ParentLoad, PsDispatch, QminReading};
+use switchyard_core::{PlaceConfig, Policy, Topology};
+use thiserror::Error;
+
+use crate::Nanos;
+use crate::models::server::{OnFull, Server, ServerOutcome, ServerParams};
+use crate::models::workload::SyntheticFlows;
+
+/// Why a scenario was refused.
+#[derive(Debug, Error)]
+#[error("{origin}: {message}")]
+pub struct ScenarioError {
+    /// The file (or other source) the scenario came from.
+    pub origin: String,
+    /// What is wrong, naming the key.
+    pub message: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    name: String,
+    #[serde(default = "one")]
+    seed: u64,
+    policies: Vec<String>,
+    machine: Machine,
+    workload: Workload,
+    #[serde(default)]
+    place: Place,
+}
+
+fn one() -> u64 {
+    1
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Machine {
+    topology: String,
+    #[serde(default = "default_capacity")]
+    queue_capacity: usize,
+    #[serde(default)]
+    on_full: FullRule,
+    #[serde(default = "default_decision")]
+    decision_cost_ns: u64,
+    service_base_ns: u64,
+    #[serde(default)]
+    service_per_kib_ns: u64,
+    #[serde(default)]
+    migration_penalty_ns: u64,
+}
+
+fn default_capacity() -> usize {
+    64
+}
+
+fn default_decision() -> u64 {
+    500
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum FullRule {
+    #[default]
+    Block,
+    Drop,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+enum Workload {
+    Synthetic {
+        flows: u32,
+        flow_rate: f64,
+        #[serde(default = "default_shape")]
+        units_shape: f64,
+        #[serde(default = "default_units_max")]
+        units_max: u64,
+        unit_gap_s: f64,
+        sizes: Vec<(u64, f64)>,
+    },
+}
+
+fn default_shape() -> f64 {
+    1.2
+}
+
+fn default_units_max() -> u64 {
+    1000
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+struct Place {
+    queue: Option<String>,
+    hash: Option<String>,
+    qmin: Option<String>,
+    parent_load: Option<String>,
+    ca_min: Option<String>,
+    ps_dispatch: Option<String>,
+    epsilon: Option<f64>,
+    vnodes: Option<u32>,
+    maglev_table: Option<u32>,
+    beta: Option<f64>,
+}
+
+/// One run of a sweep: a policy on one combination of the swept values.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// Position in the sweep (output order).
+    pub index: usize,
+    /// The swept values of this combination, by key (empty without a sweep).
+    pub swept: Vec<(String, String)>,
+    /// What to run.
+    pub params: ServerParams,
+}
+
+/// A loaded scenario: its name and the cases it expands to.
+#[derive(Debug)]
+pub struct Scenario {
+    /// The scenario's name.
+    pub name: String,
+    /// The names of the swept keys, in case order.
+    pub swept_keys: Vec<String>,
+    /// Every run, in output order.
+    pub cases: Vec<Case>,
+}
+
+impl Scenario {
+    /// Parses a scenario; `origin` names it in errors (a file path). `seed`, if given, replaces
+    /// the file's root seed (a swept `seed` still wins).
+    pub fn parse(text: &str, origin: &str, seed: Option<u64>) -> Result<Self, ScenarioError> {
+        let err = |message: String| ScenarioError { origin: origin.to_string(), message };
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        let sweep = match table.remove("sweep") {
+            None => toml::Table::new(),
+            Some(toml::Value::Table(t)) => t,
+            Some(_) => return Err(err("[sweep] must be a table of `\"dotted.key\" = [values]`".into())),
+        };
+        if let Some(s) = seed {
+            table.insert("seed".into(), toml::Value::Integer(s as i64));
+        }
+        let mut axes: Vec<(String, Vec<toml::Value>)> = Vec::new();
+        for (key, values) in sweep {
+            match values {
+                toml::Value::Array(v) if !v.is_empty() => axes.push((key, v)),
+                _ => return Err(err(format!("sweep key `{key}` needs a non-empty list of values"))),
+            }
+        }
+        // Every combination of the axes, the last axis varying fastest.
+        let mut combos: Vec<Vec<usize>> = vec![Vec::new()];
+        for (_, values) in &axes {
+            combos = combos
+                .into_iter()
+                .flat_map(|c| (0..values.len()).map(move |i| [c.clone(), vec![i]].concat()))
+                .collect();
+        }
+        let mut cases = Vec::new();
+        let mut name = String::new();
+        for combo in combos {
+            let mut t = table.clone();
+            let mut swept = Vec::new();
+            for ((key, values), &i) in axes.iter().zip(&combo) {
+                set_path(&mut t, key, values[i].clone()).map_err(|m| err(format!("sweep key `{key}`: {m}")))?;
+                swept.push((key.clone(), values[i].to_string()));
+            }
+            let where_ = if swept.is_empty() {
+                String::new()
+            } else {
+                format!(" (with {})", swept.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", "))
+            };
+            let file: File = toml::Value::Table(t)
+                .try_into()
+                .map_err(|e: toml::de::Error| err(format!("{}{where_}", e.message())))?;
+            name.clone_from(&file.name);
+            for p in &file.policies {
+                let policy: Policy = p.parse().map_err(|e| err(format!("policies: {e}")))?;
+                let params = params(&file, policy).map_err(|m| err(format!("{m}{where_}")))?;
+                cases.push(Case { index: cases.len(), swept: swept.clone(), params });
+            }
+        }
+        if cases.is_empty() {
+            return Err(err("policies is empty: name at least one placement policy".into()));
+        }
+        Ok(Self { name, swept_keys: axes.into_iter().map(|(k, _)| k).collect(), cases })
+    }
+
+    /// Runs every case on up to `threads` threads, calling `done` after each. Results come back
+    /// in case order whatever the number of threads, so the output is the same byte for byte.
+    pub fn run(&self, threads: usize, done: &(dyn Fn() + Sync)) -> Result<Vec<ServerOutcome>, ScenarioError> {
+        let next = AtomicUsize::new(0);
+        let results: Mutex<Vec<Option<Result<ServerOutcome, String>>>> = Mutex::new(vec![None; self.cases.len()]);
+        std::thread::scope(|s| {
+            for _ in 0..threads.clamp(1, self.cases.len().max(1)) {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(case) = self.cases.get(i) else { break };
+                        let r = Server::simulate(&case.params).map_err(|e| e.to_string());
+                        results.lock().expect("no thread panics holding the lock")[i] = Some(r);
+                        done();
+                    }
+                });
+            }
+        });
+        let results = results.into_inner().expect("no thread panics holding the lock");
+        results
+            .into_iter()
+            .zip(&self.cases)
+            .map(|(r, c)| {
+                r.expect("every case ran").map_err(|m| ScenarioError {
+                    origin: self.name.clone(),
+                    message: format!("case {} ({}): {m}", c.index, c.params.policy),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Sets `t[a][b]… = v` for the dotted key `a.b…`, creating tables on the way.
+fn set_path(t: &mut toml::Table, key: &str, v: toml::Value) -> Result<(), String> {
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().filter(|l| !l.is_empty()).ok_or("empty key")?;
+    let mut cur = t;
+    for p in parts {
+        let entry = cur.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = entry.as_table_mut().ok_or_else(|| format!("`{p}` is not a table"))?;
+    }
+    cur.insert(last.to_string(), v);
+    Ok(())
+}
+
+fn choice<T: Copy>(key: &str, value: &Option<String>, options: &[(&str, T)], default: T) -> Result<T, String> {
+    match value {
+        None => Ok(default),
+        Some(v) => options.iter().find(|(n, _)| n == v).map(|(_, t)| *t).ok_or_else(|| {
+            format!(
+                "place.{key} = {v:?}: expected one of {}",
+                options.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+            )
+        }),
+    }
+}
+
+fn params(f: &File, policy: Policy) -> Result<ServerParams, String> {
+    let topology = Topology::parse(&f.machine.topology).map_err(|e| format!("machine.topology: {e}"))?;
+    let p = &f.place;
+    let d = PlaceConfig::default();
+    let place = PlaceConfig {
+        measure: choice(
+            "queue",
+            &p.queue,
+            &[("units", QueueMeasure::Units), ("bytes", QueueMeasure::Bytes)],
+            d.measure,
+        )?,
+        hash: choice("hash", &p.hash, &[("fast", HashFn::Fast), ("classic", HashFn::Classic)], d.hash)?,
+        qmin: choice("qmin", &p.qmin, &[("true", QminReading::TrueMin), ("nonzero", QminReading::NonZeroMin)], d.qmin)?,
+        parent_load: choice(
+            "parent_load",
+            &p.parent_load,
+            &[("eq67", ParentLoad::AnyIdleIsZero), ("sum", ParentLoad::Sum)],
+            d.parent_load,
+        )?,
+        ca_min_weighted: choice("ca_min", &p.ca_min, &[("weighted", true), ("raw", false)], d.ca_min_weighted)?,
+        ps_dispatch: choice(
+            "ps_dispatch",
+            &p.ps_dispatch,
+            &[("set", PsDispatch::Set), ("per-unit", PsDispatch::PerUnit)],
+            d.ps_dispatch,
+        )?,
+        epsilon: p.epsilon.unwrap_or(d.epsilon),
+        vnodes: p.vnodes.unwrap_or(d.vnodes),
+        maglev_table: p.maglev_table.unwrap_or(d.maglev_table),
+        beta: p.beta.unwrap_or(d.beta),
+        topology: None,
+    };
+    let Workload::Synthetic { flows, flow_rate, units_shape, units_max, unit_gap_s, sizes } = &f.workload;
+    let m = &f.machine;
+    Ok(ServerParams {
+        topology,
+        policy,
+        place,
+        queue_capacity: m.queue_capacity,
+        on_full: match m.on_full {
+            FullRule::Block => OnFull::Block,
+            FullRule::Drop => OnFull::Drop,
+        },
+        decision_cost: Nanos(m.decision_cost_ns),
+        service_base: Nanos(m.service_base_ns),
+        service_per_kib: Nanos(m.service_per_kib_ns),
+        migration_penalty: Nanos(m.migration_penalty_ns),
+        workload: SyntheticFlows {
+            flows: *flows,
+            flow_rate: *flow_rate,
+            units_shape: *units_shape,
+            units_max: *units_max,
+            unit_gap: *unit_gap_s,
+            sizes: sizes.clone(),
+        },
+        seed: f.seed,
+    })
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({} runs)", self.name, self.cases.len())
+    }
+}
