@@ -14,7 +14,7 @@
 //! service_per_kib_ns = 20000
 //! migration_penalty_ns = 5000  # × (C[prev][this] − 1) when a flow moves
 //!
-//! [workload]
+//! [workload]                   # or kind = "dpi", with inspect_packets (8) and match_fraction
 //! kind = "synthetic"
 //! flows = 20000
 //! flow_rate = 60000.0          # flows per second
@@ -45,8 +45,8 @@ use switchyard_core::{PlaceConfig, Policy, Topology};
 use thiserror::Error;
 
 use crate::Nanos;
-use crate::models::server::{OnFull, Server, ServerOutcome, ServerParams};
-use crate::models::workload::SyntheticFlows;
+use crate::models::server::{self, OnFull, Server, ServerOutcome, ServerParams};
+use crate::models::workload::{DpiConnections, SyntheticFlows};
 
 /// Why a scenario was refused.
 #[derive(Debug, Error)]
@@ -79,6 +79,7 @@ fn one() -> u64 {
 #[serde(deny_unknown_fields)]
 struct Machine {
     topology: String,
+    workers: Option<u32>,
     #[serde(default = "default_capacity")]
     queue_capacity: usize,
     #[serde(default)]
@@ -121,6 +122,23 @@ enum Workload {
         unit_gap_s: f64,
         sizes: Vec<(u64, f64)>,
     },
+    Dpi {
+        flows: u32,
+        flow_rate: f64,
+        #[serde(default = "default_shape")]
+        units_shape: f64,
+        #[serde(default = "default_units_max")]
+        units_max: u64,
+        unit_gap_s: f64,
+        sizes: Vec<(u64, f64)>,
+        #[serde(default = "default_inspect")]
+        inspect_packets: u64,
+        match_fraction: f64,
+    },
+}
+
+fn default_inspect() -> u64 {
+    8
 }
 
 fn default_shape() -> f64 {
@@ -316,7 +334,28 @@ fn params(f: &File, policy: Policy) -> Result<ServerParams, String> {
         beta: p.beta.unwrap_or(d.beta),
         topology: None,
     };
-    let Workload::Synthetic { flows, flow_rate, units_shape, units_max, unit_gap_s, sizes } = &f.workload;
+    let flows = |flows: u32, flow_rate: f64, units_shape: f64, units_max: u64, unit_gap: f64, sizes: &[(u64, f64)]| {
+        SyntheticFlows { flows, flow_rate, units_shape, units_max, unit_gap, sizes: sizes.to_vec() }
+    };
+    let workload = match &f.workload {
+        Workload::Synthetic { flows: n, flow_rate, units_shape, units_max, unit_gap_s, sizes } => {
+            server::Workload::Synthetic(flows(*n, *flow_rate, *units_shape, *units_max, *unit_gap_s, sizes))
+        }
+        Workload::Dpi {
+            flows: n,
+            flow_rate,
+            units_shape,
+            units_max,
+            unit_gap_s,
+            sizes,
+            inspect_packets,
+            match_fraction,
+        } => server::Workload::Dpi(DpiConnections {
+            flows: flows(*n, *flow_rate, *units_shape, *units_max, *unit_gap_s, sizes),
+            inspect_packets: *inspect_packets,
+            match_fraction: *match_fraction,
+        }),
+    };
     let m = &f.machine;
     Ok(ServerParams {
         topology,
@@ -331,14 +370,8 @@ fn params(f: &File, policy: Policy) -> Result<ServerParams, String> {
         service_base: Nanos(m.service_base_ns),
         service_per_kib: Nanos(m.service_per_kib_ns),
         migration_penalty: Nanos(m.migration_penalty_ns),
-        workload: SyntheticFlows {
-            flows: *flows,
-            flow_rate: *flow_rate,
-            units_shape: *units_shape,
-            units_max: *units_max,
-            unit_gap: *unit_gap_s,
-            sizes: sizes.clone(),
-        },
+        workers: m.workers,
+        workload,
         seed: f.seed,
     })
 }

@@ -10,7 +10,8 @@
 //!   ([`OnFull::Drop`]).
 //! - **Run-queues.** A worker holds at most [`ServerParams::queue_capacity`] units, the one in
 //!   service included.
-//! - **Service time.** `base + per_kib · size / 1024`, plus a locality penalty when a unit is
+//! - **Service time.** `base + per_kib · bytes / 1024`, where `bytes` is the unit's size (for DPI,
+//!   the buffer's length, or 0 for a buffer of an already classified connection), plus a locality penalty when a unit is
 //!   served on a different worker than its flow's previous unit. The penalty is
 //!   `migration_penalty · (C[prev][this] − 1)`, with `C` the topology's cost matrix, so a move
 //!   within a shared cache costs less than a move across sockets (Guo Eq. 6.3).
@@ -28,9 +29,9 @@ use std::collections::VecDeque;
 
 use switchyard_core::measure::{Balance, FlowOrder, Latency, balance};
 use switchyard_core::place::{self, PlaceConfig};
-use switchyard_core::{FlowMap, LoadTracker, Placer, Policy, Topology, Unit, WorkerId};
+use switchyard_core::{FlowId, FlowMap, LoadTracker, Placer, Policy, Topology, Unit, WorkerId};
 
-use super::workload::{FlowSource, SyntheticFlows};
+use super::workload::{DpiConnections, FlowSource, SyntheticFlows};
 use crate::{EventQueue, Model, Nanos, SimError, Streams, run};
 
 /// What the producer does when the chosen queue is full.
@@ -64,10 +65,21 @@ pub struct ServerParams {
     pub service_per_kib: Nanos,
     /// Locality penalty per unit of extra communication cost when a flow moves.
     pub migration_penalty: Nanos,
+    /// Workers used: the first this many leaves of the topology (all of them when `None`).
+    pub workers: Option<u32>,
     /// The offered work.
-    pub workload: SyntheticFlows,
+    pub workload: Workload,
     /// Root seed.
     pub seed: u64,
+}
+
+/// The offered work of a server scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Workload {
+    /// Flows of packets, each packet a unit.
+    Synthetic(SyntheticFlows),
+    /// Connection buffers for deep packet inspection.
+    Dpi(DpiConnections),
 }
 
 /// What a run measured.
@@ -81,8 +93,16 @@ pub struct ServerOutcome {
     pub served: u64,
     /// Units dropped at a full queue.
     pub dropped: u64,
-    /// Bytes served.
+    /// Bytes served (units' sizes; for DPI, buffer lengths).
     pub bytes: u64,
+    /// Bytes the workers actually processed (for DPI, scans: a buffer scanned twice counts twice,
+    /// a skipped one not at all).
+    pub scanned_bytes: u64,
+    /// Bytes the workload offered (every packet's payload, whether queued or only marked).
+    pub offered_bytes: u64,
+    /// Offered bits per second of virtual time (Guo's L7-filter throughput: the trace's bytes
+    /// over the run).
+    pub offered_gbps: f64,
     /// Time of the last departure.
     pub makespan: Nanos,
     /// Units served per second of virtual time.
@@ -150,6 +170,7 @@ pub struct Server {
     bytes: u64,
     blocked: Nanos,
     last_departure: Nanos,
+    scanned: u64,
 }
 
 impl Server {
@@ -159,12 +180,21 @@ impl Server {
         if params.queue_capacity == 0 {
             return Err(bad("queue_capacity", "0".into(), "at least 1 unit per worker"));
         }
-        let n = params.topology.leaves();
+        let n = match params.workers {
+            Some(k) if k == 0 || k > params.topology.leaves() => {
+                return Err(bad("workers", k.to_string(), "from 1 to the topology's number of leaves"));
+            }
+            Some(k) => k,
+            None => params.topology.leaves(),
+        };
         let config = PlaceConfig { topology: Some(params.topology.clone()), ..params.place.clone() };
         let workers: Vec<WorkerId> = (0..n).map(WorkerId).collect();
         let placer = place::build(params.policy, &config, &workers)?;
         let streams = Streams::new(params.seed);
-        let source = FlowSource::new(&params.workload, streams)?;
+        let source = match &params.workload {
+            Workload::Synthetic(w) => FlowSource::new(w, streams)?,
+            Workload::Dpi(d) => FlowSource::dpi(d, streams)?,
+        };
         let mut model = Self {
             params: params.clone(),
             placer,
@@ -183,6 +213,7 @@ impl Server {
             bytes: 0,
             blocked: Nanos::ZERO,
             last_departure: Nanos::ZERO,
+            scanned: 0,
         };
         let mut queue = EventQueue::new();
         model.source.start(&mut queue);
@@ -199,6 +230,9 @@ impl Server {
             served: self.served,
             dropped: self.dropped,
             bytes: self.bytes,
+            scanned_bytes: self.scanned,
+            offered_bytes: self.source.offered_bytes(),
+            offered_gbps: self.source.offered_bytes() as f64 * 8.0 / span,
             makespan: self.last_departure,
             units_per_s: self.served as f64 / span * 1e9,
             utilisation: busy.iter().map(|b| b / span).collect(),
@@ -233,10 +267,19 @@ impl Server {
         }
     }
 
+    /// Every unit of `flow` has left: its state goes, everywhere.
+    fn forget(&mut self, flow: FlowId) {
+        self.placer.forget_flow(flow);
+        self.order.forget(flow);
+        self.last_worker.remove(flow);
+    }
+
     fn start_service(&mut self, w: WorkerId, queue: &mut EventQueue<ServerEvent>) {
         let Some(&head) = self.queues[w.0 as usize].front() else { return };
         let p = &self.params;
-        let mut t = p.service_base.0 + p.service_per_kib.0.saturating_mul(head.unit.size) / 1024;
+        let work = self.source.work_bytes(&head.unit);
+        self.scanned += work;
+        let mut t = p.service_base.0 + p.service_per_kib.0.saturating_mul(work) / 1024;
         if let Some(prev) = self.last_worker.insert(head.unit.flow, w) {
             let extra = p.topology.cost(prev.0, w.0) - 1.0;
             t += (p.migration_penalty.0 as f64 * extra).round() as u64;
@@ -253,10 +296,14 @@ impl Model for Server {
         match event {
             ServerEvent::FlowStart(i) => self.source.on_flow_start(i, queue),
             ServerEvent::Unit(i) => {
-                let unit = self.source.on_unit(i, queue);
-                self.emitted += 1;
-                self.input.push_back(Queued { unit, arrived: now });
-                self.next_decision(queue);
+                if let Some(unit) = self.source.on_unit(i, queue) {
+                    self.emitted += 1;
+                    self.input.push_back(Queued { unit, arrived: now });
+                    self.next_decision(queue);
+                }
+                for flow in self.source.take_finished() {
+                    self.forget(flow);
+                }
             }
             ServerEvent::DecisionDone => {
                 let Producer::Deciding(q, w) = std::mem::replace(&mut self.producer, Producer::Idle) else {
@@ -278,16 +325,14 @@ impl Model for Server {
                     unreachable!("a worker finishes only what it holds")
                 };
                 self.load.on_complete(w, &done.unit);
+                self.source.on_served(&done.unit);
                 self.served += 1;
                 self.bytes += done.unit.size;
                 self.last_departure = now;
                 self.latency.record(now.0 - done.arrived.0);
                 self.order.on_departure(done.unit.flow, done.unit.seq, w, now);
                 if self.source.on_departure(done.unit.flow) {
-                    // Every unit of the flow has left: its state goes, everywhere.
-                    self.placer.forget_flow(done.unit.flow);
-                    self.order.forget(done.unit.flow);
-                    self.last_worker.remove(done.unit.flow);
+                    self.forget(done.unit.flow);
                 }
                 self.start_service(w, queue);
                 if let Producer::Blocked(q, bw, since) = self.producer

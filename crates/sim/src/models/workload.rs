@@ -1,4 +1,4 @@
-//! Offered work: synthetic flows.
+//! Offered work: synthetic flows, and connection buffers for deep packet inspection.
 //!
 //! Flows start as a Poisson process. Each flow has a heavy-tailed number of units, Pareto with
 //! shape α and minimum 1, rounded down and capped. This is the "elephants and mice" of real
@@ -16,6 +16,30 @@ use switchyard_core::{FlowId, FlowMap, Unit};
 
 use super::server::ServerEvent;
 use crate::{EventQueue, Nanos, SimError, Streams};
+
+/// Connections inspected by a DPI engine (Guo §2.4, ch. 4: the parallel L7-filter).
+///
+/// Each connection's first `inspect_packets` packets (8 in the thesis; the upstream userspace
+/// L7-filter's default is 10, erratum 11) each produce a new **connection buffer**: the payload
+/// so far, re-queued as one unit whose size is the buffer's length. A worker scans the whole
+/// buffer, unless the connection was already classified when the scan starts, in which case the
+/// buffer is only checked and skipped. A connection is classified MATCHED when a buffer holding
+/// its `match_at`-th packet has been scanned, or NO_MATCH after its last inspected buffer. Later
+/// packets of a classified connection are marked by the producer and never queued.
+///
+/// This is where connection affinity pays (§4.1.3): when two buffers of one connection are
+/// scanned at once on different workers, the second scan happens before the first has
+/// classified the connection, and the work is duplicated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DpiConnections {
+    /// The connections, their arrivals and packets (a unit is a packet before buffering).
+    pub flows: SyntheticFlows,
+    /// Packets per connection that are inspected (8 in the thesis).
+    pub inspect_packets: u64,
+    /// Fraction of connections whose pattern matches; each matches at a packet drawn uniformly
+    /// from 1 to `inspect_packets`.
+    pub match_fraction: f64,
+}
 
 /// A synthetic flow workload.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,7 +79,14 @@ struct Flow {
     rng: ChaCha8Rng,
     total: u64,
     next_seq: u64,
+    /// Units of the flow that will be queued: all of them, or for DPI the inspected buffers.
+    queued: u64,
     departed: u64,
+    /// DPI: buffer length so far, the packet at which the pattern matches (0: never), and
+    /// whether the connection is classified.
+    buffer: u64,
+    match_at: u64,
+    classified: bool,
 }
 
 /// The running workload: flow state and the draws.
@@ -72,6 +103,10 @@ pub(crate) struct FlowSource {
     flows: Vec<Flow>,
     index: FlowMap<u32>,
     started: u32,
+    dpi: Option<(u64, f64)>,
+    offered: u64,
+    /// Flows that finished without a departure (their last packets were only marked).
+    finished: Vec<FlowId>,
 }
 
 fn ns(seconds: f64) -> Nanos {
@@ -79,6 +114,27 @@ fn ns(seconds: f64) -> Nanos {
 }
 
 impl FlowSource {
+    /// Connection buffers for DPI over the flows of `d`.
+    pub(crate) fn dpi(d: &DpiConnections, streams: Streams) -> Result<Self, SimError> {
+        if d.inspect_packets == 0 {
+            return Err(SimError::BadParameter {
+                name: "inspect_packets",
+                value: "0".into(),
+                expected: "at least 1 packet (8 in Guo ch. 4)",
+            });
+        }
+        if !(0.0..=1.0).contains(&d.match_fraction) {
+            return Err(SimError::BadParameter {
+                name: "match_fraction",
+                value: d.match_fraction.to_string(),
+                expected: "a fraction from 0 to 1",
+            });
+        }
+        let mut s = Self::new(&d.flows, streams)?;
+        s.dpi = Some((d.inspect_packets, d.match_fraction));
+        Ok(s)
+    }
+
     pub(crate) fn new(spec: &SyntheticFlows, streams: Streams) -> Result<Self, SimError> {
         let bad = |name, value: String, expected| SimError::BadParameter { name, value, expected };
         let positive = |v: f64| v.is_finite() && v > 0.0;
@@ -113,6 +169,9 @@ impl FlowSource {
             flows: Vec::with_capacity(spec.flows as usize),
             index: FlowMap::new(),
             started: 0,
+            dpi: None,
+            offered: 0,
+            finished: Vec::new(),
             spec: spec.clone(),
         })
     }
@@ -129,8 +188,26 @@ impl FlowSource {
         let mut rng = self.streams.stream(1 + u64::from(i));
         let total = (self.length.sample(&mut rng) as u64).clamp(1, self.spec.units_max);
         let id = FlowId(splitmix64(self.streams.root() ^ splitmix64(u64::from(i))));
+        let (queued, match_at) = match self.dpi {
+            None => (total, 0),
+            Some((inspect, fraction)) => {
+                let matches = rng.random::<f64>() < fraction;
+                let at = if matches { rng.random_range(1..=inspect) } else { 0 };
+                (total.min(inspect), at)
+            }
+        };
         self.index.insert(id, i);
-        self.flows.push(Flow { id, rng, total, next_seq: 0, departed: 0 });
+        self.flows.push(Flow {
+            id,
+            rng,
+            total,
+            next_seq: 0,
+            queued,
+            departed: 0,
+            buffer: 0,
+            match_at,
+            classified: false,
+        });
         self.started += 1;
         queue.schedule_in(Nanos::ZERO, ServerEvent::Unit(i));
         if self.started < self.spec.flows {
@@ -138,17 +215,68 @@ impl FlowSource {
         }
     }
 
-    /// Flow `i`'s next unit arrives: make it, and schedule the one after if any.
-    pub(crate) fn on_unit(&mut self, i: u32, queue: &mut EventQueue<ServerEvent>) -> Unit {
+    /// Flow `i`'s next packet arrives: make its unit, and schedule the next packet if any.
+    /// `None` for DPI when the packet is only marked (its connection is classified, or past the
+    /// inspected packets).
+    pub(crate) fn on_unit(&mut self, i: u32, queue: &mut EventQueue<ServerEvent>) -> Option<Unit> {
         let f = &mut self.flows[i as usize];
         let r: f64 = f.rng.random::<f64>() * self.cumulative.last().copied().unwrap_or(1.0);
         let k = self.cumulative.partition_point(|&c| c <= r).min(self.spec.sizes.len() - 1);
-        let unit = Unit::of_flow(f.id, self.spec.sizes[k].0).with_seq(f.next_seq);
+        let size = self.spec.sizes[k].0;
+        self.offered += size;
+        let seq = f.next_seq;
         f.next_seq += 1;
         if f.next_seq < f.total {
             queue.schedule_in(ns(self.gap.sample(&mut f.rng)), ServerEvent::Unit(i));
         }
-        unit
+        match self.dpi {
+            None => Some(Unit::of_flow(f.id, size).with_seq(seq)),
+            Some(_) if seq >= f.queued => None,
+            Some(_) if f.classified => {
+                // Classified before this buffer was made: it and the rest are only marked.
+                f.queued = seq;
+                if f.departed >= f.queued {
+                    self.index.remove(f.id);
+                    self.finished.push(f.id);
+                }
+                None
+            }
+            Some(_) => {
+                f.buffer += size;
+                Some(Unit::of_flow(f.id, f.buffer).with_seq(seq))
+            }
+        }
+    }
+
+    /// Bytes a worker scans for `unit` when it starts serving it: all of it, or for DPI nothing
+    /// when the connection is already classified (the buffer is checked and skipped).
+    pub(crate) fn work_bytes(&self, unit: &Unit) -> u64 {
+        match (self.dpi, self.index.get(unit.flow)) {
+            (Some(_), Some(&i)) if self.flows[i as usize].classified => 0,
+            _ => unit.size,
+        }
+    }
+
+    /// `unit` has been served: for DPI, the scan may classify its connection.
+    pub(crate) fn on_served(&mut self, unit: &Unit) {
+        let Some((_, _)) = self.dpi else { return };
+        let Some(&i) = self.index.get(unit.flow) else { return };
+        let f = &mut self.flows[i as usize];
+        let packets = unit.seq + 1;
+        if (f.match_at != 0 && packets >= f.match_at) || packets >= f.queued {
+            f.classified = true;
+        }
+    }
+
+    /// Flows that finished since the last call without a departure to say so.
+    pub(crate) fn take_finished(&mut self) -> Vec<FlowId> {
+        std::mem::take(&mut self.finished)
+    }
+
+    /// Bytes the workload offered: every packet's payload, queued or only marked (Guo's L7-filter
+    /// throughput is the trace's bytes over the run).
+    pub(crate) fn offered_bytes(&self) -> u64 {
+        self.offered
     }
 
     /// A unit of `flow` departed; true when it was the flow's last to do so.
@@ -156,7 +284,7 @@ impl FlowSource {
         let Some(&i) = self.index.get(flow) else { return false };
         let f = &mut self.flows[i as usize];
         f.departed += 1;
-        let done = f.departed == f.total;
+        let done = f.departed >= f.queued && f.next_seq >= f.queued.min(f.total);
         if done {
             self.index.remove(flow);
         }
