@@ -6,6 +6,7 @@
 mod keys;
 mod place;
 mod report;
+mod reproduce;
 mod sim;
 
 use std::process::ExitCode;
@@ -25,6 +26,7 @@ struct Cli {
 enum Command {
     Place(place::PlaceArgs),
     Sim(sim::SimArgs),
+    Reproduce(reproduce::ReproduceArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Place(args) => place::run(&args),
         Command::Sim(args) => sim::run(&args),
+        Command::Reproduce(args) => reproduce::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

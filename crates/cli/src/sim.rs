@@ -73,7 +73,19 @@ pub(crate) fn run(args: &SimArgs) -> Result<()> {
     let origin = args.scenario.display().to_string();
     let text = fs::read_to_string(&args.scenario).with_context(|| format!("cannot read scenario `{origin}`"))?;
     let scenario = Scenario::parse(&text, &origin, args.seed)?;
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    run_scenario(&scenario, args.threads, args.out.as_deref(), args.format)?;
+    Ok(())
+}
+
+/// Runs `scenario`, writes `runs.csv` and `runs.json` to `out` if given, and prints the runs in
+/// `format`; returns the outcomes for comparisons.
+pub(crate) fn run_scenario(
+    scenario: &Scenario,
+    threads: Option<usize>,
+    out_dir: Option<&std::path::Path>,
+    format: Format,
+) -> Result<Vec<switchyard_sim::models::server::ServerOutcome>> {
+    let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let bar = ProgressBar::new(scenario.cases.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} runs {elapsed}").expect("static template"),
@@ -111,7 +123,7 @@ pub(crate) fn run(args: &SimArgs) -> Result<()> {
         })
         .collect();
 
-    if let Some(dir) = &args.out {
+    if let Some(dir) = out_dir {
         fs::create_dir_all(dir).with_context(|| format!("cannot create output directory `{}`", dir.display()))?;
         let csv = dir.join("runs.csv");
         let mut f = fs::File::create(&csv).with_context(|| format!("cannot write `{}`", csv.display()))?;
@@ -121,7 +133,7 @@ pub(crate) fn run(args: &SimArgs) -> Result<()> {
             .with_context(|| format!("cannot write `{}`", json.display()))?;
     }
     let mut out = std::io::stdout().lock();
-    match args.format {
+    match format {
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?,
         Format::Csv => write_csv(&mut out, &rows)?,
         Format::Table => {
@@ -149,7 +161,7 @@ pub(crate) fn run(args: &SimArgs) -> Result<()> {
         }
     }
     out.flush()?;
-    Ok(())
+    Ok(outcomes)
 }
 
 fn write_csv(w: &mut impl Write, rows: &[RunRow]) -> Result<()> {

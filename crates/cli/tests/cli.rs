@@ -199,3 +199,13 @@ fn sim_errors_name_the_file() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("cannot read scenario `/no/such.toml`"), "{}", stderr(&o));
 }
+
+#[test]
+fn reproduce_lists_and_rejects_unknown_names() {
+    let o = switchyard(&["reproduce", "--list"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).starts_with("dpi-affinity: "), "{}", stdout(&o));
+    let o = switchyard(&["reproduce", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no reproduction `nope`; there are: dpi-affinity"), "{}", stderr(&o));
+}

@@ -69,6 +69,42 @@ struct File {
     workload: Workload,
     #[serde(default)]
     place: Place,
+    #[serde(default)]
+    published: Vec<Published>,
+}
+
+/// A published figure a reproduction scenario is compared with.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Published {
+    /// What is claimed, in a few words.
+    pub claim: String,
+    /// Where (paper, section, figure).
+    pub source: String,
+    /// The published figure (a ratio such as 1.51 for "+51%", or a value).
+    pub value: f64,
+    /// How to compute ours: `METRIC of POLICY@SWEPT`, or a ratio `… / …` of two such terms, where
+    /// SWEPT is a run's swept values as printed (`machine.workers=7`; empty for no sweep).
+    pub ours: String,
+    /// Why ours differs, written after the run, never by tuning parameters to close the gap.
+    #[serde(default)]
+    pub explain: String,
+}
+
+/// A published figure beside ours.
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    /// The claim.
+    pub published: Published,
+    /// Our figure, or why it could not be computed.
+    pub ours: Result<f64, String>,
+}
+
+impl Comparison {
+    /// Ours over theirs, minus one (+0.10 is 10% above the published figure).
+    pub fn difference(&self) -> Option<f64> {
+        self.ours.as_ref().ok().map(|o| o / self.published.value - 1.0)
+    }
 }
 
 fn one() -> u64 {
@@ -180,6 +216,8 @@ pub struct Case {
 pub struct Scenario {
     /// The scenario's name.
     pub name: String,
+    /// Published figures to compare with (reproduction scenarios).
+    pub published: Vec<Published>,
     /// The names of the swept keys, in case order.
     pub swept_keys: Vec<String>,
     /// Every run, in output order.
@@ -217,6 +255,7 @@ impl Scenario {
         }
         let mut cases = Vec::new();
         let mut name = String::new();
+        let mut published = Vec::new();
         for combo in combos {
             let mut t = table.clone();
             let mut swept = Vec::new();
@@ -233,6 +272,7 @@ impl Scenario {
                 .try_into()
                 .map_err(|e: toml::de::Error| err(format!("{}{where_}", e.message())))?;
             name.clone_from(&file.name);
+            published.clone_from(&file.published);
             for p in &file.policies {
                 let policy: Policy = p.parse().map_err(|e| err(format!("policies: {e}")))?;
                 let params = params(&file, policy).map_err(|m| err(format!("{m}{where_}")))?;
@@ -242,7 +282,7 @@ impl Scenario {
         if cases.is_empty() {
             return Err(err("policies is empty: name at least one placement policy".into()));
         }
-        Ok(Self { name, swept_keys: axes.into_iter().map(|(k, _)| k).collect(), cases })
+        Ok(Self { name, published, swept_keys: axes.into_iter().map(|(k, _)| k).collect(), cases })
     }
 
     /// Runs every case on up to `threads` threads, calling `done` after each. Results come back
@@ -275,6 +315,64 @@ impl Scenario {
             })
             .collect()
     }
+}
+
+impl Scenario {
+    /// Our figure for each published claim, from the outcomes of [`Scenario::run`].
+    pub fn compare(&self, outcomes: &[ServerOutcome]) -> Vec<Comparison> {
+        self.published
+            .iter()
+            .map(|p| Comparison { published: p.clone(), ours: self.evaluate(&p.ours, outcomes) })
+            .collect()
+    }
+
+    fn evaluate(&self, expr: &str, outcomes: &[ServerOutcome]) -> Result<f64, String> {
+        match expr.split_once('/') {
+            Some((a, b)) => Ok(self.term(a.trim(), outcomes)? / self.term(b.trim(), outcomes)?),
+            None => self.term(expr.trim(), outcomes),
+        }
+    }
+
+    /// `METRIC of POLICY@SWEPT`.
+    fn term(&self, t: &str, outcomes: &[ServerOutcome]) -> Result<f64, String> {
+        let (metric, run) = t.split_once(" of ").ok_or_else(|| format!("`{t}`: expected `METRIC of POLICY@SWEPT`"))?;
+        let (policy, swept) = run.split_once('@').unwrap_or((run, ""));
+        let case = self
+            .cases
+            .iter()
+            .find(|c| {
+                c.params.policy.name() == policy
+                    && c.swept.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ") == swept
+            })
+            .ok_or_else(|| format!("`{t}`: no run of {policy} with `{swept}`"))?;
+        metric_of(&outcomes[case.index], metric)
+            .ok_or_else(|| format!("`{t}`: unknown metric `{metric}` (known: {METRICS})"))
+    }
+}
+
+/// The metrics a comparison may name.
+pub const METRICS: &str = "offered_gbps, units_per_s, utilisation_mean, utilisation_spread, busy_max_over_mean, \
+                           busy_cov, migrations, out_of_order, latency_p50_us, latency_p99_us, scanned_bytes";
+
+/// A named metric of one run.
+pub fn metric_of(o: &ServerOutcome, name: &str) -> Option<f64> {
+    let util = &o.utilisation;
+    Some(match name {
+        "offered_gbps" => o.offered_gbps,
+        "units_per_s" => o.units_per_s,
+        "utilisation_mean" => util.iter().sum::<f64>() / util.len().max(1) as f64,
+        "utilisation_spread" => {
+            util.iter().copied().fold(f64::MIN, f64::max) - util.iter().copied().fold(f64::MAX, f64::min)
+        }
+        "busy_max_over_mean" => o.balance.max_over_mean,
+        "busy_cov" => o.balance.cov,
+        "migrations" => o.migrations as f64,
+        "out_of_order" => o.out_of_order as f64,
+        "latency_p50_us" => o.latency.quantile(0.5) as f64 / 1e3,
+        "latency_p99_us" => o.latency.quantile(0.99) as f64 / 1e3,
+        "scanned_bytes" => o.scanned_bytes as f64,
+        _ => return None,
+    })
 }
 
 /// Sets `t[a][b]… = v` for the dotted key `a.b…`, creating tables on the way.

@@ -296,3 +296,26 @@ mod dpi {
         assert_eq!(affinity.served, affinity.emitted);
     }
 }
+
+/// Each reproduction scenario, reduced to a tenth of its flows, keeps the ranking it reproduces.
+mod reproductions {
+    use switchyard_sim::scenario::Scenario;
+
+    fn reduced(name: &str, from: &str, to: &str) -> Scenario {
+        let path = format!("{}/../../scenarios/reproduce/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{path} no longer has `{from}`");
+        Scenario::parse(&text.replace(from, to), &path, None).unwrap()
+    }
+
+    #[test]
+    fn dpi_affinity_ranking_holds() {
+        let s = reduced("dpi-affinity", "flows = 40000", "flows = 4000");
+        let outcomes = s.run(2, &|| {}).unwrap();
+        let c = s.compare(&outcomes);
+        let gain = *c[0].ours.as_ref().unwrap();
+        let speedup = *c[1].ours.as_ref().unwrap();
+        assert!(gain > 1.1, "affinity over round robin: {gain}");
+        assert!((5.0..7.5).contains(&speedup), "7-worker speedup: {speedup}");
+    }
+}

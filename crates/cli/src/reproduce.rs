@@ -1,0 +1,89 @@
+//! `switchyard reproduce`: run a reproduction scenario and print our figures beside the published
+//! ones, with the difference and why it arises.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use switchyard_sim::scenario::Scenario;
+
+use crate::report::Format;
+use crate::sim::run_scenario;
+
+/// The reproduction scenarios, built into the binary (their files are in scenarios/reproduce/).
+const REPRODUCTIONS: &[(&str, &str)] =
+    &[("dpi-affinity", include_str!("../../../scenarios/reproduce/dpi-affinity.toml"))];
+
+/// Reproduce a published result in the simulator.
+///
+/// Runs a scenario from scenarios/reproduce/ and prints, for each published claim, the published
+/// figure, ours, the difference, and an explanation of it. Absolute numbers are not expected to
+/// match (the model is not the authors' hardware); the ranking and the rough size of each effect
+/// are what should reproduce.
+///
+/// Examples:
+///
+///   switchyard reproduce --list
+///
+///   switchyard reproduce dpi-affinity --out results/dpi
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub(crate) struct ReproduceArgs {
+    /// The reproduction to run (see --list).
+    #[arg(required_unless_present = "list")]
+    name: Option<String>,
+
+    /// List the reproductions.
+    #[arg(long)]
+    list: bool,
+
+    /// Directory for runs.csv and runs.json.
+    #[arg(long)]
+    out: Option<PathBuf>,
+
+    /// Threads to run cases on (default: the machine's cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    if args.list {
+        for (name, text) in REPRODUCTIONS {
+            let s = Scenario::parse(text, name, None)?;
+            let claims: Vec<&str> = s.published.iter().map(|p| p.claim.as_str()).collect();
+            writeln!(out, "{name}: {}", claims.join("; "))?;
+        }
+        return Ok(());
+    }
+    let name = args.name.as_deref().unwrap_or_default();
+    let Some((_, text)) = REPRODUCTIONS.iter().find(|(n, _)| *n == name) else {
+        let names: Vec<&str> = REPRODUCTIONS.iter().map(|(n, _)| *n).collect();
+        bail!("no reproduction `{name}`; there are: {}", names.join(", "));
+    };
+    let scenario = Scenario::parse(text, &format!("scenarios/reproduce/{name}.toml"), None)?;
+    drop(out);
+    let outcomes = run_scenario(&scenario, args.threads, args.out.as_deref(), Format::Table)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "\npublished beside ours")?;
+    for c in scenario.compare(&outcomes) {
+        let p = &c.published;
+        match &c.ours {
+            Ok(ours) => writeln!(
+                out,
+                "- {}\n  published {:.3} ({})\n  ours      {:.3}  ({:+.1}%)",
+                p.claim,
+                p.value,
+                p.source,
+                ours,
+                c.difference().unwrap_or(0.0) * 100.0
+            )?,
+            Err(e) => writeln!(out, "- {}: cannot compute ours: {e}", p.claim)?,
+        }
+        if !p.explain.is_empty() {
+            writeln!(out, "  why: {}", p.explain)?;
+        }
+    }
+    Ok(())
+}
