@@ -38,7 +38,7 @@ pub(crate) struct ReproduceArgs {
     #[arg(long)]
     list: bool,
 
-    /// Directory for runs.csv and runs.json.
+    /// Directory for runs.csv, runs.json, report.html and the charts.
     #[arg(long)]
     out: Option<PathBuf>,
 
@@ -64,10 +64,10 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
     };
     let scenario = Scenario::parse(text, &format!("scenarios/reproduce/{name}.toml"), None)?;
     drop(out);
-    let outcomes = run_scenario(&scenario, args.threads, args.out.as_deref(), Format::Table)?;
+    let comparisons = run_scenario(&scenario, args.threads, args.out.as_deref(), Format::Table)?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "\npublished beside ours")?;
-    for c in scenario.compare(&outcomes) {
+    for c in comparisons {
         let p = &c.published;
         match &c.ours {
             Ok(ours) => writeln!(

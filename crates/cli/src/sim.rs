@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
-use switchyard_sim::scenario::Scenario;
+use switchyard_sim::report;
+use switchyard_sim::scenario::{Comparison, Scenario};
+use switchyard_sim::summary::RunSummary;
 
 use crate::report::Format;
 
@@ -33,7 +34,7 @@ pub(crate) struct SimArgs {
     #[arg(long)]
     seed: Option<u64>,
 
-    /// Directory for runs.csv and runs.json (created if missing).
+    /// Directory for runs.csv, runs.json, report.html and the charts (created if missing).
     #[arg(long)]
     out: Option<PathBuf>,
 
@@ -46,29 +47,6 @@ pub(crate) struct SimArgs {
     format: Format,
 }
 
-/// One run's results. Field names are the JSON and CSV column names.
-#[derive(Debug, Serialize)]
-struct RunRow {
-    case: usize,
-    policy: String,
-    seed: u64,
-    swept: String,
-    emitted: u64,
-    served: u64,
-    dropped: u64,
-    units_per_s: f64,
-    utilisation_mean: f64,
-    busy_max_over_mean: f64,
-    busy_cov: f64,
-    busy_jain: f64,
-    migrations: u64,
-    out_of_order: u64,
-    jitter_us: f64,
-    latency_p50_us: f64,
-    latency_p99_us: f64,
-    producer_blocked_ms: f64,
-}
-
 pub(crate) fn run(args: &SimArgs) -> Result<()> {
     let origin = args.scenario.display().to_string();
     let text = fs::read_to_string(&args.scenario).with_context(|| format!("cannot read scenario `{origin}`"))?;
@@ -77,14 +55,15 @@ pub(crate) fn run(args: &SimArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs `scenario`, writes `runs.csv` and `runs.json` to `out` if given, and prints the runs in
-/// `format`; returns the outcomes for comparisons.
+/// Runs `scenario`; with `out_dir`, writes `runs.csv`, `runs.json`, `report.html` and one SVG
+/// chart per plotted metric there; prints the runs in `format`; returns the published figures
+/// beside ours.
 pub(crate) fn run_scenario(
     scenario: &Scenario,
     threads: Option<usize>,
     out_dir: Option<&std::path::Path>,
     format: Format,
-) -> Result<Vec<switchyard_sim::models::server::ServerOutcome>> {
+) -> Result<Vec<Comparison>> {
     let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let bar = ProgressBar::new(scenario.cases.len() as u64);
     bar.set_style(
@@ -93,44 +72,23 @@ pub(crate) fn run_scenario(
     bar.set_message(scenario.name.clone());
     let outcomes = scenario.run(threads, &|| bar.inc(1))?;
     bar.finish_and_clear();
-
-    let rows: Vec<RunRow> = scenario
-        .cases
-        .iter()
-        .zip(&outcomes)
-        .map(|(c, o)| {
-            let n = o.utilisation.len().max(1) as f64;
-            RunRow {
-                case: c.index,
-                policy: c.params.policy.name().to_string(),
-                seed: c.params.seed,
-                swept: c.swept.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "),
-                emitted: o.emitted,
-                served: o.served,
-                dropped: o.dropped,
-                units_per_s: o.units_per_s,
-                utilisation_mean: o.utilisation.iter().sum::<f64>() / n,
-                busy_max_over_mean: o.balance.max_over_mean,
-                busy_cov: o.balance.cov,
-                busy_jain: o.balance.jain,
-                migrations: o.migrations,
-                out_of_order: o.out_of_order,
-                jitter_us: o.jitter_ns / 1e3,
-                latency_p50_us: o.latency.quantile(0.5) as f64 / 1e3,
-                latency_p99_us: o.latency.quantile(0.99) as f64 / 1e3,
-                producer_blocked_ms: o.producer_blocked.0 as f64 / 1e6,
-            }
-        })
-        .collect();
+    let rows: Vec<RunSummary> = scenario.cases.iter().zip(&outcomes).map(|(c, o)| RunSummary::new(c, o)).collect();
+    let comparisons = scenario.compare(&outcomes);
 
     if let Some(dir) = out_dir {
+        let write = |name: &str, text: &str| -> Result<()> {
+            let path = dir.join(name);
+            fs::write(&path, text).with_context(|| format!("cannot write `{}`", path.display()))
+        };
         fs::create_dir_all(dir).with_context(|| format!("cannot create output directory `{}`", dir.display()))?;
-        let csv = dir.join("runs.csv");
-        let mut f = fs::File::create(&csv).with_context(|| format!("cannot write `{}`", csv.display()))?;
-        write_csv(&mut f, &rows)?;
-        let json = dir.join("runs.json");
-        fs::write(&json, serde_json::to_string_pretty(&rows)? + "\n")
-            .with_context(|| format!("cannot write `{}`", json.display()))?;
+        let mut csv = Vec::new();
+        write_csv(&mut csv, &rows)?;
+        write("runs.csv", &String::from_utf8(csv)?)?;
+        write("runs.json", &(serde_json::to_string_pretty(&rows)? + "\n"))?;
+        for (field, title) in report::PLOTTED {
+            write(&format!("{field}.svg"), &report::bar_chart(&rows, field, title).map_err(anyhow::Error::msg)?)?;
+        }
+        write("report.html", &report::html(&scenario.name, &rows, &comparisons).map_err(anyhow::Error::msg)?)?;
     }
     let mut out = std::io::stdout().lock();
     match format {
@@ -161,18 +119,18 @@ pub(crate) fn run_scenario(
         }
     }
     out.flush()?;
-    Ok(outcomes)
+    Ok(comparisons)
 }
 
-fn write_csv(w: &mut impl Write, rows: &[RunRow]) -> Result<()> {
+fn write_csv(w: &mut impl Write, rows: &[RunSummary]) -> Result<()> {
     writeln!(
         w,
-        "case,policy,seed,swept,emitted,served,dropped,units_per_s,utilisation_mean,busy_max_over_mean,busy_cov,busy_jain,migrations,out_of_order,jitter_us,latency_p50_us,latency_p99_us,producer_blocked_ms"
+        "case,policy,seed,swept,emitted,served,dropped,units_per_s,offered_gbps,utilisation_mean,utilisation_spread,busy_max_over_mean,busy_cov,busy_jain,migrations,out_of_order,jitter_us,latency_p50_us,latency_p99_us,producer_blocked_ms"
     )?;
     for r in rows {
         writeln!(
             w,
-            "{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.case,
             r.policy,
             r.seed,
@@ -181,7 +139,9 @@ fn write_csv(w: &mut impl Write, rows: &[RunRow]) -> Result<()> {
             r.served,
             r.dropped,
             r.units_per_s,
+            r.offered_gbps,
             r.utilisation_mean,
+            r.utilisation_spread,
             r.busy_max_over_mean,
             r.busy_cov,
             r.busy_jain,

@@ -38,8 +38,10 @@
 
 mod engine;
 pub mod models;
+pub mod report;
 pub mod scenario;
 mod streams;
+pub mod summary;
 
 pub use engine::{EventQueue, Model, RunStats, SimError, run};
 pub use streams::Streams;
