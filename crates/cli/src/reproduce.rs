@@ -12,8 +12,10 @@ use crate::report::Format;
 use crate::sim::run_scenario;
 
 /// The reproduction scenarios, built into the binary (their files are in scenarios/reproduce/).
-const REPRODUCTIONS: &[(&str, &str)] =
-    &[("dpi-affinity", include_str!("../../../scenarios/reproduce/dpi-affinity.toml"))];
+const REPRODUCTIONS: &[(&str, &str)] = &[
+    ("dpi-affinity", include_str!("../../../scenarios/reproduce/dpi-affinity.toml")),
+    ("gop-cache-aware", include_str!("../../../scenarios/reproduce/gop-cache-aware.toml")),
+];
 
 /// Reproduce a published result in the simulator.
 ///

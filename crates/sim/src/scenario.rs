@@ -14,7 +14,8 @@
 //! service_per_kib_ns = 20000
 //! migration_penalty_ns = 5000  # × (C[prev][this] − 1) when a flow moves
 //!
-//! [workload]                   # or kind = "dpi", with inspect_packets (8) and match_fraction
+//! [workload]                   # or kind = "dpi" (add inspect_packets, match_fraction), or
+//!                              # kind = "gop" (streams, gops, interval_s, bytes = [lo, hi])
 //! kind = "synthetic"
 //! flows = 20000
 //! flow_rate = 60000.0          # flows per second
@@ -46,7 +47,7 @@ use thiserror::Error;
 
 use crate::Nanos;
 use crate::models::server::{self, OnFull, Server, ServerOutcome, ServerParams};
-use crate::models::workload::{DpiConnections, SyntheticFlows};
+use crate::models::workload::{DpiConnections, GopStreams, SyntheticFlows};
 
 /// Why a scenario was refused.
 #[derive(Debug, Error)]
@@ -84,7 +85,8 @@ pub struct Published {
     /// The published figure (a ratio such as 1.51 for "+51%", or a value).
     pub value: f64,
     /// How to compute ours: `METRIC of POLICY@SWEPT`, or a ratio `… / …` of two such terms, where
-    /// SWEPT is a run's swept values as printed (`machine.workers=7`; empty for no sweep).
+    /// SWEPT is a run's swept values as printed (`machine.workers=7`; empty for no sweep). A term
+    /// may name several policies, `METRIC of P1+P2+P3@SWEPT`, for the mean of their figures.
     pub ours: String,
     /// Why ours differs, written after the run, never by tuning parameters to close the gap.
     #[serde(default)]
@@ -127,6 +129,8 @@ struct Machine {
     service_per_kib_ns: u64,
     #[serde(default)]
     migration_penalty_ns: u64,
+    #[serde(default)]
+    home_penalty_ns: u64,
 }
 
 fn default_capacity() -> usize {
@@ -170,6 +174,12 @@ enum Workload {
         #[serde(default = "default_inspect")]
         inspect_packets: u64,
         match_fraction: f64,
+    },
+    Gop {
+        streams: u32,
+        gops: u64,
+        interval_s: f64,
+        bytes: (u64, u64),
     },
 }
 
@@ -332,11 +342,19 @@ impl Scenario {
             None => self.term(expr.trim(), outcomes),
         }
     }
-
-    /// `METRIC of POLICY@SWEPT`.
+    /// `METRIC of POLICY@SWEPT`, or `METRIC of P1+P2+…@SWEPT` for the mean over policies.
     fn term(&self, t: &str, outcomes: &[ServerOutcome]) -> Result<f64, String> {
         let (metric, run) = t.split_once(" of ").ok_or_else(|| format!("`{t}`: expected `METRIC of POLICY@SWEPT`"))?;
-        let (policy, swept) = run.split_once('@').unwrap_or((run, ""));
+        let (policies, swept) = run.split_once('@').unwrap_or((run, ""));
+        let names: Vec<&str> = policies.split('+').map(str::trim).collect();
+        let mut sum = 0.0;
+        for policy in &names {
+            sum += self.one(t, metric, policy, swept, outcomes)?;
+        }
+        Ok(sum / names.len() as f64)
+    }
+
+    fn one(&self, t: &str, metric: &str, policy: &str, swept: &str, outcomes: &[ServerOutcome]) -> Result<f64, String> {
         let case = self
             .cases
             .iter()
@@ -453,6 +471,9 @@ fn params(f: &File, policy: Policy) -> Result<ServerParams, String> {
             inspect_packets: *inspect_packets,
             match_fraction: *match_fraction,
         }),
+        Workload::Gop { streams, gops, interval_s, bytes } => {
+            server::Workload::Gop(GopStreams { streams: *streams, gops: *gops, interval: *interval_s, bytes: *bytes })
+        }
     };
     let m = &f.machine;
     Ok(ServerParams {
@@ -468,6 +489,7 @@ fn params(f: &File, policy: Policy) -> Result<ServerParams, String> {
         service_base: Nanos(m.service_base_ns),
         service_per_kib: Nanos(m.service_per_kib_ns),
         migration_penalty: Nanos(m.migration_penalty_ns),
+        home_penalty: Nanos(m.home_penalty_ns),
         workers: m.workers,
         workload,
         seed: f.seed,

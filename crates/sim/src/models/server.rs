@@ -20,6 +20,11 @@
 //!   - balance of busy time;
 //!   - flow migrations, out-of-order departures and jitter ([`FlowOrder`]);
 //!   - latency from arrival at the producer to departure ([`Latency`]).
+//! - **GOP streams** ([`Workload::Gop`]): each stream's departure order is restored at its home
+//!   node (its plain-HRW worker). A finished GOP waits there for the earlier ones. Out-of-order
+//!   counts finishes, while jitter and latency are taken at the in-order release.
+//!   [`ServerParams::home_penalty`] charges each GOP for the distance between its worker and
+//!   that home.
 //!
 //! The producer's queue is unbounded, because units arriving while it is blocked wait there. Every
 //! unit is served, dropped by the rule above, or still queued when the run stops. With a finite
@@ -31,7 +36,7 @@ use switchyard_core::measure::{Balance, FlowOrder, Latency, balance};
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{FlowId, FlowMap, LoadTracker, Placer, Policy, Topology, Unit, WorkerId};
 
-use super::workload::{DpiConnections, FlowSource, SyntheticFlows};
+use super::workload::{DpiConnections, FlowSource, GopStreams, SyntheticFlows};
 use crate::{EventQueue, Model, Nanos, SimError, Streams, run};
 
 /// What the producer does when the chosen queue is full.
@@ -65,6 +70,10 @@ pub struct ServerParams {
     pub service_per_kib: Nanos,
     /// Locality penalty per unit of extra communication cost when a flow moves.
     pub migration_penalty: Nanos,
+    /// Cost per unit of extra communication cost between the serving worker and the flow's home
+    /// node (its plain-HRW worker), paid by every unit (Guo §6.2: every GOP communicates with its
+    /// stream's home node, which restores departure order).
+    pub home_penalty: Nanos,
     /// Workers used: the first this many leaves of the topology (all of them when `None`).
     pub workers: Option<u32>,
     /// The offered work.
@@ -80,6 +89,8 @@ pub enum Workload {
     Synthetic(SyntheticFlows),
     /// Connection buffers for deep packet inspection.
     Dpi(DpiConnections),
+    /// GOPs of video streams, whose departure order is restored at the stream's home node.
+    Gop(GopStreams),
 }
 
 /// What a run measured.
@@ -156,6 +167,12 @@ pub struct Server {
     params: ServerParams,
     placer: Box<dyn Placer>,
     source: FlowSource,
+    /// Plain HRW, for each flow's home node (when a home penalty is charged).
+    home: Option<Box<dyn Placer>>,
+    /// Per flow: the next sequence number to release and the units finished ahead of it.
+    reorder: Option<FlowMap<(u64, std::collections::BTreeMap<u64, Queued>)>>,
+    /// Order of released (in-order) departures, for jitter when order is restored.
+    released: FlowOrder,
     load: LoadTracker,
     input: VecDeque<Queued>,
     producer: Producer,
@@ -194,11 +211,17 @@ impl Server {
         let source = match &params.workload {
             Workload::Synthetic(w) => FlowSource::new(w, streams)?,
             Workload::Dpi(d) => FlowSource::dpi(d, streams)?,
+            Workload::Gop(g) => FlowSource::gop(g, streams)?,
         };
+        let reorder = matches!(params.workload, Workload::Gop(_));
+        let home = if params.home_penalty.0 > 0 { Some(place::build(Policy::Hrw, &config, &workers)?) } else { None };
         let mut model = Self {
             params: params.clone(),
             placer,
             source,
+            home,
+            reorder: reorder.then(FlowMap::new),
+            released: FlowOrder::new(),
             load: LoadTracker::new(),
             input: VecDeque::new(),
             producer: Producer::Idle,
@@ -239,7 +262,7 @@ impl Server {
             balance: balance(&busy, None),
             migrations: self.order.migrations(),
             out_of_order: self.order.out_of_order(),
-            jitter_ns: self.order.jitter_ns(),
+            jitter_ns: if self.reorder.is_some() { self.released.jitter_ns() } else { self.order.jitter_ns() },
             latency: self.latency,
             producer_blocked: self.blocked,
             events,
@@ -267,11 +290,31 @@ impl Server {
         }
     }
 
+    /// A unit finished: without reordering it departs now; with it, it waits at its flow's home
+    /// node until every earlier unit of the flow has finished, then departs in order.
+    fn release(&mut self, now: Nanos, done: Queued, w: WorkerId) {
+        let Some(buffers) = &mut self.reorder else {
+            self.latency.record(now.0 - done.arrived.0);
+            return;
+        };
+        let (next, held) = buffers.get_or_insert_with(done.unit.flow, Default::default);
+        held.insert(done.unit.seq, done);
+        while let Some(q) = held.remove(next) {
+            self.latency.record(now.0 - q.arrived.0);
+            self.released.on_departure(q.unit.flow, q.unit.seq, w, now);
+            *next += 1;
+        }
+    }
+
     /// Every unit of `flow` has left: its state goes, everywhere.
     fn forget(&mut self, flow: FlowId) {
         self.placer.forget_flow(flow);
         self.order.forget(flow);
+        self.released.forget(flow);
         self.last_worker.remove(flow);
+        if let Some(buffers) = &mut self.reorder {
+            buffers.remove(flow);
+        }
     }
 
     fn start_service(&mut self, w: WorkerId, queue: &mut EventQueue<ServerEvent>) {
@@ -283,6 +326,10 @@ impl Server {
         if let Some(prev) = self.last_worker.insert(head.unit.flow, w) {
             let extra = p.topology.cost(prev.0, w.0) - 1.0;
             t += (p.migration_penalty.0 as f64 * extra).round() as u64;
+        }
+        if let Some(home) = &mut self.home {
+            let h = home.place(&head.unit, &switchyard_core::LoadView::IDLE);
+            t += (p.home_penalty.0 as f64 * (p.topology.cost(h.0, w.0) - 1.0)).round() as u64;
         }
         self.busy[w.0 as usize].0 += t;
         queue.schedule_in(Nanos(t), ServerEvent::ServiceDone(w.0));
@@ -329,8 +376,8 @@ impl Model for Server {
                 self.served += 1;
                 self.bytes += done.unit.size;
                 self.last_departure = now;
-                self.latency.record(now.0 - done.arrived.0);
                 self.order.on_departure(done.unit.flow, done.unit.seq, w, now);
+                self.release(now, done, w);
                 if self.source.on_departure(done.unit.flow) {
                     self.forget(done.unit.flow);
                 }

@@ -41,6 +41,22 @@ pub struct DpiConnections {
     pub match_fraction: f64,
 }
 
+/// Video streams split into GOPs for transcoding (Guo ch. 4.2, 6): each stream a flow, each GOP
+/// a unit whose work is proportional to its bytes (Guo, after Bavier et al.). GOPs of a stream
+/// arrive at exponential gaps of mean `interval`; with a small interval the streams are read from
+/// files as fast as the producer takes them, as in the thesis's offline set-up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GopStreams {
+    /// Concurrent streams (20 in Guo ch. 6, "for a fully loaded system").
+    pub streams: u32,
+    /// GOPs per stream.
+    pub gops: u64,
+    /// Mean gap between a stream's GOPs, in seconds.
+    pub interval: f64,
+    /// Smallest and largest GOP, in bytes (sizes uniform between them).
+    pub bytes: (u64, u64),
+}
+
 /// A synthetic flow workload.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SyntheticFlows {
@@ -104,6 +120,8 @@ pub(crate) struct FlowSource {
     index: FlowMap<u32>,
     started: u32,
     dpi: Option<(u64, f64)>,
+    /// GOP streams: GOPs per stream and the size range.
+    gop: Option<(u64, (u64, u64))>,
     offered: u64,
     /// Flows that finished without a departure (their last packets were only marked).
     finished: Vec<FlowId>,
@@ -132,6 +150,29 @@ impl FlowSource {
         }
         let mut s = Self::new(&d.flows, streams)?;
         s.dpi = Some((d.inspect_packets, d.match_fraction));
+        Ok(s)
+    }
+
+    /// GOP streams: every stream starts within the first microseconds and has exactly
+    /// `g.gops` GOPs.
+    pub(crate) fn gop(g: &GopStreams, streams: Streams) -> Result<Self, SimError> {
+        if g.gops == 0 || g.bytes.0 == 0 || g.bytes.0 > g.bytes.1 {
+            return Err(SimError::BadParameter {
+                name: "gops/bytes",
+                value: format!("{} GOPs of {:?} bytes", g.gops, g.bytes),
+                expected: "at least one GOP per stream, and 1 ≤ smallest ≤ largest bytes",
+            });
+        }
+        let flows = SyntheticFlows {
+            flows: g.streams,
+            flow_rate: 1e6,
+            units_shape: 1.0,
+            units_max: g.gops,
+            unit_gap: g.interval,
+            sizes: vec![(g.bytes.0, 1.0)],
+        };
+        let mut s = Self::new(&flows, streams)?;
+        s.gop = Some((g.gops, g.bytes));
         Ok(s)
     }
 
@@ -170,6 +211,7 @@ impl FlowSource {
             index: FlowMap::new(),
             started: 0,
             dpi: None,
+            gop: None,
             offered: 0,
             finished: Vec::new(),
             spec: spec.clone(),
@@ -186,7 +228,10 @@ impl FlowSource {
     /// Flow `i` starts: draw its length, schedule its first unit and the next flow's start.
     pub(crate) fn on_flow_start(&mut self, i: u32, queue: &mut EventQueue<ServerEvent>) {
         let mut rng = self.streams.stream(1 + u64::from(i));
-        let total = (self.length.sample(&mut rng) as u64).clamp(1, self.spec.units_max);
+        let total = match self.gop {
+            Some((gops, _)) => gops,
+            None => (self.length.sample(&mut rng) as u64).clamp(1, self.spec.units_max),
+        };
         let id = FlowId(splitmix64(self.streams.root() ^ splitmix64(u64::from(i))));
         let (queued, match_at) = match self.dpi {
             None => (total, 0),
@@ -222,7 +267,10 @@ impl FlowSource {
         let f = &mut self.flows[i as usize];
         let r: f64 = f.rng.random::<f64>() * self.cumulative.last().copied().unwrap_or(1.0);
         let k = self.cumulative.partition_point(|&c| c <= r).min(self.spec.sizes.len() - 1);
-        let size = self.spec.sizes[k].0;
+        let size = match self.gop {
+            Some((_, (lo, hi))) => f.rng.random_range(lo..=hi),
+            None => self.spec.sizes[k].0,
+        };
         self.offered += size;
         let seq = f.next_seq;
         f.next_seq += 1;
