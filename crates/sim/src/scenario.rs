@@ -149,6 +149,9 @@ enum FullRule {
     Drop,
 }
 
+// The flow fields are spelled out in each kind rather than shared through `#[serde(flatten)]`,
+// because serde does not support `deny_unknown_fields` together with `flatten`, and unknown keys
+// must stay errors.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 enum Workload {
