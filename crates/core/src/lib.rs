@@ -9,7 +9,8 @@
 //!   policy reads the present.
 //! - The **place** stage ([`place`]): the [`Placer`] trait, one file per policy, and the factory
 //!   ([`place::build`]) that turns a [`Policy`] name and a [`PlaceConfig`] into a placer.
-//! - The **measure** stage ([`measure`]): balance and disruption metrics.
+//! - The **measure** stage ([`measure`]): balance, disruption, order, latency.
+//! - The **carry** stage ([`carry`]): today the reorder buffer.
 //!
 //! # What does not
 //!
@@ -35,6 +36,7 @@
 //! # Ok::<(), switchyard_core::PlaceError>(())
 //! ```
 
+pub mod carry;
 pub mod flow;
 mod flow_map;
 pub mod load;

@@ -32,6 +32,7 @@
 
 use std::collections::VecDeque;
 
+use switchyard_core::carry::ReorderBuffer;
 use switchyard_core::measure::{Balance, FlowOrder, Latency, balance};
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{FlowId, FlowMap, LoadTracker, Placer, Policy, Topology, Unit, WorkerId};
@@ -169,8 +170,8 @@ pub struct Server {
     source: FlowSource,
     /// Plain HRW, for each flow's home node (when a home penalty is charged).
     home: Option<Box<dyn Placer>>,
-    /// Per flow: the next sequence number to release and the units finished ahead of it.
-    reorder: Option<FlowMap<(u64, std::collections::BTreeMap<u64, Queued>)>>,
+    /// Units finished ahead of their turn, per flow (when order is restored at the home node).
+    reorder: Option<ReorderBuffer<Queued>>,
     /// Order of released (in-order) departures, for jitter when order is restored.
     released: FlowOrder,
     load: LoadTracker,
@@ -220,7 +221,7 @@ impl Server {
             placer,
             source,
             home,
-            reorder: reorder.then(FlowMap::new),
+            reorder: reorder.then(ReorderBuffer::new),
             released: FlowOrder::new(),
             load: LoadTracker::new(),
             input: VecDeque::new(),
@@ -293,17 +294,15 @@ impl Server {
     /// A unit finished: without reordering it departs now; with it, it waits at its flow's home
     /// node until every earlier unit of the flow has finished, then departs in order.
     fn release(&mut self, now: Nanos, done: Queued, w: WorkerId) {
-        let Some(buffers) = &mut self.reorder else {
+        let Some(buffer) = &mut self.reorder else {
             self.latency.record(now.0 - done.arrived.0);
             return;
         };
-        let (next, held) = buffers.get_or_insert_with(done.unit.flow, Default::default);
-        held.insert(done.unit.seq, done);
-        while let Some(q) = held.remove(next) {
-            self.latency.record(now.0 - q.arrived.0);
-            self.released.on_departure(q.unit.flow, q.unit.seq, w, now);
-            *next += 1;
-        }
+        let (latency, released) = (&mut self.latency, &mut self.released);
+        buffer.push(done.unit.flow, done.unit.seq, done, |seq, q| {
+            latency.record(now.0 - q.arrived.0);
+            released.on_departure(q.unit.flow, seq, w, now);
+        });
     }
 
     /// Every unit of `flow` has left: its state goes, everywhere.
@@ -312,8 +311,8 @@ impl Server {
         self.order.forget(flow);
         self.released.forget(flow);
         self.last_worker.remove(flow);
-        if let Some(buffers) = &mut self.reorder {
-            buffers.remove(flow);
+        if let Some(buffer) = &mut self.reorder {
+            buffer.forget(flow);
         }
     }
 
