@@ -170,6 +170,8 @@ pub struct Server {
     source: FlowSource,
     /// Plain HRW, for each flow's home node (when a home penalty is charged).
     home: Option<Box<dyn Placer>>,
+    /// Each live flow's home node: it never changes, so it is found once per flow.
+    homes: FlowMap<WorkerId>,
     /// Units finished ahead of their turn, per flow (when order is restored at the home node).
     reorder: Option<ReorderBuffer<Queued>>,
     /// Order of released (in-order) departures, for jitter when order is restored.
@@ -221,6 +223,7 @@ impl Server {
             placer,
             source,
             home,
+            homes: FlowMap::new(),
             reorder: reorder.then(ReorderBuffer::new),
             released: FlowOrder::new(),
             load: LoadTracker::new(),
@@ -310,6 +313,7 @@ impl Server {
         self.placer.forget_flow(flow);
         self.order.forget(flow);
         self.released.forget(flow);
+        self.homes.remove(flow);
         self.last_worker.remove(flow);
         if let Some(buffer) = &mut self.reorder {
             buffer.forget(flow);
@@ -327,7 +331,9 @@ impl Server {
             t += (p.migration_penalty.0 as f64 * extra).round() as u64;
         }
         if let Some(home) = &mut self.home {
-            let h = home.place(&head.unit, &switchyard_core::LoadView::IDLE);
+            let h = *self
+                .homes
+                .get_or_insert_with(head.unit.flow, || home.place(&head.unit, &switchyard_core::LoadView::IDLE));
             t += (p.home_penalty.0 as f64 * (p.topology.cost(h.0, w.0) - 1.0)).round() as u64;
         }
         self.busy[w.0 as usize].0 += t;

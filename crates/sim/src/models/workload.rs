@@ -307,7 +307,9 @@ impl FlowSource {
 
     /// `unit` has been served: for DPI, the scan may classify its connection.
     pub(crate) fn on_served(&mut self, unit: &Unit) {
-        let Some((_, _)) = self.dpi else { return };
+        if self.dpi.is_none() {
+            return;
+        }
         let Some(&i) = self.index.get(unit.flow) else { return };
         let f = &mut self.flows[i as usize];
         let packets = unit.seq + 1;
