@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use switchyard_sim::scenario::Scenario;
+use switchyard_sim::scenario::{Comparison, Scenario};
 
 use crate::report::Format;
 use crate::sim::run_scenario;
@@ -14,6 +14,7 @@ use crate::sim::run_scenario;
 /// The reproduction scenarios, built into the binary (their files are in scenarios/reproduce/).
 const REPRODUCTIONS: &[(&str, &str)] = &[
     ("dpi-affinity", include_str!("../../../scenarios/reproduce/dpi-affinity.toml")),
+    ("niagara-hierarchy", include_str!("../../../scenarios/reproduce/niagara-hierarchy.toml")),
     ("gop-cache-aware", include_str!("../../../scenarios/reproduce/gop-cache-aware.toml")),
 ];
 
@@ -67,6 +68,11 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
     let scenario = Scenario::parse(text, &format!("scenarios/reproduce/{name}.toml"), None)?;
     drop(out);
     let comparisons = run_scenario(&scenario, args.threads, args.out.as_deref(), Format::Table)?;
+    print_comparisons(&comparisons)
+}
+
+/// Prints each published claim with our figure, the difference and its explanation.
+pub(crate) fn print_comparisons(comparisons: &[Comparison]) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "\npublished beside ours")?;
     for c in comparisons {

@@ -51,7 +51,10 @@ pub(crate) fn run(args: &SimArgs) -> Result<()> {
     let origin = args.scenario.display().to_string();
     let text = fs::read_to_string(&args.scenario).with_context(|| format!("cannot read scenario `{origin}`"))?;
     let scenario = Scenario::parse(&text, &origin, args.seed)?;
-    run_scenario(&scenario, args.threads, args.out.as_deref(), args.format)?;
+    let comparisons = run_scenario(&scenario, args.threads, args.out.as_deref(), args.format)?;
+    if args.format == Format::Table && !comparisons.is_empty() {
+        crate::reproduce::print_comparisons(&comparisons)?;
+    }
     Ok(())
 }
 
@@ -122,36 +125,12 @@ pub(crate) fn run_scenario(
     Ok(comparisons)
 }
 
+/// One CSV row per run, with a header row of the field names.
 fn write_csv(w: &mut impl Write, rows: &[RunSummary]) -> Result<()> {
-    writeln!(
-        w,
-        "case,policy,seed,swept,emitted,served,dropped,units_per_s,offered_gbps,utilisation_mean,utilisation_spread,busy_max_over_mean,busy_cov,busy_jain,migrations,out_of_order,jitter_us,latency_p50_us,latency_p99_us,producer_blocked_ms"
-    )?;
+    let mut csv = csv::Writer::from_writer(w);
     for r in rows {
-        writeln!(
-            w,
-            "{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            r.case,
-            r.policy,
-            r.seed,
-            r.swept.replace('"', "\"\""),
-            r.emitted,
-            r.served,
-            r.dropped,
-            r.units_per_s,
-            r.offered_gbps,
-            r.utilisation_mean,
-            r.utilisation_spread,
-            r.busy_max_over_mean,
-            r.busy_cov,
-            r.busy_jain,
-            r.migrations,
-            r.out_of_order,
-            r.jitter_us,
-            r.latency_p50_us,
-            r.latency_p99_us,
-            r.producer_blocked_ms
-        )?;
+        csv.serialize(r)?;
     }
+    csv.flush()?;
     Ok(())
 }

@@ -10,9 +10,11 @@
 //! queue_capacity = 64          # units per worker, the one in service included
 //! on_full = "block"            # or "drop"
 //! decision_cost_ns = 500
+//! packet_cost_ns = 0           # producer time per packet, queued or only marked
 //! service_base_ns = 5000
 //! service_per_kib_ns = 20000
 //! migration_penalty_ns = 5000  # × (C[prev][this] − 1) when a flow moves
+//! sibling_sharing = 0.0        # 0..1: how much leaves of one lowest-level node share it
 //!
 //! [workload]                   # or kind = "dpi" (add inspect_packets, match_fraction), or
 //!                              # kind = "gop" (streams, gops, interval_s, bytes = [lo, hi])
@@ -85,8 +87,10 @@ pub struct Published {
     /// The published figure (a ratio such as 1.51 for "+51%", or a value).
     pub value: f64,
     /// How to compute ours: `METRIC of POLICY@SWEPT`, or a ratio `… / …` of two such terms, where
-    /// SWEPT is a run's swept values as printed (`machine.workers=7`; empty for no sweep). A term
-    /// may name several policies, `METRIC of P1+P2+P3@SWEPT`, for the mean of their figures.
+    /// SWEPT is some of a run's swept values as printed (`machine.workers=7`, space-separated).
+    /// A term is the mean over the runs that match: every run of the policy whose swept values
+    /// include SWEPT's (all of them for `@*`, or with no `@`). A term may name several policies,
+    /// `METRIC of P1+P2+P3@SWEPT`, for the mean over all of theirs.
     pub ours: String,
     /// Why ours differs, written after the run, never by tuning parameters to close the gap.
     #[serde(default)]
@@ -124,6 +128,8 @@ struct Machine {
     on_full: FullRule,
     #[serde(default = "default_decision")]
     decision_cost_ns: u64,
+    #[serde(default)]
+    packet_cost_ns: u64,
     service_base_ns: u64,
     #[serde(default)]
     service_per_kib_ns: u64,
@@ -131,6 +137,8 @@ struct Machine {
     migration_penalty_ns: u64,
     #[serde(default)]
     home_penalty_ns: u64,
+    #[serde(default)]
+    sibling_sharing: f64,
 }
 
 fn default_capacity() -> usize {
@@ -345,35 +353,40 @@ impl Scenario {
             None => self.term(expr.trim(), outcomes),
         }
     }
-    /// `METRIC of POLICY@SWEPT`, or `METRIC of P1+P2+…@SWEPT` for the mean over policies.
+    /// `METRIC of POLICY@SWEPT`, or `METRIC of P1+P2+…@SWEPT` for the mean over policies. The
+    /// mean is also over every case whose swept values include all of SWEPT's `key=value` pairs,
+    /// so naming some axes averages over the rest; `@*` (or nothing) takes every case.
     fn term(&self, t: &str, outcomes: &[ServerOutcome]) -> Result<f64, String> {
         let (metric, run) = t.split_once(" of ").ok_or_else(|| format!("`{t}`: expected `METRIC of POLICY@SWEPT`"))?;
-        let (policies, swept) = run.split_once('@').unwrap_or((run, ""));
+        let (policies, swept) = run.split_once('@').unwrap_or((run, "*"));
         let names: Vec<&str> = policies.split('+').map(str::trim).collect();
-        let mut sum = 0.0;
+        let (mut sum, mut n) = (0.0, 0);
         for policy in &names {
-            sum += self.one(t, metric, policy, swept, outcomes)?;
+            let cases: Vec<&Case> = self
+                .cases
+                .iter()
+                .filter(|c| {
+                    let have: Vec<String> = c.swept.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    c.params.policy.name() == *policy
+                        && (swept == "*" || swept.split_whitespace().all(|want| have.iter().any(|h| h == want)))
+                })
+                .collect();
+            if cases.is_empty() {
+                return Err(format!("`{t}`: no run of {policy} with `{swept}`"));
+            }
+            for case in cases {
+                sum += metric_of(&outcomes[case.index], metric)
+                    .ok_or_else(|| format!("`{t}`: unknown metric `{metric}` (known: {METRICS})"))?;
+                n += 1;
+            }
         }
-        Ok(sum / names.len() as f64)
-    }
-
-    fn one(&self, t: &str, metric: &str, policy: &str, swept: &str, outcomes: &[ServerOutcome]) -> Result<f64, String> {
-        let case = self
-            .cases
-            .iter()
-            .find(|c| {
-                c.params.policy.name() == policy
-                    && c.swept.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ") == swept
-            })
-            .ok_or_else(|| format!("`{t}`: no run of {policy} with `{swept}`"))?;
-        metric_of(&outcomes[case.index], metric)
-            .ok_or_else(|| format!("`{t}`: unknown metric `{metric}` (known: {METRICS})"))
+        Ok(sum / f64::from(n))
     }
 }
 
 /// The metrics a comparison may name.
-pub const METRICS: &str = "offered_gbps, units_per_s, utilisation_mean, utilisation_spread, busy_max_over_mean, \
-                           busy_cov, migrations, out_of_order, latency_p50_us, latency_p99_us, scanned_bytes";
+pub const METRICS: &str = "offered_gbps, units_per_s, utilisation_mean, utilisation_spread, node_utilisation_spread, \
+                           busy_max_over_mean, busy_cov, migrations, out_of_order, latency_p50_us, latency_p99_us, scanned_bytes";
 
 /// A named metric of one run.
 pub fn metric_of(o: &ServerOutcome, name: &str) -> Option<f64> {
@@ -382,9 +395,8 @@ pub fn metric_of(o: &ServerOutcome, name: &str) -> Option<f64> {
         "offered_gbps" => o.offered_gbps,
         "units_per_s" => o.units_per_s,
         "utilisation_mean" => util.iter().sum::<f64>() / util.len().max(1) as f64,
-        "utilisation_spread" => {
-            util.iter().copied().fold(f64::MIN, f64::max) - util.iter().copied().fold(f64::MAX, f64::min)
-        }
+        "utilisation_spread" => spread(util),
+        "node_utilisation_spread" => spread(&o.node_utilisation),
         "busy_max_over_mean" => o.balance.max_over_mean,
         "busy_cov" => o.balance.cov,
         "migrations" => o.migrations as f64,
@@ -394,6 +406,14 @@ pub fn metric_of(o: &ServerOutcome, name: &str) -> Option<f64> {
         "scanned_bytes" => o.scanned_bytes as f64,
         _ => return None,
     })
+}
+
+/// Largest minus smallest (0 for none).
+pub(crate) fn spread(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.iter().copied().fold(f64::MIN, f64::max) - v.iter().copied().fold(f64::MAX, f64::min)
 }
 
 /// Sets `t[a][b]… = v` for the dotted key `a.b…`, creating tables on the way.
@@ -489,10 +509,12 @@ fn params(f: &File, policy: Policy) -> Result<ServerParams, String> {
             FullRule::Drop => OnFull::Drop,
         },
         decision_cost: Nanos(m.decision_cost_ns),
+        packet_cost: Nanos(m.packet_cost_ns),
         service_base: Nanos(m.service_base_ns),
         service_per_kib: Nanos(m.service_per_kib_ns),
         migration_penalty: Nanos(m.migration_penalty_ns),
         home_penalty: Nanos(m.home_penalty_ns),
+        sibling_sharing: m.sibling_sharing,
         workers: m.workers,
         workload,
         seed: f.seed,

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::models::server::ServerOutcome;
-use crate::scenario::Case;
+use crate::scenario::{Case, spread};
 
 /// One run's results. Field names are the JSON and CSV column names.
 #[derive(Clone, Debug, Serialize)]
@@ -31,6 +31,9 @@ pub struct RunSummary {
     pub utilisation_mean: f64,
     /// Highest minus lowest worker utilisation (Guo's imbalance).
     pub utilisation_spread: f64,
+    /// Highest minus lowest mean utilisation of the nodes just below the root (Guo Fig. 5.6's
+    /// imbalance across the Niagara 2's cores).
+    pub node_utilisation_spread: f64,
     /// Busy time: max over mean.
     pub busy_max_over_mean: f64,
     /// Busy time: coefficient of variation.
@@ -55,7 +58,6 @@ impl RunSummary {
     /// The summary of `outcome`, the result of `case`.
     pub fn new(case: &Case, o: &ServerOutcome) -> Self {
         let util = &o.utilisation;
-        let (lo, hi) = util.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &u| (lo.min(u), hi.max(u)));
         Self {
             case: case.index,
             policy: case.params.policy.name().to_string(),
@@ -67,7 +69,8 @@ impl RunSummary {
             units_per_s: o.units_per_s,
             offered_gbps: o.offered_gbps,
             utilisation_mean: util.iter().sum::<f64>() / util.len().max(1) as f64,
-            utilisation_spread: if util.is_empty() { 0.0 } else { hi - lo },
+            utilisation_spread: spread(util),
+            node_utilisation_spread: spread(&o.node_utilisation),
             busy_max_over_mean: o.balance.max_over_mean,
             busy_cov: o.balance.cov,
             busy_jain: o.balance.jain,

@@ -3,7 +3,9 @@
 //!
 //! Modelling choices, each a parameter:
 //! - **Producer.** Units arrive at the producer, which handles them one at a time in arrival
-//!   order. Each decision costs [`ServerParams::decision_cost`]. It asks the configured core
+//!   order. Each decision costs [`ServerParams::decision_cost`], and every packet, queued or
+//!   only marked, costs [`ServerParams::packet_cost`] (Guo's preprocessing thread reassembles
+//!   every packet with libnids before it schedules the new buffer, §2.4). It asks the configured core
 //!   [`Placer`], reading a [`LoadView`] in which a worker's queue counts its queued units plus the
 //!   one in service. When the chosen queue is full, the producer either waits until that queue
 //!   has room, as in the dissertation's L7-filter design ([`OnFull::Block`]), or drops the unit
@@ -15,6 +17,13 @@
 //!   served on a different worker than its flow's previous unit. The penalty is
 //!   `migration_penalty · (C[prev][this] − 1)`, with `C` the topology's cost matrix, so a move
 //!   within a shared cache costs less than a move across sockets (Guo Eq. 6.3).
+//! - **Shared execution** ([`ServerParams::sibling_sharing`], σ ∈ [0, 1]). Leaves under one
+//!   lowest-level node (a Niagara 2 pipeline's four hardware threads) issue from one execution
+//!   unit. While k of them are serving, each runs at speed 1 / (1 + σ·(k − 1)): σ = 0 makes them
+//!   independent cores, σ = 1 makes the group as fast as one thread however many are busy. The
+//!   dissertation gives no figure (Guo §5.1 names the 16 pipelines as the "ideal" 16×, which is
+//!   σ = 1); the scenarios state theirs. A unit's work is fixed when it starts; when a sibling
+//!   starts or stops, the rest of the work runs at the new speed.
 //! - **Metrics**, from the core's measure stage:
 //!   - throughput and per-worker utilisation (busy time over the run);
 //!   - balance of busy time;
@@ -65,6 +74,8 @@ pub struct ServerParams {
     pub on_full: OnFull,
     /// Producer time per placement decision.
     pub decision_cost: Nanos,
+    /// Producer time per packet that reaches it, whether it becomes a unit or is only marked.
+    pub packet_cost: Nanos,
     /// Fixed service time per unit.
     pub service_base: Nanos,
     /// Service time per KiB of unit size.
@@ -75,6 +86,9 @@ pub struct ServerParams {
     /// node (its plain-HRW worker), paid by every unit (Guo §6.2: every GOP communicates with its
     /// stream's home node, which restores departure order).
     pub home_penalty: Nanos,
+    /// How much leaves under one lowest-level node share its execution (0: not at all; 1: the
+    /// group is as fast as one leaf). See the module documentation.
+    pub sibling_sharing: f64,
     /// Workers used: the first this many leaves of the topology (all of them when `None`).
     pub workers: Option<u32>,
     /// The offered work.
@@ -121,6 +135,9 @@ pub struct ServerOutcome {
     pub units_per_s: f64,
     /// Busy time over the makespan, per worker.
     pub utilisation: Vec<f64>,
+    /// Mean utilisation of the workers under each node just below the root (a socket of the
+    /// Xeon, a core of the Niagara 2), for the spread of load across them (Guo Fig. 5.6).
+    pub node_utilisation: Vec<f64>,
     /// Balance of busy time over workers.
     pub balance: Balance,
     /// Units served on a different worker than their flow's previous unit.
@@ -146,8 +163,9 @@ pub enum ServerEvent {
     Unit(u32),
     /// The producer's current decision is done.
     DecisionDone,
-    /// Worker `w` finished the unit at the head of its queue.
-    ServiceDone(u32),
+    /// Worker `w` finished the unit at the head of its queue, unless its speed changed since
+    /// this event was scheduled (the second field is then stale; see [`ServerParams::sibling_sharing`]).
+    ServiceDone(u32, u32),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -156,10 +174,21 @@ struct Queued {
     arrived: Nanos,
 }
 
+/// The unit a worker is serving: solo-speed work left as of `since`, at `speed`.
+#[derive(Clone, Copy, Debug)]
+struct Service {
+    started: Nanos,
+    since: Nanos,
+    left: f64,
+    speed: f64,
+}
+
 #[derive(Debug)]
 enum Producer {
     Idle,
     Deciding(Queued, WorkerId),
+    /// Preprocessing a packet that is only marked.
+    Marking,
     Blocked(Queued, WorkerId, Nanos),
 }
 
@@ -177,10 +206,16 @@ pub struct Server {
     /// Order of released (in-order) departures, for jitter when order is restored.
     released: FlowOrder,
     load: LoadTracker,
-    input: VecDeque<Queued>,
+    /// Packets waiting for the producer: units, or `None` for one it only marks.
+    input: VecDeque<Option<Queued>>,
     producer: Producer,
     queues: Vec<VecDeque<Queued>>,
     busy: Vec<Nanos>,
+    serving: Vec<Option<Service>>,
+    /// Per worker, bumped on every speed change, so earlier completion events are known stale.
+    epochs: Vec<u32>,
+    /// Leaves per execution group (the lowest level's fanout; 1 when nothing is shared).
+    group: u32,
     last_worker: FlowMap<WorkerId>,
     order: FlowOrder,
     latency: Latency,
@@ -217,6 +252,14 @@ impl Server {
             Workload::Gop(g) => FlowSource::gop(g, streams)?,
         };
         let reorder = matches!(params.workload, Workload::Gop(_));
+        if !(0.0..=1.0).contains(&params.sibling_sharing) {
+            return Err(bad("sibling_sharing", params.sibling_sharing.to_string(), "a fraction from 0 to 1"));
+        }
+        let group = if params.sibling_sharing > 0.0 {
+            params.topology.span(params.topology.depth().saturating_sub(1))
+        } else {
+            1
+        };
         let home = if params.home_penalty.0 > 0 { Some(place::build(Policy::Hrw, &config, &workers)?) } else { None };
         let mut model = Self {
             params: params.clone(),
@@ -231,6 +274,9 @@ impl Server {
             producer: Producer::Idle,
             queues: vec![VecDeque::new(); n as usize],
             busy: vec![Nanos::ZERO; n as usize],
+            serving: vec![None; n as usize],
+            epochs: vec![0; n as usize],
+            group,
             last_worker: FlowMap::new(),
             order: FlowOrder::new(),
             latency: Latency::new(),
@@ -251,6 +297,11 @@ impl Server {
     fn outcome(self, events: u64) -> ServerOutcome {
         let span = self.last_departure.0.max(1) as f64;
         let busy: Vec<f64> = self.busy.iter().map(|b| b.0 as f64).collect();
+        let utilisation: Vec<f64> = busy.iter().map(|b| b / span).collect();
+        let topology = &self.params.topology;
+        let per_node = topology.span(1.min(topology.depth())) as usize;
+        let node_utilisation =
+            utilisation.chunks(per_node.max(1)).map(|c| c.iter().sum::<f64>() / c.len() as f64).collect();
         ServerOutcome {
             policy: self.params.policy,
             emitted: self.emitted,
@@ -262,7 +313,8 @@ impl Server {
             offered_gbps: self.source.offered_bytes() as f64 * 8.0 / span,
             makespan: self.last_departure,
             units_per_s: self.served as f64 / span * 1e9,
-            utilisation: busy.iter().map(|b| b / span).collect(),
+            utilisation,
+            node_utilisation,
             balance: balance(&busy, None),
             migrations: self.order.migrations(),
             out_of_order: self.order.out_of_order(),
@@ -278,10 +330,15 @@ impl Server {
         if !matches!(self.producer, Producer::Idle) {
             return;
         }
-        let Some(q) = self.input.pop_front() else { return };
+        let Some(next) = self.input.pop_front() else { return };
+        let Some(q) = next else {
+            self.producer = Producer::Marking;
+            queue.schedule_in(self.params.packet_cost, ServerEvent::DecisionDone);
+            return;
+        };
         let w = self.placer.place(&q.unit, &self.load.view());
         self.producer = Producer::Deciding(q, w);
-        queue.schedule_in(self.params.decision_cost, ServerEvent::DecisionDone);
+        queue.schedule_in(Nanos(self.params.decision_cost.0 + self.params.packet_cost.0), ServerEvent::DecisionDone);
     }
 
     /// Puts `q` on worker `w`'s queue, starting service if the worker was idle.
@@ -322,6 +379,7 @@ impl Server {
 
     fn start_service(&mut self, w: WorkerId, queue: &mut EventQueue<ServerEvent>) {
         let Some(&head) = self.queues[w.0 as usize].front() else { return };
+        let now = queue.now();
         let p = &self.params;
         let work = self.source.work_bytes(&head.unit);
         self.scanned += work;
@@ -336,8 +394,37 @@ impl Server {
                 .get_or_insert_with(head.unit.flow, || home.place(&head.unit, &switchyard_core::LoadView::IDLE));
             t += (p.home_penalty.0 as f64 * (p.topology.cost(h.0, w.0) - 1.0)).round() as u64;
         }
-        self.busy[w.0 as usize].0 += t;
-        queue.schedule_in(Nanos(t), ServerEvent::ServiceDone(w.0));
+        self.serving[w.0 as usize] = Some(Service { started: now, since: now, left: t as f64, speed: 0.0 });
+        self.respeed(w, queue);
+    }
+
+    /// Worker `w` finished its unit: its busy time is counted and its siblings speed up.
+    fn end_service(&mut self, w: WorkerId, queue: &mut EventQueue<ServerEvent>) {
+        let s = self.serving[w.0 as usize].take().expect("a worker finishes only what it serves");
+        self.busy[w.0 as usize].0 += queue.now().0 - s.started.0;
+        self.respeed(w, queue);
+    }
+
+    /// Sets the speed of every serving worker in `w`'s execution group from how many of them
+    /// serve, rescheduling the completion of any whose speed changed.
+    fn respeed(&mut self, w: WorkerId, queue: &mut EventQueue<ServerEvent>) {
+        let now = queue.now();
+        let first = (w.0 / self.group * self.group) as usize;
+        let members = first..(first + self.group as usize).min(self.serving.len());
+        let k = self.serving[members.clone()].iter().flatten().count();
+        let speed = 1.0 / (1.0 + self.params.sibling_sharing * k.saturating_sub(1) as f64);
+        for i in members {
+            let Some(s) = &mut self.serving[i] else { continue };
+            if s.speed == speed {
+                continue;
+            }
+            s.left = (s.left - (now.0 - s.since.0) as f64 * s.speed).max(0.0);
+            s.since = now;
+            s.speed = speed;
+            self.epochs[i] = self.epochs[i].wrapping_add(1);
+            queue
+                .schedule_in(Nanos((s.left / speed).ceil() as u64), ServerEvent::ServiceDone(i as u32, self.epochs[i]));
+        }
     }
 }
 
@@ -348,18 +435,27 @@ impl Model for Server {
         match event {
             ServerEvent::FlowStart(i) => self.source.on_flow_start(i, queue),
             ServerEvent::Unit(i) => {
-                if let Some(unit) = self.source.on_unit(i, queue) {
-                    self.emitted += 1;
-                    self.input.push_back(Queued { unit, arrived: now });
-                    self.next_decision(queue);
+                match self.source.on_unit(i, queue) {
+                    Some(unit) => {
+                        self.emitted += 1;
+                        self.input.push_back(Some(Queued { unit, arrived: now }));
+                        self.next_decision(queue);
+                    }
+                    None if self.params.packet_cost.0 > 0 => {
+                        self.input.push_back(None);
+                        self.next_decision(queue);
+                    }
+                    None => {}
                 }
                 for flow in self.source.take_finished() {
                     self.forget(flow);
                 }
             }
             ServerEvent::DecisionDone => {
-                let Producer::Deciding(q, w) = std::mem::replace(&mut self.producer, Producer::Idle) else {
-                    unreachable!("a decision completes only while deciding")
+                let (q, w) = match std::mem::replace(&mut self.producer, Producer::Idle) {
+                    Producer::Deciding(q, w) => (q, w),
+                    Producer::Marking => return self.next_decision(queue),
+                    Producer::Idle | Producer::Blocked(..) => unreachable!("a decision completes only while deciding"),
                 };
                 if self.queues[w.0 as usize].len() < self.params.queue_capacity {
                     self.enqueue(q, w, queue);
@@ -371,8 +467,12 @@ impl Model for Server {
                 }
                 self.next_decision(queue);
             }
-            ServerEvent::ServiceDone(wi) => {
+            ServerEvent::ServiceDone(wi, epoch) => {
+                if self.epochs[wi as usize] != epoch {
+                    return;
+                }
                 let w = WorkerId(wi);
+                self.end_service(w, queue);
                 let Some(done) = self.queues[wi as usize].pop_front() else {
                     unreachable!("a worker finishes only what it holds")
                 };
