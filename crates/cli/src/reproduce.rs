@@ -16,6 +16,7 @@ const REPRODUCTIONS: &[(&str, &str)] = &[
     ("dpi-affinity", include_str!("../../../scenarios/reproduce/dpi-affinity.toml")),
     ("niagara-hierarchy", include_str!("../../../scenarios/reproduce/niagara-hierarchy.toml")),
     ("gop-cache-aware", include_str!("../../../scenarios/reproduce/gop-cache-aware.toml")),
+    ("ps-shares", include_str!("../../../scenarios/reproduce/ps-shares.toml")),
 ];
 
 /// Reproduce a published result in the simulator.
@@ -80,12 +81,12 @@ pub(crate) fn print_comparisons(comparisons: &[Comparison]) -> Result<()> {
         match &c.ours {
             Ok(ours) => writeln!(
                 out,
-                "- {}\n  published {:.3} ({})\n  ours      {:.3}  ({:+.1}%)",
+                "- {}\n  published {:.3} ({})\n  ours      {:.3}  ({})",
                 p.claim,
                 p.value,
                 p.source,
                 ours,
-                c.difference().unwrap_or(0.0) * 100.0
+                c.difference_text()
             )?,
             Err(e) => writeln!(out, "- {}: cannot compute ours: {e}", p.claim)?,
         }

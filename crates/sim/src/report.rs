@@ -108,10 +108,9 @@ pub fn html(title: &str, rows: &[RunSummary], comparisons: &[Comparison]) -> Res
         h.push_str("<h2>Published beside ours</h2><table><tr><th>claim</th><th>source</th><th>published</th><th>ours</th><th>difference</th></tr>");
         for c in comparisons {
             let p = &c.published;
-            let (ours, diff) = match (&c.ours, c.difference()) {
-                (Ok(o), Some(d)) => (format!("{o:.3}"), format!("{:+.1}%", d * 100.0)),
-                (Err(e), _) => (escape(e), String::new()),
-                _ => (String::new(), String::new()),
+            let (ours, diff) = match &c.ours {
+                Ok(o) => (format!("{o:.3}"), c.difference_text()),
+                Err(e) => (escape(e), String::new()),
             };
             let _ = write!(
                 h,

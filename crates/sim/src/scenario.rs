@@ -17,7 +17,8 @@
 //! sibling_sharing = 0.0        # 0..1: how much leaves of one lowest-level node share it
 //!
 //! [workload]                   # or kind = "dpi" (add inspect_packets, match_fraction), or
-//!                              # kind = "gop" (streams, gops, interval_s, bytes = [lo, hi])
+//!                              # kind = "gop" (streams, gops, interval_s, bytes = [lo, hi],
+//!                              # profiles = [work multipliers, one per stream in turn])
 //! kind = "synthetic"
 //! flows = 20000
 //! flow_rate = 60000.0          # flows per second
@@ -111,6 +112,16 @@ impl Comparison {
     pub fn difference(&self) -> Option<f64> {
         self.ours.as_ref().ok().map(|o| o / self.published.value - 1.0)
     }
+
+    /// The difference as printed: relative (`+12.1%`), or absolute (`+0.019 absolute`) when the
+    /// published figure is 0 and a ratio would say nothing.
+    pub fn difference_text(&self) -> String {
+        match (&self.ours, self.published.value) {
+            (Err(_), _) => String::new(),
+            (Ok(o), 0.0) => format!("{o:+.3} absolute"),
+            (Ok(o), v) => format!("{:+.1}%", (o / v - 1.0) * 100.0),
+        }
+    }
 }
 
 fn one() -> u64 {
@@ -191,7 +202,13 @@ enum Workload {
         gops: u64,
         interval_s: f64,
         bytes: (u64, u64),
+        #[serde(default = "default_profiles")]
+        profiles: Vec<f64>,
     },
+}
+
+fn default_profiles() -> Vec<f64> {
+    vec![1.0]
 }
 
 fn default_inspect() -> u64 {
@@ -386,7 +403,8 @@ impl Scenario {
 
 /// The metrics a comparison may name.
 pub const METRICS: &str = "offered_gbps, units_per_s, utilisation_mean, utilisation_spread, node_utilisation_spread, \
-                           busy_max_over_mean, busy_cov, migrations, out_of_order, latency_p50_us, latency_p99_us, scanned_bytes";
+                           busy_max_over_mean, busy_cov, migrations, out_of_order, latency_p50_us, latency_p99_us, scanned_bytes, \
+                           flow_share_cov, flow_rate_jain";
 
 /// A named metric of one run.
 pub fn metric_of(o: &ServerOutcome, name: &str) -> Option<f64> {
@@ -404,6 +422,8 @@ pub fn metric_of(o: &ServerOutcome, name: &str) -> Option<f64> {
         "latency_p50_us" => o.latency.quantile(0.5) as f64 / 1e3,
         "latency_p99_us" => o.latency.quantile(0.99) as f64 / 1e3,
         "scanned_bytes" => o.scanned_bytes as f64,
+        "flow_share_cov" => o.flow_shares.cov,
+        "flow_rate_jain" => o.flow_rate_jain,
         _ => return None,
     })
 }
@@ -494,9 +514,13 @@ fn params(f: &File, policy: Policy) -> Result<ServerParams, String> {
             inspect_packets: *inspect_packets,
             match_fraction: *match_fraction,
         }),
-        Workload::Gop { streams, gops, interval_s, bytes } => {
-            server::Workload::Gop(GopStreams { streams: *streams, gops: *gops, interval: *interval_s, bytes: *bytes })
-        }
+        Workload::Gop { streams, gops, interval_s, bytes, profiles } => server::Workload::Gop(GopStreams {
+            streams: *streams,
+            gops: *gops,
+            interval: *interval_s,
+            bytes: *bytes,
+            profiles: profiles.clone(),
+        }),
     };
     let m = &f.machine;
     Ok(ServerParams {

@@ -52,6 +52,10 @@ pub struct RunSummary {
     pub latency_p99_us: f64,
     /// Time the producer waited on full queues, ms.
     pub producer_blocked_ms: f64,
+    /// CoV of flows' worker shares against their proportional targets (0: exactly in proportion).
+    pub flow_share_cov: f64,
+    /// Jain's index of flows' progress rates.
+    pub flow_rate_jain: f64,
 }
 
 impl RunSummary {
@@ -80,6 +84,8 @@ impl RunSummary {
             latency_p50_us: o.latency.quantile(0.5) as f64 / 1e3,
             latency_p99_us: o.latency.quantile(0.99) as f64 / 1e3,
             producer_blocked_ms: o.producer_blocked.0 as f64 / 1e6,
+            flow_share_cov: o.flow_shares.cov,
+            flow_rate_jain: o.flow_rate_jain,
         }
     }
 

@@ -150,6 +150,14 @@ pub struct ServerOutcome {
     pub latency: Latency,
     /// Time the producer spent waiting for a full queue.
     pub producer_blocked: Nanos,
+    /// Per-flow shares against proportional targets (Guo Eq. 7.2–7.4): for each finished flow,
+    /// the workers it held on average while active (its busy time over the span from its first
+    /// arrival to its last departure), balanced against its weight φ, the mean size of its
+    /// units. A CoV of 0 means every flow got workers exactly in proportion to φ.
+    pub flow_shares: Balance,
+    /// Jain's index of the flows' progress rates (units per second while active): 1 when every
+    /// flow advances at the same pace, as GPS with φ = size gives flows of equal unit counts.
+    pub flow_rate_jain: f64,
     /// Events handled.
     pub events: u64,
 }
@@ -181,6 +189,16 @@ struct Service {
     since: Nanos,
     left: f64,
     speed: f64,
+}
+
+/// A live flow's account, for its share (see [`ServerOutcome::flow_shares`]).
+#[derive(Clone, Copy, Debug)]
+struct FlowAccount {
+    first: Nanos,
+    last: Nanos,
+    busy: u64,
+    units: u64,
+    bytes: u64,
 }
 
 #[derive(Debug)]
@@ -217,6 +235,9 @@ pub struct Server {
     /// Leaves per execution group (the lowest level's fanout; 1 when nothing is shared).
     group: u32,
     last_worker: FlowMap<WorkerId>,
+    accounts: FlowMap<FlowAccount>,
+    /// Finished flows: (workers held on average, units per second, φ).
+    finished: Vec<(f64, f64, f64)>,
     order: FlowOrder,
     latency: Latency,
     emitted: u64,
@@ -278,6 +299,8 @@ impl Server {
             epochs: vec![0; n as usize],
             group,
             last_worker: FlowMap::new(),
+            accounts: FlowMap::new(),
+            finished: Vec::new(),
             order: FlowOrder::new(),
             latency: Latency::new(),
             emitted: 0,
@@ -321,6 +344,11 @@ impl Server {
             jitter_ns: if self.reorder.is_some() { self.released.jitter_ns() } else { self.order.jitter_ns() },
             latency: self.latency,
             producer_blocked: self.blocked,
+            flow_shares: balance(
+                &self.finished.iter().map(|f| f.0).collect::<Vec<_>>(),
+                Some(&self.finished.iter().map(|f| f.2).collect::<Vec<_>>()),
+            ),
+            flow_rate_jain: balance(&self.finished.iter().map(|f| f.1).collect::<Vec<_>>(), None).jain,
             events,
         }
     }
@@ -367,6 +395,16 @@ impl Server {
 
     /// Every unit of `flow` has left: its state goes, everywhere.
     fn forget(&mut self, flow: FlowId) {
+        if let Some(a) = self.accounts.remove(flow)
+            && a.units > 0
+        {
+            let active = (a.last.0 - a.first.0).max(1) as f64;
+            self.finished.push((
+                a.busy as f64 / active,
+                a.units as f64 / active * 1e9,
+                a.bytes as f64 / a.units as f64,
+            ));
+        }
         self.placer.forget_flow(flow);
         self.order.forget(flow);
         self.released.forget(flow);
@@ -401,7 +439,13 @@ impl Server {
     /// Worker `w` finished its unit: its busy time is counted and its siblings speed up.
     fn end_service(&mut self, w: WorkerId, queue: &mut EventQueue<ServerEvent>) {
         let s = self.serving[w.0 as usize].take().expect("a worker finishes only what it serves");
-        self.busy[w.0 as usize].0 += queue.now().0 - s.started.0;
+        let (now, took) = (queue.now(), queue.now().0 - s.started.0);
+        self.busy[w.0 as usize].0 += took;
+        if let Some(head) = self.queues[w.0 as usize].front()
+            && let Some(a) = self.accounts.get_mut(head.unit.flow)
+        {
+            (a.last, a.busy, a.units, a.bytes) = (now, a.busy + took, a.units + 1, a.bytes + head.unit.size);
+        }
         self.respeed(w, queue);
     }
 
@@ -438,6 +482,13 @@ impl Model for Server {
                 match self.source.on_unit(i, queue) {
                     Some(unit) => {
                         self.emitted += 1;
+                        self.accounts.get_or_insert_with(unit.flow, || FlowAccount {
+                            first: now,
+                            last: now,
+                            busy: 0,
+                            units: 0,
+                            bytes: 0,
+                        });
                         self.input.push_back(Some(Queued { unit, arrived: now }));
                         self.next_decision(queue);
                     }

@@ -55,6 +55,10 @@ pub struct GopStreams {
     pub interval: f64,
     /// Smallest and largest GOP, in bytes (sizes uniform between them).
     pub bytes: (u64, u64),
+    /// Work multipliers of the target profiles, taken by the streams in turn (stream `i` has
+    /// `profiles[i % len]`): Guo's 20 streams transcode to four profiles, SQCIF to 4CIF, whose
+    /// work differs. `[1.0]` makes every stream alike.
+    pub profiles: Vec<f64>,
 }
 
 /// A synthetic flow workload.
@@ -122,6 +126,8 @@ pub(crate) struct FlowSource {
     dpi: Option<(u64, f64)>,
     /// GOP streams: GOPs per stream and the size range.
     gop: Option<(u64, (u64, u64))>,
+    /// GOP streams: each stream's work multiplier, by stream index modulo the length.
+    profiles: Vec<f64>,
     offered: u64,
     /// Flows that finished without a departure (their last packets were only marked).
     finished: Vec<FlowId>,
@@ -156,6 +162,13 @@ impl FlowSource {
     /// GOP streams: every stream starts within the first microseconds and has exactly
     /// `g.gops` GOPs.
     pub(crate) fn gop(g: &GopStreams, streams: Streams) -> Result<Self, SimError> {
+        if g.profiles.is_empty() || g.profiles.iter().any(|p| !(p.is_finite() && *p > 0.0)) {
+            return Err(SimError::BadParameter {
+                name: "profiles",
+                value: format!("{:?}", g.profiles),
+                expected: "at least one positive, finite work multiplier",
+            });
+        }
         if g.gops == 0 || g.bytes.0 == 0 || g.bytes.0 > g.bytes.1 {
             return Err(SimError::BadParameter {
                 name: "gops/bytes",
@@ -173,6 +186,7 @@ impl FlowSource {
         };
         let mut s = Self::new(&flows, streams)?;
         s.gop = Some((g.gops, g.bytes));
+        s.profiles.clone_from(&g.profiles);
         Ok(s)
     }
 
@@ -212,6 +226,7 @@ impl FlowSource {
             started: 0,
             dpi: None,
             gop: None,
+            profiles: Vec::new(),
             offered: 0,
             finished: Vec::new(),
             spec: spec.clone(),
@@ -268,7 +283,10 @@ impl FlowSource {
         let r: f64 = f.rng.random::<f64>() * self.cumulative.last().copied().unwrap_or(1.0);
         let k = self.cumulative.partition_point(|&c| c <= r).min(self.spec.sizes.len() - 1);
         let size = match self.gop {
-            Some((_, (lo, hi))) => f.rng.random_range(lo..=hi),
+            Some((_, (lo, hi))) => {
+                let scale = self.profiles[i as usize % self.profiles.len()];
+                (f.rng.random_range(lo..=hi) as f64 * scale).round().max(1.0) as u64
+            }
             None => self.spec.sizes[k].0,
         };
         self.offered += size;

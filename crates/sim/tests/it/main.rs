@@ -360,6 +360,23 @@ mod reproductions {
         assert!((5.0..7.5).contains(&speedup), "7-worker speedup: {speedup}");
     }
 
+    /// Reduced ps-shares: PS-HRW holds each stream's share of workers close to φ / Σφ, closer
+    /// than round robin, whose moves cost small streams as much as large ones; and reallocating
+    /// only on a 100% change in φ leaves the shares further off than at β = 16%.
+    #[test]
+    fn ps_hrw_holds_shares_near_their_targets() {
+        let s = reduced("ps-shares", "gops = 300", "gops = 60");
+        let out = s.run(2, &|| {}).unwrap();
+        let cov = |policy: &str, beta: &str| {
+            let c = s.cases.iter().find(|c| c.params.policy.name() == policy && c.swept[0].1 == beta).unwrap();
+            switchyard_sim::scenario::metric_of(&out[c.index], "flow_share_cov").unwrap()
+        };
+        let ps = cov("ps-hrw", "0.16");
+        assert!(ps < 0.06, "PS-HRW share CoV {ps}");
+        assert!(cov("round-robin", "0.16") > 3.0 * ps, "round robin {}", cov("round-robin", "0.16"));
+        assert!(cov("ps-hrw", "1.0") > ps, "β = 100%: {}", cov("ps-hrw", "1.0"));
+    }
+
     /// Reduced niagara-hierarchy: the rankings the model reproduces. With short queues H-AHRW
     /// beats connection locality and plain HRW, and conn's crowding onto the low-numbered threads
     /// unbalances the cores where H-AHRW does not. (H-AHRW over flat AHRW does not reproduce;
