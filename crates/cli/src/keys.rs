@@ -27,8 +27,7 @@ pub(crate) enum KeySource {
     File(PathBuf),
 }
 
-const FORMS: &str =
-    "sample, uniform:COUNT, zipf:S:COUNT[:KEYS], or a path to a file with one key per line (- for standard input)";
+const FORMS: &str = "sample, uniform:COUNT, zipf:S:COUNT[:KEYS], a pcap or pcapng capture (one key per TCP or UDP packet), or a path to a file with one key per line (- for standard input)";
 
 impl FromStr for KeySource {
     type Err = anyhow::Error;
@@ -123,7 +122,13 @@ impl KeySource {
             Self::File(p) => {
                 let f = File::open(p)
                     .with_context(|| format!("cannot open key file `{}` (key sources are: {FORMS})", p.display()))?;
-                read_lines(BufReader::new(f), &p.display().to_string(), undirected, &mut b)?;
+                let mut r = BufReader::new(f);
+                let name = p.display().to_string();
+                if is_capture(r.fill_buf().with_context(|| format!("reading {name}"))?) {
+                    read_capture(r, &name, undirected, &mut b)?;
+                } else {
+                    read_lines(r, &name, undirected, &mut b)?;
+                }
             }
         }
         if b.units.is_empty() {
@@ -157,6 +162,31 @@ impl Builder {
         self.units.push(Unit::of_flow(flow, 1).with_seq(*seq));
         *seq += 1;
     }
+}
+
+/// Whether `head` starts like a pcap (either byte order, µs or ns) or pcapng file.
+fn is_capture(head: &[u8]) -> bool {
+    const MAGICS: [[u8; 4]; 5] = [
+        [0xd4, 0xc3, 0xb2, 0xa1],
+        [0xa1, 0xb2, 0xc3, 0xd4],
+        [0x4d, 0x3c, 0xb2, 0xa1],
+        [0xa1, 0xb2, 0x3c, 0x4d],
+        [0x0a, 0x0d, 0x0d, 0x0a],
+    ];
+    head.len() >= 4 && MAGICS.iter().any(|m| head[..4] == *m)
+}
+
+/// Reads a capture's TCP and UDP packets, one key (the 5-tuple) per packet. Packets that are
+/// not TCP or UDP are left out and counted on standard error.
+fn read_capture(r: impl Read + Send, name: &str, undirected: bool, b: &mut Builder) -> Result<()> {
+    let mut reader = switchyard_ingest::CaptureReader::new(r).with_context(|| format!("reading {name}"))?;
+    while let Some(p) = reader.next_packet().with_context(|| format!("reading {name}"))? {
+        b.push(FlowKey::Tuple(if undirected { p.key.undirected() } else { p.key }));
+    }
+    if reader.skipped().total() > 0 {
+        eprintln!("{name}: left out {} packets: {}", reader.skipped().total(), reader.skipped());
+    }
+    Ok(())
 }
 
 /// Reads one key per line. Lines are trimmed; empty lines and lines starting with `#` are

@@ -64,7 +64,8 @@ pub(crate) struct PlaceArgs {
     #[arg(long, short)]
     topology: Option<String>,
 
-    /// Where keys come from: `sample` (shipped), uniform:COUNT, zipf:S:COUNT[:KEYS], or a file
+    /// Where keys come from: `sample` (shipped), uniform:COUNT, zipf:S:COUNT[:KEYS], a pcap or
+    /// pcapng capture (each TCP or UDP packet's 5-tuple; e.g. data/traces/sample.pcap), or a file
     /// with one key per line (`tcp 10.0.0.1:4000 10.0.0.2:80`, a number, or any text; - reads
     /// standard input).
     #[arg(long, short, default_value = "sample")]

@@ -209,3 +209,12 @@ fn reproduce_lists_and_rejects_unknown_names() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no reproduction `nope`; there are: dpi-affinity"), "{}", stderr(&o));
 }
+
+#[test]
+fn keys_from_a_capture_are_its_packets_five_tuples() {
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/sample.pcap");
+    let rows = json_rows(&["place", "--policy", "hrw", "--keys", sample, "--undirected", "--format", "json"]);
+    assert_eq!(rows[0]["keys"], 2503, "one key per TCP packet of the sample");
+    let o = switchyard(&["place", "--policy", "hrw", "--keys", sample, "--undirected"]);
+    assert!(stdout(&o).contains("of 600 flows"), "{}", stdout(&o));
+}

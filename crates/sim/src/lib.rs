@@ -9,7 +9,9 @@
 //!   - the M/M/c queue ([`models::mmc`]), which checks the engine against closed forms;
 //!   - the multicore network server ([`models::server`]): a producer places units on per-worker
 //!     run-queues with any core policy, and workers pay a locality penalty when a flow moves;
-//!   - the synthetic flow workload ([`models::workload`]).
+//!   - the workloads: synthetic flows, DPI connection buffers and GOP streams
+//!     ([`models::workload`]), and pcap or pcapng captures replayed ([`models::trace`], read
+//!     through `switchyard-ingest`, the reader every driver shares).
 //!
 //! # Ordering guarantees
 //!

@@ -18,7 +18,10 @@
 //!
 //! [workload]                   # or kind = "dpi" (add inspect_packets, match_fraction), or
 //!                              # kind = "gop" (streams, gops, interval_s, bytes = [lo, hi],
-//!                              # profiles = [work multipliers, one per stream in turn])
+//!                              # profiles = [work multipliers, one per stream in turn]), or
+//!                              # kind = "trace" (file = "x.pcap" relative to this file,
+//!                              # time_scale = 1.0, directed = false, and for DPI buffers
+//!                              # inspect_packets = 8, match_fraction = 0.7)
 //! kind = "synthetic"
 //! flows = 20000
 //! flow_rate = 60000.0          # flows per second
@@ -38,7 +41,10 @@
 //! A sweep runs every combination of its lists (in the sorted order of the keys), times every
 //! policy. Errors name the file, the key and what is wrong; unknown keys are errors, not ignored.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -50,6 +56,7 @@ use thiserror::Error;
 
 use crate::Nanos;
 use crate::models::server::{self, OnFull, Server, ServerOutcome, ServerParams};
+use crate::models::trace::{Trace, TraceReplay};
 use crate::models::workload::{DpiConnections, GopStreams, SyntheticFlows};
 
 /// Why a scenario was refused.
@@ -197,6 +204,16 @@ enum Workload {
         inspect_packets: u64,
         match_fraction: f64,
     },
+    Trace {
+        file: String,
+        #[serde(default = "default_time_scale")]
+        time_scale: f64,
+        #[serde(default)]
+        directed: bool,
+        inspect_packets: Option<u64>,
+        #[serde(default = "default_match_fraction")]
+        match_fraction: f64,
+    },
     Gop {
         streams: u32,
         gops: u64,
@@ -205,6 +222,14 @@ enum Workload {
         #[serde(default = "default_profiles")]
         profiles: Vec<f64>,
     },
+}
+
+fn default_time_scale() -> f64 {
+    1.0
+}
+
+fn default_match_fraction() -> f64 {
+    0.7
 }
 
 fn default_profiles() -> Vec<f64> {
@@ -292,6 +317,7 @@ impl Scenario {
                 .collect();
         }
         let mut cases = Vec::new();
+        let mut traces = BTreeMap::new();
         let mut name = String::new();
         let mut published = Vec::new();
         for combo in combos {
@@ -313,7 +339,7 @@ impl Scenario {
             published.clone_from(&file.published);
             for p in &file.policies {
                 let policy: Policy = p.parse().map_err(|e| err(format!("policies: {e}")))?;
-                let params = params(&file, policy).map_err(|m| err(format!("{m}{where_}")))?;
+                let params = params(&file, policy, origin, &mut traces).map_err(|m| err(format!("{m}{where_}")))?;
                 cases.push(Case { index: cases.len(), swept: swept.clone(), params });
             }
         }
@@ -461,7 +487,14 @@ fn choice<T: Copy>(key: &str, value: &Option<String>, options: &[(&str, T)], def
     }
 }
 
-fn params(f: &File, policy: Policy) -> Result<ServerParams, String> {
+/// The run parameters of `policy` under `f`. A trace file is read once per path and shared;
+/// a relative path is taken from the scenario file's folder (`origin`).
+fn params(
+    f: &File,
+    policy: Policy,
+    origin: &str,
+    traces: &mut BTreeMap<PathBuf, Arc<Trace>>,
+) -> Result<ServerParams, String> {
     let topology = Topology::parse(&f.machine.topology).map_err(|e| format!("machine.topology: {e}"))?;
     let p = &f.place;
     let d = PlaceConfig::default();
@@ -514,6 +547,31 @@ fn params(f: &File, policy: Policy) -> Result<ServerParams, String> {
             inspect_packets: *inspect_packets,
             match_fraction: *match_fraction,
         }),
+        Workload::Trace { file, time_scale, directed, inspect_packets, match_fraction } => {
+            let path = Path::new(origin).parent().unwrap_or(Path::new("")).join(file);
+            let trace = match traces.get(&path) {
+                Some(t) => Arc::clone(t),
+                None => {
+                    let shown = path.display();
+                    let input =
+                        std::fs::File::open(&path).map_err(|e| format!("workload.file: cannot open `{shown}`: {e}"))?;
+                    let trace = Trace::read(std::io::BufReader::new(input), !directed)
+                        .map_err(|e| format!("workload.file: `{shown}`: {e}"))?;
+                    if trace.flows() == 0 {
+                        return Err(format!(
+                            "workload.file: `{shown}` has no TCP or UDP packets (left out: {})",
+                            trace.skipped()
+                        ));
+                    }
+                    Arc::clone(traces.entry(path).or_insert(Arc::new(trace)))
+                }
+            };
+            server::Workload::Trace(TraceReplay {
+                trace,
+                time_scale: *time_scale,
+                dpi: inspect_packets.map(|n| (n, *match_fraction)),
+            })
+        }
         Workload::Gop { streams, gops, interval_s, bytes, profiles } => server::Workload::Gop(GopStreams {
             streams: *streams,
             gops: *gops,

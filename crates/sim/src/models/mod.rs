@@ -2,4 +2,5 @@
 
 pub mod mmc;
 pub mod server;
+pub mod trace;
 pub mod workload;

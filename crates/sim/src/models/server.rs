@@ -46,6 +46,7 @@ use switchyard_core::measure::{Balance, FlowOrder, Latency, balance};
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{FlowId, FlowMap, LoadTracker, Placer, Policy, Topology, Unit, WorkerId};
 
+use super::trace::TraceReplay;
 use super::workload::{DpiConnections, FlowSource, GopStreams, SyntheticFlows};
 use crate::{EventQueue, Model, Nanos, SimError, Streams, run};
 
@@ -106,6 +107,8 @@ pub enum Workload {
     Dpi(DpiConnections),
     /// GOPs of video streams, whose departure order is restored at the stream's home node.
     Gop(GopStreams),
+    /// The flows of a packet capture, replayed.
+    Trace(TraceReplay),
 }
 
 /// What a run measured.
@@ -271,6 +274,7 @@ impl Server {
             Workload::Synthetic(w) => FlowSource::new(w, streams)?,
             Workload::Dpi(d) => FlowSource::dpi(d, streams)?,
             Workload::Gop(g) => FlowSource::gop(g, streams)?,
+            Workload::Trace(t) => FlowSource::trace(&t.trace, t.time_scale, t.dpi, streams)?,
         };
         let reorder = matches!(params.workload, Workload::Gop(_));
         if !(0.0..=1.0).contains(&params.sibling_sharing) {

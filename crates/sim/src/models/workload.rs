@@ -8,6 +8,8 @@
 //! Randomness: flow arrivals draw from stream 0, and flow `i` draws its length, gaps and sizes
 //! from stream `1 + i`, so changing one flow's parameters does not shift any other flow.
 
+use std::sync::Arc;
+
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, Pareto};
@@ -15,6 +17,7 @@ use switchyard_core::place::score::splitmix64;
 use switchyard_core::{FlowId, FlowMap, Unit};
 
 use super::server::ServerEvent;
+use super::trace::Trace;
 use crate::{EventQueue, Nanos, SimError, Streams};
 
 /// Connections inspected by a DPI engine (Guo §2.4, ch. 4: the parallel L7-filter).
@@ -128,9 +131,34 @@ pub(crate) struct FlowSource {
     gop: Option<(u64, (u64, u64))>,
     /// GOP streams: each stream's work multiplier, by stream index modulo the length.
     profiles: Vec<f64>,
+    /// A replayed capture and its time scale.
+    trace: Option<(Arc<Trace>, f64)>,
     offered: u64,
     /// Flows that finished without a departure (their last packets were only marked).
     finished: Vec<FlowId>,
+}
+
+fn check_dpi(inspect_packets: u64, match_fraction: f64) -> Result<(u64, f64), SimError> {
+    if inspect_packets == 0 {
+        return Err(SimError::BadParameter {
+            name: "inspect_packets",
+            value: "0".into(),
+            expected: "at least 1 packet (8 in Guo ch. 4)",
+        });
+    }
+    if !(0.0..=1.0).contains(&match_fraction) {
+        return Err(SimError::BadParameter {
+            name: "match_fraction",
+            value: match_fraction.to_string(),
+            expected: "a fraction from 0 to 1",
+        });
+    }
+    Ok((inspect_packets, match_fraction))
+}
+
+/// `nanos` of captured time on the virtual clock.
+fn scaled(nanos: u64, scale: f64) -> Nanos {
+    Nanos((nanos as f64 * scale).round() as u64)
 }
 
 fn ns(seconds: f64) -> Nanos {
@@ -140,23 +168,15 @@ fn ns(seconds: f64) -> Nanos {
 impl FlowSource {
     /// Connection buffers for DPI over the flows of `d`.
     pub(crate) fn dpi(d: &DpiConnections, streams: Streams) -> Result<Self, SimError> {
-        if d.inspect_packets == 0 {
-            return Err(SimError::BadParameter {
-                name: "inspect_packets",
-                value: "0".into(),
-                expected: "at least 1 packet (8 in Guo ch. 4)",
-            });
-        }
-        if !(0.0..=1.0).contains(&d.match_fraction) {
-            return Err(SimError::BadParameter {
-                name: "match_fraction",
-                value: d.match_fraction.to_string(),
-                expected: "a fraction from 0 to 1",
-            });
-        }
+        let dpi = check_dpi(d.inspect_packets, d.match_fraction)?;
         let mut s = Self::new(&d.flows, streams)?;
-        s.dpi = Some((d.inspect_packets, d.match_fraction));
+        s.dpi = Some(dpi);
         Ok(s)
+    }
+
+    /// A synthetic flow's id: drawn from the root seed and its index, so runs differ by seed.
+    fn flow_id(&self, i: u32) -> FlowId {
+        FlowId(splitmix64(self.streams.root() ^ splitmix64(u64::from(i))))
     }
 
     /// GOP streams: every stream starts within the first microseconds and has exactly
@@ -227,27 +247,65 @@ impl FlowSource {
             dpi: None,
             gop: None,
             profiles: Vec::new(),
+            trace: None,
             offered: 0,
             finished: Vec::new(),
             spec: spec.clone(),
         })
     }
 
+    /// A capture's flows, replayed with their captured times multiplied by `time_scale`; with
+    /// `dpi`, each packet's payload grows its connection's buffer as in [`DpiConnections`].
+    pub(crate) fn trace(
+        trace: &Arc<Trace>,
+        time_scale: f64,
+        dpi: Option<(u64, f64)>,
+        streams: Streams,
+    ) -> Result<Self, SimError> {
+        if !(time_scale.is_finite() && time_scale >= 0.0) {
+            return Err(SimError::BadParameter {
+                name: "time_scale",
+                value: time_scale.to_string(),
+                expected: "a factor ≥ 0 for the captured times (0 replays as fast as possible)",
+            });
+        }
+        let flows = SyntheticFlows {
+            flows: u32::try_from(trace.flows()).map_err(|_| SimError::BadParameter {
+                name: "trace",
+                value: format!("{} flows", trace.flows()),
+                expected: "at most 2^32 − 1 flows",
+            })?,
+            units_max: trace.longest(),
+            ..SyntheticFlows::default()
+        };
+        let mut s = Self::new(&flows, streams)?;
+        s.trace = Some((Arc::clone(trace), time_scale));
+        if let Some((inspect, fraction)) = dpi {
+            s.dpi = Some(check_dpi(inspect, fraction)?);
+        }
+        Ok(s)
+    }
+
     /// Schedules the first flow.
     pub(crate) fn start(&mut self, queue: &mut EventQueue<ServerEvent>) {
-        if self.spec.flows > 0 {
-            queue.schedule_in(ns(self.inter.sample(&mut self.arrivals)), ServerEvent::FlowStart(0));
+        if self.spec.flows == 0 {
+            return;
         }
+        let first = match &self.trace {
+            Some((t, scale)) => scaled(t.flows[0].start, *scale),
+            None => ns(self.inter.sample(&mut self.arrivals)),
+        };
+        queue.schedule_in(first, ServerEvent::FlowStart(0));
     }
 
     /// Flow `i` starts: draw its length, schedule its first unit and the next flow's start.
     pub(crate) fn on_flow_start(&mut self, i: u32, queue: &mut EventQueue<ServerEvent>) {
         let mut rng = self.streams.stream(1 + u64::from(i));
-        let total = match self.gop {
-            Some((gops, _)) => gops,
-            None => (self.length.sample(&mut rng) as u64).clamp(1, self.spec.units_max),
+        let (total, id) = match (&self.trace, self.gop) {
+            (Some((t, _)), _) => (t.flows[i as usize].packets.len() as u64, t.flows[i as usize].id),
+            (None, Some((gops, _))) => (gops, self.flow_id(i)),
+            (None, None) => ((self.length.sample(&mut rng) as u64).clamp(1, self.spec.units_max), self.flow_id(i)),
         };
-        let id = FlowId(splitmix64(self.streams.root() ^ splitmix64(u64::from(i))));
         let (queued, match_at) = match self.dpi {
             None => (total, 0),
             Some((inspect, fraction)) => {
@@ -271,7 +329,14 @@ impl FlowSource {
         self.started += 1;
         queue.schedule_in(Nanos::ZERO, ServerEvent::Unit(i));
         if self.started < self.spec.flows {
-            queue.schedule_in(ns(self.inter.sample(&mut self.arrivals)), ServerEvent::FlowStart(self.started));
+            let gap = match &self.trace {
+                Some((t, scale)) => {
+                    let (this, next) = (&t.flows[i as usize], &t.flows[self.started as usize]);
+                    scaled(next.start.saturating_sub(this.start), *scale)
+                }
+                None => ns(self.inter.sample(&mut self.arrivals)),
+            };
+            queue.schedule_in(gap, ServerEvent::FlowStart(self.started));
         }
     }
 
@@ -282,18 +347,29 @@ impl FlowSource {
         let f = &mut self.flows[i as usize];
         let r: f64 = f.rng.random::<f64>() * self.cumulative.last().copied().unwrap_or(1.0);
         let k = self.cumulative.partition_point(|&c| c <= r).min(self.spec.sizes.len() - 1);
-        let size = match self.gop {
-            Some((_, (lo, hi))) => {
+        let size = match (&self.trace, self.gop) {
+            (Some((t, _)), _) => {
+                let (_, wire, payload) = t.flows[i as usize].packets[f.next_seq as usize];
+                u64::from(if self.dpi.is_some() { payload } else { wire })
+            }
+            (None, Some((_, (lo, hi)))) => {
                 let scale = self.profiles[i as usize % self.profiles.len()];
                 (f.rng.random_range(lo..=hi) as f64 * scale).round().max(1.0) as u64
             }
-            None => self.spec.sizes[k].0,
+            (None, None) => self.spec.sizes[k].0,
         };
         self.offered += size;
         let seq = f.next_seq;
         f.next_seq += 1;
         if f.next_seq < f.total {
-            queue.schedule_in(ns(self.gap.sample(&mut f.rng)), ServerEvent::Unit(i));
+            let gap = match &self.trace {
+                Some((t, scale)) => {
+                    let p = &t.flows[i as usize].packets;
+                    scaled(p[seq as usize + 1].0 - p[seq as usize].0, *scale)
+                }
+                None => ns(self.gap.sample(&mut f.rng)),
+            };
+            queue.schedule_in(gap, ServerEvent::Unit(i));
         }
         match self.dpi {
             None => Some(Unit::of_flow(f.id, size).with_seq(seq)),

@@ -424,3 +424,43 @@ mod gop_reproduction {
         assert_eq!(s.compare(&out).len(), 2);
     }
 }
+
+/// The shipped capture replayed: every flow of the trace runs, every packet is accounted for,
+/// and a missing or foreign file is refused with its name and the key.
+mod trace {
+    use switchyard_sim::scenario::Scenario;
+
+    fn scenario(text: &str) -> Result<Scenario, String> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/trace-sample.toml");
+        Scenario::parse(text, path, None).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_sample_capture_replays_whole() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/trace-sample.toml");
+        let text = std::fs::read_to_string(path).unwrap().replace("[0.05, 0.01, 0.002]", "[0.01]");
+        let s = scenario(&text).unwrap();
+        let out = s.run(2, &|| {}).unwrap();
+        let offered = out[0].offered_bytes;
+        assert!(offered > 500_000, "payload bytes of the sample: {offered}");
+        for o in &out {
+            assert_eq!(o.served + o.dropped, o.emitted, "{}", o.policy);
+            assert_eq!(o.offered_bytes, offered, "the same trace whatever the policy");
+        }
+        let mut packets = text.replace("inspect_packets = 8\n", "");
+        packets = packets.replace("match_fraction = 0.7\n", "");
+        let whole = scenario(&packets).unwrap();
+        let o = &whole.run(1, &|| {}).unwrap()[0];
+        assert_eq!(o.emitted, 2503, "every packet of the sample is a unit without DPI buffering");
+    }
+
+    #[test]
+    fn a_bad_capture_is_refused_by_name() {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/trace-sample.toml")).unwrap();
+        let e = scenario(&text.replace("sample.pcap", "missing.pcap")).unwrap_err();
+        assert!(e.contains("workload.file: cannot open") && e.contains("missing.pcap"), "{e}");
+        let e = scenario(&text.replace("../data/traces/sample.pcap", "xeon-flows.toml")).unwrap_err();
+        assert!(e.contains("not a pcap or pcapng capture"), "{e}");
+    }
+}

@@ -1,0 +1,152 @@
+//! From a captured frame to a flow key and a transport payload.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use switchyard_core::flow::FiveTuple;
+
+/// Link-layer types this reader decodes (tcpdump.org LINKTYPE_ values).
+const ETHERNET: i32 = 1;
+const NULL: i32 = 0;
+const RAW: i32 = 101;
+const LINUX_SLL: i32 = 113;
+const IPV4: i32 = 228;
+const IPV6: i32 = 229;
+
+/// A decoded packet: its 5-tuple as seen on the wire (source first) and its transport payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decoded<'a> {
+    /// Protocol, source and destination.
+    pub key: FiveTuple,
+    /// The TCP or UDP payload (as captured: it may be cut short by the snap length).
+    pub payload: &'a [u8],
+}
+
+/// Why a packet was left out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Skip {
+    /// The capture's link type is not one this reader decodes.
+    UnsupportedLink,
+    /// Headers are cut short or inconsistent.
+    Malformed,
+    /// Not IPv4 or IPv6 (ARP, LLDP, …).
+    NotIp,
+    /// IP, but neither TCP nor UDP (ICMP, IGMP, …).
+    NotTcpOrUdp,
+    /// An IP fragment: its ports are not in this packet (fragments are not reassembled).
+    Fragment,
+    /// The capture ended inside a record.
+    TruncatedRecord,
+}
+
+impl Skip {
+    /// Every reason, in the order reports list them.
+    pub const ALL: [Self; 6] =
+        [Self::UnsupportedLink, Self::Malformed, Self::NotIp, Self::NotTcpOrUdp, Self::Fragment, Self::TruncatedRecord];
+
+    /// A short name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::UnsupportedLink => "unsupported link type",
+            Self::Malformed => "malformed headers",
+            Self::NotIp => "not IP",
+            Self::NotTcpOrUdp => "not TCP or UDP",
+            Self::Fragment => "IP fragment",
+            Self::TruncatedRecord => "truncated record",
+        }
+    }
+}
+
+impl fmt::Display for Skip {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Decodes one frame of link type `linktype`.
+pub fn decode(linktype: i32, frame: &[u8]) -> Result<Decoded<'_>, Skip> {
+    let sliced = match linktype {
+        ETHERNET => SlicedPacket::from_ethernet(frame),
+        RAW | IPV4 | IPV6 => SlicedPacket::from_ip(frame),
+        LINUX_SLL => SlicedPacket::from_linux_sll(frame),
+        // BSD loopback: a 4-byte address family in the capturing host's byte order, then IP.
+        NULL => SlicedPacket::from_ip(frame.get(4..).ok_or(Skip::Malformed)?),
+        _ => return Err(Skip::UnsupportedLink),
+    }
+    .map_err(|_| Skip::Malformed)?;
+    let (src, dst, fragment) = match &sliced.net {
+        Some(NetSlice::Ipv4(ip)) => (
+            IpAddr::from(ip.header().source_addr()),
+            IpAddr::from(ip.header().destination_addr()),
+            ip.payload().fragmented,
+        ),
+        Some(NetSlice::Ipv6(ip)) => (
+            IpAddr::from(ip.header().source_addr()),
+            IpAddr::from(ip.header().destination_addr()),
+            ip.payload().fragmented,
+        ),
+        _ => return Err(Skip::NotIp),
+    };
+    if fragment {
+        return Err(Skip::Fragment);
+    }
+    let (proto, sport, dport, payload) = match &sliced.transport {
+        Some(TransportSlice::Tcp(t)) => (6, t.source_port(), t.destination_port(), t.payload()),
+        Some(TransportSlice::Udp(u)) => (17, u.source_port(), u.destination_port(), u.payload()),
+        _ => return Err(Skip::NotTcpOrUdp),
+    };
+    Ok(Decoded {
+        key: FiveTuple { proto, src: SocketAddr::new(src, sport), dst: SocketAddr::new(dst, dport) },
+        payload,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use etherparse::PacketBuilder;
+
+    use super::*;
+
+    fn tcp(payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        PacketBuilder::ethernet2([1; 6], [2; 6])
+            .single_vlan(7.try_into().unwrap())
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(40000, 80, 1, 65535)
+            .write(&mut out, payload)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn vlan_tagged_tcp_decodes_to_its_tuple_and_payload() {
+        let frame = tcp(b"GET / HTTP/1.1\r\n");
+        let d = decode(ETHERNET, &frame).unwrap();
+        assert_eq!(d.key.proto, 6);
+        assert_eq!(d.key.src, "10.0.0.1:40000".parse().unwrap());
+        assert_eq!(d.key.dst, "10.0.0.2:80".parse().unwrap());
+        assert_eq!(d.payload, b"GET / HTTP/1.1\r\n");
+    }
+
+    #[test]
+    fn ipv6_udp_on_raw_ip() {
+        let mut out = Vec::new();
+        PacketBuilder::ipv6([1; 16], [2; 16], 64).udp(5353, 53).write(&mut out, b"q").unwrap();
+        let d = decode(RAW, &out).unwrap();
+        assert_eq!((d.key.proto, d.key.dst.port(), d.payload), (17, 53, &b"q"[..]));
+    }
+
+    #[test]
+    fn damage_is_a_reason_not_a_panic() {
+        let frame = tcp(b"hello");
+        for cut in 0..frame.len() - 5 {
+            assert!(decode(ETHERNET, &frame[..cut]).is_err(), "cut at {cut}");
+        }
+        assert_eq!(decode(147, &frame), Err(Skip::UnsupportedLink));
+        let mut icmp = Vec::new();
+        PacketBuilder::ipv4([1; 4], [2; 4], 9).icmpv4_echo_request(1, 1).write(&mut icmp, b"").unwrap();
+        assert_eq!(decode(RAW, &icmp), Err(Skip::NotTcpOrUdp));
+    }
+}

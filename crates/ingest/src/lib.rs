@@ -1,0 +1,24 @@
+//! Packet ingest: pcap and pcapng captures read into timestamped packets with their flow keys.
+//!
+//! One reader for every driver: the simulator's trace-driven workloads, `switchyard place --keys`
+//! and the runtime all take packets from here. What lives here is the outside-input boundary —
+//! capture formats (through `pcap-parser`), link layers and IP/TCP/UDP headers (through
+//! `etherparse`) — and the rule for what a damaged packet becomes: it is counted under a
+//! [`Skip`] reason and left out, never a panic. What does not live here: flow tables, payload
+//! reassembly and anything that decides where work goes (that is the core's).
+//!
+//! ```no_run
+//! let file = std::fs::File::open("trace.pcap")?;
+//! let mut reader = switchyard_ingest::CaptureReader::new(file)?;
+//! while let Some(packet) = reader.next_packet()? {
+//!     println!("{} {:?} {} payload bytes", packet.time_ns, packet.key, packet.payload.len());
+//! }
+//! println!("skipped: {}", reader.skipped());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod decode;
+mod read;
+
+pub use decode::{Decoded, Skip, decode};
+pub use read::{CaptureReader, IngestError, Packet, SkipCounts};

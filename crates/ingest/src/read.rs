@@ -1,0 +1,269 @@
+//! Streaming pcap and pcapng reading (the format is detected from the first bytes).
+
+use std::fmt;
+use std::io::Read;
+
+use pcap_parser::pcapng::Block;
+use pcap_parser::traits::PcapReaderIterator;
+use pcap_parser::{PcapBlockOwned, PcapError, create_reader};
+use switchyard_core::flow::FiveTuple;
+use thiserror::Error;
+
+use crate::decode::{Skip, decode};
+
+/// The reader's starting buffer; it grows up to [`MAX_BUFFER`] for larger records.
+const BUFFER: usize = 1 << 16;
+/// The largest record the reader accepts (pcapng allows up to 4 GiB; real snap lengths are far
+/// below this).
+const MAX_BUFFER: usize = 1 << 26;
+
+/// Why a capture could not be read further.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum IngestError {
+    /// The input does not start like a pcap or pcapng file.
+    #[error("not a pcap or pcapng capture (the first bytes match neither format)")]
+    NotACapture,
+    /// The input is empty.
+    #[error("empty input: a capture needs at least a file header")]
+    Empty,
+    /// Reading failed.
+    #[error("read error after {offset} bytes")]
+    Read {
+        /// Bytes consumed before the failure.
+        offset: usize,
+    },
+    /// A record is damaged beyond skipping (its length fields cannot be trusted).
+    #[error("damaged capture at byte {offset}: {what}")]
+    Damaged {
+        /// Bytes consumed before the damaged record.
+        offset: usize,
+        /// What the parser found.
+        what: String,
+    },
+}
+
+/// A packet of the capture.
+#[derive(Clone, Copy, Debug)]
+pub struct Packet<'a> {
+    /// Capture time, nanoseconds since the Unix epoch.
+    pub time_ns: u64,
+    /// Its 5-tuple as on the wire (source first; see [`FiveTuple::undirected`] for connections).
+    pub key: FiveTuple,
+    /// Length on the wire.
+    pub wire_len: u32,
+    /// The TCP or UDP payload as captured.
+    pub payload: &'a [u8],
+}
+
+/// Packets left out, by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SkipCounts([u64; Skip::ALL.len()]);
+
+impl SkipCounts {
+    /// Packets left out for `reason`.
+    pub fn get(&self, reason: Skip) -> u64 {
+        self.0[Skip::ALL.iter().position(|&r| r == reason).expect("every reason is in ALL")]
+    }
+
+    /// Packets left out for any reason.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    fn add(&mut self, reason: Skip) {
+        self.0[Skip::ALL.iter().position(|&r| r == reason).expect("every reason is in ALL")] += 1;
+    }
+}
+
+impl fmt::Display for SkipCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.total() == 0 {
+            return f.write_str("none");
+        }
+        let parts: Vec<String> =
+            Skip::ALL.iter().filter(|&&r| self.get(r) > 0).map(|&r| format!("{} {r}", self.get(r))).collect();
+        f.write_str(&parts.join(", "))
+    }
+}
+
+/// One pcapng interface: its link type and clock.
+#[derive(Clone, Copy, Debug)]
+struct Interface {
+    linktype: i32,
+    /// Timestamp units per second.
+    resolution: u64,
+    /// Seconds added to every timestamp.
+    offset: i64,
+}
+
+/// Reads packets from a pcap or pcapng stream, one at a time, in capture order.
+pub struct CaptureReader<'r> {
+    inner: Box<dyn PcapReaderIterator + Send + 'r>,
+    state: State,
+    packets: u64,
+    done: bool,
+}
+
+/// What the reader learns from the headers, kept apart from the parser so that a block borrowed
+/// from the parser can update it.
+#[derive(Debug, Default)]
+struct State {
+    /// Legacy pcap: link type and whether the fractions are nanoseconds.
+    legacy: Option<(i32, bool)>,
+    interfaces: Vec<Interface>,
+    last_time: u64,
+    payload: Vec<u8>,
+    skipped: SkipCounts,
+}
+
+impl fmt::Debug for CaptureReader<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CaptureReader").field("packets", &self.packets).field("skipped", &self.state.skipped).finish()
+    }
+}
+
+impl<'r> CaptureReader<'r> {
+    /// Starts reading `input`, which must begin with a pcap or pcapng header.
+    pub fn new(input: impl Read + Send + 'r) -> Result<Self, IngestError> {
+        let inner = create_reader(BUFFER, input).map_err(|e| match e {
+            PcapError::Eof => IngestError::Empty,
+            PcapError::ReadError => IngestError::Read { offset: 0 },
+            _ => IngestError::NotACapture,
+        })?;
+        Ok(Self { inner, state: State::default(), packets: 0, done: false })
+    }
+
+    /// Packets left out so far, by reason.
+    pub fn skipped(&self) -> SkipCounts {
+        self.state.skipped
+    }
+
+    /// Packets returned so far.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Bytes of the input consumed so far (for progress).
+    pub fn consumed(&self) -> usize {
+        self.inner.consumed()
+    }
+
+    /// The next TCP or UDP packet, `None` at the end of the capture. Other packets are counted
+    /// in [`CaptureReader::skipped`] and passed over.
+    pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, IngestError> {
+        while !self.done {
+            let offset = self.inner.consumed();
+            let (len, found) = match self.inner.next() {
+                Ok((len, block)) => (len, self.state.take(block)),
+                Err(PcapError::Eof) => {
+                    self.done = true;
+                    break;
+                }
+                Err(PcapError::Incomplete(_)) => {
+                    self.inner.refill().map_err(|e| trouble(offset, e))?;
+                    continue;
+                }
+                Err(PcapError::BufferTooSmall) => {
+                    let size = (self.inner.position().max(BUFFER) * 2).min(MAX_BUFFER);
+                    if !self.inner.grow(size) {
+                        return Err(IngestError::Damaged {
+                            offset,
+                            what: format!("a record longer than {MAX_BUFFER} bytes"),
+                        });
+                    }
+                    self.inner.refill().map_err(|e| trouble(offset, e))?;
+                    continue;
+                }
+                Err(PcapError::UnexpectedEof) => {
+                    // The capture stops inside a record, as when tcpdump is killed mid-write.
+                    self.state.skipped.add(Skip::TruncatedRecord);
+                    self.done = true;
+                    break;
+                }
+                Err(e) => return Err(trouble(offset, e)),
+            };
+            self.inner.consume(len);
+            if let Some(packet) = found {
+                self.packets += 1;
+                let (time_ns, key, wire_len) = packet;
+                return Ok(Some(Packet { time_ns, key, wire_len, payload: &self.state.payload }));
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn trouble(offset: usize, e: PcapError<&[u8]>) -> IngestError {
+    match e {
+        PcapError::ReadError => IngestError::Read { offset },
+        PcapError::UnexpectedEof | PcapError::Incomplete(_) => {
+            IngestError::Damaged { offset, what: "the input ends inside a record".into() }
+        }
+        other => IngestError::Damaged { offset, what: format!("{other:?}").chars().take(120).collect() },
+    }
+}
+
+impl State {
+    /// Takes in a block: headers update the reader's state; a packet is decoded into
+    /// `self.payload` and returned as (time, key, wire length), or counted as skipped.
+    fn take(&mut self, block: PcapBlockOwned<'_>) -> Option<(u64, FiveTuple, u32)> {
+        let (linktype, time, wire_len, data) = match block {
+            PcapBlockOwned::LegacyHeader(h) => {
+                self.legacy = Some((h.network.0, h.is_nanosecond_precision()));
+                return None;
+            }
+            PcapBlockOwned::Legacy(b) => {
+                let (linktype, nanos) = self.legacy?;
+                let frac = if nanos { u64::from(b.ts_usec) } else { u64::from(b.ts_usec) * 1_000 };
+                (linktype, Some(u64::from(b.ts_sec) * 1_000_000_000 + frac), b.origlen, b.data)
+            }
+            PcapBlockOwned::NG(Block::SectionHeader(_)) => {
+                // A new section numbers its interfaces afresh.
+                self.interfaces.clear();
+                return None;
+            }
+            PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
+                self.interfaces.push(Interface {
+                    linktype: idb.linktype.0,
+                    resolution: idb.ts_resolution().unwrap_or(1_000_000),
+                    offset: idb.ts_offset(),
+                });
+                return None;
+            }
+            PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
+                let Some(i) = self.interfaces.get(epb.if_id as usize).copied() else {
+                    self.skipped.add(Skip::Malformed);
+                    return None;
+                };
+                let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+                let ns = u128::from(ticks) * 1_000_000_000 / u128::from(i.resolution.max(1));
+                let ns = (ns as i128 + i128::from(i.offset) * 1_000_000_000).clamp(0, i128::from(u64::MAX)) as u64;
+                let data = &epb.data[..(epb.caplen as usize).min(epb.data.len())];
+                (i.linktype, Some(ns), epb.origlen, data)
+            }
+            PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
+                // No timestamp: it is taken to follow the previous packet at once.
+                let Some(i) = self.interfaces.first().copied() else {
+                    self.skipped.add(Skip::Malformed);
+                    return None;
+                };
+                (i.linktype, None, spb.origlen, spb.data)
+            }
+            PcapBlockOwned::NG(_) => return None,
+        };
+        let time = time.unwrap_or(self.last_time);
+        self.last_time = time;
+        match decode(linktype, data) {
+            Ok(d) => {
+                self.payload.clear();
+                self.payload.extend_from_slice(d.payload);
+                Some((time, d.key, wire_len))
+            }
+            Err(reason) => {
+                self.skipped.add(reason);
+                None
+            }
+        }
+    }
+}

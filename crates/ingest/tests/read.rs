@@ -1,0 +1,126 @@
+//! Captures written by another crate (pcap-file) read back through ours: both formats, both
+//! clock resolutions, skipped packets counted by reason, and damaged input refused or cut cleanly.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use etherparse::PacketBuilder;
+use pcap_file::DataLink;
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+use switchyard_ingest::{CaptureReader, IngestError, Skip};
+
+fn tcp(port: u16, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    PacketBuilder::ethernet2([1; 6], [2; 6])
+        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        .tcp(port, 443, 7, 1000)
+        .write(&mut out, payload)
+        .unwrap();
+    out
+}
+
+fn arp_like() -> Vec<u8> {
+    let mut f = vec![0xff; 12];
+    f.extend_from_slice(&[0x08, 0x06]);
+    f.extend_from_slice(&[0; 28]);
+    f
+}
+
+/// A legacy pcap of three TCP packets and one ARP frame, 1.5 µs apart, at the given resolution.
+fn legacy(nanos: bool) -> Vec<u8> {
+    let header = PcapHeader {
+        ts_resolution: if nanos { pcap_file::TsResolution::NanoSecond } else { pcap_file::TsResolution::MicroSecond },
+        datalink: DataLink::ETHERNET,
+        ..PcapHeader::default()
+    };
+    let mut w = PcapWriter::with_header(Vec::new(), header).unwrap();
+    let frames = [tcp(1000, b"hello"), arp_like(), tcp(1001, b""), tcp(1000, b"world!")];
+    for (i, f) in frames.iter().enumerate() {
+        let t = Duration::from_nanos(1_700_000_000_000_000_000 + i as u64 * 2_000);
+        w.write_packet(&PcapPacket::new(t, f.len() as u32, f)).unwrap();
+    }
+    w.into_writer()
+}
+
+fn read_all(bytes: &[u8]) -> (Vec<(u64, u16, Vec<u8>)>, switchyard_ingest::SkipCounts) {
+    let mut r = CaptureReader::new(bytes).unwrap();
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet().unwrap() {
+        out.push((p.time_ns, p.key.src.port(), p.payload.to_vec()));
+    }
+    (out, r.skipped())
+}
+
+#[test]
+fn legacy_pcap_in_both_resolutions() {
+    for nanos in [false, true] {
+        let (packets, skipped) = read_all(&legacy(nanos));
+        let ports: Vec<u16> = packets.iter().map(|p| p.1).collect();
+        assert_eq!(ports, [1000, 1001, 1000]);
+        assert_eq!(packets[0].2, b"hello");
+        assert_eq!(packets[2].2, b"world!");
+        assert_eq!(packets[0].0, 1_700_000_000_000_000_000);
+        assert_eq!(packets[2].0 - packets[0].0, 6_000, "nanos: {nanos}");
+        assert_eq!((skipped.get(Skip::NotIp), skipped.total()), (1, 1));
+    }
+}
+
+#[test]
+fn pcapng_with_an_interface_clock() {
+    let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+    // pcap-file 2.0 writes every timestamp in nanoseconds, so the interface must say so.
+    let options = vec![InterfaceDescriptionOption::IfTsResol(9)];
+    w.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::ETHERNET, snaplen: 0, options }).unwrap();
+    for (i, port) in [5u16, 6, 5].into_iter().enumerate() {
+        let data = tcp(port, b"x");
+        w.write_pcapng_block(EnhancedPacketBlock {
+            interface_id: 0,
+            timestamp: Duration::from_micros(10 + i as u64),
+            original_len: data.len() as u32,
+            data: Cow::Owned(data),
+            options: vec![],
+        })
+        .unwrap();
+    }
+    let (packets, skipped) = read_all(&w.into_inner());
+    assert_eq!(packets.iter().map(|p| p.1).collect::<Vec<_>>(), [5, 6, 5]);
+    assert_eq!(packets[1].0 - packets[0].0, 1_000);
+    assert_eq!(skipped.total(), 0);
+}
+
+#[test]
+fn a_cut_capture_keeps_what_came_before_and_says_so() {
+    let bytes = legacy(false);
+    let cut = &bytes[..bytes.len() - 3];
+    let (packets, skipped) = read_all(cut);
+    assert_eq!(packets.len(), 2);
+    assert_eq!(skipped.get(Skip::TruncatedRecord), 1);
+}
+
+#[test]
+fn not_a_capture_is_an_error_that_says_so() {
+    let e = CaptureReader::new(&b"GET / HTTP/1.1\r\nHost: example\r\n\r\n"[..]).unwrap_err();
+    assert!(matches!(e, IngestError::NotACapture), "{e}");
+    assert!(e.to_string().contains("not a pcap or pcapng"));
+    assert!(matches!(CaptureReader::new(&b""[..]).unwrap_err(), IngestError::Empty));
+}
+
+#[test]
+fn every_prefix_and_every_flipped_byte_reads_without_panicking() {
+    let bytes = legacy(true);
+    for cut in 0..bytes.len() {
+        if let Ok(mut r) = CaptureReader::new(&bytes[..cut]) {
+            while let Ok(Some(_)) = r.next_packet() {}
+        }
+    }
+    for i in 0..bytes.len() {
+        let mut damaged = bytes.clone();
+        damaged[i] ^= 0xa5;
+        if let Ok(mut r) = CaptureReader::new(&damaged[..]) {
+            while let Ok(Some(_)) = r.next_packet() {}
+        }
+    }
+}
