@@ -10,6 +10,8 @@
 //! queue_capacity = 64          # units per worker, the one in service included
 //! on_full = "block"            # or "drop"
 //! decision_cost_ns = 500
+//! # decision_costs = "costs.json"  # per policy, from `switchyard place --format json` (its
+//! # decision_cost_scale = 1.0      # ns_per_decision, × the scale); replaces decision_cost_ns
 //! packet_cost_ns = 0           # producer time per packet, queued or only marked
 //! service_base_ns = 5000
 //! service_per_kib_ns = 20000
@@ -146,6 +148,9 @@ struct Machine {
     on_full: FullRule,
     #[serde(default = "default_decision")]
     decision_cost_ns: u64,
+    decision_costs: Option<String>,
+    #[serde(default = "default_cost_scale")]
+    decision_cost_scale: f64,
     #[serde(default)]
     packet_cost_ns: u64,
     service_base_ns: u64,
@@ -161,6 +166,10 @@ struct Machine {
 
 fn default_capacity() -> usize {
     64
+}
+
+fn default_cost_scale() -> f64 {
+    1.0
 }
 
 fn default_decision() -> u64 {
@@ -454,6 +463,30 @@ pub fn metric_of(o: &ServerOutcome, name: &str) -> Option<f64> {
     })
 }
 
+/// `policy`'s decision cost from a `switchyard place --format json` file (the core's placement
+/// timings on the machine that ran it), times `scale` for a slower or faster machine.
+fn measured_cost(origin: &str, file: &str, policy: Policy, scale: f64) -> Result<Nanos, String> {
+    #[derive(Deserialize)]
+    struct Row {
+        policy: String,
+        ns_per_decision: f64,
+    }
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(format!("machine.decision_cost_scale = {scale}: expected a positive factor"));
+    }
+    let path = Path::new(origin).parent().unwrap_or(Path::new("")).join(file);
+    let shown = path.display();
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| format!("machine.decision_costs: cannot read `{shown}`: {e}"))?;
+    let rows: Vec<Row> = serde_json::from_str(&text).map_err(|e| {
+        format!("machine.decision_costs: `{shown}` is not the JSON of `switchyard place --format json`: {e}")
+    })?;
+    let row = rows.iter().find(|r| r.policy == policy.name()).ok_or_else(|| {
+        format!("machine.decision_costs: `{shown}` has no timing for {policy}; run `switchyard place --policy all --format json`")
+    })?;
+    Ok(Nanos((row.ns_per_decision * scale).round() as u64))
+}
+
 /// Largest minus smallest (0 for none).
 pub(crate) fn spread(v: &[f64]) -> f64 {
     if v.is_empty() {
@@ -590,7 +623,10 @@ fn params(
             FullRule::Block => OnFull::Block,
             FullRule::Drop => OnFull::Drop,
         },
-        decision_cost: Nanos(m.decision_cost_ns),
+        decision_cost: match &m.decision_costs {
+            None => Nanos(m.decision_cost_ns),
+            Some(file) => measured_cost(origin, file, policy, m.decision_cost_scale)?,
+        },
         packet_cost: Nanos(m.packet_cost_ns),
         service_base: Nanos(m.service_base_ns),
         service_per_kib: Nanos(m.service_per_kib_ns),

@@ -6,7 +6,7 @@
 //!   order. Each decision costs [`ServerParams::decision_cost`], and every packet, queued or
 //!   only marked, costs [`ServerParams::packet_cost`] (Guo's preprocessing thread reassembles
 //!   every packet with libnids before it schedules the new buffer, §2.4). It asks the configured core
-//!   [`Placer`], reading a [`LoadView`] in which a worker's queue counts its queued units plus the
+//!   [`Placer`], reading a [`LoadView`](switchyard_core::LoadView) in which a worker's queue counts its queued units plus the
 //!   one in service. When the chosen queue is full, the producer either waits until that queue
 //!   has room, as in the dissertation's L7-filter design ([`OnFull::Block`]), or drops the unit
 //!   ([`OnFull::Drop`]).

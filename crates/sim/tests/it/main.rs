@@ -464,3 +464,44 @@ mod trace {
         assert!(e.contains("not a pcap or pcapng capture"), "{e}");
     }
 }
+
+/// Decision costs taken from `switchyard place --format json`, per policy and scaled.
+mod measured_costs {
+    use switchyard_sim::Nanos;
+    use switchyard_sim::scenario::Scenario;
+
+    #[test]
+    fn each_policy_pays_its_measured_cost() {
+        let dir = std::env::temp_dir().join(format!("switchyard-costs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("costs.json"),
+            r#"[{"policy": "hrw", "workers": 8, "ns_per_decision": 20.4}, {"policy": "ahrw", "ns_per_decision": 61.0}]"#,
+        )
+        .unwrap();
+        let text = r#"
+            name = "costs"
+            policies = ["hrw", "ahrw"]
+            [machine]
+            topology = "flat:4"
+            service_base_ns = 1000
+            decision_costs = "costs.json"
+            decision_cost_scale = 10.0
+            [workload]
+            kind = "synthetic"
+            flows = 10
+            flow_rate = 1000.0
+            unit_gap_s = 1e-4
+            sizes = [[64, 1.0]]
+        "#;
+        let origin = dir.join("s.toml").display().to_string();
+        let s = Scenario::parse(text, &origin, None).unwrap();
+        assert_eq!(s.cases[0].params.decision_cost, Nanos(204));
+        assert_eq!(s.cases[1].params.decision_cost, Nanos(610));
+        let e = Scenario::parse(&text.replace("\"ahrw\"]", "\"maglev\"]"), &origin, None).unwrap_err().to_string();
+        assert!(e.contains("machine.decision_costs") && e.contains("no timing for maglev"), "{e}");
+        let e = Scenario::parse(&text.replace("costs.json", "none.json"), &origin, None).unwrap_err().to_string();
+        assert!(e.contains("cannot read") && e.contains("none.json"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
