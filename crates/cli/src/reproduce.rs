@@ -56,8 +56,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
     if args.list {
         for (name, text) in REPRODUCTIONS {
             let s = Scenario::parse(text, name, None)?;
-            let claims: Vec<&str> = s.published.iter().map(|p| p.claim.as_str()).collect();
-            writeln!(out, "{name}: {}", claims.join("; "))?;
+            writeln!(out, "{name:<20} {} ({} published figures)", s.title, s.published.len())?;
         }
         return Ok(());
     }

@@ -204,7 +204,10 @@ fn sim_errors_name_the_file() {
 fn reproduce_lists_and_rejects_unknown_names() {
     let o = switchyard(&["reproduce", "--list"]);
     assert!(o.status.success());
-    assert!(stdout(&o).starts_with("dpi-affinity: "), "{}", stdout(&o));
+    let list = stdout(&o);
+    for name in ["dpi-affinity", "niagara-hierarchy", "gop-cache-aware", "ps-shares"] {
+        assert!(list.lines().any(|l| l.starts_with(name) && l.contains("published figures")), "{name}: {list}");
+    }
     let o = switchyard(&["reproduce", "nope"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no reproduction `nope`; there are: dpi-affinity"), "{}", stderr(&o));

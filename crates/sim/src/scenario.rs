@@ -2,6 +2,7 @@
 //!
 //! ```toml
 //! name = "heavy-tailed flows on the 8-core Xeon"
+//! title = "what the scenario shows, in a line"   # optional
 //! seed = 1
 //! policies = ["round-robin", "affinity", "hrw", "ahrw", "h-ahrw"]
 //!
@@ -75,6 +76,8 @@ pub struct ScenarioError {
 #[serde(deny_unknown_fields)]
 struct File {
     name: String,
+    #[serde(default)]
+    title: String,
     #[serde(default = "one")]
     seed: u64,
     policies: Vec<String>,
@@ -288,6 +291,8 @@ pub struct Case {
 pub struct Scenario {
     /// The scenario's name.
     pub name: String,
+    /// What it shows, in a line (optional).
+    pub title: String,
     /// Published figures to compare with (reproduction scenarios).
     pub published: Vec<Published>,
     /// The names of the swept keys, in case order.
@@ -328,6 +333,7 @@ impl Scenario {
         let mut cases = Vec::new();
         let mut traces = BTreeMap::new();
         let mut name = String::new();
+        let mut title = String::new();
         let mut published = Vec::new();
         for combo in combos {
             let mut t = table.clone();
@@ -345,6 +351,7 @@ impl Scenario {
                 .try_into()
                 .map_err(|e: toml::de::Error| err(format!("{}{where_}", e.message())))?;
             name.clone_from(&file.name);
+            title.clone_from(&file.title);
             published.clone_from(&file.published);
             for p in &file.policies {
                 let policy: Policy = p.parse().map_err(|e| err(format!("policies: {e}")))?;
@@ -355,7 +362,7 @@ impl Scenario {
         if cases.is_empty() {
             return Err(err("policies is empty: name at least one placement policy".into()));
         }
-        Ok(Self { name, published, swept_keys: axes.into_iter().map(|(k, _)| k).collect(), cases })
+        Ok(Self { name, title, published, swept_keys: axes.into_iter().map(|(k, _)| k).collect(), cases })
     }
 
     /// Runs every case on up to `threads` threads, calling `done` after each. Results come back
