@@ -153,7 +153,18 @@ pub(crate) fn check_leaves(members: &Members, topo: &Topology) -> Result<(), Pla
     }
 }
 
+impl CacheAware {
+    /// The flow's home: its plain-HRW worker under the configured hash.
+    pub(crate) fn home_of(&self, members: &Members, unit: &Unit) -> WorkerId {
+        members.id(self.rv.argmax(unit.flow.0))
+    }
+}
+
 impl Strategy for CacheAware {
+    fn home(&self, members: &Members, unit: &Unit) -> Option<WorkerId> {
+        Some(self.home_of(members, unit))
+    }
+
     fn rebuild(&mut self, members: &Members) -> Result<(), PlaceError> {
         check_leaves(members, &self.topo)?;
         self.rv.rebuild(members.as_slice().iter().map(|m| m.id.0));

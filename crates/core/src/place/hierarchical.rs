@@ -257,6 +257,10 @@ impl Strategy for Hierarchical {
         Ok(())
     }
 
+    fn home(&self, _: &Members, unit: &Unit) -> Option<WorkerId> {
+        Some(WorkerId(self.descend_plain(unit.flow.0)))
+    }
+
     fn place(&mut self, _: &Members, unit: &Unit, load: &LoadView<'_>) -> WorkerId {
         let d = unit.flow.0;
         let qs = load.queues(self.measure);

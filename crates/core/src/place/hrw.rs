@@ -25,6 +25,10 @@ impl Hrw {
 }
 
 impl Strategy for Hrw {
+    fn is_static(&self) -> bool {
+        true
+    }
+
     fn rebuild(&mut self, members: &Members) -> Result<(), PlaceError> {
         self.rv.rebuild(members.as_slice().iter().map(|m| m.id.0));
         Ok(())

@@ -30,6 +30,10 @@ pub(crate) fn jump(mut key: u64, n: u32) -> u32 {
 }
 
 impl Strategy for Jump {
+    fn is_static(&self) -> bool {
+        true
+    }
+
     fn rebuild(&mut self, members: &Members) -> Result<(), PlaceError> {
         let mut i = 0;
         while i < self.slots.len() {

@@ -46,6 +46,10 @@ impl Maglev {
 }
 
 impl Strategy for Maglev {
+    fn is_static(&self) -> bool {
+        true
+    }
+
     fn rebuild(&mut self, members: &Members) -> Result<(), PlaceError> {
         let m = u64::from(self.size);
         if (members.len() as u64) > m {

@@ -82,6 +82,13 @@ pub trait Placer: Send + fmt::Debug {
 
     /// The flow has ended: drop any state kept for it (sticky assignments, shares).
     fn forget_flow(&mut self, flow: FlowId);
+
+    /// The flow's home node as this policy sees it: the worker a cache-aware policy measures
+    /// distance from (Guo §6.2), and where a driver that restores order or charges for distance
+    /// should do so, so that the two agree. For a static map (mod-N, HRW and its weighted forms,
+    /// ring, jump, Maglev) it is the worker the map gives; for the tree policies, the plain
+    /// descent of their tree (H-HRW); for every other policy, the flow's plain-HRW worker.
+    fn home(&mut self, unit: &Unit) -> WorkerId;
 }
 
 /// Why a placer could not be built or changed.
@@ -393,6 +400,16 @@ trait Strategy: Send + fmt::Debug {
 
     /// Drops per-flow state.
     fn forget_flow(&mut self, _flow: FlowId) {}
+
+    /// The flow's home node, if the policy has its own notion of one (see [`Placer::home`]).
+    fn home(&self, _members: &Members, _unit: &Unit) -> Option<WorkerId> {
+        None
+    }
+
+    /// Whether placement ignores load and state, so that a flow's worker is its home.
+    fn is_static(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Debug)]
@@ -400,6 +417,8 @@ struct Dispatch<S> {
     policy: Policy,
     members: Members,
     strategy: S,
+    /// Plain HRW over the members, for the home node of policies without their own.
+    home: score::Rendezvous,
 }
 
 impl<S: Strategy + 'static> Dispatch<S> {
@@ -408,13 +427,16 @@ impl<S: Strategy + 'static> Dispatch<S> {
             return Err(PlaceError::WeightsUnsupported { policy });
         }
         strategy.rebuild(&members)?;
-        Ok(Box::new(Self { policy, members, strategy }))
+        let mut home = score::Rendezvous::new(HashFn::Fast);
+        home.rebuild(members.as_slice().iter().map(|m| m.id.0));
+        Ok(Box::new(Self { policy, members, strategy, home }))
     }
 
     fn change(&mut self, f: impl FnOnce(&mut Members) -> Result<(), PlaceError>) -> Result<(), PlaceError> {
         let mut next = self.members.clone();
         f(&mut next)?;
         self.strategy.rebuild(&next)?;
+        self.home.rebuild(next.as_slice().iter().map(|m| m.id.0));
         self.members = next;
         Ok(())
     }
@@ -432,6 +454,14 @@ impl<S: Strategy + 'static> Placer for Dispatch<S> {
     #[inline]
     fn place(&mut self, unit: &Unit, load: &LoadView<'_>) -> WorkerId {
         self.strategy.place(&self.members, unit, load)
+    }
+
+    fn home(&mut self, unit: &Unit) -> WorkerId {
+        match self.strategy.home(&self.members, unit) {
+            Some(w) => w,
+            None if self.strategy.is_static() => self.strategy.place(&self.members, unit, &LoadView::IDLE),
+            None => self.members.id(self.home.argmax(unit.flow.0)),
+        }
     }
 
     fn add_worker(&mut self, id: WorkerId, weight: Weight) -> Result<(), PlaceError> {

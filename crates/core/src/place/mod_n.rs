@@ -14,6 +14,10 @@ use crate::worker::{Members, WorkerId};
 pub(crate) struct ModN;
 
 impl Strategy for ModN {
+    fn is_static(&self) -> bool {
+        true
+    }
+
     fn rebuild(&mut self, _: &Members) -> Result<(), PlaceError> {
         Ok(())
     }

@@ -153,6 +153,10 @@ impl PsHrw {
 }
 
 impl Strategy for PsHrw {
+    fn home(&self, members: &Members, unit: &Unit) -> Option<WorkerId> {
+        Some(self.ranker.home_of(members, unit))
+    }
+
     fn rebuild(&mut self, members: &Members) -> Result<(), PlaceError> {
         self.ranker.rebuild(members)?;
         self.seeds = members.as_slice().iter().map(|m| node_seed(m.id.0)).collect();

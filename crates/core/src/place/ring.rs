@@ -51,6 +51,10 @@ impl Ring {
 }
 
 impl Strategy for Ring {
+    fn is_static(&self) -> bool {
+        true
+    }
+
     fn rebuild(&mut self, members: &Members) -> Result<(), PlaceError> {
         let counts: Vec<u64> = members
             .as_slice()

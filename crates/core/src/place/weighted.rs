@@ -40,6 +40,10 @@ impl WeightedHrw {
 }
 
 impl Strategy for WeightedHrw {
+    fn is_static(&self) -> bool {
+        true
+    }
+
     fn rebuild(&mut self, members: &Members) -> Result<(), PlaceError> {
         let m = members.as_slice();
         self.seeds = m.iter().map(|m| node_seed(m.id.0)).collect();

@@ -3,6 +3,7 @@
 
 mod errors;
 mod golden;
+mod homes;
 mod parsers;
 mod properties;
 mod shares;

@@ -30,7 +30,9 @@
 //!   - flow migrations, out-of-order departures and jitter ([`FlowOrder`]);
 //!   - latency from arrival at the producer to departure ([`Latency`]).
 //! - **GOP streams** ([`Workload::Gop`]): each stream's departure order is restored at its home
-//!   node (its plain-HRW worker). A finished GOP waits there for the earlier ones. Out-of-order
+//!   node, as the policy sees it ([`Placer::home`]: the plain-HRW worker, or for the tree
+//!   policies the plain descent of their tree), so that the cost a cache-aware policy weighs and
+//!   the cost the model charges are the same. A finished GOP waits there for the earlier ones. Out-of-order
 //!   counts finishes, while jitter and latency are taken at the in-order release.
 //!   [`ServerParams::home_penalty`] charges each GOP for the distance between its worker and
 //!   that home.
@@ -84,7 +86,7 @@ pub struct ServerParams {
     /// Locality penalty per unit of extra communication cost when a flow moves.
     pub migration_penalty: Nanos,
     /// Cost per unit of extra communication cost between the serving worker and the flow's home
-    /// node (its plain-HRW worker), paid by every unit (Guo §6.2: every GOP communicates with its
+    /// node ([`Placer::home`]), paid by every unit (Guo §6.2: every GOP communicates with its
     /// stream's home node, which restores departure order).
     pub home_penalty: Nanos,
     /// How much leaves under one lowest-level node share its execution (0: not at all; 1: the
@@ -218,9 +220,8 @@ pub struct Server {
     params: ServerParams,
     placer: Box<dyn Placer>,
     source: FlowSource,
-    /// Plain HRW, for each flow's home node (when a home penalty is charged).
-    home: Option<Box<dyn Placer>>,
-    /// Each live flow's home node: it never changes, so it is found once per flow.
+    /// Each live flow's home node, as the policy sees it ([`Placer::home`]), when a home penalty
+    /// is charged: it never changes, so it is found once per flow.
     homes: FlowMap<WorkerId>,
     /// Units finished ahead of their turn, per flow (when order is restored at the home node).
     reorder: Option<ReorderBuffer<Queued>>,
@@ -285,12 +286,10 @@ impl Server {
         } else {
             1
         };
-        let home = if params.home_penalty.0 > 0 { Some(place::build(Policy::Hrw, &config, &workers)?) } else { None };
         let mut model = Self {
             params: params.clone(),
             placer,
             source,
-            home,
             homes: FlowMap::new(),
             reorder: reorder.then(ReorderBuffer::new),
             released: FlowOrder::new(),
@@ -430,10 +429,9 @@ impl Server {
             let extra = p.topology.cost(prev.0, w.0) - 1.0;
             t += (p.migration_penalty.0 as f64 * extra).round() as u64;
         }
-        if let Some(home) = &mut self.home {
-            let h = *self
-                .homes
-                .get_or_insert_with(head.unit.flow, || home.place(&head.unit, &switchyard_core::LoadView::IDLE));
+        if p.home_penalty.0 > 0 {
+            let placer = &mut self.placer;
+            let h = *self.homes.get_or_insert_with(head.unit.flow, || placer.home(&head.unit));
             t += (p.home_penalty.0 as f64 * (p.topology.cost(h.0, w.0) - 1.0)).round() as u64;
         }
         self.serving[w.0 as usize] = Some(Service { started: now, since: now, left: t as f64, speed: 0.0 });
