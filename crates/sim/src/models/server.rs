@@ -204,6 +204,8 @@ struct FlowAccount {
     busy: u64,
     units: u64,
     bytes: u64,
+    /// The worker that served the flow's previous unit, for the migration penalty.
+    worker: Option<WorkerId>,
 }
 
 #[derive(Debug)]
@@ -238,7 +240,6 @@ pub struct Server {
     epochs: Vec<u32>,
     /// Leaves per execution group (the lowest level's fanout; 1 when nothing is shared).
     group: u32,
-    last_worker: FlowMap<WorkerId>,
     accounts: FlowMap<FlowAccount>,
     /// Finished flows: (workers held on average, units per second, φ).
     finished: Vec<(f64, f64, f64)>,
@@ -301,7 +302,6 @@ impl Server {
             serving: vec![None; n as usize],
             epochs: vec![0; n as usize],
             group,
-            last_worker: FlowMap::new(),
             accounts: FlowMap::new(),
             finished: Vec::new(),
             order: FlowOrder::new(),
@@ -412,7 +412,6 @@ impl Server {
         self.order.forget(flow);
         self.released.forget(flow);
         self.homes.remove(flow);
-        self.last_worker.remove(flow);
         if let Some(buffer) = &mut self.reorder {
             buffer.forget(flow);
         }
@@ -425,7 +424,8 @@ impl Server {
         let work = self.source.work_bytes(&head.unit);
         self.scanned += work;
         let mut t = p.service_base.0 + p.service_per_kib.0.saturating_mul(work) / 1024;
-        if let Some(prev) = self.last_worker.insert(head.unit.flow, w) {
+        let last = self.accounts.get_mut(head.unit.flow).and_then(|a| a.worker.replace(w));
+        if let Some(prev) = last {
             let extra = p.topology.cost(prev.0, w.0) - 1.0;
             t += (p.migration_penalty.0 as f64 * extra).round() as u64;
         }
@@ -490,6 +490,7 @@ impl Model for Server {
                             busy: 0,
                             units: 0,
                             bytes: 0,
+                            worker: None,
                         });
                         self.input.push_back(Some(Queued { unit, arrived: now }));
                         self.next_decision(queue);
