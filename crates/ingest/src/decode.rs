@@ -21,6 +21,21 @@ pub struct Decoded<'a> {
     pub key: FiveTuple,
     /// The TCP or UDP payload (as captured: it may be cut short by the snap length).
     pub payload: &'a [u8],
+    /// TCP's sequence number and flags (`None` for UDP).
+    pub tcp: Option<Tcp>,
+}
+
+/// What reassembly needs of a TCP header.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tcp {
+    /// Sequence number of the first payload byte (of the SYN itself when `syn`).
+    pub seq: u32,
+    /// SYN: the sequence starts here, and payload begins at `seq + 1`.
+    pub syn: bool,
+    /// FIN: the sender has no more to send.
+    pub fin: bool,
+    /// RST: the connection is torn down.
+    pub rst: bool,
 }
 
 /// Why a packet was left out.
@@ -92,15 +107,16 @@ pub fn decode(linktype: i32, frame: &[u8]) -> Result<Decoded<'_>, Skip> {
     if fragment {
         return Err(Skip::Fragment);
     }
-    let (proto, sport, dport, payload) = match &sliced.transport {
-        Some(TransportSlice::Tcp(t)) => (6, t.source_port(), t.destination_port(), t.payload()),
-        Some(TransportSlice::Udp(u)) => (17, u.source_port(), u.destination_port(), u.payload()),
+    let (proto, sport, dport, payload, tcp) = match &sliced.transport {
+        Some(TransportSlice::Tcp(t)) => {
+            let flags = Tcp { seq: t.sequence_number(), syn: t.syn(), fin: t.fin(), rst: t.rst() };
+            (6, t.source_port(), t.destination_port(), t.payload(), Some(flags))
+        }
+        Some(TransportSlice::Udp(u)) => (17, u.source_port(), u.destination_port(), u.payload(), None),
         _ => return Err(Skip::NotTcpOrUdp),
     };
-    Ok(Decoded {
-        key: FiveTuple { proto, src: SocketAddr::new(src, sport), dst: SocketAddr::new(dst, dport) },
-        payload,
-    })
+    let key = FiveTuple { proto, src: SocketAddr::new(src, sport), dst: SocketAddr::new(dst, dport) };
+    Ok(Decoded { key, payload, tcp })
 }
 
 #[cfg(test)]

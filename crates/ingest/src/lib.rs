@@ -4,8 +4,10 @@
 //! and the runtime all take packets from here. What lives here is the outside-input boundary —
 //! capture formats (through `pcap-parser`), link layers and IP/TCP/UDP headers (through
 //! `etherparse`) — and the rule for what a damaged packet becomes: it is counted under a
-//! [`Skip`] reason and left out, never a panic. What does not live here: flow tables, payload
-//! reassembly and anything that decides where work goes (that is the core's).
+//! [`Skip`] reason and left out, never a panic. Above the reader, sans-IO: TCP reassembly
+//! ([`stream`]) and the connection table that turns packets into the growing buffers a DPI engine
+//! inspects ([`conn`]). What does not live here: anything that decides where work goes (that is
+//! the core's) or runs it (the runtime's).
 //!
 //! ```no_run
 //! let file = std::fs::File::open("trace.pcap")?;
@@ -17,8 +19,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod conn;
 mod decode;
 mod read;
+pub mod stream;
 
-pub use decode::{Decoded, Skip, decode};
+pub use conn::{Conn, ConnConfig, ConnTable, Step};
+pub use decode::{Decoded, Skip, Tcp, decode};
 pub use read::{CaptureReader, IngestError, Packet, SkipCounts};

@@ -9,7 +9,7 @@ use pcap_parser::{PcapBlockOwned, PcapError, create_reader};
 use switchyard_core::flow::FiveTuple;
 use thiserror::Error;
 
-use crate::decode::{Skip, decode};
+use crate::decode::{Skip, Tcp, decode};
 
 /// The reader's starting buffer; it grows up to [`MAX_BUFFER`] for larger records.
 const BUFFER: usize = 1 << 16;
@@ -54,6 +54,8 @@ pub struct Packet<'a> {
     pub wire_len: u32,
     /// The TCP or UDP payload as captured.
     pub payload: &'a [u8],
+    /// TCP's sequence number and flags (`None` for UDP).
+    pub tcp: Option<Tcp>,
 }
 
 /// Packets left out, by reason.
@@ -186,8 +188,8 @@ impl<'r> CaptureReader<'r> {
             self.inner.consume(len);
             if let Some(packet) = found {
                 self.packets += 1;
-                let (time_ns, key, wire_len) = packet;
-                return Ok(Some(Packet { time_ns, key, wire_len, payload: &self.state.payload }));
+                let (time_ns, key, wire_len, tcp) = packet;
+                return Ok(Some(Packet { time_ns, key, wire_len, payload: &self.state.payload, tcp }));
             }
         }
         Ok(None)
@@ -207,7 +209,7 @@ fn trouble(offset: usize, e: PcapError<&[u8]>) -> IngestError {
 impl State {
     /// Takes in a block: headers update the reader's state; a packet is decoded into
     /// `self.payload` and returned as (time, key, wire length), or counted as skipped.
-    fn take(&mut self, block: PcapBlockOwned<'_>) -> Option<(u64, FiveTuple, u32)> {
+    fn take(&mut self, block: PcapBlockOwned<'_>) -> Option<(u64, FiveTuple, u32, Option<Tcp>)> {
         let (linktype, time, wire_len, data) = match block {
             PcapBlockOwned::LegacyHeader(h) => {
                 self.legacy = Some((h.network.0, h.is_nanosecond_precision()));
@@ -258,7 +260,7 @@ impl State {
             Ok(d) => {
                 self.payload.clear();
                 self.payload.extend_from_slice(d.payload);
-                Some((time, d.key, wire_len))
+                Some((time, d.key, wire_len, d.tcp))
             }
             Err(reason) => {
                 self.skipped.add(reason);

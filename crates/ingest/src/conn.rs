@@ -1,0 +1,244 @@
+//! The connection table: packets into connections, and each connection's first bytes into the
+//! growing buffer a DPI engine inspects (Guo §2.4: the L7-filter's "assembling buffer").
+//!
+//! - A connection is a 5-tuple taken in either direction. Its client is the sender of the first
+//!   packet seen.
+//! - For TCP, each direction is reassembled in sequence order ([`crate::stream`]); bytes are
+//!   appended to the connection's buffer as they come into order, from whichever direction, so
+//!   the buffer reads as the conversation did. UDP datagrams are appended as they come.
+//! - Only a connection's first [`ConnConfig::max_packets`] packets (8 in the thesis; upstream
+//!   l7-filter counts 10) and [`ConnConfig::max_bytes`] bytes (12,000 upstream) are buffered.
+//!   Each of those packets is a [`Step::Buffer`]: the buffer as it stands after it, which is the
+//!   unit the thesis re-queues per packet. Later packets are [`Step::Beyond`].
+//! - A connection silent for [`ConnConfig::idle_timeout_ns`], or reset, ends; a packet after that
+//!   starts a new one.
+//!
+//! The table stores a value of the caller's per connection (`T`): the runtime keeps its
+//! classification state there. Nothing here decides where work goes.
+
+use std::collections::HashMap;
+
+use switchyard_core::flow::FiveTuple;
+
+use crate::read::Packet;
+use crate::stream::{Segment, Stream};
+
+/// How much of each connection is buffered, and when one ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnConfig {
+    /// Packets per connection that are buffered (Guo: 8).
+    pub max_packets: u32,
+    /// Bytes per connection buffer (upstream l7-filter: 12,000).
+    pub max_bytes: usize,
+    /// A connection silent this long has ended.
+    pub idle_timeout_ns: u64,
+    /// Segments a TCP direction may hold behind a gap.
+    pub max_held: usize,
+}
+
+impl Default for ConnConfig {
+    /// 8 packets, 12,000 bytes, 60 s idle, 32 held segments.
+    fn default() -> Self {
+        Self { max_packets: 8, max_bytes: 12_000, idle_timeout_ns: 60_000_000_000, max_held: 32 }
+    }
+}
+
+/// A connection and what has been gathered of it.
+#[derive(Clone, Debug)]
+pub struct Conn<T> {
+    /// Number of the connection, in order of first packet (from 0).
+    pub id: u64,
+    /// Client to server: the first packet's direction.
+    pub key: FiveTuple,
+    /// Capture time of the first packet.
+    pub first_ns: u64,
+    /// Capture time of the latest packet.
+    pub last_ns: u64,
+    /// Packets seen.
+    pub packets: u64,
+    /// Payload bytes seen, in both directions, buffered or not.
+    pub bytes: u64,
+    /// TCP segments dropped because too many were held behind a gap.
+    pub dropped_segments: u64,
+    /// The caller's state.
+    pub data: T,
+    buffer: Vec<u8>,
+    streams: [Stream; 2],
+}
+
+impl<T> Conn<T> {
+    /// The connection's buffer: its first bytes, in conversation order.
+    pub fn buffer(&self) -> &[u8] {
+        &self.buffer
+    }
+}
+
+/// What a packet was to its connection.
+#[derive(Debug)]
+pub enum Step<'a, T> {
+    /// One of the connection's first packets: inspect the buffer as it now stands. `index`
+    /// counts the connection's packets from 0.
+    Buffer {
+        /// The connection.
+        conn: &'a mut Conn<T>,
+        /// Which of its packets this was.
+        index: u32,
+        /// A new connection started with this packet.
+        new: bool,
+    },
+    /// A later packet: nothing to inspect.
+    Beyond {
+        /// The connection.
+        conn: &'a mut Conn<T>,
+    },
+}
+
+/// Connections by 5-tuple.
+#[derive(Debug)]
+pub struct ConnTable<T> {
+    config: ConnConfig,
+    conns: HashMap<FiveTuple, Conn<T>>,
+    next_id: u64,
+    ended: Vec<Conn<T>>,
+}
+
+impl<T: Default> ConnTable<T> {
+    /// An empty table.
+    pub fn new(config: ConnConfig) -> Self {
+        Self { config, conns: HashMap::new(), next_id: 0, ended: Vec::new() }
+    }
+
+    /// Live connections.
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Whether no connection is live.
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty()
+    }
+
+    /// Takes in a packet.
+    pub fn on_packet(&mut self, p: &Packet<'_>) -> Step<'_, T> {
+        let cfg = self.config;
+        let undirected = p.key.undirected();
+        let stale =
+            self.conns.get(&undirected).is_some_and(|c| p.time_ns.saturating_sub(c.last_ns) > cfg.idle_timeout_ns);
+        if stale && let Some(old) = self.conns.remove(&undirected) {
+            self.ended.push(old);
+        }
+        let mut new = false;
+        let next_id = &mut self.next_id;
+        let conn = self.conns.entry(undirected).or_insert_with(|| {
+            new = true;
+            *next_id += 1;
+            Conn {
+                id: *next_id - 1,
+                key: p.key,
+                first_ns: p.time_ns,
+                last_ns: p.time_ns,
+                packets: 0,
+                bytes: 0,
+                dropped_segments: 0,
+                data: T::default(),
+                buffer: Vec::new(),
+                streams: [Stream::default(), Stream::default()],
+            }
+        });
+        conn.last_ns = conn.last_ns.max(p.time_ns);
+        conn.bytes += p.payload.len() as u64;
+        let index = conn.packets;
+        conn.packets += 1;
+        if index >= u64::from(cfg.max_packets) {
+            return Step::Beyond { conn };
+        }
+        let room = cfg.max_bytes.saturating_sub(conn.buffer.len());
+        match p.tcp {
+            Some(tcp) => {
+                let dir = usize::from(p.key != conn.key);
+                if conn.streams[dir].segment(tcp, p.payload, room, cfg.max_held, &mut conn.buffer) == Segment::Dropped {
+                    conn.dropped_segments += 1;
+                }
+            }
+            None => conn.buffer.extend_from_slice(&p.payload[..p.payload.len().min(room)]),
+        }
+        Step::Buffer { conn, index: index as u32, new }
+    }
+
+    /// Ends connections silent since before `now − idle_timeout`, and reset ones; they come back
+    /// from [`ConnTable::take_ended`].
+    pub fn expire(&mut self, now_ns: u64) {
+        let timeout = self.config.idle_timeout_ns;
+        let idle: Vec<FiveTuple> =
+            self.conns.iter().filter(|(_, c)| now_ns.saturating_sub(c.last_ns) > timeout).map(|(k, _)| *k).collect();
+        for k in idle {
+            if let Some(c) = self.conns.remove(&k) {
+                self.ended.push(c);
+            }
+        }
+    }
+
+    /// Connections that have ended, in the order of their ids.
+    pub fn take_ended(&mut self) -> Vec<Conn<T>> {
+        let mut ended = std::mem::take(&mut self.ended);
+        ended.sort_by_key(|c| c.id);
+        ended
+    }
+
+    /// Ends every connection (at the end of a capture) and returns all that have ended, in the
+    /// order of their ids.
+    pub fn finish(&mut self) -> Vec<Conn<T>> {
+        self.ended.extend(self.conns.drain().map(|(_, c)| c));
+        self.take_ended()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::Tcp;
+
+    fn packet<'a>(t: u64, from_client: bool, seq: u32, payload: &'a [u8]) -> Packet<'a> {
+        let (c, s) = ("10.0.0.1:40000".parse().unwrap(), "10.0.0.2:80".parse().unwrap());
+        let key =
+            if from_client { FiveTuple { proto: 6, src: c, dst: s } } else { FiveTuple { proto: 6, src: s, dst: c } };
+        Packet { time_ns: t, key, wire_len: 60, payload, tcp: Some(Tcp { seq, ..Tcp::default() }) }
+    }
+
+    #[test]
+    fn the_buffer_reads_as_the_conversation_and_stops_at_the_packet_limit() {
+        let mut table: ConnTable<()> = ConnTable::new(ConnConfig { max_packets: 3, ..ConnConfig::default() });
+        let steps = [
+            packet(1, true, 100, b"GET / HTTP/1.1\r\n"),
+            packet(2, false, 900, b"HTTP/1.1 200 OK\r\n"),
+            packet(3, true, 116, b"Host: x\r\n"),
+            packet(4, true, 125, b"ignored"),
+        ];
+        let mut seen = Vec::new();
+        for p in &steps {
+            match table.on_packet(p) {
+                Step::Buffer { conn, index, new } => seen.push((index, new, conn.buffer().len())),
+                Step::Beyond { conn } => assert_eq!(conn.packets, 4),
+            }
+        }
+        assert_eq!(seen, [(0, true, 16), (1, false, 33), (2, false, 42)]);
+        let done = table.finish();
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].buffer(), &b"GET / HTTP/1.1\r\nHTTP/1.1 200 OK\r\nHost: x\r\n"[..]);
+        assert_eq!(done[0].key.dst.port(), 80, "the client is the first packet's sender");
+    }
+
+    #[test]
+    fn an_idle_connection_ends_and_its_tuple_starts_a_new_one() {
+        let cfg = ConnConfig { idle_timeout_ns: 10, ..ConnConfig::default() };
+        let mut table: ConnTable<u8> = ConnTable::new(cfg);
+        let _ = table.on_packet(&packet(0, true, 0, b"a"));
+        let Step::Buffer { new, conn, .. } = table.on_packet(&packet(100, true, 1, b"b")) else { panic!() };
+        assert!(new);
+        assert_eq!(conn.id, 1);
+        table.expire(1_000);
+        let ended = table.take_ended();
+        assert_eq!(ended.iter().map(|c| c.id).collect::<Vec<_>>(), [0, 1]);
+        assert!(table.is_empty());
+    }
+}
