@@ -1,0 +1,16 @@
+//! Switchyard's real runtime (the **runtime** driver of DESIGN.md): the dissertation's parallel
+//! L7-filter (Guo §2.3–§2.4) on real packets.
+//!
+//! # What lives here
+//!
+//! - [`inspect`]: the worker kernel, protocol identification by one multi-pattern automaton over
+//!   a connection's first bytes, and the TLS server name.
+//!
+//! Packets come from `switchyard-ingest` (captures, reassembly and connection buffers), and
+//! where each buffer goes is decided by the core's placement policies.
+//!
+//! # What does not live here
+//!
+//! No placement logic: a policy added to the core is used here unchanged.
+
+pub mod inspect;
