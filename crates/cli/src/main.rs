@@ -8,6 +8,7 @@ mod place;
 mod report;
 mod reproduce;
 mod sim;
+mod tracegen;
 
 use std::process::ExitCode;
 
@@ -27,6 +28,7 @@ enum Command {
     Place(place::PlaceArgs),
     Sim(sim::SimArgs),
     Reproduce(reproduce::ReproduceArgs),
+    TraceGen(tracegen::TraceGenArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
         Command::Place(args) => place::run(&args),
         Command::Sim(args) => sim::run(&args),
         Command::Reproduce(args) => reproduce::run(&args),
+        Command::TraceGen(args) => tracegen::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,6 +5,9 @@
 //!
 //! - [`inspect`]: the worker kernel, protocol identification by one multi-pattern automaton over
 //!   a connection's first bytes, and the TLS server name.
+//! - [`serial`]: the single-threaded reference pipeline, capture to per-connection verdicts.
+//! - [`tracegen`]: labelled captures of known protocols, for checking classification and
+//!   measuring placement on realistic traffic.
 //!
 //! Packets come from `switchyard-ingest` (captures, reassembly and connection buffers), and
 //! where each buffer goes is decided by the core's placement policies.
@@ -14,3 +17,5 @@
 //! No placement logic: a policy added to the core is used here unchanged.
 
 pub mod inspect;
+pub mod serial;
+pub mod tracegen;

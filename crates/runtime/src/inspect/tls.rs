@@ -64,38 +64,38 @@ pub fn server_name(buffer: &[u8]) -> Option<&str> {
     None
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-
-    /// A TLS 1.3-style ClientHello, with a server_name extension when `sni` is given.
-    pub(crate) fn client_hello(sni: Option<&str>) -> Vec<u8> {
-        let mut exts = Vec::new();
-        exts.extend_from_slice(&[0x00, 0x2b, 0x00, 0x03, 0x02, 0x03, 0x04]); // supported_versions
-        if let Some(name) = sni {
-            let n = name.len() as u16;
-            exts.extend_from_slice(&[0x00, 0x00]);
-            exts.extend_from_slice(&(n + 5).to_be_bytes());
-            exts.extend_from_slice(&(n + 3).to_be_bytes());
-            exts.push(0);
-            exts.extend_from_slice(&n.to_be_bytes());
-            exts.extend_from_slice(name.as_bytes());
-        }
-        let mut hello = vec![0x03, 0x03];
-        hello.extend_from_slice(&[0x5a; 32]);
-        hello.push(0);
-        hello.extend_from_slice(&[0x00, 0x02, 0x13, 0x01]);
-        hello.extend_from_slice(&[0x01, 0x00]);
-        hello.extend_from_slice(&(exts.len() as u16).to_be_bytes());
-        hello.extend_from_slice(&exts);
-        let mut hs = vec![0x01];
-        hs.extend_from_slice(&(hello.len() as u32).to_be_bytes()[1..]);
-        hs.extend_from_slice(&hello);
-        let mut rec = vec![0x16, 0x03, 0x01];
-        rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
-        rec.extend_from_slice(&hs);
-        rec
+/// A TLS 1.3-style ClientHello, with a server_name extension when `sni` is given.
+pub fn client_hello(sni: Option<&str>) -> Vec<u8> {
+    let mut exts = Vec::new();
+    exts.extend_from_slice(&[0x00, 0x2b, 0x00, 0x03, 0x02, 0x03, 0x04]); // supported_versions
+    if let Some(name) = sni {
+        let n = name.len() as u16;
+        exts.extend_from_slice(&[0x00, 0x00]);
+        exts.extend_from_slice(&(n + 5).to_be_bytes());
+        exts.extend_from_slice(&(n + 3).to_be_bytes());
+        exts.push(0);
+        exts.extend_from_slice(&n.to_be_bytes());
+        exts.extend_from_slice(name.as_bytes());
     }
+    let mut hello = vec![0x03, 0x03];
+    hello.extend_from_slice(&[0x5a; 32]);
+    hello.push(0);
+    hello.extend_from_slice(&[0x00, 0x02, 0x13, 0x01]);
+    hello.extend_from_slice(&[0x01, 0x00]);
+    hello.extend_from_slice(&(exts.len() as u16).to_be_bytes());
+    hello.extend_from_slice(&exts);
+    let mut hs = vec![0x01];
+    hs.extend_from_slice(&(hello.len() as u32).to_be_bytes()[1..]);
+    hs.extend_from_slice(&hello);
+    let mut rec = vec![0x16, 0x03, 0x01];
+    rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+    rec.extend_from_slice(&hs);
+    rec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn the_name_is_read_and_damage_gives_none() {

@@ -1,0 +1,38 @@
+//! One canonical opening message per protocol, written from each protocol's specification: what
+//! the trace generator puts on the wire and what the tests check the signatures against.
+
+/// (protocol name, the message that opens its connections); some protocols have two openings
+/// (an HTTP request and a response, an SMTP greeting and a client's EHLO).
+pub fn openings() -> Vec<(&'static str, Vec<u8>)> {
+    let mut dhcp = vec![0x01, 0x01, 0x06, 0x00];
+    dhcp.extend_from_slice(&[0u8; 232]);
+    dhcp.extend_from_slice(&[0x63, 0x82, 0x53, 0x63, 53, 1, 1, 0xff]);
+    let mut ntp = vec![0x23, 0x00, 0x06, 0xec];
+    ntp.extend_from_slice(&[0u8; 44]);
+    vec![
+        ("http", b"GET /index.html HTTP/1.1\r\nHost: example.org\r\n\r\n".to_vec()),
+        ("http", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_vec()),
+        ("tls", super::tls::client_hello(Some("example.org"))),
+        ("ssh", b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n".to_vec()),
+        ("dns", b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03org\x00\x00\x01\x00\x01".to_vec()),
+        ("ftp", b"220 ProFTPD Server (Debian) [::ffff:10.0.0.2]\r\n".to_vec()),
+        ("smtp", b"220 mail.example.org ESMTP Postfix (Debian/GNU)\r\n".to_vec()),
+        ("smtp", b"EHLO client.example.org\r\n".to_vec()),
+        ("imap", b"* OK [CAPABILITY IMAP4rev1 SASL-IR LOGIN-REFERRALS] Dovecot ready.\r\n".to_vec()),
+        ("pop3", b"+OK Dovecot ready.\r\n".to_vec()),
+        ("sip", b"INVITE sip:bob@example.org SIP/2.0\r\nVia: SIP/2.0/UDP pc33.example.org\r\n".to_vec()),
+        ("rtsp", b"DESCRIBE rtsp://example.org/media.mp4 RTSP/1.0\r\nCSeq: 2\r\n".to_vec()),
+        ("mqtt", b"\x10\x10\x00\x04MQTT\x04\x02\x00\x3c\x00\x04abcd".to_vec()),
+        ("redis", b"*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n".to_vec()),
+        ("postgresql", b"\x00\x00\x00\x29\x00\x03\x00\x00user\x00postgres\x00database\x00app\x00\x00".to_vec()),
+        ("mysql", b"\x4a\x00\x00\x00\x0a8.0.36\x00\x08\x00\x00\x00abcdefgh\x00".to_vec()),
+        ("smb", b"\x00\x00\x00\x54\xfeSMB\x40\x00\x00\x00\x00\x00\x00\x00".to_vec()),
+        ("rdp", b"\x03\x00\x00\x13\x0e\xe0\x00\x00\x00\x00\x00\x01\x00\x08\x00\x03\x00\x00\x00".to_vec()),
+        ("bittorrent", b"\x13BitTorrent protocol\x00\x00\x00\x00\x00\x10\x00\x05".to_vec()),
+        ("quic", b"\xc3\x00\x00\x00\x01\x08\x83\x94\xc8\xf0\x3e\x51\x57\x08\x00\x00\x44\x9e".to_vec()),
+        ("ntp", ntp),
+        ("dhcp", dhcp),
+        ("telnet", b"\xff\xfd\x18\xff\xfd\x20\xff\xfd\x23".to_vec()),
+        ("xmpp", b"<?xml version='1.0'?><stream:stream to='example.org' xmlns='jabber:client'>".to_vec()),
+    ]
+}

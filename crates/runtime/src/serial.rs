@@ -1,0 +1,126 @@
+//! The single-threaded reference pipeline: every buffer inspected in capture order on the calling
+//! thread. It is the baseline the parallel runtime is measured against and must agree with.
+
+use switchyard_core::flow::FiveTuple;
+use switchyard_ingest::{CaptureReader, ConnConfig, ConnTable, IngestError, SkipCounts, Step};
+
+use crate::inspect::{Inspector, Protocol, tls};
+
+/// How a connection ended up (Guo §2.4's three states).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// A signature matched.
+    Matched(Protocol),
+    /// All of its inspected packets were seen and none matched.
+    NoMatch,
+    /// It ended before its last inspected packet, unmatched.
+    Open,
+}
+
+impl Verdict {
+    /// The protocol's name, `no-match` or `open`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Matched(p) => p.name(),
+            Self::NoMatch => "no-match",
+            Self::Open => "open",
+        }
+    }
+}
+
+/// What the inspector found of one connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnResult {
+    /// Number of the connection, in order of first packet.
+    pub id: u64,
+    /// Client to server.
+    pub key: FiveTuple,
+    /// The outcome.
+    pub verdict: Verdict,
+    /// The TLS server name, for TLS.
+    pub server_name: Option<String>,
+    /// Packets seen.
+    pub packets: u64,
+    /// Payload bytes seen.
+    pub bytes: u64,
+}
+
+/// What a run over a capture found.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    /// TCP and UDP packets read.
+    pub packets: u64,
+    /// Packets left out by the reader, by reason.
+    pub skipped: SkipCounts,
+    /// Buffers inspected.
+    pub inspected: u64,
+    /// Bytes scanned by the inspector.
+    pub scanned_bytes: u64,
+    /// Buffers not inspected because their connection was already classified.
+    pub skipped_classified: u64,
+    /// Packets after a connection's inspected ones (only marked).
+    pub marked: u64,
+    /// Payload bytes of all packets.
+    pub payload_bytes: u64,
+    /// Every connection, in id order.
+    pub conns: Vec<ConnResult>,
+}
+
+/// Per-connection state kept in the table.
+#[derive(Clone, Debug, Default)]
+struct State {
+    verdict: Option<Protocol>,
+    server_name: Option<String>,
+}
+
+/// Reads `reader` to the end, inspecting each connection's buffers in order until one matches.
+pub fn inspect_serial(
+    mut reader: CaptureReader<'_>,
+    config: ConnConfig,
+    inspector: &Inspector,
+) -> Result<Summary, IngestError> {
+    let mut table: ConnTable<State> = ConnTable::new(config);
+    let mut s = Summary::default();
+    let mut ended = Vec::new();
+    while let Some(p) = reader.next_packet()? {
+        s.packets += 1;
+        s.payload_bytes += p.payload.len() as u64;
+        match table.on_packet(&p) {
+            Step::Buffer { conn, .. } if conn.data.verdict.is_some() => s.skipped_classified += 1,
+            Step::Buffer { conn, .. } => {
+                s.inspected += 1;
+                s.scanned_bytes += conn.buffer().len() as u64;
+                if let Some(proto) = inspector.classify(conn.buffer()) {
+                    conn.data.verdict = Some(proto);
+                    if proto.name() == "tls" {
+                        conn.data.server_name = tls::server_name(conn.buffer()).map(str::to_owned);
+                    }
+                }
+            }
+            Step::Beyond { .. } => s.marked += 1,
+        }
+        if s.packets % 65_536 == 0 {
+            table.expire(p.time_ns);
+            ended.extend(table.take_ended());
+        }
+    }
+    s.skipped = reader.skipped();
+    ended.extend(table.finish());
+    ended.sort_by_key(|c| c.id);
+    s.conns = ended
+        .into_iter()
+        .map(|c| ConnResult {
+            id: c.id,
+            key: c.key,
+            verdict: match c.data.verdict {
+                Some(p) => Verdict::Matched(p),
+                None if c.packets >= u64::from(config.max_packets) => Verdict::NoMatch,
+                None => Verdict::Open,
+            },
+            server_name: c.data.server_name,
+            packets: c.packets,
+            bytes: c.bytes,
+        })
+        .collect();
+    Ok(s)
+}
