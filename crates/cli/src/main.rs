@@ -3,6 +3,7 @@
 //! What lives here is argument parsing, reading inputs, timing and printing. No policy logic:
 //! every decision is made by `switchyard-core`.
 
+mod inspect;
 mod keys;
 mod place;
 mod report;
@@ -27,6 +28,7 @@ struct Cli {
 enum Command {
     Place(place::PlaceArgs),
     Sim(sim::SimArgs),
+    Inspect(inspect::InspectArgs),
     Reproduce(reproduce::ReproduceArgs),
     TraceGen(tracegen::TraceGenArgs),
 }
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Place(args) => place::run(&args),
         Command::Sim(args) => sim::run(&args),
+        Command::Inspect(args) => inspect::run(&args),
         Command::Reproduce(args) => reproduce::run(&args),
         Command::TraceGen(args) => tracegen::run(&args),
     };

@@ -221,3 +221,51 @@ fn keys_from_a_capture_are_its_packets_five_tuples() {
     let o = switchyard(&["place", "--policy", "hrw", "--keys", sample, "--undirected"]);
     assert!(stdout(&o).contains("of 600 flows"), "{}", stdout(&o));
 }
+
+#[test]
+fn inspect_names_every_labelled_connection_with_any_policy() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/");
+    let (pcap, labels) = (format!("{dir}labelled.pcap"), format!("{dir}labelled.csv"));
+    for policy in ["affinity", "hrw", "ahrw", "round-robin"] {
+        let o = switchyard(&["inspect", &pcap, "--labels", &labels, "-w", "2", "-p", policy, "--no-pin"]);
+        assert!(o.status.success(), "{policy}: {}", stderr(&o));
+        assert!(stdout(&o).contains("labels: 500 of 500 connections named as labelled"), "{}", stdout(&o));
+    }
+    let o = switchyard(&["inspect", &pcap, "--format", "json", "-w", "1"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["packets"], 3155);
+    assert_eq!(v["connections"], 500);
+    let accounted =
+        ["inspected", "skipped_classified", "marked", "dropped"].iter().map(|k| v[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(accounted, 3155, "every packet is accounted for");
+}
+
+#[test]
+fn inspect_and_trace_gen_refuse_bad_input_clearly() {
+    let o = switchyard(&["inspect", "Cargo.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not a pcap or pcapng capture"), "{}", stderr(&o));
+    let o = switchyard(&["inspect", "/no/such.pcap"]);
+    assert!(stderr(&o).contains("cannot open capture `/no/such.pcap`"), "{}", stderr(&o));
+    let dir = std::env::temp_dir().join(format!("switchyard-gen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pcap, labels) = (dir.join("t.pcap"), dir.join("t.csv"));
+    let o = switchyard(&[
+        "trace-gen",
+        "--out",
+        pcap.to_str().unwrap(),
+        "--labels",
+        labels.to_str().unwrap(),
+        "--connections",
+        "120",
+        "--elephants",
+        "0.1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = switchyard(&["inspect", pcap.to_str().unwrap(), "--labels", labels.to_str().unwrap(), "--no-pin"]);
+    assert!(stdout(&o).contains("120 of 120"), "{}", stdout(&o));
+    let o = switchyard(&["trace-gen", "--out", pcap.to_str().unwrap(), "--elephants", "2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("elephants 2 (0 to 1)"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

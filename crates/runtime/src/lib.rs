@@ -5,6 +5,8 @@
 //!
 //! - [`inspect`]: the worker kernel, protocol identification by one multi-pattern automaton over
 //!   a connection's first bytes, and the TLS server name.
+//! - [`pipeline`]: the parallel pipeline, one producer placing connection buffers with a core
+//!   policy on bounded queues of pinned worker threads.
 //! - [`serial`]: the single-threaded reference pipeline, capture to per-connection verdicts.
 //! - [`tracegen`]: labelled captures of known protocols, for checking classification and
 //!   measuring placement on realistic traffic.
@@ -17,5 +19,6 @@
 //! No placement logic: a policy added to the core is used here unchanged.
 
 pub mod inspect;
+pub mod pipeline;
 pub mod serial;
 pub mod tracegen;

@@ -1,0 +1,317 @@
+//! `switchyard inspect`: deep packet inspection of a capture on worker threads, each connection
+//! buffer placed by a core policy.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use switchyard_core::measure::balance;
+use switchyard_core::place::{self, PlaceConfig};
+use switchyard_core::{Policy, Topology, WorkerId};
+use switchyard_ingest::{CaptureReader, ConnConfig};
+use switchyard_runtime::inspect::Inspector;
+use switchyard_runtime::pipeline::{self, OnFull, PipelineConfig, RunReport};
+use switchyard_runtime::serial::ConnResult;
+
+use crate::report::Format;
+
+/// Identify the protocol of every connection in a capture, on worker threads.
+///
+/// One producer reads the capture (pcap or pcapng), tracks connections, reassembles TCP in
+/// sequence order, and for each of a connection's first packets makes a new buffer of its first
+/// bytes; the placement policy puts each buffer on a worker's bounded queue. Workers match 22
+/// protocol signatures in one automaton and skip buffers of connections already classified.
+/// The verdicts are the same for any policy and any number of workers.
+///
+/// Examples:
+///
+///   switchyard inspect data/traces/labelled.pcap --labels data/traces/labelled.csv
+///
+///   switchyard inspect big.pcap --workers 2 --policy ahrw --results conns.csv
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub(crate) struct InspectArgs {
+    /// The capture (pcap or pcapng).
+    file: PathBuf,
+
+    /// Worker threads (default: the machine's cores).
+    #[arg(long, short)]
+    workers: Option<u32>,
+
+    /// Placement policy for connection buffers (see `switchyard place --help`).
+    #[arg(long, short, default_value = "affinity")]
+    policy: String,
+
+    /// Topology for the tree and cache-aware policies.
+    #[arg(long)]
+    topology: Option<String>,
+
+    /// Packets per connection that are inspected (Guo: 8; upstream l7-filter: 10).
+    #[arg(long, default_value_t = 8)]
+    packets: u32,
+
+    /// Bytes per connection buffer (upstream l7-filter: 12,000).
+    #[arg(long, default_value_t = 12_000)]
+    bytes: usize,
+
+    /// Buffers each worker's queue holds.
+    #[arg(long, default_value_t = 64)]
+    queue: usize,
+
+    /// Drop buffers at a full queue (counted) instead of waiting.
+    #[arg(long)]
+    drop: bool,
+
+    /// Do not pin workers to cores.
+    #[arg(long)]
+    no_pin: bool,
+
+    /// Write one CSV row per connection here (id, client, server, protocol, server name, …).
+    #[arg(long)]
+    results: Option<PathBuf>,
+
+    /// Check the verdicts against a labels CSV from `switchyard trace-gen`, and report misses.
+    #[arg(long)]
+    labels: Option<PathBuf>,
+
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+/// The run's figures, as JSON and CSV print them.
+#[derive(Debug, Serialize)]
+struct Totals {
+    policy: String,
+    workers: usize,
+    packets: u64,
+    connections: usize,
+    inspected: u64,
+    skipped_classified: u64,
+    marked: u64,
+    dropped: u64,
+    left_out: u64,
+    seconds: f64,
+    packets_per_s: f64,
+    gbps: f64,
+    migrations: u64,
+    duplicated_matches: u64,
+    busy_max_over_mean: f64,
+    busy_cov: f64,
+    busy_jain: f64,
+    producer_blocked_ms: f64,
+    labels_checked: Option<usize>,
+    labels_missed: Option<usize>,
+}
+
+/// A reader that moves a progress bar by the bytes it passes on.
+struct Progress<R> {
+    inner: R,
+    bar: ProgressBar,
+}
+
+impl<R: Read> Read for Progress<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bar.inc(n as u64);
+        Ok(n)
+    }
+}
+
+pub(crate) fn run(args: &InspectArgs) -> Result<()> {
+    let policy: Policy = args.policy.parse()?;
+    let n = args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
+    if n == 0 {
+        bail!("--workers 0: at least one worker is needed");
+    }
+    if args.packets == 0 {
+        bail!("--packets 0: at least one packet per connection must be inspected");
+    }
+    let topology = args.topology.as_deref().map(Topology::parse).transpose()?;
+    let config = PlaceConfig { topology, ..PlaceConfig::default() };
+    let ids: Vec<WorkerId> = (0..n).map(WorkerId).collect();
+    let mut placer = place::build(policy, &config, &ids)?;
+    let shown = args.file.display().to_string();
+    let file = File::open(&args.file).with_context(|| format!("cannot open capture `{shown}`"))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) && size > 16 << 20 {
+        ProgressBar::new(size)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {elapsed}").expect("static"));
+    bar.set_message(shown.clone());
+    let input = Progress { inner: BufReader::with_capacity(1 << 20, file), bar: bar.clone() };
+    let reader = CaptureReader::new(input).with_context(|| format!("reading `{shown}`"))?;
+    let pipeline_config = PipelineConfig {
+        conn: ConnConfig { max_packets: args.packets, max_bytes: args.bytes, ..ConnConfig::default() },
+        queue_capacity: args.queue,
+        on_full: if args.drop { OnFull::Drop } else { OnFull::Block },
+        pin: !args.no_pin,
+    };
+    let report = pipeline::run(reader, placer.as_mut(), &pipeline_config, Arc::new(Inspector::new()))
+        .with_context(|| format!("reading `{shown}`"))?;
+    bar.finish_and_clear();
+    if let Some(path) = &args.results {
+        write_results(&report.summary.conns, path)?;
+    }
+    let check = args.labels.as_ref().map(|p| check_labels(&report.summary.conns, p)).transpose()?;
+    let totals = totals(policy, &report, check.as_ref().map(|c| (c.0, c.1.len())));
+    let mut out = std::io::stdout().lock();
+    match args.format {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&totals)?)?,
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(&mut out);
+            w.serialize(&totals)?;
+            w.flush()?;
+        }
+        Format::Table => print_table(&mut out, &shown, &report, &totals)?,
+    }
+    if let Some((checked, missed)) = check {
+        for m in missed.iter().take(10) {
+            writeln!(out, "  miss: {m}")?;
+        }
+        if !missed.is_empty() {
+            bail!("{} of {checked} labelled connections were not named as labelled", missed.len());
+        }
+    }
+    Ok(())
+}
+
+fn totals(policy: Policy, r: &RunReport, check: Option<(usize, usize)>) -> Totals {
+    let s = &r.summary;
+    let busy: Vec<f64> = r.workers.iter().map(|w| w.busy.as_secs_f64()).collect();
+    let b = balance(&busy, None);
+    let secs = r.elapsed.as_secs_f64().max(1e-9);
+    Totals {
+        policy: policy.name().into(),
+        workers: r.workers.len(),
+        packets: s.packets,
+        connections: s.conns.len(),
+        inspected: s.inspected,
+        skipped_classified: s.skipped_classified,
+        marked: s.marked,
+        dropped: r.dropped,
+        left_out: s.skipped.total(),
+        seconds: secs,
+        packets_per_s: s.packets as f64 / secs,
+        gbps: s.payload_bytes as f64 * 8.0 / secs / 1e9,
+        migrations: r.migrations,
+        duplicated_matches: r.workers.iter().map(|w| w.duplicated).sum(),
+        busy_max_over_mean: b.max_over_mean,
+        busy_cov: b.cov,
+        busy_jain: b.jain,
+        producer_blocked_ms: r.producer_blocked.as_secs_f64() * 1e3,
+        labels_checked: check.map(|c| c.0),
+        labels_missed: check.map(|c| c.1),
+    }
+}
+
+fn print_table(out: &mut impl Write, name: &str, r: &RunReport, t: &Totals) -> Result<()> {
+    let s = &r.summary;
+    writeln!(
+        out,
+        "{name}: {} packets, {} connections; {} on {} workers in {:.3} s ({:.0} packets/s, {:.3} Gbit/s of payload)",
+        t.packets, t.connections, t.policy, t.workers, t.seconds, t.packets_per_s, t.gbps
+    )?;
+    writeln!(
+        out,
+        "buffers inspected {}, skipped as classified {}, packets only marked {}, dropped {}; left out by the reader: {}",
+        t.inspected, t.skipped_classified, t.marked, t.dropped, s.skipped
+    )?;
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for c in &s.conns {
+        *counts.entry(c.verdict.name()).or_default() += 1;
+    }
+    let mut by_count: Vec<_> = counts.into_iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    writeln!(out, "\nprotocol       connections")?;
+    for (name, n) in by_count {
+        writeln!(out, "{name:<14} {n:>11}")?;
+    }
+    writeln!(out, "\nworker  core  scanned   skipped  busy ms  duplicated")?;
+    for (i, w) in r.workers.iter().enumerate() {
+        let core = w.core.map_or_else(|| "-".to_string(), |c| c.to_string());
+        writeln!(
+            out,
+            "w{i:<6} {core:>4} {:>8} {:>9} {:>8.1} {:>11}",
+            w.scanned,
+            w.skipped,
+            w.busy.as_secs_f64() * 1e3,
+            w.duplicated
+        )?;
+    }
+    writeln!(
+        out,
+        "\nbusy time max/mean {:.3}, CoV {:.3}, Jain {:.4}; migrations {}; producer waited {:.1} ms",
+        t.busy_max_over_mean, t.busy_cov, t.busy_jain, t.migrations, t.producer_blocked_ms
+    )?;
+    if let (Some(checked), Some(missed)) = (t.labels_checked, t.labels_missed) {
+        writeln!(out, "labels: {} of {checked} connections named as labelled", checked - missed)?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct ResultRow<'a> {
+    id: u64,
+    proto: u8,
+    client: String,
+    server: String,
+    protocol: &'a str,
+    server_name: Option<&'a str>,
+    packets: u64,
+    bytes: u64,
+}
+
+fn write_results(conns: &[ConnResult], path: &PathBuf) -> Result<()> {
+    let f = File::create(path).with_context(|| format!("cannot create `{}`", path.display()))?;
+    let mut w = csv::Writer::from_writer(std::io::BufWriter::new(f));
+    for c in conns {
+        w.serialize(ResultRow {
+            id: c.id,
+            proto: c.key.proto,
+            client: c.key.src.to_string(),
+            server: c.key.dst.to_string(),
+            protocol: c.verdict.name(),
+            server_name: c.server_name.as_deref(),
+            packets: c.packets,
+            bytes: c.bytes,
+        })?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Compares verdicts with a labels CSV (`client` and `protocol` columns): the number checked,
+/// and a line per miss.
+fn check_labels(conns: &[ConnResult], path: &PathBuf) -> Result<(usize, Vec<String>)> {
+    #[derive(serde::Deserialize)]
+    struct Label {
+        client: String,
+        protocol: String,
+    }
+    let shown = path.display();
+    let mut r = csv::Reader::from_path(path).with_context(|| format!("cannot read labels `{shown}`"))?;
+    let by_client: BTreeMap<String, &ConnResult> = conns.iter().map(|c| (c.key.src.to_string(), c)).collect();
+    let mut missed = Vec::new();
+    let mut checked = 0;
+    for (line, row) in r.deserialize::<Label>().enumerate() {
+        let l = row.with_context(|| format!("labels `{shown}`, row {}", line + 2))?;
+        checked += 1;
+        match by_client.get(&l.client) {
+            None => missed.push(format!("{} ({}): no such connection in the capture", l.client, l.protocol)),
+            Some(c) if c.verdict.name() != l.protocol => {
+                missed.push(format!("{} labelled {}, named {}", l.client, l.protocol, c.verdict.name()));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok((checked, missed))
+}
