@@ -3,6 +3,7 @@
 //! What lives here is argument parsing, reading inputs, timing and printing. No policy logic:
 //! every decision is made by `switchyard-core`.
 
+mod bench;
 mod inspect;
 mod keys;
 mod place;
@@ -29,6 +30,7 @@ enum Command {
     Place(place::PlaceArgs),
     Sim(sim::SimArgs),
     Inspect(inspect::InspectArgs),
+    Bench(bench::BenchArgs),
     Reproduce(reproduce::ReproduceArgs),
     TraceGen(tracegen::TraceGenArgs),
 }
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
         Command::Place(args) => place::run(&args),
         Command::Sim(args) => sim::run(&args),
         Command::Inspect(args) => inspect::run(&args),
+        Command::Bench(args) => bench::run(&args),
         Command::Reproduce(args) => reproduce::run(&args),
         Command::TraceGen(args) => tracegen::run(&args),
     };

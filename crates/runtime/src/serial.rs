@@ -1,6 +1,8 @@
 //! The single-threaded reference pipeline: every buffer inspected in capture order on the calling
 //! thread. It is the baseline the parallel runtime is measured against and must agree with.
 
+use std::time::{Duration, Instant};
+
 use switchyard_core::flow::FiveTuple;
 use switchyard_ingest::{CaptureReader, ConnConfig, ConnTable, IngestError, SkipCounts, Step};
 
@@ -75,9 +77,20 @@ struct State {
 
 /// Reads `reader` to the end, inspecting each connection's buffers in order until one matches.
 pub fn inspect_serial(
+    reader: CaptureReader<'_>,
+    config: ConnConfig,
+    inspector: &Inspector,
+) -> Result<Summary, IngestError> {
+    inspect_serial_timed(reader, config, inspector, &mut |_, _| {})
+}
+
+/// [`inspect_serial`], calling `on_scan(buffer length, time taken)` after each scan (for fitting
+/// the simulator's service-time model to the real kernel).
+pub fn inspect_serial_timed(
     mut reader: CaptureReader<'_>,
     config: ConnConfig,
     inspector: &Inspector,
+    on_scan: &mut dyn FnMut(usize, Duration),
 ) -> Result<Summary, IngestError> {
     let mut table: ConnTable<State> = ConnTable::new(config);
     let mut s = Summary::default();
@@ -90,7 +103,10 @@ pub fn inspect_serial(
             Step::Buffer { conn, .. } => {
                 s.inspected += 1;
                 s.scanned_bytes += conn.buffer().len() as u64;
-                if let Some(proto) = inspector.classify(conn.buffer()) {
+                let started = Instant::now();
+                let found = inspector.classify(conn.buffer());
+                on_scan(conn.buffer().len(), started.elapsed());
+                if let Some(proto) = found {
                     conn.data.verdict = Some(proto);
                     if proto.name() == "tls" {
                         conn.data.server_name = tls::server_name(conn.buffer()).map(str::to_owned);

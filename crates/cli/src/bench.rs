@@ -1,0 +1,245 @@
+//! `switchyard bench inspect`: the real DPI pipeline against its single-threaded baseline and
+//! against the simulator's prediction for the same trace, in one go.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use switchyard_core::place::{self, PlaceConfig};
+use switchyard_core::{Policy, Topology, WorkerId};
+use switchyard_ingest::{CaptureReader, ConnConfig, ConnTable, Step};
+use switchyard_runtime::inspect::Inspector;
+use switchyard_runtime::pipeline::{self, PipelineConfig};
+use switchyard_runtime::serial::{Verdict, inspect_serial_timed};
+use switchyard_runtime::tracegen::{TraceSpec, generate};
+use switchyard_sim::Nanos;
+use switchyard_sim::models::server::{OnFull, Server, ServerParams, Workload};
+use switchyard_sim::models::trace::{Trace, TraceReplay};
+
+/// Benchmarks that need more than `cargo bench`: real threads against a baseline and a model.
+#[derive(Args, Debug)]
+pub(crate) struct BenchArgs {
+    #[command(subcommand)]
+    what: BenchWhat,
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchWhat {
+    Inspect(InspectBench),
+}
+
+/// The DPI pipeline on a uniform and a skewed generated trace: single thread, then static hash,
+/// connection affinity, HRW, AHRW and bounded loads on N workers, each beside the simulator's
+/// prediction from costs measured on this machine in the same run.
+///
+/// The simulator is given the kernel's measured scan cost (a straight-line fit of time against
+/// buffer length), the producer's measured cost per packet and per placement, and the same
+/// trace; it predicts each policy's throughput. The last column is how far the prediction is
+/// from the real run.
+///
+/// Example:
+///
+///   switchyard bench inspect --connections 20000 --workers 2
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+struct InspectBench {
+    /// Connections per generated trace.
+    #[arg(long, default_value_t = 20_000)]
+    connections: u32,
+
+    /// Fraction of elephant connections in the skewed trace.
+    #[arg(long, default_value_t = 0.02)]
+    elephants: f64,
+
+    /// Worker threads for the parallel runs.
+    #[arg(long, default_value_t = 2)]
+    workers: u32,
+
+    /// Runs of each case; the median time is reported.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+
+    /// Buffers each worker's queue holds.
+    #[arg(long, default_value_t = 64)]
+    queue: usize,
+}
+
+pub(crate) fn run(args: &BenchArgs) -> Result<()> {
+    match &args.what {
+        BenchWhat::Inspect(a) => inspect(a),
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Least-squares fit of scan time against buffer length: (ns at length 0, ns per KiB).
+#[derive(Default)]
+struct Fit {
+    n: f64,
+    sx: f64,
+    sy: f64,
+    sxx: f64,
+    sxy: f64,
+}
+
+impl Fit {
+    fn add(&mut self, len: usize, t: Duration) {
+        let (x, y) = (len as f64 / 1024.0, t.as_nanos() as f64);
+        self.n += 1.0;
+        self.sx += x;
+        self.sy += y;
+        self.sxx += x * x;
+        self.sxy += x * y;
+    }
+
+    fn line(&self) -> (f64, f64) {
+        let d = self.n * self.sxx - self.sx * self.sx;
+        let slope = if d.abs() < 1e-9 { 0.0 } else { (self.n * self.sxy - self.sx * self.sy) / d };
+        let base = (self.sy - slope * self.sx) / self.n.max(1.0);
+        (base.max(0.0), slope.max(0.0))
+    }
+}
+
+fn inspect(a: &InspectBench) -> Result<()> {
+    let inspector = Arc::new(Inspector::new());
+    let conn = ConnConfig::default();
+    let policies = [Policy::ModN, Policy::Affinity, Policy::Hrw, Policy::Ahrw, Policy::Bounded];
+    let mut out = std::io::stdout().lock();
+    let mut goals = Vec::new();
+    for (name, seed, elephants) in [("uniform", 1, 0.0), ("skewed", 2, a.elephants)] {
+        let mut pcap = Vec::new();
+        let spec = TraceSpec { connections: a.connections, elephants, seed, ..TraceSpec::default() };
+        generate(&spec, &mut pcap).context("generating the trace")?;
+        // Single thread: producer and kernel on one thread; the first run also fits the kernel.
+        let mut fit = Fit::default();
+        let mut serial_times = Vec::new();
+        let mut matched = 0.0;
+        let mut packets = 0;
+        for i in 0..a.repeat.max(1) {
+            let t = Instant::now();
+            let mut observe = |len: usize, d: Duration| {
+                if i == 0 {
+                    fit.add(len, d);
+                }
+            };
+            let s = inspect_serial_timed(CaptureReader::new(&pcap[..])?, conn, &inspector, &mut observe)?;
+            serial_times.push(t.elapsed());
+            packets = s.packets;
+            let m = s.conns.iter().filter(|c| matches!(c.verdict, Verdict::Matched(_))).count();
+            matched = m as f64 / s.conns.len().max(1) as f64;
+        }
+        let serial = median(serial_times);
+        // The producer alone: read, track and copy each buffer, no inspection.
+        let producer = median(
+            (0..a.repeat.max(1))
+                .map(|_| -> Result<Duration> {
+                    let t = Instant::now();
+                    let mut reader = CaptureReader::new(&pcap[..])?;
+                    let mut table: ConnTable<()> = ConnTable::new(conn);
+                    let mut copied = 0usize;
+                    while let Some(p) = reader.next_packet()? {
+                        if let Step::Buffer { conn, .. } = table.on_packet(&p) {
+                            copied += conn.buffer().to_vec().len();
+                        }
+                    }
+                    std::hint::black_box(copied);
+                    Ok(t.elapsed())
+                })
+                .collect::<Result<Vec<_>>>()?,
+        );
+        let producer_ns = producer.as_nanos() as f64 / packets.max(1) as f64;
+        let (base, per_kib) = fit.line();
+        let trace = Arc::new(Trace::read(&pcap[..], true)?);
+        let pps = |d: Duration| packets as f64 / d.as_secs_f64().max(1e-9);
+        writeln!(
+            out,
+            "{name} trace: {} connections, {packets} packets; single thread {:.0} packets/s; producer alone {producer_ns:.0} ns/packet; kernel {base:.0} ns + {per_kib:.0} ns/KiB per buffer",
+            a.connections,
+            pps(serial)
+        )?;
+        writeln!(
+            out,
+            "{:<12} {:>12} {:>9} {:>14} {:>9} {:>9}",
+            "policy", "packets/s", "×1 thread", "sim packets/s", "sim ×1", "sim/real"
+        )?;
+        let mut by_policy = Vec::new();
+        for policy in policies {
+            let ids: Vec<WorkerId> = (0..a.workers).map(WorkerId).collect();
+            let config = PipelineConfig { conn, queue_capacity: a.queue, ..PipelineConfig::default() };
+            let mut times = Vec::new();
+            let mut place_ns = 0.0;
+            for _ in 0..a.repeat.max(1) {
+                let mut placer = place::build(policy, &PlaceConfig::default(), &ids)?;
+                let r =
+                    pipeline::run(CaptureReader::new(&pcap[..])?, placer.as_mut(), &config, Arc::clone(&inspector))?;
+                place_ns = r.placing.as_nanos() as f64 / r.summary.inspected.max(1) as f64;
+                times.push(r.elapsed);
+            }
+            let real = pps(median(times));
+            let params = ServerParams {
+                topology: Topology::flat(a.workers)?,
+                policy,
+                place: PlaceConfig::default(),
+                queue_capacity: a.queue,
+                on_full: OnFull::Block,
+                decision_cost: Nanos(place_ns.round() as u64),
+                packet_cost: Nanos(producer_ns.round() as u64),
+                service_base: Nanos(base.round() as u64),
+                service_per_kib: Nanos(per_kib.round() as u64),
+                migration_penalty: Nanos(0),
+                home_penalty: Nanos(0),
+                sibling_sharing: 0.0,
+                workers: None,
+                workload: Workload::Trace(TraceReplay {
+                    trace: Arc::clone(&trace),
+                    time_scale: 0.0,
+                    dpi: Some((u64::from(conn.max_packets), matched)),
+                }),
+                seed: 1,
+            };
+            let o = Server::simulate(&params)?;
+            let sim = packets as f64 / (o.makespan.0.max(1) as f64 / 1e9);
+            let sim_serial = packets as f64 / ((producer_ns * packets as f64 + fit.sy) / 1e9);
+            writeln!(
+                out,
+                "{:<12} {:>12.0} {:>9.2} {:>14.0} {:>9.2} {:>9.2}",
+                policy.name(),
+                real,
+                real / pps(serial),
+                sim,
+                sim / sim_serial,
+                sim / real
+            )?;
+            by_policy.push((policy, real));
+        }
+        let best = by_policy.iter().map(|p| p.1).fold(0.0, f64::max);
+        let get = |p: Policy| by_policy.iter().find(|x| x.0 == p).map_or(0.0, |x| x.1);
+        if name == "uniform" {
+            goals.push(format!(
+                "{} workers over 1 thread on the uniform trace: {:.2}× (goal ≥ 1.8×)",
+                a.workers,
+                best / pps(serial)
+            ));
+            goals.push(format!(
+                "producer: {:.1}% of a core per 10^6 packets/s (goal < 10%)",
+                producer_ns * 1e6 / 1e9 * 100.0
+            ));
+        } else {
+            goals.push(format!(
+                "skewed trace: AHRW {:.2}×, bounded {:.2}× static hash (goal: one of them > 1)",
+                get(Policy::Ahrw) / get(Policy::ModN),
+                get(Policy::Bounded) / get(Policy::ModN)
+            ));
+        }
+        writeln!(out)?;
+    }
+    for g in goals {
+        writeln!(out, "{g}")?;
+    }
+    Ok(())
+}
