@@ -68,6 +68,10 @@ pub(crate) struct InspectArgs {
     #[arg(long)]
     drop: bool,
 
+    /// Buffers handed to a worker at once (a worker with nothing queued gets its batch at once).
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+
     /// Do not pin workers to cores.
     #[arg(long)]
     no_pin: bool,
@@ -154,6 +158,7 @@ pub(crate) fn run(args: &InspectArgs) -> Result<()> {
         queue_capacity: args.queue,
         on_full: if args.drop { OnFull::Drop } else { OnFull::Block },
         pin: !args.no_pin,
+        batch: args.batch,
     };
     let report = pipeline::run(reader, placer.as_mut(), &pipeline_config, Arc::new(Inspector::new()))
         .with_context(|| format!("reading `{shown}`"))?;

@@ -48,11 +48,15 @@ pub struct PipelineConfig {
     pub on_full: OnFull,
     /// Pin workers to cores.
     pub pin: bool,
+    /// Buffers handed to a worker at once. Handing them over one by one wakes a sleeping worker
+    /// per buffer, which costs more than a small buffer's scan; batches amortise the wake-up.
+    /// A worker's batch is also handed over whenever the worker has nothing else queued.
+    pub batch: usize,
 }
 
 impl Default for PipelineConfig {
     fn default() -> Self {
-        Self { conn: ConnConfig::default(), queue_capacity: 64, on_full: OnFull::Block, pin: true }
+        Self { conn: ConnConfig::default(), queue_capacity: 64, on_full: OnFull::Block, pin: true, batch: 16 }
     }
 }
 
@@ -119,7 +123,7 @@ pub struct RunReport {
 }
 
 fn worker(
-    rx: Receiver<Job>,
+    rx: Receiver<Vec<Job>>,
     (depth, depth_bytes): (Arc<AtomicU64>, Arc<AtomicU64>),
     inspector: Arc<Inspector>,
     core: Option<usize>,
@@ -128,7 +132,7 @@ fn worker(
     if let Some(id) = core {
         stats.core = core_affinity::set_for_current(core_affinity::CoreId { id }).then_some(id);
     }
-    for job in rx {
+    for job in rx.into_iter().flatten() {
         let first = job.shared.first_match.load(Ordering::Acquire);
         if first >> 16 < job.index {
             stats.skipped += 1;
@@ -155,6 +159,27 @@ fn worker(
     stats
 }
 
+/// Sends a batch, waiting for room (timed into `blocked`) or giving it back when the rule is to
+/// drop.
+fn hand_over(
+    tx: &SyncSender<Vec<Job>>,
+    jobs: Vec<Job>,
+    on_full: OnFull,
+    blocked: &mut Duration,
+) -> Result<(), Vec<Job>> {
+    match tx.try_send(jobs) {
+        Ok(()) => Ok(()),
+        Err(TrySendError::Full(jobs)) if on_full == OnFull::Block => {
+            let t = Instant::now();
+            tx.send(jobs).expect("workers outlive the producer");
+            *blocked += t.elapsed();
+            Ok(())
+        }
+        Err(TrySendError::Full(jobs)) => Err(jobs),
+        Err(TrySendError::Disconnected(_)) => unreachable!("workers outlive the producer"),
+    }
+}
+
 /// Reads `reader` to the end on the calling thread, placing every connection buffer with
 /// `placer` on one of its workers' threads.
 pub fn run(
@@ -169,10 +194,12 @@ pub fn run(
     let depths: Vec<Arc<AtomicU64>> = (0..n).map(|_| Arc::new(AtomicU64::new(0))).collect();
     let depth_bytes: Vec<Arc<AtomicU64>> = (0..n).map(|_| Arc::new(AtomicU64::new(0))).collect();
     let cores = if config.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
-    let mut senders: Vec<SyncSender<Job>> = Vec::with_capacity(n);
+    let batch = config.batch.max(1);
+    let mut senders: Vec<SyncSender<Vec<Job>>> = Vec::with_capacity(n);
+    let mut pending: Vec<Vec<Job>> = (0..n).map(|_| Vec::with_capacity(batch)).collect();
     let mut handles = Vec::with_capacity(n);
     for i in 0..n {
-        let (tx, rx) = sync_channel(config.queue_capacity.max(1));
+        let (tx, rx) = sync_channel(config.queue_capacity.div_ceil(batch).max(1));
         senders.push(tx);
         let depth = (Arc::clone(&depths[i]), Arc::clone(&depth_bytes[i]));
         let inspector = Arc::clone(&inspector);
@@ -227,29 +254,30 @@ pub fn run(
         depths[slot].fetch_add(1, Ordering::AcqRel);
         depth_bytes[slot].fetch_add(job.buffer.len() as u64, Ordering::AcqRel);
         s.inspected += 1;
-        match config.on_full {
-            OnFull::Block => match senders[slot].try_send(job) {
+        pending[slot].push(job);
+        // Hand the batch over when it is full, or when the worker has nothing else queued.
+        if pending[slot].len() >= batch || depths[slot].load(Ordering::Acquire) == pending[slot].len() as u64 {
+            let jobs = std::mem::replace(&mut pending[slot], Vec::with_capacity(batch));
+            match hand_over(&senders[slot], jobs, config.on_full, &mut blocked) {
                 Ok(()) => {}
-                Err(TrySendError::Full(job)) => {
-                    let t = Instant::now();
-                    senders[slot].send(job).expect("workers outlive the producer");
-                    blocked += t.elapsed();
-                }
-                Err(TrySendError::Disconnected(_)) => unreachable!("workers outlive the producer"),
-            },
-            OnFull::Drop => {
-                let len = job.buffer.len() as u64;
-                if senders[slot].try_send(job).is_err() {
-                    depths[slot].fetch_sub(1, Ordering::AcqRel);
-                    depth_bytes[slot].fetch_sub(len, Ordering::AcqRel);
-                    s.inspected -= 1;
-                    dropped += 1;
+                Err(jobs) => {
+                    for job in &jobs {
+                        depths[slot].fetch_sub(1, Ordering::AcqRel);
+                        depth_bytes[slot].fetch_sub(job.buffer.len() as u64, Ordering::AcqRel);
+                    }
+                    s.inspected -= jobs.len() as u64;
+                    dropped += jobs.len() as u64;
                 }
             }
         }
         if s.packets % 65_536 == 0 {
             table.expire(p.time_ns);
             ended.extend(table.take_ended());
+        }
+    }
+    for (tx, jobs) in senders.iter().zip(pending) {
+        if !jobs.is_empty() {
+            tx.send(jobs).expect("workers outlive the producer");
         }
     }
     drop(senders);
