@@ -124,3 +124,19 @@ fn every_prefix_and_every_flipped_byte_reads_without_panicking() {
         }
     }
 }
+
+/// The fuzzer's corpus for the capture reader (fuzz/corpus/capture), replayed on stable Rust in
+/// every test run: each input reads to a packet list, a clean error or the end.
+#[test]
+fn the_fuzz_corpus_reads_without_panicking() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/capture");
+    let mut files = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        if let Ok(mut r) = CaptureReader::new(&bytes[..]) {
+            while let Ok(Some(_)) = r.next_packet() {}
+        }
+        files += 1;
+    }
+    assert!(files > 50, "the corpus is in the repository: {files} files");
+}

@@ -40,3 +40,21 @@ fn the_same_spec_gives_the_same_bytes() {
     generate(&spec, &mut b).unwrap();
     assert_eq!(a, b);
 }
+
+/// The fuzzer's corpus for the TLS server-name reader and the inspector (fuzz/corpus/tls_sni),
+/// replayed on stable Rust in every test run.
+#[test]
+fn the_fuzz_corpus_is_handled() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/tls_sni");
+    let inspector = Inspector::new();
+    let mut files = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        if let Some(name) = switchyard_runtime::inspect::tls::server_name(&bytes) {
+            assert!(name.bytes().all(|c| c.is_ascii_graphic()));
+        }
+        let _ = inspector.classify(&bytes);
+        files += 1;
+    }
+    assert!(files > 50, "the corpus is in the repository: {files} files");
+}
