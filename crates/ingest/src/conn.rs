@@ -16,7 +16,10 @@
 //! The table stores a value of the caller's per connection (`T`): the runtime keeps its
 //! classification state there. Nothing here decides where work goes.
 
-use std::collections::HashMap;
+// hashbrown's default hasher (foldhash) rather than std's SipHash: the table is looked up once
+// per packet, and SipHash was 8% of the producer's time. The map is never iterated into
+// results (ended connections are sorted by id), so its order cannot leak.
+use hashbrown::HashMap;
 
 use switchyard_core::flow::FiveTuple;
 

@@ -63,10 +63,15 @@ impl Inspector {
         Self { regex }
     }
 
-    /// The protocol whose signature matches the start of `buffer`; the first in priority order
-    /// when several could.
+    /// The protocol whose signature matches the start of `buffer`.
+    ///
+    /// The search stops at the first byte where any signature has matched (`earliest`), rather
+    /// than running on to find where the match ends: only which protocol matched is wanted, and
+    /// patterns such as `220[ -][^\r\n]*ftp` would otherwise read to the end of the line. When
+    /// two signatures could both match, the one that matches at the earlier byte wins; the
+    /// shipped signatures do not overlap on any protocol's opening (tested).
     pub fn classify(&self, buffer: &[u8]) -> Option<Protocol> {
-        let input = Input::new(buffer).anchored(Anchored::Yes);
+        let input = Input::new(buffer).anchored(Anchored::Yes).earliest(true);
         self.regex.search(&input).map(|m| Protocol(m.pattern().as_usize() as u16))
     }
 
