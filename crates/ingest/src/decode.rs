@@ -80,9 +80,25 @@ impl fmt::Display for Skip {
     }
 }
 
+/// Ethernet carrying a PPPoE session (EtherType 0x8864, RFC 2516), as DSL captures do.
+fn pppoe_session(frame: &[u8]) -> bool {
+    frame.get(12..14) == Some(&[0x88, 0x64])
+}
+
+/// The IP packet inside a PPPoE session frame: after the 14-byte Ethernet header, the 6-byte
+/// PPPoE header and the 2-byte PPP protocol, which must be IPv4 (0x0021) or IPv6 (0x0057).
+fn pppoe_ip(frame: &[u8]) -> Result<&[u8], Skip> {
+    match frame.get(20..22) {
+        Some([0x00, 0x21] | [0x00, 0x57]) => Ok(&frame[22..]),
+        Some(_) => Err(Skip::NotIp),
+        None => Err(Skip::Malformed),
+    }
+}
+
 /// Decodes one frame of link type `linktype`.
 pub fn decode(linktype: i32, frame: &[u8]) -> Result<Decoded<'_>, Skip> {
     let sliced = match linktype {
+        ETHERNET if pppoe_session(frame) => SlicedPacket::from_ip(pppoe_ip(frame)?),
         ETHERNET => SlicedPacket::from_ethernet(frame),
         RAW | IPV4 | IPV6 => SlicedPacket::from_ip(frame),
         LINUX_SLL => SlicedPacket::from_linux_sll(frame),
@@ -144,6 +160,22 @@ mod tests {
         assert_eq!(d.key.src, "10.0.0.1:40000".parse().unwrap());
         assert_eq!(d.key.dst, "10.0.0.2:80".parse().unwrap());
         assert_eq!(d.payload, b"GET / HTTP/1.1\r\n");
+    }
+
+    #[test]
+    fn pppoe_sessions_are_unwrapped() {
+        let mut ip = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64).udp(1000, 53).write(&mut ip, b"q").unwrap();
+        let mut frame = vec![0u8; 12];
+        frame.extend_from_slice(&[0x88, 0x64, 0x11, 0x00, 0x00, 0x01]);
+        frame.extend_from_slice(&((ip.len() + 2) as u16).to_be_bytes());
+        frame.extend_from_slice(&[0x00, 0x21]);
+        frame.extend_from_slice(&ip);
+        let d = decode(ETHERNET, &frame).unwrap();
+        assert_eq!((d.key.dst.port(), d.payload), (53, &b"q"[..]));
+        frame[20..22].copy_from_slice(&[0xc0, 0x21]); // LCP, not IP
+        assert_eq!(decode(ETHERNET, &frame), Err(Skip::NotIp));
+        assert_eq!(decode(ETHERNET, &frame[..21]), Err(Skip::Malformed));
     }
 
     #[test]
