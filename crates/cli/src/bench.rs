@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{Policy, Topology, WorkerId};
-use switchyard_ingest::{CaptureReader, ConnConfig, ConnTable, Step};
+use switchyard_ingest::{ConnConfig, ConnTable, SliceReader, Step};
 use switchyard_runtime::inspect::Inspector;
 use switchyard_runtime::pipeline::{self, PipelineConfig};
 use switchyard_runtime::serial::{Verdict, inspect_serial_timed};
@@ -127,7 +127,7 @@ fn inspect(a: &InspectBench) -> Result<()> {
                     fit.add(len, d);
                 }
             };
-            let s = inspect_serial_timed(CaptureReader::new(&pcap[..])?, conn, &inspector, &mut observe)?;
+            let s = inspect_serial_timed(SliceReader::new(&pcap)?, conn, &inspector, &mut observe)?;
             serial_times.push(t.elapsed());
             packets = s.packets;
             let m = s.conns.iter().filter(|c| matches!(c.verdict, Verdict::Matched(_))).count();
@@ -139,7 +139,7 @@ fn inspect(a: &InspectBench) -> Result<()> {
             (0..a.repeat.max(1))
                 .map(|_| -> Result<Duration> {
                     let t = Instant::now();
-                    let mut reader = CaptureReader::new(&pcap[..])?;
+                    let mut reader = SliceReader::new(&pcap)?;
                     let mut table: ConnTable<()> = ConnTable::new(conn);
                     let mut copied = 0usize;
                     while let Some(p) = reader.next_packet()? {
@@ -175,8 +175,7 @@ fn inspect(a: &InspectBench) -> Result<()> {
             let mut place_ns = 0.0;
             for _ in 0..a.repeat.max(1) {
                 let mut placer = place::build(policy, &PlaceConfig::default(), &ids)?;
-                let r =
-                    pipeline::run(CaptureReader::new(&pcap[..])?, placer.as_mut(), &config, Arc::clone(&inspector))?;
+                let r = pipeline::run(SliceReader::new(&pcap)?, placer.as_mut(), &config, Arc::clone(&inspector))?;
                 place_ns = r.placing.as_nanos() as f64 / r.summary.inspected.max(1) as f64;
                 times.push(r.elapsed);
             }

@@ -14,7 +14,7 @@ use serde::Serialize;
 use switchyard_core::measure::balance;
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{Policy, Topology, WorkerId};
-use switchyard_ingest::{CaptureReader, ConnConfig};
+use switchyard_ingest::{CaptureReader, ConnConfig, SliceReader};
 use switchyard_runtime::inspect::Inspector;
 use switchyard_runtime::pipeline::{self, OnFull, PipelineConfig, RunReport};
 use switchyard_runtime::serial::ConnResult;
@@ -89,6 +89,10 @@ pub(crate) struct InspectArgs {
     format: Format,
 }
 
+/// Captures up to this size are read whole and parsed in place; larger ones are streamed, with
+/// a progress bar.
+const IN_MEMORY: u64 = 1 << 30;
+
 /// The run's figures, as JSON and CSV print them.
 #[derive(Debug, Serialize)]
 struct Totals {
@@ -144,15 +148,6 @@ pub(crate) fn run(args: &InspectArgs) -> Result<()> {
     let shown = args.file.display().to_string();
     let file = File::open(&args.file).with_context(|| format!("cannot open capture `{shown}`"))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) && size > 16 << 20 {
-        ProgressBar::new(size)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {elapsed}").expect("static"));
-    bar.set_message(shown.clone());
-    let input = Progress { inner: BufReader::with_capacity(1 << 20, file), bar: bar.clone() };
-    let reader = CaptureReader::new(input).with_context(|| format!("reading `{shown}`"))?;
     let pipeline_config = PipelineConfig {
         conn: ConnConfig { max_packets: args.packets, max_bytes: args.bytes, ..ConnConfig::default() },
         queue_capacity: args.queue,
@@ -160,9 +155,30 @@ pub(crate) fn run(args: &InspectArgs) -> Result<()> {
         pin: !args.no_pin,
         batch: args.batch,
     };
-    let report = pipeline::run(reader, placer.as_mut(), &pipeline_config, Arc::new(Inspector::new()))
-        .with_context(|| format!("reading `{shown}`"))?;
-    bar.finish_and_clear();
+    let inspector = Arc::new(Inspector::new());
+    let report = if size <= IN_MEMORY {
+        // Read whole: packets are then parsed in place, with no copy of their bytes.
+        let mut bytes = Vec::with_capacity(size as usize);
+        BufReader::new(file).read_to_end(&mut bytes).with_context(|| format!("cannot read `{shown}`"))?;
+        let reader = SliceReader::new(&bytes).with_context(|| format!("reading `{shown}`"))?;
+        pipeline::run(reader, placer.as_mut(), &pipeline_config, inspector)
+    } else {
+        let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            ProgressBar::new(size)
+        } else {
+            ProgressBar::hidden()
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {elapsed}").expect("static"),
+        );
+        bar.set_message(shown.clone());
+        let input = Progress { inner: BufReader::with_capacity(1 << 20, file), bar: bar.clone() };
+        let reader = CaptureReader::new(input).with_context(|| format!("reading `{shown}`"))?;
+        let report = pipeline::run(reader, placer.as_mut(), &pipeline_config, inspector);
+        bar.finish_and_clear();
+        report
+    }
+    .with_context(|| format!("reading `{shown}`"))?;
     if let Some(path) = &args.results {
         write_results(&report.summary.conns, path)?;
     }

@@ -22,8 +22,10 @@
 pub mod conn;
 mod decode;
 mod read;
+mod slice;
 pub mod stream;
 
 pub use conn::{Conn, ConnConfig, ConnTable, Step};
 pub use decode::{Decoded, Skip, Tcp, decode};
 pub use read::{CaptureReader, IngestError, Packet, SkipCounts};
+pub use slice::{Packets, SliceReader};

@@ -9,7 +9,7 @@ use pcap_parser::{PcapBlockOwned, PcapError, create_reader};
 use switchyard_core::flow::FiveTuple;
 use thiserror::Error;
 
-use crate::decode::{Skip, Tcp, decode};
+use crate::decode::{Decoded, Skip, Tcp, decode};
 
 /// The reader's starting buffer; it grows up to [`MAX_BUFFER`] for larger records.
 const BUFFER: usize = 1 << 16;
@@ -73,7 +73,7 @@ impl SkipCounts {
         self.0.iter().sum()
     }
 
-    fn add(&mut self, reason: Skip) {
+    pub(crate) fn add(&mut self, reason: Skip) {
         self.0[Skip::ALL.iter().position(|&r| r == reason).expect("every reason is in ALL")] += 1;
     }
 }
@@ -110,13 +110,13 @@ pub struct CaptureReader<'r> {
 /// What the reader learns from the headers, kept apart from the parser so that a block borrowed
 /// from the parser can update it.
 #[derive(Debug, Default)]
-struct State {
+pub(crate) struct State {
     /// Legacy pcap: link type and whether the fractions are nanoseconds.
     legacy: Option<(i32, bool)>,
     interfaces: Vec<Interface>,
     last_time: u64,
     payload: Vec<u8>,
-    skipped: SkipCounts,
+    pub(crate) skipped: SkipCounts,
 }
 
 impl fmt::Debug for CaptureReader<'_> {
@@ -196,7 +196,7 @@ impl<'r> CaptureReader<'r> {
     }
 }
 
-fn trouble(offset: usize, e: PcapError<&[u8]>) -> IngestError {
+pub(crate) fn trouble(offset: usize, e: PcapError<&[u8]>) -> IngestError {
     match e {
         PcapError::ReadError => IngestError::Read { offset },
         PcapError::UnexpectedEof | PcapError::Incomplete(_) => {
@@ -207,9 +207,19 @@ fn trouble(offset: usize, e: PcapError<&[u8]>) -> IngestError {
 }
 
 impl State {
-    /// Takes in a block: headers update the reader's state; a packet is decoded into
-    /// `self.payload` and returned as (time, key, wire length), or counted as skipped.
+    /// Takes in a block: headers update the reader's state; a packet is decoded, its payload
+    /// copied into `self.payload`, and returned as (time, key, wire length, TCP), or counted as
+    /// skipped.
     fn take(&mut self, block: PcapBlockOwned<'_>) -> Option<(u64, FiveTuple, u32, Option<Tcp>)> {
+        let (time, wire_len, d) = self.packet(block)?;
+        self.payload.clear();
+        self.payload.extend_from_slice(d.payload);
+        Some((time, d.key, wire_len, d.tcp))
+    }
+
+    /// Takes in a block: headers update the reader's state; a packet is decoded in place and
+    /// returned as (time, wire length, decoded), or counted as skipped.
+    pub(crate) fn packet<'b>(&mut self, block: PcapBlockOwned<'b>) -> Option<(u64, u32, Decoded<'b>)> {
         let (linktype, time, wire_len, data) = match block {
             PcapBlockOwned::LegacyHeader(h) => {
                 self.legacy = Some((h.network.0, h.is_nanosecond_precision()));
@@ -257,11 +267,7 @@ impl State {
         let time = time.unwrap_or(self.last_time);
         self.last_time = time;
         match decode(linktype, data) {
-            Ok(d) => {
-                self.payload.clear();
-                self.payload.extend_from_slice(d.payload);
-                Some((time, d.key, wire_len, d.tcp))
-            }
+            Ok(d) => Some((time, wire_len, d)),
             Err(reason) => {
                 self.skipped.add(reason);
                 None

@@ -140,3 +140,73 @@ fn the_fuzz_corpus_reads_without_panicking() {
     }
     assert!(files > 50, "the corpus is in the repository: {files} files");
 }
+
+/// Everything the streaming reader makes of `bytes`: packets (time, key, length, payload, TCP),
+/// skips, and how it ended.
+fn streamed(bytes: &[u8]) -> Result<(Vec<String>, String, Option<String>), String> {
+    let mut r = CaptureReader::new(bytes).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    loop {
+        match r.next_packet() {
+            Ok(Some(p)) => out.push(format!("{} {:?} {} {:?} {:?}", p.time_ns, p.key, p.wire_len, p.payload, p.tcp)),
+            Ok(None) => return Ok((out, r.skipped().to_string(), None)),
+            Err(e) => return Ok((out, r.skipped().to_string(), Some(e.to_string()))),
+        }
+    }
+}
+
+/// The same from the in-memory reader.
+fn sliced(bytes: &[u8]) -> Result<(Vec<String>, String, Option<String>), String> {
+    let mut r = switchyard_ingest::SliceReader::new(bytes).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    loop {
+        match r.next_packet() {
+            Ok(Some(p)) => out.push(format!("{} {:?} {} {:?} {:?}", p.time_ns, p.key, p.wire_len, p.payload, p.tcp)),
+            Ok(None) => return Ok((out, switchyard_ingest::Packets::skipped(&r).to_string(), None)),
+            Err(e) => return Ok((out, switchyard_ingest::Packets::skipped(&r).to_string(), Some(e.to_string()))),
+        }
+    }
+}
+
+/// The in-memory reader reads exactly what the streaming one does: every packet, every skip,
+/// on whole, cut and damaged captures of both formats and on the fuzz corpus. (Errors may be
+/// worded differently, so only their presence is compared.)
+#[test]
+fn the_in_memory_reader_agrees_with_the_streaming_one() {
+    let same = |bytes: &[u8], what: &str| {
+        let (a, b) = (streamed(bytes), sliced(bytes));
+        match (a, b) {
+            (Ok((pa, sa, ea)), Ok((pb, sb, eb))) => {
+                if ea.is_none() && eb.is_none() {
+                    assert_eq!((pa, sa), (pb, sb), "{what}");
+                } else {
+                    let n = pa.len().min(pb.len());
+                    assert_eq!(pa[..n], pb[..n], "{what}: packets before the damage");
+                }
+            }
+            (Err(_), Err(_)) => {}
+            (a, b) => {
+                // A header that one reader rejects may give the other an empty, clean read.
+                let empty = |r: &Result<(Vec<String>, String, Option<String>), String>| {
+                    r.as_ref().map_or(true, |(p, _, _)| p.is_empty())
+                };
+                assert!(empty(&a) && empty(&b), "{what}: {a:?} vs {b:?}");
+            }
+        }
+    };
+    for nanos in [false, true] {
+        let bytes = legacy(nanos);
+        same(&bytes, "legacy");
+        for cut in 0..bytes.len() {
+            same(&bytes[..cut], &format!("legacy cut at {cut}"));
+        }
+    }
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/capture");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        same(&std::fs::read(&path).unwrap(), &path.display().to_string());
+    }
+    let sample = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/sample.pcap")).unwrap();
+    same(&sample, "sample.pcap");
+    assert_eq!(sliced(&sample).unwrap().0.len(), 2503);
+}

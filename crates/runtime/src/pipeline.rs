@@ -22,7 +22,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
 
 use switchyard_core::{FlowKey, LoadView, Placer, Unit, WorkerId};
-use switchyard_ingest::{CaptureReader, ConnConfig, ConnTable, IngestError, Step};
+use switchyard_ingest::{ConnConfig, ConnTable, IngestError, Packets, Step};
 
 use crate::inspect::{Inspector, Protocol, tls};
 use crate::serial::{ConnResult, Summary, Verdict};
@@ -183,7 +183,7 @@ fn hand_over(
 /// Reads `reader` to the end on the calling thread, placing every connection buffer with
 /// `placer` on one of its workers' threads.
 pub fn run(
-    mut reader: CaptureReader<'_>,
+    mut reader: impl Packets,
     placer: &mut dyn Placer,
     config: &PipelineConfig,
     inspector: Arc<Inspector>,

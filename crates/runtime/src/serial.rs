@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use switchyard_core::flow::FiveTuple;
-use switchyard_ingest::{CaptureReader, ConnConfig, ConnTable, IngestError, SkipCounts, Step};
+use switchyard_ingest::{ConnConfig, ConnTable, IngestError, Packets, SkipCounts, Step};
 
 use crate::inspect::{Inspector, Protocol, tls};
 
@@ -76,18 +76,14 @@ struct State {
 }
 
 /// Reads `reader` to the end, inspecting each connection's buffers in order until one matches.
-pub fn inspect_serial(
-    reader: CaptureReader<'_>,
-    config: ConnConfig,
-    inspector: &Inspector,
-) -> Result<Summary, IngestError> {
+pub fn inspect_serial(reader: impl Packets, config: ConnConfig, inspector: &Inspector) -> Result<Summary, IngestError> {
     inspect_serial_timed(reader, config, inspector, &mut |_, _| {})
 }
 
 /// [`inspect_serial`], calling `on_scan(buffer length, time taken)` after each scan (for fitting
 /// the simulator's service-time model to the real kernel).
 pub fn inspect_serial_timed(
-    mut reader: CaptureReader<'_>,
+    mut reader: impl Packets,
     config: ConnConfig,
     inspector: &Inspector,
     on_scan: &mut dyn FnMut(usize, Duration),

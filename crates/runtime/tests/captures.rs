@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use switchyard_ingest::{CaptureReader, ConnConfig, IngestError, Skip};
+use switchyard_ingest::{CaptureReader, ConnConfig, IngestError, Skip, SliceReader};
 use switchyard_runtime::inspect::Inspector;
 use switchyard_runtime::serial::inspect_serial;
 
@@ -70,6 +70,32 @@ fn captures_written_by_other_tools() {
         files += 1;
     }
     assert!(files >= 25, "{files} conformance files");
+    // The in-memory reader reads every one of them as the streaming reader does.
+    let mut all = Vec::new();
+    for sub in ["dpkt", "pcapfix", "gopacket", "gopacket/le", "gopacket/be"] {
+        for entry in std::fs::read_dir(d.join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                all.push(path);
+            }
+        }
+    }
+    for path in &all {
+        let bytes = std::fs::read(path).unwrap();
+        let in_memory = SliceReader::new(&bytes).map(|mut r| {
+            let mut n = 0;
+            while let Ok(Some(_)) = r.next_packet() {
+                n += 1;
+            }
+            (n, switchyard_ingest::Packets::skipped(&r))
+        });
+        match (read(path), in_memory) {
+            (Ok((n, skipped, None)), Ok(b)) => assert_eq!((n, skipped), b, "{}", path.display()),
+            (Ok((n, _, Some(_))), Ok((m, _))) => assert!(m >= n, "{}", path.display()),
+            (Err(_), Err(_)) => {}
+            (a, b) => panic!("{}: {a:?} vs {b:?}", path.display()),
+        }
+    }
     for f in ["test_dns.pcap", "test_ethernet.pcap", "test_loopback.pcap"] {
         let (n, skipped, err) = read(&d.join("gopacket").join(f)).unwrap();
         assert!(n >= 10 && skipped.total() == 0 && err.is_none(), "{f}: {n} {skipped} {err:?}");
