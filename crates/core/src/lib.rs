@@ -49,7 +49,7 @@ pub mod worker;
 
 pub use flow::{FlowId, FlowKey};
 pub use flow_map::FlowMap;
-pub use load::{LoadTracker, LoadView, QueueMeasure};
+pub use load::{LoadTracker, LoadView, OnFull, QueueMeasure};
 pub use place::{PlaceConfig, PlaceError, Placer, Policy};
 pub use time::Nanos;
 pub use topology::{Topology, TopologyError};

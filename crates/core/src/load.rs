@@ -160,3 +160,14 @@ impl LoadTracker {
         LoadView::new(&self.units, &self.bytes).with_in_flight(&self.in_flight)
     }
 }
+
+/// What a producer does when the queue a policy chose is full. The simulator's server model and
+/// the runtime's pipeline take the same rule, so a scenario and a real run mean the same thing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnFull {
+    /// Wait until the queue has room (Guo's L7-filter: the preprocessing thread sleeps).
+    #[default]
+    Block,
+    /// Drop the unit, and count it.
+    Drop,
+}

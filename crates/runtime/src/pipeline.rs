@@ -27,15 +27,7 @@ use switchyard_ingest::{ConnConfig, ConnTable, IngestError, Packets, Step};
 use crate::inspect::{Inspector, Protocol, tls};
 use crate::serial::{ConnResult, Summary, Verdict};
 
-/// What the producer does when the chosen queue is full.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum OnFull {
-    /// Wait for room.
-    #[default]
-    Block,
-    /// Drop the buffer and count it.
-    Drop,
-}
+pub use switchyard_core::OnFull;
 
 /// How to run.
 #[derive(Clone, Debug)]

@@ -52,15 +52,7 @@ use super::trace::TraceReplay;
 use super::workload::{DpiConnections, FlowSource, GopStreams, SyntheticFlows};
 use crate::{EventQueue, Model, Nanos, SimError, Streams, run};
 
-/// What the producer does when the chosen queue is full.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum OnFull {
-    /// Wait until the queue has room (Guo's L7-filter: the preprocessing thread sleeps).
-    #[default]
-    Block,
-    /// Drop the unit.
-    Drop,
-}
+pub use switchyard_core::OnFull;
 
 /// A server scenario.
 #[derive(Clone, Debug)]
