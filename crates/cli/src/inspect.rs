@@ -68,7 +68,8 @@ pub(crate) struct InspectArgs {
     #[arg(long)]
     drop: bool,
 
-    /// Buffers handed to a worker at once (a worker with nothing queued gets its batch at once).
+    /// Buffers handed to a worker at once (1 hands each over as it is made; larger batches wake
+    /// workers less often).
     #[arg(long, default_value_t = 16)]
     batch: usize,
 

@@ -40,9 +40,12 @@ pub struct PipelineConfig {
     pub on_full: OnFull,
     /// Pin workers to cores.
     pub pin: bool,
-    /// Buffers handed to a worker at once. Handing them over one by one wakes a sleeping worker
-    /// per buffer, which costs more than a small buffer's scan; batches amortise the wake-up.
-    /// A worker's batch is also handed over whenever the worker has nothing else queued.
+    /// Buffers handed to a worker at once, and at the end of the capture. Handing them over one
+    /// by one wakes a sleeping worker per buffer, which costs more than a small buffer's scan;
+    /// batches amortise the wake-up (measured: 2 workers went from 0.25× to about 0.5× the single
+    /// thread). A batch waits until it is full, which suits captures, where the producer runs
+    /// ahead; on a live link a slow trickle of packets would wait for its batch to fill. Its
+    /// buffers count as queued in the load view from the moment they join it.
     pub batch: usize,
 }
 
@@ -247,8 +250,7 @@ pub fn run(
         depth_bytes[slot].fetch_add(job.buffer.len() as u64, Ordering::AcqRel);
         s.inspected += 1;
         pending[slot].push(job);
-        // Hand the batch over when it is full, or when the worker has nothing else queued.
-        if pending[slot].len() >= batch || depths[slot].load(Ordering::Acquire) == pending[slot].len() as u64 {
+        if pending[slot].len() >= batch {
             let jobs = std::mem::replace(&mut pending[slot], Vec::with_capacity(batch));
             match hand_over(&senders[slot], jobs, config.on_full, &mut blocked) {
                 Ok(()) => {}
