@@ -16,9 +16,9 @@
 //!   matched meanwhile on another worker did the work twice; that is counted.
 //! - **Pinning.** Workers are pinned to cores where the OS allows, round robin over the cores.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use switchyard_core::{FlowKey, LoadView, Placer, Unit, WorkerId};
@@ -56,16 +56,21 @@ impl Default for PipelineConfig {
 }
 
 /// The shared state of one connection: the earliest matching buffer, packed as
-/// `index << 16 | protocol`, or `u32::MAX` while none has matched.
+/// `index << 16 | protocol`, or `u32::MAX` while none has matched; and the connection's bytes.
+///
+/// The bytes only grow, so a buffer handed to a worker is a length, not a copy: the worker scans
+/// the first `len` bytes. The producer appends only each packet's new bytes (under the write
+/// lock, briefly), where a copy per buffer would copy the whole prefix again every time.
 #[derive(Debug)]
 struct Shared {
     first_match: AtomicU32,
-    server_name: std::sync::Mutex<Option<String>>,
+    server_name: Mutex<Option<String>>,
+    bytes: RwLock<Vec<u8>>,
 }
 
 impl Default for Shared {
     fn default() -> Self {
-        Self { first_match: AtomicU32::new(u32::MAX), server_name: std::sync::Mutex::new(None) }
+        Self { first_match: AtomicU32::new(u32::MAX), server_name: Mutex::new(None), bytes: RwLock::new(Vec::new()) }
     }
 }
 
@@ -78,7 +83,8 @@ struct Slot {
 struct Job {
     shared: Arc<Shared>,
     index: u32,
-    buffer: Vec<u8>,
+    /// The buffer is the connection's first `len` bytes.
+    len: usize,
 }
 
 /// What one worker did.
@@ -134,14 +140,16 @@ fn worker(
         } else {
             let started = Instant::now();
             stats.scanned += 1;
-            stats.scanned_bytes += job.buffer.len() as u64;
-            if let Some(p) = inspector.classify(&job.buffer) {
+            stats.scanned_bytes += job.len as u64;
+            let bytes = job.shared.bytes.read().expect("no thread panics holding it");
+            let buffer = &bytes[..job.len];
+            if let Some(p) = inspector.classify(buffer) {
                 let packed = (job.index << 16) | u32::from(p.0);
                 let before = job.shared.first_match.fetch_min(packed, Ordering::AcqRel);
                 if before < packed {
                     stats.duplicated += 1;
                 } else if p.name() == "tls"
-                    && let Some(name) = tls::server_name(&job.buffer)
+                    && let Some(name) = tls::server_name(buffer)
                 {
                     *job.shared.server_name.lock().expect("no worker panics holding it") = Some(name.to_owned());
                 }
@@ -149,7 +157,7 @@ fn worker(
             stats.busy += started.elapsed();
         }
         depth.fetch_sub(1, Ordering::Release);
-        depth_bytes.fetch_sub(job.buffer.len() as u64, Ordering::Release);
+        depth_bytes.fetch_sub(job.len as u64, Ordering::Release);
     }
     stats
 }
@@ -245,9 +253,15 @@ pub fn run(
         }
         conn.data.last_worker = Some(w);
         let slot = slot_of[w.0 as usize];
-        let job = Job { shared: Arc::clone(&conn.data.shared), index, buffer: conn.buffer().to_vec() };
+        let len = conn.buffer().len();
+        {
+            let mut bytes = conn.data.shared.bytes.write().expect("no thread panics holding it");
+            let have = bytes.len();
+            bytes.extend_from_slice(&conn.buffer()[have..]);
+        }
+        let job = Job { shared: Arc::clone(&conn.data.shared), index, len };
         depths[slot].fetch_add(1, Ordering::AcqRel);
-        depth_bytes[slot].fetch_add(job.buffer.len() as u64, Ordering::AcqRel);
+        depth_bytes[slot].fetch_add(len as u64, Ordering::AcqRel);
         s.inspected += 1;
         pending[slot].push(job);
         if pending[slot].len() >= batch {
@@ -257,7 +271,7 @@ pub fn run(
                 Err(jobs) => {
                     for job in &jobs {
                         depths[slot].fetch_sub(1, Ordering::AcqRel);
-                        depth_bytes[slot].fetch_sub(job.buffer.len() as u64, Ordering::AcqRel);
+                        depth_bytes[slot].fetch_sub(job.len as u64, Ordering::AcqRel);
                     }
                     s.inspected -= jobs.len() as u64;
                     dropped += jobs.len() as u64;
