@@ -301,13 +301,8 @@ pub fn run(
         .into_iter()
         .map(|c| {
             let first = c.data.shared.first_match.load(Ordering::Acquire);
-            let verdict = if first != u32::MAX {
-                Verdict::Matched(Protocol((first & 0xffff) as u16))
-            } else if c.packets >= u64::from(config.conn.max_packets) {
-                Verdict::NoMatch
-            } else {
-                Verdict::Open
-            };
+            let matched = (first != u32::MAX).then_some(Protocol((first & 0xffff) as u16));
+            let verdict = Verdict::of(matched, c.packets, &config.conn);
             let server_name = c.data.shared.server_name.lock().expect("workers are done").clone();
             ConnResult { id: c.id, key: c.key, verdict, server_name, packets: c.packets, bytes: c.bytes }
         })

@@ -20,6 +20,16 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict on a connection that has ended: matched if a buffer matched, otherwise
+    /// no-match once all its inspected packets were seen, otherwise still open.
+    pub fn of(matched: Option<Protocol>, packets: u64, config: &ConnConfig) -> Self {
+        match matched {
+            Some(p) => Self::Matched(p),
+            None if packets >= u64::from(config.max_packets) => Self::NoMatch,
+            None => Self::Open,
+        }
+    }
+
     /// The protocol's name, `no-match` or `open`.
     pub fn name(self) -> &'static str {
         match self {
@@ -124,11 +134,7 @@ pub fn inspect_serial_timed(
         .map(|c| ConnResult {
             id: c.id,
             key: c.key,
-            verdict: match c.data.verdict {
-                Some(p) => Verdict::Matched(p),
-                None if c.packets >= u64::from(config.max_packets) => Verdict::NoMatch,
-                None => Verdict::Open,
-            },
+            verdict: Verdict::of(c.data.verdict, c.packets, &config),
             server_name: c.data.server_name,
             packets: c.packets,
             bytes: c.bytes,

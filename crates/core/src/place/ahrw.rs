@@ -121,7 +121,7 @@ impl CacheAware {
 
     /// Fills the raw and cost-weighted queues for a flow with digest `d`, returning `Q_min`.
     fn prepare(&mut self, members: &Members, d: u64, load: &LoadView<'_>) -> Option<f64> {
-        let home = members.id(self.rv.argmax(d)).0;
+        let home = self.home_of(members, d).0;
         gather(members, load, self.measure, &mut self.q);
         let topo = &self.topo;
         self.qw.clear();
@@ -154,15 +154,15 @@ pub(crate) fn check_leaves(members: &Members, topo: &Topology) -> Result<(), Pla
 }
 
 impl CacheAware {
-    /// The flow's home: its plain-HRW worker under the configured hash.
-    pub(crate) fn home_of(&self, members: &Members, unit: &Unit) -> WorkerId {
-        members.id(self.rv.argmax(unit.flow.0))
+    /// The home of the flow with digest `d`: its plain-HRW worker under the configured hash.
+    pub(crate) fn home_of(&self, members: &Members, d: u64) -> WorkerId {
+        members.id(self.rv.argmax(d))
     }
 }
 
 impl Strategy for CacheAware {
     fn home(&self, members: &Members, unit: &Unit) -> Option<WorkerId> {
-        Some(self.home_of(members, unit))
+        Some(self.home_of(members, unit.flow.0))
     }
 
     fn rebuild(&mut self, members: &Members) -> Result<(), PlaceError> {

@@ -154,7 +154,7 @@ impl PsHrw {
 
 impl Strategy for PsHrw {
     fn home(&self, members: &Members, unit: &Unit) -> Option<WorkerId> {
-        Some(self.ranker.home_of(members, unit))
+        Some(self.ranker.home_of(members, unit.flow.0))
     }
 
     fn rebuild(&mut self, members: &Members) -> Result<(), PlaceError> {
