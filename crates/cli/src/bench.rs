@@ -106,7 +106,7 @@ impl Fit {
 }
 
 fn inspect(a: &InspectBench) -> Result<()> {
-    let inspector = Arc::new(Inspector::new());
+    let inspector = Inspector::new();
     let conn = ConnConfig::default();
     let policies = [Policy::ModN, Policy::Affinity, Policy::Hrw, Policy::Ahrw, Policy::Bounded];
     let mut out = std::io::stdout().lock();
@@ -134,8 +134,8 @@ fn inspect(a: &InspectBench) -> Result<()> {
             matched = m as f64 / s.conns.len().max(1) as f64;
         }
         let serial = median(serial_times);
-        // The producer alone: read, track, and copy each packet's new bytes to where workers read
-        // them (as the pipeline does), no inspection.
+        // The producer alone: read, track, and copy each inspected packet's payload to where
+        // workers take it (as the pipeline does), no reassembly and no inspection.
         let producer = median(
             (0..a.repeat.max(1))
                 .map(|_| -> Result<Duration> {
@@ -143,10 +143,8 @@ fn inspect(a: &InspectBench) -> Result<()> {
                     let mut reader = SliceReader::new(&pcap)?;
                     let mut table: ConnTable<Vec<u8>> = ConnTable::new(conn);
                     while let Some(p) = reader.next_packet()? {
-                        if let Step::Buffer { conn, .. } = table.on_packet(&p) {
-                            let have = conn.data.len();
-                            let new = conn.buffer()[have..].to_vec();
-                            conn.data.extend_from_slice(&new);
+                        if let Step::Buffer { conn: c, .. } = table.on_packet(&p) {
+                            c.data.extend_from_slice(&p.payload[..p.payload.len().min(conn.max_bytes)]);
                         }
                     }
                     std::hint::black_box(table.len());
@@ -177,7 +175,7 @@ fn inspect(a: &InspectBench) -> Result<()> {
             let mut place_ns = 0.0;
             for _ in 0..a.repeat.max(1) {
                 let mut placer = place::build(policy, &PlaceConfig::default(), &ids)?;
-                let r = pipeline::run(SliceReader::new(&pcap)?, placer.as_mut(), &config, Arc::clone(&inspector))?;
+                let r = pipeline::run(SliceReader::new(&pcap)?, placer.as_mut(), &config, &inspector)?;
                 place_ns = r.placing.as_nanos() as f64 / r.summary.inspected.max(1) as f64;
                 times.push(r.elapsed);
             }

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -14,7 +13,7 @@ use serde::Serialize;
 use switchyard_core::measure::balance;
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{Policy, Topology, WorkerId};
-use switchyard_ingest::{CaptureReader, ConnConfig, SliceReader};
+use switchyard_ingest::{ConnConfig, SliceReader};
 use switchyard_runtime::inspect::Inspector;
 use switchyard_runtime::pipeline::{self, OnFull, PipelineConfig, RunReport};
 use switchyard_runtime::serial::ConnResult;
@@ -90,9 +89,39 @@ pub(crate) struct InspectArgs {
     format: Format,
 }
 
-/// Captures up to this size are read whole and parsed in place; larger ones are streamed, with
-/// a progress bar.
-const IN_MEMORY: u64 = 1 << 30;
+/// Captures from this size up get a progress bar (on a terminal).
+const SHOW_PROGRESS: u64 = 256 << 20;
+
+/// The capture's bytes: the file mapped into memory, or, where it cannot be mapped (a pipe, a
+/// special file), read whole.
+enum Capture {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl Capture {
+    fn open(file: &File, shown: &str) -> Result<Self> {
+        // SAFETY: the map is only read, and lives no longer than `file`. Another process
+        // truncating the file while it is mapped would make reads past the new end fault
+        // (SIGBUS): the help text says to inspect finished captures. A capture still being
+        // appended to is safe; what was mapped is what is read.
+        match unsafe { memmap2::Mmap::map(file) } {
+            Ok(map) => Ok(Self::Mapped(map)),
+            Err(_) => {
+                let mut bytes = Vec::new();
+                BufReader::new(file).read_to_end(&mut bytes).with_context(|| format!("cannot read `{shown}`"))?;
+                Ok(Self::Read(bytes))
+            }
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Mapped(map) => map,
+            Self::Read(bytes) => bytes,
+        }
+    }
+}
 
 /// The run's figures, as JSON and CSV print them.
 #[derive(Debug, Serialize)]
@@ -119,20 +148,6 @@ struct Totals {
     labels_missed: Option<usize>,
 }
 
-/// A reader that moves a progress bar by the bytes it passes on.
-struct Progress<R> {
-    inner: R,
-    bar: ProgressBar,
-}
-
-impl<R: Read> Read for Progress<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.bar.inc(n as u64);
-        Ok(n)
-    }
-}
-
 pub(crate) fn run(args: &InspectArgs) -> Result<()> {
     let policy: Policy = args.policy.parse()?;
     let n = args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
@@ -156,30 +171,23 @@ pub(crate) fn run(args: &InspectArgs) -> Result<()> {
         pin: !args.no_pin,
         batch: args.batch,
     };
-    let inspector = Arc::new(Inspector::new());
-    let report = if size <= IN_MEMORY {
-        // Read whole: packets are then parsed in place, with no copy of their bytes.
-        let mut bytes = Vec::with_capacity(size as usize);
-        BufReader::new(file).read_to_end(&mut bytes).with_context(|| format!("cannot read `{shown}`"))?;
-        let reader = SliceReader::new(&bytes).with_context(|| format!("reading `{shown}`"))?;
-        pipeline::run(reader, placer.as_mut(), &pipeline_config, inspector)
+    let inspector = Inspector::new();
+    // Mapped, not read: packets are parsed in place and workers borrow their payloads, so no
+    // byte is copied, and a capture larger than memory is paged in as it is read.
+    let capture = Capture::open(&file, &shown)?;
+    let reader = SliceReader::new(capture.bytes()).with_context(|| format!("reading `{shown}`"))?;
+    let bar = if size >= SHOW_PROGRESS && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        ProgressBar::new(size)
     } else {
-        let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            ProgressBar::new(size)
-        } else {
-            ProgressBar::hidden()
-        };
-        bar.set_style(
-            ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {elapsed}").expect("static"),
-        );
-        bar.set_message(shown.clone());
-        let input = Progress { inner: BufReader::with_capacity(1 << 20, file), bar: bar.clone() };
-        let reader = CaptureReader::new(input).with_context(|| format!("reading `{shown}`"))?;
-        let report = pipeline::run(reader, placer.as_mut(), &pipeline_config, inspector);
-        bar.finish_and_clear();
-        report
-    }
-    .with_context(|| format!("reading `{shown}`"))?;
+        ProgressBar::hidden()
+    };
+    bar.set_style(ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {elapsed}").expect("static"));
+    bar.set_message(shown.clone());
+    let report = pipeline::run_with_progress(reader, placer.as_mut(), &pipeline_config, &inspector, &mut |at| {
+        bar.set_position(at as u64)
+    });
+    bar.finish_and_clear();
+    let report = report.with_context(|| format!("reading `{shown}`"))?;
     if let Some(path) = &args.results {
         write_results(&report.summary.conns, path)?;
     }

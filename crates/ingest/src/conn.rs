@@ -1,20 +1,19 @@
-//! The connection table: packets into connections, and each connection's first bytes into the
-//! growing buffer a DPI engine inspects (Guo §2.4: the L7-filter's "assembling buffer").
+//! The connection table: packets into connections, each packet numbered within its connection
+//! (Guo §2.4: the L7-filter's connection tracking).
 //!
 //! - A connection is a 5-tuple taken in either direction. Its client is the sender of the first
 //!   packet seen.
-//! - For TCP, each direction is reassembled in sequence order ([`crate::stream`]); bytes are
-//!   appended to the connection's buffer as they come into order, from whichever direction, so
-//!   the buffer reads as the conversation did. UDP datagrams are appended as they come.
 //! - Only a connection's first [`ConnConfig::max_packets`] packets (8 in the thesis; upstream
-//!   l7-filter counts 10) and [`ConnConfig::max_bytes`] bytes (12,000 upstream) are buffered.
-//!   Each of those packets is a [`Step::Buffer`]: the buffer as it stands after it, which is the
-//!   unit the thesis re-queues per packet. Later packets are [`Step::Beyond`].
-//! - A connection silent for [`ConnConfig::idle_timeout_ns`], or reset, ends; a packet after that
-//!   starts a new one.
+//!   l7-filter counts 10) are inspected. Each of those is a [`Step::Buffer`]: feed it to the
+//!   connection's [`Assembly`](crate::Assembly) and inspect the buffer as it then stands, which is
+//!   the unit the thesis re-queues per packet. Later packets are [`Step::Beyond`].
+//! - A connection silent for [`ConnConfig::idle_timeout_ns`] ends; a packet after that starts a
+//!   new one.
 //!
-//! The table stores a value of the caller's per connection (`T`): the runtime keeps its
-//! classification state there. Nothing here decides where work goes.
+//! The table only tracks: the bytes are gathered by an [`Assembly`](crate::Assembly), which the
+//! caller keeps where it likes. The serial pipeline keeps it in the table's per-connection value
+//! (`T`); the parallel one keeps it with the connection's shared state so that workers, not the
+//! producer, reassemble. Nothing here decides where work goes.
 
 // hashbrown's default hasher (foldhash) rather than std's SipHash: the table is looked up once
 // per packet, and SipHash was 8% of the producer's time. The map is never iterated into
@@ -24,7 +23,6 @@ use hashbrown::HashMap;
 use switchyard_core::flow::FiveTuple;
 
 use crate::read::Packet;
-use crate::stream::{Segment, Stream};
 
 /// How much of each connection is buffered, and when one ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,26 +59,15 @@ pub struct Conn<T> {
     pub packets: u64,
     /// Payload bytes seen, in both directions, buffered or not.
     pub bytes: u64,
-    /// TCP segments dropped because too many were held behind a gap.
-    pub dropped_segments: u64,
     /// The caller's state.
     pub data: T,
-    buffer: Vec<u8>,
-    streams: [Stream; 2],
-}
-
-impl<T> Conn<T> {
-    /// The connection's buffer: its first bytes, in conversation order.
-    pub fn buffer(&self) -> &[u8] {
-        &self.buffer
-    }
 }
 
 /// What a packet was to its connection.
 #[derive(Debug)]
 pub enum Step<'a, T> {
-    /// One of the connection's first packets: inspect the buffer as it now stands. `index`
-    /// counts the connection's packets from 0.
+    /// One of the connection's first packets: feed it to the connection's assembly and inspect
+    /// the buffer as it then stands. `index` counts the connection's packets from 0.
     Buffer {
         /// The connection.
         conn: &'a mut Conn<T>,
@@ -88,6 +75,8 @@ pub enum Step<'a, T> {
         index: u32,
         /// A new connection started with this packet.
         new: bool,
+        /// The packet went from the client to the server.
+        from_client: bool,
     },
     /// A later packet: nothing to inspect.
     Beyond {
@@ -142,10 +131,7 @@ impl<T: Default> ConnTable<T> {
                 last_ns: p.time_ns,
                 packets: 0,
                 bytes: 0,
-                dropped_segments: 0,
                 data: T::default(),
-                buffer: Vec::new(),
-                streams: [Stream::default(), Stream::default()],
             }
         });
         conn.last_ns = conn.last_ns.max(p.time_ns);
@@ -155,17 +141,8 @@ impl<T: Default> ConnTable<T> {
         if index >= u64::from(cfg.max_packets) {
             return Step::Beyond { conn };
         }
-        let room = cfg.max_bytes.saturating_sub(conn.buffer.len());
-        match p.tcp {
-            Some(tcp) => {
-                let dir = usize::from(p.key != conn.key);
-                if conn.streams[dir].segment(tcp, p.payload, room, cfg.max_held, &mut conn.buffer) == Segment::Dropped {
-                    conn.dropped_segments += 1;
-                }
-            }
-            None => conn.buffer.extend_from_slice(&p.payload[..p.payload.len().min(room)]),
-        }
-        Step::Buffer { conn, index: index as u32, new }
+        let from_client = p.key == conn.key;
+        Step::Buffer { conn, index: index as u32, new, from_client }
     }
 
     /// Ends connections silent since before `now − idle_timeout`, and reset ones; they come back
@@ -199,6 +176,7 @@ impl<T: Default> ConnTable<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Assembly;
     use crate::decode::Tcp;
 
     fn packet<'a>(t: u64, from_client: bool, seq: u32, payload: &'a [u8]) -> Packet<'a> {
@@ -210,7 +188,8 @@ mod tests {
 
     #[test]
     fn the_buffer_reads_as_the_conversation_and_stops_at_the_packet_limit() {
-        let mut table: ConnTable<()> = ConnTable::new(ConnConfig { max_packets: 3, ..ConnConfig::default() });
+        let config = ConnConfig { max_packets: 3, ..ConnConfig::default() };
+        let mut table: ConnTable<Assembly> = ConnTable::new(config);
         let steps = [
             packet(1, true, 100, b"GET / HTTP/1.1\r\n"),
             packet(2, false, 900, b"HTTP/1.1 200 OK\r\n"),
@@ -220,14 +199,17 @@ mod tests {
         let mut seen = Vec::new();
         for p in &steps {
             match table.on_packet(p) {
-                Step::Buffer { conn, index, new } => seen.push((index, new, conn.buffer().len())),
+                Step::Buffer { conn, index, new, from_client } => {
+                    conn.data.push(&config, from_client, p.tcp, p.payload);
+                    seen.push((index, new, conn.data.buffer().len()));
+                }
                 Step::Beyond { conn } => assert_eq!(conn.packets, 4),
             }
         }
         assert_eq!(seen, [(0, true, 16), (1, false, 33), (2, false, 42)]);
         let done = table.finish();
         assert_eq!(done.len(), 1);
-        assert_eq!(done[0].buffer(), &b"GET / HTTP/1.1\r\nHTTP/1.1 200 OK\r\nHost: x\r\n"[..]);
+        assert_eq!(done[0].data.buffer(), &b"GET / HTTP/1.1\r\nHTTP/1.1 200 OK\r\nHost: x\r\n"[..]);
         assert_eq!(done[0].key.dst.port(), 80, "the client is the first packet's sender");
     }
 

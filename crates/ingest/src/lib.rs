@@ -4,9 +4,10 @@
 //! and the runtime all take packets from here. What lives here is the outside-input boundary —
 //! capture formats (through `pcap-parser`), link layers and IP/TCP/UDP headers (through
 //! `etherparse`) — and the rule for what a damaged packet becomes: it is counted under a
-//! [`Skip`] reason and left out, never a panic. Above the reader, sans-IO: TCP reassembly
-//! ([`stream`]) and the connection table that turns packets into the growing buffers a DPI engine
-//! inspects ([`conn`]). What does not live here: anything that decides where work goes (that is
+//! [`Skip`] reason and left out, never a panic. Above the reader, sans-IO: the connection table
+//! that numbers each connection's packets ([`conn`]), and TCP reassembly ([`stream`]) into the
+//! growing buffer a DPI engine inspects ([`assemble`]), kept apart so that a producer can track
+//! while workers reassemble. What does not live here: anything that decides where work goes (that is
 //! the core's) or runs it (the runtime's).
 //!
 //! ```no_run
@@ -19,12 +20,14 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod assemble;
 pub mod conn;
 mod decode;
 mod read;
 mod slice;
 pub mod stream;
 
+pub use assemble::Assembly;
 pub use conn::{Conn, ConnConfig, ConnTable, Step};
 pub use decode::{Decoded, Skip, Tcp, decode};
 pub use read::{CaptureReader, IngestError, Packet, SkipCounts};

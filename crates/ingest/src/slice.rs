@@ -84,6 +84,11 @@ impl<'a> SliceReader<'a> {
         self.input.len() - self.rest.len()
     }
 
+    /// Bytes of the input read so far (for progress reports).
+    pub fn position(&self) -> usize {
+        self.offset()
+    }
+
     /// The next TCP or UDP packet, borrowing its payload from the input.
     pub fn next_packet(&mut self) -> Result<Option<Packet<'a>>, IngestError> {
         while !self.rest.is_empty() {

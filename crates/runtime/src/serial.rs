@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use switchyard_core::flow::FiveTuple;
-use switchyard_ingest::{ConnConfig, ConnTable, IngestError, Packets, SkipCounts, Step};
+use switchyard_ingest::{Assembly, ConnConfig, ConnTable, IngestError, Packets, SkipCounts, Step};
 
 use crate::inspect::{Inspector, Protocol, tls};
 
@@ -81,6 +81,7 @@ pub struct Summary {
 /// Per-connection state kept in the table.
 #[derive(Clone, Debug, Default)]
 struct State {
+    assembly: Assembly,
     verdict: Option<Protocol>,
     server_name: Option<String>,
 }
@@ -106,16 +107,19 @@ pub fn inspect_serial_timed(
         s.payload_bytes += p.payload.len() as u64;
         match table.on_packet(&p) {
             Step::Buffer { conn, .. } if conn.data.verdict.is_some() => s.skipped_classified += 1,
-            Step::Buffer { conn, .. } => {
+            Step::Buffer { conn, from_client, .. } => {
+                let state = &mut conn.data;
+                state.assembly.push(&config, from_client, p.tcp, p.payload);
+                let buffer = state.assembly.buffer();
                 s.inspected += 1;
-                s.scanned_bytes += conn.buffer().len() as u64;
+                s.scanned_bytes += buffer.len() as u64;
                 let started = Instant::now();
-                let found = inspector.classify(conn.buffer());
-                on_scan(conn.buffer().len(), started.elapsed());
+                let found = inspector.classify(buffer);
+                on_scan(buffer.len(), started.elapsed());
                 if let Some(proto) = found {
-                    conn.data.verdict = Some(proto);
+                    state.verdict = Some(proto);
                     if proto.name() == "tls" {
-                        conn.data.server_name = tls::server_name(conn.buffer()).map(str::to_owned);
+                        state.server_name = tls::server_name(buffer).map(str::to_owned);
                     }
                 }
             }

@@ -1,14 +1,12 @@
 //! The parallel pipeline agrees with the serial one, connection by connection, whatever the
 //! policy and the number of workers, and accounts for every packet.
 
-use std::sync::Arc;
-
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{Policy, WorkerId};
-use switchyard_ingest::{CaptureReader, ConnConfig};
+use switchyard_ingest::{CaptureReader, ConnConfig, SliceReader};
 use switchyard_runtime::inspect::Inspector;
 use switchyard_runtime::pipeline::{OnFull, PipelineConfig, run};
-use switchyard_runtime::serial::inspect_serial;
+use switchyard_runtime::serial::{Verdict, inspect_serial};
 use switchyard_runtime::tracegen::{TraceSpec, generate};
 
 fn trace() -> Vec<u8> {
@@ -20,7 +18,7 @@ fn trace() -> Vec<u8> {
 #[test]
 fn any_policy_and_any_worker_count_gives_the_serial_verdicts() {
     let pcap = trace();
-    let inspector = Arc::new(Inspector::new());
+    let inspector = Inspector::new();
     let serial = inspect_serial(CaptureReader::new(&pcap[..]).unwrap(), ConnConfig::default(), &inspector).unwrap();
     let verdicts = |s: &switchyard_runtime::serial::Summary| {
         s.conns.iter().map(|c| (c.id, c.verdict, c.server_name.clone())).collect::<Vec<_>>()
@@ -30,8 +28,7 @@ fn any_policy_and_any_worker_count_gives_the_serial_verdicts() {
             let ids: Vec<WorkerId> = (0..workers).map(WorkerId).collect();
             let mut placer = place::build(policy, &PlaceConfig::default(), &ids).unwrap();
             let config = PipelineConfig { queue_capacity: 4, pin: false, ..PipelineConfig::default() };
-            let r =
-                run(CaptureReader::new(&pcap[..]).unwrap(), placer.as_mut(), &config, Arc::clone(&inspector)).unwrap();
+            let r = run(SliceReader::new(&pcap).unwrap(), placer.as_mut(), &config, &inspector).unwrap();
             assert_eq!(verdicts(&r.summary), verdicts(&serial), "{policy} on {workers}");
             let s = &r.summary;
             assert_eq!(s.packets, serial.packets);
@@ -50,7 +47,21 @@ fn dropping_at_full_queues_is_counted() {
     let ids: Vec<WorkerId> = (0..2).map(WorkerId).collect();
     let mut placer = place::build(Policy::Hrw, &PlaceConfig::default(), &ids).unwrap();
     let config = PipelineConfig { queue_capacity: 1, on_full: OnFull::Drop, pin: false, ..PipelineConfig::default() };
-    let r = run(CaptureReader::new(&pcap[..]).unwrap(), placer.as_mut(), &config, Arc::new(Inspector::new())).unwrap();
+    let inspector = Inspector::new();
+    let r = run(SliceReader::new(&pcap).unwrap(), placer.as_mut(), &config, &inspector).unwrap();
     let s = &r.summary;
+    assert!(r.dropped > 0, "a queue of one buffer overflows");
     assert_eq!(s.inspected + s.skipped_classified + s.marked + r.dropped, s.packets);
+    // A dropped buffer's packet is still fed to its connection's assembly by the next buffer
+    // inspected, so whatever matched matched on the bytes the serial pipeline saw.
+    let serial = inspect_serial(CaptureReader::new(&pcap[..]).unwrap(), ConnConfig::default(), &inspector).unwrap();
+    let mut matched = 0;
+    for (c, d) in serial.conns.iter().zip(&s.conns) {
+        assert_eq!(c.id, d.id);
+        if let Verdict::Matched(p) = d.verdict {
+            assert_eq!(c.verdict, Verdict::Matched(p), "connection {}", c.id);
+            matched += 1;
+        }
+    }
+    assert!(matched > 0);
 }
