@@ -19,6 +19,7 @@
 // per packet, and SipHash was 8% of the producer's time. The map is never iterated into
 // results (ended connections are sorted by id), so its order cannot leak.
 use hashbrown::HashMap;
+use hashbrown::hash_map::Entry;
 
 use switchyard_core::flow::FiveTuple;
 
@@ -114,26 +115,35 @@ impl<T: Default> ConnTable<T> {
     pub fn on_packet(&mut self, p: &Packet<'_>) -> Step<'_, T> {
         let cfg = self.config;
         let undirected = p.key.undirected();
-        let stale =
-            self.conns.get(&undirected).is_some_and(|c| p.time_ns.saturating_sub(c.last_ns) > cfg.idle_timeout_ns);
-        if stale && let Some(old) = self.conns.remove(&undirected) {
-            self.ended.push(old);
-        }
-        let mut new = false;
-        let next_id = &mut self.next_id;
-        let conn = self.conns.entry(undirected).or_insert_with(|| {
-            new = true;
-            *next_id += 1;
-            Conn {
-                id: *next_id - 1,
-                key: p.key,
-                first_ns: p.time_ns,
-                last_ns: p.time_ns,
-                packets: 0,
-                bytes: 0,
-                data: T::default(),
+        let fresh = |id| Conn {
+            id,
+            key: p.key,
+            first_ns: p.time_ns,
+            last_ns: p.time_ns,
+            packets: 0,
+            bytes: 0,
+            data: T::default(),
+        };
+        // One lookup per packet: the table is the producer's hottest structure.
+        let mut new = true;
+        let conn = match self.conns.entry(undirected) {
+            Entry::Occupied(e) => {
+                let conn = e.into_mut();
+                if p.time_ns.saturating_sub(conn.last_ns) > cfg.idle_timeout_ns {
+                    // Silent too long: that connection ended, and this packet starts another.
+                    let old = std::mem::replace(conn, fresh(self.next_id));
+                    self.next_id += 1;
+                    self.ended.push(old);
+                } else {
+                    new = false;
+                }
+                conn
             }
-        });
+            Entry::Vacant(e) => {
+                self.next_id += 1;
+                e.insert(fresh(self.next_id - 1))
+            }
+        };
         conn.last_ns = conn.last_ns.max(p.time_ns);
         conn.bytes += p.payload.len() as u64;
         let index = conn.packets;

@@ -174,8 +174,29 @@ pub struct RunReport {
 /// One worker's end of its queue, and its queue-length counters in the load view.
 struct WorkerEnd<'a> {
     rx: Receiver<Vec<Job<'a>>>,
-    depth: &'a AtomicU64,
-    depth_bytes: &'a AtomicU64,
+    depth: &'a Depth,
+}
+
+/// A worker's queue length, in buffers and in bytes. Each worker's pair has a cache line of its
+/// own: packed side by side, every buffer one worker finished would evict the line the other
+/// worker and the producer were reading.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Depth {
+    units: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Depth {
+    fn add(&self, size: u32) {
+        self.units.fetch_add(1, Ordering::AcqRel);
+        self.bytes.fetch_add(u64::from(size), Ordering::AcqRel);
+    }
+
+    fn sub(&self, size: u32) {
+        self.units.fetch_sub(1, Ordering::AcqRel);
+        self.bytes.fetch_sub(u64::from(size), Ordering::AcqRel);
+    }
 }
 
 fn worker(end: WorkerEnd<'_>, inspector: &Inspector, config: &ConnConfig, core: Option<usize>) -> WorkerStats {
@@ -188,8 +209,7 @@ fn worker(end: WorkerEnd<'_>, inspector: &Inspector, config: &ConnConfig, core: 
         let started = Instant::now();
         for job in batch {
             inspect(&job, inspector, config, &mut stats);
-            end.depth.fetch_sub(1, Ordering::Release);
-            end.depth_bytes.fetch_sub(u64::from(job.size), Ordering::Release);
+            end.depth.sub(job.size);
         }
         stats.busy += started.elapsed();
     }
@@ -274,8 +294,7 @@ pub fn run_with_progress(
     let n = placer.members().len();
     let ids: Vec<WorkerId> = placer.members().as_slice().iter().map(|m| m.id).collect();
     let max_id = ids.iter().map(|w| w.0 as usize).max().unwrap_or(0);
-    let depths: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
-    let depth_bytes: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+    let depths: Vec<Depth> = (0..n).map(|_| Depth::default()).collect();
     let cores = if config.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
     let batch = config.batch.max(1);
     // The placer indexes loads by worker id.
@@ -289,7 +308,7 @@ pub fn run_with_progress(
         for i in 0..n {
             let (tx, rx) = sync_channel(config.queue_capacity.div_ceil(batch).max(1));
             senders.push(tx);
-            let end = WorkerEnd { rx, depth: &depths[i], depth_bytes: &depth_bytes[i] };
+            let end = WorkerEnd { rx, depth: &depths[i] };
             let core = (!cores.is_empty()).then(|| cores[i % cores.len()].id);
             let conn = &config.conn;
             // Named, so that `top -H` and profilers tell the workers apart.
@@ -338,10 +357,8 @@ pub fn run_with_progress(
             placements += 1;
             let t = timed.then(Instant::now);
             for (w, d) in ids.iter().zip(&depths) {
-                queues[w.0 as usize] = d.load(Ordering::Acquire);
-            }
-            for (w, d) in ids.iter().zip(&depth_bytes) {
-                queue_bytes[w.0 as usize] = d.load(Ordering::Acquire);
+                queues[w.0 as usize] = d.units.load(Ordering::Acquire);
+                queue_bytes[w.0 as usize] = d.bytes.load(Ordering::Acquire);
             }
             let key = conn.key;
             let flow = *conn.data.flow.get_or_insert_with(|| FlowKey::Tuple(key.undirected()).id());
@@ -356,16 +373,14 @@ pub fn run_with_progress(
             conn.data.last_worker = Some(w);
             let slot = slot_of[w.0 as usize];
             let job = Job { shared: Arc::clone(&conn.data.shared), index, size };
-            depths[slot].fetch_add(1, Ordering::AcqRel);
-            depth_bytes[slot].fetch_add(u64::from(size), Ordering::AcqRel);
+            depths[slot].add(size);
             s.inspected += 1;
             pending[slot].push(job);
             if pending[slot].len() >= batch {
                 let jobs = std::mem::replace(&mut pending[slot], Vec::with_capacity(batch));
                 if let Err(jobs) = hand_over(&senders[slot], jobs, config.on_full, &mut blocked) {
                     for job in &jobs {
-                        depths[slot].fetch_sub(1, Ordering::AcqRel);
-                        depth_bytes[slot].fetch_sub(u64::from(job.size), Ordering::AcqRel);
+                        depths[slot].sub(job.size);
                     }
                     s.inspected -= jobs.len() as u64;
                     dropped += jobs.len() as u64;

@@ -65,3 +65,69 @@ fn dropping_at_full_queues_is_counted() {
     }
     assert!(matched > 0);
 }
+
+/// A capture whose TCP openings arrive cut in pieces, out of order and retransmitted, with the
+/// pieces of each connection interleaved with other connections'.
+fn reordered() -> Vec<u8> {
+    use etherparse::PacketBuilder;
+    use pcap_file::pcap::{PcapPacket, PcapWriter};
+    let opening: &[u8] = b"GET /index.html HTTP/1.1\r\nHost: example.org\r\n\r\n";
+    let cuts = [(0, 2), (2, 9), (9, opening.len())];
+    // Delivery orders of the three pieces; a repeated piece is a retransmission.
+    let orders: [&[usize]; 4] = [&[1, 2, 0, 0], &[2, 0, 1], &[0, 2, 2, 1], &[1, 0, 1, 2]];
+    let mut frames = Vec::new();
+    // Each connection opens with a SYN, which fixes where its stream starts.
+    for c in 0..29u16 {
+        let mut frame = Vec::new();
+        PacketBuilder::ethernet2([1; 6], [2; 6])
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(40_000 + c, 80, 999, 65_535)
+            .syn()
+            .write(&mut frame, &[])
+            .unwrap();
+        frames.push(frame);
+    }
+    for round in 0..4 {
+        for c in 0..29u16 {
+            let order = orders[usize::from(c) % orders.len()];
+            let Some(&piece) = order.get(round) else { continue };
+            let (from, to) = cuts[piece];
+            let mut frame = Vec::new();
+            PacketBuilder::ethernet2([1; 6], [2; 6])
+                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+                .tcp(40_000 + c, 80, 1_000 + from as u32, 65_535)
+                .write(&mut frame, &opening[from..to])
+                .unwrap();
+            frames.push(frame);
+        }
+    }
+    let mut w = PcapWriter::new(Vec::new()).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        let at = std::time::Duration::from_micros(i as u64);
+        w.write_packet(&PcapPacket::new(at, f.len() as u32, f)).unwrap();
+    }
+    w.into_writer()
+}
+
+#[test]
+fn reassembly_by_whichever_worker_gets_a_buffer_gives_the_serial_bytes() {
+    let pcap = reordered();
+    let inspector = Inspector::new();
+    let serial = inspect_serial(SliceReader::new(&pcap).unwrap(), ConnConfig::default(), &inspector).unwrap();
+    let http = Some(switchyard_runtime::inspect::Protocol::by_name("http").unwrap());
+    let matched = |s: &switchyard_runtime::serial::Summary| {
+        s.conns.iter().filter(|c| matches!(c.verdict, Verdict::Matched(p) if Some(p) == http)).count()
+    };
+    assert_eq!(matched(&serial), 29, "every opening is whole once its gap fills");
+    for workers in [2u32, 3] {
+        // Round robin moves every buffer of a connection to another worker.
+        let ids: Vec<WorkerId> = (0..workers).map(WorkerId).collect();
+        let mut placer = place::build(Policy::RoundRobin, &PlaceConfig::default(), &ids).unwrap();
+        let config = PipelineConfig { queue_capacity: 2, batch: 1, pin: false, ..PipelineConfig::default() };
+        let r = run(SliceReader::new(&pcap).unwrap(), placer.as_mut(), &config, &inspector).unwrap();
+        assert_eq!(matched(&r.summary), 29, "{workers} workers");
+        assert!(r.migrations > 0);
+        let verdicts = |s: &switchyard_runtime::serial::Summary| s.conns.iter().map(|c| c.verdict).collect::<Vec<_>>();
+        assert_eq!(verdicts(&r.summary), verdicts(&serial));
+    }
+}
