@@ -60,7 +60,7 @@ pub(crate) struct InspectArgs {
     bytes: usize,
 
     /// Buffers each worker's queue holds.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = PipelineConfig::default().queue_capacity)]
     queue: usize,
 
     /// Drop buffers at a full queue (counted) instead of waiting.
@@ -69,7 +69,7 @@ pub(crate) struct InspectArgs {
 
     /// Buffers handed to a worker at once (1 hands each over as it is made; larger batches wake
     /// workers less often).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = PipelineConfig::default().batch)]
     batch: usize,
 
     /// Do not pin workers to cores.

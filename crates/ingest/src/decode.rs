@@ -150,6 +150,12 @@ fn plain_ipv4(frame: &[u8]) -> Option<Decoded<'_>> {
     Some(Decoded { key, payload, tcp })
 }
 
+/// Decodes one frame through etherparse's full slicing only: the reference [`decode`]'s direct
+/// reading of plain frames is checked against (by the `decode` fuzz target).
+pub fn decode_thorough(linktype: i32, frame: &[u8]) -> Result<Decoded<'_>, Skip> {
+    thorough(linktype, frame)
+}
+
 /// Any frame, through etherparse's full slicing.
 fn thorough(linktype: i32, frame: &[u8]) -> Result<Decoded<'_>, Skip> {
     let sliced = match linktype {

@@ -29,6 +29,6 @@ pub mod stream;
 
 pub use assemble::Assembly;
 pub use conn::{Conn, ConnConfig, ConnTable, Step};
-pub use decode::{Decoded, Skip, Tcp, decode};
+pub use decode::{Decoded, Skip, Tcp, decode, decode_thorough};
 pub use read::{CaptureReader, IngestError, Packet, SkipCounts};
 pub use slice::{Packets, SliceReader};

@@ -141,6 +141,23 @@ fn the_fuzz_corpus_reads_without_panicking() {
     assert!(files > 50, "the corpus is in the repository: {files} files");
 }
 
+/// The decoder's fuzz corpus (fuzz/corpus/decode: frames from the sample and what the fuzzer
+/// grew from them), replayed on stable Rust: the direct reading of plain frames and etherparse's
+/// full slicing agree on every one.
+#[test]
+fn the_decode_corpus_reads_as_etherparse_does() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/decode");
+    let (mut files, mut plain) = (0, 0);
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let frame = std::fs::read(entry.unwrap().path()).unwrap();
+        let d = switchyard_ingest::decode(1, &frame);
+        assert_eq!(d, switchyard_ingest::decode_thorough(1, &frame), "{frame:02x?}");
+        files += 1;
+        plain += usize::from(d.is_ok());
+    }
+    assert!(files > 50 && plain > 10, "the corpus is in the repository: {files} files, {plain} decoded");
+}
+
 /// Everything the streaming reader makes of `bytes`: packets (time, key, length, payload, TCP),
 /// skips, and how it ended.
 fn streamed(bytes: &[u8]) -> Result<(Vec<String>, String, Option<String>), String> {

@@ -91,8 +91,9 @@ pub fn inspect_serial(reader: impl Packets, config: ConnConfig, inspector: &Insp
     inspect_serial_timed(reader, config, inspector, &mut |_, _| {})
 }
 
-/// [`inspect_serial`], calling `on_scan(buffer length, time taken)` after each scan (for fitting
-/// the simulator's service-time model to the real kernel).
+/// [`inspect_serial`], calling `on_scan(buffer length, time taken)` after each buffer, timing
+/// what a parallel worker does with it: feed the packet to the assembly, then scan (for fitting
+/// the simulator's service-time model to the real work).
 pub fn inspect_serial_timed(
     mut reader: impl Packets,
     config: ConnConfig,
@@ -109,11 +110,11 @@ pub fn inspect_serial_timed(
             Step::Buffer { conn, .. } if conn.data.verdict.is_some() => s.skipped_classified += 1,
             Step::Buffer { conn, from_client, .. } => {
                 let state = &mut conn.data;
+                let started = Instant::now();
                 state.assembly.push(&config, from_client, p.tcp, p.payload);
                 let buffer = state.assembly.buffer();
                 s.inspected += 1;
                 s.scanned_bytes += buffer.len() as u64;
-                let started = Instant::now();
                 let found = inspector.classify(buffer);
                 on_scan(buffer.len(), started.elapsed());
                 if let Some(proto) = found {
