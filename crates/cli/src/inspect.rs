@@ -22,10 +22,12 @@ use crate::report::Format;
 
 /// Identify the protocol of every connection in a capture, on worker threads.
 ///
-/// One producer reads the capture (pcap or pcapng), tracks connections, reassembles TCP in
-/// sequence order, and for each of a connection's first packets makes a new buffer of its first
-/// bytes; the placement policy puts each buffer on a worker's bounded queue. Workers match 22
-/// protocol signatures in one automaton and skip buffers of connections already classified.
+/// The capture (pcap or pcapng) is mapped into memory, so it may be larger than memory; inspect
+/// finished captures (one truncated while mapped would fault). One producer reads each packet,
+/// tracks its connection, and for each of a connection's first packets makes a buffer unit; the
+/// placement policy puts each unit on a worker's bounded queue. The worker reassembles the
+/// connection's TCP in sequence order as far as that packet, then matches 22 protocol
+/// signatures in one automaton; buffers of connections already classified are skipped.
 /// The verdicts are the same for any policy and any number of workers.
 ///
 /// Examples:
