@@ -147,7 +147,7 @@ pub struct WorkerStats {
     pub skipped: u64,
     /// Matches made after an earlier buffer of the same connection had matched elsewhere.
     pub duplicated: u64,
-    /// Time spent reassembling and scanning.
+    /// Time spent on its batches: reassembling, scanning, and skipping stale buffers.
     pub busy: Duration,
     /// The core it was pinned to, if pinning worked.
     pub core: Option<usize>,
@@ -167,7 +167,8 @@ pub struct RunReport {
     /// Time the producer waited on full queues.
     pub producer_blocked: Duration,
     /// Time the producer spent placing buffers (the placer's decisions and reading the load
-    /// view), estimated from one placement in [`PLACING_SAMPLE`].
+    /// view), estimated by timing one placement in 32 (timing each would cost as much as many
+    /// of the decisions it times).
     pub placing: Duration,
     /// Wall time from the first packet read to the last worker done.
     pub elapsed: Duration,
@@ -270,8 +271,7 @@ fn hand_over<'a>(
     }
 }
 
-/// One placement in this many is timed, for [`RunReport::placing`]: timing each would cost as
-/// much as many of the decisions it times.
+/// One placement in this many is timed, for [`RunReport::placing`].
 const PLACING_SAMPLE: u64 = 32;
 
 /// Reads `reader` to the end on the calling thread, placing every connection buffer with
