@@ -10,7 +10,9 @@
 //! - The **place** stage ([`place`]): the [`Placer`] trait, one file per policy, and the factory
 //!   ([`place::build`]) that turns a [`Policy`] name and a [`PlaceConfig`] into a placer.
 //! - The **measure** stage ([`measure`]): balance, disruption, order, latency.
-//! - The **carry** stage ([`carry`]): today the reorder buffer.
+//! - The **carry** stage ([`carry`]): weighted channels over several connections (the frame
+//!   format, weighted fair queueing, striping and pinning, a session's sender and receiver with
+//!   credits and resending) and the reorder buffer.
 //!
 //! # What does not
 //!

@@ -1,7 +1,29 @@
-//! The **carry** stage: how a unit's bytes travel and arrive. Today: the reorder buffer that
-//! restores a flow's order after its units were served in parallel. Weighted channels over
-//! several connections, credit flow control and framing come with the mux driver.
+//! The **carry** stage: how a unit's bytes travel and arrive.
+//!
+//! - [`frame`]: the wire format of a session multiplexed over several connections.
+//! - [`Wfq`]: which channel sends next, in proportion to weights (Iwashima §6.3).
+//! - [`pin`]: which connection each channel is pinned to (Iwashima §6.4), kept up to date.
+//! - [`choose`]: which connection a striped frame goes on.
+//! - [`ReorderBuffer`]: units finish in any order and leave in sequence order.
+//!
+//! - [`Sender`] and [`Receiver`]: a session's two halves as state machines: channels framed
+//!   under credit, frames kept until acknowledged and sent again when a connection dies; frames
+//!   back into bytes through bounded reorder buffers.
+//!
+//! The mux driver carries their decisions out over sockets; nothing here does I/O.
 
+pub mod choose;
+pub mod frame;
+pub mod pin;
+mod recv;
 mod reorder;
+mod send;
+#[cfg(test)]
+mod session_tests;
+mod wfq;
 
+pub use frame::{Frame, FrameError};
+pub use recv::{Receiver, RecvConfig, RecvError, RecvStats};
 pub use reorder::ReorderBuffer;
+pub use send::{ChannelStats, Scheme, SendConfig, SendError, Sender};
+pub use wfq::Wfq;

@@ -51,6 +51,17 @@ impl<T> ReorderBuffer<T> {
         self.held
     }
 
+    /// Takes every unit the flow holds, in sequence order, and forgets nothing else: the flow
+    /// still expects the number it expected.
+    pub fn drain_flow(&mut self, flow: FlowId, mut take: impl FnMut(u64, T)) {
+        if let Some((_, held)) = self.flows.get_mut(flow) {
+            self.held -= held.len();
+            for (seq, unit) in std::mem::take(held) {
+                take(seq, unit);
+            }
+        }
+    }
+
     /// Drops the flow's state (and any units it still holds).
     pub fn forget(&mut self, flow: FlowId) {
         if let Some((_, held)) = self.flows.remove(flow) {

@@ -1,0 +1,114 @@
+//! Which connection a striped frame goes on.
+//!
+//! The driver asks on behalf of a connection that has room (its kernel's unsent queue fell below
+//! the low-water mark), so the question is whether *that* connection should take the next frame.
+//!
+//! - [`ConnChoice::LeastQueued`] — Iwashima §6.3: the least-filled connection among those below
+//!   the threshold takes it. In a driver that asks as connections drain, the connection asking is
+//!   the one that drained first, so it always takes the frame.
+//! - [`ConnChoice::EarliestDelivery`] — not in the thesis (notes §6.3, the ECF and BLEST
+//!   schedulers of MPTCP): the frame should go where it will arrive first. A connection's expected
+//!   delivery time for a frame of `len` bytes is `rtt/2 + (unsent + len) / rate`, from the
+//!   kernel's smoothed RTT, its unsent bytes and its recent delivery rate (`TCP_INFO`). The asking
+//!   connection takes the frame if its estimate is within `slack` of the best open connection's;
+//!   otherwise the frame waits for that connection, which will ask when it drains. A connection
+//!   stalled in loss recovery (its rate collapses, its RTT grows) stops receiving frames that
+//!   would wait behind the stall: the reordering striping causes (§3.7) comes from exactly those.
+
+/// What the scheduler knows of one connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ConnView {
+    /// It can carry frames.
+    pub open: bool,
+    /// Bytes handed to it and not yet sent by the kernel.
+    pub unsent: u64,
+    /// Smoothed round-trip time in nanoseconds (0: not measured yet).
+    pub rtt_ns: u64,
+    /// Recent delivery rate in bytes per second (0: not measured yet).
+    pub rate: f64,
+}
+
+impl ConnView {
+    /// Expected nanoseconds until a frame of `len` bytes handed over now is delivered, if the
+    /// connection has been measured.
+    pub fn delivery_ns(&self, len: usize) -> Option<f64> {
+        (self.open && self.rtt_ns > 0 && self.rate > 0.0)
+            .then(|| self.rtt_ns as f64 / 2.0 + (self.unsent + len as u64) as f64 / self.rate * 1e9)
+    }
+}
+
+/// How striping chooses connections.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ConnChoice {
+    /// The first connection with room (the thesis's least-queued).
+    LeastQueued,
+    /// The connection expected to deliver first, within `slack` (a fraction: 0.1 lets a
+    /// connection 10% slower than the best take the frame rather than wait).
+    EarliestDelivery {
+        /// Tolerance over the best estimate.
+        slack: f64,
+    },
+}
+
+impl ConnChoice {
+    /// Whether connection `asking`, which has room, should take the next frame of `len` bytes.
+    /// Until every open connection has been measured, earliest delivery behaves as least
+    /// queued.
+    pub fn takes(&self, conns: &[ConnView], asking: usize, len: usize) -> bool {
+        match *self {
+            Self::LeastQueued => conns.get(asking).is_some_and(|c| c.open),
+            Self::EarliestDelivery { slack } => {
+                let Some(mine) = conns.get(asking).filter(|c| c.open) else { return false };
+                let Some(mine) = mine.delivery_ns(len) else { return true };
+                let mut best = mine;
+                for c in conns.iter().filter(|c| c.open) {
+                    match c.delivery_ns(len) {
+                        Some(t) => best = best.min(t),
+                        None => return true,
+                    }
+                }
+                mine <= best * (1.0 + slack)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(unsent: u64, rtt_ms: u64, rate: f64) -> ConnView {
+        ConnView { open: true, unsent, rtt_ns: rtt_ms * 1_000_000, rate }
+    }
+
+    #[test]
+    fn least_queued_takes_whenever_the_connection_is_open() {
+        let conns = [conn(0, 50, 1e6), ConnView::default()];
+        assert!(ConnChoice::LeastQueued.takes(&conns, 0, 1000));
+        assert!(!ConnChoice::LeastQueued.takes(&conns, 1, 1000));
+    }
+
+    #[test]
+    fn a_stalled_connection_leaves_the_frame_to_a_faster_one() {
+        // Connection 1 is in recovery: a long RTT and a collapsed rate.
+        let conns = [conn(40_000, 50, 1e6), conn(0, 400, 1e4)];
+        let ecf = ConnChoice::EarliestDelivery { slack: 0.1 };
+        assert!(!ecf.takes(&conns, 1, 1000), "waiting for connection 0 delivers sooner");
+        assert!(ecf.takes(&conns, 0, 1000));
+    }
+
+    #[test]
+    fn unmeasured_connections_fall_back_to_least_queued() {
+        let conns = [conn(0, 0, 0.0), conn(10_000, 50, 1e6)];
+        let ecf = ConnChoice::EarliestDelivery { slack: 0.0 };
+        assert!(ecf.takes(&conns, 0, 1000));
+        assert!(ecf.takes(&conns, 1, 1000));
+    }
+
+    #[test]
+    fn equal_connections_all_take() {
+        let conns = [conn(0, 50, 1e6), conn(0, 50, 1e6), conn(0, 50, 1e6)];
+        let ecf = ConnChoice::EarliestDelivery { slack: 0.0 };
+        assert!((0..3).all(|i| ecf.takes(&conns, i, 1000)));
+    }
+}

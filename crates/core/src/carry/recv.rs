@@ -1,0 +1,260 @@
+//! The receiving half of a session: frames from any connection back into each channel's bytes.
+//!
+//! Iwashima's receiver (Fig 6‑5) keeps an unbounded buffer per channel keyed by sequence number
+//! and never removes what it delivered (notes §2.7). Ours holds a channel's early frames in a
+//! [`ReorderBuffer`], hands bytes over in sequence order (or as they arrive, for an unordered
+//! channel), and bounds memory with credit: the sender may send only frames numbered below
+//! `limit = read + window`, where `read` counts the frames the application has taken. Frames
+//! held plus frames waiting to be read therefore never exceed [`RecvConfig::window`], whatever
+//! the connections do; a peer that sends beyond its credit is refused ([`RecvError::Credit`]).
+//!
+//! Reorder delay (the thesis's application delay less TCP delay, §3.7) and reorder memory
+//! (bytes held, sampled after each arrival, §3.9) are measured here, with time passed in.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bytes::Bytes;
+
+use super::frame::Frame;
+use super::reorder::ReorderBuffer;
+use crate::flow::FlowId;
+use crate::time::Nanos;
+
+/// Receiver settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvConfig {
+    /// Frames a channel may have held or unread at once (its credit window). At least the
+    /// sender's initial credit.
+    pub window: u64,
+}
+
+impl Default for RecvConfig {
+    /// 64 frames (1 MiB per channel with 16 KiB frames).
+    fn default() -> Self {
+        Self { window: 64 }
+    }
+}
+
+/// A peer's frame that breaks the protocol; the session should end.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RecvError {
+    /// A data frame beyond the credit given.
+    #[error("channel {channel}: frame {seq} sent beyond the credit limit {limit}")]
+    Credit {
+        /// The channel.
+        channel: u32,
+        /// The frame's number.
+        seq: u64,
+        /// The limit in force.
+        limit: u64,
+    },
+    /// A data frame numbered at or after the channel's announced end.
+    #[error("channel {channel}: frame {seq} after the close at {frames} frames")]
+    AfterClose {
+        /// The channel.
+        channel: u32,
+        /// The frame's number.
+        seq: u64,
+        /// Frames the close announced.
+        frames: u64,
+    },
+}
+
+/// Per-channel counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RecvStats {
+    /// Payload bytes handed to the application's queue.
+    pub delivered_bytes: u64,
+    /// Frames handed over.
+    pub delivered_frames: u64,
+    /// Frames that arrived twice (sent again after a connection died) and were dropped.
+    pub duplicates: u64,
+    /// Bytes held for reordering now.
+    pub held_bytes: u64,
+    /// Most bytes ever held.
+    pub max_held_bytes: u64,
+    /// Sum over arrivals of the bytes held after the arrival (÷ `arrivals` for the thesis's
+    /// per-arrival average reorder memory, §3.9).
+    pub held_bytes_sum: u128,
+    /// Data frames arrived (duplicates included).
+    pub arrivals: u64,
+    /// Sum over delivered frames of the time each waited for earlier ones (ns).
+    pub reorder_wait_ns: u128,
+}
+
+#[derive(Debug, Default)]
+struct Channel {
+    ordered: bool,
+    /// Next frame to hand over in order (ordered), or the lowest not yet received (unordered).
+    next: u64,
+    /// Unordered: numbers received above `next`.
+    seen: BTreeSet<u64>,
+    /// Handed over, waiting for the application.
+    ready: VecDeque<Bytes>,
+    /// Frames the application has taken.
+    read: u64,
+    /// The limit last told to the sender, and the acknowledgement.
+    told: (u64, u64),
+    closed_at: Option<u64>,
+    stats: RecvStats,
+}
+
+/// The receiving half of a session.
+#[derive(Debug)]
+pub struct Receiver {
+    config: RecvConfig,
+    channels: BTreeMap<u32, Channel>,
+    held: ReorderBuffer<(Nanos, Bytes)>,
+    /// Channels whose credit should be sent.
+    credit_due: BTreeSet<u32>,
+}
+
+impl Receiver {
+    /// A receiver with no channels.
+    pub fn new(config: RecvConfig) -> Self {
+        Self { config, channels: BTreeMap::new(), held: ReorderBuffer::new(), credit_due: BTreeSet::new() }
+    }
+
+    fn channel(&mut self, id: u32) -> &mut Channel {
+        let window = self.config.window;
+        self.channels.entry(id).or_insert_with(|| Channel { ordered: true, told: (window, 0), ..Channel::default() })
+    }
+
+    /// Takes in a frame that concerns the receiver (data, open, close); others are ignored.
+    /// A channel is known from its first frame of any kind, since its `Open` may travel on a
+    /// slower connection than its first data.
+    pub fn on_frame(&mut self, now: Nanos, frame: Frame) -> Result<(), RecvError> {
+        match frame {
+            Frame::Open { channel, ordered, .. } => {
+                let ch = self.channel(channel);
+                if ch.ordered && !ordered {
+                    // Data that came before the Open waited for an order it does not need.
+                    ch.ordered = false;
+                    let mut released = Vec::new();
+                    self.held.drain_flow(FlowId(u64::from(channel)), |seq, (_, payload)| released.push((seq, payload)));
+                    let ch = self.channel(channel);
+                    for (seq, payload) in released {
+                        ch.seen.insert(seq);
+                        ch.stats.held_bytes -= payload.len() as u64;
+                        ch.stats.delivered_bytes += payload.len() as u64;
+                        ch.stats.delivered_frames += 1;
+                        ch.ready.push_back(payload);
+                    }
+                    while ch.seen.remove(&ch.next) {
+                        ch.next += 1;
+                    }
+                }
+                Ok(())
+            }
+            Frame::Close { channel, frames } => {
+                let ch = self.channel(channel);
+                ch.closed_at = Some(frames);
+                if ch.next >= frames {
+                    self.credit_due.insert(channel);
+                }
+                Ok(())
+            }
+            Frame::Data { channel, seq, payload } => self.on_data(now, channel, seq, payload),
+            _ => Ok(()),
+        }
+    }
+
+    fn on_data(&mut self, now: Nanos, channel: u32, seq: u64, payload: Bytes) -> Result<(), RecvError> {
+        let window = self.config.window;
+        let ch = self.channel(channel);
+        let limit = ch.told.0.max(ch.read + window);
+        if seq >= limit {
+            return Err(RecvError::Credit { channel, seq, limit });
+        }
+        if let Some(frames) = ch.closed_at.filter(|f| seq >= *f) {
+            return Err(RecvError::AfterClose { channel, seq, frames });
+        }
+        ch.stats.arrivals += 1;
+        if seq < ch.next || ch.seen.contains(&seq) {
+            ch.stats.duplicates += 1;
+            ch.stats.held_bytes_sum += u128::from(ch.stats.held_bytes);
+            self.credit_due.insert(channel);
+            return Ok(());
+        }
+        if ch.ordered {
+            ch.stats.held_bytes += payload.len() as u64;
+            let mut out = Vec::new();
+            self.held.push(FlowId(u64::from(channel)), seq, (now, payload), |_, unit| out.push(unit));
+            let ch = self.channels.get_mut(&channel).expect("made above");
+            for (arrived, p) in out {
+                ch.next += 1;
+                ch.stats.reorder_wait_ns += u128::from(now.0.saturating_sub(arrived.0));
+                ch.stats.held_bytes -= p.len() as u64;
+                ch.stats.delivered_bytes += p.len() as u64;
+                ch.stats.delivered_frames += 1;
+                ch.ready.push_back(p);
+            }
+        } else {
+            ch.seen.insert(seq);
+            while ch.seen.remove(&ch.next) {
+                ch.next += 1;
+            }
+            ch.stats.delivered_bytes += payload.len() as u64;
+            ch.stats.delivered_frames += 1;
+            ch.ready.push_back(payload);
+        }
+        let ch = self.channels.get_mut(&channel).expect("made above");
+        ch.stats.max_held_bytes = ch.stats.max_held_bytes.max(ch.stats.held_bytes);
+        ch.stats.held_bytes_sum += u128::from(ch.stats.held_bytes);
+        // Acknowledge once a quarter of the window has arrived since the last credit, and when
+        // the channel's last frame is in.
+        if ch.next >= ch.told.1 + (window / 4).max(1) || ch.closed_at.is_some_and(|f| ch.next >= f) {
+            self.credit_due.insert(channel);
+        }
+        Ok(())
+    }
+
+    /// The application takes the channel's next bytes in order (or arrival order, unordered).
+    pub fn read(&mut self, channel: u32) -> Option<Bytes> {
+        let window = self.config.window;
+        let ch = self.channels.get_mut(&channel)?;
+        let p = ch.ready.pop_front()?;
+        ch.read += 1;
+        // Tell the sender of new room once a quarter of the window has opened.
+        if ch.read + window >= ch.told.0 + (window / 4).max(1) {
+            self.credit_due.insert(channel);
+        }
+        Some(p)
+    }
+
+    /// Whether the channel was closed and everything it carried has been read.
+    pub fn is_finished(&self, channel: u32) -> bool {
+        self.channels.get(&channel).is_some_and(|c| c.closed_at.is_some_and(|f| c.read >= f) && c.ready.is_empty())
+    }
+
+    /// Channels known, in id order.
+    pub fn channels(&self) -> impl Iterator<Item = u32> + '_ {
+        self.channels.keys().copied()
+    }
+
+    /// A channel's counters.
+    pub fn stats(&self, channel: u32) -> Option<RecvStats> {
+        self.channels.get(&channel).map(|c| c.stats)
+    }
+
+    /// Marks every channel whose acknowledgement lags what arrived as due a credit. Credits are
+    /// otherwise sent every quarter window; a driver calls this on a timer (an RTT or so) so
+    /// that the sender can free the last frames of a burst.
+    pub fn flush_acks(&mut self) {
+        for (id, ch) in &self.channels {
+            if ch.next > ch.told.1 {
+                self.credit_due.insert(*id);
+            }
+        }
+    }
+
+    /// The next credit frame to send (on any connection).
+    pub fn poll_credit(&mut self) -> Option<Frame> {
+        let window = self.config.window;
+        let channel = self.credit_due.pop_first()?;
+        let ch = self.channels.get_mut(&channel)?;
+        let limit = ch.told.0.max(ch.read + window);
+        ch.told = (limit, ch.next);
+        Some(Frame::Credit { channel, ack: ch.next, limit })
+    }
+}

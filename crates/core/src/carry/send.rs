@@ -1,0 +1,550 @@
+//! The sending half of a session: channels' bytes into frames, frames onto connections.
+//!
+//! Sans-IO in the manner of quinn-proto: the driver writes the application's bytes in with
+//! [`Sender::write`], asks [`Sender::poll_transmit`] for the next frame whenever a connection has
+//! room, and reports what it learns ([`Sender::on_credit`], [`Sender::connection_lost`],
+//! [`Sender::set_view`]). Nothing here touches a socket or reads a clock.
+//!
+//! - **Backpressure.** Each channel accepts at most [`SendConfig::channel_buffer`] bytes that
+//!   have not yet been framed; `write` takes what fits and says how much. The receiver's credit
+//!   (a frame-number limit per channel) bounds what is framed beyond that, so a channel's memory
+//!   on both sides is bounded by configuration (the thesis has no flow control at all, notes
+//!   §2.8 and §3.8).
+//! - **Nothing lost with a connection.** Every data frame is kept until the receiver acknowledges
+//!   it (cumulatively, in [`Frame::Credit`]). When a connection dies, the frames sent on it and not
+//!   acknowledged are sent again, first, on the connections left; the receiver drops duplicates
+//!   by sequence number.
+//! - **Schedulers** ([`Scheme`]): striping (one [`Wfq`] over all channels, the connection chosen by
+//!   [`ConnChoice`]), pinning (a [`Wfq`] per connection over the channels [`Pinning`] put there),
+//!   and the per-channel baseline (channel k on connection k mod m). The single-connection baseline
+//!   is striping over a session of one connection.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+
+use super::choose::{ConnChoice, ConnView};
+use super::frame::Frame;
+use super::pin::Pinning;
+use super::wfq::Wfq;
+
+/// How channels are spread over connections.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scheme {
+    /// Any channel's frame on any connection (Iwashima §5.4.1).
+    Stripe(ConnChoice),
+    /// Each channel on one connection (§5.4.2), re-pinned with this hysteresis (see
+    /// [`Pinning::hysteresis`]).
+    Pin {
+        /// Model-error improvement a full re-pinning must bring.
+        hysteresis: f64,
+    },
+    /// Channel k on connection k mod m: one connection per channel when m ≥ n (the thesis's
+    /// "non-invasive" baseline, §6.1).
+    PerChannel,
+}
+
+/// Sender settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SendConfig {
+    /// Largest data payload per frame.
+    pub max_frame: usize,
+    /// Bytes a channel accepts from the application before they are framed.
+    pub channel_buffer: usize,
+    /// Frames a channel may send before the receiver's first credit arrives (the receiver's
+    /// window must be at least this).
+    pub initial_credit: u64,
+    /// The scheduler.
+    pub scheme: Scheme,
+}
+
+impl Default for SendConfig {
+    /// 16 KiB frames, 256 KiB per channel, 64 frames of initial credit, least-queued striping.
+    fn default() -> Self {
+        Self {
+            max_frame: 16 << 10,
+            channel_buffer: 256 << 10,
+            initial_credit: 64,
+            scheme: Scheme::Stripe(ConnChoice::LeastQueued),
+        }
+    }
+}
+
+/// Per-channel counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChannelStats {
+    /// Payload bytes framed and sent (first sends).
+    pub sent_bytes: u64,
+    /// Data frames sent (first sends).
+    pub sent_frames: u64,
+    /// Data frames sent again after their connection died.
+    pub resent_frames: u64,
+    /// Bytes waiting to be framed.
+    pub queued_bytes: u64,
+    /// Frames sent and not yet acknowledged (held for resending).
+    pub unacked_frames: u64,
+}
+
+#[derive(Debug)]
+struct Channel {
+    weight: f64,
+    queue: VecDeque<Bytes>,
+    queued: usize,
+    next_seq: u64,
+    limit: u64,
+    acked: u64,
+    /// Sent and not acknowledged: sequence number → (payload, connection it went on).
+    unacked: BTreeMap<u64, (Bytes, usize)>,
+    /// The application has closed the channel; a `Close` follows its last byte.
+    closing: bool,
+    /// The connection the `Close` went on, once sent.
+    close_sent: Option<usize>,
+    stats: ChannelStats,
+}
+
+/// What a driver cannot do with a channel.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SendError {
+    /// No channel has this id.
+    #[error("no channel {0} is open")]
+    NoChannel(u32),
+    /// The id is already in use.
+    #[error("channel {0} is already open")]
+    Exists(u32),
+    /// Channel 0 belongs to the session.
+    #[error("channel 0 is the session's own")]
+    Reserved,
+    /// A weight that is not a positive finite number.
+    #[error("weight {0}: a weight is a positive finite number")]
+    Weight(f64),
+    /// The channel was closed.
+    #[error("channel {0} is closed for sending")]
+    Closed(u32),
+}
+
+/// The sending half of a session.
+#[derive(Debug)]
+pub struct Sender {
+    config: SendConfig,
+    channels: BTreeMap<u32, Channel>,
+    /// Connection slots: `Some(view)` while open.
+    conns: Vec<Option<ConnView>>,
+    /// Session and channel control frames waiting, any connection.
+    control: VecDeque<Frame>,
+    /// Frames to send again, oldest first, any connection: (channel, seq).
+    resend: VecDeque<(u32, u64)>,
+    striped: Wfq,
+    pinned: BTreeMap<usize, Wfq>,
+    pinning: Pinning,
+}
+
+impl Sender {
+    /// A sender with no channels and no connections.
+    pub fn new(config: SendConfig) -> Self {
+        let hysteresis = match config.scheme {
+            Scheme::Pin { hysteresis } => hysteresis,
+            _ => 0.0,
+        };
+        Self {
+            config,
+            channels: BTreeMap::new(),
+            conns: Vec::new(),
+            control: VecDeque::new(),
+            resend: VecDeque::new(),
+            striped: Wfq::new(),
+            pinned: BTreeMap::new(),
+            pinning: Pinning::new(hysteresis),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &SendConfig {
+        &self.config
+    }
+
+    /// Connection `slot` is up (new, or re-opened after it died).
+    pub fn connection_up(&mut self, slot: usize) {
+        if self.conns.len() <= slot {
+            self.conns.resize(slot + 1, None);
+        }
+        self.conns[slot] = Some(ConnView { open: true, ..ConnView::default() });
+        self.repin();
+    }
+
+    /// Connection `slot` died: what it carried and was not acknowledged is sent again on the
+    /// others.
+    pub fn connection_lost(&mut self, slot: usize) {
+        if let Some(c) = self.conns.get_mut(slot) {
+            *c = None;
+        }
+        let mut again = Vec::new();
+        for (id, ch) in &mut self.channels {
+            for (seq, (_, on)) in &mut ch.unacked {
+                if *on == slot {
+                    again.push((*id, *seq));
+                }
+            }
+            if ch.close_sent == Some(slot) {
+                ch.close_sent = None;
+            }
+        }
+        // Oldest first within each channel, channels in id order: the receiver's reorder
+        // buffers wait on the lowest numbers.
+        again.sort_by_key(|(c, s)| (*s, *c));
+        self.resend.extend(again);
+        self.repin();
+    }
+
+    /// The connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.conns.iter().flatten().count()
+    }
+
+    /// What the driver measured of a connection (`TCP_INFO`: RTT, unsent bytes, delivery rate),
+    /// for [`ConnChoice::EarliestDelivery`].
+    pub fn set_view(&mut self, slot: usize, view: ConnView) {
+        if let Some(Some(c)) = self.conns.get_mut(slot) {
+            *c = ConnView { open: true, ..view };
+        }
+    }
+
+    /// Opens a channel with `weight`; the receiver learns of it from the first frame.
+    pub fn open(&mut self, channel: u32, weight: f64, ordered: bool) -> Result<(), SendError> {
+        if channel == 0 {
+            return Err(SendError::Reserved);
+        }
+        if !(weight.is_finite() && weight > 0.0) {
+            return Err(SendError::Weight(weight));
+        }
+        if self.channels.contains_key(&channel) {
+            return Err(SendError::Exists(channel));
+        }
+        self.channels.insert(
+            channel,
+            Channel {
+                weight,
+                queue: VecDeque::new(),
+                queued: 0,
+                next_seq: 0,
+                limit: self.config.initial_credit,
+                acked: 0,
+                unacked: BTreeMap::new(),
+                closing: false,
+                close_sent: None,
+                stats: ChannelStats::default(),
+            },
+        );
+        self.control.push_back(Frame::Open { channel, weight, ordered });
+        self.repin();
+        Ok(())
+    }
+
+    /// Changes a channel's weight; the scheduler uses it from the channel's next frame.
+    pub fn set_weight(&mut self, channel: u32, weight: f64) -> Result<(), SendError> {
+        if !(weight.is_finite() && weight > 0.0) {
+            return Err(SendError::Weight(weight));
+        }
+        let ch = self.channels.get_mut(&channel).ok_or(SendError::NoChannel(channel))?;
+        ch.weight = weight;
+        self.control.push_back(Frame::SetWeight { channel, weight });
+        self.repin();
+        Ok(())
+    }
+
+    /// Bytes `channel` would accept now.
+    pub fn capacity(&self, channel: u32) -> usize {
+        self.channels.get(&channel).map_or(0, |c| if c.closing { 0 } else { self.config.channel_buffer - c.queued })
+    }
+
+    /// Queues as much of `data` as the channel accepts; returns how much that was (0 when the
+    /// channel's buffer is full: wait until frames go out).
+    pub fn write(&mut self, channel: u32, data: Bytes) -> Result<usize, SendError> {
+        let room = self.capacity(channel);
+        let ch = self.channels.get_mut(&channel).ok_or(SendError::NoChannel(channel))?;
+        if ch.closing {
+            return Err(SendError::Closed(channel));
+        }
+        let take = data.len().min(room);
+        if take > 0 {
+            ch.queue.push_back(data.slice(..take));
+            ch.queued += take;
+        }
+        Ok(take)
+    }
+
+    /// The application will write no more on `channel`; a `Close` follows the last byte.
+    pub fn close(&mut self, channel: u32) -> Result<(), SendError> {
+        let ch = self.channels.get_mut(&channel).ok_or(SendError::NoChannel(channel))?;
+        ch.closing = true;
+        Ok(())
+    }
+
+    /// Whether every channel's bytes have been sent and acknowledged.
+    pub fn is_idle(&self) -> bool {
+        self.resend.is_empty()
+            && self.control.is_empty()
+            && self
+                .channels
+                .values()
+                .all(|c| c.queued == 0 && c.unacked.is_empty() && (!c.closing || c.close_sent.is_some()))
+    }
+
+    /// The receiver's credit for a channel: frames below `ack` arrived, frames below `limit` may
+    /// be sent.
+    pub fn on_credit(&mut self, channel: u32, ack: u64, limit: u64) {
+        let Some(ch) = self.channels.get_mut(&channel) else { return };
+        if ack > ch.acked {
+            ch.acked = ack;
+            ch.unacked = ch.unacked.split_off(&ack);
+        }
+        ch.limit = ch.limit.max(limit);
+    }
+
+    /// A channel's counters.
+    pub fn stats(&self, channel: u32) -> Option<ChannelStats> {
+        self.channels.get(&channel).map(|c| ChannelStats {
+            queued_bytes: c.queued as u64,
+            unacked_frames: c.unacked.len() as u64,
+            ..c.stats
+        })
+    }
+
+    /// Channels and weights, in id order.
+    pub fn weights(&self) -> Vec<(u32, f64)> {
+        self.channels.iter().map(|(id, c)| (*id, c.weight)).collect()
+    }
+
+    /// The next frame to write on connection `slot`, which has room; `None` if it has nothing
+    /// to send (nothing waiting, no credit, or a better connection should carry it).
+    pub fn poll_transmit(&mut self, slot: usize) -> Option<Frame> {
+        if !self.conns.get(slot).is_some_and(Option::is_some) {
+            return None;
+        }
+        if let Some(f) = self.control.pop_front() {
+            return Some(f);
+        }
+        while let Some((channel, seq)) = self.resend.pop_front() {
+            let Some(ch) = self.channels.get_mut(&channel) else { continue };
+            // Acknowledged meanwhile: nothing to send again.
+            let Some((payload, on)) = ch.unacked.get_mut(&seq) else { continue };
+            *on = slot;
+            ch.stats.resent_frames += 1;
+            return Some(Frame::Data { channel, seq, payload: payload.clone() });
+        }
+        if let Some(f) = self.close_frame(slot) {
+            return Some(f);
+        }
+        let max_frame = self.config.max_frame;
+        let head = |ch: &Channel| (ch.queued > 0 && ch.next_seq < ch.limit).then(|| ch.queued.min(max_frame));
+        let channels = &self.channels;
+        let picked = match self.config.scheme {
+            Scheme::Stripe(choice) => {
+                let views: Vec<ConnView> = self.conns.iter().map(|c| c.unwrap_or_default()).collect();
+                let len = channels.values().filter_map(head).max()?;
+                if !choice.takes(&views, slot, len) {
+                    return None;
+                }
+                self.striped.pick(|id| head(&channels[&id]))
+            }
+            Scheme::Pin { .. } | Scheme::PerChannel => self.pinned.get_mut(&slot)?.pick(|id| head(&channels[&id])),
+        }?;
+        Some(self.frame_data(picked, slot))
+    }
+
+    fn close_frame(&mut self, slot: usize) -> Option<Frame> {
+        let (&channel, ch) =
+            self.channels.iter_mut().find(|(_, c)| c.closing && c.queued == 0 && c.close_sent.is_none())?;
+        ch.close_sent = Some(slot);
+        Some(Frame::Close { channel, frames: ch.next_seq })
+    }
+
+    /// Cuts the channel's next frame and keeps it until acknowledged.
+    fn frame_data(&mut self, channel: u32, slot: usize) -> Frame {
+        let max_frame = self.config.max_frame;
+        let ch = self.channels.get_mut(&channel).expect("the scheduler picks open channels");
+        let mut parts: Vec<Bytes> = Vec::new();
+        let mut len = 0;
+        while len < max_frame {
+            let Some(mut front) = ch.queue.pop_front() else { break };
+            if front.len() > max_frame - len {
+                let rest = front.split_off(max_frame - len);
+                ch.queue.push_front(rest);
+            }
+            len += front.len();
+            parts.push(front);
+        }
+        let payload = if parts.len() == 1 { parts.pop().expect("one part") } else { Bytes::from(parts.concat()) };
+        ch.queued -= payload.len();
+        let seq = ch.next_seq;
+        ch.next_seq += 1;
+        ch.stats.sent_frames += 1;
+        ch.stats.sent_bytes += payload.len() as u64;
+        ch.unacked.insert(seq, (payload.clone(), slot));
+        Frame::Data { channel, seq, payload }
+    }
+
+    /// Re-pins by the connections' measured delivery rates ([`Sender::set_view`]): the thesis
+    /// assumes every connection carries an equal share (§3.6), and when they do not, channels
+    /// pinned by weight alone get shares off by the difference. Does nothing unless pinning and
+    /// every open connection has a rate. A driver calls it periodically; the hysteresis keeps
+    /// small rate changes from moving channels. Returns the channels moved.
+    pub fn rebalance(&mut self) -> Vec<u32> {
+        if !matches!(self.config.scheme, Scheme::Pin { .. }) {
+            return Vec::new();
+        }
+        let caps: Vec<(usize, f64)> =
+            self.conns.iter().enumerate().filter_map(|(i, c)| c.map(|v| (i, v.rate))).collect();
+        if caps.is_empty() || caps.iter().any(|(_, r)| *r <= 0.0) {
+            return Vec::new();
+        }
+        let moved = self.pinning.update(&self.weights(), &caps);
+        let assign = self.pinning.assignment().clone();
+        self.regroup(assign);
+        moved
+    }
+
+    /// Brings the schedulers' groups up to date with channels, weights and connections.
+    fn repin(&mut self) {
+        let weights = self.weights();
+        let open: Vec<usize> = self.conns.iter().enumerate().filter(|(_, c)| c.is_some()).map(|(i, _)| i).collect();
+        match self.config.scheme {
+            Scheme::Stripe(_) => {
+                for (id, w) in &weights {
+                    self.striped.set(*id, *w);
+                }
+                let gone: Vec<u32> =
+                    self.striped.weights().map(|(c, _)| c).filter(|c| !self.channels.contains_key(c)).collect();
+                for c in gone {
+                    self.striped.remove(c);
+                }
+            }
+            Scheme::PerChannel => {
+                let assign = weights
+                    .iter()
+                    .enumerate()
+                    .filter(|_| !open.is_empty())
+                    .map(|(k, (id, _))| (*id, open[k % open.len()]))
+                    .collect();
+                self.regroup(assign);
+            }
+            Scheme::Pin { .. } => {
+                let caps: Vec<(usize, f64)> = open.iter().map(|s| (*s, 1.0)).collect();
+                self.pinning.update(&weights, &caps);
+                let assign = self.pinning.assignment().clone();
+                self.regroup(assign);
+            }
+        }
+    }
+
+    /// Makes each open connection's group hold the channels `assign` puts there, keeping the
+    /// virtual times of channels that stay put.
+    fn regroup(&mut self, assign: BTreeMap<u32, usize>) {
+        let open: Vec<usize> = self.conns.iter().enumerate().filter(|(_, c)| c.is_some()).map(|(i, _)| i).collect();
+        for (slot, group) in &mut self.pinned {
+            let leaving: Vec<u32> = group.weights().map(|(c, _)| c).filter(|c| assign.get(c) != Some(slot)).collect();
+            for c in leaving {
+                group.remove(c);
+            }
+        }
+        self.pinned.retain(|slot, _| open.contains(slot));
+        for (id, slot) in assign {
+            self.pinned.entry(slot).or_default().set(id, self.channels[&id].weight);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backlogged(scheme: Scheme, conns: usize, weights: &[f64]) -> Sender {
+        let mut tx =
+            Sender::new(SendConfig { max_frame: 1000, channel_buffer: 1 << 30, initial_credit: u64::MAX, scheme });
+        for c in 0..conns {
+            tx.connection_up(c);
+        }
+        for (i, w) in weights.iter().enumerate() {
+            let id = i as u32 + 1;
+            tx.open(id, *w, true).unwrap();
+            tx.write(id, Bytes::from(vec![0u8; 10 << 20])).unwrap();
+        }
+        tx
+    }
+
+    /// Sends `frames` data frames, connections asking in turn; returns bytes per channel and
+    /// the connections each channel used.
+    fn drive(tx: &mut Sender, conns: usize, frames: usize) -> BTreeMap<u32, (u64, std::collections::BTreeSet<usize>)> {
+        let mut out: BTreeMap<u32, (u64, std::collections::BTreeSet<usize>)> = BTreeMap::new();
+        let mut sent = 0;
+        let mut slot = 0;
+        while sent < frames {
+            if let Some(Frame::Data { channel, payload, .. }) = tx.poll_transmit(slot % conns) {
+                let e = out.entry(channel).or_default();
+                e.0 += payload.len() as u64;
+                e.1.insert(slot % conns);
+                sent += 1;
+            }
+            slot += 1;
+        }
+        out
+    }
+
+    #[test]
+    fn striping_shares_bytes_by_weight_and_uses_every_connection() {
+        let weights: Vec<f64> = (0..15).map(|i| libm::pow(0.8, f64::from(i))).collect();
+        let mut tx = backlogged(Scheme::Stripe(ConnChoice::LeastQueued), 5, &weights);
+        let out = drive(&mut tx, 5, 30_000);
+        let total: u64 = out.values().map(|(b, _)| b).sum();
+        let w: f64 = weights.iter().sum();
+        for (id, (bytes, used)) in &out {
+            let ideal = total as f64 * weights[*id as usize - 1] / w;
+            assert!(ideal - *bytes as f64 <= 1000.0, "channel {id}: {bytes} vs {ideal}");
+            assert_eq!(used.len(), 5);
+        }
+    }
+
+    #[test]
+    fn pinning_keeps_each_channel_on_one_connection() {
+        let weights: Vec<f64> = (0..15).map(|i| libm::pow(0.8, f64::from(i))).collect();
+        let mut tx = backlogged(Scheme::Pin { hysteresis: 0.01 }, 5, &weights);
+        let out = drive(&mut tx, 5, 5_000);
+        assert!(out.values().all(|(_, used)| used.len() == 1));
+        let conns: std::collections::BTreeSet<usize> = out.values().flat_map(|(_, u)| u.iter().copied()).collect();
+        assert_eq!(conns.len(), 5, "every connection carries channels");
+    }
+
+    #[test]
+    fn rebalancing_follows_measured_rates() {
+        let weights = vec![1.0; 8];
+        let mut tx = backlogged(Scheme::Pin { hysteresis: 0.01 }, 2, &weights);
+        let on = |tx: &Sender, slot| tx.pinning.assignment().values().filter(|c| **c == slot).count();
+        assert_eq!((on(&tx, 0), on(&tx, 1)), (4, 4));
+        tx.set_view(0, ConnView { rate: 3e6, rtt_ns: 1, ..ConnView::default() });
+        tx.set_view(1, ConnView { rate: 1e6, rtt_ns: 1, ..ConnView::default() });
+        let moved = tx.rebalance();
+        assert_eq!(moved.len(), 2);
+        assert_eq!((on(&tx, 0), on(&tx, 1)), (6, 2));
+        let out = drive(&mut tx, 2, 100);
+        assert!(out.values().all(|(_, used)| used.len() == 1));
+    }
+
+    #[test]
+    fn credit_and_buffer_limits_hold() {
+        let mut tx =
+            Sender::new(SendConfig { max_frame: 100, channel_buffer: 250, initial_credit: 2, ..SendConfig::default() });
+        tx.connection_up(0);
+        tx.open(1, 1.0, true).unwrap();
+        assert_eq!(tx.write(1, Bytes::from(vec![1u8; 1000])).unwrap(), 250);
+        assert_eq!(tx.write(1, Bytes::from_static(b"x")).unwrap(), 0);
+        assert!(matches!(tx.poll_transmit(0), Some(Frame::Open { .. })));
+        assert!(matches!(tx.poll_transmit(0), Some(Frame::Data { seq: 0, .. })));
+        assert!(matches!(tx.poll_transmit(0), Some(Frame::Data { seq: 1, .. })));
+        assert_eq!(tx.poll_transmit(0), None, "no credit for frame 2");
+        tx.on_credit(1, 2, 4);
+        assert_eq!(tx.stats(1).unwrap().unacked_frames, 0);
+        assert!(matches!(tx.poll_transmit(0), Some(Frame::Data { seq: 2, ref payload, .. }) if payload.len() == 50));
+        assert_eq!(tx.open(0, 1.0, true), Err(SendError::Reserved));
+        assert!(matches!(tx.open(2, f64::NAN, true), Err(SendError::Weight(_))));
+        assert!(matches!(tx.open(2, 0.0, true), Err(SendError::Weight(_))));
+    }
+}
