@@ -26,6 +26,7 @@ use bytes::Bytes;
 use super::choose::{ConnChoice, ConnView};
 use super::frame::Frame;
 use super::pin::Pinning;
+use super::recv::RecvConfig;
 use super::wfq::Wfq;
 
 /// How channels are spread over connections.
@@ -59,12 +60,13 @@ pub struct SendConfig {
 }
 
 impl Default for SendConfig {
-    /// 16 KiB frames, 256 KiB per channel, 64 frames of initial credit, least-queued striping.
+    /// 16 KiB frames, 1 MiB per channel, the receiver's default window as initial credit,
+    /// least-queued striping.
     fn default() -> Self {
         Self {
             max_frame: 16 << 10,
-            channel_buffer: 256 << 10,
-            initial_credit: 64,
+            channel_buffer: 1 << 20,
+            initial_credit: RecvConfig::default().window,
             scheme: Scheme::Stripe(ConnChoice::LeastQueued),
         }
     }
@@ -83,6 +85,12 @@ pub struct ChannelStats {
     pub queued_bytes: u64,
     /// Frames sent and not yet acknowledged (held for resending).
     pub unacked_frames: u64,
+    /// Frames another channel sent while this one had no bytes waiting: turns it could not use
+    /// because the application did not keep up.
+    pub idle_turns: u64,
+    /// Frames another channel sent while this one had bytes but no credit: turns it could not
+    /// use because the receiver's window was used up.
+    pub blocked_turns: u64,
 }
 
 #[derive(Debug)]
@@ -239,6 +247,32 @@ impl Sender {
         Ok(())
     }
 
+    /// Takes in a channel the peer opened, so that bytes can go back on it: like
+    /// [`Sender::open`] with the peer's weight and order, but without an `Open` back. Does nothing
+    /// if the channel is already open.
+    pub fn adopt(&mut self, channel: u32, weight: f64, ordered: bool) -> Result<(), SendError> {
+        match self.open(channel, weight, ordered) {
+            Ok(()) => {
+                self.control.retain(|f| !matches!(f, Frame::Open { channel: c, .. } if *c == channel));
+                Ok(())
+            }
+            Err(SendError::Exists(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Takes the peer's new weight for a channel, without telling the peer back.
+    pub fn adopt_weight(&mut self, channel: u32, weight: f64) -> Result<(), SendError> {
+        self.set_weight(channel, weight)?;
+        self.control.retain(|f| !matches!(f, Frame::SetWeight { channel: c, .. } if *c == channel));
+        Ok(())
+    }
+
+    /// Whether the channel is open for sending.
+    pub fn has_channel(&self, channel: u32) -> bool {
+        self.channels.contains_key(&channel)
+    }
+
     /// Changes a channel's weight; the scheduler uses it from the channel's next frame.
     pub fn set_weight(&mut self, channel: u32, weight: f64) -> Result<(), SendError> {
         if !(weight.is_finite() && weight > 0.0) {
@@ -348,6 +382,15 @@ impl Sender {
             }
             Scheme::Pin { .. } | Scheme::PerChannel => self.pinned.get_mut(&slot)?.pick(|id| head(&channels[&id])),
         }?;
+        for (id, ch) in &mut self.channels {
+            if *id != picked {
+                if ch.queued == 0 {
+                    ch.stats.idle_turns += 1;
+                } else if ch.next_seq >= ch.limit {
+                    ch.stats.blocked_turns += 1;
+                }
+            }
+        }
         Some(self.frame_data(picked, slot))
     }
 

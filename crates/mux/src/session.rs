@@ -1,0 +1,673 @@
+//! A session's driver: one task owns the core's [`Sender`] and [`Receiver`] and carries out
+//! their decisions over the session's connections.
+//!
+//! Each connection has a reader task (frames in, to the driver) and a writer task (frames out,
+//! from a queue of [`MuxConfig::queue_frames`] that the driver keeps full). The socket's
+//! `TCP_NOTSENT_LOWAT` keeps the kernel's unsent bytes short, so a writer takes its next frame
+//! only when its connection has room: the thesis's NetHandler threshold (§2.7), with the kernel
+//! saying when. The driver asks the core which frame each connection with room should carry,
+//! so every policy decision is the core's.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use switchyard_core::Nanos;
+use switchyard_core::carry::choose::ConnView;
+use switchyard_core::carry::frame::DEFAULT_MAX_PAYLOAD;
+use switchyard_core::carry::{ChannelStats, Frame, FrameError, Receiver, RecvConfig, RecvStats, SendConfig, Sender};
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio_stream::StreamExt;
+use tokio_util::codec::{Decoder, FramedRead};
+
+use crate::channel::Channel;
+use crate::hello::{self, HelloError, SessionId};
+use crate::sockopt;
+
+/// How a session runs.
+#[derive(Clone, Debug)]
+pub struct MuxConfig {
+    /// The pre-shared key both ends prove they hold.
+    pub key: Vec<u8>,
+    /// Connections a client opens (m).
+    pub connections: usize,
+    /// The sending half: frame size, per-channel buffer, scheduler.
+    pub send: SendConfig,
+    /// The receiving half: per-channel window.
+    pub recv: RecvConfig,
+    /// `TCP_NOTSENT_LOWAT` for every connection, in bytes.
+    pub notsent_lowat: u32,
+    /// Frames queued in user space per connection, ahead of the socket.
+    pub queue_frames: usize,
+    /// How often credits are flushed and the kernel's view of each connection is read.
+    pub tick: Duration,
+    /// How often pinning re-pins by measured rates.
+    pub rebalance_every: Duration,
+    /// A client re-opens connections that die.
+    pub reconnect: bool,
+    /// Longest a handshake may take.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for MuxConfig {
+    fn default() -> Self {
+        Self {
+            key: Vec::new(),
+            connections: 5,
+            send: SendConfig::default(),
+            recv: RecvConfig::default(),
+            notsent_lowat: 16 << 10,
+            queue_frames: 2,
+            tick: Duration::from_millis(20),
+            rebalance_every: Duration::from_secs(1),
+            reconnect: true,
+            handshake_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What went wrong with a session or a channel.
+#[derive(Debug, thiserror::Error)]
+pub enum MuxError {
+    /// A socket failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// A connection's handshake failed.
+    #[error(transparent)]
+    Hello(#[from] HelloError),
+    /// The handshake took too long.
+    #[error("the handshake with {0} timed out")]
+    Timeout(SocketAddr),
+    /// The core refused a channel operation.
+    #[error(transparent)]
+    Channel(#[from] switchyard_core::carry::SendError),
+    /// The session has ended.
+    #[error("the session has ended")]
+    Ended,
+    /// The configuration cannot work.
+    #[error("configuration: {0}")]
+    Config(String),
+}
+
+/// One channel's counters, both directions.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ChannelReport {
+    /// The channel.
+    pub id: u32,
+    /// Its weight.
+    pub weight: f64,
+    /// What this end sent.
+    pub sent: ChannelStats,
+    /// What this end received.
+    pub received: RecvStats,
+}
+
+/// A session's counters.
+#[derive(Clone, Debug, Default)]
+pub struct SessionReport {
+    /// Connections open now.
+    pub connections: usize,
+    /// Connections lost so far.
+    pub lost: u64,
+    /// Per channel, in id order.
+    pub channels: Vec<ChannelReport>,
+}
+
+pub(crate) enum Command {
+    Open { weight: f64, ordered: bool, reply: oneshot::Sender<Result<Channel, MuxError>> },
+    Write { id: u32, data: Bytes, reply: oneshot::Sender<Result<(), MuxError>> },
+    SetWeight { id: u32, weight: f64, reply: oneshot::Sender<Result<(), MuxError>> },
+    Close { id: u32 },
+    Report { reply: oneshot::Sender<SessionReport> },
+}
+
+enum Event {
+    Up { slot: usize, stream: TcpStream },
+    Frame { slot: usize, generation: u64, frame: Frame },
+    Lost { slot: usize, generation: u64 },
+}
+
+/// A session's handle: open channels, accept the peer's, read counters. Cloning it shares the
+/// session; the session ends when every handle and channel is dropped.
+#[derive(Clone)]
+pub struct Session {
+    commands: mpsc::Sender<Command>,
+    incoming: Arc<tokio::sync::Mutex<mpsc::Receiver<Channel>>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// Opens a session of `config.connections` connections to `addr`.
+    pub async fn connect(addr: SocketAddr, config: MuxConfig) -> Result<Self, MuxError> {
+        if config.connections == 0 || config.connections > usize::from(u16::MAX) {
+            return Err(MuxError::Config(format!("{} connections: a session has 1 to 65,535", config.connections)));
+        }
+        let id = hello::new_session_id();
+        let mut streams = Vec::with_capacity(config.connections);
+        for index in 0..config.connections {
+            streams.push(dial(addr, &config, &id, index as u16).await?);
+        }
+        let (session, events, driver) = Driver::new(config, true, Some((addr, id)));
+        for (slot, stream) in streams.into_iter().enumerate() {
+            events.send(Event::Up { slot, stream }).await.map_err(|_| MuxError::Ended)?;
+        }
+        tokio::spawn(driver.run());
+        Ok(session)
+    }
+
+    /// Opens a channel with `weight` (its share is `weight / Σ weights`); `ordered: false` lets
+    /// the receiver take frames as they arrive.
+    pub async fn open(&self, weight: f64, ordered: bool) -> Result<Channel, MuxError> {
+        let (reply, rx) = oneshot::channel();
+        self.commands.send(Command::Open { weight, ordered, reply }).await.map_err(|_| MuxError::Ended)?;
+        rx.await.map_err(|_| MuxError::Ended)?
+    }
+
+    /// The next channel the peer opened; `None` once the session has ended.
+    pub async fn accept(&self) -> Option<Channel> {
+        self.incoming.lock().await.recv().await
+    }
+
+    /// The session's counters.
+    pub async fn report(&self) -> Result<SessionReport, MuxError> {
+        let (reply, rx) = oneshot::channel();
+        self.commands.send(Command::Report { reply }).await.map_err(|_| MuxError::Ended)?;
+        rx.await.map_err(|_| MuxError::Ended)
+    }
+}
+
+/// Connects and joins connection `index` of session `id`.
+async fn dial(addr: SocketAddr, config: &MuxConfig, id: &SessionId, index: u16) -> Result<TcpStream, MuxError> {
+    let io = |what: &str| {
+        let what = format!("{what} {addr}");
+        move |source| MuxError::Io { what, source }
+    };
+    let mut stream = TcpStream::connect(addr).await.map_err(io("connecting to"))?;
+    tokio::time::timeout(config.handshake_timeout, hello::join(&mut stream, &config.key, id, index))
+        .await
+        .map_err(|_| MuxError::Timeout(addr))??;
+    Ok(stream)
+}
+
+/// Accepts sessions: each client's connections, joined by session id.
+#[derive(Debug)]
+pub struct Listener {
+    local: SocketAddr,
+    sessions: mpsc::Receiver<Session>,
+}
+
+impl Listener {
+    /// Listens on `addr`.
+    pub async fn bind(addr: SocketAddr, config: MuxConfig) -> Result<Self, MuxError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| MuxError::Io { what: format!("listening on {addr}"), source })?;
+        let local = listener.local_addr().map_err(|source| MuxError::Io { what: "local address".into(), source })?;
+        let (tx, sessions) = mpsc::channel(16);
+        tokio::spawn(accept_loop(listener, config, tx));
+        Ok(Self { local, sessions })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The next new session.
+    pub async fn accept(&mut self) -> Option<Session> {
+        self.sessions.recv().await
+    }
+}
+
+async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::Sender<Session>) {
+    let known: Arc<Mutex<HashMap<SessionId, mpsc::Sender<Event>>>> = Arc::default();
+    loop {
+        let Ok((mut stream, peer)) = listener.accept().await else { continue };
+        let (config, known, sessions) = (config.clone(), Arc::clone(&known), sessions.clone());
+        // Each handshake on its own task, so a slow or silent stranger holds up no one.
+        tokio::spawn(async move {
+            let joined = tokio::time::timeout(config.handshake_timeout, hello::accept(&mut stream, &config.key)).await;
+            let Ok(Ok((id, index))) = joined else {
+                // A stranger, a wrong key or a timeout: the connection is dropped.
+                let _ = peer;
+                return;
+            };
+            let existing =
+                known.lock().expect("no task panics holding it").get(&id).filter(|tx| !tx.is_closed()).cloned();
+            let events = match existing {
+                Some(tx) => tx,
+                None => {
+                    let (session, events, driver) = Driver::new(config, false, None);
+                    known.lock().expect("no task panics holding it").insert(id, events.clone());
+                    tokio::spawn(driver.run());
+                    if sessions.send(session).await.is_err() {
+                        return;
+                    }
+                    events
+                }
+            };
+            let _ = events.send(Event::Up { slot: usize::from(index), stream }).await;
+        });
+    }
+}
+
+/// Decodes frames for `FramedRead`.
+struct FrameCodec {
+    max_payload: u32,
+}
+
+impl Decoder for FrameCodec {
+    type Item = Frame;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, std::io::Error> {
+        Frame::decode(src, self.max_payload)
+            .map_err(|e: FrameError| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    }
+}
+
+struct Conn {
+    queue: mpsc::Sender<Frame>,
+    generation: u64,
+    view: Arc<Mutex<Option<ConnView>>>,
+}
+
+struct Ends {
+    to_app: Option<mpsc::Sender<Bytes>>,
+    pending: VecDeque<(Bytes, oneshot::Sender<Result<(), MuxError>>)>,
+    close_when_sent: bool,
+}
+
+struct Driver {
+    config: MuxConfig,
+    sender: Sender,
+    receiver: Receiver,
+    conns: Vec<Option<Conn>>,
+    generation: u64,
+    lost: u64,
+    ends: BTreeMap<u32, Ends>,
+    next_id: u32,
+    urgent: VecDeque<Frame>,
+    commands: mpsc::Receiver<Command>,
+    command_tx: mpsc::WeakSender<Command>,
+    events: mpsc::Receiver<Event>,
+    event_tx: mpsc::Sender<Event>,
+    incoming: mpsc::Sender<Channel>,
+    room: Arc<Notify>,
+    started: Instant,
+    /// The client's peer and session, for re-opening connections.
+    redial: Option<(SocketAddr, SessionId)>,
+}
+
+impl Driver {
+    fn new(
+        config: MuxConfig,
+        client: bool,
+        redial: Option<(SocketAddr, SessionId)>,
+    ) -> (Session, mpsc::Sender<Event>, Self) {
+        let (command_tx, commands) = mpsc::channel(64);
+        let (event_tx, events) = mpsc::channel(256);
+        let (incoming, incoming_rx) = mpsc::channel(64);
+        let session =
+            Session { commands: command_tx.clone(), incoming: Arc::new(tokio::sync::Mutex::new(incoming_rx)) };
+        let driver = Self {
+            sender: Sender::new(config.send),
+            receiver: Receiver::new(config.recv),
+            config,
+            conns: Vec::new(),
+            generation: 0,
+            lost: 0,
+            ends: BTreeMap::new(),
+            // Clients number their channels odd, servers even, so both can open at once.
+            next_id: if client { 1 } else { 2 },
+            urgent: VecDeque::new(),
+            commands,
+            command_tx: command_tx.downgrade(),
+            events,
+            event_tx: event_tx.clone(),
+            incoming,
+            room: Arc::new(Notify::new()),
+            started: Instant::now(),
+            redial,
+        };
+        (session, event_tx, driver)
+    }
+
+    async fn run(mut self) {
+        let mut tick = tokio::time::interval(self.config.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_rebalance = Instant::now();
+        loop {
+            tokio::select! {
+                command = self.commands.recv() => match command {
+                    Some(c) => self.on_command(c),
+                    // Every handle is gone: nobody can send or read any more.
+                    None => break,
+                },
+                Some(event) = self.events.recv() => self.on_event(event),
+                () = self.room.notified() => {}
+                _ = tick.tick() => {
+                    self.receiver.flush_acks();
+                    self.sample_views();
+                    if last_rebalance.elapsed() >= self.config.rebalance_every {
+                        last_rebalance = Instant::now();
+                        self.sender.rebalance();
+                    }
+                }
+            }
+            self.pump();
+        }
+        // Let the writers finish what they hold.
+        self.conns.clear();
+    }
+
+    fn now(&self) -> Nanos {
+        Nanos(self.started.elapsed().as_nanos() as u64)
+    }
+
+    fn on_command(&mut self, command: Command) {
+        match command {
+            Command::Open { weight, ordered, reply } => {
+                let id = self.next_id;
+                let result = self.sender.open(id, weight, ordered).map(|()| {
+                    self.next_id += 2;
+                    self.channel_ends(id)
+                });
+                let _ = reply.send(result.map_err(MuxError::from));
+            }
+            Command::Write { id, data, reply } => match self.ends.get_mut(&id) {
+                Some(ends) if !ends.close_when_sent => ends.pending.push_back((data, reply)),
+                _ => {
+                    let _ = reply.send(Err(switchyard_core::carry::SendError::Closed(id).into()));
+                }
+            },
+            Command::SetWeight { id, weight, reply } => {
+                let _ = reply.send(self.sender.set_weight(id, weight).map_err(MuxError::from));
+            }
+            Command::Close { id } => {
+                if let Some(ends) = self.ends.get_mut(&id) {
+                    ends.close_when_sent = true;
+                }
+            }
+            Command::Report { reply } => {
+                let weights: BTreeMap<u32, f64> = self.sender.weights().into_iter().collect();
+                let ids: std::collections::BTreeSet<u32> =
+                    weights.keys().copied().chain(self.receiver.channels()).collect();
+                let channels = ids
+                    .into_iter()
+                    .map(|id| ChannelReport {
+                        id,
+                        weight: weights.get(&id).copied().unwrap_or(0.0),
+                        sent: self.sender.stats(id).unwrap_or_default(),
+                        received: self.receiver.stats(id).unwrap_or_default(),
+                    })
+                    .collect();
+                let connections = self.conns.iter().flatten().count();
+                let _ = reply.send(SessionReport { connections, lost: self.lost, channels });
+            }
+        }
+    }
+
+    /// Makes the application's ends of channel `id`.
+    fn channel_ends(&mut self, id: u32) -> Channel {
+        let (to_app, from_session) = mpsc::channel(8);
+        self.ends.insert(id, Ends { to_app: Some(to_app), pending: VecDeque::new(), close_when_sent: false });
+        let commands = self.command_tx.upgrade().expect("the driver holds a handle while it runs");
+        Channel::new(id, commands, from_session, Arc::clone(&self.room))
+    }
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Up { slot, stream } => self.connection_up(slot, stream),
+            Event::Lost { slot, generation } => {
+                if self.is_current(slot, generation) {
+                    self.conns[slot] = None;
+                    self.lost += 1;
+                    self.sender.connection_lost(slot);
+                    self.redial(slot);
+                }
+            }
+            Event::Frame { slot, generation, frame } => {
+                // Frames from a connection already given up on are dropped: whatever they
+                // carried is sent again.
+                if self.is_current(slot, generation) {
+                    self.on_frame(slot, frame);
+                }
+            }
+        }
+    }
+
+    /// Whether the event comes from the connection now in `slot` (not one it replaced).
+    fn is_current(&self, slot: usize, generation: u64) -> bool {
+        self.conns.get(slot).and_then(Option::as_ref).is_some_and(|c| c.generation == generation)
+    }
+
+    fn connection_up(&mut self, slot: usize, stream: TcpStream) {
+        let _ = stream.set_nodelay(true);
+        let _ = sockopt::set_notsent_lowat(&stream, self.config.notsent_lowat);
+        let (read, write) = stream.into_split();
+        self.generation += 1;
+        let generation = self.generation;
+        let (queue, frames) = mpsc::channel(self.config.queue_frames.max(1));
+        let view = Arc::new(Mutex::new(None));
+        tokio::spawn(read_loop(slot, generation, read, self.event_tx.clone()));
+        tokio::spawn(write_loop(
+            slot,
+            generation,
+            write,
+            frames,
+            Arc::clone(&self.room),
+            Arc::clone(&view),
+            self.event_tx.clone(),
+        ));
+        if self.conns.len() <= slot {
+            self.conns.resize_with(slot + 1, || None);
+        }
+        self.conns[slot] = Some(Conn { queue, generation, view });
+        self.sender.connection_up(slot);
+    }
+
+    /// A client re-opens a lost connection in the background, backing off while it fails.
+    fn redial(&self, slot: usize) {
+        let Some((addr, id)) = self.redial else { return };
+        if !self.config.reconnect {
+            return;
+        }
+        let (config, events) = (self.config.clone(), self.event_tx.clone());
+        tokio::spawn(async move {
+            let mut wait = Duration::from_millis(50);
+            loop {
+                tokio::time::sleep(wait).await;
+                if events.is_closed() {
+                    return;
+                }
+                if let Ok(stream) = dial(addr, &config, &id, slot as u16).await {
+                    let _ = events.send(Event::Up { slot, stream }).await;
+                    return;
+                }
+                wait = (wait * 2).min(Duration::from_secs(5));
+            }
+        });
+    }
+
+    fn on_frame(&mut self, slot: usize, frame: Frame) {
+        match frame {
+            Frame::Credit { channel, ack, limit } => self.sender.on_credit(channel, ack, limit),
+            Frame::Ping { nonce, pong: false } => self.urgent.push_back(Frame::Ping { nonce, pong: true }),
+            Frame::Ping { pong: true, .. } => {}
+            Frame::SetWeight { channel, weight } => {
+                // A channel's weight holds in both directions.
+                let _ = self.sender.adopt_weight(channel, weight);
+            }
+            frame => {
+                let channel = frame.channel();
+                let (weight, ordered) = match frame {
+                    Frame::Open { weight, ordered, .. } => (Some(weight), ordered),
+                    _ => (None, true),
+                };
+                if let Err(e) = self.receiver.on_frame(self.now(), frame) {
+                    // The peer broke the protocol: this connection is not to be trusted.
+                    let _ = e;
+                    self.conns[slot] = None;
+                    self.sender.connection_lost(slot);
+                    return;
+                }
+                if !self.ends.contains_key(&channel) {
+                    let _ = self.sender.adopt(channel, weight.unwrap_or(1.0), ordered);
+                    let ch = self.channel_ends(channel);
+                    let _ = self.incoming.try_send(ch);
+                } else if let Some(w) = weight {
+                    let _ = self.sender.adopt_weight(channel, w);
+                }
+            }
+        }
+    }
+
+    fn sample_views(&mut self) {
+        for (slot, conn) in self.conns.iter().enumerate() {
+            if let Some(view) = conn.as_ref().and_then(|c| *c.view.lock().expect("no task panics holding it")) {
+                self.sender.set_view(slot, view);
+            }
+        }
+    }
+
+    /// Moves everything that can move: bytes to the application, credits and frames to the
+    /// connections with room, the application's writes into the core.
+    fn pump(&mut self) {
+        loop {
+            let mut moved = false;
+            // Received bytes to the application, as far as its queues have room.
+            for (id, ends) in &mut self.ends {
+                let mut dropped = false;
+                match &ends.to_app {
+                    Some(tx) => loop {
+                        match tx.try_reserve() {
+                            Ok(permit) => match self.receiver.read(*id) {
+                                Some(b) => {
+                                    permit.send(b);
+                                    moved = true;
+                                }
+                                None => break,
+                            },
+                            Err(mpsc::error::TrySendError::Full(())) => break,
+                            Err(mpsc::error::TrySendError::Closed(())) => {
+                                dropped = true;
+                                break;
+                            }
+                        }
+                    },
+                    None => {
+                        while self.receiver.read(*id).is_some() {
+                            moved = true;
+                        }
+                    }
+                }
+                if dropped {
+                    // The application dropped its end: what comes is read and dropped, so
+                    // that credit keeps flowing to the peer.
+                    ends.to_app = None;
+                    moved = true;
+                }
+                if self.receiver.is_finished(*id) {
+                    ends.to_app = None;
+                }
+            }
+            while let Some(f) = self.receiver.poll_credit() {
+                self.urgent.push_back(f);
+            }
+            // The application's writes, as far as each channel's buffer has room.
+            for (id, ends) in &mut self.ends {
+                while let Some((data, _)) = ends.pending.front_mut() {
+                    let took = self.sender.write(*id, data.clone()).unwrap_or(data.len());
+                    if took == 0 {
+                        break;
+                    }
+                    moved = true;
+                    let _ = data.split_to(took);
+                    if data.is_empty() {
+                        let (_, reply) = ends.pending.pop_front().expect("front exists");
+                        let _ = reply.send(Ok(()));
+                    }
+                }
+                if ends.close_when_sent && ends.pending.is_empty() && self.sender.capacity(*id) > 0 {
+                    let _ = self.sender.close(*id);
+                }
+            }
+            // Frames to every connection with room.
+            for (slot, conn) in self.conns.iter().enumerate() {
+                let Some(conn) = conn else { continue };
+                loop {
+                    let Ok(permit) = conn.queue.try_reserve() else { break };
+                    let frame = match self.urgent.pop_front() {
+                        Some(f) => f,
+                        None => match self.sender.poll_transmit(slot) {
+                            Some(f) => f,
+                            None => break,
+                        },
+                    };
+                    permit.send(frame);
+                    moved = true;
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+}
+
+async fn read_loop(slot: usize, generation: u64, read: OwnedReadHalf, events: mpsc::Sender<Event>) {
+    let mut frames = FramedRead::with_capacity(read, FrameCodec { max_payload: DEFAULT_MAX_PAYLOAD }, 64 << 10);
+    while let Some(Ok(frame)) = frames.next().await {
+        if events.send(Event::Frame { slot, generation, frame }).await.is_err() {
+            return;
+        }
+    }
+    let _ = events.send(Event::Lost { slot, generation }).await;
+}
+
+async fn write_loop(
+    slot: usize,
+    generation: u64,
+    mut write: OwnedWriteHalf,
+    mut frames: mpsc::Receiver<Frame>,
+    room: Arc<Notify>,
+    view: Arc<Mutex<Option<ConnView>>>,
+    events: mpsc::Sender<Event>,
+) {
+    let mut buf = BytesMut::with_capacity(64 << 10);
+    let mut sampled = Instant::now();
+    while let Some(frame) = frames.recv().await {
+        buf.clear();
+        frame.encode(&mut buf);
+        // Whatever else is queued goes in the same write.
+        while let Ok(frame) = frames.try_recv() {
+            frame.encode(&mut buf);
+        }
+        room.notify_one();
+        if write.write_all(&buf).await.is_err() {
+            let _ = events.send(Event::Lost { slot, generation }).await;
+            return;
+        }
+        if sampled.elapsed() >= Duration::from_millis(5) {
+            sampled = Instant::now();
+            *view.lock().expect("no task panics holding it") = sockopt::view(write.as_ref());
+        }
+    }
+    let _ = write.shutdown().await;
+}
