@@ -11,6 +11,7 @@ mod report;
 mod reproduce;
 mod sim;
 mod tracegen;
+mod tunnel;
 
 use std::process::ExitCode;
 
@@ -33,6 +34,7 @@ enum Command {
     Bench(bench::BenchArgs),
     Reproduce(reproduce::ReproduceArgs),
     TraceGen(tracegen::TraceGenArgs),
+    Tunnel(tunnel::TunnelArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Reproduce(args) => reproduce::run(&args),
         Command::TraceGen(args) => tracegen::run(&args),
+        Command::Tunnel(args) => tunnel::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

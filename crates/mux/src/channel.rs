@@ -131,15 +131,20 @@ fn io_error(e: MuxError) -> std::io::Error {
 }
 
 impl AsyncWrite for Channel {
-    /// Takes the bytes at once and sends them in the background; the next write, flush or
+    /// Takes the bytes at once and hands them to the session; the next write, flush or
     /// shutdown waits until the session has taken them, so at most one buffer is in flight.
+    /// The hand-over starts here, not at the next flush, so a writer that then waits for an
+    /// answer without flushing is not left waiting forever.
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         ready!(self.as_mut().poll_flush(cx))?;
         if buf.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        let op = write(self.commands.clone(), self.id, Bytes::copy_from_slice(buf));
-        self.writing = Some(Box::pin(op));
+        let mut op: WriteOp = Box::pin(write(self.commands.clone(), self.id, Bytes::copy_from_slice(buf)));
+        match op.as_mut().poll(cx) {
+            Poll::Ready(r) => r.map_err(io_error)?,
+            Poll::Pending => self.writing = Some(op),
+        }
         Poll::Ready(Ok(buf.len()))
     }
 

@@ -9,6 +9,7 @@
 //! - [`Channel`]: an application's end of one channel: `send` with backpressure, `recv`, weight,
 //!   close, counters; `AsyncRead` and `AsyncWrite` for existing code.
 //! - [`sockopt`]: the kernel's help (`TCP_NOTSENT_LOWAT`, `TCP_INFO`).
+//! - [`tunnel`]: local TCP ports carried across a session as weighted channels.
 //!
 //! # What does not
 //!
@@ -20,6 +21,7 @@ mod channel;
 pub mod hello;
 mod session;
 pub mod sockopt;
+pub mod tunnel;
 
 pub use channel::Channel;
 pub use session::{ChannelReport, Listener, MuxConfig, MuxError, Session, SessionReport};

@@ -284,3 +284,57 @@ async fn backlogged_channels_share_by_weight() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_carries_a_tcp_conversation_and_refuses_targets_not_allowed() {
+    use switchyard_mux::tunnel::{self, Forward};
+    // The far side's service: an echo server.
+    let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let echo_addr = echo.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (s, _) = echo.accept().await.unwrap();
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.into_split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    let scheme = Scheme::Stripe(ConnChoice::LeastQueued);
+    let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), config(scheme, 2)).await.unwrap();
+    let addr = listener.local_addr();
+    let allowed = echo_addr.to_string();
+    tokio::spawn(async move {
+        while let Some(session) = listener.accept().await {
+            tokio::spawn(tunnel::serve(session, vec![allowed.clone()]));
+        }
+    });
+    let session = Session::connect(addr, config(scheme, 2)).await.unwrap();
+    // Pick free local ports by binding and releasing them.
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let (good, bad) = (free(), free());
+    tokio::spawn(tunnel::forward(session.clone(), Forward { local: good, target: echo_addr.to_string(), weight: 4.0 }));
+    tokio::spawn(tunnel::forward(session.clone(), Forward { local: bad, target: "127.0.0.1:9".into(), weight: 1.0 }));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let mut c = TcpStream::connect(good).await.unwrap();
+    let data = pattern(9, 500_000);
+    let (mut r, mut w) = c.split();
+    let (_, back) = tokio::join!(
+        async {
+            w.write_all(&data).await.unwrap();
+            w.shutdown().await.unwrap();
+        },
+        async {
+            let mut back = Vec::new();
+            r.read_to_end(&mut back).await.unwrap();
+            back
+        }
+    );
+    assert!(back == data, "the echo came back whole");
+
+    let mut refused = TcpStream::connect(bad).await.unwrap();
+    let mut buf = Vec::new();
+    let n = tokio::time::timeout(Duration::from_secs(10), refused.read_to_end(&mut buf)).await.unwrap().unwrap_or(0);
+    assert_eq!(n, 0, "a target not allowed gets nothing and is closed");
+}

@@ -1,0 +1,227 @@
+//! `switchyard tunnel`: local TCP ports carried to another machine as weighted channels over
+//! several TCP connections, with each channel's rate shown live.
+
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use switchyard_mux::tunnel::{self, Forward};
+use switchyard_mux::{ConnChoice, Listener, MuxConfig, Scheme, SendConfig, Session, SessionReport};
+
+/// Carry local TCP ports to another machine as weighted channels over several TCP connections.
+///
+/// The two ends share a key (a file, or the SWITCHYARD_KEY environment variable; never a
+/// command-line argument, where other users could read it). Every TCP connection to a
+/// forwarded port becomes one channel with the forward's weight; channels share what the
+/// session's connections together get at the bottleneck in proportion to their weights.
+///
+/// Example: backups at weight 1 and interactive SSH at weight 8, over 5 connections:
+///
+///   far$  switchyard tunnel listen --bind 0.0.0.0:7000 --key-file tunnel.key
+///   near$ switchyard tunnel connect --to far:7000 --key-file tunnel.key \
+///           --forward 127.0.0.1:8873=backup.internal:873@1 \
+///           --forward 127.0.0.1:2222=127.0.0.1:22@8
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub(crate) struct TunnelArgs {
+    #[command(subcommand)]
+    side: Side,
+}
+
+#[derive(Subcommand, Debug)]
+enum Side {
+    /// Accept sessions and connect their channels to the targets they name.
+    Listen(ListenArgs),
+    /// Open a session and forward local ports through it.
+    Connect(ConnectArgs),
+}
+
+#[derive(Args, Debug)]
+struct KeyArgs {
+    /// A file holding the shared key (any bytes; 32 random bytes are plenty).
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+}
+
+impl KeyArgs {
+    fn key(&self) -> Result<Vec<u8>> {
+        let key = match &self.key_file {
+            Some(path) => std::fs::read(path).with_context(|| format!("reading the key file {}", path.display()))?,
+            None => match std::env::var_os("SWITCHYARD_KEY") {
+                Some(k) => k.into_encoded_bytes(),
+                None => bail!("no key: give --key-file FILE, or set SWITCHYARD_KEY (both ends need the same key)"),
+            },
+        };
+        if key.len() < 16 {
+            bail!("the key is {} bytes; use at least 16 (e.g. `head -c 32 /dev/urandom > tunnel.key`)", key.len());
+        }
+        Ok(key)
+    }
+}
+
+#[derive(Args, Debug)]
+struct ListenArgs {
+    /// Address to accept sessions on.
+    #[arg(long, default_value = "0.0.0.0:7000")]
+    bind: SocketAddr,
+
+    /// Targets channels may connect to (`host:port`, repeatable). Without it, any target.
+    #[arg(long = "allow", value_name = "HOST:PORT")]
+    allow: Vec<String>,
+
+    #[command(flatten)]
+    key: KeyArgs,
+
+    #[command(flatten)]
+    show: ShowArgs,
+}
+
+/// How channels are spread over connections.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum SchemeArg {
+    /// Any channel on any connection, the first with room (Iwashima's striping).
+    Stripe,
+    /// Striping onto the connection expected to deliver first (from TCP_INFO).
+    Earliest,
+    /// Each channel on one connection, re-pinned by measured rates (no reordering).
+    Pin,
+}
+
+#[derive(Args, Debug)]
+struct ConnectArgs {
+    /// The listening end.
+    #[arg(long)]
+    to: String,
+
+    /// LOCAL=TARGET[@WEIGHT]: listen on LOCAL here; the far end connects to TARGET (repeatable).
+    #[arg(long = "forward", value_name = "LOCAL=TARGET[@WEIGHT]", required = true)]
+    forwards: Vec<Forward>,
+
+    /// TCP connections in the session (m). More take a larger share of a shared bottleneck
+    /// from competing flows: about m/(m+k) against k others.
+    #[arg(long, default_value_t = 5)]
+    connections: usize,
+
+    /// How channels are spread over connections.
+    #[arg(long, value_enum, default_value_t = SchemeArg::Stripe)]
+    scheme: SchemeArg,
+
+    #[command(flatten)]
+    key: KeyArgs,
+
+    #[command(flatten)]
+    show: ShowArgs,
+}
+
+#[derive(Args, Debug)]
+struct ShowArgs {
+    /// Seconds between rate reports (0: none). Shown live on a terminal, one line per report
+    /// otherwise.
+    #[arg(long, default_value_t = 1.0)]
+    every: f64,
+}
+
+pub(crate) fn run(args: &TunnelArgs) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    runtime.block_on(async {
+        match &args.side {
+            Side::Listen(a) => listen(a).await,
+            Side::Connect(a) => connect(a).await,
+        }
+    })
+}
+
+async fn listen(a: &ListenArgs) -> Result<()> {
+    let config = MuxConfig { key: a.key.key()?, ..MuxConfig::default() };
+    let mut listener = Listener::bind(a.bind, config).await?;
+    eprintln!("switchyard tunnel: listening on {}", listener.local_addr());
+    let every = a.show.every;
+    while let Some(session) = listener.accept().await {
+        eprintln!("switchyard tunnel: a session joined");
+        tokio::spawn(tunnel::serve(session.clone(), a.allow.clone()));
+        if every > 0.0 {
+            tokio::spawn(show(session, every));
+        }
+    }
+    Ok(())
+}
+
+async fn connect(a: &ConnectArgs) -> Result<()> {
+    let to = tokio::net::lookup_host(&a.to)
+        .await
+        .with_context(|| format!("looking up {}", a.to))?
+        .next()
+        .with_context(|| format!("{} has no address", a.to))?;
+    let scheme = match a.scheme {
+        SchemeArg::Stripe => Scheme::Stripe(ConnChoice::LeastQueued),
+        SchemeArg::Earliest => Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }),
+        SchemeArg::Pin => Scheme::Pin { hysteresis: 0.01 },
+    };
+    let config = MuxConfig {
+        key: a.key.key()?,
+        connections: a.connections,
+        send: SendConfig { scheme, ..SendConfig::default() },
+        ..MuxConfig::default()
+    };
+    let session = Session::connect(to, config).await?;
+    eprintln!("switchyard tunnel: session with {to} over {} connections", a.connections);
+    let mut forwards = tokio::task::JoinSet::new();
+    for f in &a.forwards {
+        eprintln!("switchyard tunnel: {} → {} (weight {})", f.local, f.target, f.weight);
+        forwards.spawn(tunnel::forward(session.clone(), f.clone()));
+    }
+    if a.show.every > 0.0 {
+        tokio::spawn(show(session, a.show.every));
+    }
+    // A forward ends only when its listener fails: that is the error to report.
+    while let Some(done) = forwards.join_next().await {
+        done.context("a forward stopped")??;
+    }
+    Ok(())
+}
+
+/// Prints each channel's rate in both directions every `every` seconds: redrawn in place on a
+/// terminal, a line per report otherwise.
+async fn show(session: Session, every: f64) {
+    let live = std::io::stderr().is_terminal();
+    let mut last: Option<(Instant, SessionReport)> = None;
+    let mut drawn = 0;
+    loop {
+        tokio::time::sleep(Duration::from_secs_f64(every)).await;
+        let Ok(now) = session.report().await else { return };
+        let t = Instant::now();
+        if let Some((then, before)) = &last {
+            let dt = t.duration_since(*then).as_secs_f64().max(1e-9);
+            let rate = |id: u32, f: &dyn Fn(&switchyard_mux::ChannelReport) -> u64| {
+                let was = before.channels.iter().find(|c| c.id == id).map_or(0, f);
+                now.channels.iter().find(|c| c.id == id).map_or(0, f).saturating_sub(was) as f64 / dt
+            };
+            let mut text = format!("{} connections ({} lost so far)\n", now.connections, now.lost);
+            text.push_str(&format!(
+                "{:>8} {:>7} {:>12} {:>12} {:>9}\n",
+                "channel", "weight", "out MB/s", "in MB/s", "resent"
+            ));
+            for c in &now.channels {
+                let out = rate(c.id, &|c| c.sent.sent_bytes) / 1e6;
+                let inn = rate(c.id, &|c| c.received.delivered_bytes) / 1e6;
+                if out > 0.0 || inn > 0.0 || !live {
+                    text.push_str(&format!(
+                        "{:>8} {:>7.2} {:>12.2} {:>12.2} {:>9}\n",
+                        c.id, c.weight, out, inn, c.sent.resent_frames
+                    ));
+                }
+            }
+            let mut err = std::io::stderr().lock();
+            if live {
+                // Back over the previous report.
+                let _ = write!(err, "\x1b[{drawn}A\x1b[J");
+            }
+            drawn = text.lines().count();
+            let _ = err.write_all(text.as_bytes());
+        }
+        last = Some((t, now));
+    }
+}
