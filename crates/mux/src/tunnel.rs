@@ -86,7 +86,7 @@ async fn serve_one(mut channel: Channel, allow: &[String]) -> std::io::Result<()
     let mut name = vec![0u8; len];
     channel.read_exact(&mut name).await?;
     let target = String::from_utf8(name).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-    if !allow.is_empty() && !allow.iter().any(|a| *a == target) {
+    if !allow.is_empty() && !allow.contains(&target) {
         // Not ours to reach: the channel closes, and the client's connection with it.
         channel.shutdown().await?;
         return Ok(());
