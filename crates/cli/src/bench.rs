@@ -28,6 +28,7 @@ pub(crate) struct BenchArgs {
 #[derive(Subcommand, Debug)]
 enum BenchWhat {
     Inspect(InspectBench),
+    Mux(crate::bench_mux::MuxBench),
 }
 
 /// The DPI pipeline on a uniform and a skewed generated trace: single thread, then static hash,
@@ -81,6 +82,7 @@ const MIN_CASE_TIME: Duration = Duration::from_millis(300);
 pub(crate) fn run(args: &BenchArgs) -> Result<()> {
     match &args.what {
         BenchWhat::Inspect(a) => inspect(a),
+        BenchWhat::Mux(a) => crate::bench_mux::run(a),
     }
 }
 

@@ -4,6 +4,7 @@
 //! every decision is made by `switchyard-core`.
 
 mod bench;
+mod bench_mux;
 mod inspect;
 mod keys;
 mod place;

@@ -269,3 +269,89 @@ fn inspect_and_trace_gen_refuse_bad_input_clearly() {
     assert!(stderr(&o).contains("elephants 2 (0 to 1)"), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A free loopback port (bound and released: another process could take it meanwhile, which
+/// would fail the test loudly, not silently).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Kills the child when dropped, so a failing test leaves no tunnel running.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_tunnel_between_two_processes_carries_a_tcp_conversation() {
+    use std::io::{Read, Write};
+    let dir = std::env::temp_dir().join(format!("switchyard-tunnel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("tunnel.key");
+    std::fs::write(&key, b"0123456789abcdef-a key for the test").unwrap();
+    // The far side's service: echo one connection.
+    let echo = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let echo_addr = echo.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let (mut s, _) = echo.accept().unwrap();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 || s.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+    });
+    let (far, near) = (free_port(), free_port());
+    let bin = env!("CARGO_BIN_EXE_switchyard");
+    let key = key.to_str().unwrap();
+    let _listen = Running(
+        Command::new(bin)
+            .args(["tunnel", "listen", "--bind", &format!("127.0.0.1:{far}"), "--key-file", key, "--every", "0"])
+            .args(["--allow", &echo_addr.to_string()])
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let _connect = Running(
+        Command::new(bin)
+            .args(["tunnel", "connect", "--to", &format!("127.0.0.1:{far}"), "--key-file", key, "--every", "0"])
+            .args(["--connections", "3", "--forward", &format!("127.0.0.1:{near}={echo_addr}@8")])
+            .spawn()
+            .unwrap(),
+    );
+    // Wait for the forward to listen.
+    let mut c = (0..50)
+        .find_map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            std::net::TcpStream::connect(("127.0.0.1", near)).ok()
+        })
+        .expect("the forwarded port opens");
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut r = c.try_clone().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut back = vec![0u8; 200_000];
+        r.read_exact(&mut back).map(|()| back)
+    });
+    c.write_all(&data).unwrap();
+    let back = reader.join().unwrap().expect("the echo comes back");
+    assert!(back == data, "the echo came back whole");
+}
+
+#[test]
+fn tunnel_errors_teach() {
+    let o = switchyard(&["tunnel", "connect", "--to", "127.0.0.1:1", "--forward", "127.0.0.1:0=a:1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("give --key-file FILE, or set SWITCHYARD_KEY"), "{}", stderr(&o));
+    let o = switchyard(&["tunnel", "connect", "--to", "127.0.0.1:1", "--forward", "127.0.0.1:0"]);
+    assert!(stderr(&o).contains("LOCAL=TARGET"), "{}", stderr(&o));
+    let dir = std::env::temp_dir().join(format!("switchyard-shortkey-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("k");
+    std::fs::write(&key, b"short").unwrap();
+    let o = switchyard(&["tunnel", "listen", "--bind", "127.0.0.1:0", "--key-file", key.to_str().unwrap()]);
+    assert!(stderr(&o).contains("use at least 16"), "{}", stderr(&o));
+}

@@ -1,0 +1,260 @@
+//! `switchyard bench mux`: the session's throughput, weight adherence and memory on loopback,
+//! against m raw parallel TCP streams (the ceiling) measured in the same run.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use clap::Args;
+use switchyard_mux::{ConnChoice, Listener, MuxConfig, Scheme, SendConfig, Session, SessionReport};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The multiplexed session on loopback: m raw TCP streams (the ceiling), then the session's
+/// schedulers carrying n backlogged channels with Iwashima's weights (1, 0.8, 0.8², …), all
+/// in one process and one run.
+///
+/// For each scheduler: aggregate throughput and its ratio to the raw ceiling; weight
+/// adherence (the largest gap between a channel's share and its weight's, in percentage
+/// points, and the RMS relative error, Iwashima Eq 7.2); the most bytes any channel's receiver
+/// held for reordering; and the turns channels lost for want of data or credit.
+///
+/// Example:
+///
+///   switchyard bench mux --connections 5 --channels 15 --seconds 3
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub(crate) struct MuxBench {
+    /// TCP connections (m).
+    #[arg(long, default_value_t = 5)]
+    connections: usize,
+
+    /// Channels (n), weighted 1, 0.8, 0.8², …
+    #[arg(long, default_value_t = 15)]
+    channels: usize,
+
+    /// Ratio between consecutive channels' weights.
+    #[arg(long, default_value_t = 0.8)]
+    ratio: f64,
+
+    /// Seconds each case is measured for (after a quarter second of warm-up).
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+
+    /// Frames of credit per channel (the receiver's window).
+    #[arg(long, default_value_t = switchyard_mux::RecvConfig::default().window)]
+    window: u64,
+
+    /// TCP_NOTSENT_LOWAT of each connection, in bytes.
+    #[arg(long, default_value_t = MuxConfig::default().notsent_lowat)]
+    lowat: u32,
+
+    /// Frames queued per connection ahead of its socket.
+    #[arg(long, default_value_t = MuxConfig::default().queue_frames)]
+    queue_frames: usize,
+}
+
+const CHUNK: usize = 256 << 10;
+
+pub(crate) fn run(a: &MuxBench) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    runtime.block_on(bench(a))
+}
+
+async fn bench(a: &MuxBench) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    let weights: Vec<f64> = (0..a.channels).map(|i| a.ratio.powi(i as i32)).collect();
+    let warm = Duration::from_millis(250);
+    let measure = Duration::from_secs_f64(a.seconds);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    writeln!(
+        out,
+        "loopback, {cores} cores, sender and receiver in this process; {} connections, {} channels (weights {}^i), {:.1} s per case\n",
+        a.connections, a.channels, a.ratio, a.seconds
+    )?;
+    let raw = raw_streams(a.connections, warm, measure).await?;
+    writeln!(
+        out,
+        "{:<22} {:>10} {:>9} {:>13} {:>11} {:>12} {:>10} {:>10}",
+        "case", "MB/s", "×raw", "max gap (pp)", "RMS_perc", "max held KB", "idle", "blocked"
+    )?;
+    writeln!(out, "{:<22} {:>10.0} {:>9.2}", format!("raw TCP ×{}", a.connections), raw / 1e6, 1.0)?;
+    let cases = [
+        ("stripe (least queued)", Scheme::Stripe(ConnChoice::LeastQueued)),
+        ("stripe (earliest)", Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 })),
+        ("pin", Scheme::Pin { hysteresis: 0.01 }),
+    ];
+    let mut worst_gap: f64 = 0.0;
+    let mut best_ratio: f64 = 0.0;
+    for (name, scheme) in cases {
+        let r = session_case(a, scheme, &weights, warm, measure).await?;
+        let total: f64 = r.bytes.iter().sum();
+        let w: f64 = weights.iter().sum();
+        let gaps: Vec<f64> = r.bytes.iter().zip(&weights).map(|(b, wi)| b / total - wi / w).collect();
+        let max_gap = gaps.iter().fold(0.0f64, |m, g| m.max(g.abs())) * 100.0;
+        let rms_perc = (r
+            .bytes
+            .iter()
+            .zip(&weights)
+            .map(|(b, wi)| ((b - total * wi / w) / (total * wi / w)).powi(2))
+            .sum::<f64>()
+            / weights.len() as f64)
+            .sqrt();
+        let rate = total / measure.as_secs_f64();
+        if !matches!(scheme, Scheme::Pin { .. }) {
+            worst_gap = worst_gap.max(max_gap);
+        }
+        best_ratio = best_ratio.max(rate / raw);
+        writeln!(
+            out,
+            "{:<22} {:>10.0} {:>9.2} {:>13.2} {:>10.1}% {:>12.0} {:>10} {:>10}",
+            name,
+            rate / 1e6,
+            rate / raw,
+            max_gap,
+            rms_perc * 100.0,
+            r.max_held as f64 / 1e3,
+            r.idle,
+            r.blocked
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(out, "throughput: best scheduler {best_ratio:.2}× the raw ceiling (goal ≥ 0.90)")?;
+    writeln!(out, "weight adherence, striping: largest gap {worst_gap:.2} percentage points (goal ≤ 1)")?;
+    writeln!(
+        out,
+        "pinning's gap is its assignment's (Iwashima §3.6: n={} over m={} cannot be balanced exactly); idle/blocked: turns channels lost for want of data / credit",
+        a.channels, a.connections
+    )?;
+    Ok(())
+}
+
+/// Bytes per second that `m` plain TCP streams carry from a writer to a reader that discards.
+async fn raw_streams(m: usize, warm: Duration, measure: Duration) -> Result<f64> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let received = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sink = {
+        let received = Arc::clone(&received);
+        tokio::spawn(async move {
+            let mut readers = Vec::new();
+            for _ in 0..m {
+                let (mut s, _) = listener.accept().await?;
+                let received = Arc::clone(&received);
+                readers.push(tokio::spawn(async move {
+                    let mut buf = vec![0u8; CHUNK];
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        received.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                }));
+            }
+            for r in readers {
+                let _ = r.await;
+            }
+            anyhow::Ok(())
+        })
+    };
+    let mut writers = Vec::new();
+    for _ in 0..m {
+        let mut s = TcpStream::connect(addr).await?;
+        let stop = Arc::clone(&stop);
+        writers.push(tokio::spawn(async move {
+            let chunk = vec![7u8; CHUNK];
+            while !stop.load(Ordering::Relaxed) {
+                if s.write_all(&chunk).await.is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(warm).await;
+    let (t0, b0) = (Instant::now(), received.load(Ordering::Relaxed));
+    tokio::time::sleep(measure).await;
+    let rate = (received.load(Ordering::Relaxed) - b0) as f64 / t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        let _ = w.await;
+    }
+    let _ = sink.await;
+    Ok(rate)
+}
+
+struct CaseResult {
+    /// Bytes each channel delivered in the measured window.
+    bytes: Vec<f64>,
+    max_held: u64,
+    idle: u64,
+    blocked: u64,
+}
+
+async fn session_case(
+    a: &MuxBench,
+    scheme: Scheme,
+    weights: &[f64],
+    warm: Duration,
+    measure: Duration,
+) -> Result<CaseResult> {
+    let key = b"switchyard bench mux, loopback only".to_vec();
+    let config = MuxConfig {
+        key,
+        connections: a.connections,
+        send: SendConfig { scheme, initial_credit: a.window, ..SendConfig::default() },
+        recv: switchyard_mux::RecvConfig { window: a.window },
+        notsent_lowat: a.lowat,
+        queue_frames: a.queue_frames,
+        ..MuxConfig::default()
+    };
+    let mut listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), config.clone()).await?;
+    let addr = listener.local_addr();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn(async move {
+        let Some(session) = listener.accept().await else { return };
+        let _ = tx.send(session.clone());
+        while let Some(mut ch) = session.accept().await {
+            tokio::spawn(async move { while ch.recv().await.is_some() {} });
+        }
+    });
+    let session = Session::connect(addr, config).await?;
+    let mut channels = Vec::new();
+    for w in weights {
+        channels.push(Arc::new(session.open(*w, true).await?));
+    }
+    let receiver = rx.await.context("the session reached the server")?;
+    // Two writers per channel, so that every channel always has bytes waiting.
+    let chunk = Bytes::from(vec![7u8; CHUNK]);
+    let mut writers = Vec::new();
+    for ch in &channels {
+        for _ in 0..2 {
+            let (ch, chunk) = (Arc::clone(ch), chunk.clone());
+            writers.push(tokio::spawn(async move { while ch.send(chunk.clone()).await.is_ok() {} }));
+        }
+    }
+    tokio::time::sleep(warm).await;
+    let before = receiver.report().await?;
+    let sent_before = session.report().await?;
+    tokio::time::sleep(measure).await;
+    let after = receiver.report().await?;
+    let sent_after = session.report().await?;
+    for w in &writers {
+        w.abort();
+    }
+    server.abort();
+    let delivered =
+        |r: &SessionReport, id: u32| r.channels.iter().find(|c| c.id == id).map_or(0, |c| c.received.delivered_bytes);
+    let turns = |r: &SessionReport| -> (u64, u64) {
+        r.channels.iter().fold((0, 0), |(i, b), c| (i + c.sent.idle_turns, b + c.sent.blocked_turns))
+    };
+    let bytes = channels.iter().map(|c| (delivered(&after, c.id()) - delivered(&before, c.id())) as f64).collect();
+    let max_held = after.channels.iter().map(|c| c.received.max_held_bytes).max().unwrap_or(0);
+    let (i0, b0) = turns(&sent_before);
+    let (i1, b1) = turns(&sent_after);
+    Ok(CaseResult { bytes, max_held, idle: i1 - i0, blocked: b1 - b0 })
+}
