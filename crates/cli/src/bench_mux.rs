@@ -46,13 +46,18 @@ pub(crate) struct MuxBench {
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
 
-    /// Frames of credit per channel (the receiver's window).
+    /// Frames of credit for the whole session, shared among channels by weight.
     #[arg(long, default_value_t = switchyard_mux::RecvConfig::default().window)]
     window: u64,
 
     /// TCP_NOTSENT_LOWAT of each connection, in bytes.
     #[arg(long, default_value_t = MuxConfig::default().notsent_lowat)]
     lowat: u32,
+
+    /// Seconds between re-pinnings by measured rates (pinning; 0: pin by weight only, as the
+    /// thesis does).
+    #[arg(long, default_value_t = MuxConfig::default().rebalance_every.as_secs_f64())]
+    repin_every: f64,
 
     /// Frames queued per connection ahead of its socket.
     #[arg(long, default_value_t = MuxConfig::default().queue_frames)]
@@ -214,10 +219,11 @@ async fn session_case(
     let config = MuxConfig {
         key,
         connections: a.connections,
-        send: SendConfig { scheme, initial_credit: a.window, ..SendConfig::default() },
-        recv: switchyard_mux::RecvConfig { window: a.window },
+        send: SendConfig { scheme, ..SendConfig::default() },
+        recv: switchyard_mux::RecvConfig { window: a.window, ..Default::default() },
         notsent_lowat: a.lowat,
         queue_frames: a.queue_frames,
+        rebalance_every: if a.repin_every > 0.0 { Duration::from_secs_f64(a.repin_every) } else { Duration::MAX },
         ..MuxConfig::default()
     };
     let mut listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), config.clone()).await?;

@@ -511,8 +511,9 @@ impl Driver {
             Frame::Ping { nonce, pong: false } => self.urgent.push_back(Frame::Ping { nonce, pong: true }),
             Frame::Ping { pong: true, .. } => {}
             Frame::SetWeight { channel, weight } => {
-                // A channel's weight holds in both directions.
+                // A channel's weight holds in both directions, and sizes its window here.
                 let _ = self.sender.adopt_weight(channel, weight);
+                let _ = self.receiver.on_frame(self.now(), Frame::SetWeight { channel, weight });
             }
             frame => {
                 let channel = frame.channel();

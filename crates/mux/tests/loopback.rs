@@ -203,8 +203,7 @@ async fn shares(scheme: Scheme, connections: usize, weights: &[f64]) -> Vec<f64>
     // which `switchyard bench mux` reports through each channel's blocked turns.
     let config = |scheme, connections| {
         let mut c = config(scheme, connections);
-        c.recv.window = 4096;
-        c.send.initial_credit = 4096;
+        c.recv.window = 16384;
         c.send.channel_buffer = 4 << 20;
         c
     };

@@ -5,7 +5,7 @@
 //! [`ReorderBuffer`], hands bytes over in sequence order (or as they arrive, for an unordered
 //! channel), and bounds memory with credit: the sender may send only frames numbered below
 //! `limit = read + window`, where `read` counts the frames the application has taken. Frames
-//! held plus frames waiting to be read therefore never exceed [`RecvConfig::window`], whatever
+//! held plus frames waiting to be read therefore never exceed the channel's window, whatever
 //! the connections do; a peer that sends beyond its credit is refused ([`RecvError::Credit`]).
 //!
 //! Reorder delay (the thesis's application delay less TCP delay, §3.7) and reorder memory
@@ -21,22 +21,25 @@ use crate::flow::FlowId;
 use crate::time::Nanos;
 
 /// Receiver settings.
+///
+/// The session's window is shared among its channels in proportion to their weights. When
+/// the receiving side is the bottleneck (or the path holds more than a channel's window), each
+/// channel moves at most its window per credit round trip; equal windows would then give equal
+/// shares whatever the weights (measured on loopback: a channel weighted 8 of 15 got 30% of the
+/// session instead of 53%). Windows in proportion to weight keep the shares in that regime too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecvConfig {
-    /// Frames a channel may have held or unread at once (its credit window). At least the
-    /// sender's initial credit.
+    /// Frames held or unread over the whole session, shared by weight.
     pub window: u64,
+    /// The least window a channel gets, and the credit a channel has before the receiver has
+    /// said anything (the sender's initial credit must not exceed it).
+    pub min_window: u64,
 }
 
 impl Default for RecvConfig {
-    /// 512 frames (8 MiB per channel with 16 KiB frames). A channel can move at most a window
-    /// per credit round trip, so the window must cover the channel's share of the rate times that
-    /// trip. Measured on loopback with both ends on two cores (where a round trip includes
-    /// waiting for a thread): a channel weighted 8 of 15 got 30% of the session with 64 frames,
-    /// 34–39% with 256, and its 53% with 512 most of the time; when a stall of the credit loop
-    /// still blocks it, its `blocked_turns` counter says so.
+    /// 4,096 frames for the session (64 MiB with 16 KiB frames), at least 32 per channel.
     fn default() -> Self {
-        Self { window: 512 }
+        Self { window: 4096, min_window: 32 }
     }
 }
 
@@ -90,6 +93,8 @@ pub struct RecvStats {
 #[derive(Debug, Default)]
 struct Channel {
     ordered: bool,
+    /// The weight the sender gave the channel (1 until its `Open` arrives).
+    weight: f64,
     /// Next frame to hand over in order (ordered), or the lowest not yet received (unordered).
     next: u64,
     /// Unordered: numbers received above `next`.
@@ -121,8 +126,23 @@ impl Receiver {
     }
 
     fn channel(&mut self, id: u32) -> &mut Channel {
-        let window = self.config.window;
-        self.channels.entry(id).or_insert_with(|| Channel { ordered: true, told: (window, 0), ..Channel::default() })
+        let initial = self.config.min_window;
+        self.channels.entry(id).or_insert_with(|| Channel {
+            ordered: true,
+            weight: 1.0,
+            told: (initial, 0),
+            ..Channel::default()
+        })
+    }
+
+    /// The channel's share of the session's window: `window · w / Σw` over the channels still
+    /// open, and at least `min_window`.
+    fn window_of(&self, id: u32) -> u64 {
+        let live = |c: &Channel| c.closed_at.is_none_or(|f| c.read < f);
+        let total: f64 = self.channels.values().filter(|c| live(c)).map(|c| c.weight).sum();
+        let w = self.channels.get(&id).map_or(1.0, |c| c.weight);
+        let share = if total > 0.0 { self.config.window as f64 * w / total } else { 0.0 };
+        (share as u64).max(self.config.min_window)
     }
 
     /// Takes in a frame that concerns the receiver (data, open, close); others are ignored.
@@ -130,8 +150,9 @@ impl Receiver {
     /// slower connection than its first data.
     pub fn on_frame(&mut self, now: Nanos, frame: Frame) -> Result<(), RecvError> {
         match frame {
-            Frame::Open { channel, ordered, .. } => {
+            Frame::Open { channel, ordered, weight } => {
                 let ch = self.channel(channel);
+                ch.weight = weight;
                 if ch.ordered && !ordered {
                     // Data that came before the Open waited for an order it does not need.
                     ch.ordered = false;
@@ -159,15 +180,21 @@ impl Receiver {
                 }
                 Ok(())
             }
+            Frame::SetWeight { channel, weight } => {
+                self.channel(channel).weight = weight;
+                Ok(())
+            }
             Frame::Data { channel, seq, payload } => self.on_data(now, channel, seq, payload),
             _ => Ok(()),
         }
     }
 
     fn on_data(&mut self, now: Nanos, channel: u32, seq: u64, payload: Bytes) -> Result<(), RecvError> {
-        let window = self.config.window;
+        let window = self.window_of(channel);
         let ch = self.channel(channel);
-        let limit = ch.told.0.max(ch.read + window);
+        // What the sender was told is the limit; a window that has since shrunk (more channels,
+        // new weights) cannot take back credit already given.
+        let limit = ch.told.0;
         if seq >= limit {
             return Err(RecvError::Credit { channel, seq, limit });
         }
@@ -208,7 +235,12 @@ impl Receiver {
         ch.stats.held_bytes_sum += u128::from(ch.stats.held_bytes);
         // Acknowledge once an eighth of the window has arrived since the last credit, and when
         // the channel's last frame is in.
-        if ch.next >= ch.told.1 + (window / 8).max(1) || ch.closed_at.is_some_and(|f| ch.next >= f) {
+        // Also when the window has opened since the last credit: a channel's share grows once
+        // its Open (with its weight) arrives, before the application reads anything.
+        if ch.next >= ch.told.1 + (window / 8).max(1)
+            || ch.closed_at.is_some_and(|f| ch.next >= f)
+            || ch.read + window >= ch.told.0 + (window / 8).max(1)
+        {
             self.credit_due.insert(channel);
         }
         Ok(())
@@ -216,7 +248,7 @@ impl Receiver {
 
     /// The application takes the channel's next bytes in order (or arrival order, unordered).
     pub fn read(&mut self, channel: u32) -> Option<Bytes> {
-        let window = self.config.window;
+        let window = self.window_of(channel);
         let ch = self.channels.get_mut(&channel)?;
         let p = ch.ready.pop_front()?;
         ch.read += 1;
@@ -255,11 +287,49 @@ impl Receiver {
 
     /// The next credit frame to send (on any connection).
     pub fn poll_credit(&mut self) -> Option<Frame> {
-        let window = self.config.window;
         let channel = self.credit_due.pop_first()?;
+        let window = self.window_of(channel);
         let ch = self.channels.get_mut(&channel)?;
         let limit = ch.told.0.max(ch.read + window);
         ch.told = (limit, ch.next);
         Some(Frame::Credit { channel, ack: ch.next, limit })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn credit_of(rx: &mut Receiver) -> Vec<(u32, u64)> {
+        let mut out = Vec::new();
+        while let Some(Frame::Credit { channel, limit, .. }) = rx.poll_credit() {
+            out.push((channel, limit));
+        }
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn the_session_window_is_shared_by_weight_with_a_floor() {
+        let mut rx = Receiver::new(RecvConfig { window: 1000, min_window: 10 });
+        for (channel, weight) in [(1, 1.0), (3, 3.0), (5, 0.001)] {
+            rx.on_frame(Nanos(0), Frame::Open { channel, weight, ordered: true }).unwrap();
+        }
+        rx.flush_acks();
+        for c in [1, 3, 5] {
+            rx.on_frame(Nanos(1), Frame::Data { channel: c, seq: 0, payload: Bytes::from_static(b"x") }).unwrap();
+        }
+        // Σw ≈ 4: channel 1 gets a quarter, channel 3 three quarters, channel 5 the floor.
+        assert_eq!(credit_of(&mut rx), [(1, 249), (3, 749), (5, 10)]);
+    }
+
+    #[test]
+    fn frames_beyond_the_credit_given_are_refused() {
+        let mut rx = Receiver::new(RecvConfig { window: 100, min_window: 4 });
+        let data = |seq| Frame::Data { channel: 1, seq, payload: Bytes::from_static(b"x") };
+        assert_eq!(rx.on_frame(Nanos(0), data(4)), Err(RecvError::Credit { channel: 1, seq: 4, limit: 4 }));
+        rx.on_frame(Nanos(0), data(0)).unwrap();
+        assert!(!credit_of(&mut rx).is_empty());
+        rx.on_frame(Nanos(0), data(4)).unwrap();
     }
 }

@@ -52,21 +52,21 @@ pub struct SendConfig {
     pub max_frame: usize,
     /// Bytes a channel accepts from the application before they are framed.
     pub channel_buffer: usize,
-    /// Frames a channel may send before the receiver's first credit arrives (the receiver's
-    /// window must be at least this).
+    /// Frames a channel may send before the receiver's first credit arrives (at most the
+    /// receiver's [`RecvConfig::min_window`]).
     pub initial_credit: u64,
     /// The scheduler.
     pub scheme: Scheme,
 }
 
 impl Default for SendConfig {
-    /// 16 KiB frames, 1 MiB per channel, the receiver's default window as initial credit,
-    /// least-queued striping.
+    /// 16 KiB frames, 1 MiB per channel, the receiver's default least window as initial
+    /// credit, least-queued striping.
     fn default() -> Self {
         Self {
             max_frame: 16 << 10,
             channel_buffer: 1 << 20,
-            initial_credit: RecvConfig::default().window,
+            initial_credit: RecvConfig::default().min_window,
             scheme: Scheme::Stripe(ConnChoice::LeastQueued),
         }
     }
@@ -81,6 +81,9 @@ pub struct ChannelStats {
     pub sent_frames: u64,
     /// Data frames sent again after their connection died.
     pub resent_frames: u64,
+    /// Data frames sent a second time on another connection because the channel's window was
+    /// held up waiting for them (see [`Sender::poll_transmit`]).
+    pub rescued_frames: u64,
     /// Bytes waiting to be framed.
     pub queued_bytes: u64,
     /// Frames sent and not yet acknowledged (held for resending).
@@ -107,6 +110,8 @@ struct Channel {
     closing: bool,
     /// The connection the `Close` went on, once sent.
     close_sent: Option<usize>,
+    /// Frames below this number have been rescued (sent a second time) already.
+    rescued_below: u64,
     stats: ChannelStats,
 }
 
@@ -239,6 +244,7 @@ impl Sender {
                 unacked: BTreeMap::new(),
                 closing: false,
                 close_sent: None,
+                rescued_below: 0,
                 stats: ChannelStats::default(),
             },
         );
@@ -365,6 +371,9 @@ impl Sender {
             ch.stats.resent_frames += 1;
             return Some(Frame::Data { channel, seq, payload: payload.clone() });
         }
+        if let Some(f) = self.rescue(slot) {
+            return Some(f);
+        }
         if let Some(f) = self.close_frame(slot) {
             return Some(f);
         }
@@ -382,8 +391,14 @@ impl Sender {
             }
             Scheme::Pin { .. } | Scheme::PerChannel => self.pinned.get_mut(&slot)?.pick(|id| head(&channels[&id])),
         }?;
+        // Only the channels that could have had this turn: all of them when striping, this
+        // connection's when pinning.
+        let rivals = match self.config.scheme {
+            Scheme::Stripe(_) => None,
+            _ => self.pinned.get(&slot),
+        };
         for (id, ch) in &mut self.channels {
-            if *id != picked {
+            if *id != picked && rivals.is_none_or(|g| g.contains(*id)) {
                 if ch.queued == 0 {
                     ch.stats.idle_turns += 1;
                 } else if ch.next_seq >= ch.limit {
@@ -392,6 +407,31 @@ impl Sender {
             }
         }
         Some(self.frame_data(picked, slot))
+    }
+
+    /// Striping's bounded memory has a cost the thesis's unbounded buffer did not: a frame
+    /// delayed on one connection holds every later frame of its channel in the receiver's reorder
+    /// buffer, the window fills, and the channel stops, whatever its weight. When a channel is
+    /// out of credit with more than half its window unacknowledged (frames missing, not an
+    /// application slow to read), its oldest unacknowledged frame is sent once more on the
+    /// connection asking, if it went on another; the receiver keeps whichever copy comes first.
+    /// This is MPTCP's opportunistic retransmission (Raiciu et al., NSDI 2012) per channel.
+    fn rescue(&mut self, slot: usize) -> Option<Frame> {
+        for (&channel, ch) in &mut self.channels {
+            let outstanding = ch.next_seq - ch.acked;
+            if ch.queued == 0 || ch.next_seq < ch.limit || outstanding * 2 <= ch.limit - ch.acked {
+                continue;
+            }
+            let Some((&seq, (payload, on))) = ch.unacked.first_key_value() else { continue };
+            if seq < ch.rescued_below || *on == slot {
+                continue;
+            }
+            ch.rescued_below = seq + 1;
+            ch.stats.rescued_frames += 1;
+            let payload = payload.clone();
+            return Some(Frame::Data { channel, seq, payload });
+        }
+        None
     }
 
     fn close_frame(&mut self, slot: usize) -> Option<Frame> {

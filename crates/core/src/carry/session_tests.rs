@@ -52,7 +52,7 @@ fn run(plan: &Plan) -> Vec<Vec<u8>> {
     let window = 8;
     let send_config = SendConfig { max_frame: 700, channel_buffer: 3000, initial_credit: window, scheme: plan.scheme };
     let mut tx = Sender::new(send_config);
-    let mut rx = Receiver::new(RecvConfig { window });
+    let mut rx = Receiver::new(RecvConfig { window, min_window: window });
     // In flight on each connection: encoded bytes, FIFO (TCP), and whether it is up.
     let mut wires: Vec<VecDeque<Bytes>> = vec![VecDeque::new(); plan.conns];
     let mut up = vec![true; plan.conns];
