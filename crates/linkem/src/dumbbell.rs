@@ -1,0 +1,217 @@
+//! Two network namespaces joined by an emulated link: real TCP, with its real congestion
+//! control, runs end to end across a bottleneck of the rate, delay, loss and queue asked for.
+//!
+//! Each namespace has a TUN device; a forwarder thread reads the packets one side's kernel
+//! routes into its TUN, passes them through that direction's [`Link`], and writes them into the
+//! other side's TUN when they arrive. The kernels here have `tbf`, `htb` and `red` but not
+//! `netem`, so delay and random loss need this (the issue's reason for it).
+//!
+//! Needs root (namespaces and TUN devices); [`Dumbbell::new`] says plainly when it cannot, so
+//! that tests can skip with a visible message.
+
+use std::net::Ipv4Addr;
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tun_rs::{AsyncDevice, DeviceBuilder, SyncDevice};
+
+use crate::link::{Link, LinkConfig, LinkStats};
+
+/// Why a dumbbell could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkemError {
+    /// This machine or user cannot make namespaces or TUN devices.
+    #[error("network namespaces are not available here: {0}")]
+    Unavailable(String),
+    /// A setup step failed.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// A network namespace made for the emulator, deleted when dropped.
+#[derive(Debug)]
+pub struct Namespace {
+    name: String,
+}
+
+impl Namespace {
+    /// Its name (for `ip netns exec NAME …`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Moves the calling thread into the namespace: sockets it opens from then on live there.
+    pub fn enter(&self) -> Result<(), LinkemError> {
+        enter(&self.name)
+    }
+
+    /// Runs `f` on a new thread inside the namespace.
+    pub fn spawn<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<Result<T, LinkemError>> {
+        let name = self.name.clone();
+        std::thread::spawn(move || enter(&name).map(|()| f()))
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+    }
+}
+
+fn enter(name: &str) -> Result<(), LinkemError> {
+    let f = std::fs::File::open(format!("/run/netns/{name}"))
+        .map_err(|e| LinkemError::Setup(format!("opening namespace {name}: {e}")))?;
+    // SAFETY: setns takes a descriptor of a namespace file, which `f` is and keeps open for the
+    // call; it changes only the calling thread's network namespace.
+    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc != 0 {
+        return Err(LinkemError::Setup(format!("entering namespace {name}: {}", std::io::Error::last_os_error())));
+    }
+    Ok(())
+}
+
+fn ip(args: &[&str]) -> Result<(), LinkemError> {
+    let out =
+        Command::new("ip").args(args).output().map_err(|e| LinkemError::Unavailable(format!("running `ip`: {e}")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(LinkemError::Setup(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())))
+    }
+}
+
+/// Makes the TUN device `name` inside `ns` (a TUN is bound to the namespace it is made in;
+/// moving one afterwards detaches its descriptor).
+fn tun_in(ns: &Namespace, name: &str) -> Result<SyncDevice, LinkemError> {
+    let name = name.to_owned();
+    ns.spawn(move || DeviceBuilder::new().name(&name).mtu(1500).build_sync())
+        .join()
+        .map_err(|_| LinkemError::Setup("the thread making a TUN device panicked".into()))??
+        .map_err(|e| LinkemError::Setup(format!("making a TUN device: {e}")))
+}
+
+/// Two namespaces and the emulated link between them.
+#[derive(Debug)]
+pub struct Dumbbell {
+    /// The sending side (address [`Dumbbell::LEFT`]).
+    pub left: Namespace,
+    /// The receiving side (address [`Dumbbell::RIGHT`]).
+    pub right: Namespace,
+    stats: Arc<Mutex<[LinkStats; 2]>>,
+    stop: Option<tokio::sync::watch::Sender<bool>>,
+    forwarder: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Dumbbell {
+    /// The left side's address.
+    pub const LEFT: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 1);
+    /// The right side's address.
+    pub const RIGHT: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
+
+    /// Makes two namespaces joined by `forward` (left to right) and `back` (right to left).
+    pub fn new(forward: LinkConfig, back: LinkConfig) -> Result<Self, LinkemError> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(LinkemError::Unavailable("not root (namespaces and TUN devices need it)".into()));
+        }
+        if !std::path::Path::new("/dev/net/tun").exists() {
+            return Err(LinkemError::Unavailable("no /dev/net/tun".into()));
+        }
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let base = format!("sy{}-{n}", std::process::id());
+        let make = |side: &str| -> Result<Namespace, LinkemError> {
+            let name = format!("{base}{side}");
+            ip(&["netns", "add", &name]).map_err(|e| LinkemError::Unavailable(e.to_string()))?;
+            Ok(Namespace { name })
+        };
+        let (left, right) = (make("l")?, make("r")?);
+        let left_tun = tun_in(&left, "sylink")?;
+        let right_tun = tun_in(&right, "sylink")?;
+        for (ns, me, peer) in [(&left, Self::LEFT, Self::RIGHT), (&right, Self::RIGHT, Self::LEFT)] {
+            let n = ns.name();
+            ip(&["-n", n, "link", "set", "lo", "up"])?;
+            ip(&["-n", n, "addr", "add", &format!("{me}/32"), "dev", "sylink"])?;
+            ip(&["-n", n, "link", "set", "sylink", "up"])?;
+            ip(&["-n", n, "route", "add", &format!("{peer}/32"), "dev", "sylink"])?;
+        }
+        let stats = Arc::new(Mutex::new([LinkStats::default(); 2]));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let shared = Arc::clone(&stats);
+        let forwarder = std::thread::Builder::new()
+            .name("sy-linkem".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+                rt.block_on(async move {
+                    let l = Arc::new(AsyncDevice::new(left_tun).expect("an async TUN"));
+                    let r = Arc::new(AsyncDevice::new(right_tun).expect("an async TUN"));
+                    let start = Instant::now();
+                    let a = direction(
+                        Arc::clone(&l),
+                        Arc::clone(&r),
+                        Link::new(forward),
+                        start,
+                        Arc::clone(&shared),
+                        0,
+                        stopped.clone(),
+                    );
+                    let b = direction(r, l, Link::new(back), start, shared, 1, stopped);
+                    tokio::join!(a, b);
+                });
+            })
+            .map_err(|e| LinkemError::Setup(format!("starting the forwarder: {e}")))?;
+        Ok(Self { left, right, stats, stop: Some(stop), forwarder: Some(forwarder) })
+    }
+
+    /// Counters of the left-to-right and right-to-left links.
+    pub fn stats(&self) -> [LinkStats; 2] {
+        *self.stats.lock().expect("the forwarder does not panic holding it")
+    }
+}
+
+impl Drop for Dumbbell {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(true);
+        }
+        if let Some(f) = self.forwarder.take() {
+            let _ = f.join();
+        }
+    }
+}
+
+async fn direction(
+    from: Arc<AsyncDevice>,
+    to: Arc<AsyncDevice>,
+    mut link: Link,
+    start: Instant,
+    stats: Arc<Mutex<[LinkStats; 2]>>,
+    which: usize,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let wake = link.next_arrival().map(|t| tokio::time::Instant::from_std(start + t));
+        tokio::select! {
+            r = from.recv(&mut buf) => match r {
+                Ok(n) => {
+                    let _ = link.offer(start.elapsed(), buf[..n].to_vec());
+                }
+                Err(_) => return,
+            },
+            () = async { tokio::time::sleep_until(wake.expect("guarded")).await }, if wake.is_some() => {}
+            _ = stop.changed() => return,
+        }
+        let now = start.elapsed();
+        while let Some(p) = link.poll(now) {
+            let _ = to.send(&p).await;
+        }
+        stats.lock().expect("no task panics holding it")[which] = link.stats();
+    }
+}
