@@ -19,10 +19,11 @@ const REPRODUCTIONS: &[(&str, &str)] = &[
     ("ps-shares", include_str!("../../../scenarios/reproduce/ps-shares.toml")),
 ];
 
-/// Reproduce a published result in the simulator.
+/// Reproduce a published result in the simulator (or, for iwashima-m, on the link emulator).
 ///
 /// Runs a scenario from scenarios/reproduce/ and prints, for each published claim, the published
-/// figure, ours, the difference, and an explanation of it. Absolute numbers are not expected to
+/// figure, ours, the difference, and an explanation of it. iwashima-m runs real TCP sessions
+/// in network namespaces joined by an emulated bottleneck, and needs root. Absolute numbers are not expected to
 /// match (the model is not the authors' hardware); the ranking and the rough size of each effect
 /// are what should reproduce.
 ///
@@ -31,6 +32,8 @@ const REPRODUCTIONS: &[(&str, &str)] = &[
 ///   switchyard reproduce --list
 ///
 ///   switchyard reproduce dpi-affinity --out results/dpi
+///
+///   switchyard reproduce iwashima-m --m 5,14 --seconds 20
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct ReproduceArgs {
@@ -49,7 +52,26 @@ pub(crate) struct ReproduceArgs {
     /// Threads to run cases on (default: the machine's cores).
     #[arg(long)]
     threads: Option<usize>,
+
+    /// iwashima-m: the connection counts to run.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 5, 10, 14])]
+    m: Vec<usize>,
+
+    /// iwashima-m: seconds measured per run.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+
+    /// iwashima-m: size each connection's send buffer by the thesis's Eq 7.5,
+    /// max(5000, B·RTT/(m+2)), instead of leaving it to the kernel.
+    #[arg(long)]
+    eq75: bool,
 }
+
+/// The reproduction that runs real TCP on the link emulator rather than in the simulator.
+const EMULATED: (&str, &str) = (
+    "iwashima-m",
+    "Iwashima ch. 7: striping and pinning against m over an emulated 10 Mb/s RED bottleneck (real TCP; needs root)",
+);
 
 pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
@@ -58,11 +80,15 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
             let s = Scenario::parse(text, name, None)?;
             writeln!(out, "{name:<20} {} ({} published figures)", s.title, s.published.len())?;
         }
+        writeln!(out, "{:<20} {}", EMULATED.0, EMULATED.1)?;
         return Ok(());
     }
     let name = args.name.as_deref().unwrap_or_default();
+    if name == EMULATED.0 {
+        return crate::reproduce_mux::run(&args.m, args.seconds, args.eq75);
+    }
     let Some((_, text)) = REPRODUCTIONS.iter().find(|(n, _)| *n == name) else {
-        let names: Vec<&str> = REPRODUCTIONS.iter().map(|(n, _)| *n).collect();
+        let names: Vec<&str> = REPRODUCTIONS.iter().map(|(n, _)| *n).chain([EMULATED.0]).collect();
         bail!("no reproduction `{name}`; there are: {}", names.join(", "));
     };
     let scenario = Scenario::parse(text, &format!("scenarios/reproduce/{name}.toml"), None)?;

@@ -52,6 +52,11 @@ pub struct MuxConfig {
     pub reconnect: bool,
     /// Longest a handshake may take.
     pub handshake_timeout: Duration,
+    /// `SO_SNDBUF` for a client's connections, which also turns off the kernel's buffer
+    /// autotuning. `None` leaves the kernel's. Iwashima sized it by hand (Eq 7.5:
+    /// `max(5000, B·RTT/(m+2))`), which caps each connection's window; `TCP_NOTSENT_LOWAT`
+    /// replaces that by default, and this reproduces it.
+    pub send_buffer: Option<u32>,
 }
 
 impl Default for MuxConfig {
@@ -67,6 +72,7 @@ impl Default for MuxConfig {
             rebalance_every: Duration::from_secs(1),
             reconnect: true,
             handshake_timeout: Duration::from_secs(5),
+            send_buffer: None,
         }
     }
 }
@@ -197,7 +203,12 @@ async fn dial(addr: SocketAddr, config: &MuxConfig, id: &SessionId, index: u16) 
         let what = format!("{what} {addr}");
         move |source| MuxError::Io { what, source }
     };
-    let mut stream = TcpStream::connect(addr).await.map_err(io("connecting to"))?;
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }
+        .map_err(io("a socket for"))?;
+    if let Some(bytes) = config.send_buffer {
+        socket.set_send_buffer_size(bytes).map_err(io("setting SO_SNDBUF for"))?;
+    }
+    let mut stream = socket.connect(addr).await.map_err(io("connecting to"))?;
     tokio::time::timeout(config.handshake_timeout, hello::join(&mut stream, &config.key, id, index))
         .await
         .map_err(|_| MuxError::Timeout(addr))??;
