@@ -57,6 +57,9 @@ pub struct MuxConfig {
     /// `max(5000, B·RTT/(m+2))`), which caps each connection's window; `TCP_NOTSENT_LOWAT`
     /// replaces that by default, and this reproduces it.
     pub send_buffer: Option<u32>,
+    /// A session left without any connection this long ends: a server's whose client has gone,
+    /// a client's that cannot re-open any. Its channels then report the end.
+    pub idle_timeout: Duration,
 }
 
 impl Default for MuxConfig {
@@ -73,6 +76,7 @@ impl Default for MuxConfig {
             reconnect: true,
             handshake_timeout: Duration::from_secs(5),
             send_buffer: None,
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -264,7 +268,12 @@ async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::S
                 Some(tx) => tx,
                 None => {
                     let (session, events, driver) = Driver::new(config, false, None);
-                    known.lock().expect("no task panics holding it").insert(id, events.clone());
+                    {
+                        let mut known = known.lock().expect("no task panics holding it");
+                        // Sessions that have ended are forgotten as new ones come.
+                        known.retain(|_, tx| !tx.is_closed());
+                        known.insert(id, events.clone());
+                    }
                     tokio::spawn(driver.run());
                     if sessions.send(session).await.is_err() {
                         return;
@@ -363,6 +372,7 @@ impl Driver {
         let mut tick = tokio::time::interval(self.config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_rebalance = Instant::now();
+        let mut alone_since: Option<Instant> = None;
         loop {
             tokio::select! {
                 command = self.commands.recv() => match command {
@@ -373,6 +383,13 @@ impl Driver {
                 Some(event) = self.events.recv() => self.on_event(event),
                 () = self.room.notified() => {}
                 _ = tick.tick() => {
+                    if self.conns.iter().all(Option::is_none) {
+                        if alone_since.get_or_insert_with(Instant::now).elapsed() >= self.config.idle_timeout {
+                            break;
+                        }
+                    } else {
+                        alone_since = None;
+                    }
                     self.receiver.flush_acks();
                     self.sample_views();
                     if last_rebalance.elapsed() >= self.config.rebalance_every {

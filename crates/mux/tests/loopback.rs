@@ -337,3 +337,26 @@ async fn a_tunnel_carries_a_tcp_conversation_and_refuses_targets_not_allowed() {
     let n = tokio::time::timeout(Duration::from_secs(10), refused.read_to_end(&mut buf)).await.unwrap().unwrap_or(0);
     assert_eq!(n, 0, "a target not allowed gets nothing and is closed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_session_ends_when_its_client_has_gone() {
+    let mut server_config = config(Scheme::Stripe(ConnChoice::LeastQueued), 2);
+    server_config.idle_timeout = Duration::from_millis(300);
+    let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), server_config).await.unwrap();
+    let addr = listener.local_addr();
+    let client = Session::connect(addr, config(Scheme::Stripe(ConnChoice::LeastQueued), 2)).await.unwrap();
+    let ch = client.open(1.0, true).await.unwrap();
+    ch.send(Bytes::from_static(b"hello")).await.unwrap();
+    let server = listener.accept().await.unwrap();
+    let mut got = server.accept().await.unwrap();
+    assert_eq!(&got.recv().await.unwrap()[..], b"hello");
+    // The client goes away without a word: its connections close.
+    drop((ch, client));
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while got.recv().await.is_some() {}
+        server.accept().await
+    })
+    .await
+    .expect("the server's session ends once it has been alone for its idle timeout");
+    assert!(ended.is_none());
+}
