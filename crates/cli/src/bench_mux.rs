@@ -16,8 +16,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// The multiplexed session on loopback: m raw TCP streams (the ceiling), then the session's
-/// schedulers carrying n backlogged channels with Iwashima's weights (1, 0.8, 0.8², …), all
-/// in one process and one run.
+/// schedulers carrying n backlogged channels with Iwashima's weights (1, 0.8, 0.8², …), and the
+/// same channels as HTTP/2 streams of one connection (the h2 crate), all in one process and one
+/// run.
 ///
 /// For each scheduler: aggregate throughput and its ratio to the raw ceiling; weight
 /// adherence (the largest gap between a channel's share and its weight's, in percentage
@@ -128,6 +129,23 @@ async fn bench(a: &MuxBench) -> Result<()> {
             r.blocked
         )?;
     }
+    let r = h2_case(&weights, warm, measure).await?;
+    let total: f64 = r.iter().sum();
+    let w: f64 = weights.iter().sum();
+    let max_gap = r.iter().zip(&weights).fold(0.0f64, |m, (b, wi)| m.max((b / total - wi / w).abs())) * 100.0;
+    let rms_perc =
+        (r.iter().zip(&weights).map(|(b, wi)| ((b - total * wi / w) / (total * wi / w)).powi(2)).sum::<f64>()
+            / weights.len() as f64)
+            .sqrt();
+    writeln!(
+        out,
+        "{:<22} {:>10.0} {:>9.2} {:>13.2} {:>10.1}%",
+        "HTTP/2 (h2), 1 conn",
+        total / measure.as_secs_f64() / 1e6,
+        total / measure.as_secs_f64() / raw,
+        max_gap,
+        rms_perc * 100.0
+    )?;
     writeln!(out)?;
     writeln!(out, "throughput: best scheduler {best_ratio:.2}× the raw ceiling (goal ≥ 0.90)")?;
     writeln!(out, "weight adherence, largest gap in percentage points (goal ≤ 1): {}", gaps_line.join(", "))?;
@@ -142,6 +160,10 @@ async fn bench(a: &MuxBench) -> Result<()> {
     writeln!(
         out,
         "idle / blocked: turns channels lost for want of bytes from the application / credit from the receiver"
+    )?;
+    writeln!(
+        out,
+        "HTTP/2: the same channels as streams of one connection (h2 crate, cleartext); it has no weights (RFC 9113 deprecated them), so its gap is what no scheduler gives"
     )?;
     Ok(())
 }
@@ -271,4 +293,66 @@ async fn session_case(
     let (i0, b0) = turns(&sent_before);
     let (i1, b1) = turns(&sent_after);
     Ok(CaseResult { bytes, max_held, idle: i1 - i0, blocked: b1 - b0 })
+}
+
+/// The peer: the same channels as HTTP/2 streams over one TCP connection (cleartext h2), each a
+/// POST whose body never ends. Returns the bytes each stream delivered in the measured window.
+async fn h2_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<Vec<f64>> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let counters: Arc<Vec<AtomicU64>> = Arc::new(weights.iter().map(|_| AtomicU64::new(0)).collect());
+    let c = Arc::clone(&counters);
+    let server = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await?;
+        let mut conn = h2::server::Builder::new()
+            .initial_window_size(1 << 20)
+            .initial_connection_window_size(16 << 20)
+            .handshake::<_, Bytes>(tcp)
+            .await?;
+        while let Some(Ok((req, _respond))) = conn.accept().await {
+            let i: usize = req.uri().path().trim_start_matches('/').parse().unwrap_or(0);
+            let c = Arc::clone(&c);
+            let mut body = req.into_body();
+            tokio::spawn(async move {
+                while let Some(Ok(data)) = body.data().await {
+                    c[i].fetch_add(data.len() as u64, Ordering::Relaxed);
+                    let _ = body.flow_control().release_capacity(data.len());
+                }
+            });
+        }
+        anyhow::Ok(())
+    });
+    let tcp = TcpStream::connect(addr).await?;
+    let (client, connection) = h2::client::Builder::new()
+        .initial_window_size(1 << 20)
+        .initial_connection_window_size(16 << 20)
+        .handshake::<_, Bytes>(tcp)
+        .await?;
+    tokio::spawn(connection);
+    let chunk = Bytes::from(vec![7u8; CHUNK]);
+    let mut writers = Vec::new();
+    for i in 0..weights.len() {
+        let mut client = client.clone().ready().await?;
+        let request = http::Request::post(format!("http://bench/{i}")).body(())?;
+        let (_response, mut stream) = client.send_request(request, false)?;
+        let chunk = chunk.clone();
+        writers.push(tokio::spawn(async move {
+            loop {
+                stream.reserve_capacity(chunk.len());
+                let Some(Ok(n)) = std::future::poll_fn(|cx| stream.poll_capacity(cx)).await else { return };
+                if n == 0 || stream.send_data(chunk.slice(..n.min(chunk.len())), false).is_err() {
+                    return;
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(warm).await;
+    let before: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    tokio::time::sleep(measure).await;
+    let after: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    for w in writers {
+        w.abort();
+    }
+    server.abort();
+    Ok(before.iter().zip(&after).map(|(a, b)| (b - a) as f64).collect())
 }
