@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use clap::Args;
 use switchyard_core::carry::pin;
+use switchyard_core::measure::allocation;
 use switchyard_mux::{ConnChoice, Listener, MuxConfig, Scheme, SendConfig, Session, SessionReport};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -100,17 +101,8 @@ async fn bench(a: &MuxBench) -> Result<()> {
     for (name, scheme) in cases {
         let r = session_case(a, scheme, &weights, warm, measure).await?;
         let total: f64 = r.bytes.iter().sum();
-        let w: f64 = weights.iter().sum();
-        let gaps: Vec<f64> = r.bytes.iter().zip(&weights).map(|(b, wi)| b / total - wi / w).collect();
-        let max_gap = gaps.iter().fold(0.0f64, |m, g| m.max(g.abs())) * 100.0;
-        let rms_perc = (r
-            .bytes
-            .iter()
-            .zip(&weights)
-            .map(|(b, wi)| ((b - total * wi / w) / (total * wi / w)).powi(2))
-            .sum::<f64>()
-            / weights.len() as f64)
-            .sqrt();
+        let error = allocation(&r.bytes, &weights);
+        let max_gap = error.max_gap * 100.0;
         let rate = total / measure.as_secs_f64();
         if !matches!(scheme, Scheme::Pin { .. }) {
             gaps_line.push(format!("{name} {max_gap:.2}"));
@@ -123,7 +115,7 @@ async fn bench(a: &MuxBench) -> Result<()> {
             rate / 1e6,
             rate / raw,
             max_gap,
-            rms_perc * 100.0,
+            error.rms_perc * 100.0,
             r.max_held as f64 / 1e3,
             r.idle,
             r.blocked
@@ -131,20 +123,15 @@ async fn bench(a: &MuxBench) -> Result<()> {
     }
     let r = h2_case(&weights, warm, measure).await?;
     let total: f64 = r.iter().sum();
-    let w: f64 = weights.iter().sum();
-    let max_gap = r.iter().zip(&weights).fold(0.0f64, |m, (b, wi)| m.max((b / total - wi / w).abs())) * 100.0;
-    let rms_perc =
-        (r.iter().zip(&weights).map(|(b, wi)| ((b - total * wi / w) / (total * wi / w)).powi(2)).sum::<f64>()
-            / weights.len() as f64)
-            .sqrt();
+    let error = allocation(&r, &weights);
     writeln!(
         out,
         "{:<22} {:>10.0} {:>9.2} {:>13.2} {:>10.1}%",
         "HTTP/2 (h2), 1 conn",
         total / measure.as_secs_f64() / 1e6,
         total / measure.as_secs_f64() / raw,
-        max_gap,
-        rms_perc * 100.0
+        error.max_gap * 100.0,
+        error.rms_perc * 100.0
     )?;
     writeln!(out)?;
     writeln!(out, "throughput: best scheduler {best_ratio:.2}× the raw ceiling (goal ≥ 0.90)")?;

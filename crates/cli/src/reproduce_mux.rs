@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use switchyard_core::carry::pin;
+use switchyard_core::measure::{Allocation, allocation};
 use switchyard_linkem::{Dumbbell, LinkConfig, LinkemError};
 use switchyard_mux::{ConnChoice, Listener, MuxConfig, Scheme, SendConfig, Session};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -77,11 +78,7 @@ pub(crate) fn run(ms: &[usize], seconds: f64, eq75: bool) -> Result<()> {
                 Err(e) => return Err(e),
             };
             let total: f64 = p.channels.iter().sum();
-            let w: f64 = weights.iter().sum();
-            let opt: Vec<f64> = weights.iter().map(|wi| total * wi / w).collect();
-            let rms = (p.channels.iter().zip(&opt).map(|(t, o)| (t - o).powi(2)).sum::<f64>() / N as f64).sqrt();
-            let rms_perc =
-                (p.channels.iter().zip(&opt).map(|(t, o)| ((t - o) / o).powi(2)).sum::<f64>() / N as f64).sqrt();
+            let Allocation { rms, rms_perc, .. } = allocation(&p.channels, &weights);
             let model = m as f64 / (m as f64 + CROSS as f64);
             // Pinning uses at most n connections: the model's aggregate stops growing at m = n.
             let used = if name.starts_with("pin") { m.min(N) } else { m };

@@ -136,7 +136,9 @@ impl Receiver {
     }
 
     /// The channel's share of the session's window: `window · w / Σw` over the channels still
-    /// open, and at least `min_window`.
+    /// open, and at least `min_window`. Σw is summed afresh, O(channels) per data frame, as the
+    /// scheduler's pick is: cheap for the tens of channels a session carries, and never stale
+    /// as channels open, close and change weight.
     fn window_of(&self, id: u32) -> u64 {
         let live = |c: &Channel| c.closed_at.is_none_or(|f| c.read < f);
         let total: f64 = self.channels.values().filter(|c| live(c)).map(|c| c.weight).sum();

@@ -2,11 +2,13 @@
 //!
 //! Pure functions over counts the driver collected; no state, no I/O.
 
+mod allocation;
 mod balance;
 mod disruption;
 mod flows;
 mod latency;
 
+pub use allocation::{Allocation, allocation};
 pub use balance::{Balance, balance};
 pub use disruption::moved_fraction;
 pub use flows::FlowOrder;
