@@ -113,6 +113,8 @@ pub struct CaptureReader<'r> {
 pub(crate) struct State {
     /// Legacy pcap: link type and whether the fractions are nanoseconds.
     legacy: Option<(i32, bool)>,
+    /// pcapng: the current section's byte order (big-endian), once its header is read.
+    section_big_endian: Option<bool>,
     interfaces: Vec<Interface>,
     last_time: u64,
     payload: Vec<u8>,
@@ -156,6 +158,11 @@ impl<'r> CaptureReader<'r> {
     pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, IngestError> {
         while !self.done {
             let offset = self.inner.consumed();
+            if let Some(big_endian) = self.state.section_big_endian
+                && let Err(e) = check_block_length(self.inner.data(), big_endian, offset)
+            {
+                return Err(e);
+            }
             let (len, found) = match self.inner.next() {
                 Ok((len, block)) => (len, self.state.take(block)),
                 Err(PcapError::Eof) => {
@@ -196,6 +203,23 @@ impl<'r> CaptureReader<'r> {
     }
 }
 
+/// Refuses a pcapng block whose length field is below the 12 bytes of its own frame (type and
+/// the two lengths). pcap-parser 0.17 subtracts 12 from the field without checking it for some
+/// block types, which overflows (a panic where overflow is checked, as in tests and fuzzing).
+/// Section headers, which may change the byte order, check their own length.
+pub(crate) fn check_block_length(data: &[u8], big_endian: bool, offset: usize) -> Result<(), IngestError> {
+    const SHB_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+    let Some(&[a, b, c, d]) = data.get(4..8) else { return Ok(()) };
+    let len = if big_endian { u32::from_be_bytes([a, b, c, d]) } else { u32::from_le_bytes([a, b, c, d]) };
+    if len < 12 && !data.starts_with(&SHB_MAGIC) {
+        return Err(IngestError::Damaged {
+            offset,
+            what: format!("a pcapng block {len} bytes long, shorter than its 12-byte frame"),
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn trouble(offset: usize, e: PcapError<&[u8]>) -> IngestError {
     match e {
         PcapError::ReadError => IngestError::Read { offset },
@@ -230,9 +254,10 @@ impl State {
                 let frac = if nanos { u64::from(b.ts_usec) } else { u64::from(b.ts_usec) * 1_000 };
                 (linktype, Some(u64::from(b.ts_sec) * 1_000_000_000 + frac), b.origlen, b.data)
             }
-            PcapBlockOwned::NG(Block::SectionHeader(_)) => {
+            PcapBlockOwned::NG(Block::SectionHeader(shb)) => {
                 // A new section numbers its interfaces afresh.
                 self.interfaces.clear();
+                self.section_big_endian = Some(shb.big_endian());
                 return None;
             }
             PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {

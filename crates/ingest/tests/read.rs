@@ -10,7 +10,8 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
-use switchyard_ingest::{CaptureReader, IngestError, Skip};
+use switchyard_core::flow::FiveTuple;
+use switchyard_ingest::{CaptureReader, IngestError, Packets, Skip, SliceReader};
 
 fn tcp(port: u16, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -125,18 +126,40 @@ fn every_prefix_and_every_flipped_byte_reads_without_panicking() {
     }
 }
 
-/// The fuzzer's corpus for the capture reader (fuzz/corpus/capture), replayed on stable Rust in
-/// every test run: each input reads to a packet list, a clean error or the end.
+/// A packet as a reader returned it: time, tuple, payload.
+type Read = (u64, FiveTuple, Vec<u8>);
+
+/// Every packet a reader returns, and what it left out if it read to a clean end.
+fn packets_of(mut r: impl Packets) -> (Vec<Read>, Option<String>) {
+    let mut out = Vec::new();
+    loop {
+        match r.next_packet() {
+            Ok(Some(p)) => out.push((p.time_ns, p.key, p.payload.to_vec())),
+            Ok(None) => return (out, Some(r.skipped().to_string())),
+            Err(_) => return (out, None),
+        }
+    }
+}
+
+/// The fuzzer's corpus for the capture reader (fuzz/corpus/capture) and the inputs it found
+/// crashes with (fuzz/regressions/capture), replayed on stable Rust in every test run: each
+/// input reads to a packet list, a clean error or the end, in both readers; where both read to
+/// a clean end, they return the same packets and leave out the same ones.
 #[test]
 fn the_fuzz_corpus_reads_without_panicking() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/capture");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz");
     let mut files = 0;
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-        if let Ok(mut r) = CaptureReader::new(&bytes[..]) {
-            while let Ok(Some(_)) = r.next_packet() {}
+    for dir in ["corpus/capture", "regressions/capture"] {
+        for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            let streamed = CaptureReader::new(&bytes[..]).ok().map(packets_of);
+            let sliced = SliceReader::new(&bytes).ok().map(packets_of);
+            if let (Some((a, Some(sa))), Some((b, Some(sb)))) = (&streamed, &sliced) {
+                assert_eq!((a, sa), (b, sb), "{}", path.display());
+            }
+            files += 1;
         }
-        files += 1;
     }
     assert!(files > 50, "the corpus is in the repository: {files} files");
 }
@@ -174,13 +197,13 @@ fn streamed(bytes: &[u8]) -> Result<(Vec<String>, String, Option<String>), Strin
 
 /// The same from the in-memory reader.
 fn sliced(bytes: &[u8]) -> Result<(Vec<String>, String, Option<String>), String> {
-    let mut r = switchyard_ingest::SliceReader::new(bytes).map_err(|e| e.to_string())?;
+    let mut r = SliceReader::new(bytes).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     loop {
         match r.next_packet() {
             Ok(Some(p)) => out.push(format!("{} {:?} {} {:?} {:?}", p.time_ns, p.key, p.wire_len, p.payload, p.tcp)),
-            Ok(None) => return Ok((out, switchyard_ingest::Packets::skipped(&r).to_string(), None)),
-            Err(e) => return Ok((out, switchyard_ingest::Packets::skipped(&r).to_string(), Some(e.to_string()))),
+            Ok(None) => return Ok((out, Packets::skipped(&r).to_string(), None)),
+            Err(e) => return Ok((out, Packets::skipped(&r).to_string(), Some(e.to_string()))),
         }
     }
 }
