@@ -58,7 +58,8 @@ struct InspectBench {
     #[arg(long, default_value_t = 2)]
     workers: u32,
 
-    /// Runs of each case; the median time is reported.
+    /// Rounds of every case (each round runs the single thread, the producer alone and every
+    /// policy once, in turn); the median round is reported.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
 
@@ -90,15 +91,41 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
 /// the payload, borrowed from the capture.
 type Piece<'a> = (bool, Option<Tcp>, &'a [u8]);
 
-/// Runs `case` at least `repeat` times and for at least [`MIN_CASE_TIME`] in all, returning
-/// each run's time.
-fn repeated(repeat: usize, mut case: impl FnMut() -> Result<Duration>) -> Result<Vec<Duration>> {
-    let begun = Instant::now();
-    let mut times = Vec::new();
-    while times.len() < repeat.max(1) || begun.elapsed() < MIN_CASE_TIME {
-        times.push(case()?);
+/// One round of every case on one trace.
+struct Round {
+    serial: Duration,
+    producer: Duration,
+    /// By policy, in the order benchmarked.
+    runs: Vec<PolicyRun>,
+}
+
+struct PolicyRun {
+    elapsed: Duration,
+    place_ns: f64,
+    producer_cpu: Option<Duration>,
+}
+
+/// The producer alone: what the pipeline's producer does for each packet (read, track, and for
+/// each inspected packet its flow id and its payload kept for the connection), without placing
+/// or handing over, and without workers.
+fn producer_alone(pcap: &[u8], conn: ConnConfig) -> Result<Duration> {
+    let t = Instant::now();
+    let mut reader = SliceReader::new(pcap)?;
+    let mut table: ConnTable<(Option<FlowId>, Vec<Piece<'_>>)> = ConnTable::new(conn);
+    while let Some(p) = reader.next_packet()? {
+        if let Step::Buffer { conn: c, from_client, .. } = table.on_packet(&p) {
+            let key = c.key;
+            c.data.0.get_or_insert_with(|| FlowKey::Tuple(key.undirected()).id());
+            c.data.1.push((from_client, p.tcp, p.payload));
+        }
     }
-    Ok(times)
+    std::hint::black_box(table.len());
+    Ok(t.elapsed())
+}
+
+fn median_f64(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -152,81 +179,83 @@ fn inspect(a: &InspectBench) -> Result<()> {
         traces.push((name.to_owned(), pcap));
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ids: Vec<WorkerId> = (0..a.workers).map(WorkerId).collect();
+    let config = PipelineConfig { conn, queue_capacity: a.queue, batch: a.batch, ..PipelineConfig::default() };
     for (name, pcap) in &traces {
         let name = name.as_str();
-        // Single thread: producer and kernel on one thread; the first run also fits the kernel.
+        // One timed single-thread run fits the kernel's cost and says where each connection
+        // matched; the throughput runs below are not timed per buffer.
         let mut fit = Fit::default();
-        let mut serial_times = Vec::new();
-        let mut matched = 0.0;
-        let mut packets = 0;
-        let mut i = 0;
+        let first = inspect_serial_timed(SliceReader::new(pcap)?, conn, &inspector, &mut |len, d| fit.add(len, d))?;
+        let packets = first.packets;
+        let m = first.conns.iter().filter(|c| matches!(c.verdict, Verdict::Matched(_))).count();
+        let matched = m as f64 / first.conns.len().max(1) as f64;
+        let match_points = first
+            .conns
+            .iter()
+            .map(|c| (FlowKey::Tuple(c.key.undirected()).id(), c.matched_at.map_or(0, |i| u64::from(i) + 1)));
+        // The simulator replays each connection's match where the real run found it.
+        let mut trace = Trace::read(&pcap[..], true)?;
+        trace.set_match_points(match_points);
+        let trace = Arc::new(trace);
+        // Rounds of every case in turn, so that all of them meet the machine in the same
+        // moods (a shared VM's speed drifts by a fifth within a minute); each ratio to the
+        // single thread is taken within a round, and the median round's is reported.
+        let mut rounds: Vec<Round> = Vec::new();
         let begun = Instant::now();
-        while i < a.repeat.max(1) || begun.elapsed() < MIN_CASE_TIME {
+        let enough = MIN_CASE_TIME * (2 + policies.len() as u32);
+        while rounds.len() < a.repeat.max(1) || begun.elapsed() < enough {
             let t = Instant::now();
-            let mut observe = |len: usize, d: Duration| {
-                if i == 0 {
-                    fit.add(len, d);
-                }
-            };
-            let s = inspect_serial_timed(SliceReader::new(pcap)?, conn, &inspector, &mut observe)?;
-            serial_times.push(t.elapsed());
-            i += 1;
-            packets = s.packets;
-            let m = s.conns.iter().filter(|c| matches!(c.verdict, Verdict::Matched(_))).count();
-            matched = m as f64 / s.conns.len().max(1) as f64;
-        }
-        let serial = median(serial_times);
-        // The producer alone: what the pipeline's producer does for each packet (read, track,
-        // and for each inspected packet its flow id and its payload into the connection's
-        // inbox), without the workers.
-        let producer = median(repeated(a.repeat, || -> Result<Duration> {
-            let t = Instant::now();
-            let mut reader = SliceReader::new(pcap)?;
-            let mut table: ConnTable<(Option<FlowId>, Vec<Piece<'_>>)> = ConnTable::new(conn);
-            while let Some(p) = reader.next_packet()? {
-                if let Step::Buffer { conn: c, from_client, .. } = table.on_packet(&p) {
-                    let key = c.key;
-                    c.data.0.get_or_insert_with(|| FlowKey::Tuple(key.undirected()).id());
-                    c.data.1.push((from_client, p.tcp, p.payload));
-                }
+            switchyard_runtime::serial::inspect_serial(SliceReader::new(pcap)?, conn, &inspector)?;
+            let serial = t.elapsed();
+            let producer = producer_alone(pcap, conn)?;
+            let mut runs = Vec::with_capacity(policies.len());
+            for policy in policies {
+                let mut placer = place::build(policy, &PlaceConfig::default(), &ids)?;
+                let r = pipeline::run(SliceReader::new(pcap)?, placer.as_mut(), &config, &inspector)?;
+                runs.push(PolicyRun {
+                    elapsed: r.elapsed,
+                    place_ns: r.placing.as_nanos() as f64 / r.summary.inspected.max(1) as f64,
+                    producer_cpu: r.producer_cpu,
+                });
             }
-            std::hint::black_box(table.len());
-            Ok(t.elapsed())
-        })?);
-        let producer_ns = producer.as_nanos() as f64 / packets.max(1) as f64;
+            rounds.push(Round { serial, producer, runs });
+        }
+        let per_packet = |d: Duration| d.as_nanos() as f64 / packets.max(1) as f64;
+        let serial = median(rounds.iter().map(|r| r.serial).collect());
+        let producer_ns = per_packet(median(rounds.iter().map(|r| r.producer).collect()));
         let (base, per_kib) = fit.line();
-        let trace = Arc::new(Trace::read(&pcap[..], true)?);
         // Work per packet in the single thread that is not the producer's: reassembly and
         // scanning, which the workers share.
-        let worker_ns = (serial.as_nanos() as f64 / packets.max(1) as f64 - producer_ns).max(0.0);
+        let worker_ns = (per_packet(serial) - producer_ns).max(0.0);
         let used = (a.workers as usize).min(cores) as f64;
         let ceiling = (producer_ns + worker_ns) / producer_ns.max((producer_ns + worker_ns) / used);
         let pps = |d: Duration| packets as f64 / d.as_secs_f64().max(1e-9);
         writeln!(
             out,
-            "{name} trace: {packets} packets; single thread {:.0} packets/s; producer alone {producer_ns:.0} ns/packet; \
+            "{name} trace: {packets} packets, {} rounds; single thread {:.0} packets/s; producer alone {producer_ns:.0} ns/packet; \
              workers' share {worker_ns:.0} ns/packet (reassembly and scan: {base:.0} ns + {per_kib:.0} ns/KiB per buffer); \
              ceiling for one producer and {} workers on {cores} cores: {ceiling:.2}×",
+            rounds.len(),
             pps(serial),
             a.workers
         )?;
         writeln!(
             out,
-            "{:<12} {:>12} {:>9} {:>14} {:>9} {:>9}",
-            "policy", "packets/s", "×1 thread", "sim packets/s", "sim ×1", "sim/real"
+            "{:<12} {:>12} {:>9} {:>11} {:>14} {:>9} {:>9}",
+            "policy", "packets/s", "×1 thread", "producer ns", "sim packets/s", "sim ×1", "sim/real"
         )?;
         let mut by_policy = Vec::new();
-        for policy in policies {
-            let ids: Vec<WorkerId> = (0..a.workers).map(WorkerId).collect();
-            let config = PipelineConfig { conn, queue_capacity: a.queue, batch: a.batch, ..PipelineConfig::default() };
-            let mut place_ns = 0.0;
-            let times = repeated(a.repeat, || -> Result<Duration> {
-                let mut placer = place::build(policy, &PlaceConfig::default(), &ids)?;
-                let r = pipeline::run(SliceReader::new(pcap)?, placer.as_mut(), &config, &inspector)?;
-                place_ns = r.placing.as_nanos() as f64 / r.summary.inspected.max(1) as f64;
-                Ok(r.elapsed)
-            })?;
-            let real = pps(median(times));
+        let mut producer_in_pipeline = Vec::new();
+        for (k, policy) in policies.into_iter().enumerate() {
+            let elapsed = median(rounds.iter().map(|r| r.runs[k].elapsed).collect());
+            let ratio =
+                median_f64(rounds.iter().map(|r| r.serial.as_secs_f64() / r.runs[k].elapsed.as_secs_f64()).collect());
+            let place_ns = median_f64(rounds.iter().map(|r| r.runs[k].place_ns).collect());
+            let cpu: Vec<Duration> = rounds.iter().filter_map(|r| r.runs[k].producer_cpu).collect();
+            let cpu_ns = (!cpu.is_empty()).then(|| per_packet(median(cpu)));
+            producer_in_pipeline.push((policy, cpu_ns));
+            let real = pps(elapsed);
             let params = ServerParams {
                 topology: Topology::flat(a.workers)?,
                 policy,
@@ -253,33 +282,49 @@ fn inspect(a: &InspectBench) -> Result<()> {
             let sim_serial = packets as f64 / ((producer_ns * packets as f64 + fit.sy) / 1e9);
             writeln!(
                 out,
-                "{:<12} {:>12.0} {:>9.2} {:>14.0} {:>9.2} {:>9.2}",
+                "{:<12} {:>12.0} {:>9.2} {:>11} {:>14.0} {:>9.2} {:>9.2}",
                 policy.name(),
                 real,
-                real / pps(serial),
+                ratio,
+                cpu_ns.map_or("-".to_owned(), |ns| format!("{ns:.0}")),
                 sim,
                 sim / sim_serial,
                 sim / real
             )?;
-            by_policy.push((policy, real));
+            by_policy.push((policy, real, ratio));
         }
-        let best = by_policy.iter().map(|p| p.1).fold(0.0, f64::max);
-        let get = |p: Policy| by_policy.iter().find(|x| x.0 == p).map_or(0.0, |x| x.1);
+        let best = by_policy.iter().map(|p| p.2).fold(0.0, f64::max);
+        // How many times faster policy `k` ran than static hash, in the median round.
+        let over_static = |p: Policy| {
+            let k = policies.iter().position(|&q| q == p).expect("benchmarked");
+            let s = policies.iter().position(|&q| q == Policy::ModN).expect("benchmarked");
+            median_f64(
+                rounds.iter().map(|r| r.runs[s].elapsed.as_secs_f64() / r.runs[k].elapsed.as_secs_f64()).collect(),
+            )
+        };
         if name == "sample" || (name == "uniform" && traces[0].0 != "sample") {
             goals.push(format!(
-                "{} workers over 1 thread on the {name} trace: {:.2}× (goal ≥ 1.8×; ceiling {ceiling:.2}×)",
+                "{} workers over 1 thread on the {name} trace: {best:.2}× (goal ≥ 1.8×; ceiling {ceiling:.2}×)",
                 a.workers,
-                best / pps(serial)
             ));
+            let percent = |ns: f64| ns * 1e6 / 1e9 * 100.0;
+            let inside: Vec<f64> = producer_in_pipeline.iter().filter_map(|p| p.1).collect();
+            let inside = if inside.is_empty() {
+                String::new()
+            } else {
+                let (lo, hi) =
+                    (inside.iter().copied().fold(f64::MAX, f64::min), inside.iter().copied().fold(0.0, f64::max));
+                format!("; in the pipeline, with placing and handing over, {:.1}–{:.1}%", percent(lo), percent(hi))
+            };
             goals.push(format!(
-                "producer on the {name} trace: {:.1}% of a core per 10^6 packets/s (goal < 10%)",
-                producer_ns * 1e6 / 1e9 * 100.0
+                "producer on the {name} trace: alone {:.1}% of a core per 10^6 packets/s{inside} (goal < 10%)",
+                percent(producer_ns)
             ));
         } else if name == "skewed" {
             goals.push(format!(
                 "skewed trace: AHRW {:.2}×, bounded {:.2}× static hash (goal: one of them > 1)",
-                get(Policy::Ahrw) / get(Policy::ModN),
-                get(Policy::Bounded) / get(Policy::ModN)
+                over_static(Policy::Ahrw),
+                over_static(Policy::Bounded)
             ));
         }
         writeln!(out)?;

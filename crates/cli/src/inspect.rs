@@ -298,6 +298,8 @@ struct ResultRow<'a> {
     server: String,
     protocol: &'a str,
     server_name: Option<&'a str>,
+    /// The packet, counted from 1 in the connection, whose buffer matched.
+    matched_packet: Option<u32>,
     packets: u64,
     bytes: u64,
 }
@@ -313,6 +315,7 @@ fn write_results(conns: &[ConnResult], path: &PathBuf) -> Result<()> {
             server: c.key.dst.to_string(),
             protocol: c.verdict.name(),
             server_name: c.server_name.as_deref(),
+            matched_packet: c.matched_at.map(|i| i + 1),
             packets: c.packets,
             bytes: c.bytes,
         })?;

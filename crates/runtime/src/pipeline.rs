@@ -3,18 +3,26 @@
 //! one of N worker threads; each worker reassembles and inspects what it is given.
 //!
 //! - **The producer only sorts.** It reads each packet, numbers it within its connection and
-//!   places the buffer unit. It does not reassemble: it appends the packet's payload to the
-//!   connection's inbox, and whichever worker next inspects the connection feeds the inbox to
-//!   the connection's [`Assembly`] (under the connection's lock, in packet order) before it
-//!   scans. In the thesis the preprocessing thread (libnids) also reassembled; with a fast
+//!   places the buffer unit. It does not reassemble: it leaves the packet's payload in the
+//!   connection's slot for its number, and whichever worker next inspects the connection feeds
+//!   the slots to the connection's [`Assembly`] (under the connection's lock, in packet order)
+//!   before it scans. In the thesis the preprocessing thread (libnids) also reassembled; with a fast
 //!   kernel that left the producer doing three quarters of the single thread's work, and a
 //!   pipeline can go no faster than its producer. Because the assembly only grows, the buffer
 //!   of packet `i` is the first `len[i]` bytes of the assembly, whoever fed it and in whatever
 //!   order the workers run: the same bytes the serial pipeline scans.
 //!
-//! - **Load view.** Each worker's queue length is an atomic counter: the producer adds one when it
-//!   enqueues, the worker takes one off when it finishes. The placer reads them through a
-//!   [`LoadView`], as in the simulator.
+//! - **Load view.** A worker's queue length is what the producer has given it less what it has
+//!   finished. The producer keeps the first count to itself; each worker publishes the second
+//!   (every [`PUBLISH_EVERY`] buffers and at the end of each batch) on a cache line of its own,
+//!   which only it writes. The placer reads the difference through a [`LoadView`], as in the
+//!   simulator. One counter that both sides added to and took from moved its cache line between
+//!   the cores twice a buffer.
+//! - **Nothing shared is counted.** A connection's shared state lives in an arena that outlives
+//!   the workers, so a buffer unit carries a plain reference to it: no reference count for the
+//!   producer and the worker to pass back and forth. The producer hands a packet over by writing
+//!   it, once, into the connection's slot for that packet number; the worker reads the slots up
+//!   to its buffer's number. No lock is on the producer's path.
 //! - **Full queues.** The producer blocks (the thesis's preprocessing thread sleeps) or, with
 //!   [`OnFull::Drop`], drops the buffer and counts it.
 //! - **Stale buffers.** Before scanning, a worker checks whether an earlier buffer of the same
@@ -26,13 +34,16 @@
 //!   matched meanwhile on another worker did the work twice; that is counted.
 //! - **Pinning.** Workers are pinned to cores where the OS allows, round robin over the cores.
 
+use std::cell::UnsafeCell;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use switchyard_core::{FlowId, FlowKey, LoadView, Placer, Unit, WorkerId};
 use switchyard_ingest::{Assembly, ConnConfig, ConnTable, IngestError, Packets, SliceReader, Step, Tcp};
+
+use typed_arena::Arena;
 
 use crate::inspect::{Inspector, Protocol, tls};
 use crate::serial::{ConnResult, Summary, Verdict};
@@ -67,52 +78,90 @@ impl Default for PipelineConfig {
     }
 }
 
-/// The shared state of one connection.
+/// The shared state of one connection, allocated in the run's arena.
 ///
 /// `first_match` is the earliest matching buffer, packed as `index << 16 | protocol`, or
-/// `u32::MAX` while none has matched. The producer appends packets to `inbox`; a worker moves
-/// them into `assembled` (holding its lock, then the inbox's: always in that order) and scans
-/// with `assembled` held, so the producer, which takes only the inbox's lock, never waits for a
-/// scan.
+/// `u32::MAX` while none has matched. The producer reads it for every packet and writes each
+/// of `pieces` once; workers take `work`'s lock, feed the assembly from `pieces` and scan. The
+/// lock sits on cache lines of its own so that taking it does not evict what the producer reads.
 #[derive(Debug)]
-struct Shared<'a> {
+struct Shared<'s, 'a> {
     first_match: AtomicU32,
-    server_name: Mutex<Option<String>>,
-    inbox: Mutex<Vec<Piece<'a>>>,
-    assembled: Mutex<Assembled>,
+    /// The connection's buffered packets, by number: slot `i` is set before buffer `i` is sent.
+    pieces: &'s [PieceSlot<'a>],
+    work: Padded<Mutex<Assembled>>,
 }
 
-impl Default for Shared<'_> {
-    fn default() -> Self {
-        Self {
-            first_match: AtomicU32::new(u32::MAX),
-            server_name: Mutex::new(None),
-            inbox: Mutex::new(Vec::new()),
-            assembled: Mutex::new(Assembled::default()),
-        }
-    }
-}
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Padded<T>(T);
 
 /// A packet the producer has numbered and no worker has yet fed to the assembly. Its payload
 /// is borrowed from the capture, which outlives the workers: nothing is copied.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Piece<'a> {
     from_client: bool,
     tcp: Option<Tcp>,
     payload: &'a [u8],
 }
 
-/// The connection's assembly and its length after each packet fed to it.
+/// Where the producer leaves a connection's packet `i` for the workers: written once, by the
+/// producer, before any buffer unit of index `i` or later exists; read by a worker only once it
+/// holds such a unit, received through its queue. The queue orders the two (its send releases
+/// what the producer wrote before, its receive acquires it), so the slot needs no lock and no
+/// atomic of its own. A `OnceLock` per slot did the same with a compare-and-swap and a closure
+/// call per packet, 3–5% of the producer's time.
+struct PieceSlot<'a>(UnsafeCell<Piece<'a>>);
+
+// SAFETY: shared between the producer and the workers under the protocol of `set` and `get`:
+// one write, ordered before every read by the worker queues' release and acquire.
+unsafe impl Sync for PieceSlot<'_> {}
+
+impl<'a> PieceSlot<'a> {
+    fn empty() -> Self {
+        Self(UnsafeCell::new(Piece::default()))
+    }
+
+    /// # Safety
+    /// Only the producer calls this, at most once per slot, and before it creates any buffer
+    /// unit whose index is this slot's or later (so no worker can be reading the slot).
+    unsafe fn set(&self, piece: Piece<'a>) {
+        // SAFETY: by the contract, no other thread accesses the slot now.
+        unsafe { *self.0.get() = piece }
+    }
+
+    /// # Safety
+    /// The caller received, through a worker queue, a buffer unit of this connection whose
+    /// index is this slot's or later: the slot was written before that unit was sent and is
+    /// never written again.
+    unsafe fn get(&self) -> Piece<'a> {
+        // SAFETY: by the contract, the write happened before, and no write can follow.
+        unsafe { *self.0.get() }
+    }
+}
+
+impl std::fmt::Debug for PieceSlot<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PieceSlot")
+    }
+}
+
+/// The connection's assembly, its length after each packet fed to it, and the TLS server name
+/// if a worker found one.
 #[derive(Debug, Default)]
 struct Assembled {
     assembly: Assembly,
     len_after: Vec<u32>,
+    server_name: Option<String>,
 }
 
 impl Assembled {
-    /// Feeds every packet waiting in `inbox`, in the order the producer numbered them.
-    fn take_in(&mut self, inbox: &mut Vec<Piece<'_>>, config: &ConnConfig) {
-        for piece in inbox.drain(..) {
+    /// Feeds the packets up to number `index`, in order, from the connection's slots.
+    fn take_in(&mut self, pieces: &[PieceSlot<'_>], index: usize, config: &ConnConfig) {
+        while self.len_after.len() <= index {
+            // SAFETY: the caller holds the connection's buffer unit `index`, received through
+            // its queue, and feeds only slots up to it.
+            let piece = unsafe { pieces[self.len_after.len()].get() };
             let len = self.assembly.push(config, piece.from_client, piece.tcp, piece.payload);
             self.len_after.push(len as u32);
         }
@@ -120,15 +169,16 @@ impl Assembled {
 }
 
 #[derive(Debug, Default)]
-struct Slot<'a> {
-    shared: Arc<Shared<'a>>,
+struct Slot<'s, 'a> {
+    /// Allocated at the connection's first buffer.
+    shared: Option<&'s Shared<'s, 'a>>,
     /// The connection's flow id, computed at its first buffer.
     flow: Option<FlowId>,
     last_worker: Option<WorkerId>,
 }
 
-struct Job<'a> {
-    shared: Arc<Shared<'a>>,
+struct Job<'s, 'a> {
+    shared: &'s Shared<'s, 'a>,
     index: u32,
     /// What the producer counted as the buffer's length in the load view: the connection's
     /// payload bytes so far, up to the byte limit (the buffer's length unless segments were
@@ -172,67 +222,89 @@ pub struct RunReport {
     pub placing: Duration,
     /// Wall time from the first packet read to the last worker done.
     pub elapsed: Duration,
+    /// CPU time the producer thread used from its first packet to its last buffer handed
+    /// over: reading, tracking, placing and handing over, without the workers' start and end
+    /// (`None` where the OS has no per-thread CPU clock).
+    pub producer_cpu: Option<Duration>,
 }
 
-/// One worker's end of its queue, and its queue-length counters in the load view.
-struct WorkerEnd<'a> {
-    rx: Receiver<Vec<Job<'a>>>,
-    depth: &'a Depth,
+/// One worker's end of its queue, and its count of finished buffers in the load view.
+struct WorkerEnd<'s, 'a> {
+    rx: Receiver<Vec<Job<'s, 'a>>>,
+    done: &'s Done,
 }
 
-/// A worker's queue length, in buffers and in bytes. Each worker's pair has a cache line of its
-/// own: packed side by side, every buffer one worker finished would evict the line the other
-/// worker and the producer were reading.
+/// Buffers a worker has finished, and their bytes: written only by the worker, read by the
+/// producer. Each worker's pair has a cache line of its own, so one worker's progress does not
+/// evict the line the producer reads for the other.
 #[derive(Debug, Default)]
 #[repr(align(128))]
-struct Depth {
+struct Done {
     units: AtomicU64,
     bytes: AtomicU64,
 }
 
-impl Depth {
-    fn add(&self, size: u32) {
-        self.units.fetch_add(1, Ordering::AcqRel);
-        self.bytes.fetch_add(u64::from(size), Ordering::AcqRel);
-    }
+/// A worker publishes its progress after this many buffers (and at the end of each batch):
+/// often enough for a load-aware placer to see a queue drain within a batch, rarely enough that
+/// the producer's reads seldom miss.
+pub const PUBLISH_EVERY: u64 = 16;
 
-    fn sub(&self, size: u32) {
-        self.units.fetch_sub(1, Ordering::AcqRel);
-        self.bytes.fetch_sub(u64::from(size), Ordering::AcqRel);
-    }
-}
-
-fn worker(end: WorkerEnd<'_>, inspector: &Inspector, config: &ConnConfig, core: Option<usize>) -> WorkerStats {
+fn worker(end: WorkerEnd<'_, '_>, inspector: &Inspector, config: &ConnConfig, core: Option<usize>) -> WorkerStats {
     let mut stats = WorkerStats { core, ..WorkerStats::default() };
     if let Some(id) = core {
         stats.core = core_affinity::set_for_current(core_affinity::CoreId { id }).then_some(id);
     }
+    let (mut units, mut bytes) = (0u64, 0u64);
+    let publish = |units: u64, bytes: u64| {
+        end.done.units.store(units, Ordering::Release);
+        end.done.bytes.store(bytes, Ordering::Release);
+    };
     // Timed per batch, not per buffer: reading the clock twice per buffer was 6% of the run.
-    for batch in end.rx {
+    while let Some(batch) = next_batch(&end.rx) {
         let started = Instant::now();
         for job in batch {
             inspect(&job, inspector, config, &mut stats);
-            end.depth.sub(job.size);
+            units += 1;
+            bytes += u64::from(job.size);
+            if units % PUBLISH_EVERY == 0 {
+                publish(units, bytes);
+            }
         }
+        publish(units, bytes);
         stats.busy += started.elapsed();
     }
     stats
 }
 
+/// How long an idle worker keeps looking for its next batch before it sleeps.
+const IDLE_SPIN: Duration = Duration::from_micros(50);
+
+/// The worker's next batch, `None` when the producer is done. A worker that finds its queue
+/// empty yields its core for a while before it sleeps: a sleeping worker must be woken by the
+/// producer with a system call, which on a virtual machine cost more than the batch's scanning
+/// (a tenth of the producer's time went to waking workers).
+fn next_batch<'s, 'a>(rx: &Receiver<Vec<Job<'s, 'a>>>) -> Option<Vec<Job<'s, 'a>>> {
+    let idle = Instant::now();
+    loop {
+        match rx.try_recv() {
+            Ok(batch) => return Some(batch),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
+            Err(std::sync::mpsc::TryRecvError::Empty) if idle.elapsed() < IDLE_SPIN => std::thread::yield_now(),
+            Err(std::sync::mpsc::TryRecvError::Empty) => return rx.recv().ok(),
+        }
+    }
+}
+
 /// One buffer: skipped if an earlier buffer of its connection has matched, otherwise
 /// reassembled as far as it reaches and scanned.
-fn inspect(job: &Job<'_>, inspector: &Inspector, config: &ConnConfig, stats: &mut WorkerStats) {
+fn inspect(job: &Job<'_, '_>, inspector: &Inspector, config: &ConnConfig, stats: &mut WorkerStats) {
     let first = job.shared.first_match.load(Ordering::Acquire);
     if first >> 16 < job.index {
         stats.skipped += 1;
         return;
     }
-    let mut assembled = job.shared.assembled.lock().expect("no thread panics holding it");
-    if assembled.len_after.len() <= job.index as usize {
-        let mut inbox = job.shared.inbox.lock().expect("no thread panics holding it");
-        assembled.take_in(&mut inbox, config);
-    }
-    // The producer put this job's packet in the inbox before it sent the job.
+    let mut assembled = job.shared.work.0.lock().expect("no thread panics holding it");
+    assembled.take_in(job.shared.pieces, job.index as usize, config);
     let len = assembled.len_after[job.index as usize] as usize;
     let buffer = &assembled.assembly.buffer()[..len];
     stats.scanned += 1;
@@ -245,19 +317,19 @@ fn inspect(job: &Job<'_>, inspector: &Inspector, config: &ConnConfig, stats: &mu
         } else if p.name() == "tls"
             && let Some(name) = tls::server_name(buffer)
         {
-            *job.shared.server_name.lock().expect("no worker panics holding it") = Some(name.to_owned());
+            assembled.server_name = Some(name.to_owned());
         }
     }
 }
 
 /// Sends a batch, waiting for room (timed into `blocked`) or giving it back when the rule is to
 /// drop.
-fn hand_over<'a>(
-    tx: &SyncSender<Vec<Job<'a>>>,
-    jobs: Vec<Job<'a>>,
+fn hand_over<'s, 'a>(
+    tx: &SyncSender<Vec<Job<'s, 'a>>>,
+    jobs: Vec<Job<'s, 'a>>,
     on_full: OnFull,
     blocked: &mut Duration,
-) -> Result<(), Vec<Job<'a>>> {
+) -> Result<(), Vec<Job<'s, 'a>>> {
     match tx.try_send(jobs) {
         Ok(()) => Ok(()),
         Err(TrySendError::Full(jobs)) if on_full == OnFull::Block => {
@@ -269,6 +341,18 @@ fn hand_over<'a>(
         Err(TrySendError::Full(jobs)) => Err(jobs),
         Err(TrySendError::Disconnected(_)) => unreachable!("workers outlive the producer"),
     }
+}
+
+/// The calling thread's CPU time so far.
+#[cfg(unix)]
+fn thread_cpu() -> Option<Duration> {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).ok()?;
+    Some(Duration::new(t.tv_sec() as u64, t.tv_nsec() as u32))
+}
+
+#[cfg(not(unix))]
+fn thread_cpu() -> Option<Duration> {
+    None
 }
 
 /// One placement in this many is timed, for [`RunReport::placing`].
@@ -296,7 +380,11 @@ pub fn run_with_progress(
     let n = placer.members().len();
     let ids: Vec<WorkerId> = placer.members().as_slice().iter().map(|m| m.id).collect();
     let max_id = ids.iter().map(|w| w.0 as usize).max().unwrap_or(0);
-    let depths: Vec<Depth> = (0..n).map(|_| Depth::default()).collect();
+    let done: Vec<Done> = (0..n).map(|_| Done::default()).collect();
+    // Outlive the workers, so that buffer units can borrow from them.
+    let shared_arena: Arena<Shared<'_, '_>> = Arena::new();
+    let piece_arena: Arena<PieceSlot<'_>> = Arena::new();
+    let max_packets = config.conn.max_packets as usize;
     let cores = if config.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
     let batch = config.batch.max(1);
     // The placer indexes loads by worker id.
@@ -310,7 +398,7 @@ pub fn run_with_progress(
         for i in 0..n {
             let (tx, rx) = sync_channel(config.queue_capacity.div_ceil(batch).max(1));
             senders.push(tx);
-            let end = WorkerEnd { rx, depth: &depths[i] };
+            let end = WorkerEnd { rx, done: &done[i] };
             let core = (!cores.is_empty()).then(|| cores[i % cores.len()].id);
             let conn = &config.conn;
             // Named, so that `top -H` and profilers tell the workers apart.
@@ -320,15 +408,18 @@ pub fn run_with_progress(
                 .expect("a thread can be started");
             handles.push(handle);
         }
-        let mut pending: Vec<Vec<Job<'_>>> = (0..n).map(|_| Vec::with_capacity(batch)).collect();
+        let mut pending: Vec<Vec<Job<'_, '_>>> = (0..n).map(|_| Vec::with_capacity(batch)).collect();
+        // Buffers and bytes given to each worker (by slot), less any dropped.
+        let (mut given, mut given_bytes) = (vec![0u64; n], vec![0u64; n]);
         let mut queues = vec![0u64; max_id + 1];
         let mut queue_bytes = vec![0u64; max_id + 1];
-        let mut table: ConnTable<Slot<'_>> = ConnTable::new(config.conn);
+        let mut table: ConnTable<Slot<'_, '_>> = ConnTable::new(config.conn);
         let mut s = Summary::default();
         let (mut migrations, mut dropped, mut placements) = (0, 0, 0u64);
         let (mut blocked, mut placing) = (Duration::ZERO, Duration::ZERO);
         let mut ended = Vec::new();
         let start = Instant::now();
+        let cpu_start = thread_cpu();
         let read = loop {
             let p = match reader.next_packet() {
                 Ok(Some(p)) => p,
@@ -344,23 +435,26 @@ pub fn run_with_progress(
                     continue;
                 }
             };
-            if conn.data.shared.first_match.load(Ordering::Acquire) != u32::MAX {
+            let shared: &Shared<'_, '_> = conn.data.shared.get_or_insert_with(|| {
+                let pieces = piece_arena.alloc_extend((0..max_packets).map(|_| PieceSlot::empty()));
+                shared_arena.alloc(Shared { first_match: AtomicU32::new(u32::MAX), pieces, work: Padded::default() })
+            });
+            if shared.first_match.load(Ordering::Acquire) != u32::MAX {
                 // Classified before this buffer was made: it is only marked (Guo §2.4, step 2).
                 s.skipped_classified += 1;
                 continue;
             }
-            conn.data.shared.inbox.lock().expect("no thread panics holding it").push(Piece {
-                from_client,
-                tcp: p.tcp,
-                payload: p.payload,
-            });
+            let piece = Piece { from_client, tcp: p.tcp, payload: p.payload };
+            // SAFETY: this thread is the producer; the table numbers each packet of a connection
+            // once; and the unit of this index is made below, after the write.
+            unsafe { shared.pieces[index as usize].set(piece) };
             let size = conn.bytes.min(config.conn.max_bytes as u64) as u32;
             let timed = placements % PLACING_SAMPLE == 0;
             placements += 1;
             let t = timed.then(Instant::now);
-            for (w, d) in ids.iter().zip(&depths) {
-                queues[w.0 as usize] = d.units.load(Ordering::Acquire);
-                queue_bytes[w.0 as usize] = d.bytes.load(Ordering::Acquire);
+            for (i, w) in ids.iter().enumerate() {
+                queues[w.0 as usize] = given[i] - done[i].units.load(Ordering::Acquire);
+                queue_bytes[w.0 as usize] = given_bytes[i] - done[i].bytes.load(Ordering::Acquire);
             }
             let key = conn.key;
             let flow = *conn.data.flow.get_or_insert_with(|| FlowKey::Tuple(key.undirected()).id());
@@ -374,16 +468,16 @@ pub fn run_with_progress(
             }
             conn.data.last_worker = Some(w);
             let slot = slot_of[w.0 as usize];
-            let job = Job { shared: Arc::clone(&conn.data.shared), index, size };
-            depths[slot].add(size);
+            let job = Job { shared, index, size };
+            given[slot] += 1;
+            given_bytes[slot] += u64::from(size);
             s.inspected += 1;
             pending[slot].push(job);
             if pending[slot].len() >= batch {
                 let jobs = std::mem::replace(&mut pending[slot], Vec::with_capacity(batch));
                 if let Err(jobs) = hand_over(&senders[slot], jobs, config.on_full, &mut blocked) {
-                    for job in &jobs {
-                        depths[slot].sub(job.size);
-                    }
+                    given[slot] -= jobs.len() as u64;
+                    given_bytes[slot] -= jobs.iter().map(|j| u64::from(j.size)).sum::<u64>();
                     s.inspected -= jobs.len() as u64;
                     dropped += jobs.len() as u64;
                 }
@@ -399,6 +493,7 @@ pub fn run_with_progress(
                 tx.send(jobs).expect("workers outlive the producer");
             }
         }
+        let producer_cpu = thread_cpu().zip(cpu_start).map(|(end, start)| end.saturating_sub(start));
         drop(senders);
         let workers: Vec<WorkerStats> = handles.into_iter().map(|h| h.join().expect("workers do not panic")).collect();
         read?;
@@ -412,13 +507,32 @@ pub fn run_with_progress(
         s.conns = ended
             .into_iter()
             .map(|c| {
-                let first = c.data.shared.first_match.load(Ordering::Acquire);
+                let first = c.data.shared.map_or(u32::MAX, |sh| sh.first_match.load(Ordering::Acquire));
                 let matched = (first != u32::MAX).then_some(Protocol((first & 0xffff) as u16));
                 let verdict = Verdict::of(matched, c.packets, &config.conn);
-                let server_name = c.data.shared.server_name.lock().expect("workers are done").clone();
-                ConnResult { id: c.id, key: c.key, verdict, server_name, packets: c.packets, bytes: c.bytes }
+                let server_name =
+                    c.data.shared.and_then(|sh| sh.work.0.lock().expect("workers are done").server_name.take());
+                let matched_at = matched.map(|_| first >> 16);
+                ConnResult {
+                    id: c.id,
+                    key: c.key,
+                    verdict,
+                    server_name,
+                    matched_at,
+                    packets: c.packets,
+                    bytes: c.bytes,
+                }
             })
             .collect();
-        Ok(RunReport { summary: s, workers, migrations, dropped, producer_blocked: blocked, placing, elapsed })
+        Ok(RunReport {
+            summary: s,
+            workers,
+            migrations,
+            dropped,
+            producer_blocked: blocked,
+            placing,
+            elapsed,
+            producer_cpu,
+        })
     })
 }

@@ -38,6 +38,9 @@ pub(crate) struct TraceFlow {
     pub(crate) start: u64,
     /// Each packet: nanoseconds after the flow's first packet, wire length, payload length.
     pub(crate) packets: Vec<(u64, u32, u32)>,
+    /// DPI: the packet (counted from 1) whose buffer a real run matched, or 0 if none did;
+    /// `None` where no run has said, and the match is drawn.
+    pub(crate) match_at: Option<u64>,
 }
 
 impl Trace {
@@ -55,7 +58,7 @@ impl Trace {
             let key = if undirected { p.key.undirected() } else { p.key };
             let id = FlowKey::Tuple(key).id();
             let i = *index.get_or_insert_with(id, || {
-                flows.push(TraceFlow { id, start: at, packets: Vec::new() });
+                flows.push(TraceFlow { id, start: at, packets: Vec::new(), match_at: None });
                 (flows.len() - 1) as u32
             });
             let f = &mut flows[i as usize];
@@ -78,6 +81,26 @@ impl Trace {
     /// Packets left out, by reason.
     pub fn skipped(&self) -> SkipCounts {
         self.skipped
+    }
+
+    /// Takes where a real inspection matched each flow (its flow id, and the packet, counted
+    /// from 1, whose buffer matched, or 0 for none), so that a DPI replay classifies each
+    /// connection where the real run did instead of at a drawn packet: what is simulated is then
+    /// what was run. Flows not listed keep the drawn match. Returns how many flows were matched
+    /// up.
+    pub fn set_match_points(&mut self, points: impl IntoIterator<Item = (FlowId, u64)>) -> usize {
+        let mut index: FlowMap<u32> = FlowMap::new();
+        for (i, f) in self.flows.iter().enumerate() {
+            index.insert(f.id, i as u32);
+        }
+        let mut set = 0;
+        for (id, at) in points {
+            if let Some(&i) = index.get(id) {
+                self.flows[i as usize].match_at = Some(at);
+                set += 1;
+            }
+        }
+        set
     }
 
     /// Most packets in one flow.

@@ -306,8 +306,10 @@ impl FlowSource {
             (None, Some((gops, _))) => (gops, self.flow_id(i)),
             (None, None) => ((self.length.sample(&mut rng) as u64).clamp(1, self.spec.units_max), self.flow_id(i)),
         };
+        let measured = self.trace.as_ref().and_then(|(t, _)| t.flows[i as usize].match_at);
         let (queued, match_at) = match self.dpi {
             None => (total, 0),
+            Some((inspect, _)) if let Some(at) = measured => (total.min(inspect), at),
             Some((inspect, fraction)) => {
                 let matches = rng.random::<f64>() < fraction;
                 let at = if matches { rng.random_range(1..=inspect) } else { 0 };

@@ -454,6 +454,67 @@ mod trace {
         assert_eq!(o.emitted, 2503, "every packet of the sample is a unit without DPI buffering");
     }
 
+    /// Match points measured by a real run replace the drawn ones. On one worker, a connection
+    /// said to match at its first packet has only its first buffer scanned (later ones are
+    /// skipped as classified); one said never to match has every buffer scanned, up to the
+    /// limit — whatever the drawn fraction says.
+    #[test]
+    fn measured_match_points_are_replayed() {
+        use std::sync::Arc;
+
+        use switchyard_core::place::PlaceConfig;
+        use switchyard_core::{Policy, Topology};
+        use switchyard_sim::Nanos;
+        use switchyard_sim::models::server::{OnFull, Server, ServerParams, Workload};
+        use switchyard_sim::models::trace::{Trace, TraceReplay};
+
+        let pcap = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/sample.pcap")).unwrap();
+        let base = Trace::read(&pcap[..], true).unwrap();
+        // Each flow's id and its packets' payload lengths.
+        let mut flows: Vec<(switchyard_core::FlowId, Vec<u64>)> = Vec::new();
+        let mut reader = switchyard_ingest::SliceReader::new(&pcap).unwrap();
+        while let Some(p) = reader.next_packet().unwrap() {
+            let id = switchyard_core::flow::FlowKey::Tuple(p.key.undirected()).id();
+            let len = p.payload.len() as u64;
+            match flows.iter_mut().find(|(i, _)| *i == id) {
+                Some((_, lens)) => lens.push(len),
+                None => flows.push((id, vec![len])),
+            }
+        }
+        let scanned = |at: u64| {
+            let mut trace = base.clone();
+            let set = trace.set_match_points(flows.iter().map(|(id, _)| (*id, at)));
+            assert_eq!(set, trace.flows());
+            let o = Server::simulate(&ServerParams {
+                topology: Topology::flat(1).unwrap(),
+                policy: Policy::Affinity,
+                place: PlaceConfig::default(),
+                queue_capacity: 64,
+                on_full: OnFull::Block,
+                decision_cost: Nanos(0),
+                packet_cost: Nanos(0),
+                service_base: Nanos(1_000),
+                service_per_kib: Nanos(0),
+                migration_penalty: Nanos(0),
+                home_penalty: Nanos(0),
+                sibling_sharing: 0.0,
+                workers: None,
+                workload: Workload::Trace(TraceReplay { trace: Arc::new(trace), time_scale: 0.0, dpi: Some((8, 0.5)) }),
+                seed: 1,
+            })
+            .unwrap();
+            o.scanned_bytes
+        };
+        let first: u64 = flows.iter().map(|(_, lens)| lens[0]).sum();
+        assert_eq!(scanned(1), first, "only each connection's first buffer scanned");
+        // Buffer k holds the first k packets' payloads.
+        let all: u64 = flows
+            .iter()
+            .map(|(_, lens)| (1..=lens.len().min(8)).map(|k| lens[..k].iter().sum::<u64>()).sum::<u64>())
+            .sum();
+        assert_eq!(scanned(0), all, "every buffer scanned, up to the packet limit");
+    }
+
     #[test]
     fn a_bad_capture_is_refused_by_name() {
         let text =
