@@ -9,7 +9,7 @@ fuzz_target!(|line: &str| {
     let _ = key.id();
     if let FlowKey::Tuple(t) = &key {
         assert_eq!(FlowKey::parse(&key.to_string()), key);
-        let reversed = FlowKey::Tuple(switchyard_core::flow::FiveTuple { proto: t.proto, src: t.dst, dst: t.src });
+        let reversed = FlowKey::Tuple(t.reversed());
         assert_eq!(key.clone().undirected().id(), reversed.undirected().id());
     }
 });

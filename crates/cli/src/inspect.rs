@@ -311,8 +311,8 @@ fn write_results(conns: &[ConnResult], path: &PathBuf) -> Result<()> {
         w.serialize(ResultRow {
             id: c.id,
             proto: c.key.proto,
-            client: c.key.src.to_string(),
-            server: c.key.dst.to_string(),
+            client: c.key.src().to_string(),
+            server: c.key.dst().to_string(),
             protocol: c.verdict.name(),
             server_name: c.server_name.as_deref(),
             matched_packet: c.matched_at.map(|i| i + 1),
@@ -334,7 +334,7 @@ fn check_labels(conns: &[ConnResult], path: &PathBuf) -> Result<(usize, Vec<Stri
     }
     let shown = path.display();
     let mut r = csv::Reader::from_path(path).with_context(|| format!("cannot read labels `{shown}`"))?;
-    let by_client: BTreeMap<String, &ConnResult> = conns.iter().map(|c| (c.key.src.to_string(), c)).collect();
+    let by_client: BTreeMap<String, &ConnResult> = conns.iter().map(|c| (c.key.src().to_string(), c)).collect();
     let mut missed = Vec::new();
     let mut checked = 0;
     for (line, row) in r.deserialize::<Label>().enumerate() {

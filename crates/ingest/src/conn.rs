@@ -151,7 +151,7 @@ impl<T: Default> ConnTable<T> {
         // One lookup per packet: the table is the producer's hottest structure. A connection's
         // tuple is its client's; the packet matches it in either direction.
         let live = &self.live;
-        let reversed = FiveTuple { proto: p.key.proto, src: p.key.dst, dst: p.key.src };
+        let reversed = p.key.reversed();
         let found = self.index.find(hash, |&i| {
             let key = &live[i as usize].conn.key;
             *key == p.key || *key == reversed
@@ -242,8 +242,7 @@ mod tests {
 
     fn packet<'a>(t: u64, from_client: bool, seq: u32, payload: &'a [u8]) -> Packet<'a> {
         let (c, s) = ("10.0.0.1:40000".parse().unwrap(), "10.0.0.2:80".parse().unwrap());
-        let key =
-            if from_client { FiveTuple { proto: 6, src: c, dst: s } } else { FiveTuple { proto: 6, src: s, dst: c } };
+        let key = if from_client { FiveTuple::new(6, c, s) } else { FiveTuple::new(6, s, c) };
         Packet { time_ns: t, key, wire_len: 60, payload, tcp: Some(Tcp { seq, ..Tcp::default() }) }
     }
 
@@ -271,7 +270,7 @@ mod tests {
         let done = table.finish();
         assert_eq!(done.len(), 1);
         assert_eq!(done[0].data.buffer(), &b"GET / HTTP/1.1\r\nHTTP/1.1 200 OK\r\nHost: x\r\n"[..]);
-        assert_eq!(done[0].key.dst.port(), 80, "the client is the first packet's sender");
+        assert_eq!(done[0].key.dst().port(), 80, "the client is the first packet's sender");
     }
 
     #[test]
@@ -351,9 +350,9 @@ mod tests {
                         SocketAddr::from(([10, 0, 1, 1], 80)),
                     );
                     let key = if reverse {
-                        FiveTuple { proto: 6, src: b, dst: a }
+                        FiveTuple::new(6, b, a)
                     } else {
-                        FiveTuple { proto: 6, src: a, dst: b }
+                        FiveTuple::new(6, a, b)
                     };
                     let p = Packet { time_ns: now, key, wire_len: 60, payload: b"x", tcp: None };
                     let want = model.on_packet(&p, &cfg);

@@ -129,8 +129,8 @@ fn plain_ipv4(frame: &[u8]) -> Option<Decoded<'_>> {
     if version != 4 || ihl < 20 || total < ihl || total > ip.len() || fragmented {
         return None;
     }
-    let src = IpAddr::from([ip[12], ip[13], ip[14], ip[15]]);
-    let dst = IpAddr::from([ip[16], ip[17], ip[18], ip[19]]);
+    let src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
+    let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
     let l4 = &ip[ihl..total];
     let (proto, sport, dport, payload, tcp) = match ip[9] {
         6 if l4.len() >= 20 => {
@@ -146,7 +146,7 @@ fn plain_ipv4(frame: &[u8]) -> Option<Decoded<'_>> {
         17 if l4.len() >= 8 && usize::from(be16(l4, 4)) == l4.len() => (17, be16(l4, 0), be16(l4, 2), &l4[8..], None),
         _ => return None,
     };
-    let key = FiveTuple { proto, src: SocketAddr::new(src, sport), dst: SocketAddr::new(dst, dport) };
+    let key = FiveTuple::v4(proto, src, sport, dst, dport);
     Some(Decoded { key, payload, tcp })
 }
 
@@ -192,7 +192,7 @@ fn thorough(linktype: i32, frame: &[u8]) -> Result<Decoded<'_>, Skip> {
         Some(TransportSlice::Udp(u)) => (17, u.source_port(), u.destination_port(), u.payload(), None),
         _ => return Err(Skip::NotTcpOrUdp),
     };
-    let key = FiveTuple { proto, src: SocketAddr::new(src, sport), dst: SocketAddr::new(dst, dport) };
+    let key = FiveTuple::new(proto, SocketAddr::new(src, sport), SocketAddr::new(dst, dport));
     Ok(Decoded { key, payload, tcp })
 }
 
@@ -218,8 +218,8 @@ mod tests {
         let frame = tcp(b"GET / HTTP/1.1\r\n");
         let d = decode(ETHERNET, &frame).unwrap();
         assert_eq!(d.key.proto, 6);
-        assert_eq!(d.key.src, "10.0.0.1:40000".parse().unwrap());
-        assert_eq!(d.key.dst, "10.0.0.2:80".parse().unwrap());
+        assert_eq!(d.key.src(), "10.0.0.1:40000".parse().unwrap());
+        assert_eq!(d.key.dst(), "10.0.0.2:80".parse().unwrap());
         assert_eq!(d.payload, b"GET / HTTP/1.1\r\n");
     }
 
@@ -233,7 +233,7 @@ mod tests {
         frame.extend_from_slice(&[0x00, 0x21]);
         frame.extend_from_slice(&ip);
         let d = decode(ETHERNET, &frame).unwrap();
-        assert_eq!((d.key.dst.port(), d.payload), (53, &b"q"[..]));
+        assert_eq!((d.key.dst().port(), d.payload), (53, &b"q"[..]));
         frame[20..22].copy_from_slice(&[0xc0, 0x21]); // LCP, not IP
         assert_eq!(decode(ETHERNET, &frame), Err(Skip::NotIp));
         assert_eq!(decode(ETHERNET, &frame[..21]), Err(Skip::Malformed));
@@ -244,7 +244,7 @@ mod tests {
         let mut out = Vec::new();
         PacketBuilder::ipv6([1; 16], [2; 16], 64).udp(5353, 53).write(&mut out, b"q").unwrap();
         let d = decode(RAW, &out).unwrap();
-        assert_eq!((d.key.proto, d.key.dst.port(), d.payload), (17, 53, &b"q"[..]));
+        assert_eq!((d.key.proto, d.key.dst().port(), d.payload), (17, 53, &b"q"[..]));
     }
 
     proptest::proptest! {

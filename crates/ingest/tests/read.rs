@@ -50,7 +50,7 @@ fn read_all(bytes: &[u8]) -> (Vec<(u64, u16, Vec<u8>)>, switchyard_ingest::SkipC
     let mut r = CaptureReader::new(bytes).unwrap();
     let mut out = Vec::new();
     while let Some(p) = r.next_packet().unwrap() {
-        out.push((p.time_ns, p.key.src.port(), p.payload.to_vec()));
+        out.push((p.time_ns, p.key.src().port(), p.payload.to_vec()));
     }
     (out, r.skipped())
 }

@@ -19,7 +19,7 @@ fn every_generated_connection_is_classified_as_labelled() {
         assert_eq!(summary.packets, total, "every packet read");
         assert_eq!(summary.skipped.total(), 0);
         assert_eq!(summary.inspected + summary.skipped_classified + summary.marked, summary.packets);
-        let mut by_client: Vec<_> = summary.conns.iter().map(|c| (c.key.src, c)).collect();
+        let mut by_client: Vec<_> = summary.conns.iter().map(|c| (c.key.src(), c)).collect();
         by_client.sort_by_key(|(k, _)| *k);
         for l in &labels {
             let (_, c) = by_client[by_client.binary_search_by_key(&l.client, |(k, _)| *k).unwrap()];
