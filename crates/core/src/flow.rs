@@ -70,6 +70,7 @@ impl FiveTuple {
     }
 
     /// An IPv4 tuple, from the addresses' bits as they stand on the wire (big-endian).
+    #[inline]
     pub fn v4(proto: u8, src: u32, src_port: u16, dst: u32, dst_port: u16) -> Self {
         Self {
             addrs: [MAPPED | u128::from(src), MAPPED | u128::from(dst)],
@@ -90,6 +91,7 @@ impl FiveTuple {
     }
 
     /// The same tuple seen from the other end.
+    #[inline]
     pub fn reversed(self) -> Self {
         Self {
             addrs: [self.addrs[1], self.addrs[0]],
@@ -102,6 +104,7 @@ impl FiveTuple {
     /// The same tuple with its endpoints in a fixed order (IPv4 before IPv6, then the smaller
     /// address, then the smaller port, first), so both directions of a connection have one
     /// identity.
+    #[inline]
     pub fn undirected(self) -> Self {
         let src = (self.v6 & 1, self.addrs[0], self.ports >> 16);
         let dst = (self.v6 >> 1 & 1, self.addrs[1], self.ports & 0xffff);
@@ -127,6 +130,7 @@ fn socket(bits: u128, v6: bool, port: u16) -> SocketAddr {
 /// Written by hand so that the hasher takes the tuple in three words; equal tuples hash equal,
 /// since the words are the fields `Eq` compares.
 impl Hash for FiveTuple {
+    #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
         state.write_u128(self.addrs[0]);
         state.write_u128(self.addrs[1]);
