@@ -36,9 +36,11 @@ enum BenchWhat {
 /// prediction from costs measured on this machine in the same run.
 ///
 /// The simulator is given the kernel's measured scan cost (a straight-line fit of time against
-/// buffer length), the producer's measured cost per packet and per placement, and the same
-/// trace; it predicts each policy's throughput. The last column is how far the prediction is
-/// from the real run.
+/// buffer length), the producer's measured cost per packet and per placement, where each
+/// connection matched, and the same trace; it predicts each policy's throughput on two
+/// machines that bracket one with no core to spare for the producer: the producer on a core of
+/// its own, and the producer sharing worker 0's core throughout. The last columns are how far
+/// each prediction is from the real run.
 ///
 /// Example:
 ///
@@ -251,8 +253,13 @@ fn inspect(a: &InspectBench) -> Result<()> {
         )?;
         writeln!(
             out,
-            "{:<12} {:>12} {:>9} {:>11} {:>14} {:>9} {:>9}",
-            "policy", "packets/s", "×1 thread", "producer ns", "sim packets/s", "sim ×1", "sim/real"
+            "{:<12} {:>12} {:>9} {:>11} {:>10} {:>10} {:>10} {:>10}",
+            "", "", "", "", "sim ×1", "", "sim/real", ""
+        )?;
+        writeln!(
+            out,
+            "{:<12} {:>12} {:>9} {:>11} {:>10} {:>10} {:>10} {:>10}",
+            "policy", "packets/s", "×1 thread", "producer ns", "own core", "shared", "own core", "shared"
         )?;
         let mut by_policy = Vec::new();
         let mut producer_in_pipeline = Vec::new();
@@ -281,6 +288,7 @@ fn inspect(a: &InspectBench) -> Result<()> {
                 migration_penalty: Nanos(0),
                 home_penalty: Nanos(0),
                 sibling_sharing: 0.0,
+                producer_core: None,
                 workers: None,
                 workload: Workload::Trace(TraceReplay {
                     trace: Arc::clone(&trace),
@@ -289,19 +297,28 @@ fn inspect(a: &InspectBench) -> Result<()> {
                 }),
                 seed: 1,
             };
-            let o = Server::simulate(&params)?;
-            let sim = packets as f64 / (o.makespan.0.max(1) as f64 / 1e9);
+            // Two machines bracket this one: the producer with a core of its own (a machine
+            // with a core to spare), and the producer sharing worker 0's core throughout (here,
+            // where the unpinned producer shares whichever core the OS gives it).
+            let sim_with = |producer_core: Option<WorkerId>| -> Result<f64> {
+                let o = Server::simulate(&ServerParams { producer_core, ..params.clone() })?;
+                Ok(packets as f64 / (o.makespan.0.max(1) as f64 / 1e9))
+            };
+            let own = sim_with(None)?;
+            let shared = if a.workers as usize >= cores { Some(sim_with(Some(WorkerId(0)))?) } else { None };
             let sim_serial = packets as f64 / ((producer_ns * packets as f64 + fit.sy) / 1e9);
+            let or_dash = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}"));
             writeln!(
                 out,
-                "{:<12} {:>12.0} {:>9.2} {:>11} {:>14.0} {:>9.2} {:>9.2}",
+                "{:<12} {:>12.0} {:>9.2} {:>11} {:>10.2} {:>10} {:>10.2} {:>10}",
                 policy.name(),
                 real,
                 ratio,
                 cpu_ns.map_or("-".to_owned(), |ns| format!("{ns:.0}")),
-                sim,
-                sim / sim_serial,
-                sim / real
+                own / sim_serial,
+                or_dash(shared.map(|s| s / sim_serial)),
+                own / real,
+                or_dash(shared.map(|s| s / real)),
             )?;
             by_policy.push((policy, real, ratio));
         }

@@ -18,6 +18,7 @@
 //! service_per_kib_ns = 20000
 //! migration_penalty_ns = 5000  # × (C[prev][this] − 1) when a flow moves
 //! sibling_sharing = 0.0        # 0..1: how much leaves of one lowest-level node share it
+//! # producer_core = 0          # the producer shares this worker's core (none by default)
 //!
 //! [workload]                   # or kind = "dpi" (add inspect_packets, match_fraction), or
 //!                              # kind = "gop" (streams, gops, interval_s, bytes = [lo, hi],
@@ -54,7 +55,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde::Deserialize;
 use switchyard_core::load::QueueMeasure;
 use switchyard_core::place::{HashFn, ParentLoad, PsDispatch, QminReading};
-use switchyard_core::{PlaceConfig, Policy, Topology};
+use switchyard_core::{PlaceConfig, Policy, Topology, WorkerId};
 use thiserror::Error;
 
 use crate::Nanos;
@@ -165,6 +166,7 @@ struct Machine {
     home_penalty_ns: u64,
     #[serde(default)]
     sibling_sharing: f64,
+    producer_core: Option<u32>,
 }
 
 fn default_capacity() -> usize {
@@ -640,6 +642,7 @@ fn params(
         migration_penalty: Nanos(m.migration_penalty_ns),
         home_penalty: Nanos(m.home_penalty_ns),
         sibling_sharing: m.sibling_sharing,
+        producer_core: m.producer_core.map(WorkerId),
         workers: m.workers,
         workload,
         seed: f.seed,

@@ -84,6 +84,11 @@ pub struct ServerParams {
     /// How much leaves under one lowest-level node share its execution (0: not at all; 1: the
     /// group is as fast as one leaf). See the module documentation.
     pub sibling_sharing: f64,
+    /// The worker whose core the producer shares, if any (a machine with no core to spare for
+    /// the producer: one producer and two workers on two cores). While the producer and that
+    /// worker are both busy, each runs at half speed, as two threads sharing a core do under a
+    /// fair scheduler; either runs at full speed while the other waits.
+    pub producer_core: Option<WorkerId>,
     /// Workers used: the first this many leaves of the topology (all of them when `None`).
     pub workers: Option<u32>,
     /// The offered work.
@@ -166,8 +171,9 @@ pub enum ServerEvent {
     FlowStart(u32),
     /// The next unit of flow `i` reaches the producer.
     Unit(u32),
-    /// The producer's current decision is done.
-    DecisionDone,
+    /// The producer's current decision is done, unless its speed changed since this event was
+    /// scheduled (the field is then stale; see [`ServerParams::producer_core`]).
+    DecisionDone(u32),
     /// Worker `w` finished the unit at the head of its queue, unless its speed changed since
     /// this event was scheduled (the second field is then stale; see [`ServerParams::sibling_sharing`]).
     ServiceDone(u32, u32),
@@ -200,6 +206,15 @@ struct FlowAccount {
     worker: Option<WorkerId>,
 }
 
+/// The producer's current piece of work, when it shares a core: solo-speed work left as of
+/// `since`, at `speed`.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    since: Nanos,
+    left: f64,
+    speed: f64,
+}
+
 #[derive(Debug)]
 enum Producer {
     Idle,
@@ -225,6 +240,9 @@ pub struct Server {
     /// Packets waiting for the producer: units, or `None` for one it only marks.
     input: VecDeque<Option<Queued>>,
     producer: Producer,
+    /// The producer's work in progress and the epoch of its completion event.
+    run: Option<Run>,
+    producer_epoch: u32,
     queues: Vec<VecDeque<Queued>>,
     busy: Vec<Nanos>,
     serving: Vec<Option<Service>>,
@@ -274,6 +292,11 @@ impl Server {
         if !(0.0..=1.0).contains(&params.sibling_sharing) {
             return Err(bad("sibling_sharing", params.sibling_sharing.to_string(), "a fraction from 0 to 1"));
         }
+        if let Some(w) = params.producer_core
+            && w.0 >= n
+        {
+            return Err(bad("producer_core", w.0.to_string(), "one of the workers, numbered from 0"));
+        }
         let group = if params.sibling_sharing > 0.0 {
             params.topology.span(params.topology.depth().saturating_sub(1))
         } else {
@@ -289,6 +312,8 @@ impl Server {
             load: LoadTracker::new(),
             input: VecDeque::new(),
             producer: Producer::Idle,
+            run: None,
+            producer_epoch: 0,
             queues: vec![VecDeque::new(); n as usize],
             busy: vec![Nanos::ZERO; n as usize],
             serving: vec![None; n as usize],
@@ -356,12 +381,37 @@ impl Server {
         let Some(next) = self.input.pop_front() else { return };
         let Some(q) = next else {
             self.producer = Producer::Marking;
-            queue.schedule_in(self.params.packet_cost, ServerEvent::DecisionDone);
+            self.start_run(self.params.packet_cost, queue);
             return;
         };
         let w = self.placer.place(&q.unit, &self.load.view());
         self.producer = Producer::Deciding(q, w);
-        queue.schedule_in(Nanos(self.params.decision_cost.0 + self.params.packet_cost.0), ServerEvent::DecisionDone);
+        self.start_run(Nanos(self.params.decision_cost.0 + self.params.packet_cost.0), queue);
+    }
+
+    /// The producer starts `work` (solo-speed time), slowed if it shares a busy worker's core.
+    fn start_run(&mut self, work: Nanos, queue: &mut EventQueue<ServerEvent>) {
+        self.run = Some(Run { since: queue.now(), left: work.0 as f64, speed: 0.0 });
+        self.respeed_producer(queue);
+        if let Some(w) = self.params.producer_core {
+            self.respeed(w, queue);
+        }
+    }
+
+    /// The producer's speed: half while it shares its core with a serving worker, else whole.
+    fn respeed_producer(&mut self, queue: &mut EventQueue<ServerEvent>) {
+        let shared = self.params.producer_core.is_some_and(|w| self.serving[w.0 as usize].is_some());
+        let speed = if shared { 0.5 } else { 1.0 };
+        let now = queue.now();
+        let Some(run) = &mut self.run else { return };
+        if run.speed == speed {
+            return;
+        }
+        run.left = (run.left - (now.0 - run.since.0) as f64 * run.speed).max(0.0);
+        run.since = now;
+        run.speed = speed;
+        self.producer_epoch = self.producer_epoch.wrapping_add(1);
+        queue.schedule_in(Nanos((run.left / speed).ceil() as u64), ServerEvent::DecisionDone(self.producer_epoch));
     }
 
     /// Puts `q` on worker `w`'s queue, starting service if the worker was idle.
@@ -428,6 +478,9 @@ impl Server {
         }
         self.serving[w.0 as usize] = Some(Service { started: now, since: now, left: t as f64, speed: 0.0 });
         self.respeed(w, queue);
+        if self.params.producer_core == Some(w) {
+            self.respeed_producer(queue);
+        }
     }
 
     /// Worker `w` finished its unit: its busy time is counted and its siblings speed up.
@@ -441,6 +494,9 @@ impl Server {
             (a.last, a.busy, a.units, a.bytes) = (now, a.busy + took, a.units + 1, a.bytes + head.unit.size);
         }
         self.respeed(w, queue);
+        if self.params.producer_core == Some(w) {
+            self.respeed_producer(queue);
+        }
     }
 
     /// Sets the speed of every serving worker in `w`'s execution group from how many of them
@@ -450,8 +506,10 @@ impl Server {
         let first = (w.0 / self.group * self.group) as usize;
         let members = first..(first + self.group as usize).min(self.serving.len());
         let k = self.serving[members.clone()].iter().flatten().count();
-        let speed = 1.0 / (1.0 + self.params.sibling_sharing * k.saturating_sub(1) as f64);
+        let group_speed = 1.0 / (1.0 + self.params.sibling_sharing * k.saturating_sub(1) as f64);
         for i in members {
+            let with_producer = self.run.is_some() && self.params.producer_core == Some(WorkerId(i as u32));
+            let speed = if with_producer { group_speed * 0.5 } else { group_speed };
             let Some(s) = &mut self.serving[i] else { continue };
             if s.speed == speed {
                 continue;
@@ -497,7 +555,14 @@ impl Model for Server {
                     self.forget(flow);
                 }
             }
-            ServerEvent::DecisionDone => {
+            ServerEvent::DecisionDone(epoch) => {
+                if epoch != self.producer_epoch {
+                    return;
+                }
+                self.run = None;
+                if let Some(shared) = self.params.producer_core {
+                    self.respeed(shared, queue);
+                }
                 let (q, w) = match std::mem::replace(&mut self.producer, Producer::Idle) {
                     Producer::Deciding(q, w) => (q, w),
                     Producer::Marking => return self.next_decision(queue),

@@ -77,6 +77,7 @@ mod server {
             migration_penalty: Nanos(5_000),
             home_penalty: Nanos(0),
             sibling_sharing: 0.0,
+            producer_core: None,
             workers: None,
             workload: Workload::Synthetic(SyntheticFlows {
                 flows: 6_000,
@@ -314,6 +315,7 @@ mod dpi {
             migration_penalty: Nanos(2_000),
             home_penalty: Nanos(0),
             sibling_sharing: 0.0,
+            producer_core: None,
             workers: Some(workers),
             workload: Workload::Dpi(DpiConnections { flows, inspect_packets: 8, match_fraction: 0.7 }),
             seed: 2,
@@ -498,6 +500,7 @@ mod trace {
                 migration_penalty: Nanos(0),
                 home_penalty: Nanos(0),
                 sibling_sharing: 0.0,
+                producer_core: None,
                 workers: None,
                 workload: Workload::Trace(TraceReplay { trace: Arc::new(trace), time_scale: 0.0, dpi: Some((8, 0.5)) }),
                 seed: 1,
@@ -513,6 +516,56 @@ mod trace {
             .map(|(_, lens)| (1..=lens.len().min(8)).map(|k| lens[..k].iter().sum::<u64>()).sum::<u64>())
             .sum();
         assert_eq!(scanned(0), all, "every buffer scanned, up to the packet limit");
+    }
+
+    /// A producer that shares its worker's core: the core does both jobs one after the other,
+    /// so the run takes the sum of the two works; with a core each it takes the larger one.
+    #[test]
+    fn a_producer_sharing_a_core_adds_its_work_to_the_worker_s() {
+        use std::sync::Arc;
+
+        use switchyard_core::place::PlaceConfig;
+        use switchyard_core::{Policy, Topology, WorkerId};
+        use switchyard_sim::Nanos;
+        use switchyard_sim::models::server::{OnFull, Server, ServerParams, Workload};
+        use switchyard_sim::models::trace::{Trace, TraceReplay};
+
+        let pcap = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/sample.pcap")).unwrap();
+        let trace = Arc::new(Trace::read(&pcap[..], true).unwrap());
+        let units = trace.packets() as f64;
+        let (p, s) = (300.0, 200.0);
+        let makespan = |shared: bool, workers: u32| {
+            let o = Server::simulate(&ServerParams {
+                topology: Topology::flat(workers).unwrap(),
+                policy: Policy::ModN,
+                place: PlaceConfig::default(),
+                queue_capacity: 1_000_000,
+                on_full: OnFull::Block,
+                decision_cost: Nanos(0),
+                packet_cost: Nanos(p as u64),
+                service_base: Nanos(s as u64),
+                service_per_kib: Nanos(0),
+                migration_penalty: Nanos(0),
+                home_penalty: Nanos(0),
+                sibling_sharing: 0.0,
+                producer_core: shared.then_some(WorkerId(0)),
+                workers: None,
+                workload: Workload::Trace(TraceReplay { trace: Arc::clone(&trace), time_scale: 0.0, dpi: None }),
+                seed: 1,
+            })
+            .unwrap();
+            assert_eq!(o.served, o.emitted);
+            o.makespan.0 as f64
+        };
+        let alone = makespan(false, 1);
+        assert!((alone / (units * p) - 1.0).abs() < 0.01, "the producer is the bottleneck: {alone}");
+        let shared = makespan(true, 1);
+        assert!((shared / (units * (p + s)) - 1.0).abs() < 0.01, "one core does both: {shared}");
+        // Two workers, the producer on worker 0's core: that core does all of the producer's
+        // work and half the service (static hash splits the sample's flows about evenly).
+        let two = makespan(true, 2);
+        assert!(two > units * (p + 0.3 * s) && two < units * (p + 0.7 * s), "{two}");
+        assert!(makespan(false, 2) < two);
     }
 
     #[test]
