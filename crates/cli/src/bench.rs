@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{FlowId, FlowKey, Policy, Topology, WorkerId};
 use switchyard_ingest::{ConnConfig, ConnTable, SliceReader, Step, Tcp};
+use switchyard_runtime::affinity::on_core;
 use switchyard_runtime::inspect::Inspector;
 use switchyard_runtime::pipeline::{self, PipelineConfig};
 use switchyard_runtime::serial::{Verdict, inspect_serial_timed};
@@ -196,7 +197,9 @@ fn inspect(a: &InspectBench) -> Result<()> {
         // One timed single-thread run fits the kernel's cost and says where each connection
         // matched; the throughput runs below are not timed per buffer.
         let mut fit = Fit::default();
-        let first = inspect_serial_timed(SliceReader::new(pcap)?, conn, &inspector, &mut |len, d| fit.add(len, d))?;
+        let first = on_core(0, || {
+            inspect_serial_timed(SliceReader::new(pcap)?, conn, &inspector, &mut |len, d| fit.add(len, d))
+        })?;
         let packets = first.packets;
         let m = first.conns.iter().filter(|c| matches!(c.verdict, Verdict::Matched(_))).count();
         let matched = m as f64 / first.conns.len().max(1) as f64;
@@ -215,10 +218,12 @@ fn inspect(a: &InspectBench) -> Result<()> {
         let begun = Instant::now();
         let enough = MIN_CASE_TIME * (2 + policies.len() as u32);
         while rounds.len() < a.repeat.max(1) || begun.elapsed() < enough {
-            let t = Instant::now();
-            switchyard_runtime::serial::inspect_serial(SliceReader::new(pcap)?, conn, &inspector)?;
-            let serial = t.elapsed();
-            let producer = producer_alone(pcap, conn)?;
+            // The single thread and the producer alone run pinned, as the workers do.
+            let (serial, producer) = on_core(0, || -> Result<(Duration, Duration)> {
+                let t = Instant::now();
+                switchyard_runtime::serial::inspect_serial(SliceReader::new(pcap)?, conn, &inspector)?;
+                Ok((t.elapsed(), producer_alone(pcap, conn)?))
+            })?;
             let mut runs = Vec::with_capacity(policies.len());
             for policy in policies {
                 let mut placer = place::build(policy, &PlaceConfig::default(), &ids)?;

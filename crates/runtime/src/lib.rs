@@ -3,6 +3,8 @@
 //!
 //! # What lives here
 //!
+//! - [`affinity`]: running the calling thread on one core, for baselines measured against
+//!   pinned workers.
 //! - [`inspect`]: the worker kernel, protocol identification by one multi-pattern automaton over
 //!   a connection's first bytes, and the TLS server name.
 //! - [`pipeline`]: the parallel pipeline, one producer placing connection buffers with a core
@@ -18,6 +20,7 @@
 //!
 //! No placement logic: a policy added to the core is used here unchanged.
 
+pub mod affinity;
 pub mod inspect;
 pub mod pipeline;
 pub mod serial;
