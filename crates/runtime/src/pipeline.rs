@@ -392,147 +392,163 @@ pub fn run_with_progress(
     for (i, w) in ids.iter().enumerate() {
         slot_of[w.0 as usize] = i;
     }
-    std::thread::scope(|scope| {
-        let mut senders = Vec::with_capacity(n);
-        let mut handles = Vec::with_capacity(n);
-        for i in 0..n {
-            let (tx, rx) = sync_channel(config.queue_capacity.div_ceil(batch).max(1));
-            senders.push(tx);
-            let end = WorkerEnd { rx, done: &done[i] };
-            let core = (!cores.is_empty()).then(|| cores[i % cores.len()].id);
-            let conn = &config.conn;
-            // Named, so that `top -H` and profilers tell the workers apart.
-            let handle = std::thread::Builder::new()
-                .name(format!("sy-worker-{i}"))
-                .spawn_scoped(scope, move || worker(end, inspector, conn, core))
-                .expect("a thread can be started");
-            handles.push(handle);
-        }
-        let mut pending: Vec<Vec<Job<'_, '_>>> = (0..n).map(|_| Vec::with_capacity(batch)).collect();
-        // Buffers and bytes given to each worker (by slot), less any dropped.
-        let (mut given, mut given_bytes) = (vec![0u64; n], vec![0u64; n]);
-        let mut queues = vec![0u64; max_id + 1];
-        let mut queue_bytes = vec![0u64; max_id + 1];
-        let mut table: ConnTable<Slot<'_, '_>> = ConnTable::new(config.conn);
-        let mut s = Summary::default();
-        let (mut migrations, mut dropped, mut placements) = (0, 0, 0u64);
-        let (mut blocked, mut placing) = (Duration::ZERO, Duration::ZERO);
-        let mut ended = Vec::new();
-        let start = Instant::now();
-        let cpu_start = thread_cpu();
-        let read = loop {
-            let p = match reader.next_packet() {
-                Ok(Some(p)) => p,
-                Ok(None) => break Ok(()),
-                Err(e) => break Err(e),
-            };
-            s.packets += 1;
-            s.payload_bytes += p.payload.len() as u64;
-            let (conn, index, from_client) = match table.on_packet(&p) {
-                Step::Buffer { conn, index, from_client, .. } => (conn, index, from_client),
-                Step::Beyond { .. } => {
-                    s.marked += 1;
+    // A core no worker is pinned to is the producer's: left free, the OS moved it between the
+    // cores and its caches went cold with every move (the producer took 137 ns a packet free
+    // and 102 pinned, on the labelled sample). With no core to spare it stays free: pinned
+    // beside a worker it waited on that worker's full queue a quarter of the time.
+    let producer_core = (n < cores.len()).then(|| cores[n].id);
+    let mut run = || {
+        std::thread::scope(|scope| {
+            let mut senders = Vec::with_capacity(n);
+            let mut handles = Vec::with_capacity(n);
+            for i in 0..n {
+                let (tx, rx) = sync_channel(config.queue_capacity.div_ceil(batch).max(1));
+                senders.push(tx);
+                let end = WorkerEnd { rx, done: &done[i] };
+                let core = (!cores.is_empty()).then(|| cores[i % cores.len()].id);
+                let conn = &config.conn;
+                // Named, so that `top -H` and profilers tell the workers apart.
+                let handle = std::thread::Builder::new()
+                    .name(format!("sy-worker-{i}"))
+                    .spawn_scoped(scope, move || worker(end, inspector, conn, core))
+                    .expect("a thread can be started");
+                handles.push(handle);
+            }
+            let mut pending: Vec<Vec<Job<'_, '_>>> = (0..n).map(|_| Vec::with_capacity(batch)).collect();
+            // Buffers and bytes given to each worker (by slot), less any dropped.
+            let (mut given, mut given_bytes) = (vec![0u64; n], vec![0u64; n]);
+            let mut queues = vec![0u64; max_id + 1];
+            let mut queue_bytes = vec![0u64; max_id + 1];
+            let mut table: ConnTable<Slot<'_, '_>> = ConnTable::new(config.conn);
+            let mut s = Summary::default();
+            let (mut migrations, mut dropped, mut placements) = (0, 0, 0u64);
+            let (mut blocked, mut placing) = (Duration::ZERO, Duration::ZERO);
+            let mut ended = Vec::new();
+            let start = Instant::now();
+            let cpu_start = thread_cpu();
+            let read = loop {
+                let p = match reader.next_packet() {
+                    Ok(Some(p)) => p,
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(e),
+                };
+                s.packets += 1;
+                s.payload_bytes += p.payload.len() as u64;
+                let (conn, index, from_client) = match table.on_packet(&p) {
+                    Step::Buffer { conn, index, from_client, .. } => (conn, index, from_client),
+                    Step::Beyond { .. } => {
+                        s.marked += 1;
+                        continue;
+                    }
+                };
+                let shared: &Shared<'_, '_> = conn.data.shared.get_or_insert_with(|| {
+                    let pieces = piece_arena.alloc_extend((0..max_packets).map(|_| PieceSlot::empty()));
+                    shared_arena.alloc(Shared {
+                        first_match: AtomicU32::new(u32::MAX),
+                        pieces,
+                        work: Padded::default(),
+                    })
+                });
+                if shared.first_match.load(Ordering::Acquire) != u32::MAX {
+                    // Classified before this buffer was made: it is only marked (Guo §2.4, step 2).
+                    s.skipped_classified += 1;
                     continue;
                 }
+                let piece = Piece { from_client, tcp: p.tcp, payload: p.payload };
+                // SAFETY: this thread is the producer; the table numbers each packet of a connection
+                // once; and the unit of this index is made below, after the write.
+                unsafe { shared.pieces[index as usize].set(piece) };
+                let size = conn.bytes.min(config.conn.max_bytes as u64) as u32;
+                let timed = placements % PLACING_SAMPLE == 0;
+                placements += 1;
+                let t = timed.then(Instant::now);
+                for (i, w) in ids.iter().enumerate() {
+                    queues[w.0 as usize] = given[i] - done[i].units.load(Ordering::Acquire);
+                    queue_bytes[w.0 as usize] = given_bytes[i] - done[i].bytes.load(Ordering::Acquire);
+                }
+                let key = conn.key;
+                let flow = *conn.data.flow.get_or_insert_with(|| FlowKey::Tuple(key.undirected()).id());
+                let unit = Unit::of_flow(flow, u64::from(size)).with_seq(u64::from(index));
+                let w = placer.place(&unit, &LoadView::new(&queues, &queue_bytes));
+                if let Some(t) = t {
+                    placing += t.elapsed() * PLACING_SAMPLE as u32;
+                }
+                if conn.data.last_worker.is_some_and(|prev| prev != w) {
+                    migrations += 1;
+                }
+                conn.data.last_worker = Some(w);
+                let slot = slot_of[w.0 as usize];
+                let job = Job { shared, index, size };
+                given[slot] += 1;
+                given_bytes[slot] += u64::from(size);
+                s.inspected += 1;
+                pending[slot].push(job);
+                if pending[slot].len() >= batch {
+                    let jobs = std::mem::replace(&mut pending[slot], Vec::with_capacity(batch));
+                    if let Err(jobs) = hand_over(&senders[slot], jobs, config.on_full, &mut blocked) {
+                        given[slot] -= jobs.len() as u64;
+                        given_bytes[slot] -= jobs.iter().map(|j| u64::from(j.size)).sum::<u64>();
+                        s.inspected -= jobs.len() as u64;
+                        dropped += jobs.len() as u64;
+                    }
+                }
+                if s.packets % 65_536 == 0 {
+                    table.expire(p.time_ns);
+                    ended.extend(table.take_ended());
+                    progress(reader.position());
+                }
             };
-            let shared: &Shared<'_, '_> = conn.data.shared.get_or_insert_with(|| {
-                let pieces = piece_arena.alloc_extend((0..max_packets).map(|_| PieceSlot::empty()));
-                shared_arena.alloc(Shared { first_match: AtomicU32::new(u32::MAX), pieces, work: Padded::default() })
-            });
-            if shared.first_match.load(Ordering::Acquire) != u32::MAX {
-                // Classified before this buffer was made: it is only marked (Guo §2.4, step 2).
-                s.skipped_classified += 1;
-                continue;
-            }
-            let piece = Piece { from_client, tcp: p.tcp, payload: p.payload };
-            // SAFETY: this thread is the producer; the table numbers each packet of a connection
-            // once; and the unit of this index is made below, after the write.
-            unsafe { shared.pieces[index as usize].set(piece) };
-            let size = conn.bytes.min(config.conn.max_bytes as u64) as u32;
-            let timed = placements % PLACING_SAMPLE == 0;
-            placements += 1;
-            let t = timed.then(Instant::now);
-            for (i, w) in ids.iter().enumerate() {
-                queues[w.0 as usize] = given[i] - done[i].units.load(Ordering::Acquire);
-                queue_bytes[w.0 as usize] = given_bytes[i] - done[i].bytes.load(Ordering::Acquire);
-            }
-            let key = conn.key;
-            let flow = *conn.data.flow.get_or_insert_with(|| FlowKey::Tuple(key.undirected()).id());
-            let unit = Unit::of_flow(flow, u64::from(size)).with_seq(u64::from(index));
-            let w = placer.place(&unit, &LoadView::new(&queues, &queue_bytes));
-            if let Some(t) = t {
-                placing += t.elapsed() * PLACING_SAMPLE as u32;
-            }
-            if conn.data.last_worker.is_some_and(|prev| prev != w) {
-                migrations += 1;
-            }
-            conn.data.last_worker = Some(w);
-            let slot = slot_of[w.0 as usize];
-            let job = Job { shared, index, size };
-            given[slot] += 1;
-            given_bytes[slot] += u64::from(size);
-            s.inspected += 1;
-            pending[slot].push(job);
-            if pending[slot].len() >= batch {
-                let jobs = std::mem::replace(&mut pending[slot], Vec::with_capacity(batch));
-                if let Err(jobs) = hand_over(&senders[slot], jobs, config.on_full, &mut blocked) {
-                    given[slot] -= jobs.len() as u64;
-                    given_bytes[slot] -= jobs.iter().map(|j| u64::from(j.size)).sum::<u64>();
-                    s.inspected -= jobs.len() as u64;
-                    dropped += jobs.len() as u64;
+            for (tx, jobs) in senders.iter().zip(pending) {
+                if !jobs.is_empty() {
+                    tx.send(jobs).expect("workers outlive the producer");
                 }
             }
-            if s.packets % 65_536 == 0 {
-                table.expire(p.time_ns);
-                ended.extend(table.take_ended());
-                progress(reader.position());
-            }
-        };
-        for (tx, jobs) in senders.iter().zip(pending) {
-            if !jobs.is_empty() {
-                tx.send(jobs).expect("workers outlive the producer");
-            }
-        }
-        let producer_cpu = thread_cpu().zip(cpu_start).map(|(end, start)| end.saturating_sub(start));
-        drop(senders);
-        let workers: Vec<WorkerStats> = handles.into_iter().map(|h| h.join().expect("workers do not panic")).collect();
-        read?;
-        let elapsed = start.elapsed();
-        s.skipped = reader.skipped();
-        ended.extend(table.finish());
-        ended.sort_by_key(|c| c.id);
-        s.scanned_bytes = workers.iter().map(|w| w.scanned_bytes).sum();
-        s.skipped_classified += workers.iter().map(|w| w.skipped).sum::<u64>();
-        s.inspected -= workers.iter().map(|w| w.skipped).sum::<u64>();
-        s.conns = ended
-            .into_iter()
-            .map(|c| {
-                let first = c.data.shared.map_or(u32::MAX, |sh| sh.first_match.load(Ordering::Acquire));
-                let matched = (first != u32::MAX).then_some(Protocol((first & 0xffff) as u16));
-                let verdict = Verdict::of(matched, c.packets, &config.conn);
-                let server_name =
-                    c.data.shared.and_then(|sh| sh.work.0.lock().expect("workers are done").server_name.take());
-                let matched_at = matched.map(|_| first >> 16);
-                ConnResult {
-                    id: c.id,
-                    key: c.key,
-                    verdict,
-                    server_name,
-                    matched_at,
-                    packets: c.packets,
-                    bytes: c.bytes,
-                }
+            let producer_cpu = thread_cpu().zip(cpu_start).map(|(end, start)| end.saturating_sub(start));
+            drop(senders);
+            let workers: Vec<WorkerStats> =
+                handles.into_iter().map(|h| h.join().expect("workers do not panic")).collect();
+            read?;
+            let elapsed = start.elapsed();
+            s.skipped = reader.skipped();
+            ended.extend(table.finish());
+            ended.sort_by_key(|c| c.id);
+            s.scanned_bytes = workers.iter().map(|w| w.scanned_bytes).sum();
+            s.skipped_classified += workers.iter().map(|w| w.skipped).sum::<u64>();
+            s.inspected -= workers.iter().map(|w| w.skipped).sum::<u64>();
+            s.conns = ended
+                .into_iter()
+                .map(|c| {
+                    let first = c.data.shared.map_or(u32::MAX, |sh| sh.first_match.load(Ordering::Acquire));
+                    let matched = (first != u32::MAX).then_some(Protocol((first & 0xffff) as u16));
+                    let verdict = Verdict::of(matched, c.packets, &config.conn);
+                    let server_name =
+                        c.data.shared.and_then(|sh| sh.work.0.lock().expect("workers are done").server_name.take());
+                    let matched_at = matched.map(|_| first >> 16);
+                    ConnResult {
+                        id: c.id,
+                        key: c.key,
+                        verdict,
+                        server_name,
+                        matched_at,
+                        packets: c.packets,
+                        bytes: c.bytes,
+                    }
+                })
+                .collect();
+            Ok(RunReport {
+                summary: s,
+                workers,
+                migrations,
+                dropped,
+                producer_blocked: blocked,
+                placing,
+                elapsed,
+                producer_cpu,
             })
-            .collect();
-        Ok(RunReport {
-            summary: s,
-            workers,
-            migrations,
-            dropped,
-            producer_blocked: blocked,
-            placing,
-            elapsed,
-            producer_cpu,
         })
-    })
+    };
+    match producer_core {
+        Some(core) => crate::affinity::on_core(core, run),
+        None => run(),
+    }
 }
