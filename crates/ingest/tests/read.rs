@@ -10,7 +10,6 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
-use switchyard_core::flow::FiveTuple;
 use switchyard_ingest::{CaptureReader, IngestError, Packets, Skip, SliceReader};
 
 fn tcp(port: u16, payload: &[u8]) -> Vec<u8> {
@@ -126,21 +125,6 @@ fn every_prefix_and_every_flipped_byte_reads_without_panicking() {
     }
 }
 
-/// A packet as a reader returned it: time, tuple, payload.
-type Read = (u64, FiveTuple, Vec<u8>);
-
-/// Every packet a reader returns, and what it left out if it read to a clean end.
-fn packets_of(mut r: impl Packets) -> (Vec<Read>, Option<String>) {
-    let mut out = Vec::new();
-    loop {
-        match r.next_packet() {
-            Ok(Some(p)) => out.push((p.time_ns, p.key, p.payload.to_vec())),
-            Ok(None) => return (out, Some(r.skipped().to_string())),
-            Err(_) => return (out, None),
-        }
-    }
-}
-
 /// The fuzzer's corpus for the capture reader (fuzz/corpus/capture) and the inputs it found
 /// crashes with (fuzz/regressions/capture), replayed on stable Rust in every test run: each
 /// input reads to a packet list, a clean error or the end, in both readers; where both read to
@@ -153,9 +137,7 @@ fn the_fuzz_corpus_reads_without_panicking() {
         for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
             let path = entry.unwrap().path();
             let bytes = std::fs::read(&path).unwrap();
-            let streamed = CaptureReader::new(&bytes[..]).ok().map(packets_of);
-            let sliced = SliceReader::new(&bytes).ok().map(packets_of);
-            if let (Some((a, Some(sa))), Some((b, Some(sb)))) = (&streamed, &sliced) {
+            if let (Ok((a, sa, None)), Ok((b, sb, None))) = (streamed(&bytes), sliced(&bytes)) {
                 assert_eq!((a, sa), (b, sb), "{}", path.display());
             }
             files += 1;
@@ -181,31 +163,27 @@ fn the_decode_corpus_reads_as_etherparse_does() {
     assert!(files > 50 && plain > 10, "the corpus is in the repository: {files} files, {plain} decoded");
 }
 
-/// Everything the streaming reader makes of `bytes`: packets (time, key, length, payload, TCP),
-/// skips, and how it ended.
-fn streamed(bytes: &[u8]) -> Result<(Vec<String>, String, Option<String>), String> {
-    let mut r = CaptureReader::new(bytes).map_err(|e| e.to_string())?;
+/// Everything a reader makes of its input: packets (time, key, length, payload, TCP), skips,
+/// and the error it ended with, if any.
+fn everything(mut r: impl Packets) -> (Vec<String>, String, Option<String>) {
     let mut out = Vec::new();
     loop {
         match r.next_packet() {
             Ok(Some(p)) => out.push(format!("{} {:?} {} {:?} {:?}", p.time_ns, p.key, p.wire_len, p.payload, p.tcp)),
-            Ok(None) => return Ok((out, r.skipped().to_string(), None)),
-            Err(e) => return Ok((out, r.skipped().to_string(), Some(e.to_string()))),
+            Ok(None) => return (out, r.skipped().to_string(), None),
+            Err(e) => return (out, r.skipped().to_string(), Some(e.to_string())),
         }
     }
 }
 
+/// What the streaming reader makes of `bytes`.
+fn streamed(bytes: &[u8]) -> Result<(Vec<String>, String, Option<String>), String> {
+    CaptureReader::new(bytes).map(everything).map_err(|e| e.to_string())
+}
+
 /// The same from the in-memory reader.
 fn sliced(bytes: &[u8]) -> Result<(Vec<String>, String, Option<String>), String> {
-    let mut r = SliceReader::new(bytes).map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    loop {
-        match r.next_packet() {
-            Ok(Some(p)) => out.push(format!("{} {:?} {} {:?} {:?}", p.time_ns, p.key, p.wire_len, p.payload, p.tcp)),
-            Ok(None) => return Ok((out, Packets::skipped(&r).to_string(), None)),
-            Err(e) => return Ok((out, Packets::skipped(&r).to_string(), Some(e.to_string()))),
-        }
-    }
+    SliceReader::new(bytes).map(everything).map_err(|e| e.to_string())
 }
 
 /// The in-memory reader reads exactly what the streaming one does: every packet, every skip,
