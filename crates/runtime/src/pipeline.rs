@@ -32,7 +32,8 @@
 //!   order in which workers finish: every buffer before the first matching one is scanned.
 //! - **Duplicated matches.** A worker that matches a buffer of a connection whose earlier buffer
 //!   matched meanwhile on another worker did the work twice; that is counted.
-//! - **Pinning.** Workers are pinned to cores where the OS allows, round robin over the cores.
+//! - **Pinning.** Workers are pinned to cores where the OS allows, round robin over the cores,
+//!   and the producer (the calling thread, for the run) to a core no worker has, if one is left.
 
 use std::cell::UnsafeCell;
 use std::sync::Mutex;
