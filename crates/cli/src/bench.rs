@@ -16,7 +16,7 @@ use switchyard_runtime::pipeline::{self, PipelineConfig};
 use switchyard_runtime::serial::{Verdict, inspect_serial_timed};
 use switchyard_runtime::tracegen::{TraceSpec, generate};
 use switchyard_sim::Nanos;
-use switchyard_sim::models::server::{OnFull, Server, ServerParams, Workload};
+use switchyard_sim::models::server::{OnFull, ProducerCore, Server, ServerParams, Workload};
 use switchyard_sim::models::trace::{Trace, TraceReplay};
 
 /// Benchmarks that need more than `cargo bench`: real threads against a baseline and a model.
@@ -38,10 +38,11 @@ enum BenchWhat {
 ///
 /// The simulator is given the kernel's measured scan cost (a straight-line fit of time against
 /// buffer length), the producer's measured cost per packet and per placement, where each
-/// connection matched, and the same trace; it predicts each policy's throughput on two
-/// machines that bracket one with no core to spare for the producer: the producer on a core of
-/// its own, and the producer sharing worker 0's core throughout. The last columns are how far
-/// each prediction is from the real run.
+/// connection matched, and the same trace; it predicts each policy's throughput twice: with the
+/// producer on a core of its own (a machine with a core to spare), and, where the workers take
+/// every core, with the producer floating as the OS runs it (on an idle worker's core, sharing
+/// one at half speed while every worker serves). The last columns are how far each prediction
+/// is from the real run.
 ///
 /// Example:
 ///
@@ -274,7 +275,7 @@ fn inspect(a: &InspectBench) -> Result<()> {
         writeln!(
             out,
             "{:<12} {:>12} {:>9} {:>11} {:>10} {:>10} {:>10} {:>10}",
-            "policy", "packets/s", "×1 thread", "producer ns", "own core", "shared", "own core", "shared"
+            "policy", "packets/s", "×1 thread", "producer ns", "own core", "floating", "own core", "floating"
         )?;
         let mut by_policy = Vec::new();
         let mut producer_in_pipeline = Vec::new();
@@ -303,7 +304,7 @@ fn inspect(a: &InspectBench) -> Result<()> {
                 migration_penalty: Nanos(0),
                 home_penalty: Nanos(0),
                 sibling_sharing: 0.0,
-                producer_core: None,
+                producer_core: ProducerCore::Own,
                 workers: None,
                 workload: Workload::Trace(TraceReplay {
                     trace: Arc::clone(&trace),
@@ -312,15 +313,14 @@ fn inspect(a: &InspectBench) -> Result<()> {
                 }),
                 seed: 1,
             };
-            // Two machines bracket this one: the producer with a core of its own (a machine
-            // with a core to spare), and the producer sharing worker 0's core throughout (here,
-            // where the unpinned producer shares whichever core the OS gives it).
-            let sim_with = |producer_core: Option<WorkerId>| -> Result<f64> {
+            // The producer on a core of its own (a machine with a core to spare), and as it runs
+            // here when there is none: unpinned, where a worker is idle, sharing when none is.
+            let sim_with = |producer_core: ProducerCore| -> Result<f64> {
                 let o = Server::simulate(&ServerParams { producer_core, ..params.clone() })?;
                 Ok(packets as f64 / (o.makespan.0.max(1) as f64 / 1e9))
             };
-            let own = sim_with(None)?;
-            let shared = if a.workers as usize >= cores { Some(sim_with(Some(WorkerId(0)))?) } else { None };
+            let own = sim_with(ProducerCore::Own)?;
+            let shared = if a.workers as usize >= cores { Some(sim_with(ProducerCore::Floats)?) } else { None };
             let sim_serial = packets as f64 / ((producer_ns * packets as f64 + fit.sy) / 1e9);
             let or_dash = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}"));
             writeln!(

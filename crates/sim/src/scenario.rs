@@ -18,7 +18,8 @@
 //! service_per_kib_ns = 20000
 //! migration_penalty_ns = 5000  # × (C[prev][this] − 1) when a flow moves
 //! sibling_sharing = 0.0        # 0..1: how much leaves of one lowest-level node share it
-//! # producer_core = 0          # the producer shares this worker's core (none by default)
+//! # producer_core = "float"    # "own" (default), a worker number to share its core, or
+//! #                            # "float": on an idle worker's core, sharing when all serve
 //!
 //! [workload]                   # or kind = "dpi" (add inspect_packets, match_fraction), or
 //!                              # kind = "gop" (streams, gops, interval_s, bytes = [lo, hi],
@@ -59,7 +60,7 @@ use switchyard_core::{PlaceConfig, Policy, Topology, WorkerId};
 use thiserror::Error;
 
 use crate::Nanos;
-use crate::models::server::{self, OnFull, Server, ServerOutcome, ServerParams};
+use crate::models::server::{self, OnFull, ProducerCore, Server, ServerOutcome, ServerParams};
 use crate::models::trace::{Trace, TraceReplay};
 use crate::models::workload::{DpiConnections, GopStreams, SyntheticFlows};
 
@@ -166,7 +167,15 @@ struct Machine {
     home_penalty_ns: u64,
     #[serde(default)]
     sibling_sharing: f64,
-    producer_core: Option<u32>,
+    producer_core: Option<ProducerCoreSpec>,
+}
+
+/// `producer_core`: "own", "float", or the number of the worker whose core it shares.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ProducerCoreSpec {
+    Worker(u32),
+    Named(String),
 }
 
 fn default_capacity() -> usize {
@@ -642,7 +651,15 @@ fn params(
         migration_penalty: Nanos(m.migration_penalty_ns),
         home_penalty: Nanos(m.home_penalty_ns),
         sibling_sharing: m.sibling_sharing,
-        producer_core: m.producer_core.map(WorkerId),
+        producer_core: match &m.producer_core {
+            None => ProducerCore::Own,
+            Some(ProducerCoreSpec::Worker(w)) => ProducerCore::Shares(WorkerId(*w)),
+            Some(ProducerCoreSpec::Named(n)) if n == "own" => ProducerCore::Own,
+            Some(ProducerCoreSpec::Named(n)) if n == "float" => ProducerCore::Floats,
+            Some(ProducerCoreSpec::Named(n)) => {
+                return Err(format!("machine.producer_core: `{n}`; expected \"own\", \"float\" or a worker number"));
+            }
+        },
         workers: m.workers,
         workload,
         seed: f.seed,

@@ -84,17 +84,31 @@ pub struct ServerParams {
     /// How much leaves under one lowest-level node share its execution (0: not at all; 1: the
     /// group is as fast as one leaf). See the module documentation.
     pub sibling_sharing: f64,
-    /// The worker whose core the producer shares, if any (a machine with no core to spare for
-    /// the producer: one producer and two workers on two cores). While the producer and that
-    /// worker are both busy, each runs at half speed, as two threads sharing a core do under a
-    /// fair scheduler; either runs at full speed while the other waits.
-    pub producer_core: Option<WorkerId>,
+    /// Where the producer runs: on a core of its own, or on a worker's (see [`ProducerCore`]).
+    pub producer_core: ProducerCore,
     /// Workers used: the first this many leaves of the topology (all of them when `None`).
     pub workers: Option<u32>,
     /// The offered work.
     pub workload: Workload,
     /// Root seed.
     pub seed: u64,
+}
+
+/// Where the producer thread runs, for a machine with no core to spare for it (one producer and
+/// two workers on two cores). While the producer and the worker whose core it is on are both
+/// busy, each runs at half speed, as two threads sharing a core do under a fair scheduler;
+/// either runs at full speed while the other waits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProducerCore {
+    /// A core of its own.
+    #[default]
+    Own,
+    /// Always this worker's core (a producer pinned beside a worker).
+    Shares(WorkerId),
+    /// Wherever a worker is idle, as an OS scheduler places an unpinned thread: it moves to an
+    /// idle worker's core when the worker beside it is serving, and shares (staying where it
+    /// is) only while every worker serves.
+    Floats,
 }
 
 /// The offered work of a server scenario.
@@ -242,6 +256,8 @@ pub struct Server {
     producer: Producer,
     /// The producer's work in progress and the epoch of its completion event.
     run: Option<Run>,
+    /// The worker whose core the producer is on (`None`: a core of its own).
+    producer_on: Option<WorkerId>,
     producer_epoch: u32,
     queues: Vec<VecDeque<Queued>>,
     busy: Vec<Nanos>,
@@ -292,7 +308,7 @@ impl Server {
         if !(0.0..=1.0).contains(&params.sibling_sharing) {
             return Err(bad("sibling_sharing", params.sibling_sharing.to_string(), "a fraction from 0 to 1"));
         }
-        if let Some(w) = params.producer_core
+        if let ProducerCore::Shares(w) = params.producer_core
             && w.0 >= n
         {
             return Err(bad("producer_core", w.0.to_string(), "one of the workers, numbered from 0"));
@@ -313,6 +329,11 @@ impl Server {
             input: VecDeque::new(),
             producer: Producer::Idle,
             run: None,
+            producer_on: match params.producer_core {
+                ProducerCore::Own => None,
+                ProducerCore::Shares(w) => Some(w),
+                ProducerCore::Floats => Some(WorkerId(0)),
+            },
             producer_epoch: 0,
             queues: vec![VecDeque::new(); n as usize],
             busy: vec![Nanos::ZERO; n as usize],
@@ -392,15 +413,31 @@ impl Server {
     /// The producer starts `work` (solo-speed time), slowed if it shares a busy worker's core.
     fn start_run(&mut self, work: Nanos, queue: &mut EventQueue<ServerEvent>) {
         self.run = Some(Run { since: queue.now(), left: work.0 as f64, speed: 0.0 });
-        self.respeed_producer(queue);
-        if let Some(w) = self.params.producer_core {
+        self.place_producer(queue);
+        if let Some(w) = self.producer_on {
             self.respeed(w, queue);
         }
     }
 
+    /// A floating producer whose core's worker is serving moves to an idle worker's core, if
+    /// there is one; the workers it leaves and joins, and the producer, are re-speeded.
+    fn place_producer(&mut self, queue: &mut EventQueue<ServerEvent>) {
+        if self.params.producer_core == ProducerCore::Floats
+            && let Some(on) = self.producer_on
+            && self.serving[on.0 as usize].is_some()
+            && let Some(idle) = self.serving.iter().position(Option::is_none)
+        {
+            let to = WorkerId(idle as u32);
+            self.producer_on = Some(to);
+            self.respeed(on, queue);
+            self.respeed(to, queue);
+        }
+        self.respeed_producer(queue);
+    }
+
     /// The producer's speed: half while it shares its core with a serving worker, else whole.
     fn respeed_producer(&mut self, queue: &mut EventQueue<ServerEvent>) {
-        let shared = self.params.producer_core.is_some_and(|w| self.serving[w.0 as usize].is_some());
+        let shared = self.producer_on.is_some_and(|w| self.serving[w.0 as usize].is_some());
         let speed = if shared { 0.5 } else { 1.0 };
         let now = queue.now();
         let Some(run) = &mut self.run else { return };
@@ -478,8 +515,8 @@ impl Server {
         }
         self.serving[w.0 as usize] = Some(Service { started: now, since: now, left: t as f64, speed: 0.0 });
         self.respeed(w, queue);
-        if self.params.producer_core == Some(w) {
-            self.respeed_producer(queue);
+        if self.producer_on.is_some() {
+            self.place_producer(queue);
         }
     }
 
@@ -494,8 +531,9 @@ impl Server {
             (a.last, a.busy, a.units, a.bytes) = (now, a.busy + took, a.units + 1, a.bytes + head.unit.size);
         }
         self.respeed(w, queue);
-        if self.params.producer_core == Some(w) {
-            self.respeed_producer(queue);
+        // A worker with more queued serves again at once: only one going idle frees its core.
+        if self.producer_on == Some(w) || (self.producer_on.is_some() && self.queues[w.0 as usize].len() <= 1) {
+            self.place_producer(queue);
         }
     }
 
@@ -508,7 +546,7 @@ impl Server {
         let k = self.serving[members.clone()].iter().flatten().count();
         let group_speed = 1.0 / (1.0 + self.params.sibling_sharing * k.saturating_sub(1) as f64);
         for i in members {
-            let with_producer = self.run.is_some() && self.params.producer_core == Some(WorkerId(i as u32));
+            let with_producer = self.run.is_some() && self.producer_on == Some(WorkerId(i as u32));
             let speed = if with_producer { group_speed * 0.5 } else { group_speed };
             let Some(s) = &mut self.serving[i] else { continue };
             if s.speed == speed {
@@ -560,7 +598,7 @@ impl Model for Server {
                     return;
                 }
                 self.run = None;
-                if let Some(shared) = self.params.producer_core {
+                if let Some(shared) = self.producer_on {
                     self.respeed(shared, queue);
                 }
                 let (q, w) = match std::mem::replace(&mut self.producer, Producer::Idle) {

@@ -58,7 +58,7 @@ mod server {
     use switchyard_core::place::PlaceConfig;
     use switchyard_core::{Policy, Topology};
     use switchyard_sim::Nanos;
-    use switchyard_sim::models::server::{OnFull, Server, ServerOutcome, ServerParams, Workload};
+    use switchyard_sim::models::server::{OnFull, ProducerCore, Server, ServerOutcome, ServerParams, Workload};
     use switchyard_sim::models::workload::SyntheticFlows;
 
     /// An 8-core Xeon at high load with heavy-tailed flows and a real cost for moving a flow:
@@ -77,7 +77,7 @@ mod server {
             migration_penalty: Nanos(5_000),
             home_penalty: Nanos(0),
             sibling_sharing: 0.0,
-            producer_core: None,
+            producer_core: ProducerCore::Own,
             workers: None,
             workload: Workload::Synthetic(SyntheticFlows {
                 flows: 6_000,
@@ -291,7 +291,7 @@ mod dpi {
     use switchyard_core::place::PlaceConfig;
     use switchyard_core::{Policy, Topology};
     use switchyard_sim::Nanos;
-    use switchyard_sim::models::server::{OnFull, Server, ServerOutcome, ServerParams, Workload};
+    use switchyard_sim::models::server::{OnFull, ProducerCore, Server, ServerOutcome, ServerParams, Workload};
     use switchyard_sim::models::workload::{DpiConnections, SyntheticFlows};
 
     fn run(policy: Policy, workers: u32) -> ServerOutcome {
@@ -315,7 +315,7 @@ mod dpi {
             migration_penalty: Nanos(2_000),
             home_penalty: Nanos(0),
             sibling_sharing: 0.0,
-            producer_core: None,
+            producer_core: ProducerCore::Own,
             workers: Some(workers),
             workload: Workload::Dpi(DpiConnections { flows, inspect_packets: 8, match_fraction: 0.7 }),
             seed: 2,
@@ -467,7 +467,7 @@ mod trace {
         use switchyard_core::place::PlaceConfig;
         use switchyard_core::{Policy, Topology};
         use switchyard_sim::Nanos;
-        use switchyard_sim::models::server::{OnFull, Server, ServerParams, Workload};
+        use switchyard_sim::models::server::{OnFull, ProducerCore, Server, ServerParams, Workload};
         use switchyard_sim::models::trace::{Trace, TraceReplay};
 
         let pcap = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/sample.pcap")).unwrap();
@@ -500,7 +500,7 @@ mod trace {
                 migration_penalty: Nanos(0),
                 home_penalty: Nanos(0),
                 sibling_sharing: 0.0,
-                producer_core: None,
+                producer_core: ProducerCore::Own,
                 workers: None,
                 workload: Workload::Trace(TraceReplay { trace: Arc::new(trace), time_scale: 0.0, dpi: Some((8, 0.5)) }),
                 seed: 1,
@@ -527,14 +527,14 @@ mod trace {
         use switchyard_core::place::PlaceConfig;
         use switchyard_core::{Policy, Topology, WorkerId};
         use switchyard_sim::Nanos;
-        use switchyard_sim::models::server::{OnFull, Server, ServerParams, Workload};
+        use switchyard_sim::models::server::{OnFull, ProducerCore, Server, ServerParams, Workload};
         use switchyard_sim::models::trace::{Trace, TraceReplay};
 
         let pcap = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/sample.pcap")).unwrap();
         let trace = Arc::new(Trace::read(&pcap[..], true).unwrap());
         let units = trace.packets() as f64;
         let (p, s) = (300.0, 200.0);
-        let makespan = |shared: bool, workers: u32| {
+        let makespan = |core: ProducerCore, workers: u32| {
             let o = Server::simulate(&ServerParams {
                 topology: Topology::flat(workers).unwrap(),
                 policy: Policy::ModN,
@@ -548,7 +548,7 @@ mod trace {
                 migration_penalty: Nanos(0),
                 home_penalty: Nanos(0),
                 sibling_sharing: 0.0,
-                producer_core: shared.then_some(WorkerId(0)),
+                producer_core: core,
                 workers: None,
                 workload: Workload::Trace(TraceReplay { trace: Arc::clone(&trace), time_scale: 0.0, dpi: None }),
                 seed: 1,
@@ -557,15 +557,21 @@ mod trace {
             assert_eq!(o.served, o.emitted);
             o.makespan.0 as f64
         };
-        let alone = makespan(false, 1);
+        let alone = makespan(ProducerCore::Own, 1);
         assert!((alone / (units * p) - 1.0).abs() < 0.01, "the producer is the bottleneck: {alone}");
-        let shared = makespan(true, 1);
+        let shared = makespan(ProducerCore::Shares(WorkerId(0)), 1);
         assert!((shared / (units * (p + s)) - 1.0).abs() < 0.01, "one core does both: {shared}");
+        // With one worker there is nowhere to float to.
+        assert_eq!(makespan(ProducerCore::Floats, 1), shared);
         // Two workers, the producer on worker 0's core: that core does all of the producer's
         // work and half the service (static hash splits the sample's flows about evenly).
-        let two = makespan(true, 2);
+        let two = makespan(ProducerCore::Shares(WorkerId(0)), 2);
         assert!(two > units * (p + 0.3 * s) && two < units * (p + 0.7 * s), "{two}");
-        assert!(makespan(false, 2) < two);
+        // Free to move to whichever worker is idle, it does better than pinned beside one, and
+        // no better than on a core of its own.
+        let floats = makespan(ProducerCore::Floats, 2);
+        let own = makespan(ProducerCore::Own, 2);
+        assert!(own <= floats && floats < two, "own {own}, floating {floats}, beside worker 0 {two}");
     }
 
     #[test]
