@@ -5,9 +5,10 @@
 //! - **The producer only sorts.** It reads each packet, numbers it within its connection and
 //!   places the buffer unit. It does not reassemble: it leaves the packet's payload in the
 //!   connection's slot for its number, and whichever worker next inspects the connection feeds
-//!   the slots to the connection's [`Assembly`] (under the connection's lock, in packet order)
-//!   before it scans. In the thesis the preprocessing thread (libnids) also reassembled; with a fast
-//!   kernel that left the producer doing three quarters of the single thread's work, and a
+//!   the slots to the connection's [`Assembly`](switchyard_ingest::Assembly) (under the
+//!   connection's lock, in packet order) before it scans. In the thesis the preprocessing
+//!   thread (libnids) also reassembled; with a fast kernel that left the producer doing three
+//!   quarters of the single thread's work, and a
 //!   pipeline can go no faster than its producer. Because the assembly only grows, the buffer
 //!   of packet `i` is the first `len[i]` bytes of the assembly, whoever fed it and in whatever
 //!   order the workers run: the same bytes the serial pipeline scans.
@@ -34,22 +35,29 @@
 //!   matched meanwhile on another worker did the work twice; that is counted.
 //! - **Pinning.** Workers are pinned to cores where the OS allows, round robin over the cores,
 //!   and the producer (the calling thread, for the run) to a core no worker has, if one is left.
+//!
+//! Here: the producer ([`run_with_progress`]) and the report. What it hands the workers (a
+//! connection's shared state and packet slots, the buffer units) is in `shared`; the workers'
+//! loop in `worker`.
 
-use std::cell::UnsafeCell;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
 
 use switchyard_core::{FlowId, FlowKey, LoadView, Placer, Unit, WorkerId};
-use switchyard_ingest::{Assembly, ConnConfig, ConnTable, IngestError, Packets, SliceReader, Step, Tcp};
-
+use switchyard_ingest::{ConnConfig, ConnTable, IngestError, Packets, SliceReader, Step};
 use typed_arena::Arena;
 
-use crate::inspect::{Inspector, Protocol, tls};
+use crate::inspect::{Inspector, Protocol};
 use crate::serial::{ConnResult, Summary, Verdict};
 
+mod shared;
+mod worker;
+
+use shared::{Job, Padded, Piece, PieceSlot, Shared};
 pub use switchyard_core::OnFull;
+pub use worker::PUBLISH_EVERY;
+use worker::{Done, WorkerEnd, worker};
 
 /// How to run.
 #[derive(Clone, Debug)]
@@ -79,96 +87,6 @@ impl Default for PipelineConfig {
     }
 }
 
-/// The shared state of one connection, allocated in the run's arena.
-///
-/// `first_match` is the earliest matching buffer, packed as `index << 16 | protocol`, or
-/// `u32::MAX` while none has matched. The producer reads it for every packet and writes each
-/// of `pieces` once; workers take `work`'s lock, feed the assembly from `pieces` and scan. The
-/// lock sits on cache lines of its own so that taking it does not evict what the producer reads.
-#[derive(Debug)]
-struct Shared<'s, 'a> {
-    first_match: AtomicU32,
-    /// The connection's buffered packets, by number: slot `i` is set before buffer `i` is sent.
-    pieces: &'s [PieceSlot<'a>],
-    work: Padded<Mutex<Assembled>>,
-}
-
-#[derive(Debug, Default)]
-#[repr(align(128))]
-struct Padded<T>(T);
-
-/// A packet the producer has numbered and no worker has yet fed to the assembly. Its payload
-/// is borrowed from the capture, which outlives the workers: nothing is copied.
-#[derive(Clone, Copy, Debug, Default)]
-struct Piece<'a> {
-    from_client: bool,
-    tcp: Option<Tcp>,
-    payload: &'a [u8],
-}
-
-/// Where the producer leaves a connection's packet `i` for the workers: written once, by the
-/// producer, before any buffer unit of index `i` or later exists; read by a worker only once it
-/// holds such a unit, received through its queue. The queue orders the two (its send releases
-/// what the producer wrote before, its receive acquires it), so the slot needs no lock and no
-/// atomic of its own. A `OnceLock` per slot did the same with a compare-and-swap and a closure
-/// call per packet, 3–5% of the producer's time.
-struct PieceSlot<'a>(UnsafeCell<Piece<'a>>);
-
-// SAFETY: shared between the producer and the workers under the protocol of `set` and `get`:
-// one write, ordered before every read by the worker queues' release and acquire.
-unsafe impl Sync for PieceSlot<'_> {}
-
-impl<'a> PieceSlot<'a> {
-    fn empty() -> Self {
-        Self(UnsafeCell::new(Piece::default()))
-    }
-
-    /// # Safety
-    /// Only the producer calls this, at most once per slot, and before it creates any buffer
-    /// unit whose index is this slot's or later (so no worker can be reading the slot).
-    unsafe fn set(&self, piece: Piece<'a>) {
-        // SAFETY: by the contract, no other thread accesses the slot now.
-        unsafe { *self.0.get() = piece }
-    }
-
-    /// # Safety
-    /// The caller received, through a worker queue, a buffer unit of this connection whose
-    /// index is this slot's or later: the slot was written before that unit was sent and is
-    /// never written again.
-    unsafe fn get(&self) -> Piece<'a> {
-        // SAFETY: by the contract, the write happened before, and no write can follow.
-        unsafe { *self.0.get() }
-    }
-}
-
-impl std::fmt::Debug for PieceSlot<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PieceSlot")
-    }
-}
-
-/// The connection's assembly, its length after each packet fed to it, and the TLS server name
-/// if a worker found one.
-#[derive(Debug, Default)]
-struct Assembled {
-    assembly: Assembly,
-    len_after: Vec<u32>,
-    server_name: Option<String>,
-}
-
-impl Assembled {
-    /// Feeds the packets up to number `index`, in order, from the connection's slots.
-    fn take_in(&mut self, pieces: &[PieceSlot<'_>], index: usize, config: &ConnConfig) {
-        while self.len_after.len() <= index {
-            // SAFETY: the caller holds the connection's buffer unit `index`, received through
-            // its queue, and feeds only slots up to it.
-            let piece = unsafe { pieces[self.len_after.len()].get() };
-            let len = self.assembly.push(config, piece.from_client, piece.tcp, piece.payload);
-            self.len_after.push(len as u32);
-        }
-    }
-}
-
 #[derive(Debug, Default)]
 struct Slot<'s, 'a> {
     /// Allocated at the connection's first buffer.
@@ -176,15 +94,6 @@ struct Slot<'s, 'a> {
     /// The connection's flow id, computed at its first buffer.
     flow: Option<FlowId>,
     last_worker: Option<WorkerId>,
-}
-
-struct Job<'s, 'a> {
-    shared: &'s Shared<'s, 'a>,
-    index: u32,
-    /// What the producer counted as the buffer's length in the load view: the connection's
-    /// payload bytes so far, up to the byte limit (the buffer's length unless segments were
-    /// retransmitted or held behind a gap).
-    size: u32,
 }
 
 /// What one worker did.
@@ -227,100 +136,6 @@ pub struct RunReport {
     /// over: reading, tracking, placing and handing over, without the workers' start and end
     /// (`None` where the OS has no per-thread CPU clock).
     pub producer_cpu: Option<Duration>,
-}
-
-/// One worker's end of its queue, and its count of finished buffers in the load view.
-struct WorkerEnd<'s, 'a> {
-    rx: Receiver<Vec<Job<'s, 'a>>>,
-    done: &'s Done,
-}
-
-/// Buffers a worker has finished, and their bytes: written only by the worker, read by the
-/// producer. Each worker's pair has a cache line of its own, so one worker's progress does not
-/// evict the line the producer reads for the other.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-struct Done {
-    units: AtomicU64,
-    bytes: AtomicU64,
-}
-
-/// A worker publishes its progress after this many buffers (and at the end of each batch):
-/// often enough for a load-aware placer to see a queue drain within a batch, rarely enough that
-/// the producer's reads seldom miss.
-pub const PUBLISH_EVERY: u64 = 16;
-
-fn worker(end: WorkerEnd<'_, '_>, inspector: &Inspector, config: &ConnConfig, core: Option<usize>) -> WorkerStats {
-    let mut stats = WorkerStats { core, ..WorkerStats::default() };
-    if let Some(id) = core {
-        stats.core = core_affinity::set_for_current(core_affinity::CoreId { id }).then_some(id);
-    }
-    let (mut units, mut bytes) = (0u64, 0u64);
-    let publish = |units: u64, bytes: u64| {
-        end.done.units.store(units, Ordering::Release);
-        end.done.bytes.store(bytes, Ordering::Release);
-    };
-    // Timed per batch, not per buffer: reading the clock twice per buffer was 6% of the run.
-    while let Some(batch) = next_batch(&end.rx) {
-        let started = Instant::now();
-        for job in batch {
-            inspect(&job, inspector, config, &mut stats);
-            units += 1;
-            bytes += u64::from(job.size);
-            if units % PUBLISH_EVERY == 0 {
-                publish(units, bytes);
-            }
-        }
-        publish(units, bytes);
-        stats.busy += started.elapsed();
-    }
-    stats
-}
-
-/// How long an idle worker keeps looking for its next batch before it sleeps.
-const IDLE_SPIN: Duration = Duration::from_micros(50);
-
-/// The worker's next batch, `None` when the producer is done. A worker that finds its queue
-/// empty yields its core for a while before it sleeps: a sleeping worker must be woken by the
-/// producer with a system call, which on a virtual machine cost more than the batch's scanning
-/// (a tenth of the producer's time went to waking workers).
-fn next_batch<'s, 'a>(rx: &Receiver<Vec<Job<'s, 'a>>>) -> Option<Vec<Job<'s, 'a>>> {
-    let idle = Instant::now();
-    loop {
-        match rx.try_recv() {
-            Ok(batch) => return Some(batch),
-            Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
-            Err(std::sync::mpsc::TryRecvError::Empty) if idle.elapsed() < IDLE_SPIN => std::thread::yield_now(),
-            Err(std::sync::mpsc::TryRecvError::Empty) => return rx.recv().ok(),
-        }
-    }
-}
-
-/// One buffer: skipped if an earlier buffer of its connection has matched, otherwise
-/// reassembled as far as it reaches and scanned.
-fn inspect(job: &Job<'_, '_>, inspector: &Inspector, config: &ConnConfig, stats: &mut WorkerStats) {
-    let first = job.shared.first_match.load(Ordering::Acquire);
-    if first >> 16 < job.index {
-        stats.skipped += 1;
-        return;
-    }
-    let mut assembled = job.shared.work.0.lock().expect("no thread panics holding it");
-    assembled.take_in(job.shared.pieces, job.index as usize, config);
-    let len = assembled.len_after[job.index as usize] as usize;
-    let buffer = &assembled.assembly.buffer()[..len];
-    stats.scanned += 1;
-    stats.scanned_bytes += len as u64;
-    if let Some(p) = inspector.classify(buffer) {
-        let packed = (job.index << 16) | u32::from(p.0);
-        let before = job.shared.first_match.fetch_min(packed, Ordering::AcqRel);
-        if before < packed {
-            stats.duplicated += 1;
-        } else if p.name() == "tls"
-            && let Some(name) = tls::server_name(buffer)
-        {
-            assembled.server_name = Some(name.to_owned());
-        }
-    }
 }
 
 /// Sends a batch, waiting for room (timed into `blocked`) or giving it back when the rule is to
