@@ -111,6 +111,8 @@ struct PolicyRun {
     place_ns: f64,
     placing_ns: f64,
     producer_cpu: Option<Duration>,
+    /// Share of the run the producer waited on a full queue.
+    blocked: f64,
 }
 
 /// The producer alone: what the pipeline's producer does for each packet (read, track, and for
@@ -236,6 +238,7 @@ fn inspect(a: &InspectBench) -> Result<()> {
                     place_ns: r.placing.as_nanos() as f64 / r.summary.inspected.max(1) as f64,
                     placing_ns: r.placing.as_nanos() as f64 / packets.max(1) as f64,
                     producer_cpu: r.producer_cpu,
+                    blocked: r.producer_blocked.as_secs_f64() / r.elapsed.as_secs_f64().max(1e-9),
                 });
             }
             // The producer's own cost of dispatching, on a core no worker shares: one worker,
@@ -279,6 +282,7 @@ fn inspect(a: &InspectBench) -> Result<()> {
         )?;
         let mut by_policy = Vec::new();
         let mut producer_in_pipeline = Vec::new();
+        let mut waits = Vec::new();
         for (k, policy) in policies.into_iter().enumerate() {
             let elapsed = median(rounds.iter().map(|r| r.runs[k].elapsed).collect());
             let ratio =
@@ -315,12 +319,22 @@ fn inspect(a: &InspectBench) -> Result<()> {
             };
             // The producer on a core of its own (a machine with a core to spare), and as it runs
             // here when there is none: unpinned, where a worker is idle, sharing when none is.
-            let sim_with = |producer_core: ProducerCore| -> Result<f64> {
+            // Throughput, and the share of the run the producer waited on a full queue.
+            let sim_with = |producer_core: ProducerCore| -> Result<(f64, f64)> {
                 let o = Server::simulate(&ServerParams { producer_core, ..params.clone() })?;
-                Ok(packets as f64 / (o.makespan.0.max(1) as f64 / 1e9))
+                let span = o.makespan.0.max(1) as f64;
+                Ok((packets as f64 / (span / 1e9), o.producer_blocked.0 as f64 / span))
             };
-            let own = sim_with(ProducerCore::Own)?;
-            let shared = if a.workers as usize >= cores { Some(sim_with(ProducerCore::Floats)?) } else { None };
+            let (own, _) = sim_with(ProducerCore::Own)?;
+            let floating = if a.workers as usize >= cores { Some(sim_with(ProducerCore::Floats)?) } else { None };
+            let shared = floating.map(|f| f.0);
+            let blocked = median_f64(rounds.iter().map(|r| r.runs[k].blocked).collect());
+            waits.push(format!(
+                "{} {:.0}%{}",
+                policy.name(),
+                blocked * 100.0,
+                floating.map_or(String::new(), |f| format!(" (simulated, floating: {:.0}%)", f.1 * 100.0))
+            ));
             let sim_serial = packets as f64 / ((producer_ns * packets as f64 + fit.sy) / 1e9);
             let or_dash = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}"));
             writeln!(
@@ -337,6 +351,7 @@ fn inspect(a: &InspectBench) -> Result<()> {
             )?;
             by_policy.push((policy, real, ratio));
         }
+        writeln!(out, "producer waiting on full queues: {}", waits.join(", "))?;
         let best = by_policy.iter().map(|p| p.2).fold(0.0, f64::max);
         // How many times faster policy `k` ran than static hash, in the median round.
         let over_static = |p: Policy| {
