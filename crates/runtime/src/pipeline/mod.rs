@@ -348,8 +348,10 @@ pub fn run_with_progress(
                     let first = c.data.shared.map_or(u32::MAX, |sh| sh.first_match.load(Ordering::Acquire));
                     let matched = (first != u32::MAX).then_some(Protocol((first & 0xffff) as u16));
                     let verdict = Verdict::of(matched, c.packets, &config.conn);
-                    let server_name =
-                        c.data.shared.and_then(|sh| sh.work.0.lock().expect("workers are done").server_name.take());
+                    let server_name = c
+                        .data
+                        .shared
+                        .and_then(|sh| sh.work.0.lock().expect("workers are done").as_mut()?.server_name.take());
                     let matched_at = matched.map(|_| first >> 16);
                     ConnResult {
                         id: c.id,
