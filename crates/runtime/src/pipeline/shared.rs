@@ -18,7 +18,7 @@ pub(super) struct Shared<'s, 'a> {
     pub(super) first_match: AtomicU32,
     /// The connection's buffered packets, by number: slot `i` is set before buffer `i` is sent.
     pub(super) pieces: &'s [PieceSlot<'a>],
-    /// Made by the first worker to take the connection: allocating it is worker's work, not
+    /// Made by the first worker to take the connection: allocating it is a worker's work, not
     /// the producer's (whose time per packet bounds the pipeline).
     pub(super) work: Padded<Mutex<Option<Box<Assembled>>>>,
 }
