@@ -101,8 +101,9 @@ struct Round {
     producer: Duration,
     /// By policy, in the order benchmarked.
     runs: Vec<PolicyRun>,
-    /// The producer's CPU time in a one-worker pipeline, on a core of its own.
-    lone: Option<Duration>,
+    /// The producer's CPU time in a one-worker pipeline, on a core of its own, and how many
+    /// times faster than the single thread that pipeline ran.
+    lone: Option<(Duration, f64)>,
 }
 
 struct PolicyRun {
@@ -263,7 +264,8 @@ fn inspect(a: &InspectBench) -> Result<()> {
             // so that a core is free for the producer (where the machine has two).
             let lone = if cores > 1 {
                 let mut placer = place::build(Policy::ModN, &PlaceConfig::default(), &[WorkerId(0)])?;
-                pipeline::run(SliceReader::new(pcap)?, placer.as_mut(), &config, &inspector)?.producer_cpu
+                let r = pipeline::run(SliceReader::new(pcap)?, placer.as_mut(), &config, &inspector)?;
+                r.producer_cpu.map(|cpu| (cpu, serial.as_secs_f64() / r.elapsed.as_secs_f64().max(1e-9)))
             } else {
                 None
             };
@@ -280,8 +282,10 @@ fn inspect(a: &InspectBench) -> Result<()> {
         let ceiling = (producer_ns + worker_ns) / producer_ns.max((producer_ns + worker_ns) / used);
         // The same with what the producer costs inside a pipeline (placing and handing over
         // too), measured on a core of its own: the bound a single producer sets in practice.
-        let lone: Vec<Duration> = rounds.iter().filter_map(|r| r.lone).collect();
+        let lone: Vec<Duration> = rounds.iter().filter_map(|r| r.lone.map(|l| l.0)).collect();
         let lone_ns = (!lone.is_empty()).then(|| per_packet(median(lone)));
+        let lone_ratio: Vec<f64> = rounds.iter().filter_map(|r| r.lone.map(|l| l.1)).collect();
+        let lone_ratio = (!lone_ratio.is_empty()).then(|| median_f64(lone_ratio));
         let dispatch_ceiling = lone_ns.map(|p| per_packet(serial) / p.max((producer_ns + worker_ns) / used));
         let dispatch_note = dispatch_ceiling.map_or(String::new(), |c| {
             format!(" with the producer's standalone cost, {c:.2}× with its cost inside the pipeline")
@@ -389,9 +393,12 @@ fn inspect(a: &InspectBench) -> Result<()> {
         };
         if name == "sample" || (name == "uniform" && traces[0].0 != "sample") {
             goals.push(format!(
-                "{} workers over 1 thread on the {name} trace: {best:.2}× (goal ≥ 1.8×; ceiling {ceiling:.2}×{})",
+                "{} workers over 1 thread on the {name} trace: {best:.2}× (goal ≥ 1.8×; ceiling {ceiling:.2}×{}){}",
                 a.workers,
                 dispatch_ceiling.map_or(String::new(), |c| format!(", {c:.2}× with the producer's in-pipeline cost")),
+                lone_ratio.map_or(String::new(), |r| format!(
+                    "; static hash on 1 worker, the producer on a core of its own: {r:.2}×"
+                )),
             ));
             let percent = |ns: f64| ns * 1e6 / 1e9 * 100.0;
             let inside: Vec<f64> = producer_in_pipeline.iter().filter_map(|p| p.1).collect();

@@ -41,7 +41,10 @@ pub(crate) struct InspectArgs {
     /// The capture (pcap or pcapng).
     file: PathBuf,
 
-    /// Worker threads (default: the machine's cores).
+    /// Worker threads (default: the machine's cores). With fewer workers than cores the
+    /// producer gets a core of its own; with as many, it shares one. On a 2-core machine,
+    /// where the producer's work is most of the total, 1 worker can beat 2 (`switchyard bench
+    /// inspect` measures both).
     #[arg(long, short)]
     workers: Option<u32>,
 
@@ -74,7 +77,7 @@ pub(crate) struct InspectArgs {
     #[arg(long, default_value_t = PipelineConfig::default().batch)]
     batch: usize,
 
-    /// Do not pin workers to cores.
+    /// Do not pin workers (nor the producer) to cores.
     #[arg(long)]
     no_pin: bool,
 
@@ -249,8 +252,15 @@ fn print_table(out: &mut impl Write, name: &str, r: &RunReport, t: &Totals) -> R
     let s = &r.summary;
     writeln!(
         out,
-        "{name}: {} packets, {} connections; {} on {} workers in {:.3} s ({:.0} packets/s, {:.3} Gbit/s of payload)",
-        t.packets, t.connections, t.policy, t.workers, t.seconds, t.packets_per_s, t.gbps
+        "{name}: {} packets, {} connections; {} on {} worker{} in {:.3} s ({:.0} packets/s, {:.3} Gbit/s of payload)",
+        t.packets,
+        t.connections,
+        t.policy,
+        t.workers,
+        if t.workers == 1 { "" } else { "s" },
+        t.seconds,
+        t.packets_per_s,
+        t.gbps
     )?;
     writeln!(
         out,
