@@ -240,6 +240,67 @@ fn inspect_names_every_labelled_connection_with_any_policy() {
     assert_eq!(accounted, 3155, "every packet is accounted for");
 }
 
+/// `--results` writes a row per connection: its protocol, and for a matched one the packet
+/// (from 1, within the inspected packets) whose buffer matched; the same with 1 and 2 workers.
+#[test]
+fn inspect_results_name_the_packet_that_matched() {
+    let pcap = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/labelled.pcap");
+    let dir = std::env::temp_dir().join(format!("switchyard-results-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut tables = Vec::new();
+    for workers in ["1", "2"] {
+        let csv = dir.join(format!("w{workers}.csv"));
+        let o = switchyard(&["inspect", pcap, "-w", workers, "--results", csv.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        tables.push(std::fs::read_to_string(&csv).unwrap());
+    }
+    assert_eq!(tables[0], tables[1], "the same results with 1 and 2 workers");
+    let mut lines = tables[0].lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("{name} in {header:?}"));
+    let (protocol, matched) = (col("protocol"), col("matched_packet"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 500);
+    let mut named = 0;
+    for r in &rows {
+        let at = r[matched];
+        if ["open", "no-match"].contains(&r[protocol]) {
+            assert_eq!(at, "", "{r:?}");
+        } else {
+            let at: u32 = at.parse().unwrap_or_else(|_| panic!("{r:?}"));
+            assert!((1..=8).contains(&at), "{r:?}");
+            named += 1;
+        }
+    }
+    assert!(named > 400, "{named} connections matched");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `bench inspect` runs end to end on small traces and reports what the issue asks: each
+/// policy beside the single thread and the simulator, and the goals.
+#[test]
+fn bench_inspect_reports_every_policy_and_the_goals() {
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/labelled.pcap");
+    let o = switchyard(&["bench", "inspect", "--connections", "300", "--repeat", "1", "--sample", sample]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for trace in ["sample trace:", "uniform trace:", "skewed trace:"] {
+        assert!(out.contains(trace), "{trace} missing:\n{out}");
+    }
+    for policy in ["mod-n", "affinity", "hrw", "ahrw", "bounded"] {
+        assert_eq!(out.lines().filter(|l| l.starts_with(policy)).count(), 3, "{policy} on each trace:\n{out}");
+    }
+    assert_eq!(out.matches("producer waiting on full queues").count(), 3, "{out}");
+    for goal in ["2 workers over 1 thread on the sample trace", "producer on the sample trace", "skewed trace: AHRW"] {
+        assert!(out.contains(goal), "{goal} missing:\n{out}");
+    }
+    // Without the sample, the generated traces still run, and the user is told why.
+    let o = switchyard(&["bench", "inspect", "--connections", "100", "--repeat", "1", "--sample", "/no/such.pcap"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("benchmarking the generated traces only"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("2 workers over 1 thread on the uniform trace"), "{}", stdout(&o));
+}
+
 #[test]
 fn inspect_and_trace_gen_refuse_bad_input_clearly() {
     let o = switchyard(&["inspect", "Cargo.toml"]);
