@@ -203,12 +203,14 @@ impl<'r> CaptureReader<'r> {
     }
 }
 
+/// The first bytes of a pcapng section header block (its type, the same in either byte order).
+pub(crate) const SHB_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+
 /// Refuses a pcapng block whose length field is below the 12 bytes of its own frame (type and
 /// the two lengths). pcap-parser 0.17 subtracts 12 from the field without checking it for some
 /// block types, which overflows (a panic where overflow is checked, as in tests and fuzzing).
 /// Section headers, which may change the byte order, check their own length.
 pub(crate) fn check_block_length(data: &[u8], big_endian: bool, offset: usize) -> Result<(), IngestError> {
-    const SHB_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
     let Some(&[a, b, c, d]) = data.get(4..8) else { return Ok(()) };
     let len = if big_endian { u32::from_be_bytes([a, b, c, d]) } else { u32::from_le_bytes([a, b, c, d]) };
     if len < 12 && !data.starts_with(&SHB_MAGIC) {

@@ -17,7 +17,7 @@ use pcap_parser::pcapng::{Block, parse_block_be, parse_block_le, parse_sectionhe
 use pcap_parser::{PcapBlockOwned, PcapError};
 
 use crate::decode::{Skip, decode};
-use crate::read::{IngestError, Packet, SkipCounts, State, check_block_length, trouble};
+use crate::read::{IngestError, Packet, SHB_MAGIC, SkipCounts, State, check_block_length, trouble};
 
 /// Anything packets can be read from, one at a time.
 pub trait Packets {
@@ -55,8 +55,6 @@ pub struct SliceReader<'a> {
     format: Format,
     state: State,
 }
-
-const SHB_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
 impl<'a> SliceReader<'a> {
     /// Starts reading `input`, which must begin with a pcap or pcapng header.
