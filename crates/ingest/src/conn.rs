@@ -20,8 +20,8 @@
 // 68-byte tuple beside a ~150-byte connection, every growth moved them all, and on a short
 // capture the fresh pages each larger table needed cost more than the lookups (80 page faults a
 // run of the labelled sample). Reading and tracking the sample, best of 3,000 runs: 143 ns a
-// packet with the map, 73 with the index. The index is never iterated into results (ended connections are sorted
-// by id), so its order cannot leak.
+// packet with the map, 73 with the index. The index is never iterated into results (ended
+// connections are sorted by id), so its order cannot leak.
 use std::hash::BuildHasher;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
