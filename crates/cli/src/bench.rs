@@ -11,7 +11,6 @@ use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{FlowId, FlowKey, Policy, Topology, WorkerId};
 use switchyard_ingest::{ConnConfig, ConnTable, SliceReader, Step, Tcp};
 use switchyard_runtime::affinity::on_core;
-use switchyard_runtime::inspect::Inspector;
 use switchyard_runtime::pipeline::{self, PipelineConfig};
 use switchyard_runtime::serial::{Verdict, inspect_serial_timed};
 use switchyard_runtime::tracegen::{TraceSpec, generate};
@@ -74,6 +73,10 @@ struct InspectBench {
     /// Buffers handed to a worker at once.
     #[arg(long, default_value_t = PipelineConfig::default().batch)]
     batch: usize,
+
+    /// How the signatures are matched in every run (see `switchyard inspect --help`).
+    #[arg(long, value_enum, default_value_t = crate::inspect::Kernel::Combined)]
+    kernel: crate::inspect::Kernel,
 
     /// The shipped sample capture, benchmarked first (skipped with a note if it is not there).
     #[arg(long, default_value = "data/traces/labelled.pcap")]
@@ -191,10 +194,11 @@ impl Fit {
 }
 
 fn inspect(a: &InspectBench) -> Result<()> {
-    let inspector = Inspector::new();
+    let inspector = a.kernel.inspector();
     let conn = ConnConfig::default();
     let policies = [Policy::ModN, Policy::Affinity, Policy::Hrw, Policy::Ahrw, Policy::Bounded];
     let mut out = std::io::stdout().lock();
+    writeln!(out, "kernel {}\n", a.kernel.describe())?;
     let mut goals = Vec::new();
     let mut traces = Vec::new();
     match std::fs::read(&a.sample) {

@@ -14,7 +14,7 @@ use switchyard_core::measure::balance;
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{Policy, Topology, WorkerId};
 use switchyard_ingest::{ConnConfig, SliceReader};
-use switchyard_runtime::inspect::Inspector;
+use switchyard_runtime::inspect::{Engine, Inspector};
 use switchyard_runtime::pipeline::{self, OnFull, PipelineConfig, RunReport};
 use switchyard_runtime::serial::ConnResult;
 
@@ -27,7 +27,8 @@ use crate::report::Format;
 /// tracks its connection, and for each of a connection's first packets makes a buffer unit; the
 /// placement policy puts each unit on a worker's bounded queue. The worker reassembles the
 /// connection's TCP in sequence order as far as that packet, then matches 22 protocol
-/// signatures in one automaton; buffers of connections already classified are skipped.
+/// signatures (in one automaton; one at a time with `--kernel sequential`); buffers of
+/// connections already classified are skipped.
 /// The verdicts are the same for any policy and any number of workers.
 ///
 /// Examples:
@@ -64,6 +65,10 @@ pub(crate) struct InspectArgs {
     #[arg(long, default_value_t = 12_000)]
     bytes: usize,
 
+    /// How the signatures are matched (the verdicts are the same; the cost is not).
+    #[arg(long, value_enum, default_value_t = Kernel::Combined)]
+    kernel: Kernel,
+
     /// Buffers each worker's queue holds.
     #[arg(long, default_value_t = PipelineConfig::default().queue_capacity)]
     queue: usize,
@@ -92,6 +97,35 @@ pub(crate) struct InspectArgs {
     /// Output format.
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     format: Format,
+}
+
+/// The inspection kernel's matching engine, as the command line names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Kernel {
+    /// Every signature in one automaton, scanned once (fast).
+    Combined,
+    /// One signature at a time on an NFA simulation, as the source's L7-filter matched: slower,
+    /// so that matching dominates the work as it did in the source.
+    Sequential,
+}
+
+impl Kernel {
+    /// What the kernel does, for reports.
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Self::Combined => "combined: every signature in one automaton, one pass over a buffer's opening",
+            Self::Sequential => {
+                "sequential: matching one signature at a time on an NFA simulation, as the source's L7-filter did"
+            }
+        }
+    }
+
+    pub(crate) fn inspector(self) -> Inspector {
+        Inspector::with_engine(match self {
+            Self::Combined => Engine::Combined,
+            Self::Sequential => Engine::Sequential,
+        })
+    }
 }
 
 /// Captures from this size up get a progress bar (on a terminal).
@@ -176,7 +210,7 @@ pub(crate) fn run(args: &InspectArgs) -> Result<()> {
         pin: !args.no_pin,
         batch: args.batch,
     };
-    let inspector = Inspector::new();
+    let inspector = args.kernel.inspector();
     // Mapped, not read: packets are parsed in place and workers borrow their payloads, so no
     // byte is copied, and a capture larger than memory is paged in as it is read.
     let capture = Capture::open(&file, &shown)?;

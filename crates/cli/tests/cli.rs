@@ -241,20 +241,22 @@ fn inspect_names_every_labelled_connection_with_any_policy() {
 }
 
 /// `--results` writes a row per connection: its protocol, and for a matched one the packet
-/// (from 1, within the inspected packets) whose buffer matched; the same with 1 and 2 workers.
+/// (from 1, within the inspected packets) whose buffer matched; the same with 1 and 2 workers,
+/// and with either kernel.
 #[test]
 fn inspect_results_name_the_packet_that_matched() {
     let pcap = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/labelled.pcap");
     let dir = std::env::temp_dir().join(format!("switchyard-results-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut tables = Vec::new();
-    for workers in ["1", "2"] {
-        let csv = dir.join(format!("w{workers}.csv"));
-        let o = switchyard(&["inspect", pcap, "-w", workers, "--results", csv.to_str().unwrap()]);
+    for (workers, kernel) in [("1", "combined"), ("2", "combined"), ("2", "sequential")] {
+        let csv = dir.join(format!("w{workers}-{kernel}.csv"));
+        let o = switchyard(&["inspect", pcap, "-w", workers, "--kernel", kernel, "--results", csv.to_str().unwrap()]);
         assert!(o.status.success(), "{}", stderr(&o));
         tables.push(std::fs::read_to_string(&csv).unwrap());
     }
     assert_eq!(tables[0], tables[1], "the same results with 1 and 2 workers");
+    assert_eq!(tables[1], tables[2], "the same results with either kernel");
     let mut lines = tables[0].lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("{name} in {header:?}"));
@@ -294,6 +296,12 @@ fn bench_inspect_reports_every_policy_and_the_goals() {
     for goal in ["2 workers over 1 thread on the sample trace", "producer on the sample trace", "skewed trace: AHRW"] {
         assert!(out.contains(goal), "{goal} missing:\n{out}");
     }
+    // The source's kind of kernel runs the same cases.
+    let o = switchyard(&["bench", "inspect", "--connections", "100", "--repeat", "1", "--kernel", "sequential"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("matching one signature at a time"), "{}", stdout(&o));
+    let o = switchyard(&["inspect", sample, "--kernel", "dfa"]);
+    assert!(!o.status.success() && stderr(&o).contains("combined, sequential"), "{}", stderr(&o));
     // Without the sample, the generated traces still run, and the user is told why.
     let o = switchyard(&["bench", "inspect", "--connections", "100", "--repeat", "1", "--sample", "/no/such.pcap"]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -114,6 +114,7 @@ fn serial(
     mut on_scan: Option<&mut dyn FnMut(usize, Duration)>,
 ) -> Result<Summary, IngestError> {
     let mut table: ConnTable<State> = ConnTable::new(config);
+    let mut scratch = inspector.scratch();
     let mut s = Summary::default();
     let mut ended = Vec::new();
     while let Some(p) = reader.next_packet()? {
@@ -128,7 +129,7 @@ fn serial(
                 let buffer = state.assembly.buffer();
                 s.inspected += 1;
                 s.scanned_bytes += buffer.len() as u64;
-                let found = inspector.classify(buffer);
+                let found = inspector.classify_with(&mut scratch, buffer);
                 if let (Some(on_scan), Some(started)) = (on_scan.as_mut(), started) {
                     on_scan(buffer.len(), started.elapsed());
                 }
@@ -147,6 +148,7 @@ fn serial(
             ended.extend(table.take_ended());
         }
     }
+    inspector.give_back(scratch);
     s.skipped = reader.skipped();
     ended.extend(table.finish());
     ended.sort_by_key(|c| c.id);

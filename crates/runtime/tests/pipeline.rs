@@ -4,7 +4,7 @@
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{Policy, WorkerId};
 use switchyard_ingest::{CaptureReader, ConnConfig, SliceReader};
-use switchyard_runtime::inspect::Inspector;
+use switchyard_runtime::inspect::{Engine, Inspector};
 use switchyard_runtime::pipeline::{OnFull, PipelineConfig, run};
 use switchyard_runtime::serial::{Verdict, inspect_serial};
 use switchyard_runtime::tracegen::{TraceSpec, generate};
@@ -38,6 +38,28 @@ fn any_policy_and_any_worker_count_gives_the_serial_verdicts() {
                 assert_eq!((r.migrations, r.workers.iter().map(|w| w.duplicated).sum::<u64>()), (0, 0));
             }
         }
+    }
+}
+
+#[test]
+fn the_sequential_kernel_gives_the_same_results_serially_and_on_workers() {
+    let pcap = trace();
+    let combined = Inspector::new();
+    let sequential = Inspector::with_engine(Engine::Sequential);
+    let rows = |s: &switchyard_runtime::serial::Summary| {
+        s.conns.iter().map(|c| (c.id, c.verdict, c.matched_at, c.server_name.clone())).collect::<Vec<_>>()
+    };
+    let reference = inspect_serial(CaptureReader::new(&pcap[..]).unwrap(), ConnConfig::default(), &combined).unwrap();
+    assert!(reference.conns.iter().filter(|c| matches!(c.verdict, Verdict::Matched(_))).count() > 250);
+    // Twice each, so that the second run reuses the scratch the first gave back.
+    for _ in 0..2 {
+        let s = inspect_serial(CaptureReader::new(&pcap[..]).unwrap(), ConnConfig::default(), &sequential).unwrap();
+        assert_eq!(rows(&s), rows(&reference));
+        let ids: Vec<WorkerId> = (0..2).map(WorkerId).collect();
+        let mut placer = place::build(Policy::Ahrw, &PlaceConfig::default(), &ids).unwrap();
+        let config = PipelineConfig { queue_capacity: 8, pin: false, ..PipelineConfig::default() };
+        let r = run(SliceReader::new(&pcap).unwrap(), placer.as_mut(), &config, &sequential).unwrap();
+        assert_eq!(rows(&r.summary), rows(&reference));
     }
 }
 

@@ -1,7 +1,11 @@
 //! The inspection kernel: a connection's buffer in, its protocol out.
 //!
-//! Every signature ([`signatures::SIGNATURES`]) is compiled into one multi-pattern automaton
-//! (`regex-automata`'s meta regex), so a buffer is scanned once whatever the number of protocols.
+//! By default every signature ([`signatures::SIGNATURES`]) is compiled into one multi-pattern
+//! automaton (`regex-automata`'s meta regex), so a buffer is scanned once whatever the number of
+//! protocols. [`Engine::Sequential`] instead tries the signatures one at a time on an NFA
+//! simulation, the way the source's L7-filter ran each pattern through a regex library in turn:
+//! the same verdicts at the source's kind of cost, for measuring how the pipeline scales when
+//! matching dominates.
 //! A connection ends MATCHED(protocol) when a buffer matches, NO_MATCH when its last inspected
 //! buffer did not, or stays open (Guo §2.4's three states). For TLS the ClientHello's server name
 //! is read too ([`tls::server_name`]).
@@ -10,7 +14,9 @@ pub mod samples;
 pub mod signatures;
 pub mod tls;
 
-use regex_automata::meta::Regex;
+use std::sync::Mutex;
+
+use regex_automata::meta::{Cache, Regex};
 use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input};
 
@@ -32,10 +38,56 @@ impl Protocol {
     }
 }
 
-/// The compiled signatures. Cheap to share between threads (`&Inspector` is all a worker needs).
+/// One thread's matching space for an [`Inspector`] (the regexes' caches).
 #[derive(Clone, Debug)]
+pub struct Scratch {
+    combined: Cache,
+    one_by_one: Vec<Cache>,
+}
+
+/// How the signatures are matched. Both name the same protocol for every buffer (tested); they
+/// differ in cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Engine {
+    /// One automaton for all signatures, a lazy DFA where it can be: one pass over the buffer's
+    /// opening bytes whatever the number of protocols.
+    #[default]
+    Combined,
+    /// One regex per signature, tried in priority order until one matches, each on a Pike VM
+    /// (an NFA simulation, no DFA). Guo §2.4 step 3 runs L7-filter's patterns through GNU regex
+    /// one after another; in the source's profile matching took 76% of the time per packet
+    /// (ch. 5, "life of packet"; ../shared/notes/002_guo.md §5.4), against under half with
+    /// [`Engine::Combined`] here.
+    Sequential,
+}
+
+impl Engine {
+    /// The engine named `name` (`combined` or `sequential`).
+    pub fn by_name(name: &str) -> Option<Self> {
+        match name {
+            "combined" => Some(Self::Combined),
+            "sequential" => Some(Self::Sequential),
+            _ => None,
+        }
+    }
+}
+
+/// The compiled signatures. Cheap to share between threads (`&Inspector` is all a worker needs).
+#[derive(Debug)]
 pub struct Inspector {
     regex: Regex,
+    /// For [`Engine::Sequential`]: one regex per signature, in priority order.
+    one_by_one: Vec<Regex>,
+    /// Scratch given back by threads that finished, kept for the next: a lazy DFA builds its
+    /// states as it meets them, so fresh scratch is slow at first (on the 3,155-packet sample,
+    /// a run's workers with fresh scratch were a quarter slower than with scratch used before).
+    spare: Mutex<Vec<Scratch>>,
+}
+
+impl Clone for Inspector {
+    fn clone(&self) -> Self {
+        Self { regex: self.regex.clone(), one_by_one: self.one_by_one.clone(), spare: Mutex::default() }
+    }
 }
 
 impl Default for Inspector {
@@ -52,18 +104,66 @@ impl Inspector {
     /// Never for the shipped signatures, which a test compiles; a change that broke one would
     /// fail that test.
     pub fn new() -> Self {
+        Self::with_engine(Engine::Combined)
+    }
+
+    /// Compiles [`SIGNATURES`] for `engine`.
+    ///
+    /// # Panics
+    ///
+    /// As [`Inspector::new`].
+    pub fn with_engine(engine: Engine) -> Self {
         let patterns: Vec<&str> = SIGNATURES.iter().map(|s| s.pattern).collect();
         // Payloads are bytes, not text: `.` and classes may match any byte, and an empty match
         // need not fall on a UTF-8 boundary.
-        let regex = Regex::builder()
-            .syntax(syntax::Config::new().utf8(false))
-            .configure(Regex::config().utf8_empty(false))
-            .build_many(&patterns)
-            .expect("the shipped signatures compile");
-        Self { regex }
+        let bytes = || Regex::config().utf8_empty(false);
+        let build = |config, patterns: &[&str]| {
+            Regex::builder()
+                .syntax(syntax::Config::new().utf8(false))
+                .configure(config)
+                .build_many(patterns)
+                .expect("the shipped signatures compile")
+        };
+        let regex = build(bytes(), &patterns);
+        let one_by_one = match engine {
+            Engine::Combined => Vec::new(),
+            // Every faster engine off, so that the meta regex runs the Pike VM.
+            Engine::Sequential => patterns
+                .iter()
+                .map(|p| build(bytes().dfa(false).hybrid(false).onepass(false).backtrack(false), &[p]))
+                .collect(),
+        };
+        Self { regex, one_by_one, spare: Mutex::default() }
+    }
+
+    /// The engine this inspector matches with.
+    pub fn engine(&self) -> Engine {
+        if self.one_by_one.is_empty() { Engine::Combined } else { Engine::Sequential }
+    }
+
+    /// Matching space for one thread: what [`Inspector::classify_with`] needs to scan without
+    /// asking a shared pool for it each time. Scratch handed back with [`Inspector::give_back`]
+    /// is reused, warm.
+    pub fn scratch(&self) -> Scratch {
+        let spare = self.spare.lock().map(|mut s| s.pop()).unwrap_or(None);
+        spare.unwrap_or_else(|| Scratch {
+            combined: self.regex.create_cache(),
+            one_by_one: self.one_by_one.iter().map(Regex::create_cache).collect(),
+        })
+    }
+
+    /// Keeps `scratch` (from this inspector) for the next thread that asks.
+    pub fn give_back(&self, scratch: Scratch) {
+        if let Ok(mut spare) = self.spare.lock() {
+            spare.push(scratch);
+        }
     }
 
     /// The protocol whose signature matches the start of `buffer`.
+    ///
+    /// Each call borrows matching space from the regex's pool. The pool serves the first
+    /// thread that used it quickly and every other thread through a lock: a thread that
+    /// classifies many buffers should keep a [`Scratch`] and call [`Inspector::classify_with`].
     ///
     /// The search stops at the first byte where any signature has matched (`earliest`), rather
     /// than running on to find where the match ends: only which protocol matched is wanted, and
@@ -72,7 +172,29 @@ impl Inspector {
     /// shipped signatures do not overlap on any protocol's opening (tested).
     pub fn classify(&self, buffer: &[u8]) -> Option<Protocol> {
         let input = Input::new(buffer).anchored(Anchored::Yes).earliest(true);
-        self.regex.search(&input).map(|m| Protocol(m.pattern().as_usize() as u16))
+        if self.one_by_one.is_empty() {
+            return self.regex.search(&input).map(|m| Protocol(m.pattern().as_usize() as u16));
+        }
+        // In priority order, the first that matches; the signatures do not overlap, so this
+        // names what the combined automaton names.
+        self.one_by_one.iter().position(|r| r.search(&input).is_some()).map(|i| Protocol(i as u16))
+    }
+
+    /// [`Inspector::classify`] in `scratch`, which must come from this inspector's
+    /// [`Inspector::scratch`].
+    pub fn classify_with(&self, scratch: &mut Scratch, buffer: &[u8]) -> Option<Protocol> {
+        let input = Input::new(buffer).anchored(Anchored::Yes).earliest(true);
+        if self.one_by_one.is_empty() {
+            return self
+                .regex
+                .search_with(&mut scratch.combined, &input)
+                .map(|m| Protocol(m.pattern().as_usize() as u16));
+        }
+        self.one_by_one
+            .iter()
+            .zip(&mut scratch.one_by_one)
+            .position(|(r, cache)| r.search_with(cache, &input).is_some())
+            .map(|i| Protocol(i as u16))
     }
 
     /// Every protocol whose signature matches `buffer` (for checking that signatures do not
@@ -116,6 +238,27 @@ mod tests {
     }
 
     #[test]
+    fn the_sequential_engine_names_what_the_combined_one_names() {
+        let (combined, sequential) = (Inspector::new(), Inspector::with_engine(Engine::Sequential));
+        assert_eq!((combined.engine(), sequential.engine()), (Engine::Combined, Engine::Sequential));
+        let mut buffers: Vec<Vec<u8>> = openings().into_iter().map(|(_, b)| b).collect();
+        // Cut openings, and openings with trailing bytes, as buffers are mid-connection.
+        for b in buffers.clone() {
+            buffers.push(b[..b.len() / 2].to_vec());
+            buffers.push([&b[..], b"\r\nmore"].concat());
+        }
+        buffers.push(b"hello world\r\n".to_vec());
+        let (mut one, mut all) = (sequential.scratch(), combined.scratch());
+        for b in &buffers {
+            let expected = combined.classify(b);
+            assert_eq!(sequential.classify(b), expected, "{}", String::from_utf8_lossy(b));
+            assert_eq!(sequential.classify_with(&mut one, b), expected, "{}", String::from_utf8_lossy(b));
+            assert_eq!(combined.classify_with(&mut all, b), expected, "{}", String::from_utf8_lossy(b));
+        }
+        assert!(buffers.iter().filter(|b| sequential.classify(b).is_some()).count() >= SIGNATURES.len());
+    }
+
+    #[test]
     fn ordinary_text_and_cut_openings_are_not_claimed() {
         let inspector = Inspector::new();
         for text in [&b"hello world\r\n"[..], b"", b"GET", b"220 ", b"\x16\x03", b"SSH-", b"+OK", b"{\"a\":1}"] {
@@ -128,7 +271,10 @@ mod tests {
         /// except by starting with one of the few one-byte-prefix protocols' exact headers.
         #[test]
         fn random_bytes_are_rarely_claimed(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
-            let inspector = Inspector::new();
+            static BOTH: std::sync::LazyLock<(Inspector, Inspector)> =
+                std::sync::LazyLock::new(|| (Inspector::new(), Inspector::with_engine(Engine::Sequential)));
+            let (inspector, sequential) = &*BOTH;
+            proptest::prop_assert_eq!(sequential.classify(&bytes), inspector.classify(&bytes));
             if let Some(p) = inspector.classify(&bytes) {
                 // Only patterns that open with a short binary header can be hit by chance.
                 proptest::prop_assert!(["telnet", "rdp", "smb", "mysql", "dns", "ntp", "quic"].contains(&p.name()), "{}", p.name());

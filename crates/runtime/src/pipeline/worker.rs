@@ -9,7 +9,7 @@ use switchyard_ingest::ConnConfig;
 
 use super::WorkerStats;
 use super::shared::Job;
-use crate::inspect::{Inspector, tls};
+use crate::inspect::{Inspector, Scratch, tls};
 
 /// One worker's end of its queue, and its count of finished buffers in the load view.
 pub(super) struct WorkerEnd<'s, 'a> {
@@ -42,6 +42,7 @@ pub(super) fn worker(
     if let Some(id) = core {
         stats.core = core_affinity::set_for_current(core_affinity::CoreId { id }).then_some(id);
     }
+    let mut scratch = inspector.scratch();
     let (mut units, mut bytes) = (0u64, 0u64);
     let publish = |units: u64, bytes: u64| {
         end.done.units.store(units, Ordering::Release);
@@ -51,7 +52,7 @@ pub(super) fn worker(
     while let Some(batch) = next_batch(&end.rx) {
         let started = Instant::now();
         for job in batch {
-            inspect(&job, inspector, config, &mut stats);
+            inspect(&job, inspector, &mut scratch, config, &mut stats);
             units += 1;
             bytes += u64::from(job.size);
             if units % PUBLISH_EVERY == 0 {
@@ -61,6 +62,7 @@ pub(super) fn worker(
         publish(units, bytes);
         stats.busy += started.elapsed();
     }
+    inspector.give_back(scratch);
     stats
 }
 
@@ -85,7 +87,13 @@ pub(super) fn next_batch<'s, 'a>(rx: &Receiver<Vec<Job<'s, 'a>>>) -> Option<Vec<
 
 /// One buffer: skipped if an earlier buffer of its connection has matched, otherwise
 /// reassembled as far as it reaches and scanned.
-pub(super) fn inspect(job: &Job<'_, '_>, inspector: &Inspector, config: &ConnConfig, stats: &mut WorkerStats) {
+pub(super) fn inspect(
+    job: &Job<'_, '_>,
+    inspector: &Inspector,
+    scratch: &mut Scratch,
+    config: &ConnConfig,
+    stats: &mut WorkerStats,
+) {
     let first = job.shared.first_match.load(Ordering::Acquire);
     if first >> 16 < job.index {
         stats.skipped += 1;
@@ -98,7 +106,7 @@ pub(super) fn inspect(job: &Job<'_, '_>, inspector: &Inspector, config: &ConnCon
     let buffer = &assembled.assembly.buffer()[..len];
     stats.scanned += 1;
     stats.scanned_bytes += len as u64;
-    if let Some(p) = inspector.classify(buffer) {
+    if let Some(p) = inspector.classify_with(scratch, buffer) {
         let packed = (job.index << 16) | u32::from(p.0);
         let before = job.shared.first_match.fetch_min(packed, Ordering::AcqRel);
         if before < packed {
