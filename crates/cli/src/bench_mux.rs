@@ -64,6 +64,10 @@ pub(crate) struct MuxBench {
     /// Frames queued per connection ahead of its socket.
     #[arg(long, default_value_t = MuxConfig::default().queue_frames)]
     queue_frames: usize,
+
+    /// Largest payload of a data frame, in bytes.
+    #[arg(long, default_value_t = SendConfig::default().max_frame)]
+    frame: usize,
 }
 
 const CHUNK: usize = 256 << 10;
@@ -228,7 +232,7 @@ async fn session_case(
     let config = MuxConfig {
         key,
         connections: a.connections,
-        send: SendConfig { scheme, ..SendConfig::default() },
+        send: SendConfig { scheme, max_frame: a.frame, ..SendConfig::default() },
         recv: switchyard_mux::RecvConfig { window: a.window, ..Default::default() },
         notsent_lowat: a.lowat,
         queue_frames: a.queue_frames,

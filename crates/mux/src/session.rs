@@ -1,29 +1,32 @@
-//! A session's driver: one task owns the core's [`Sender`] and [`Receiver`] and carries out
-//! their decisions over the session's connections.
+//! A session's driver: one task owns the core's [`Sender`] and [`Receiver`] and the session's
+//! connections, and carries out the core's decisions on them.
 //!
-//! Each connection has a reader task (frames in, to the driver) and a writer task (frames out,
-//! from a queue of [`MuxConfig::queue_frames`] that the driver keeps full). The socket's
-//! `TCP_NOTSENT_LOWAT` keeps the kernel's unsent bytes short, so a writer takes its next frame
-//! only when its connection has room: the thesis's NetHandler threshold (§2.7), with the kernel
-//! saying when. The driver asks the core which frame each connection with room should carry,
-//! so every policy decision is the core's.
+//! The driver reads and writes the sockets itself, without blocking: it waits until one of
+//! them is readable (or writable, with bytes waiting for it), a command comes from a channel,
+//! or the tick. Frames read are handed to the core as they are decoded; frames the core
+//! chooses for a connection are written with vectored I/O, header beside payload, so a
+//! payload is never copied in user space on the way out. The socket's `TCP_NOTSENT_LOWAT`
+//! keeps the kernel's unsent bytes short, and at most [`MuxConfig::queue_frames`] frames wait
+//! in user space per connection, so a connection takes its next frame only when it has room:
+//! the thesis's NetHandler threshold (§2.7), with the kernel saying when. Every policy
+//! decision (which frame, on which connection) is the core's.
+//!
+//! An earlier form gave each connection a reader task and a writer task, each passing every
+//! frame to the driver through a queue. Each frame then cost a task wake-up or two; on
+//! loopback, where bytes are cheap, the wake-ups were most of the work.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use switchyard_core::Nanos;
-use switchyard_core::carry::choose::ConnView;
 use switchyard_core::carry::frame::DEFAULT_MAX_PAYLOAD;
-use switchyard_core::carry::{ChannelStats, Frame, FrameError, Receiver, RecvConfig, RecvStats, SendConfig, Sender};
+use switchyard_core::carry::{ChannelStats, Frame, Receiver, RecvConfig, RecvStats, SendConfig, Sender};
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc, oneshot};
-use tokio_stream::StreamExt;
-use tokio_util::codec::{Decoder, FramedRead};
 
 use crate::channel::Channel;
 use crate::hello::{self, HelloError, SessionId};
@@ -141,10 +144,10 @@ pub(crate) enum Command {
     Report { reply: oneshot::Sender<SessionReport> },
 }
 
-enum Event {
-    Up { slot: usize, stream: TcpStream },
-    Frame { slot: usize, generation: u64, frame: Frame },
-    Lost { slot: usize, generation: u64 },
+/// A connection joined the session: its slot and its socket.
+struct Up {
+    slot: usize,
+    stream: TcpStream,
 }
 
 /// A session's handle: open channels, accept the peer's, read counters. Cloning it shares the
@@ -174,7 +177,7 @@ impl Session {
         }
         let (session, events, driver) = Driver::new(config, true, Some((addr, id)));
         for (slot, stream) in streams.into_iter().enumerate() {
-            events.send(Event::Up { slot, stream }).await.map_err(|_| MuxError::Ended)?;
+            events.send(Up { slot, stream }).await.map_err(|_| MuxError::Ended)?;
         }
         tokio::spawn(driver.run());
         Ok(session)
@@ -250,7 +253,7 @@ impl Listener {
 }
 
 async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::Sender<Session>) {
-    let known: Arc<Mutex<HashMap<SessionId, mpsc::Sender<Event>>>> = Arc::default();
+    let known: Arc<Mutex<HashMap<SessionId, mpsc::Sender<Up>>>> = Arc::default();
     loop {
         let Ok((mut stream, peer)) = listener.accept().await else { continue };
         let (config, known, sessions) = (config.clone(), Arc::clone(&known), sessions.clone());
@@ -281,30 +284,153 @@ async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::S
                     events
                 }
             };
-            let _ = events.send(Event::Up { slot: usize::from(index), stream }).await;
+            let _ = events.send(Up { slot: usize::from(index), stream }).await;
         });
     }
 }
 
-/// Decodes frames for `FramedRead`.
-struct FrameCodec {
-    max_payload: u32,
+/// One connection of the session, as the driver holds it.
+struct Conn {
+    stream: TcpStream,
+    /// Bytes read and not yet decoded.
+    inbox: BytesMut,
+    /// Encoded frames not yet written, in order: each frame's head, then its payload if it has
+    /// one; `true` marks a frame's last piece.
+    out: VecDeque<(Bytes, bool)>,
+    /// Frames (whole or partly unwritten) in `out`.
+    queued: usize,
+    /// Heads are encoded here and split off into `out`.
+    heads: BytesMut,
+    /// When the kernel's view of the connection was last read.
+    viewed: Instant,
+    /// The socket refused bytes and has not said since that it takes more: writing again
+    /// before it does would be a system call for nothing.
+    full: bool,
 }
 
-impl Decoder for FrameCodec {
-    type Item = Frame;
-    type Error = std::io::Error;
+/// Bytes read from one connection before the driver turns to the others.
+const READ_BUDGET: usize = 64 << 10;
+/// Bytes of frames one pump hands the connections before the driver takes commands again.
+const PUMP_BUDGET: usize = 256 << 10;
+/// Pieces handed to one vectored write.
+const WRITE_PIECES: usize = 64;
+/// How often a connection's `TCP_INFO` is read while it is being written to.
+const VIEW_EVERY: Duration = Duration::from_millis(5);
 
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, std::io::Error> {
-        Frame::decode(src, self.max_payload)
-            .map_err(|e: FrameError| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+/// What happened on a connection the driver worked on.
+enum Io {
+    /// It did what it could; nothing went wrong.
+    Fine,
+    /// The peer closed it, or the socket failed.
+    Lost,
+    /// The peer sent bytes that are not frames.
+    Broken,
+}
+
+impl Conn {
+    fn new(stream: TcpStream) -> Self {
+        Self {
+            stream,
+            inbox: BytesMut::with_capacity(64 << 10),
+            out: VecDeque::new(),
+            queued: 0,
+            heads: BytesMut::with_capacity(4 << 10),
+            viewed: Instant::now(),
+            full: false,
+        }
+    }
+
+    /// Queues `frame` for writing.
+    fn push(&mut self, frame: &Frame) {
+        let payload = frame.encode_head(&mut self.heads);
+        let head = self.heads.split().freeze();
+        match payload {
+            Some(p) => {
+                self.out.push_back((head, false));
+                self.out.push_back((p, true));
+            }
+            None => self.out.push_back((head, true)),
+        }
+        self.queued += 1;
+    }
+
+    /// Writes what the socket takes now. `Ok(true)` if it took anything.
+    fn write(&mut self) -> std::io::Result<bool> {
+        let mut wrote_any = false;
+        while !self.out.is_empty() && !self.full {
+            let slices: Vec<std::io::IoSlice<'_>> =
+                self.out.iter().take(WRITE_PIECES).map(|(b, _)| std::io::IoSlice::new(b)).collect();
+            let mut n = match self.stream.try_write_vectored(&slices) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.full = true;
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            wrote_any = true;
+            while n > 0 {
+                let (piece, last) = self.out.front_mut().expect("written bytes were queued");
+                if n < piece.len() {
+                    piece.advance(n);
+                    break;
+                }
+                n -= piece.len();
+                if *last {
+                    self.queued -= 1;
+                }
+                self.out.pop_front();
+            }
+        }
+        Ok(wrote_any)
+    }
+
+    /// Reads what has arrived (up to [`READ_BUDGET`]) and decodes every whole frame in it.
+    fn read(&mut self, frames: &mut Vec<Frame>) -> Io {
+        let mut taken = 0;
+        while taken < READ_BUDGET {
+            self.inbox.reserve(64 << 10);
+            match self.stream.try_read_buf(&mut self.inbox) {
+                Ok(0) => return Io::Lost,
+                Ok(n) => taken += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Io::Lost,
+            }
+            loop {
+                match Frame::decode(&mut self.inbox, DEFAULT_MAX_PAYLOAD) {
+                    Ok(Some(f)) => frames.push(f),
+                    Ok(None) => break,
+                    Err(_) => return Io::Broken,
+                }
+            }
+        }
+        Io::Fine
     }
 }
 
-struct Conn {
-    queue: mpsc::Sender<Frame>,
-    generation: u64,
-    view: Arc<Mutex<Option<ConnView>>>,
+/// Connections the driver should work on: those readable, and those writable with bytes
+/// waiting. Registers to be woken for the others.
+fn poll_ready(conns: &[Option<Conn>], cx: &mut std::task::Context<'_>) -> std::task::Poll<Vec<Ready>> {
+    let ready: Vec<Ready> = conns
+        .iter()
+        .enumerate()
+        .filter_map(|(slot, c)| {
+            let c = c.as_ref()?;
+            let readable = c.stream.poll_read_ready(cx).is_ready();
+            let writable = c.full && c.stream.poll_write_ready(cx).is_ready();
+            (readable || writable).then_some(Ready { slot, readable, writable })
+        })
+        .collect();
+    if ready.is_empty() { std::task::Poll::Pending } else { std::task::Poll::Ready(ready) }
+}
+
+/// What [`poll_ready`] found a connection ready for.
+struct Ready {
+    slot: usize,
+    readable: bool,
+    writable: bool,
 }
 
 struct Ends {
@@ -318,15 +444,14 @@ struct Driver {
     sender: Sender,
     receiver: Receiver,
     conns: Vec<Option<Conn>>,
-    generation: u64,
     lost: u64,
     ends: BTreeMap<u32, Ends>,
     next_id: u32,
     urgent: VecDeque<Frame>,
     commands: mpsc::Receiver<Command>,
     command_tx: mpsc::WeakSender<Command>,
-    events: mpsc::Receiver<Event>,
-    event_tx: mpsc::Sender<Event>,
+    events: mpsc::Receiver<Up>,
+    event_tx: mpsc::Sender<Up>,
     incoming: mpsc::Sender<Channel>,
     room: Arc<Notify>,
     started: Instant,
@@ -339,7 +464,7 @@ impl Driver {
         config: MuxConfig,
         client: bool,
         redial: Option<(SocketAddr, SessionId)>,
-    ) -> (Session, mpsc::Sender<Event>, Self) {
+    ) -> (Session, mpsc::Sender<Up>, Self) {
         let (command_tx, commands) = mpsc::channel(64);
         let (event_tx, events) = mpsc::channel(256);
         let (incoming, incoming_rx) = mpsc::channel(64);
@@ -350,7 +475,6 @@ impl Driver {
             receiver: Receiver::new(config.recv),
             config,
             conns: Vec::new(),
-            generation: 0,
             lost: 0,
             ends: BTreeMap::new(),
             // Clients number their channels odd, servers even, so both can open at once.
@@ -373,15 +497,31 @@ impl Driver {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_rebalance = Instant::now();
         let mut alone_since: Option<Instant> = None;
+        let mut busy = false;
+        let mut more = false;
         loop {
             tokio::select! {
                 command = self.commands.recv() => match command {
-                    Some(c) => self.on_command(c),
+                    Some(c) => {
+                        self.on_command(c);
+                        // Every command waiting, not one per turn of the loop: a turn also
+                        // reads and writes every ready connection, and taking one write per
+                        // turn left channels short of bytes while their connections had room.
+                        while let Ok(c) = self.commands.try_recv() {
+                            self.on_command(c);
+                        }
+                    }
                     // Every handle is gone: nobody can send or read any more.
                     None => break,
                 },
-                Some(event) = self.events.recv() => self.on_event(event),
+                Some(up) = self.events.recv() => self.connection_up(up.slot, up.stream),
+                ready = std::future::poll_fn(|cx| poll_ready(&self.conns, cx)) => {
+                    self.on_ready(&ready);
+                    busy = true;
+                }
                 () = self.room.notified() => {}
+                // The last pump stopped at its budget with frames still to go.
+                () = std::future::ready(()), if more => {}
                 _ = tick.tick() => {
                     if self.conns.iter().all(Option::is_none) {
                         if alone_since.get_or_insert_with(Instant::now).elapsed() >= self.config.idle_timeout {
@@ -398,10 +538,26 @@ impl Driver {
                     }
                 }
             }
-            self.pump();
+            // Commands that came meanwhile, whichever branch woke the driver.
+            while let Ok(c) = self.commands.try_recv() {
+                self.on_command(c);
+            }
+            more = self.pump();
+            if std::mem::take(&mut busy) || more {
+                // Sockets that stay ready would keep the driver on its thread turn after turn,
+                // and the channels' own tasks (the application writing and reading) on the
+                // same thread would wait: they then fell behind and channels went idle.
+                tokio::task::yield_now().await;
+            }
         }
-        // Let the writers finish what they hold.
-        self.conns.clear();
+        // What was handed to a connection is written out in the background, then the
+        // connection is closed.
+        for conn in self.conns.drain(..).flatten() {
+            let limit = self.config.handshake_timeout;
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(limit, finish(conn)).await;
+            });
+        }
     }
 
     fn now(&self) -> Nanos {
@@ -459,54 +615,62 @@ impl Driver {
         Channel::new(id, commands, from_session, Arc::clone(&self.room))
     }
 
-    fn on_event(&mut self, event: Event) {
-        match event {
-            Event::Up { slot, stream } => self.connection_up(slot, stream),
-            Event::Lost { slot, generation } => {
-                if self.is_current(slot, generation) {
-                    self.conns[slot] = None;
-                    self.lost += 1;
-                    self.sender.connection_lost(slot);
-                    self.redial(slot);
+    /// Reads from the connections in `ready` and hands their frames to the core; pumping
+    /// afterwards writes to those with room.
+    fn on_ready(&mut self, ready: &[Ready]) {
+        let mut frames = Vec::new();
+        for &Ready { slot, readable, writable } in ready {
+            let Some(conn) = self.conns[slot].as_mut() else { continue };
+            if writable {
+                conn.full = false;
+            }
+            if !readable {
+                continue;
+            }
+            let io = conn.read(&mut frames);
+            // Frames decoded before a failure are good: the core takes them.
+            for frame in frames.drain(..) {
+                if !self.on_frame(slot, frame) {
+                    break;
                 }
             }
-            Event::Frame { slot, generation, frame } => {
-                // Frames from a connection already given up on are dropped: whatever they
-                // carried is sent again.
-                if self.is_current(slot, generation) {
-                    self.on_frame(slot, frame);
-                }
+            match io {
+                Io::Fine => {}
+                Io::Lost => self.lose(slot),
+                Io::Broken => self.drop_broken(slot),
             }
         }
     }
 
-    /// Whether the event comes from the connection now in `slot` (not one it replaced).
-    fn is_current(&self, slot: usize, generation: u64) -> bool {
-        self.conns.get(slot).and_then(Option::as_ref).is_some_and(|c| c.generation == generation)
+    /// The connection in `slot` is gone: what it carried unacknowledged is sent again on the
+    /// others, and a client dials it again.
+    fn lose(&mut self, slot: usize) {
+        if self.conns.get_mut(slot).and_then(Option::take).is_some() {
+            self.lost += 1;
+            self.sender.connection_lost(slot);
+            self.redial(slot);
+        }
+    }
+
+    /// The peer broke the protocol on `slot`: the connection is not to be trusted, and is not
+    /// dialled again.
+    fn drop_broken(&mut self, slot: usize) {
+        if self.conns.get_mut(slot).and_then(Option::take).is_some() {
+            self.sender.connection_lost(slot);
+        }
     }
 
     fn connection_up(&mut self, slot: usize, stream: TcpStream) {
         let _ = stream.set_nodelay(true);
         let _ = sockopt::set_notsent_lowat(&stream, self.config.notsent_lowat);
-        let (read, write) = stream.into_split();
-        self.generation += 1;
-        let generation = self.generation;
-        let (queue, frames) = mpsc::channel(self.config.queue_frames.max(1));
-        let view = Arc::new(Mutex::new(None));
-        tokio::spawn(read_loop(slot, generation, read, self.event_tx.clone()));
-        tokio::spawn(write_loop(
-            slot,
-            generation,
-            write,
-            frames,
-            Arc::clone(&self.room),
-            Arc::clone(&view),
-            self.event_tx.clone(),
-        ));
         if self.conns.len() <= slot {
             self.conns.resize_with(slot + 1, || None);
         }
-        self.conns[slot] = Some(Conn { queue, generation, view });
+        if let Some(old) = self.conns[slot].replace(Conn::new(stream)) {
+            // A connection re-opened in a slot the driver still held: the old one is finished.
+            drop(old);
+            self.sender.connection_lost(slot);
+        }
         self.sender.connection_up(slot);
     }
 
@@ -525,7 +689,7 @@ impl Driver {
                     return;
                 }
                 if let Ok(stream) = dial(addr, &config, &id, slot as u16).await {
-                    let _ = events.send(Event::Up { slot, stream }).await;
+                    let _ = events.send(Up { slot, stream }).await;
                     return;
                 }
                 wait = (wait * 2).min(Duration::from_secs(5));
@@ -533,7 +697,9 @@ impl Driver {
         });
     }
 
-    fn on_frame(&mut self, slot: usize, frame: Frame) {
+    /// Hands a frame from `slot` to the core; `false` if the frame broke the protocol and the
+    /// connection was dropped.
+    fn on_frame(&mut self, slot: usize, frame: Frame) -> bool {
         match frame {
             Frame::Credit { channel, ack, limit } => self.sender.on_credit(channel, ack, limit),
             Frame::Ping { nonce, pong: false } => self.urgent.push_back(Frame::Ping { nonce, pong: true }),
@@ -549,12 +715,9 @@ impl Driver {
                     Frame::Open { weight, ordered, .. } => (Some(weight), ordered),
                     _ => (None, true),
                 };
-                if let Err(e) = self.receiver.on_frame(self.now(), frame) {
-                    // The peer broke the protocol: this connection is not to be trusted.
-                    let _ = e;
-                    self.conns[slot] = None;
-                    self.sender.connection_lost(slot);
-                    return;
+                if self.receiver.on_frame(self.now(), frame).is_err() {
+                    self.drop_broken(slot);
+                    return false;
                 }
                 if !self.ends.contains_key(&channel) {
                     let _ = self.sender.adopt(channel, weight.unwrap_or(1.0), ordered);
@@ -565,19 +728,25 @@ impl Driver {
                 }
             }
         }
+        true
     }
 
+    /// Reads the kernel's view of every connection (`TCP_INFO`) for the core.
     fn sample_views(&mut self) {
-        for (slot, conn) in self.conns.iter().enumerate() {
-            if let Some(view) = conn.as_ref().and_then(|c| *c.view.lock().expect("no task panics holding it")) {
-                self.sender.set_view(slot, view);
+        for (slot, conn) in self.conns.iter_mut().enumerate() {
+            if let Some(conn) = conn {
+                conn.viewed = Instant::now();
+                if let Some(view) = sockopt::view(&conn.stream) {
+                    self.sender.set_view(slot, view);
+                }
             }
         }
     }
 
     /// Moves everything that can move: bytes to the application, credits and frames to the
     /// connections with room, the application's writes into the core.
-    fn pump(&mut self) {
+    fn pump(&mut self) -> bool {
+        let mut framed = 0;
         loop {
             let mut moved = false;
             // Received bytes to the application, as far as its queues have room.
@@ -637,11 +806,20 @@ impl Driver {
                     let _ = self.sender.close(*id);
                 }
             }
-            // Frames to every connection with room.
-            for (slot, conn) in self.conns.iter().enumerate() {
+            // On loopback a socket takes all it is given (its bytes leave at once, so
+            // `TCP_NOTSENT_LOWAT` never holds them back): framing until the sockets refuse
+            // drained every channel's buffer in one pump, faster than the application's writes
+            // reach the driver, and the heaviest channels ran dry and lost their turns. So a
+            // pump frames at most a budget and then lets the commands in.
+            if framed >= PUMP_BUDGET {
+                return true;
+            }
+            // Frames to every connection with room: up to its queue, written as far as its
+            // socket takes them.
+            let mut lost = Vec::new();
+            for (slot, conn) in self.conns.iter_mut().enumerate() {
                 let Some(conn) = conn else { continue };
-                loop {
-                    let Ok(permit) = conn.queue.try_reserve() else { break };
+                while conn.queued < self.config.queue_frames.max(1) {
                     let frame = match self.urgent.pop_front() {
                         Some(f) => f,
                         None => match self.sender.poll_transmit(slot) {
@@ -649,54 +827,38 @@ impl Driver {
                             None => break,
                         },
                     };
-                    permit.send(frame);
+                    framed += frame.encoded_len();
+                    conn.push(&frame);
                     moved = true;
                 }
+                match conn.write() {
+                    Ok(wrote) => moved |= wrote,
+                    Err(_) => lost.push(slot),
+                }
+                if conn.viewed.elapsed() >= VIEW_EVERY {
+                    conn.viewed = Instant::now();
+                    if let Some(view) = sockopt::view(&conn.stream) {
+                        self.sender.set_view(slot, view);
+                    }
+                }
+            }
+            for slot in lost {
+                self.lose(slot);
+                moved = true;
             }
             if !moved {
-                return;
+                return false;
             }
         }
     }
 }
 
-async fn read_loop(slot: usize, generation: u64, read: OwnedReadHalf, events: mpsc::Sender<Event>) {
-    let mut frames = FramedRead::with_capacity(read, FrameCodec { max_payload: DEFAULT_MAX_PAYLOAD }, 64 << 10);
-    while let Some(Ok(frame)) = frames.next().await {
-        if events.send(Event::Frame { slot, generation, frame }).await.is_err() {
+/// Writes what a connection still holds, then closes it.
+async fn finish(mut conn: Conn) {
+    for (piece, _) in conn.out.drain(..) {
+        if conn.stream.write_all(&piece).await.is_err() {
             return;
         }
     }
-    let _ = events.send(Event::Lost { slot, generation }).await;
-}
-
-async fn write_loop(
-    slot: usize,
-    generation: u64,
-    mut write: OwnedWriteHalf,
-    mut frames: mpsc::Receiver<Frame>,
-    room: Arc<Notify>,
-    view: Arc<Mutex<Option<ConnView>>>,
-    events: mpsc::Sender<Event>,
-) {
-    let mut buf = BytesMut::with_capacity(64 << 10);
-    let mut sampled = Instant::now();
-    while let Some(frame) = frames.recv().await {
-        buf.clear();
-        frame.encode(&mut buf);
-        // Whatever else is queued goes in the same write.
-        while let Ok(frame) = frames.try_recv() {
-            frame.encode(&mut buf);
-        }
-        room.notify_one();
-        if write.write_all(&buf).await.is_err() {
-            let _ = events.send(Event::Lost { slot, generation }).await;
-            return;
-        }
-        if sampled.elapsed() >= Duration::from_millis(5) {
-            sampled = Instant::now();
-            *view.lock().expect("no task panics holding it") = sockopt::view(write.as_ref());
-        }
-    }
-    let _ = write.shutdown().await;
+    let _ = conn.stream.shutdown().await;
 }

@@ -209,6 +209,15 @@ impl Frame {
     /// If the frame could not be decoded: an empty or over-4-GiB data payload, or a weight that
     /// is not a positive finite number. Those are the caller's bugs, not the peer's.
     pub fn encode(&self, dst: &mut BytesMut) {
+        if let Some(payload) = self.encode_head(dst) {
+            dst.put_slice(&payload);
+        }
+    }
+
+    /// Appends the frame to `dst`, except a data frame's payload, which it returns to be sent
+    /// after what it appended: a writer with vectored I/O sends the payload from where the
+    /// application left it, without copying it. Panics as [`Frame::encode`] does.
+    pub fn encode_head(&self, dst: &mut BytesMut) -> Option<Bytes> {
         let (kind, flags, seq, payload_len) = match self {
             Self::Data { seq, payload, .. } => {
                 assert!(
@@ -229,18 +238,19 @@ impl Frame {
             Self::Credit { ack, .. } => (CREDIT, 0, *ack, 8),
             Self::Ping { nonce, pong } => (PING, if *pong { PONG } else { 0 }, *nonce, 0),
         };
-        dst.reserve(HEADER_LEN + payload_len as usize);
+        dst.reserve(HEADER_LEN + 8);
         dst.put_u8(kind);
         dst.put_u8(flags);
         dst.put_u32(self.channel());
         dst.put_u64(seq);
         dst.put_u32(payload_len);
         match self {
-            Self::Data { payload, .. } => dst.put_slice(payload),
+            Self::Data { payload, .. } => return Some(payload.clone()),
             Self::Open { weight, .. } | Self::SetWeight { weight, .. } => dst.put_f64(*weight),
             Self::Credit { limit, .. } => dst.put_u64(*limit),
             Self::Close { .. } | Self::Ping { .. } => {}
         }
+        None
     }
 
     /// Takes one frame off the front of `src`: `Ok(None)` if `src` does not yet hold a whole
@@ -353,6 +363,17 @@ mod tests {
     }
 
     proptest! {
+        /// The head and the payload [`Frame::encode_head`] leaves out are, together, the frame.
+        #[test]
+        fn the_head_and_the_payload_left_out_are_the_frame(f in frames()) {
+            let (mut whole, mut head) = (BytesMut::new(), BytesMut::new());
+            f.encode(&mut whole);
+            let payload = f.encode_head(&mut head);
+            prop_assert_eq!(payload.is_some(), matches!(f, Frame::Data { .. }));
+            head.extend_from_slice(&payload.unwrap_or_default());
+            prop_assert_eq!(head, whole);
+        }
+
         /// A run of frames, cut anywhere into pieces, decodes to the same run.
         #[test]
         fn frames_survive_any_cutting(fs in proptest::collection::vec(frames(), 1..12), cuts in proptest::collection::vec(any::<u16>(), 0..8)) {
