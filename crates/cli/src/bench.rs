@@ -155,7 +155,7 @@ fn clock_cost() -> Duration {
     median(samples)
 }
 
-fn median_f64(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median_f64(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }

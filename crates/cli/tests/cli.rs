@@ -424,3 +424,19 @@ fn tunnel_errors_teach() {
     let o = switchyard(&["tunnel", "listen", "--bind", "127.0.0.1:0", "--key-file", key.to_str().unwrap()]);
     assert!(stderr(&o).contains("use at least 16"), "{}", stderr(&o));
 }
+
+/// `bench mux` runs every case in rounds on loopback and reports throughput against raw TCP,
+/// weight adherence and the goals.
+#[test]
+fn bench_mux_reports_every_case_and_the_goals() {
+    let o = switchyard(&["bench", "mux", "--connections", "2", "--channels", "3", "--seconds", "0.4", "--rounds", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for case in ["raw TCP ×2", "stripe (least queued)", "stripe (earliest)", "pin", "HTTP/2 (h2), 1 conn"] {
+        assert_eq!(out.lines().filter(|l| l.starts_with(&format!("{case} "))).count(), 1, "{case}:\n{out}");
+    }
+    assert!(out.contains("2 rounds of every case"), "{out}");
+    for goal in ["throughput: best scheduler", "weight adherence, largest gap"] {
+        assert!(out.contains(goal), "{goal} missing:\n{out}");
+    }
+}
