@@ -531,7 +531,6 @@ impl Driver {
                         alone_since = None;
                     }
                     self.receiver.flush_acks();
-                    self.sample_views();
                     if last_rebalance.elapsed() >= self.config.rebalance_every {
                         last_rebalance = Instant::now();
                         self.sender.rebalance();
@@ -731,18 +730,6 @@ impl Driver {
         true
     }
 
-    /// Reads the kernel's view of every connection (`TCP_INFO`) for the core.
-    fn sample_views(&mut self) {
-        for (slot, conn) in self.conns.iter_mut().enumerate() {
-            if let Some(conn) = conn {
-                conn.viewed = Instant::now();
-                if let Some(view) = sockopt::view(&conn.stream) {
-                    self.sender.set_view(slot, view);
-                }
-            }
-        }
-    }
-
     /// Moves everything that can move: bytes to the application, credits and frames to the
     /// connections with room, the application's writes into the core.
     fn pump(&mut self) -> bool {
@@ -819,7 +806,9 @@ impl Driver {
             let mut lost = Vec::new();
             for (slot, conn) in self.conns.iter_mut().enumerate() {
                 let Some(conn) = conn else { continue };
-                while conn.queued < self.config.queue_frames.max(1) {
+                // A connection whose socket refused bytes asks for no frame until it takes
+                // more: the frame may go to one with room, and the kernel says when (§2.7).
+                while !conn.full && conn.queued < self.config.queue_frames.max(1) {
                     let frame = match self.urgent.pop_front() {
                         Some(f) => f,
                         None => match self.sender.poll_transmit(slot) {
@@ -831,11 +820,21 @@ impl Driver {
                     conn.push(&frame);
                     moved = true;
                 }
-                match conn.write() {
-                    Ok(wrote) => moved |= wrote,
-                    Err(_) => lost.push(slot),
-                }
-                if conn.viewed.elapsed() >= VIEW_EVERY {
+                let wrote = match conn.write() {
+                    Ok(wrote) => wrote,
+                    Err(_) => {
+                        lost.push(slot);
+                        false
+                    }
+                };
+                moved |= wrote;
+                // The kernel's view is read just after a write, when the connection's unsent
+                // bytes show how busy it is. Read at any other moment (on the tick, say), a
+                // connection that has drained looks as good as an idle one, and earliest
+                // delivery spread frames over every connection as plain striping does
+                // (reorder delay 156 ms at m = 5 and 1,014 ms at m = 14 on the emulator, against
+                // 12 and 4 ms reading only after writes).
+                if wrote && conn.viewed.elapsed() >= VIEW_EVERY {
                     conn.viewed = Instant::now();
                     if let Some(view) = sockopt::view(&conn.stream) {
                         self.sender.set_view(slot, view);
