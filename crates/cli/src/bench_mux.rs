@@ -18,8 +18,8 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// The multiplexed session on loopback: m raw TCP streams (the ceiling), then the session's
 /// schedulers carrying n backlogged channels with Iwashima's weights (1, 0.8, 0.8², …), and the
-/// same channels as HTTP/2 streams of one connection (the h2 crate), all in one process and one
-/// run.
+/// same channels as HTTP/2 streams of one connection (the h2 crate) and as QUIC streams of one
+/// connection (quinn), all in one process and one run.
 ///
 /// For each scheduler: aggregate throughput and its ratio to the raw ceiling; weight
 /// adherence (the largest gap between a channel's share and its weight's, in percentage
@@ -104,6 +104,7 @@ async fn bench(a: &MuxBench) -> Result<()> {
         ("stripe (earliest)", Some(Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }))),
         ("pin", Some(Scheme::Pin { hysteresis: 0.01 })),
         ("HTTP/2 (h2), 1 conn", None),
+        ("QUIC (quinn), 1 conn", None),
     ];
     // By case: bytes per channel summed over the rounds, and each round's ratio to raw.
     let mut bytes = vec![vec![0.0; weights.len()]; cases.len()];
@@ -127,6 +128,7 @@ async fn bench(a: &MuxBench) -> Result<()> {
                     acc.blocked += r.blocked;
                     got
                 }
+                None if k == cases.len() - 1 => quic_case(&weights, warm, measure).await?,
                 None => h2_case(&weights, warm, measure).await?,
             };
             for (sum, b) in bytes[k].iter_mut().zip(&got) {
@@ -196,6 +198,10 @@ async fn bench(a: &MuxBench) -> Result<()> {
     writeln!(
         out,
         "HTTP/2: the same channels as streams of one connection (h2 crate, cleartext); it has no weights (RFC 9113 deprecated them), so its gap is what no scheduler gives"
+    )?;
+    writeln!(
+        out,
+        "QUIC: the same channels as unidirectional streams of one connection (quinn, TLS 1.3 with a self-signed certificate, UDP without GSO tuning); its streams share by round robin within a priority, no weights"
     )?;
     Ok(())
 }
@@ -386,5 +392,76 @@ async fn h2_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<V
         w.abort();
     }
     server.abort();
+    Ok(before.iter().zip(&after).map(|(a, b)| (b - a) as f64).collect())
+}
+
+/// The QUIC peer: the same channels as unidirectional streams of one QUIC connection (quinn),
+/// each opened with its channel number as its first byte. Windows as large as the HTTP/2
+/// peer's. Returns the bytes each stream delivered in the measured window.
+async fn quic_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<Vec<f64>> {
+    use quinn::VarInt;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).context("a test certificate")?;
+    let cert: CertificateDer<'static> = certified.cert.der().clone();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+    let transport = || {
+        let mut t = quinn::TransportConfig::default();
+        t.stream_receive_window(VarInt::from_u32(1 << 20))
+            .receive_window(VarInt::from_u32(16 << 20))
+            .send_window(16 << 20)
+            .max_concurrent_uni_streams(VarInt::from_u32(weights.len() as u32 + 1));
+        Arc::new(t)
+    };
+    let mut server_config = quinn::ServerConfig::with_single_cert(vec![cert.clone()], key)?;
+    server_config.transport_config(transport());
+    let server = quinn::Endpoint::server(server_config, SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    let addr = server.local_addr()?;
+    let counters: Arc<Vec<AtomicU64>> = Arc::new(weights.iter().map(|_| AtomicU64::new(0)).collect());
+    let c = Arc::clone(&counters);
+    let accept = server.clone();
+    let sink = tokio::spawn(async move {
+        let Some(incoming) = accept.accept().await else { return anyhow::Ok(()) };
+        let conn = incoming.await?;
+        while let Ok(mut stream) = conn.accept_uni().await {
+            let c = Arc::clone(&c);
+            tokio::spawn(async move {
+                let mut index = [0u8; 1];
+                if stream.read_exact(&mut index).await.is_err() {
+                    return;
+                }
+                let Some(counter) = c.get(usize::from(index[0])) else { return };
+                while let Ok(Some(chunk)) = stream.read_chunk(CHUNK, false).await {
+                    counter.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
+                }
+            });
+        }
+        anyhow::Ok(())
+    });
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert)?;
+    let mut client_config = quinn::ClientConfig::with_root_certificates(Arc::new(roots))?;
+    client_config.transport_config(transport());
+    let mut client = quinn::Endpoint::client(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    client.set_default_client_config(client_config);
+    let conn = client.connect(addr, "localhost")?.await.context("connecting over QUIC")?;
+    let chunk = Bytes::from(vec![7u8; CHUNK]);
+    let mut writers = Vec::new();
+    for i in 0..weights.len() {
+        let mut stream = conn.open_uni().await?;
+        stream.write_all(&[i as u8]).await?;
+        let chunk = chunk.clone();
+        writers.push(tokio::spawn(async move { while stream.write_chunk(chunk.clone()).await.is_ok() {} }));
+    }
+    tokio::time::sleep(warm).await;
+    let before: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    tokio::time::sleep(measure).await;
+    let after: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    for w in writers {
+        w.abort();
+    }
+    conn.close(VarInt::from_u32(0), b"done");
+    client.close(VarInt::from_u32(0), b"done");
+    server.close(VarInt::from_u32(0), b"done");
+    sink.abort();
     Ok(before.iter().zip(&after).map(|(a, b)| (b - a) as f64).collect())
 }

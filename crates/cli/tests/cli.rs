@@ -432,7 +432,14 @@ fn bench_mux_reports_every_case_and_the_goals() {
     let o = switchyard(&["bench", "mux", "--connections", "2", "--channels", "3", "--seconds", "0.4", "--rounds", "2"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    for case in ["raw TCP ×2", "stripe (least queued)", "stripe (earliest)", "pin", "HTTP/2 (h2), 1 conn"] {
+    for case in [
+        "raw TCP ×2",
+        "stripe (least queued)",
+        "stripe (earliest)",
+        "pin",
+        "HTTP/2 (h2), 1 conn",
+        "QUIC (quinn), 1 conn",
+    ] {
         assert_eq!(out.lines().filter(|l| l.starts_with(&format!("{case} "))).count(), 1, "{case}:\n{out}");
     }
     assert!(out.contains("2 rounds of every case"), "{out}");
