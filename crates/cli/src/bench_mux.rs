@@ -384,15 +384,12 @@ async fn h2_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<V
             }
         }));
     }
-    tokio::time::sleep(warm).await;
-    let before: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
-    tokio::time::sleep(measure).await;
-    let after: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    let delivered = window(&counters, warm, measure).await;
     for w in writers {
         w.abort();
     }
     server.abort();
-    Ok(before.iter().zip(&after).map(|(a, b)| (b - a) as f64).collect())
+    Ok(delivered)
 }
 
 /// The QUIC peer: the same channels as unidirectional streams of one QUIC connection (quinn),
@@ -452,10 +449,7 @@ async fn quic_case(weights: &[f64], warm: Duration, measure: Duration) -> Result
         let chunk = chunk.clone();
         writers.push(tokio::spawn(async move { while stream.write_chunk(chunk.clone()).await.is_ok() {} }));
     }
-    tokio::time::sleep(warm).await;
-    let before: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
-    tokio::time::sleep(measure).await;
-    let after: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    let delivered = window(&counters, warm, measure).await;
     for w in writers {
         w.abort();
     }
@@ -463,5 +457,13 @@ async fn quic_case(weights: &[f64], warm: Duration, measure: Duration) -> Result
     client.close(VarInt::from_u32(0), b"done");
     server.close(VarInt::from_u32(0), b"done");
     sink.abort();
-    Ok(before.iter().zip(&after).map(|(a, b)| (b - a) as f64).collect())
+    Ok(delivered)
+}
+
+/// What each counter gained over `measure`, after `warm`.
+async fn window(counters: &[AtomicU64], warm: Duration, measure: Duration) -> Vec<f64> {
+    tokio::time::sleep(warm).await;
+    let before: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    tokio::time::sleep(measure).await;
+    counters.iter().zip(before).map(|(c, b)| (c.load(Ordering::Relaxed) - b) as f64).collect()
 }
