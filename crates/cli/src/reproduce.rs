@@ -85,7 +85,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
     }
     let name = args.name.as_deref().unwrap_or_default();
     if name == EMULATED.0 {
-        return crate::reproduce_mux::run(&args.m, args.seconds, args.eq75);
+        return crate::reproduce_mux::run(&args.m, args.seconds, args.eq75, args.out.as_deref());
     }
     let Some((_, text)) = REPRODUCTIONS.iter().find(|(n, _)| *n == name) else {
         let names: Vec<&str> = REPRODUCTIONS.iter().map(|(n, _)| *n).chain([EMULATED.0]).collect();

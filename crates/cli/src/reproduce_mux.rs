@@ -33,7 +33,7 @@ const N: usize = 15;
 const PACKET: usize = 1000;
 const CROSS: usize = 2;
 
-pub(crate) fn run(ms: &[usize], seconds: f64, eq75: bool) -> Result<()> {
+pub(crate) fn run(ms: &[usize], seconds: f64, eq75: bool, dir: Option<&std::path::Path>) -> Result<()> {
     let weights: Vec<f64> = (0..N).map(|i| 0.8f64.powi(i as i32)).collect();
     let link = LinkConfig::default();
     let b = link.rate_bps as f64 / 8.0;
@@ -62,6 +62,7 @@ pub(crate) fn run(ms: &[usize], seconds: f64, eq75: bool) -> Result<()> {
     )?;
     let ch: Vec<(u32, f64)> = weights.iter().enumerate().map(|(i, w)| (i as u32, *w)).collect();
     let mut claims = Vec::new();
+    let mut rows = Vec::new();
     let schemes = [
         ("stripe", Scheme::Stripe(ConnChoice::LeastQueued), false),
         ("earliest", Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }), false),
@@ -98,6 +99,17 @@ pub(crate) fn run(ms: &[usize], seconds: f64, eq75: bool) -> Result<()> {
                 p.reorder_s * 1e3,
                 p.held / 1e3
             )?;
+            rows.push(Row {
+                scheme: name,
+                m,
+                ours_kbps: total / 1e3,
+                model_kbps: expected / 1e3,
+                share: total / (total + p.cross),
+                rms_bps: rms,
+                rms_perc: rms_perc * 100.0,
+                reorder_ms: p.reorder_s * 1e3,
+                held_kb: p.held / 1e3,
+            });
             if name == "earliest" {
                 let rtt = 2.0 * link.delay.as_secs_f64();
                 claims.push(format!(
@@ -141,6 +153,76 @@ pub(crate) fn run(ms: &[usize], seconds: f64, eq75: bool) -> Result<()> {
         out,
         "why they can differ: Linux CUBIC against FreeBSD 4.7's Reno; our RED's unstated parameters (min_th 10, max_p 0.1, w_q 0.002); TCP_NOTSENT_LOWAT in place of Eq 7.5's socket buffers; our receiver's window bounds reorder memory where the thesis's did not; {seconds} s runs, not 60 s × 15. earliest is striping onto the connection expected to deliver first (TCP_INFO); pin is the thesis's (weights only); pin+rates re-pins every second by the connections' measured rates (beyond the source)"
     )?;
+    if let Some(dir) = dir {
+        write_outputs(dir, &rows)?;
+        writeln!(
+            out,
+            "\nwrote {}: iwashima-m.csv and the charts iwashima-m-{{aggregate,error,reorder}}.svg",
+            dir.display()
+        )?;
+    }
+    Ok(())
+}
+
+/// One line of the table, as the CSV and the charts take it.
+#[derive(Clone, Debug, serde::Serialize)]
+struct Row {
+    scheme: &'static str,
+    m: usize,
+    ours_kbps: f64,
+    model_kbps: f64,
+    share: f64,
+    rms_bps: f64,
+    rms_perc: f64,
+    reorder_ms: f64,
+    held_kb: f64,
+}
+
+/// Writes the table as CSV and three charts against m: aggregate throughput beside the
+/// thesis's B·m/(m+2) model, allocation error, and reorder delay beside the thesis's Fig 7-3
+/// points (100 ms at m = 14, 1.2 s at m = 30).
+fn write_outputs(dir: &std::path::Path, rows: &[Row]) -> Result<()> {
+    use switchyard_sim::report::{Series, Style, line_chart};
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut csv = csv::Writer::from_path(dir.join("iwashima-m.csv"))?;
+    for r in rows {
+        csv.serialize(r)?;
+    }
+    csv.flush()?;
+    let mut schemes: Vec<&str> = rows.iter().map(|r| r.scheme).collect();
+    schemes.dedup();
+    let by_scheme = |value: fn(&Row) -> f64| -> Vec<Series> {
+        schemes
+            .iter()
+            .map(|&name| Series {
+                name: name.to_owned(),
+                points: rows.iter().filter(|r| r.scheme == name).map(|r| (r.m as f64, value(r))).collect(),
+                style: Style::Measured,
+            })
+            .collect()
+    };
+    let mut aggregate = by_scheme(|r| r.ours_kbps);
+    aggregate.push(Series {
+        name: "B·m/(m+2) (thesis's model)".into(),
+        points: rows.iter().filter(|r| r.scheme == schemes[0]).map(|r| (r.m as f64, r.model_kbps)).collect(),
+        style: Style::Model,
+    });
+    let mut reorder = by_scheme(|r| r.reorder_ms);
+    reorder.push(Series {
+        name: "thesis, Fig 7-3".into(),
+        points: vec![(14.0, 100.0), (30.0, 1200.0)],
+        style: Style::Published,
+    });
+    let charts = [
+        ("aggregate", "aggregate throughput against m", "KB/s", aggregate),
+        ("error", "allocation error against m (Iwashima Eq 7.2)", "RMS_perc (%)", by_scheme(|r| r.rms_perc)),
+        ("reorder", "mean reorder delay against m", "ms", reorder),
+    ];
+    for (file, title, y, series) in charts {
+        let svg = line_chart(title, "connections (m)", y, &series).map_err(anyhow::Error::msg)?;
+        let path = dir.join(format!("iwashima-m-{file}.svg"));
+        std::fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(())
 }
 
@@ -271,4 +353,37 @@ fn point(scheme: Scheme, repin: bool, m: usize, weights: &[f64], seconds: f64, e
     let p = server.join().map_err(|_| anyhow::anyhow!("the receiving side panicked"))???;
     client.join().map_err(|_| anyhow::anyhow!("the sending side panicked"))???;
     Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_written_as_csv_and_three_charts() {
+        let dir = std::env::temp_dir().join(format!("switchyard-iwashima-out-{}", std::process::id()));
+        let row = |scheme, m: usize, reorder_ms| Row {
+            scheme,
+            m,
+            ours_kbps: 100.0 * m as f64,
+            model_kbps: 90.0 * m as f64,
+            share: 0.5,
+            rms_bps: 10.0,
+            rms_perc: 1.0,
+            reorder_ms,
+            held_kb: 1.0,
+        };
+        let rows = [row("stripe", 2, 40.0), row("stripe", 5, 160.0), row("pin", 2, 0.0), row("pin", 5, 0.0)];
+        write_outputs(&dir, &rows).unwrap();
+        let csv = std::fs::read_to_string(dir.join("iwashima-m.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 5, "{csv}");
+        assert!(csv.starts_with("scheme,m,ours_kbps,model_kbps"), "{csv}");
+        for chart in ["aggregate", "error", "reorder"] {
+            let svg = std::fs::read_to_string(dir.join(format!("iwashima-m-{chart}.svg"))).unwrap();
+            assert!(svg.starts_with("<svg") && svg.contains("stripe") && svg.contains("pin"), "{chart}");
+        }
+        let svg = std::fs::read_to_string(dir.join("iwashima-m-reorder.svg")).unwrap();
+        assert!(svg.contains("Fig 7-3"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -87,6 +87,71 @@ pub fn bar_chart(rows: &[RunSummary], field: &str, title: &str) -> Result<String
     Ok(svg)
 }
 
+/// One named series of points for [`line_chart`].
+#[derive(Clone, Debug)]
+pub struct Series {
+    /// The legend's name for it.
+    pub name: String,
+    /// (x, y) points, drawn in order.
+    pub points: Vec<(f64, f64)>,
+    /// How it is drawn.
+    pub style: Style,
+}
+
+/// How a [`Series`] is drawn: what it is tells the reader how to read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// A measure: a line through marked points.
+    Measured,
+    /// A model: a dashed line, no markers.
+    Model,
+    /// Published figures: crosses, no line (nothing is known between them).
+    Published,
+}
+
+/// A line chart of `series` against a shared x axis, as an SVG document.
+pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<String, String> {
+    register_font();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (760, 460)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let all = || series.iter().flat_map(|s| s.points.iter().copied());
+        let x_max = all().map(|p| p.0).fold(0.0, f64::max).max(1.0) * 1.05;
+        let y_max = all().map(|p| p.1).filter(|y| y.is_finite()).fold(0.0, f64::max).max(f64::MIN_POSITIVE) * 1.1;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+            .map_err(|e| e.to_string())?;
+        chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw().map_err(|e| e.to_string())?;
+        for (i, s) in series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let points = s.points.iter().copied().filter(|p| p.1.is_finite());
+            let drawn = match s.style {
+                Style::Model => chart.draw_series(DashedLineSeries::new(points, 6, 4, color.stroke_width(2))),
+                Style::Measured => chart.draw_series(LineSeries::new(points, color.stroke_width(2)).point_size(3)),
+                Style::Published => chart.draw_series(points.map(|p| Cross::new(p, 7, color.stroke_width(3)))),
+            };
+            drawn
+                .map_err(|e| e.to_string())?
+                .label(s.name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
+
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
@@ -146,4 +211,24 @@ pub fn html(title: &str, rows: &[RunSummary], comparisons: &[Comparison]) -> Res
     }
     h.push_str("</table></body></html>\n");
     Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_chart_names_every_series_and_draws_published_points_alone() {
+        let series = [
+            Series { name: "measured".into(), points: vec![(1.0, 2.0), (2.0, 3.0)], style: Style::Measured },
+            Series { name: "model".into(), points: vec![(1.0, 1.0), (2.0, 4.0)], style: Style::Model },
+            Series { name: "published".into(), points: vec![(1.5, f64::NAN), (2.0, 5.0)], style: Style::Published },
+        ];
+        let svg = line_chart("t", "x", "y", &series).unwrap();
+        for name in ["measured", "model", "published", "t"] {
+            assert!(svg.contains(name), "{name} missing");
+        }
+        // A marked line has circles; a dashed model and crosses add paths but no circles.
+        assert_eq!(svg.matches("<circle").count(), 2, "{svg}");
+    }
 }
