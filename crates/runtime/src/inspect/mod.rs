@@ -61,17 +61,6 @@ pub enum Engine {
     Sequential,
 }
 
-impl Engine {
-    /// The engine named `name` (`combined` or `sequential`).
-    pub fn by_name(name: &str) -> Option<Self> {
-        match name {
-            "combined" => Some(Self::Combined),
-            "sequential" => Some(Self::Sequential),
-            _ => None,
-        }
-    }
-}
-
 /// The compiled signatures. Cheap to share between threads (`&Inspector` is all a worker needs).
 #[derive(Debug)]
 pub struct Inspector {
@@ -161,9 +150,8 @@ impl Inspector {
 
     /// The protocol whose signature matches the start of `buffer`.
     ///
-    /// Each call borrows matching space from the regex's pool. The pool serves the first
-    /// thread that used it quickly and every other thread through a lock: a thread that
-    /// classifies many buffers should keep a [`Scratch`] and call [`Inspector::classify_with`].
+    /// Each call takes scratch from the inspector and gives it back: a thread that classifies
+    /// many buffers should keep a [`Scratch`] and call [`Inspector::classify_with`].
     ///
     /// The search stops at the first byte where any signature has matched (`earliest`), rather
     /// than running on to find where the match ends: only which protocol matched is wanted, and
@@ -171,13 +159,10 @@ impl Inspector {
     /// two signatures could both match, the one that matches at the earlier byte wins; the
     /// shipped signatures do not overlap on any protocol's opening (tested).
     pub fn classify(&self, buffer: &[u8]) -> Option<Protocol> {
-        let input = Input::new(buffer).anchored(Anchored::Yes).earliest(true);
-        if self.one_by_one.is_empty() {
-            return self.regex.search(&input).map(|m| Protocol(m.pattern().as_usize() as u16));
-        }
-        // In priority order, the first that matches; the signatures do not overlap, so this
-        // names what the combined automaton names.
-        self.one_by_one.iter().position(|r| r.search(&input).is_some()).map(|i| Protocol(i as u16))
+        let mut scratch = self.scratch();
+        let found = self.classify_with(&mut scratch, buffer);
+        self.give_back(scratch);
+        found
     }
 
     /// [`Inspector::classify`] in `scratch`, which must come from this inspector's
@@ -190,6 +175,8 @@ impl Inspector {
                 .search_with(&mut scratch.combined, &input)
                 .map(|m| Protocol(m.pattern().as_usize() as u16));
         }
+        // In priority order, the first that matches; the signatures do not overlap, so this
+        // names what the combined automaton names.
         self.one_by_one
             .iter()
             .zip(&mut scratch.one_by_one)
