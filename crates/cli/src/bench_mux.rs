@@ -82,6 +82,13 @@ pub(crate) fn run(a: &MuxBench) -> Result<()> {
     runtime.block_on(bench(a))
 }
 
+/// What carries the channels in a case: our session with a scheduler, or a peer.
+enum Carrier {
+    Session(Scheme),
+    H2,
+    Quic,
+}
+
 async fn bench(a: &MuxBench) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let weights: Vec<f64> = (0..a.channels).map(|i| a.ratio.powi(i as i32)).collect();
@@ -100,11 +107,11 @@ async fn bench(a: &MuxBench) -> Result<()> {
         measure.as_secs_f64()
     )?;
     let cases = [
-        ("stripe (least queued)", Some(Scheme::Stripe(ConnChoice::LeastQueued))),
-        ("stripe (earliest)", Some(Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }))),
-        ("pin", Some(Scheme::Pin { hysteresis: 0.01 })),
-        ("HTTP/2 (h2), 1 conn", None),
-        ("QUIC (quinn), 1 conn", None),
+        ("stripe (least queued)", Carrier::Session(Scheme::Stripe(ConnChoice::LeastQueued))),
+        ("stripe (earliest)", Carrier::Session(Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }))),
+        ("pin", Carrier::Session(Scheme::Pin { hysteresis: 0.01 })),
+        ("HTTP/2 (h2), 1 conn", Carrier::H2),
+        ("QUIC (quinn), 1 conn", Carrier::Quic),
     ];
     // By case: bytes per channel summed over the rounds, and each round's ratio to raw.
     let mut bytes = vec![vec![0.0; weights.len()]; cases.len()];
@@ -116,20 +123,20 @@ async fn bench(a: &MuxBench) -> Result<()> {
     for _ in 0..rounds {
         let raw = raw_streams(a.connections, warm, measure).await?;
         raw_rates.push(raw);
-        for (k, (_, scheme)) in cases.iter().enumerate() {
-            let got = match scheme {
-                Some(scheme) => {
-                    let r = session_case(a, *scheme, &weights, warm, measure).await?;
-                    let got = r.bytes.clone();
+        for (k, (_, carrier)) in cases.iter().enumerate() {
+            let got = match carrier {
+                Carrier::Session(scheme) => {
+                    let CaseResult { bytes, max_held, idle, blocked } =
+                        session_case(a, *scheme, &weights, warm, measure).await?;
                     let acc =
                         results[k].get_or_insert(CaseResult { bytes: Vec::new(), max_held: 0, idle: 0, blocked: 0 });
-                    acc.max_held = acc.max_held.max(r.max_held);
-                    acc.idle += r.idle;
-                    acc.blocked += r.blocked;
-                    got
+                    acc.max_held = acc.max_held.max(max_held);
+                    acc.idle += idle;
+                    acc.blocked += blocked;
+                    bytes
                 }
-                None if k == cases.len() - 1 => quic_case(&weights, warm, measure).await?,
-                None => h2_case(&weights, warm, measure).await?,
+                Carrier::H2 => h2_case(&weights, warm, measure).await?,
+                Carrier::Quic => quic_case(&weights, warm, measure).await?,
             };
             for (sum, b) in bytes[k].iter_mut().zip(&got) {
                 *sum += b;
@@ -147,7 +154,7 @@ async fn bench(a: &MuxBench) -> Result<()> {
     writeln!(out, "{:<22} {:>10.0} {:>9.2}", format!("raw TCP ×{}", a.connections), raw_mean / 1e6, 1.0)?;
     let mut gaps_line = Vec::new();
     let mut best_ratio: f64 = 0.0;
-    for (k, (name, scheme)) in cases.iter().enumerate() {
+    for (k, (name, carrier)) in cases.iter().enumerate() {
         let error = allocation(&bytes[k], &weights);
         let max_gap = error.max_gap * 100.0;
         let rate = bytes[k].iter().sum::<f64>() / total_time;
@@ -161,8 +168,8 @@ async fn bench(a: &MuxBench) -> Result<()> {
             max_gap,
             error.rms_perc * 100.0
         );
-        match (&results[k], scheme) {
-            (Some(r), Some(scheme)) => {
+        match (&results[k], carrier) {
+            (Some(r), Carrier::Session(scheme)) => {
                 if !matches!(scheme, Scheme::Pin { .. }) {
                     gaps_line.push(format!("{name} {max_gap:.2}"));
                 }

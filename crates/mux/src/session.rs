@@ -358,9 +358,14 @@ impl Conn {
     fn write(&mut self) -> std::io::Result<bool> {
         let mut wrote_any = false;
         while !self.out.is_empty() && !self.full {
-            let slices: Vec<std::io::IoSlice<'_>> =
-                self.out.iter().take(WRITE_PIECES).map(|(b, _)| std::io::IoSlice::new(b)).collect();
-            let mut n = match self.stream.try_write_vectored(&slices) {
+            // On the stack: this runs for every write.
+            let mut slices = [std::io::IoSlice::new(&[]); WRITE_PIECES];
+            let mut count = 0;
+            for ((piece, _), slice) in self.out.iter().zip(&mut slices) {
+                *slice = std::io::IoSlice::new(piece);
+                count += 1;
+            }
+            let mut n = match self.stream.try_write_vectored(&slices[..count]) {
                 Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -502,15 +507,8 @@ impl Driver {
         loop {
             tokio::select! {
                 command = self.commands.recv() => match command {
-                    Some(c) => {
-                        self.on_command(c);
-                        // Every command waiting, not one per turn of the loop: a turn also
-                        // reads and writes every ready connection, and taking one write per
-                        // turn left channels short of bytes while their connections had room.
-                        while let Ok(c) = self.commands.try_recv() {
-                            self.on_command(c);
-                        }
-                    }
+                    // The rest waiting are taken below.
+                    Some(c) => self.on_command(c),
                     // Every handle is gone: nobody can send or read any more.
                     None => break,
                 },
@@ -537,7 +535,9 @@ impl Driver {
                     }
                 }
             }
-            // Commands that came meanwhile, whichever branch woke the driver.
+            // Every command waiting, whichever branch woke the driver, not one per turn: a
+            // turn also reads and writes every ready connection, and taking one write per turn
+            // left channels short of bytes while their connections had room.
             while let Ok(c) = self.commands.try_recv() {
                 self.on_command(c);
             }
@@ -636,7 +636,9 @@ impl Driver {
             match io {
                 Io::Fine => {}
                 Io::Lost => self.lose(slot),
-                Io::Broken => self.drop_broken(slot),
+                Io::Broken => {
+                    self.drop_broken(slot);
+                }
             }
         }
     }
@@ -644,19 +646,20 @@ impl Driver {
     /// The connection in `slot` is gone: what it carried unacknowledged is sent again on the
     /// others, and a client dials it again.
     fn lose(&mut self, slot: usize) {
-        if self.conns.get_mut(slot).and_then(Option::take).is_some() {
+        if self.drop_broken(slot) {
             self.lost += 1;
-            self.sender.connection_lost(slot);
             self.redial(slot);
         }
     }
 
     /// The peer broke the protocol on `slot`: the connection is not to be trusted, and is not
-    /// dialled again.
-    fn drop_broken(&mut self, slot: usize) {
-        if self.conns.get_mut(slot).and_then(Option::take).is_some() {
+    /// dialled again. `false` if there was no connection there.
+    fn drop_broken(&mut self, slot: usize) -> bool {
+        let had = self.conns.get_mut(slot).and_then(Option::take).is_some();
+        if had {
             self.sender.connection_lost(slot);
         }
+        had
     }
 
     fn connection_up(&mut self, slot: usize, stream: TcpStream) {
@@ -715,7 +718,7 @@ impl Driver {
                     _ => (None, true),
                 };
                 if self.receiver.on_frame(self.now(), frame).is_err() {
-                    self.drop_broken(slot);
+                    let _ = self.drop_broken(slot);
                     return false;
                 }
                 if !self.ends.contains_key(&channel) {
