@@ -73,6 +73,26 @@ pub(crate) struct MuxBench {
     /// Largest payload of a data frame, in bytes.
     #[arg(long, default_value_t = SendConfig::default().max_frame)]
     frame: usize,
+
+    /// Which cases to run besides raw TCP (comma-separated), for a shorter run or a profile
+    /// of one carrier.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Case::Stripe, Case::Earliest, Case::Pin, Case::H2, Case::Quic])]
+    cases: Vec<Case>,
+}
+
+/// A case of the bench, as `--cases` names it.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Case {
+    /// The session, striping, each frame on the least-queued connection.
+    Stripe,
+    /// The session, striping, each frame on the connection expected to deliver it first.
+    Earliest,
+    /// The session, each channel pinned to one connection.
+    Pin,
+    /// HTTP/2 streams of one connection (h2).
+    H2,
+    /// QUIC streams of one connection (quinn).
+    Quic,
 }
 
 const CHUNK: usize = 256 << 10;
@@ -106,34 +126,53 @@ async fn bench(a: &MuxBench) -> Result<()> {
         a.ratio,
         measure.as_secs_f64()
     )?;
-    let cases = [
-        ("stripe (least queued)", Carrier::Session(Scheme::Stripe(ConnChoice::LeastQueued))),
-        ("stripe (earliest)", Carrier::Session(Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }))),
-        ("pin", Carrier::Session(Scheme::Pin { hysteresis: 0.01 })),
-        ("HTTP/2 (h2), 1 conn", Carrier::H2),
-        ("QUIC (quinn), 1 conn", Carrier::Quic),
-    ];
-    // By case: bytes per channel summed over the rounds, and each round's ratio to raw.
+    let cases: Vec<(&str, Carrier)> = [
+        (Case::Stripe, "stripe (least queued)", Carrier::Session(Scheme::Stripe(ConnChoice::LeastQueued))),
+        (
+            Case::Earliest,
+            "stripe (earliest)",
+            Carrier::Session(Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 })),
+        ),
+        (Case::Pin, "pin", Carrier::Session(Scheme::Pin { hysteresis: 0.01 })),
+        (Case::H2, "HTTP/2 (h2), 1 conn", Carrier::H2),
+        (Case::Quic, "QUIC (quinn), 1 conn", Carrier::Quic),
+    ]
+    .into_iter()
+    .filter(|(case, _, _)| a.cases.contains(case))
+    .map(|(_, name, carrier)| (name, carrier))
+    .collect();
+    // By case: bytes per channel summed over the rounds, and each round's ratios to raw (of
+    // rates, and of CPU time per byte).
     let mut bytes = vec![vec![0.0; weights.len()]; cases.len()];
     let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    let mut cost_ratios: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    let mut costs: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
     let mut results: Vec<Option<CaseResult>> = (0..cases.len()).map(|_| None).collect();
     let mut raw_rates = Vec::new();
+    let mut raw_costs = Vec::new();
     // A shared VM's speed drifts by a fifth within a minute: in rounds, every case meets it in
     // every mood, and each ratio is taken against raw TCP measured moments before.
     for _ in 0..rounds {
-        let raw = raw_streams(a.connections, warm, measure).await?;
+        let (raw, raw_cpu) = raw_streams(a.connections, warm, measure).await?;
+        let raw_cost = raw_cpu / (raw * measure.as_secs_f64());
         raw_rates.push(raw);
+        raw_costs.push(raw_cost);
         for (k, (_, carrier)) in cases.iter().enumerate() {
-            let got = match carrier {
+            let (got, cpu) = match carrier {
                 Carrier::Session(scheme) => {
-                    let CaseResult { bytes, max_held, idle, blocked } =
+                    let CaseResult { bytes, max_held, idle, blocked, cpu } =
                         session_case(a, *scheme, &weights, warm, measure).await?;
-                    let acc =
-                        results[k].get_or_insert(CaseResult { bytes: Vec::new(), max_held: 0, idle: 0, blocked: 0 });
+                    let acc = results[k].get_or_insert(CaseResult {
+                        bytes: Vec::new(),
+                        max_held: 0,
+                        idle: 0,
+                        blocked: 0,
+                        cpu: 0.0,
+                    });
                     acc.max_held = acc.max_held.max(max_held);
                     acc.idle += idle;
                     acc.blocked += blocked;
-                    bytes
+                    (bytes, cpu)
                 }
                 Carrier::H2 => h2_case(&weights, warm, measure).await?,
                 Carrier::Quic => quic_case(&weights, warm, measure).await?,
@@ -141,30 +180,45 @@ async fn bench(a: &MuxBench) -> Result<()> {
             for (sum, b) in bytes[k].iter_mut().zip(&got) {
                 *sum += b;
             }
-            ratios[k].push(got.iter().sum::<f64>() / measure.as_secs_f64() / raw);
+            let total: f64 = got.iter().sum();
+            ratios[k].push(total / measure.as_secs_f64() / raw);
+            let cost = cpu / total.max(1.0);
+            costs[k].push(cost);
+            cost_ratios[k].push(raw_cost / cost);
         }
     }
     let total_time = measure.as_secs_f64() * rounds as f64;
     writeln!(
         out,
-        "{:<22} {:>10} {:>9} {:>13} {:>11} {:>12} {:>10} {:>10}",
-        "case", "MB/s", "×raw", "max gap (pp)", "RMS_perc", "max held KB", "idle", "blocked"
+        "{:<22} {:>8} {:>6} {:>10} {:>9} {:>13} {:>9} {:>12} {:>8} {:>8}",
+        "case", "MB/s", "×raw", "CPU ns/KB", "×raw CPU", "max gap (pp)", "RMS_perc", "max held KB", "idle", "blocked"
     )?;
     let raw_mean = raw_rates.iter().sum::<f64>() / raw_rates.len() as f64;
-    writeln!(out, "{:<22} {:>10.0} {:>9.2}", format!("raw TCP ×{}", a.connections), raw_mean / 1e6, 1.0)?;
+    writeln!(
+        out,
+        "{:<22} {:>8.0} {:>6.2} {:>10.0} {:>9.2}",
+        format!("raw TCP ×{}", a.connections),
+        raw_mean / 1e6,
+        1.0,
+        crate::bench::median_f64(raw_costs.clone()) * 1e12,
+        1.0
+    )?;
     let mut gaps_line = Vec::new();
-    let mut best_ratio: f64 = 0.0;
+    let mut best: Option<(f64, f64)> = None;
     for (k, (name, carrier)) in cases.iter().enumerate() {
         let error = allocation(&bytes[k], &weights);
         let max_gap = error.max_gap * 100.0;
         let rate = bytes[k].iter().sum::<f64>() / total_time;
         let ratio = crate::bench::median_f64(ratios[k].clone());
+        let cost_ratio = crate::bench::median_f64(cost_ratios[k].clone());
         let spread = ratios[k].iter().copied().fold(f64::MAX, f64::min)..=ratios[k].iter().copied().fold(0.0, f64::max);
         let line = format!(
-            "{:<22} {:>10.0} {:>9.2} {:>13.2} {:>10.1}%",
+            "{:<22} {:>8.0} {:>6.2} {:>10.0} {:>9.2} {:>13.2} {:>8.1}%",
             name,
             rate / 1e6,
             ratio,
+            crate::bench::median_f64(costs[k].clone()) * 1e12,
+            cost_ratio,
             max_gap,
             error.rms_perc * 100.0
         );
@@ -173,10 +227,11 @@ async fn bench(a: &MuxBench) -> Result<()> {
                 if !matches!(scheme, Scheme::Pin { .. }) {
                     gaps_line.push(format!("{name} {max_gap:.2}"));
                 }
-                best_ratio = best_ratio.max(ratio);
+                let (r0, c0) = best.unwrap_or_default();
+                best = Some((r0.max(ratio), c0.max(cost_ratio)));
                 writeln!(
                     out,
-                    "{line} {:>12.0} {:>10} {:>10}   (rounds {:.2}–{:.2})",
+                    "{line} {:>12.0} {:>8} {:>8}   (rounds {:.2}–{:.2})",
                     r.max_held as f64 / 1e3,
                     r.idle,
                     r.blocked,
@@ -184,12 +239,21 @@ async fn bench(a: &MuxBench) -> Result<()> {
                     spread.end()
                 )?;
             }
-            _ => writeln!(out, "{line} {:>34}   (rounds {:.2}–{:.2})", "", spread.start(), spread.end())?,
+            _ => writeln!(out, "{line} {:>30}   (rounds {:.2}–{:.2})", "", spread.start(), spread.end())?,
         }
     }
     writeln!(out)?;
-    writeln!(out, "throughput: best scheduler {best_ratio:.2}× the raw ceiling (goal ≥ 0.90)")?;
-    writeln!(out, "weight adherence, largest gap in percentage points (goal ≤ 1): {}", gaps_line.join(", "))?;
+    if let Some((ratio, cost_ratio)) = best {
+        writeln!(
+            out,
+            "throughput: best scheduler {ratio:.2}× the raw ceiling by rate, {cost_ratio:.2}× by CPU time per byte (goal ≥ 0.90)"
+        )?;
+        writeln!(out, "weight adherence, largest gap in percentage points (goal ≤ 1): {}", gaps_line.join(", "))?;
+    }
+    writeln!(
+        out,
+        "CPU ns/KB: the process's CPU time (user and kernel) per KB delivered; ×raw CPU is raw TCP's cost over the case's, each round against its own raw run"
+    )?;
     let ch: Vec<(u32, f64)> = weights.iter().enumerate().map(|(i, w)| (i as u32, *w)).collect();
     let conns: Vec<(usize, f64)> = (0..a.connections).map(|c| (c, 1.0)).collect();
     let model = pin::model_error(&pin::lpt(&ch, &conns), &ch, &conns);
@@ -214,7 +278,7 @@ async fn bench(a: &MuxBench) -> Result<()> {
 }
 
 /// Bytes per second that `m` plain TCP streams carry from a writer to a reader that discards.
-async fn raw_streams(m: usize, warm: Duration, measure: Duration) -> Result<f64> {
+async fn raw_streams(m: usize, warm: Duration, measure: Duration) -> Result<(f64, f64)> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let received = Arc::new(AtomicU64::new(0));
@@ -257,14 +321,14 @@ async fn raw_streams(m: usize, warm: Duration, measure: Duration) -> Result<f64>
     }
     tokio::time::sleep(warm).await;
     let (t0, b0) = (Instant::now(), received.load(Ordering::Relaxed));
-    tokio::time::sleep(measure).await;
+    let cpu = cpu_over(measure).await;
     let rate = (received.load(Ordering::Relaxed) - b0) as f64 / t0.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     for w in writers {
         let _ = w.await;
     }
     let _ = sink.await;
-    Ok(rate)
+    Ok((rate, cpu))
 }
 
 struct CaseResult {
@@ -273,6 +337,8 @@ struct CaseResult {
     max_held: u64,
     idle: u64,
     blocked: u64,
+    /// CPU seconds the process spent in the measured window.
+    cpu: f64,
 }
 
 async fn session_case(
@@ -321,7 +387,7 @@ async fn session_case(
     tokio::time::sleep(warm).await;
     let before = receiver.report().await?;
     let sent_before = session.report().await?;
-    tokio::time::sleep(measure).await;
+    let cpu = cpu_over(measure).await;
     let after = receiver.report().await?;
     let sent_after = session.report().await?;
     for w in &writers {
@@ -337,12 +403,12 @@ async fn session_case(
     let max_held = after.channels.iter().map(|c| c.received.max_held_bytes).max().unwrap_or(0);
     let (i0, b0) = turns(&sent_before);
     let (i1, b1) = turns(&sent_after);
-    Ok(CaseResult { bytes, max_held, idle: i1 - i0, blocked: b1 - b0 })
+    Ok(CaseResult { bytes, max_held, idle: i1 - i0, blocked: b1 - b0, cpu })
 }
 
 /// The peer: the same channels as HTTP/2 streams over one TCP connection (cleartext h2), each a
 /// POST whose body never ends. Returns the bytes each stream delivered in the measured window.
-async fn h2_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<Vec<f64>> {
+async fn h2_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<(Vec<f64>, f64)> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let counters: Arc<Vec<AtomicU64>> = Arc::new(weights.iter().map(|_| AtomicU64::new(0)).collect());
@@ -402,7 +468,7 @@ async fn h2_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<V
 /// The QUIC peer: the same channels as unidirectional streams of one QUIC connection (quinn),
 /// each opened with its channel number as its first byte. Windows as large as the HTTP/2
 /// peer's. Returns the bytes each stream delivered in the measured window.
-async fn quic_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<Vec<f64>> {
+async fn quic_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<(Vec<f64>, f64)> {
     use quinn::VarInt;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).context("a test certificate")?;
@@ -467,10 +533,25 @@ async fn quic_case(weights: &[f64], warm: Duration, measure: Duration) -> Result
     Ok(delivered)
 }
 
-/// What each counter gained over `measure`, after `warm`.
-async fn window(counters: &[AtomicU64], warm: Duration, measure: Duration) -> Vec<f64> {
+/// What each counter gained over `measure`, after `warm`, and the CPU time the process spent
+/// meanwhile.
+async fn window(counters: &[AtomicU64], warm: Duration, measure: Duration) -> (Vec<f64>, f64) {
     tokio::time::sleep(warm).await;
     let before: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    let cpu = cpu_over(measure).await;
+    (counters.iter().zip(before).map(|(c, b)| (c.load(Ordering::Relaxed) - b) as f64).collect(), cpu)
+}
+
+/// Waits `measure` and returns the CPU seconds the whole process (sender, receiver and the
+/// kernel's work on their behalf) spent meanwhile. Every case keeps both cores busy, so its
+/// CPU time per byte is its cost, and a ratio of costs is steadier than a ratio of rates on a
+/// VM whose neighbours take time from it.
+async fn cpu_over(measure: Duration) -> f64 {
+    let cpu = || {
+        nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+            .map_or(0.0, |t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
+    };
+    let before = cpu();
     tokio::time::sleep(measure).await;
-    counters.iter().zip(before).map(|(c, b)| (c.load(Ordering::Relaxed) - b) as f64).collect()
+    cpu() - before
 }

@@ -446,4 +446,37 @@ fn bench_mux_reports_every_case_and_the_goals() {
     for goal in ["throughput: best scheduler", "weight adherence, largest gap"] {
         assert!(out.contains(goal), "{goal} missing:\n{out}");
     }
+    // Every case's cost: the CPU time per KB and its ratio to raw TCP's, both measured.
+    for case in ["raw TCP ×2", "stripe (least queued)", "pin", "QUIC (quinn), 1 conn"] {
+        let line = out.lines().find(|l| l.starts_with(&format!("{case} "))).expect("listed above");
+        let numbers: Vec<f64> = line[case.len()..].split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        assert!(numbers.len() >= 4 && numbers[2] > 0.0 && numbers[3] > 0.0, "{case}: {line}");
+    }
+
+    // `--cases` runs only those named (and raw TCP, the ceiling).
+    let o = switchyard(&[
+        "bench",
+        "mux",
+        "--connections",
+        "2",
+        "--channels",
+        "3",
+        "--seconds",
+        "0.2",
+        "--rounds",
+        "1",
+        "--cases",
+        "pin,h2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for (case, listed) in [
+        ("raw TCP ×2", true),
+        ("pin", true),
+        ("HTTP/2 (h2), 1 conn", true),
+        ("stripe (least queued)", false),
+        ("QUIC (quinn), 1 conn", false),
+    ] {
+        assert_eq!(out.lines().any(|l| l.starts_with(&format!("{case} "))), listed, "{case}:\n{out}");
+    }
 }

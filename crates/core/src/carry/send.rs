@@ -141,7 +141,8 @@ pub struct Sender {
     config: SendConfig,
     channels: BTreeMap<u32, Channel>,
     /// Connection slots: `Some(view)` while open.
-    conns: Vec<Option<ConnView>>,
+    /// By slot; a slot whose connection is gone has `open` false.
+    conns: Vec<ConnView>,
     /// Session and channel control frames waiting, any connection.
     control: VecDeque<Frame>,
     /// Frames to send again, oldest first, any connection: (channel, seq).
@@ -178,9 +179,9 @@ impl Sender {
     /// Connection `slot` is up (new, or re-opened after it died).
     pub fn connection_up(&mut self, slot: usize) {
         if self.conns.len() <= slot {
-            self.conns.resize(slot + 1, None);
+            self.conns.resize(slot + 1, ConnView::default());
         }
-        self.conns[slot] = Some(ConnView { open: true, ..ConnView::default() });
+        self.conns[slot] = ConnView { open: true, ..ConnView::default() };
         self.repin();
     }
 
@@ -188,7 +189,7 @@ impl Sender {
     /// others.
     pub fn connection_lost(&mut self, slot: usize) {
         if let Some(c) = self.conns.get_mut(slot) {
-            *c = None;
+            *c = ConnView::default();
         }
         let mut again = Vec::new();
         for (id, ch) in &mut self.channels {
@@ -210,13 +211,13 @@ impl Sender {
 
     /// The connections open now.
     pub fn open_connections(&self) -> usize {
-        self.conns.iter().flatten().count()
+        self.conns.iter().filter(|c| c.open).count()
     }
 
     /// What the driver measured of a connection (`TCP_INFO`: RTT, unsent bytes, delivery rate),
     /// for [`ConnChoice::EarliestDelivery`].
     pub fn set_view(&mut self, slot: usize, view: ConnView) {
-        if let Some(Some(c)) = self.conns.get_mut(slot) {
+        if let Some(c) = self.conns.get_mut(slot).filter(|c| c.open) {
             *c = ConnView { open: true, ..view };
         }
     }
@@ -357,7 +358,7 @@ impl Sender {
     /// The next frame to write on connection `slot`, which has room; `None` if it has nothing
     /// to send (nothing waiting, no credit, or a better connection should carry it).
     pub fn poll_transmit(&mut self, slot: usize) -> Option<Frame> {
-        if !self.conns.get(slot).is_some_and(Option::is_some) {
+        if !self.conns.get(slot).is_some_and(|c| c.open) {
             return None;
         }
         if let Some(f) = self.control.pop_front() {
@@ -382,9 +383,8 @@ impl Sender {
         let channels = &self.channels;
         let picked = match self.config.scheme {
             Scheme::Stripe(choice) => {
-                let views: Vec<ConnView> = self.conns.iter().map(|c| c.unwrap_or_default()).collect();
                 let len = channels.values().filter_map(head).max()?;
-                if !choice.takes(&views, slot, len) {
+                if !choice.takes(&self.conns, slot, len) {
                     return None;
                 }
                 self.striped.pick(|id| head(&channels[&id]))
@@ -476,7 +476,7 @@ impl Sender {
             return Vec::new();
         }
         let caps: Vec<(usize, f64)> =
-            self.conns.iter().enumerate().filter_map(|(i, c)| c.map(|v| (i, v.rate))).collect();
+            self.conns.iter().enumerate().filter(|(_, c)| c.open).map(|(i, c)| (i, c.rate)).collect();
         if caps.is_empty() || caps.iter().any(|(_, r)| *r <= 0.0) {
             return Vec::new();
         }
@@ -489,7 +489,7 @@ impl Sender {
     /// Brings the schedulers' groups up to date with channels, weights and connections.
     fn repin(&mut self) {
         let weights = self.weights();
-        let open: Vec<usize> = self.conns.iter().enumerate().filter(|(_, c)| c.is_some()).map(|(i, _)| i).collect();
+        let open: Vec<usize> = self.conns.iter().enumerate().filter(|(_, c)| c.open).map(|(i, _)| i).collect();
         match self.config.scheme {
             Scheme::Stripe(_) => {
                 for (id, w) in &weights {
@@ -522,7 +522,7 @@ impl Sender {
     /// Makes each open connection's group hold the channels `assign` puts there, keeping the
     /// virtual times of channels that stay put.
     fn regroup(&mut self, assign: BTreeMap<u32, usize>) {
-        let open: Vec<usize> = self.conns.iter().enumerate().filter(|(_, c)| c.is_some()).map(|(i, _)| i).collect();
+        let open: Vec<usize> = self.conns.iter().enumerate().filter(|(_, c)| c.open).map(|(i, _)| i).collect();
         for (slot, group) in &mut self.pinned {
             let leaving: Vec<u32> = group.weights().map(|(c, _)| c).filter(|c| assign.get(c) != Some(slot)).collect();
             for c in leaving {
