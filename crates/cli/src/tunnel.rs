@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use switchyard_mux::tunnel::{self, Forward};
-use switchyard_mux::{ConnChoice, Listener, MuxConfig, Scheme, SendConfig, Session, SessionReport};
+use switchyard_mux::{ConnChoice, Listener, MuxConfig, Scheme, SendConfig, Session, SessionReport, Tls};
 
 /// Carry local TCP ports to another machine as weighted channels over several TCP connections.
 ///
@@ -18,10 +18,16 @@ use switchyard_mux::{ConnChoice, Listener, MuxConfig, Scheme, SendConfig, Sessio
 /// forwarded port becomes one channel with the forward's weight; channels share what the
 /// session's connections together get at the bottleneck in proportion to their weights.
 ///
-/// Example: backups at weight 1 and interactive SSH at weight 8, over 5 connections:
+/// The key keeps strangers out but frames travel in the clear; add TLS to encrypt them
+/// (`tunnel cert` makes a self-signed certificate for a start).
 ///
-///   far$  switchyard tunnel listen --bind 0.0.0.0:7000 --key-file tunnel.key
-///   near$ switchyard tunnel connect --to far:7000 --key-file tunnel.key \
+/// Example: backups at weight 1 and interactive SSH at weight 8, over 5 connections, with TLS:
+///
+///   far$  switchyard tunnel cert --name far.example.org --out tls/
+///   far$  switchyard tunnel listen --bind 0.0.0.0:7000 --key-file tunnel.key \
+///           --tls-cert tls/cert.pem --tls-key tls/key.pem
+///   near$ switchyard tunnel connect --to far.example.org:7000 --key-file tunnel.key \
+///           --tls-ca cert.pem \
 ///           --forward 127.0.0.1:8873=backup.internal:873@1 \
 ///           --forward 127.0.0.1:2222=127.0.0.1:22@8
 #[derive(Args, Debug)]
@@ -37,6 +43,22 @@ enum Side {
     Listen(ListenArgs),
     /// Open a session and forward local ports through it.
     Connect(ConnectArgs),
+    /// Make a self-signed TLS certificate and its key (cert.pem, key.pem) for `listen
+    /// --tls-cert/--tls-key`; the connecting end trusts it with `--tls-ca cert.pem`.
+    Cert(CertArgs),
+}
+
+#[derive(Args, Debug)]
+struct CertArgs {
+    /// A name the certificate is for: the DNS name or IP address clients connect to
+    /// (repeatable).
+    #[arg(long = "name", required = true)]
+    names: Vec<String>,
+
+    /// Directory to write cert.pem and key.pem to (created if missing; existing files are
+    /// not overwritten).
+    #[arg(long, default_value = ".")]
+    out: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -75,6 +97,14 @@ struct ListenArgs {
     #[command(flatten)]
     key: KeyArgs,
 
+    /// TLS: this end's certificate chain (PEM, its own certificate first). With --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+
+    /// TLS: the certificate's private key (PEM). With --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+
     #[command(flatten)]
     show: ShowArgs,
 }
@@ -112,6 +142,15 @@ struct ConnectArgs {
     #[command(flatten)]
     key: KeyArgs,
 
+    /// TLS: the certificates to trust for the listening end (PEM: a CA's, or the listening
+    /// end's own self-signed one). Without it, frames travel in the clear.
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+
+    /// TLS: the name the listening end's certificate must carry. Default: the host in --to.
+    #[arg(long, value_name = "NAME", requires = "tls_ca")]
+    tls_name: Option<String>,
+
     #[command(flatten)]
     show: ShowArgs,
 }
@@ -130,14 +169,20 @@ pub(crate) fn run(args: &TunnelArgs) -> Result<()> {
         match &args.side {
             Side::Listen(a) => listen(a).await,
             Side::Connect(a) => connect(a).await,
+            Side::Cert(a) => cert(a),
         }
     })
 }
 
 async fn listen(a: &ListenArgs) -> Result<()> {
-    let config = MuxConfig { key: a.key.key()?, ..MuxConfig::default() };
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(key)) => Some(Tls::server_from_pem(cert, key)?),
+        _ => None,
+    };
+    let encrypted = if tls.is_some() { "TLS" } else { "in the clear (no --tls-cert)" };
+    let config = MuxConfig { key: a.key.key()?, tls, ..MuxConfig::default() };
     let mut listener = Listener::bind(a.bind, config).await?;
-    eprintln!("switchyard tunnel: listening on {}", listener.local_addr());
+    eprintln!("switchyard tunnel: listening on {}, {encrypted}", listener.local_addr());
     let every = a.show.every;
     while let Some(session) = listener.accept().await {
         eprintln!("switchyard tunnel: a session joined");
@@ -160,14 +205,26 @@ async fn connect(a: &ConnectArgs) -> Result<()> {
         SchemeArg::Earliest => Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }),
         SchemeArg::Pin => Scheme::Pin { hysteresis: 0.01 },
     };
+    let tls = match &a.tls_ca {
+        Some(ca) => {
+            let name = match &a.tls_name {
+                Some(n) => n.clone(),
+                None => host_of(&a.to).to_owned(),
+            };
+            Some(Tls::client_from_pem(ca, &name)?)
+        }
+        None => None,
+    };
+    let encrypted = if tls.is_some() { "TLS" } else { "in the clear (no --tls-ca)" };
     let config = MuxConfig {
         key: a.key.key()?,
         connections: a.connections,
         send: SendConfig { scheme, ..SendConfig::default() },
+        tls,
         ..MuxConfig::default()
     };
     let session = Session::connect(to, config).await?;
-    eprintln!("switchyard tunnel: session with {to} over {} connections", a.connections);
+    eprintln!("switchyard tunnel: session with {to} over {} connections, {encrypted}", a.connections);
     let mut forwards = tokio::task::JoinSet::new();
     for f in &a.forwards {
         eprintln!("switchyard tunnel: {} → {} (weight {})", f.local, f.target, f.weight);
@@ -180,6 +237,42 @@ async fn connect(a: &ConnectArgs) -> Result<()> {
     while let Some(done) = forwards.join_next().await {
         done.context("a forward stopped")??;
     }
+    Ok(())
+}
+
+/// The host in `host:port` (`[v6]:port` too).
+fn host_of(to: &str) -> &str {
+    let host = to.rsplit_once(':').map_or(to, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// Writes a self-signed certificate for `a.names` and its key.
+fn cert(a: &CertArgs) -> Result<()> {
+    let certified = rcgen::generate_simple_self_signed(a.names.clone())
+        .with_context(|| format!("making a certificate for {}", a.names.join(", ")))?;
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let write = |name: &str, text: String, mode: u32| -> Result<PathBuf> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = a.out.join(name);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&path)
+            .with_context(|| format!("writing {} (an existing file is not overwritten)", path.display()))?;
+        f.write_all(text.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+        Ok(path)
+    };
+    let cert = write("cert.pem", certified.cert.pem(), 0o644)?;
+    // Only its owner may read the key.
+    let key = write("key.pem", certified.signing_key.serialize_pem(), 0o600)?;
+    println!("wrote {} and {}", cert.display(), key.display());
+    println!(
+        "listening end: --tls-cert {} --tls-key {}; connecting end: --tls-ca {} (a copy of it)",
+        cert.display(),
+        key.display(),
+        cert.display()
+    );
     Ok(())
 }
 

@@ -357,9 +357,38 @@ impl Drop for Running {
 
 #[test]
 fn a_tunnel_between_two_processes_carries_a_tcp_conversation() {
+    tunnel_echo(false);
+}
+
+#[test]
+fn a_tunnel_with_a_certificate_from_tunnel_cert_carries_a_tcp_conversation_over_tls() {
+    tunnel_echo(true);
+}
+
+/// Two tunnel processes carry an echo conversation; with `tls`, under a certificate made by
+/// `tunnel cert`.
+fn tunnel_echo(tls: bool) {
     use std::io::{Read, Write};
-    let dir = std::env::temp_dir().join(format!("switchyard-tunnel-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("switchyard-tunnel-{}-{tls}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    let (mut listen_tls, mut connect_tls) = (Vec::new(), Vec::new());
+    if tls {
+        let certs = dir.join("tls");
+        let o = switchyard(&["tunnel", "cert", "--name", "127.0.0.1", "--out", certs.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let (cert, key) = (certs.join("cert.pem"), certs.join("key.pem"));
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600, "the key is private");
+        }
+        // A second run does not overwrite them.
+        let again = switchyard(&["tunnel", "cert", "--name", "127.0.0.1", "--out", certs.to_str().unwrap()]);
+        assert!(!again.status.success() && stderr(&again).contains("not overwritten"), "{}", stderr(&again));
+        let s = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+        listen_tls = vec!["--tls-cert".to_owned(), s(&cert), "--tls-key".to_owned(), s(&key)];
+        connect_tls = vec!["--tls-ca".to_owned(), s(&cert)];
+    }
     let key = dir.join("tunnel.key");
     std::fs::write(&key, b"0123456789abcdef-a key for the test").unwrap();
     // The far side's service: echo one connection.
@@ -381,6 +410,7 @@ fn a_tunnel_between_two_processes_carries_a_tcp_conversation() {
         Command::new(bin)
             .args(["tunnel", "listen", "--bind", &format!("127.0.0.1:{far}"), "--key-file", key, "--every", "0"])
             .args(["--allow", &echo_addr.to_string()])
+            .args(&listen_tls)
             .spawn()
             .unwrap(),
     );
@@ -389,6 +419,7 @@ fn a_tunnel_between_two_processes_carries_a_tcp_conversation() {
         Command::new(bin)
             .args(["tunnel", "connect", "--to", &format!("127.0.0.1:{far}"), "--key-file", key, "--every", "0"])
             .args(["--connections", "3", "--forward", &format!("127.0.0.1:{near}={echo_addr}@8")])
+            .args(&connect_tls)
             .spawn()
             .unwrap(),
     );
@@ -423,6 +454,30 @@ fn tunnel_errors_teach() {
     std::fs::write(&key, b"short").unwrap();
     let o = switchyard(&["tunnel", "listen", "--bind", "127.0.0.1:0", "--key-file", key.to_str().unwrap()]);
     assert!(stderr(&o).contains("use at least 16"), "{}", stderr(&o));
+    // TLS: a certificate without its key, and files that are not there.
+    std::fs::write(&key, b"0123456789abcdef-long enough").unwrap();
+    let k = key.to_str().unwrap();
+    let o = switchyard(&["tunnel", "listen", "--bind", "127.0.0.1:0", "--key-file", k, "--tls-cert", "c.pem"]);
+    assert!(stderr(&o).contains("--tls-key"), "{}", stderr(&o));
+    let missing = dir.join("missing.pem");
+    let m = missing.to_str().unwrap();
+    let o =
+        switchyard(&["tunnel", "listen", "--bind", "127.0.0.1:0", "--key-file", k, "--tls-cert", m, "--tls-key", m]);
+    assert!(!o.status.success() && stderr(&o).contains("missing.pem"), "{}", stderr(&o));
+    std::fs::write(&missing, b"not a certificate").unwrap();
+    let o = switchyard(&[
+        "tunnel",
+        "connect",
+        "--to",
+        "127.0.0.1:1",
+        "--key-file",
+        k,
+        "--tls-ca",
+        m,
+        "--forward",
+        "127.0.0.1:0=a:1",
+    ]);
+    assert!(stderr(&o).contains("no certificate found"), "{}", stderr(&o));
 }
 
 /// `bench mux` runs every case in rounds on loopback and reports throughput against raw TCP,

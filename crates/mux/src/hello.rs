@@ -11,7 +11,8 @@
 //! Each side proves it holds the pre-shared key without sending it, the server's fresh nonce
 //! makes a recorded handshake useless, and the MAC covers the session id, so a stranger can
 //! neither open a session nor join a connection to someone else's. (The frames that follow are
-//! not encrypted or authenticated; that is what the TLS option is for.)
+//! not encrypted or authenticated; that is what the TLS option is for: with it, this handshake
+//! and every frame after it travel inside TLS, see [`crate::tls`].)
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -65,6 +66,7 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, key: &[u8]) ->
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&nonce);
     s.write_all(&out).await?;
+    s.flush().await?;
     read_magic(s).await?;
     let mut rest = [0u8; 16 + 2 + 32];
     s.read_exact(&mut rest).await?;
@@ -73,6 +75,7 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, key: &[u8]) ->
     mac(key, b"client", &nonce, &session, index).verify_slice(&rest[18..]).map_err(|_| HelloError::BadKey)?;
     let proof = mac(key, b"server", &nonce, &session, index).finalize().into_bytes();
     s.write_all(&proof).await?;
+    s.flush().await?;
     Ok((session, index))
 }
 
@@ -92,6 +95,7 @@ pub async fn join<S: AsyncRead + AsyncWrite + Unpin>(
     out.extend_from_slice(&index.to_be_bytes());
     out.extend_from_slice(&mac(key, b"client", &nonce, session, index).finalize().into_bytes());
     s.write_all(&out).await?;
+    s.flush().await?;
     let mut proof = [0u8; 32];
     s.read_exact(&mut proof).await?;
     mac(key, b"server", &nonce, session, index).verify_slice(&proof).map_err(|_| HelloError::BadKey)?;

@@ -9,6 +9,7 @@
 //! - [`Channel`]: an application's end of one channel: `send` with backpressure, `recv`, weight,
 //!   close, counters; `AsyncRead` and `AsyncWrite` for existing code.
 //! - [`sockopt`]: the kernel's help (`TCP_NOTSENT_LOWAT`, `TCP_INFO`).
+//! - [`tls`]: TLS for the connections (rustls), on top of the keyed handshake.
 //! - [`tunnel`]: local TCP ports carried across a session as weighted channels.
 //!
 //! # What does not
@@ -18,12 +19,15 @@
 //! crate only moves bytes between sockets and the core.
 
 mod channel;
+mod conn;
 pub mod hello;
 mod session;
 pub mod sockopt;
+pub mod tls;
 pub mod tunnel;
 
 pub use channel::Channel;
 pub use session::{ChannelReport, Listener, MuxConfig, MuxError, Session, SessionReport};
 pub use switchyard_core::carry::choose::ConnChoice;
 pub use switchyard_core::carry::{RecvConfig, Scheme, SendConfig};
+pub use tls::{Tls, TlsError};

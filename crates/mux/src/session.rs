@@ -20,17 +20,17 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::Bytes;
 use switchyard_core::Nanos;
-use switchyard_core::carry::frame::DEFAULT_MAX_PAYLOAD;
 use switchyard_core::carry::{ChannelStats, Frame, Receiver, RecvConfig, RecvStats, SendConfig, Sender};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::channel::Channel;
+use crate::conn::{Conn, Io, Wire, finish};
 use crate::hello::{self, HelloError, SessionId};
 use crate::sockopt;
+use crate::tls::Tls;
 
 /// How a session runs.
 #[derive(Clone, Debug)]
@@ -63,6 +63,10 @@ pub struct MuxConfig {
     /// A session left without any connection this long ends: a server's whose client has gone,
     /// a client's that cannot re-open any. Its channels then report the end.
     pub idle_timeout: Duration,
+    /// TLS for every connection: a client's settings for [`Session::connect`], a server's for
+    /// [`Listener::bind`]. `None`: frames travel in the clear (the keyed hello still keeps
+    /// strangers out).
+    pub tls: Option<Tls>,
 }
 
 impl Default for MuxConfig {
@@ -80,6 +84,7 @@ impl Default for MuxConfig {
             handshake_timeout: Duration::from_secs(5),
             send_buffer: None,
             idle_timeout: Duration::from_secs(60),
+            tls: None,
         }
     }
 }
@@ -101,6 +106,15 @@ pub enum MuxError {
     /// The handshake took too long.
     #[error("the handshake with {0} timed out")]
     Timeout(SocketAddr),
+    /// The TLS handshake failed: the server's certificate is not trusted or does not carry the
+    /// expected name, or the peer does not speak TLS.
+    #[error("TLS with {addr}: {source}")]
+    Tls {
+        /// The peer.
+        addr: SocketAddr,
+        /// rustls's reason.
+        source: std::io::Error,
+    },
     /// The core refused a channel operation.
     #[error(transparent)]
     Channel(#[from] switchyard_core::carry::SendError),
@@ -147,7 +161,7 @@ pub(crate) enum Command {
 /// A connection joined the session: its slot and its socket.
 struct Up {
     slot: usize,
-    stream: TcpStream,
+    wire: Wire,
 }
 
 /// A session's handle: open channels, accept the peer's, read counters. Cloning it shares the
@@ -171,13 +185,13 @@ impl Session {
             return Err(MuxError::Config(format!("{} connections: a session has 1 to 65,535", config.connections)));
         }
         let id = hello::new_session_id();
-        let mut streams = Vec::with_capacity(config.connections);
+        let mut wires = Vec::with_capacity(config.connections);
         for index in 0..config.connections {
-            streams.push(dial(addr, &config, &id, index as u16).await?);
+            wires.push(dial(addr, &config, &id, index as u16).await?);
         }
         let (session, events, driver) = Driver::new(config, true, Some((addr, id)));
-        for (slot, stream) in streams.into_iter().enumerate() {
-            events.send(Up { slot, stream }).await.map_err(|_| MuxError::Ended)?;
+        for (slot, wire) in wires.into_iter().enumerate() {
+            events.send(Up { slot, wire }).await.map_err(|_| MuxError::Ended)?;
         }
         tokio::spawn(driver.run());
         Ok(session)
@@ -205,7 +219,7 @@ impl Session {
 }
 
 /// Connects and joins connection `index` of session `id`.
-async fn dial(addr: SocketAddr, config: &MuxConfig, id: &SessionId, index: u16) -> Result<TcpStream, MuxError> {
+async fn dial(addr: SocketAddr, config: &MuxConfig, id: &SessionId, index: u16) -> Result<Wire, MuxError> {
     let io = |what: &str| {
         let what = format!("{what} {addr}");
         move |source| MuxError::Io { what, source }
@@ -216,10 +230,23 @@ async fn dial(addr: SocketAddr, config: &MuxConfig, id: &SessionId, index: u16) 
         socket.set_send_buffer_size(bytes).map_err(io("setting SO_SNDBUF for"))?;
     }
     let mut stream = socket.connect(addr).await.map_err(io("connecting to"))?;
-    tokio::time::timeout(config.handshake_timeout, hello::join(&mut stream, &config.key, id, index))
-        .await
-        .map_err(|_| MuxError::Timeout(addr))??;
-    Ok(stream)
+    let join = async {
+        match &config.tls {
+            None => {
+                hello::join(&mut stream, &config.key, id, index).await?;
+                Ok(Wire { stream, tls: None })
+            }
+            Some(tls @ Tls::Client { .. }) => {
+                let mut stream = tls.handshake(stream).await.map_err(|source| MuxError::Tls { addr, source })?;
+                hello::join(&mut stream, &config.key, id, index).await?;
+                Ok(Wire::from_tls(stream))
+            }
+            Some(Tls::Server(_)) => {
+                Err(MuxError::Config("a client needs a client's TLS settings (the certificates it trusts)".into()))
+            }
+        }
+    };
+    tokio::time::timeout(config.handshake_timeout, join).await.map_err(|_| MuxError::Timeout(addr))?
 }
 
 /// Accepts sessions: each client's connections, joined by session id.
@@ -232,6 +259,9 @@ pub struct Listener {
 impl Listener {
     /// Listens on `addr`.
     pub async fn bind(addr: SocketAddr, config: MuxConfig) -> Result<Self, MuxError> {
+        if matches!(config.tls, Some(Tls::Client { .. })) {
+            return Err(MuxError::Config("a server needs a server's TLS settings (its certificate and key)".into()));
+        }
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| MuxError::Io { what: format!("listening on {addr}"), source })?;
@@ -255,14 +285,28 @@ impl Listener {
 async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::Sender<Session>) {
     let known: Arc<Mutex<HashMap<SessionId, mpsc::Sender<Up>>>> = Arc::default();
     loop {
-        let Ok((mut stream, peer)) = listener.accept().await else { continue };
+        let Ok((mut stream, _)) = listener.accept().await else { continue };
         let (config, known, sessions) = (config.clone(), Arc::clone(&known), sessions.clone());
         // Each handshake on its own task, so a slow or silent stranger holds up no one.
         tokio::spawn(async move {
-            let joined = tokio::time::timeout(config.handshake_timeout, hello::accept(&mut stream, &config.key)).await;
-            let Ok(Ok((id, index))) = joined else {
-                // A stranger, a wrong key or a timeout: the connection is dropped.
-                let _ = peer;
+            let join = async {
+                match &config.tls {
+                    None => {
+                        let (id, index) = hello::accept(&mut stream, &config.key).await?;
+                        Ok::<_, MuxError>((id, index, Wire { stream, tls: None }))
+                    }
+                    Some(tls) => {
+                        let addr = stream.peer_addr().map_err(|source| MuxError::Io { what: "peer".into(), source })?;
+                        let mut stream =
+                            tls.handshake(stream).await.map_err(|source| MuxError::Tls { addr, source })?;
+                        let (id, index) = hello::accept(&mut stream, &config.key).await?;
+                        Ok((id, index, Wire::from_tls(stream)))
+                    }
+                }
+            };
+            let Ok(Ok((id, index, wire))) = tokio::time::timeout(config.handshake_timeout, join).await else {
+                // A stranger, a wrong key, a failed TLS handshake or a timeout: the connection
+                // is dropped.
                 return;
             };
             let existing =
@@ -284,149 +328,15 @@ async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::S
                     events
                 }
             };
-            let _ = events.send(Up { slot: usize::from(index), stream }).await;
+            let _ = events.send(Up { slot: usize::from(index), wire }).await;
         });
     }
 }
 
-/// One connection of the session, as the driver holds it.
-struct Conn {
-    stream: TcpStream,
-    /// Bytes read and not yet decoded.
-    inbox: BytesMut,
-    /// Encoded frames not yet written, in order: each frame's head, then its payload if it has
-    /// one; `true` marks a frame's last piece.
-    out: VecDeque<(Bytes, bool)>,
-    /// Frames (whole or partly unwritten) in `out`.
-    queued: usize,
-    /// Heads are encoded here and split off into `out`.
-    heads: BytesMut,
-    /// When the kernel's view of the connection was last read.
-    viewed: Instant,
-    /// The socket refused bytes and has not said since that it takes more: writing again
-    /// before it does would be a system call for nothing.
-    full: bool,
-}
-
-/// Bytes read from one connection before the driver turns to the others.
-const READ_BUDGET: usize = 256 << 10;
-/// Room made in a connection's inbox for each read: a frame cut by the end of a read is
-/// copied to the next buffer, so a read is many frames long.
-const READ_SIZE: usize = 256 << 10;
 /// Bytes of frames one pump hands the connections before the driver takes commands again.
 const PUMP_BUDGET: usize = 256 << 10;
-/// Pieces handed to one vectored write.
-const WRITE_PIECES: usize = 64;
 /// How often a connection's `TCP_INFO` is read while it is being written to.
 const VIEW_EVERY: Duration = Duration::from_millis(5);
-
-/// What happened on a connection the driver worked on.
-enum Io {
-    /// It did what it could; nothing went wrong.
-    Fine,
-    /// The peer closed it, or the socket failed.
-    Lost,
-    /// The peer sent bytes that are not frames.
-    Broken,
-}
-
-impl Conn {
-    fn new(stream: TcpStream) -> Self {
-        Self {
-            stream,
-            inbox: BytesMut::with_capacity(64 << 10),
-            out: VecDeque::new(),
-            queued: 0,
-            heads: BytesMut::with_capacity(4 << 10),
-            viewed: Instant::now(),
-            full: false,
-        }
-    }
-
-    /// Queues `frame` for writing.
-    fn push(&mut self, frame: &Frame) {
-        let payload = frame.encode_head(&mut self.heads);
-        let head = self.heads.split().freeze();
-        match payload {
-            Some(p) => {
-                self.out.push_back((head, false));
-                self.out.push_back((p, true));
-            }
-            None => self.out.push_back((head, true)),
-        }
-        self.queued += 1;
-    }
-
-    /// Writes what the socket takes now. `Ok(true)` if it took anything.
-    fn write(&mut self) -> std::io::Result<bool> {
-        let mut wrote_any = false;
-        while !self.out.is_empty() && !self.full {
-            // On the stack: this runs for every write.
-            let mut slices = [std::io::IoSlice::new(&[]); WRITE_PIECES];
-            let mut count = 0;
-            for ((piece, _), slice) in self.out.iter().zip(&mut slices) {
-                *slice = std::io::IoSlice::new(piece);
-                count += 1;
-            }
-            let mut n = match self.stream.try_write_vectored(&slices[..count]) {
-                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    self.full = true;
-                    break;
-                }
-                Err(e) => return Err(e),
-            };
-            wrote_any = true;
-            while n > 0 {
-                let (piece, last) = self.out.front_mut().expect("written bytes were queued");
-                if n < piece.len() {
-                    piece.advance(n);
-                    break;
-                }
-                n -= piece.len();
-                if *last {
-                    self.queued -= 1;
-                }
-                self.out.pop_front();
-            }
-        }
-        Ok(wrote_any)
-    }
-
-    /// Reads what has arrived (up to [`READ_BUDGET`]) and decodes every whole frame in it.
-    fn read(&mut self, frames: &mut Vec<Frame>) -> Io {
-        let mut taken = 0;
-        while taken < READ_BUDGET {
-            self.inbox.reserve(READ_SIZE);
-            let room = self.inbox.capacity() - self.inbox.len();
-            // A read that leaves room emptied the socket's queue: tokio is told the socket
-            // would block, so that it waits for the next arrival instead of the driver asking
-            // again for nothing (one system call in two, on loopback). Data arriving after the
-            // read is a new readiness event, which tokio keeps.
-            let mut got = 0;
-            let read = self.stream.try_io(tokio::io::Interest::READABLE, || {
-                got = self.stream.try_read_buf(&mut self.inbox)?;
-                if got > 0 && got < room { Err(std::io::ErrorKind::WouldBlock.into()) } else { Ok(()) }
-            });
-            match read {
-                Ok(()) if got == 0 => return Io::Lost,
-                Ok(()) => taken += got,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => taken = READ_BUDGET,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return Io::Lost,
-            }
-            loop {
-                match Frame::decode(&mut self.inbox, DEFAULT_MAX_PAYLOAD) {
-                    Ok(Some(f)) => frames.push(f),
-                    Ok(None) => break,
-                    Err(_) => return Io::Broken,
-                }
-            }
-        }
-        Io::Fine
-    }
-}
 
 /// Connections the driver should work on: those readable, and those writable with bytes
 /// waiting. Registers to be woken for the others.
@@ -525,7 +435,7 @@ impl Driver {
                     // Every handle is gone: nobody can send or read any more.
                     None => break,
                 },
-                Some(up) = self.events.recv() => self.connection_up(up.slot, up.stream),
+                Some(up) = self.events.recv() => self.connection_up(up.slot, up.wire),
                 ready = std::future::poll_fn(|cx| poll_ready(&self.conns, cx)) => {
                     self.on_ready(&ready);
                     busy = true;
@@ -675,18 +585,21 @@ impl Driver {
         had
     }
 
-    fn connection_up(&mut self, slot: usize, stream: TcpStream) {
-        let _ = stream.set_nodelay(true);
-        let _ = sockopt::set_notsent_lowat(&stream, self.config.notsent_lowat);
+    fn connection_up(&mut self, slot: usize, wire: Wire) {
+        let _ = wire.stream.set_nodelay(true);
+        let _ = sockopt::set_notsent_lowat(&wire.stream, self.config.notsent_lowat);
         if self.conns.len() <= slot {
             self.conns.resize_with(slot + 1, || None);
         }
-        if let Some(old) = self.conns[slot].replace(Conn::new(stream)) {
+        if let Some(old) = self.conns[slot].replace(Conn::new(wire)) {
             // A connection re-opened in a slot the driver still held: the old one is finished.
             drop(old);
             self.sender.connection_lost(slot);
         }
         self.sender.connection_up(slot);
+        // Bytes the peer sent right after its hello may already be in hand (rustls reads past
+        // the handshake), and they will not make the socket readable again.
+        self.on_ready(&[Ready { slot, readable: true, writable: false }]);
     }
 
     /// A client re-opens a lost connection in the background, backing off while it fails.
@@ -703,8 +616,8 @@ impl Driver {
                 if events.is_closed() {
                     return;
                 }
-                if let Ok(stream) = dial(addr, &config, &id, slot as u16).await {
-                    let _ = events.send(Up { slot, stream }).await;
+                if let Ok(wire) = dial(addr, &config, &id, slot as u16).await {
+                    let _ = events.send(Up { slot, wire }).await;
                     return;
                 }
                 wait = (wait * 2).min(Duration::from_secs(5));
@@ -866,14 +779,4 @@ impl Driver {
             }
         }
     }
-}
-
-/// Writes what a connection still holds, then closes it.
-async fn finish(mut conn: Conn) {
-    for (piece, _) in conn.out.drain(..) {
-        if conn.stream.write_all(&piece).await.is_err() {
-            return;
-        }
-    }
-    let _ = conn.stream.shutdown().await;
 }

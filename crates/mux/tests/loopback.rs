@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use switchyard_mux::{ConnChoice, Listener, MuxConfig, MuxError, Scheme, SendConfig, Session};
+use switchyard_mux::{ConnChoice, Listener, MuxConfig, MuxError, Scheme, SendConfig, Session, Tls};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -359,4 +359,238 @@ async fn a_server_session_ends_when_its_client_has_gone() {
     .await
     .expect("the server's session ends once it has been alone for its idle timeout");
     assert!(ended.is_none());
+}
+
+/// A server's and a client's TLS settings for a self-signed certificate naming `name`; the
+/// client trusts that certificate and expects `expect`.
+fn tls_pair(name: &str, expect: &str) -> (Tls, Tls) {
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    let certified = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+    let cert = certified.cert.der().clone();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+    (Tls::server_with(vec![cert.clone()], key).unwrap(), Tls::client_trusting(vec![cert], expect).unwrap())
+}
+
+fn with_tls(scheme: Scheme, connections: usize, tls: Tls) -> MuxConfig {
+    MuxConfig { tls: Some(tls), ..config(scheme, connections) }
+}
+
+/// A TCP forwarder that keeps the first `keep` bytes each client sends.
+async fn tapping_proxy(to: SocketAddr, keep: usize) -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let tap = std::sync::Arc::clone(&seen);
+    tokio::spawn(async move {
+        loop {
+            let (a, _) = listener.accept().await.unwrap();
+            let tap = std::sync::Arc::clone(&tap);
+            tokio::spawn(async move {
+                let b = TcpStream::connect(to).await.unwrap();
+                let (mut ar, mut aw) = a.into_split();
+                let (mut br, mut bw) = b.into_split();
+                tokio::spawn(async move { tokio::io::copy(&mut br, &mut aw).await });
+                let mut buf = vec![0u8; 16 << 10];
+                while let Ok(k) = ar.read(&mut buf).await {
+                    if k == 0 || bw.write_all(&buf[..k]).await.is_err() {
+                        break;
+                    }
+                    let mut seen = tap.lock().unwrap();
+                    let room = keep.saturating_sub(seen.len()).min(k);
+                    seen.extend_from_slice(&buf[..room]);
+                }
+                let _ = bw.shutdown().await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// Whether `needle` occurs in `hay`.
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_carries_every_byte_and_the_wire_shows_neither_hello_nor_data() {
+    for (tls, scheme) in [(true, Scheme::Stripe(ConnChoice::LeastQueued)), (false, Scheme::Pin { hysteresis: 0.01 })] {
+        let (server_tls, client_tls) = tls_pair("localhost", "localhost");
+        let (server_config, client_config) = if tls {
+            (with_tls(scheme, 3, server_tls), with_tls(scheme, 3, client_tls))
+        } else {
+            (config(scheme, 3), config(scheme, 3))
+        };
+        let sizes = [2_000_000, 300_000];
+        let (server_addr, server) = collecting_server(server_config, sizes.len()).await;
+        let (proxy, seen) = tapping_proxy(server_addr, 1 << 20).await;
+        let session = Session::connect(proxy, client_config).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(60), send_all(&session, &sizes)).await.expect("not stuck");
+        let got = tokio::time::timeout(Duration::from_secs(60), server).await.expect("the transfer finishes").unwrap();
+        for ((id, bytes), size) in got.iter().zip(sizes) {
+            assert_eq!(bytes.len(), size, "tls {tls}, channel {id}");
+            assert!(*bytes == pattern(*id, size), "tls {tls}, channel {id}: bytes differ");
+        }
+        // In the clear the wire shows the protocol's name and the channels' bytes; under TLS,
+        // neither.
+        let seen = seen.lock().unwrap().clone();
+        let sample = &pattern(got[0].0, 4096)[1000..1064];
+        assert_eq!(contains(&seen, b"SYMUX"), !tls, "tls {tls}: the hello's magic on the wire");
+        assert_eq!(contains(&seen, sample), !tls, "tls {tls}: a channel's bytes on the wire");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_refuses_an_untrusted_certificate_a_wrong_name_and_a_plain_client() {
+    let scheme = Scheme::Stripe(ConnChoice::LeastQueued);
+    let (server_tls, _) = tls_pair("localhost", "localhost");
+    let (addr, _server) = collecting_server(with_tls(scheme, 1, server_tls.clone()), 1).await;
+    // A client that trusts another certificate.
+    let (_, stranger) = tls_pair("localhost", "localhost");
+    match Session::connect(addr, with_tls(scheme, 1, stranger)).await {
+        Err(e @ MuxError::Tls { .. }) => assert!(e.to_string().contains("certificate"), "{e}"),
+        other => panic!("expected an untrusted certificate, got {other:?}"),
+    }
+    // A client that trusts the certificate but expects another name.
+    let (server_tls, client_tls) = tls_pair("localhost", "example.org");
+    let (addr, _server) = collecting_server(with_tls(scheme, 1, server_tls), 1).await;
+    match Session::connect(addr, with_tls(scheme, 1, client_tls)).await {
+        Err(e @ MuxError::Tls { .. }) => assert!(e.to_string().contains("certificate"), "{e}"),
+        other => panic!("expected a name mismatch, got {other:?}"),
+    }
+    // A client without TLS gets no session.
+    let mut plain = config(scheme, 1);
+    plain.handshake_timeout = Duration::from_millis(500);
+    assert!(Session::connect(addr, plain).await.is_err(), "a plain client joined a TLS server");
+    // Settings for the wrong role are refused before any connection is made.
+    assert!(matches!(
+        Listener::bind("127.0.0.1:0".parse().unwrap(), with_tls(scheme, 1, tls_pair("a", "a").1)).await,
+        Err(MuxError::Config(_))
+    ));
+    assert!(matches!(Session::connect(addr, with_tls(scheme, 1, server_tls_only())).await, Err(MuxError::Config(_))));
+}
+
+fn server_tls_only() -> Tls {
+    tls_pair("localhost", "localhost").0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_connections_cut_mid_transfer_lose_nothing() {
+    let scheme = Scheme::Stripe(ConnChoice::LeastQueued);
+    let (server_tls, client_tls) = tls_pair("localhost", "localhost");
+    let sizes = [3_000_000, 1_000_000];
+    let (server_addr, server) = collecting_server(with_tls(scheme, 3, server_tls), sizes.len()).await;
+    let proxy = cutting_proxy(server_addr, vec![(2, 300_000), (1, 900_000)]).await;
+    let session = Session::connect(proxy, with_tls(scheme, 3, client_tls)).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), send_all(&session, &sizes)).await.expect("the sender is not stuck");
+    let got = tokio::time::timeout(Duration::from_secs(60), server).await.expect("the transfer finishes").unwrap();
+    for ((id, bytes), size) in got.iter().zip(sizes) {
+        assert_eq!(bytes.len(), size, "channel {id}");
+        assert!(*bytes == pattern(*id, size), "channel {id}: bytes differ");
+    }
+    assert!(session.report().await.unwrap().lost >= 2);
+}
+
+/// Passes the first write through and holds every later one until [`HoldAfterFirst::release`],
+/// so that a hand-made server's last hello message and its first frames leave in one TLS record.
+struct HoldAfterFirst<S> {
+    inner: S,
+    writes: usize,
+    held: Vec<u8>,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for HoldAfterFirst<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for HoldAfterFirst<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.writes == 0 {
+            let n = std::task::ready!(std::pin::Pin::new(&mut self.inner).poll_write(cx, buf))?;
+            if n == buf.len() {
+                self.writes += 1;
+            }
+            return std::task::Poll::Ready(Ok(n));
+        }
+        self.held.extend_from_slice(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> HoldAfterFirst<S> {
+    /// Writes what was held and `more` in one write, then flushes.
+    async fn release(mut self, more: &[u8]) -> S {
+        self.held.extend_from_slice(more);
+        self.inner.write_all(&self.held).await.unwrap();
+        self.inner.flush().await.unwrap();
+        self.inner
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_frames_that_arrive_with_the_hello_are_not_left_behind() {
+    use switchyard_core::carry::Frame;
+    let (server_tls, client_tls) = tls_pair("localhost", "localhost");
+    let Tls::Server(server_config) = server_tls else { unreachable!() };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let data = pattern(2, 3000);
+    let server = {
+        let data = data.clone();
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let tls = tokio_rustls::TlsAcceptor::from(server_config).accept(tcp).await.unwrap();
+            let mut held = HoldAfterFirst { inner: tls, writes: 0, held: Vec::new() };
+            switchyard_mux::hello::accept(&mut held, b"test key").await.unwrap();
+            // The server opens channel 2 and sends it one frame and its end, right behind its
+            // proof: the client's TLS reads them together with the proof.
+            let mut frames = bytes::BytesMut::new();
+            for f in [
+                Frame::Open { channel: 2, weight: 1.0, ordered: true },
+                Frame::Data { channel: 2, seq: 0, payload: Bytes::from(data) },
+                Frame::Close { channel: 2, frames: 1 },
+            ] {
+                f.encode(&mut frames);
+            }
+            let tls = held.release(&frames).await;
+            // Nothing more is sent; the connection stays open.
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(tls);
+        })
+    };
+    let session =
+        Session::connect(addr, with_tls(Scheme::Stripe(ConnChoice::LeastQueued), 1, client_tls)).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut ch = session.accept().await.expect("the server's channel");
+        let mut all = Vec::new();
+        ch.read_to_end(&mut all).await.unwrap();
+        all
+    })
+    .await
+    .expect("the frames that came with the hello are read");
+    assert!(got == data);
+    server.abort();
 }

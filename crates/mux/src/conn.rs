@@ -1,0 +1,322 @@
+//! One connection of a session as the driver holds it: its socket, and with TLS the rustls state
+//! that encrypts it; the frames waiting to be written and the bytes read and not yet decoded.
+//!
+//! The driver does the socket I/O itself, without blocking, when tokio says a socket is ready:
+//! a task per connection cost a wake-up or two per frame, which on loopback was most of the work.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::time::Instant;
+
+use bytes::{Buf, Bytes, BytesMut};
+use switchyard_core::carry::Frame;
+use switchyard_core::carry::frame::DEFAULT_MAX_PAYLOAD;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// A joined connection: the TCP stream and, with TLS, rustls's state after the handshake (which
+/// may already hold bytes the peer sent after its hello).
+pub(crate) struct Wire {
+    pub(crate) stream: TcpStream,
+    pub(crate) tls: Option<Box<rustls::Connection>>,
+}
+
+impl Wire {
+    /// A connection whose TLS handshake and hello are done.
+    pub(crate) fn from_tls(stream: tokio_rustls::TlsStream<TcpStream>) -> Self {
+        let (stream, tls) = match stream {
+            tokio_rustls::TlsStream::Client(s) => {
+                let (io, c) = s.into_inner();
+                (io, rustls::Connection::Client(c))
+            }
+            tokio_rustls::TlsStream::Server(s) => {
+                let (io, c) = s.into_inner();
+                (io, rustls::Connection::Server(c))
+            }
+        };
+        Self { stream, tls: Some(Box::new(tls)) }
+    }
+}
+
+/// Bytes read from one connection before the driver turns to the others.
+const READ_BUDGET: usize = 256 << 10;
+/// Room made in a connection's inbox for each read: a frame cut by the end of a read is copied
+/// to the next buffer, so a read is many frames long.
+const READ_SIZE: usize = 256 << 10;
+/// Pieces handed to one vectored write.
+const WRITE_PIECES: usize = 64;
+/// Plaintext rustls holds for a connection, encrypted and unsent: beyond the frames the driver
+/// queues, this is what is bound to the connection before the socket takes it.
+const TLS_BUFFER: usize = 64 << 10;
+
+/// What happened on a connection the driver worked on.
+pub(crate) enum Io {
+    /// It did what it could; nothing went wrong.
+    Fine,
+    /// The peer closed it, or the socket failed.
+    Lost,
+    /// The peer sent bytes that are not frames (or, with TLS, records that fail their checks).
+    Broken,
+}
+
+pub(crate) struct Conn {
+    pub(crate) stream: TcpStream,
+    tls: Option<Box<rustls::Connection>>,
+    /// Bytes read (decrypted, with TLS) and not yet decoded.
+    inbox: BytesMut,
+    /// Encoded frames not yet written, in order: each frame's head, then its payload if it has
+    /// one; `true` marks a frame's last piece.
+    out: VecDeque<(Bytes, bool)>,
+    /// Frames (whole or partly unwritten) in `out`.
+    pub(crate) queued: usize,
+    /// Heads are encoded here and split off into `out`.
+    heads: BytesMut,
+    /// When the kernel's view of the connection was last read.
+    pub(crate) viewed: Instant,
+    /// The socket refused bytes and has not said since that it takes more: writing again
+    /// before it does would be a system call for nothing.
+    pub(crate) full: bool,
+}
+
+/// Drops `n` written bytes from the front of `out`, counting the frames finished in `queued`.
+fn consume(out: &mut VecDeque<(Bytes, bool)>, queued: &mut usize, mut n: usize) {
+    while n > 0 {
+        let (piece, last) = out.front_mut().expect("written bytes were queued");
+        if n < piece.len() {
+            piece.advance(n);
+            break;
+        }
+        n -= piece.len();
+        if *last {
+            *queued -= 1;
+        }
+        out.pop_front();
+    }
+}
+
+/// rustls reads and writes through `std::io`; this hands it the socket without blocking (a
+/// `WouldBlock` also tells tokio to wait for the socket's next readiness).
+struct Sock<'a>(&'a TcpStream);
+
+impl Read for Sock<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.try_read(buf)
+    }
+}
+
+impl Write for Sock<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.try_write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        self.0.try_write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Conn {
+    pub(crate) fn new(wire: Wire) -> Self {
+        let Wire { stream, mut tls } = wire;
+        if let Some(tls) = &mut tls {
+            tls.set_buffer_limit(Some(TLS_BUFFER));
+        }
+        Self {
+            stream,
+            tls,
+            inbox: BytesMut::with_capacity(READ_SIZE),
+            out: VecDeque::new(),
+            queued: 0,
+            heads: BytesMut::with_capacity(4 << 10),
+            viewed: Instant::now(),
+            full: false,
+        }
+    }
+
+    /// Queues `frame` for writing.
+    pub(crate) fn push(&mut self, frame: &Frame) {
+        let payload = frame.encode_head(&mut self.heads);
+        let head = self.heads.split().freeze();
+        match payload {
+            Some(p) => {
+                self.out.push_back((head, false));
+                self.out.push_back((p, true));
+            }
+            None => self.out.push_back((head, true)),
+        }
+        self.queued += 1;
+    }
+
+    /// Whether bytes wait to be written (frames, or with TLS, records).
+    fn holds_bytes(&self) -> bool {
+        !self.out.is_empty() || self.tls.as_ref().is_some_and(|t| t.wants_write())
+    }
+
+    /// Writes what the socket takes now. `Ok(true)` if it took anything.
+    pub(crate) fn write(&mut self) -> std::io::Result<bool> {
+        if self.tls.is_some() {
+            return self.write_tls();
+        }
+        let mut wrote_any = false;
+        while !self.out.is_empty() && !self.full {
+            // On the stack: this runs for every write.
+            let mut slices = [std::io::IoSlice::new(&[]); WRITE_PIECES];
+            let mut count = 0;
+            for ((piece, _), slice) in self.out.iter().zip(&mut slices) {
+                *slice = std::io::IoSlice::new(piece);
+                count += 1;
+            }
+            match self.stream.try_write_vectored(&slices[..count]) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    wrote_any = true;
+                    consume(&mut self.out, &mut self.queued, n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.full = true,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(wrote_any)
+    }
+
+    /// [`Conn::write`] through TLS: frames into rustls as far as its buffer takes them, its
+    /// records to the socket.
+    fn write_tls(&mut self) -> std::io::Result<bool> {
+        let tls = self.tls.as_mut().expect("a TLS connection");
+        let mut wrote_any = false;
+        loop {
+            while let Some((piece, _)) = self.out.front() {
+                let n = tls.writer().write(piece)?;
+                if n == 0 {
+                    break;
+                }
+                let whole = n == piece.len();
+                consume(&mut self.out, &mut self.queued, n);
+                if !whole {
+                    break;
+                }
+            }
+            if self.full || !tls.wants_write() {
+                return Ok(wrote_any);
+            }
+            match tls.write_tls(&mut Sock(&self.stream)) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(_) => wrote_any = true,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.full = true,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Reads what has arrived (up to [`READ_BUDGET`]) and decodes every whole frame in it.
+    pub(crate) fn read(&mut self, frames: &mut Vec<Frame>) -> Io {
+        if self.tls.is_some() {
+            return self.read_tls(frames);
+        }
+        let mut taken = 0;
+        while taken < READ_BUDGET {
+            self.inbox.reserve(READ_SIZE);
+            let room = self.inbox.capacity() - self.inbox.len();
+            // A read that leaves room emptied the socket's queue: tokio is told the socket
+            // would block, so that it waits for the next arrival instead of the driver asking
+            // again for nothing (one system call in two, on loopback). Data arriving after the
+            // read is a new readiness event, which tokio keeps.
+            let mut got = 0;
+            let read = self.stream.try_io(tokio::io::Interest::READABLE, || {
+                got = self.stream.try_read_buf(&mut self.inbox)?;
+                if got > 0 && got < room { Err(std::io::ErrorKind::WouldBlock.into()) } else { Ok(()) }
+            });
+            match read {
+                Ok(()) if got == 0 => return Io::Lost,
+                Ok(()) => taken += got,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => taken = READ_BUDGET,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Io::Lost,
+            }
+            if !self.decode(frames) {
+                return Io::Broken;
+            }
+        }
+        Io::Fine
+    }
+
+    /// [`Conn::read`] through TLS. What rustls already holds is taken first: the handshake may
+    /// have read past the hello, and those bytes will not make the socket readable again.
+    fn read_tls(&mut self, frames: &mut Vec<Frame>) -> Io {
+        let mut taken = 0;
+        loop {
+            let tls = self.tls.as_mut().expect("a TLS connection");
+            loop {
+                let len = self.inbox.len();
+                self.inbox.resize(len + (16 << 10), 0);
+                let got = tls.reader().read(&mut self.inbox[len..]);
+                self.inbox.truncate(len + *got.as_ref().unwrap_or(&0));
+                match got {
+                    // The peer's close_notify: it sends nothing more.
+                    Ok(0) => return Io::Lost,
+                    Ok(n) => taken += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    // The connection ended without close_notify, or rustls failed.
+                    Err(_) => return Io::Lost,
+                }
+            }
+            if !self.decode(frames) {
+                return Io::Broken;
+            }
+            if taken >= READ_BUDGET {
+                return Io::Fine;
+            }
+            let tls = self.tls.as_mut().expect("a TLS connection");
+            match tls.read_tls(&mut Sock(&self.stream)) {
+                Ok(0) => return Io::Lost,
+                Ok(_) => {
+                    if tls.process_new_packets().is_err() {
+                        return Io::Broken;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Io::Fine,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Io::Lost,
+            }
+        }
+    }
+
+    /// Decodes every whole frame in the inbox; `false` if the bytes are not frames.
+    fn decode(&mut self, frames: &mut Vec<Frame>) -> bool {
+        loop {
+            match Frame::decode(&mut self.inbox, DEFAULT_MAX_PAYLOAD) {
+                Ok(Some(f)) => frames.push(f),
+                Ok(None) => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+/// Writes what a connection still holds, then closes it (with TLS, after its close_notify).
+pub(crate) async fn finish(mut conn: Conn) {
+    let mut notified = false;
+    loop {
+        conn.full = false;
+        if conn.write().is_err() {
+            return;
+        }
+        if !conn.holds_bytes() {
+            match conn.tls.as_mut() {
+                Some(tls) if !notified => {
+                    tls.send_close_notify();
+                    notified = true;
+                    continue;
+                }
+                _ => break,
+            }
+        }
+        if conn.stream.writable().await.is_err() {
+            return;
+        }
+    }
+    let _ = conn.stream.shutdown().await;
+}
