@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use crate::reproduce_mux::MuxScheme;
 use anyhow::{Result, bail};
 use clap::Args;
 use switchyard_sim::scenario::{Comparison, Scenario};
@@ -65,6 +66,10 @@ pub(crate) struct ReproduceArgs {
     /// max(5000, B·RTT/(m+2)), instead of leaving it to the kernel.
     #[arg(long)]
     eq75: bool,
+
+    /// iwashima-m: the schemes to run.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [MuxScheme::Stripe, MuxScheme::Earliest, MuxScheme::Pin, MuxScheme::PinRates, MuxScheme::PinService])]
+    schemes: Vec<MuxScheme>,
 }
 
 /// The reproduction that runs real TCP on the link emulator rather than in the simulator.
@@ -85,7 +90,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
     }
     let name = args.name.as_deref().unwrap_or_default();
     if name == EMULATED.0 {
-        return crate::reproduce_mux::run(&args.m, args.seconds, args.eq75, args.out.as_deref());
+        return crate::reproduce_mux::run(&args.m, args.seconds, args.eq75, &args.schemes, args.out.as_deref());
     }
     let Some((_, text)) = REPRODUCTIONS.iter().find(|(n, _)| *n == name) else {
         let names: Vec<&str> = REPRODUCTIONS.iter().map(|(n, _)| *n).chain([EMULATED.0]).collect();

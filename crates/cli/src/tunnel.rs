@@ -118,6 +118,9 @@ enum SchemeArg {
     Earliest,
     /// Each channel on one connection, re-pinned by measured rates (no reordering).
     Pin,
+    /// Pinning that also re-pins by the service each channel got, taking turns so shares over
+    /// time approach the weights (more moves).
+    PinService,
 }
 
 #[derive(Args, Debug)]
@@ -203,7 +206,7 @@ async fn connect(a: &ConnectArgs) -> Result<()> {
     let scheme = match a.scheme {
         SchemeArg::Stripe => Scheme::Stripe(ConnChoice::LeastQueued),
         SchemeArg::Earliest => Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }),
-        SchemeArg::Pin => Scheme::Pin { hysteresis: 0.01 },
+        SchemeArg::Pin | SchemeArg::PinService => Scheme::Pin { hysteresis: 0.01 },
     };
     let tls = match &a.tls_ca {
         Some(ca) => {
@@ -219,7 +222,7 @@ async fn connect(a: &ConnectArgs) -> Result<()> {
     let config = MuxConfig {
         key: a.key.key()?,
         connections: a.connections,
-        send: SendConfig { scheme, ..SendConfig::default() },
+        send: SendConfig { scheme, pin_by_service: matches!(a.scheme, SchemeArg::PinService), ..SendConfig::default() },
         tls,
         ..MuxConfig::default()
     };

@@ -50,7 +50,13 @@ fn plans() -> impl Strategy<Value = Plan> {
 /// Runs a plan; returns what each channel received.
 fn run(plan: &Plan) -> Vec<Vec<u8>> {
     let window = 8;
-    let send_config = SendConfig { max_frame: 700, channel_buffer: 3000, initial_credit: window, scheme: plan.scheme };
+    let send_config = SendConfig {
+        max_frame: 700,
+        channel_buffer: 3000,
+        initial_credit: window,
+        scheme: plan.scheme,
+        pin_by_service: true,
+    };
     let mut tx = Sender::new(send_config);
     let mut rx = Receiver::new(RecvConfig { window, min_window: window });
     // In flight on each connection: encoded bytes, FIFO (TCP), and whether it is up.
