@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use switchyard_core::Nanos;
+use switchyard_core::carry::choose::ConnView;
 use switchyard_core::carry::{ChannelStats, Frame, Receiver, RecvConfig, RecvStats, SendConfig, Sender};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -337,6 +338,8 @@ async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::S
 const PUMP_BUDGET: usize = 256 << 10;
 /// How often a connection's `TCP_INFO` is read while it is being written to.
 const VIEW_EVERY: Duration = Duration::from_millis(5);
+/// How often an idle connection's `TCP_INFO` is read.
+const VIEW_IDLE: Duration = Duration::from_millis(50);
 
 /// Connections the driver should work on: those readable, and those writable with bytes
 /// waiting. Registers to be woken for the others.
@@ -733,6 +736,7 @@ impl Driver {
             // Frames to every connection with room: up to its queue, written as far as its
             // socket takes them.
             let mut lost = Vec::new();
+            let now = Nanos(self.started.elapsed().as_nanos() as u64);
             for (slot, conn) in self.conns.iter_mut().enumerate() {
                 let Some(conn) = conn else { continue };
                 // A connection whose socket refused bytes asks for no frame until it takes
@@ -740,7 +744,7 @@ impl Driver {
                 while !conn.full && conn.queued < self.config.queue_frames.max(1) {
                     let frame = match self.urgent.pop_front() {
                         Some(f) => f,
-                        None => match self.sender.poll_transmit(slot) {
+                        None => match self.sender.poll_transmit(now, slot) {
                             Some(f) => f,
                             None => break,
                         },
@@ -758,15 +762,16 @@ impl Driver {
                 };
                 moved |= wrote;
                 // The kernel's view is read just after a write, when the connection's unsent
-                // bytes show how busy it is. Read at any other moment (on the tick, say), a
-                // connection that has drained looks as good as an idle one, and earliest
-                // delivery spread frames over every connection as plain striping does
-                // (reorder delay 156 ms at m = 5 and 1,014 ms at m = 14 on the emulator, against
-                // 12 and 4 ms reading only after writes).
-                if wrote && conn.viewed.elapsed() >= VIEW_EVERY {
+                // bytes show how busy it is (the core drains them at the connection's rate as
+                // the view ages).
+                // A connection left idle while frames wait for others is looked at again now
+                // and then: its queue has drained and its loss recovery has ended since, and
+                // it may now be the one to deliver first.
+                let idle = !wrote && conn.queued == 0 && conn.viewed.elapsed() >= VIEW_IDLE;
+                if (wrote && conn.viewed.elapsed() >= VIEW_EVERY) || idle {
                     conn.viewed = Instant::now();
                     if let Some(view) = sockopt::view(&conn.stream) {
-                        self.sender.set_view(slot, view);
+                        self.sender.set_view(slot, ConnView { at_ns: now.0, ..view });
                     }
                 }
             }

@@ -70,7 +70,8 @@ struct TcpInfo {
     delivery_rate: u64,
 }
 
-/// The kernel's view of the connection: smoothed RTT, unsent bytes, delivery rate.
+/// The kernel's view of the connection: smoothed RTT, unsent bytes, the rate it can send at,
+/// whether it is recovering from a loss. `at_ns` is left for the caller to stamp.
 #[cfg(target_os = "linux")]
 pub fn view(socket: &impl AsRawFd) -> Option<ConnView> {
     let mut info = TcpInfo::default();
@@ -83,11 +84,23 @@ pub fn view(socket: &impl AsRawFd) -> Option<ConnView> {
     if rc != 0 || (len as usize) < size_of::<TcpInfo>() {
         return None;
     }
+    // The rate it can send at: its delivery rate, or its window over its RTT if more. A
+    // connection given little to send delivers little, and its delivery rate says so; taken as
+    // its capacity, that kept it from being given more (app-limited samples).
+    let window_rate = if info.rtt_us > 0 {
+        f64::from(info.snd_cwnd) * f64::from(info.rto_ato_mss[2]) / (f64::from(info.rtt_us) * 1e-6)
+    } else {
+        0.0
+    };
+    // tcpi_ca_state: TCP_CA_Recovery (3) or TCP_CA_Loss (4) while retransmitting.
+    let ca_state = info.head[1];
     Some(ConnView {
         open: true,
         unsent: u64::from(info.notsent_bytes),
         rtt_ns: u64::from(info.rtt_us) * 1_000,
-        rate: info.delivery_rate as f64,
+        rate: (info.delivery_rate as f64).max(window_rate),
+        at_ns: 0,
+        recovering: ca_state >= 3,
     })
 }
 

@@ -28,6 +28,7 @@ use super::frame::Frame;
 use super::pin::Pinning;
 use super::recv::RecvConfig;
 use super::wfq::Wfq;
+use crate::time::Nanos;
 
 /// How channels are spread over connections.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -370,9 +371,10 @@ impl Sender {
         self.channels.iter().map(|(id, c)| (*id, c.weight)).collect()
     }
 
-    /// The next frame to write on connection `slot`, which has room; `None` if it has nothing
-    /// to send (nothing waiting, no credit, or a better connection should carry it).
-    pub fn poll_transmit(&mut self, slot: usize) -> Option<Frame> {
+    /// The next frame to write on connection `slot`, which has room, at `now` (on the clock of
+    /// the views given to [`Sender::set_view`]); `None` if it has nothing to send (nothing
+    /// waiting, no credit, or a better connection should carry it).
+    pub fn poll_transmit(&mut self, now: Nanos, slot: usize) -> Option<Frame> {
         if !self.conns.get(slot).is_some_and(|c| c.open) {
             return None;
         }
@@ -399,7 +401,7 @@ impl Sender {
         let picked = match self.config.scheme {
             Scheme::Stripe(choice) => {
                 let len = channels.values().filter_map(head).max()?;
-                if !choice.takes(&self.conns, slot, len) {
+                if !choice.takes(&self.conns, slot, len, now.0) {
                     return None;
                 }
                 self.striped.pick(|id| head(&channels[&id]))
@@ -642,7 +644,7 @@ mod tests {
         let mut sent = 0;
         let mut slot = 0;
         while sent < frames {
-            if let Some(Frame::Data { channel, payload, .. }) = tx.poll_transmit(slot % conns) {
+            if let Some(Frame::Data { channel, payload, .. }) = tx.poll_transmit(Nanos::ZERO, slot % conns) {
                 let e = out.entry(channel).or_default();
                 e.0 += payload.len() as u64;
                 e.1.insert(slot % conns);
@@ -714,7 +716,7 @@ mod tests {
             for (slot, &frames) in rates.iter().enumerate() {
                 let mut sent = 0;
                 while sent < frames {
-                    match tx.poll_transmit(slot) {
+                    match tx.poll_transmit(Nanos::ZERO, slot) {
                         Some(Frame::Data { channel, payload, .. }) => {
                             last[channel as usize - 1] += payload.len() as f64;
                             sent += 1;
@@ -791,13 +793,15 @@ mod tests {
         tx.open(1, 1.0, true).unwrap();
         assert_eq!(tx.write(1, Bytes::from(vec![1u8; 1000])).unwrap(), 250);
         assert_eq!(tx.write(1, Bytes::from_static(b"x")).unwrap(), 0);
-        assert!(matches!(tx.poll_transmit(0), Some(Frame::Open { .. })));
-        assert!(matches!(tx.poll_transmit(0), Some(Frame::Data { seq: 0, .. })));
-        assert!(matches!(tx.poll_transmit(0), Some(Frame::Data { seq: 1, .. })));
-        assert_eq!(tx.poll_transmit(0), None, "no credit for frame 2");
+        assert!(matches!(tx.poll_transmit(Nanos::ZERO, 0), Some(Frame::Open { .. })));
+        assert!(matches!(tx.poll_transmit(Nanos::ZERO, 0), Some(Frame::Data { seq: 0, .. })));
+        assert!(matches!(tx.poll_transmit(Nanos::ZERO, 0), Some(Frame::Data { seq: 1, .. })));
+        assert_eq!(tx.poll_transmit(Nanos::ZERO, 0), None, "no credit for frame 2");
         tx.on_credit(1, 2, 4);
         assert_eq!(tx.stats(1).unwrap().unacked_frames, 0);
-        assert!(matches!(tx.poll_transmit(0), Some(Frame::Data { seq: 2, ref payload, .. }) if payload.len() == 50));
+        assert!(
+            matches!(tx.poll_transmit(Nanos::ZERO, 0), Some(Frame::Data { seq: 2, ref payload, .. }) if payload.len() == 50)
+        );
         assert_eq!(tx.open(0, 1.0, true), Err(SendError::Reserved));
         assert!(matches!(tx.open(2, f64::NAN, true), Err(SendError::Weight(_))));
         assert!(matches!(tx.open(2, 0.0, true), Err(SendError::Weight(_))));

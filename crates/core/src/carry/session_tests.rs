@@ -118,7 +118,7 @@ fn run(plan: &Plan) -> Vec<Vec<u8>> {
             1 => {
                 if up[conn]
                     && wires[conn].len() < 3
-                    && let Some(f) = tx.poll_transmit(conn)
+                    && let Some(f) = tx.poll_transmit(Nanos::ZERO, conn)
                 {
                     let mut b = BytesMut::new();
                     f.encode(&mut b);
