@@ -76,7 +76,7 @@ pub(crate) struct MuxBench {
 
     /// Which cases to run besides raw TCP (comma-separated), for a shorter run or a profile
     /// of one carrier.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Case::Stripe, Case::Earliest, Case::Pin, Case::H2, Case::Quic])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Case::Stripe, Case::StripeTls, Case::Earliest, Case::Pin, Case::H2, Case::Quic])]
     cases: Vec<Case>,
 }
 
@@ -85,6 +85,8 @@ pub(crate) struct MuxBench {
 enum Case {
     /// The session, striping, each frame on the least-queued connection.
     Stripe,
+    /// The same over TLS (rustls, TLS 1.3, AES-128-GCM on this machine).
+    StripeTls,
     /// The session, striping, each frame on the connection expected to deliver it first.
     Earliest,
     /// The session, each channel pinned to one connection.
@@ -102,9 +104,16 @@ pub(crate) fn run(a: &MuxBench) -> Result<()> {
     runtime.block_on(bench(a))
 }
 
+/// Whether a session's connections are plain TCP or TLS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wire {
+    Plain,
+    Tls,
+}
+
 /// What carries the channels in a case: our session with a scheduler, or a peer.
 enum Carrier {
-    Session(Scheme),
+    Session(Scheme, Wire),
     H2,
     Quic,
 }
@@ -127,13 +136,14 @@ async fn bench(a: &MuxBench) -> Result<()> {
         measure.as_secs_f64()
     )?;
     let cases: Vec<(&str, Carrier)> = [
-        (Case::Stripe, "stripe (least queued)", Carrier::Session(Scheme::Stripe(ConnChoice::LeastQueued))),
+        (Case::Stripe, "stripe (least queued)", Carrier::Session(Scheme::Stripe(ConnChoice::LeastQueued), Wire::Plain)),
+        (Case::StripeTls, "stripe, TLS", Carrier::Session(Scheme::Stripe(ConnChoice::LeastQueued), Wire::Tls)),
         (
             Case::Earliest,
             "stripe (earliest)",
-            Carrier::Session(Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 })),
+            Carrier::Session(Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }), Wire::Plain),
         ),
-        (Case::Pin, "pin", Carrier::Session(Scheme::Pin { hysteresis: 0.01 })),
+        (Case::Pin, "pin", Carrier::Session(Scheme::Pin { hysteresis: 0.01 }, Wire::Plain)),
         (Case::H2, "HTTP/2 (h2), 1 conn", Carrier::H2),
         (Case::Quic, "QUIC (quinn), 1 conn", Carrier::Quic),
     ]
@@ -159,9 +169,9 @@ async fn bench(a: &MuxBench) -> Result<()> {
         raw_costs.push(raw_cost);
         for (k, (_, carrier)) in cases.iter().enumerate() {
             let (got, cpu) = match carrier {
-                Carrier::Session(scheme) => {
+                Carrier::Session(scheme, wire) => {
                     let CaseResult { bytes, max_held, idle, blocked, cpu } =
-                        session_case(a, *scheme, &weights, warm, measure).await?;
+                        session_case(a, *scheme, *wire, &weights, warm, measure).await?;
                     let acc = results[k].get_or_insert(CaseResult {
                         bytes: Vec::new(),
                         max_held: 0,
@@ -223,7 +233,7 @@ async fn bench(a: &MuxBench) -> Result<()> {
             error.rms_perc * 100.0
         );
         match (&results[k], carrier) {
-            (Some(r), Carrier::Session(scheme)) => {
+            (Some(r), Carrier::Session(scheme, _)) => {
                 if !matches!(scheme, Scheme::Pin { .. }) {
                     gaps_line.push(format!("{name} {max_gap:.2}"));
                 }
@@ -344,6 +354,7 @@ struct CaseResult {
 async fn session_case(
     a: &MuxBench,
     scheme: Scheme,
+    wire: Wire,
     weights: &[f64],
     warm: Duration,
     measure: Duration,
@@ -359,7 +370,14 @@ async fn session_case(
         rebalance_every: if a.repin_every > 0.0 { Duration::from_secs_f64(a.repin_every) } else { Duration::MAX },
         ..MuxConfig::default()
     };
-    let mut listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), config.clone()).await?;
+    let (server_config, client_config) = match wire {
+        Wire::Plain => (config.clone(), config),
+        Wire::Tls => {
+            let (server, client) = self_signed_tls()?;
+            (MuxConfig { tls: Some(server), ..config.clone() }, MuxConfig { tls: Some(client), ..config })
+        }
+    };
+    let mut listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), server_config).await?;
     let addr = listener.local_addr();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let server = tokio::spawn(async move {
@@ -369,7 +387,7 @@ async fn session_case(
             tokio::spawn(async move { while ch.recv().await.is_some() {} });
         }
     });
-    let session = Session::connect(addr, config).await?;
+    let session = Session::connect(addr, client_config).await?;
     let mut channels = Vec::new();
     for w in weights {
         channels.push(Arc::new(session.open(*w, true).await?));
@@ -404,6 +422,18 @@ async fn session_case(
     let (i0, b0) = turns(&sent_before);
     let (i1, b1) = turns(&sent_after);
     Ok(CaseResult { bytes, max_held, idle: i1 - i0, blocked: b1 - b0, cpu })
+}
+
+/// A server's and a client's TLS settings for a fresh self-signed certificate for localhost.
+fn self_signed_tls() -> Result<(switchyard_mux::Tls, switchyard_mux::Tls)> {
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).context("a test certificate")?;
+    let cert = certified.cert.der().clone();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+    Ok((
+        switchyard_mux::Tls::server_with(vec![cert.clone()], key)?,
+        switchyard_mux::Tls::client_trusting(vec![cert], "localhost")?,
+    ))
 }
 
 /// The peer: the same channels as HTTP/2 streams over one TCP connection (cleartext h2), each a

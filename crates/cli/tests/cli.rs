@@ -490,6 +490,7 @@ fn bench_mux_reports_every_case_and_the_goals() {
     for case in [
         "raw TCP ×2",
         "stripe (least queued)",
+        "stripe, TLS",
         "stripe (earliest)",
         "pin",
         "HTTP/2 (h2), 1 conn",
@@ -502,7 +503,7 @@ fn bench_mux_reports_every_case_and_the_goals() {
         assert!(out.contains(goal), "{goal} missing:\n{out}");
     }
     // Every case's cost: the CPU time per KB and its ratio to raw TCP's, both measured.
-    for case in ["raw TCP ×2", "stripe (least queued)", "pin", "QUIC (quinn), 1 conn"] {
+    for case in ["raw TCP ×2", "stripe (least queued)", "stripe, TLS", "pin", "QUIC (quinn), 1 conn"] {
         let line = out.lines().find(|l| l.starts_with(&format!("{case} "))).expect("listed above");
         let numbers: Vec<f64> = line[case.len()..].split_whitespace().filter_map(|w| w.parse().ok()).collect();
         assert!(numbers.len() >= 4 && numbers[2] > 0.0 && numbers[3] > 0.0, "{case}: {line}");
