@@ -116,11 +116,12 @@ enum SchemeArg {
     Stripe,
     /// Striping onto the connection expected to deliver first (from TCP_INFO).
     Earliest,
-    /// Each channel on one connection, re-pinned by measured rates (no reordering).
+    /// Each channel on one connection (no reordering), re-pinned every second by the
+    /// connections' measured rates and the service each channel got, taking turns so that
+    /// shares over time approach the weights.
     Pin,
-    /// Pinning that also re-pins by the service each channel got, taking turns so shares over
-    /// time approach the weights (more moves).
-    PinService,
+    /// Pinning re-pinned by measured rates only (fewer moves, shares further off).
+    PinRates,
 }
 
 #[derive(Args, Debug)]
@@ -206,7 +207,7 @@ async fn connect(a: &ConnectArgs) -> Result<()> {
     let scheme = match a.scheme {
         SchemeArg::Stripe => Scheme::Stripe(ConnChoice::LeastQueued),
         SchemeArg::Earliest => Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }),
-        SchemeArg::Pin | SchemeArg::PinService => Scheme::Pin { hysteresis: 0.01 },
+        SchemeArg::Pin | SchemeArg::PinRates => Scheme::Pin { hysteresis: 0.01 },
     };
     let tls = match &a.tls_ca {
         Some(ca) => {
@@ -222,7 +223,7 @@ async fn connect(a: &ConnectArgs) -> Result<()> {
     let config = MuxConfig {
         key: a.key.key()?,
         connections: a.connections,
-        send: SendConfig { scheme, pin_by_service: matches!(a.scheme, SchemeArg::PinService), ..SendConfig::default() },
+        send: SendConfig { scheme, pin_by_service: !matches!(a.scheme, SchemeArg::PinRates), ..SendConfig::default() },
         tls,
         ..MuxConfig::default()
     };

@@ -5,7 +5,8 @@
 //! them is readable (or writable, with bytes waiting for it), a command comes from a channel,
 //! or the tick. Frames read are handed to the core as they are decoded; frames the core
 //! chooses for a connection are written with vectored I/O, header beside payload, so a
-//! payload is never copied in user space on the way out. The socket's `TCP_NOTSENT_LOWAT`
+//! payload is never copied in user space on the way out (with TLS, rustls encrypts and
+//! decrypts between the frames and the socket; see `conn.rs`). The socket's `TCP_NOTSENT_LOWAT`
 //! keeps the kernel's unsent bytes short, and at most [`MuxConfig::queue_frames`] frames wait
 //! in user space per connection, so a connection takes its next frame only when it has room:
 //! the thesis's NetHandler threshold (§2.7), with the kernel saying when. Every policy
@@ -286,7 +287,7 @@ impl Listener {
 async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::Sender<Session>) {
     let known: Arc<Mutex<HashMap<SessionId, mpsc::Sender<Up>>>> = Arc::default();
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else { continue };
+        let Ok((mut stream, peer)) = listener.accept().await else { continue };
         let (config, known, sessions) = (config.clone(), Arc::clone(&known), sessions.clone());
         // Each handshake on its own task, so a slow or silent stranger holds up no one.
         tokio::spawn(async move {
@@ -297,9 +298,8 @@ async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::S
                         Ok::<_, MuxError>((id, index, Wire { stream, tls: None }))
                     }
                     Some(tls) => {
-                        let addr = stream.peer_addr().map_err(|source| MuxError::Io { what: "peer".into(), source })?;
                         let mut stream =
-                            tls.handshake(stream).await.map_err(|source| MuxError::Tls { addr, source })?;
+                            tls.handshake(stream).await.map_err(|source| MuxError::Tls { addr: peer, source })?;
                         let (id, index) = hello::accept(&mut stream, &config.key).await?;
                         Ok((id, index, Wire::from_tls(stream)))
                     }
