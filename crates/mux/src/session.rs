@@ -594,7 +594,8 @@ impl Driver {
         if self.conns.len() <= slot {
             self.conns.resize_with(slot + 1, || None);
         }
-        if let Some(old) = self.conns[slot].replace(Conn::new(wire)) {
+        // The peer's frames are taken to be the size of ours.
+        if let Some(old) = self.conns[slot].replace(Conn::new(wire, self.config.send.max_frame)) {
             // A connection re-opened in a slot the driver still held: the old one is finished.
             drop(old);
             self.sender.connection_lost(slot);
