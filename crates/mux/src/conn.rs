@@ -262,22 +262,22 @@ impl Conn {
         let mut taken = 0;
         loop {
             let tls = self.tls.as_mut().expect("a TLS connection");
-            loop {
+            // Records already read are decrypted; what they hold is taken whole.
+            let Ok(state) = tls.process_new_packets() else { return Io::Broken };
+            let pending = state.plaintext_bytes_to_read();
+            if pending > 0 {
                 let len = self.inbox.len();
-                self.inbox.resize(len + (16 << 10), 0);
-                let got = tls.reader().read(&mut self.inbox[len..]);
-                self.inbox.truncate(len + *got.as_ref().unwrap_or(&0));
-                match got {
-                    // The peer's close_notify: it sends nothing more.
-                    Ok(0) => return Io::Lost,
-                    Ok(n) => taken += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    // The connection ended without close_notify, or rustls failed.
-                    Err(_) => return Io::Lost,
+                self.inbox.resize(len + pending, 0);
+                if tls.reader().read_exact(&mut self.inbox[len..]).is_err() {
+                    return Io::Lost;
                 }
-            }
-            if !self.decode(frames) {
-                return Io::Broken;
+                taken += pending;
+                if !self.decode(frames) {
+                    return Io::Broken;
+                }
+            } else if state.peer_has_closed() {
+                // The peer's close_notify, and everything before it read.
+                return Io::Lost;
             }
             if taken >= self.read_budget {
                 return Io::Fine;
@@ -285,11 +285,7 @@ impl Conn {
             let tls = self.tls.as_mut().expect("a TLS connection");
             match tls.read_tls(&mut Sock(&self.stream)) {
                 Ok(0) => return Io::Lost,
-                Ok(_) => {
-                    if tls.process_new_packets().is_err() {
-                        return Io::Broken;
-                    }
-                }
+                Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Io::Fine,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => return Io::Lost,
