@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use clap::Args;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use switchyard_core::carry::pin;
 use switchyard_core::measure::allocation;
 use switchyard_mux::{ConnChoice, Listener, MuxConfig, Scheme, SendConfig, Session, SessionReport};
@@ -424,12 +425,16 @@ async fn session_case(
     Ok(CaseResult { bytes, max_held, idle: i1 - i0, blocked: b1 - b0, cpu })
 }
 
+/// A fresh self-signed certificate for localhost and its key.
+fn self_signed() -> Result<(CertificateDer<'static>, PrivateKeyDer<'static>)> {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).context("a test certificate")?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+    Ok((certified.cert.der().clone(), key))
+}
+
 /// A server's and a client's TLS settings for a fresh self-signed certificate for localhost.
 fn self_signed_tls() -> Result<(switchyard_mux::Tls, switchyard_mux::Tls)> {
-    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).context("a test certificate")?;
-    let cert = certified.cert.der().clone();
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+    let (cert, key) = self_signed()?;
     Ok((
         switchyard_mux::Tls::server_with(vec![cert.clone()], key)?,
         switchyard_mux::Tls::client_trusting(vec![cert], "localhost")?,
@@ -500,10 +505,7 @@ async fn h2_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<(
 /// peer's. Returns the bytes each stream delivered in the measured window.
 async fn quic_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<(Vec<f64>, f64)> {
     use quinn::VarInt;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).context("a test certificate")?;
-    let cert: CertificateDer<'static> = certified.cert.der().clone();
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+    let (cert, key) = self_signed()?;
     let transport = || {
         let mut t = quinn::TransportConfig::default();
         t.stream_receive_window(VarInt::from_u32(1 << 20))

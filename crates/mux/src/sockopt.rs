@@ -84,9 +84,6 @@ pub fn view(socket: &impl AsRawFd) -> Option<ConnView> {
     if rc != 0 || (len as usize) < size_of::<TcpInfo>() {
         return None;
     }
-    // The rate it can send at: its delivery rate, or its window over its RTT if more. A
-    // connection given little to send delivers little, and its delivery rate says so; taken as
-    // its capacity, that kept it from being given more (app-limited samples).
     let window_rate = if info.rtt_us > 0 {
         f64::from(info.snd_cwnd) * f64::from(info.rto_ato_mss[2]) / (f64::from(info.rtt_us) * 1e-6)
     } else {
@@ -98,7 +95,8 @@ pub fn view(socket: &impl AsRawFd) -> Option<ConnView> {
         open: true,
         unsent: u64::from(info.notsent_bytes),
         rtt_ns: u64::from(info.rtt_us) * 1_000,
-        rate: (info.delivery_rate as f64).max(window_rate),
+        rate: info.delivery_rate as f64,
+        window_rate,
         at_ns: 0,
         recovering: ca_state >= 3,
     })

@@ -10,7 +10,7 @@
 //!   schedulers of MPTCP): the frame should go where it will arrive first. A connection's expected
 //!   delivery time for a frame of `len` bytes is `rtt/2 + (unsent + len) / rate`, from the
 //!   kernel's smoothed RTT, its unsent bytes (drained at `rate` since they were seen) and the rate
-//!   it can send at (`TCP_INFO`), one RTT more while it is recovering from a loss. The asking
+//!   it can send at ([`ConnView::sending_rate`], from `TCP_INFO`), one RTT more while it is recovering from a loss. The asking
 //!   connection takes the frame if its estimate is within `slack` of the best open connection's;
 //!   otherwise the frame waits for that connection, which will ask when it drains. A connection
 //!   stalled in loss recovery (its rate collapses, its RTT grows) stops receiving frames that
@@ -25,8 +25,10 @@ pub struct ConnView {
     pub unsent: u64,
     /// Smoothed round-trip time in nanoseconds (0: not measured yet).
     pub rtt_ns: u64,
-    /// The rate it can send at, in bytes per second (0: not measured yet).
+    /// Its recent delivery rate, in bytes per second (0: not measured yet).
     pub rate: f64,
+    /// Its congestion window over its RTT, in bytes per second (0: not known).
+    pub window_rate: f64,
     /// When the view was taken, in nanoseconds on the caller's clock.
     pub at_ns: u64,
     /// It is retransmitting lost segments: what is handed to it now waits behind them.
@@ -34,23 +36,31 @@ pub struct ConnView {
 }
 
 impl ConnView {
+    /// The rate it can send at: its delivery rate, or its window over its RTT if more. A
+    /// connection given little to send delivers little, and its delivery rate says so; taken
+    /// as what it can do, that kept it from being given more.
+    pub fn sending_rate(&self) -> f64 {
+        self.rate.max(self.window_rate)
+    }
+
     /// Expected nanoseconds until a frame of `len` bytes handed over at `now_ns` is delivered,
     /// if the connection has been measured.
     ///
-    /// The unsent bytes seen at `at_ns` have been draining since at `rate`. Taken as they were,
+    /// The unsent bytes seen at `at_ns` have been draining since at its sending rate. Taken as they were,
     /// a view read just after a write says a connection that has since emptied is still busy;
     /// such a connection is then never chosen, so never written to, so its view is never read
     /// again: on the emulator, earliest delivery starved all but a few connections and carried
     /// 0.3 of the link at m = 5 and 10.
     pub fn delivery_ns(&self, len: usize, now_ns: u64) -> Option<f64> {
-        (self.open && self.rtt_ns > 0 && self.rate > 0.0).then(|| {
-            let drained = self.rate * now_ns.saturating_sub(self.at_ns) as f64 / 1e9;
+        let rate = self.sending_rate();
+        (self.open && self.rtt_ns > 0 && rate > 0.0).then(|| {
+            let drained = rate * now_ns.saturating_sub(self.at_ns) as f64 / 1e9;
             let unsent = (self.unsent as f64 - drained).max(0.0);
             // Recovery from a loss takes a round trip or so: a view that said so two round
             // trips ago no longer does (a connection left alone is not looked at again).
             let recovering = self.recovering && now_ns < self.at_ns + 2 * self.rtt_ns;
             let recovery = if recovering { self.rtt_ns as f64 } else { 0.0 };
-            self.rtt_ns as f64 / 2.0 + recovery + (unsent + len as f64) / self.rate * 1e9
+            self.rtt_ns as f64 / 2.0 + recovery + (unsent + len as f64) / rate * 1e9
         })
     }
 }

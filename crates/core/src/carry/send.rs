@@ -505,7 +505,7 @@ impl Sender {
             return Vec::new();
         }
         let caps: Vec<(usize, f64)> =
-            self.conns.iter().enumerate().filter(|(_, c)| c.open).map(|(i, c)| (i, c.rate)).collect();
+            self.conns.iter().enumerate().filter(|(_, c)| c.open).map(|(i, c)| (i, c.sending_rate())).collect();
         if caps.is_empty() || caps.iter().any(|(_, r)| *r <= 0.0) {
             return Vec::new();
         }
