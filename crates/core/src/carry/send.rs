@@ -786,6 +786,28 @@ mod tests {
     }
 
     #[test]
+    fn earliest_delivery_returns_to_a_connection_once_its_old_view_has_drained() {
+        let mut tx = backlogged(Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }), 3, &[1.0, 1.0]);
+        let seen = |backlog: u64| ConnView {
+            open: true,
+            unsent: backlog,
+            rtt_ns: 10_000_000,
+            rate: 1e6,
+            ..ConnView::default()
+        };
+        // Connection 2 was last seen with 200 KB waiting (0.2 s of sending); the others idle.
+        tx.set_view(0, seen(0));
+        tx.set_view(1, seen(0));
+        tx.set_view(2, seen(200_000));
+        let data = |f: Option<Frame>| matches!(f, Some(Frame::Data { .. }));
+        // Control frames (the channels' opens) go first, on any connection.
+        while !data(tx.poll_transmit(Nanos::ZERO, 0)) {}
+        assert!(!data(tx.poll_transmit(Nanos::ZERO, 2)), "just seen busy, connection 2 waits");
+        // A second later nobody has looked at it again, but its queue has long drained.
+        assert!(data(tx.poll_transmit(Nanos::from_millis(1_000), 2)), "connection 2 is used again");
+    }
+
+    #[test]
     fn credit_and_buffer_limits_hold() {
         let mut tx =
             Sender::new(SendConfig { max_frame: 100, channel_buffer: 250, initial_credit: 2, ..SendConfig::default() });
