@@ -737,7 +737,9 @@ impl Driver {
             // Frames to every connection with room: up to its queue, written as far as its
             // socket takes them.
             let mut lost = Vec::new();
-            let now = Nanos(self.started.elapsed().as_nanos() as u64);
+            // One clock reading for the pass: the core's time, and the age of each view.
+            let clock = Instant::now();
+            let now = Nanos(clock.duration_since(self.started).as_nanos() as u64);
             for (slot, conn) in self.conns.iter_mut().enumerate() {
                 let Some(conn) = conn else { continue };
                 // A connection whose socket refused bytes asks for no frame until it takes
@@ -768,9 +770,10 @@ impl Driver {
                 // A connection left idle while frames wait for others is looked at again now
                 // and then: its queue has drained and its loss recovery has ended since, and
                 // it may now be the one to deliver first.
-                let idle = !wrote && conn.queued == 0 && conn.viewed.elapsed() >= VIEW_IDLE;
-                if (wrote && conn.viewed.elapsed() >= VIEW_EVERY) || idle {
-                    conn.viewed = Instant::now();
+                let age = clock.duration_since(conn.viewed);
+                let idle = !wrote && conn.queued == 0 && age >= VIEW_IDLE;
+                if (wrote && age >= VIEW_EVERY) || idle {
+                    conn.viewed = clock;
                     if let Some(view) = sockopt::view(&conn.stream) {
                         self.sender.set_view(slot, ConnView { at_ns: now.0, ..view });
                     }

@@ -106,17 +106,22 @@ async fn a_wrong_key_is_refused() {
     }
 }
 
-/// A TCP forwarder that cuts its `n`th connection (from 1) once it has carried `after` bytes
-/// from the client, for each `(n, after)` in `cuts`.
-async fn cutting_proxy(to: SocketAddr, cuts: Vec<(u32, usize)>) -> SocketAddr {
+/// A TCP forwarder to `to`. `watch` sees every chunk a client sends, with the connection's
+/// number (from 1) and the bytes it has carried so far including the chunk; `false` cuts the
+/// connection there, both directions, with frames in flight.
+async fn forwarder<F>(to: SocketAddr, watch: F) -> SocketAddr
+where
+    F: Fn(u32, usize, &[u8]) -> bool + Send + Sync + 'static,
+{
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let watch = std::sync::Arc::new(watch);
     tokio::spawn(async move {
         let mut n = 0u32;
         loop {
             let (a, _) = listener.accept().await.unwrap();
             n += 1;
-            let limit = cuts.iter().find(|(c, _)| *c == n).map(|(_, after)| *after);
+            let watch = std::sync::Arc::clone(&watch);
             tokio::spawn(async move {
                 let b = TcpStream::connect(to).await.unwrap();
                 let (mut ar, mut aw) = a.into_split();
@@ -133,8 +138,7 @@ async fn cutting_proxy(to: SocketAddr, cuts: Vec<(u32, usize)>) -> SocketAddr {
                         break;
                     }
                     carried += k;
-                    if limit.is_some_and(|l| carried >= l) {
-                        // Cut: both directions die, with frames in flight.
+                    if !watch(n, carried, &buf[..k]) {
                         back.abort();
                         return;
                     }
@@ -145,6 +149,12 @@ async fn cutting_proxy(to: SocketAddr, cuts: Vec<(u32, usize)>) -> SocketAddr {
         }
     });
     addr
+}
+
+/// A TCP forwarder that cuts its `n`th connection (from 1) once it has carried `after` bytes
+/// from the client, for each `(n, after)` in `cuts`.
+async fn cutting_proxy(to: SocketAddr, cuts: Vec<(u32, usize)>) -> SocketAddr {
+    forwarder(to, move |n, carried, _| !cuts.iter().any(|(c, after)| *c == n && carried >= *after)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -375,34 +385,17 @@ fn with_tls(scheme: Scheme, connections: usize, tls: Tls) -> MuxConfig {
     MuxConfig { tls: Some(tls), ..config(scheme, connections) }
 }
 
-/// A TCP forwarder that keeps the first `keep` bytes each client sends.
+/// A TCP forwarder that keeps the first `keep` bytes its clients send.
 async fn tapping_proxy(to: SocketAddr, keep: usize) -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let tap = std::sync::Arc::clone(&seen);
-    tokio::spawn(async move {
-        loop {
-            let (a, _) = listener.accept().await.unwrap();
-            let tap = std::sync::Arc::clone(&tap);
-            tokio::spawn(async move {
-                let b = TcpStream::connect(to).await.unwrap();
-                let (mut ar, mut aw) = a.into_split();
-                let (mut br, mut bw) = b.into_split();
-                tokio::spawn(async move { tokio::io::copy(&mut br, &mut aw).await });
-                let mut buf = vec![0u8; 16 << 10];
-                while let Ok(k) = ar.read(&mut buf).await {
-                    if k == 0 || bw.write_all(&buf[..k]).await.is_err() {
-                        break;
-                    }
-                    let mut seen = tap.lock().unwrap();
-                    let room = keep.saturating_sub(seen.len()).min(k);
-                    seen.extend_from_slice(&buf[..room]);
-                }
-                let _ = bw.shutdown().await;
-            });
-        }
-    });
+    let addr = forwarder(to, move |_, _, chunk| {
+        let mut seen = tap.lock().unwrap();
+        let room = keep.saturating_sub(seen.len()).min(chunk.len());
+        seen.extend_from_slice(&chunk[..room]);
+        true
+    })
+    .await;
     (addr, seen)
 }
 
