@@ -493,11 +493,11 @@ impl Driver {
         match command {
             Command::Open { weight, ordered, reply } => {
                 let id = self.next_id;
-                let result = self.sender.open(id, weight, ordered).map(|()| {
+                let result = self.sender.open(id, weight, ordered).map_err(MuxError::from).and_then(|()| {
                     self.next_id += 2;
-                    self.channel_ends(id)
+                    self.channel_ends(id).ok_or(MuxError::Ended)
                 });
-                let _ = reply.send(result.map_err(MuxError::from));
+                let _ = reply.send(result);
             }
             Command::Write { id, data, reply } => match self.ends.get_mut(&id) {
                 Some(ends) if !ends.close_when_sent => ends.pending.push_back((data, reply)),
@@ -532,12 +532,17 @@ impl Driver {
         }
     }
 
-    /// Makes the application's ends of channel `id`.
-    fn channel_ends(&mut self, id: u32) -> Channel {
+    /// Makes the application's ends of channel `id`; `None` if the application has let go of
+    /// every handle (the driver is about to stop), and then what the channel carries is read
+    /// and dropped, so that the peer's credit still flows.
+    fn channel_ends(&mut self, id: u32) -> Option<Channel> {
+        let Some(commands) = self.command_tx.upgrade() else {
+            self.ends.insert(id, Ends { to_app: None, pending: VecDeque::new(), close_when_sent: false });
+            return None;
+        };
         let (to_app, from_session) = mpsc::channel(8);
         self.ends.insert(id, Ends { to_app: Some(to_app), pending: VecDeque::new(), close_when_sent: false });
-        let commands = self.command_tx.upgrade().expect("the driver holds a handle while it runs");
-        Channel::new(id, commands, from_session, Arc::clone(&self.room))
+        Some(Channel::new(id, commands, from_session, Arc::clone(&self.room)))
     }
 
     /// Reads from the connections in `ready` and hands their frames to the core; pumping
@@ -653,8 +658,9 @@ impl Driver {
                 }
                 if !self.ends.contains_key(&channel) {
                     let _ = self.sender.adopt(channel, weight.unwrap_or(1.0), ordered);
-                    let ch = self.channel_ends(channel);
-                    let _ = self.incoming.try_send(ch);
+                    if let Some(ch) = self.channel_ends(channel) {
+                        let _ = self.incoming.try_send(ch);
+                    }
                 } else if let Some(w) = weight {
                     let _ = self.sender.adopt_weight(channel, w);
                 }
@@ -787,5 +793,26 @@ impl Driver {
                 return false;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_channel_the_peer_opens_after_the_application_let_go_is_drained_not_a_panic() {
+        let (session, _events, mut driver) = Driver::new(MuxConfig::default(), false, None);
+        // Every handle gone; the driver has not yet seen its commands end.
+        drop(session);
+        assert!(driver.on_frame(0, Frame::Open { channel: 1, weight: 1.0, ordered: true }));
+        assert!(driver.on_frame(0, Frame::Data { channel: 1, seq: 0, payload: Bytes::from_static(b"late") }));
+        assert!(driver.ends[&1].to_app.is_none(), "nobody to hand the channel to");
+        driver.pump();
+        assert_eq!(driver.receiver.read(1), None, "what arrived was read and dropped");
+        // An open from a handle that has gone meanwhile is answered, not a panic.
+        let (reply, mut answer) = oneshot::channel();
+        driver.on_command(Command::Open { weight: 1.0, ordered: true, reply });
+        assert!(matches!(answer.try_recv(), Ok(Err(MuxError::Ended))));
     }
 }
