@@ -310,25 +310,28 @@ async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::S
                 // is dropped.
                 return;
             };
-            let existing =
-                known.lock().expect("no task panics holding it").get(&id).filter(|tx| !tx.is_closed()).cloned();
-            let events = match existing {
-                Some(tx) => tx,
-                None => {
-                    let (session, events, driver) = Driver::new(config, false, None);
-                    {
-                        let mut known = known.lock().expect("no task panics holding it");
+            // Looked up and, if new, created under one hold of the lock: two connections of a
+            // new session joining at once each found none and made a session of their own, and
+            // the frames one of them carried never reached the application.
+            let (events, new) = {
+                let mut known = known.lock().expect("no task panics holding it");
+                match known.get(&id).filter(|tx| !tx.is_closed()) {
+                    Some(tx) => (tx.clone(), None),
+                    None => {
+                        let (session, events, driver) = Driver::new(config, false, None);
                         // Sessions that have ended are forgotten as new ones come.
                         known.retain(|_, tx| !tx.is_closed());
                         known.insert(id, events.clone());
+                        (events, Some((session, driver)))
                     }
-                    tokio::spawn(driver.run());
-                    if sessions.send(session).await.is_err() {
-                        return;
-                    }
-                    events
                 }
             };
+            if let Some((session, driver)) = new {
+                tokio::spawn(driver.run());
+                if sessions.send(session).await.is_err() {
+                    return;
+                }
+            }
             let _ = events.send(Up { slot: usize::from(index), wire }).await;
         });
     }

@@ -587,3 +587,42 @@ async fn tls_frames_that_arrive_with_the_hello_are_not_left_behind() {
     assert!(got == data);
     server.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_of_one_session_joining_at_once_make_one_session() {
+    let key = b"test key";
+    let mut listener =
+        Listener::bind("127.0.0.1:0".parse().unwrap(), config(Scheme::Stripe(ConnChoice::LeastQueued), 4))
+            .await
+            .unwrap();
+    let addr = listener.local_addr();
+    // The race took 11 rounds to show once; 60 keep the test near 3 s.
+    for round in 0..60 {
+        // Four connections of one session, their handshakes run side by side.
+        let id = switchyard_mux::hello::new_session_id();
+        let joins = (0..4u16).map(|index| async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            switchyard_mux::hello::join(&mut s, key, &id, index).await.unwrap();
+            s
+        });
+        let _streams = spawn_all(joins).await;
+        let first = tokio::time::timeout(Duration::from_secs(5), listener.accept()).await.expect("a session");
+        assert!(first.is_some());
+        let second = tokio::time::timeout(Duration::from_millis(50), listener.accept()).await;
+        assert!(second.is_err(), "round {round}: one session's connections made two sessions");
+    }
+}
+
+/// Runs the futures side by side on the runtime and returns their outputs in order.
+async fn spawn_all<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let tasks: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
