@@ -9,10 +9,13 @@
 //!   policy reads the present.
 //! - The **place** stage ([`place`]): the [`Placer`] trait, one file per policy, and the factory
 //!   ([`place::build`]) that turns a [`Policy`] name and a [`PlaceConfig`] into a placer.
-//! - The **measure** stage ([`measure`]): balance, disruption, order, latency.
+//! - The **measure** stage ([`measure`]): balance, disruption, order, latency, answer quality.
 //! - The **carry** stage ([`carry`]): weighted channels over several connections (the frame
 //!   format, weighted fair queueing, striping and pinning, a session's sender and receiver with
 //!   credits and resending) and the reorder buffer.
+//! - The **cache** stage ([`cache`]): a freshness-bounded cache with Yates's seven lookup
+//!   policies, request coalescing, approximate answers from neighbours, and the sensor field's
+//!   cost model; the quality of its answers (Q_n) is measured in [`measure::Quality`].
 //!
 //! # What does not
 //!
@@ -38,6 +41,7 @@
 //! # Ok::<(), switchyard_core::PlaceError>(())
 //! ```
 
+pub mod cache;
 pub mod carry;
 pub mod flow;
 mod flow_map;

@@ -7,9 +7,11 @@ mod balance;
 mod disruption;
 mod flows;
 mod latency;
+mod quality;
 
 pub use allocation::{Allocation, allocation};
 pub use balance::{Balance, balance};
 pub use disruption::moved_fraction;
 pub use flows::FlowOrder;
 pub use latency::Latency;
+pub use quality::{Moments, Quality, logistic};

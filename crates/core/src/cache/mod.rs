@@ -1,0 +1,24 @@
+//! The **cache** stage: can a query be answered without doing the work?
+//!
+//! - [`Cache`]: a freshness-bounded cache as a state machine, with the seven lookup policies
+//!   of Yates (2006) ch. 5 ([`Lookup`]): the precise ones, request coalescing (piggybacked
+//!   queries), and approximate answers from neighbouring locations. A reader may tighten the
+//!   freshness bound per query (OPC UA's maxAge, TeenyLIME's freshness).
+//! - [`neighbours`]: which locations may stand in for one another (pluggable; the thesis
+//!   leaves it open).
+//! - [`FieldCost`]: what reading a sensor field costs and how long it takes (Eqs 5.5, 5.6).
+//!
+//! The quality of answers (Yates's Q_n) is measured in [`crate::measure::Quality`]. The
+//! simulator's sensor fields and the gateway drive this code; nothing here does I/O.
+
+mod cost;
+pub mod neighbours;
+mod policy;
+mod state;
+#[cfg(test)]
+mod tests;
+
+pub use cost::FieldCost;
+pub use neighbours::{Alone, Neighbourhood, Neighbours, Point, Rule};
+pub use policy::{AgeFrom, Freshness, Lookup, UnknownLookup};
+pub use state::{Answer, Cache, CacheStats, Entry, Reading};

@@ -1,0 +1,309 @@
+//! The cache as a state machine: entries, reads under way and who waits on them.
+//!
+//! The driver asks [`Cache::query`] what to do with a query and carries the answer out: reply
+//! from the entry, reply from neighbours, wait on a read under way, or read the source and
+//! report the reading with [`Cache::fill`] (or the failure with [`Cache::fail`]). Who waits is
+//! the driver's token `W` (a query number in the simulator, a reply channel in the gateway);
+//! the cache keeps the tokens and hands them back when the read they wait on ends.
+
+use std::collections::BTreeMap;
+
+use super::neighbours::Neighbourhood;
+use super::policy::{AgeFrom, Freshness, Lookup};
+use crate::Nanos;
+
+/// A value and when it was sensed (or produced by the origin).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reading {
+    /// The value.
+    pub value: f64,
+    /// When the source produced it.
+    pub sensed_at: Nanos,
+}
+
+/// A cached reading: Yates's e_l = (l, v, t), with the time it was loaded.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Entry {
+    /// The reading.
+    pub reading: Reading,
+    /// When the cache loaded it.
+    pub loaded_at: Nanos,
+}
+
+impl Entry {
+    /// Its age at `now`, counted as `from` says.
+    pub fn age(&self, now: Nanos, from: AgeFrom) -> Nanos {
+        let since = match from {
+            AgeFrom::Load => self.loaded_at,
+            AgeFrom::Sensor => self.reading.sensed_at,
+        };
+        Nanos(now.0.saturating_sub(since.0))
+    }
+}
+
+/// What to do with a query.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer<K> {
+    /// Reply with the key's own entry.
+    Hit(Entry),
+    /// Reply with `value`, made from the entries of the neighbours `from` (an approximate hit).
+    Approx {
+        /// The value to reply with.
+        value: f64,
+        /// The oldest sensing time among the entries used.
+        sensed_at: Nanos,
+        /// The neighbours whose entries made it.
+        from: Vec<K>,
+    },
+    /// A read of `on` (the key itself, or a neighbour) is under way: hand the cache a token
+    /// with [`Cache::wait`], and answer when [`Cache::fill`] or [`Cache::fail`] returns it.
+    Wait {
+        /// The key being read.
+        on: K,
+    },
+    /// Read the source for the key, then call [`Cache::fill`] (or [`Cache::fail`]).
+    Read,
+}
+
+/// One read under way.
+#[derive(Debug)]
+struct Pending<K, W> {
+    since: Nanos,
+    /// Tokens waiting, each with the key its query asked for.
+    waiters: Vec<(W, K)>,
+}
+
+/// Counts of what the cache answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Answered from the key's own entry.
+    pub hits: u64,
+    /// Answered from neighbours' entries.
+    pub approx_hits: u64,
+    /// Told to wait on a read under way.
+    pub waits: u64,
+    /// Told to read the source.
+    pub reads: u64,
+    /// Reads that failed.
+    pub failures: u64,
+}
+
+/// A freshness-bounded cache with one of Yates's seven lookup policies.
+///
+/// Keys are any ordered type; neighbours come from `N` (see [`super::neighbours`]).
+#[derive(Debug)]
+pub struct Cache<K, W, N> {
+    lookup: Lookup,
+    freshness: Freshness,
+    neighbours: N,
+    entries: BTreeMap<K, Entry>,
+    pending: BTreeMap<K, Pending<K, W>>,
+    stats: CacheStats,
+}
+
+impl<K: Ord + Clone, W, N: Neighbourhood<K>> Cache<K, W, N> {
+    /// An empty cache. `ttl` is Yates's T (ignored for [`Lookup::AllHits`], where it is ∞, and
+    /// [`Lookup::AllMisses`], where it is 0).
+    pub fn new(lookup: Lookup, ttl: Nanos, age_from: AgeFrom, neighbours: N) -> Self {
+        let ttl = match lookup {
+            Lookup::AllHits => None,
+            Lookup::AllMisses => Some(Nanos::ZERO),
+            _ => Some(ttl),
+        };
+        Self {
+            lookup,
+            freshness: Freshness { ttl, age_from },
+            neighbours,
+            entries: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// The policy.
+    pub fn lookup(&self) -> Lookup {
+        self.lookup
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> CacheStats {
+        self.stats
+    }
+
+    /// The entry held for `key`, fresh or not (for answers marked stale).
+    pub fn peek(&self, key: &K) -> Option<&Entry> {
+        self.entries.get(key)
+    }
+
+    /// Whether a read of `key` is under way.
+    pub fn is_pending(&self, key: &K) -> bool {
+        self.pending.contains_key(key)
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Loads `reading` for `key` without a query (the thesis's All hits starts with every
+    /// location cached).
+    pub fn preload(&mut self, key: K, reading: Reading, now: Nanos) {
+        self.entries.insert(key, Entry { reading, loaded_at: now });
+    }
+
+    fn fresh(&self, key: &K, now: Nanos, limit: Option<Nanos>) -> Option<&Entry> {
+        let e = self.entries.get(key)?;
+        limit.is_none_or(|l| e.age(now, self.freshness.age_from) < l).then_some(e)
+    }
+
+    /// What to do with a query for `key` at `now`, from a reader who accepts answers no older
+    /// than `max_age` (on top of the cache's T). `draw(n)` returns a number below `n` drawn
+    /// at random (median-of-3's choices); the driver owns the random stream.
+    ///
+    /// The order is the thesis's (Yates §5.2, notes 000 §3.5): the key's own fresh entry; then,
+    /// for the approximate policies, fresh neighbour entries; then a read under way of the key,
+    /// then (approximate policies) of a neighbour, the one started first; then a read of the
+    /// source. A reader waits only on a read started within its `max_age`, since an older read
+    /// may bring a value older than it accepts; such a reader reads for itself, and the cache
+    /// keeps whichever value is newer.
+    pub fn query(
+        &mut self,
+        key: &K,
+        now: Nanos,
+        max_age: Option<Nanos>,
+        draw: &mut impl FnMut(usize) -> usize,
+    ) -> Answer<K> {
+        let limit = self.freshness.limit(max_age);
+        if let Some(e) = self.fresh(key, now, limit).copied() {
+            self.stats.hits += 1;
+            return Answer::Hit(e);
+        }
+        if self.lookup.approximates()
+            && let Some(answer) = self.approximate(key, now, limit, draw)
+        {
+            self.stats.approx_hits += 1;
+            return answer;
+        }
+        if self.lookup.coalesces() {
+            // A read started longer ago than the reader's bound may bring a value older than it
+            // accepts: such a reader reads for itself.
+            let recent = |since: Nanos| max_age.is_none_or(|m| since.0.saturating_add(m.0) >= now.0);
+            match self.pending.get(key) {
+                Some(p) if recent(p.since) => {
+                    self.stats.waits += 1;
+                    return Answer::Wait { on: key.clone() };
+                }
+                Some(_) => {}
+                None => {
+                    if self.lookup.approximates() {
+                        let first = self
+                            .neighbours
+                            .of(key)
+                            .iter()
+                            .filter_map(|(n, _)| self.pending.get(n).map(|p| (p.since, n)))
+                            .filter(|(since, _)| recent(*since))
+                            .min_by_key(|(since, _)| *since);
+                        if let Some((_, n)) = first {
+                            self.stats.waits += 1;
+                            return Answer::Wait { on: n.clone() };
+                        }
+                    }
+                    self.pending.insert(key.clone(), Pending { since: now, waiters: Vec::new() });
+                }
+            }
+        }
+        self.stats.reads += 1;
+        Answer::Read
+    }
+
+    fn approximate(
+        &self,
+        key: &K,
+        now: Nanos,
+        limit: Option<Nanos>,
+        draw: &mut impl FnMut(usize) -> usize,
+    ) -> Option<Answer<K>> {
+        let found: Vec<(&K, f64, &Entry)> =
+            self.neighbours.of(key).iter().filter_map(|(n, d)| self.fresh(n, now, limit).map(|e| (n, *d, e))).collect();
+        let one = |(k, _, e): (&K, f64, &Entry)| Answer::Approx {
+            value: e.reading.value,
+            sensed_at: e.reading.sensed_at,
+            from: vec![k.clone()],
+        };
+        match self.lookup {
+            // Freshest by sensing time; among equals the nearest (the list is nearest first).
+            Lookup::GreedyAge => found
+                .into_iter()
+                .reduce(|a, b| if b.2.reading.sensed_at > a.2.reading.sensed_at { b } else { a })
+                .map(one),
+            Lookup::GreedyDistance => found.into_iter().next().map(one),
+            Lookup::MedianOf3 => match found.len() {
+                0 => None,
+                1 | 2 => Some(one(found[draw(found.len())])),
+                n => {
+                    // Three distinct entries: a partial Fisher–Yates shuffle of the indices.
+                    let mut idx: Vec<usize> = (0..n).collect();
+                    for i in 0..3 {
+                        let j = i + draw(n - i);
+                        idx.swap(i, j);
+                    }
+                    let mut three: Vec<(&K, f64, &Entry)> = idx[..3].iter().map(|&i| found[i]).collect();
+                    three.sort_by(|a, b| a.2.reading.value.total_cmp(&b.2.reading.value));
+                    let sensed_at = three.iter().map(|t| t.2.reading.sensed_at).min().unwrap_or_default();
+                    Some(Answer::Approx {
+                        value: three[1].2.reading.value,
+                        sensed_at,
+                        from: three.iter().map(|t| t.0.clone()).collect(),
+                    })
+                }
+            },
+            _ => None,
+        }
+    }
+
+    /// Queues `who`, whose query asked for `asked`, behind the read of `on` that
+    /// [`Cache::query`] named. Gives `who` back if no read of `on` is under way (the read
+    /// ended in between: ask again).
+    pub fn wait(&mut self, on: &K, asked: K, who: W) -> Result<(), W> {
+        match self.pending.get_mut(on) {
+            Some(p) => {
+                p.waiters.push((who, asked));
+                Ok(())
+            }
+            None => Err(who),
+        }
+    }
+
+    /// The source answered the read of `key`: loads the reading (except under All misses) and
+    /// returns the waiters, each with the key its query asked for, to be answered with it.
+    pub fn fill(&mut self, key: K, reading: Reading, now: Nanos) -> Vec<(W, K)> {
+        let waiters = self.pending.remove(&key).map(|p| p.waiters).unwrap_or_default();
+        if self.lookup != Lookup::AllMisses {
+            // A slower read of an older value must not replace a newer one (Simple issues
+            // reads of one key side by side).
+            let newer = self.entries.get(&key).is_none_or(|e| e.reading.sensed_at <= reading.sensed_at);
+            if newer {
+                self.entries.insert(key, Entry { reading, loaded_at: now });
+            }
+        }
+        waiters
+    }
+
+    /// The read of `key` failed or timed out: returns its waiters, to be answered with the
+    /// failure (or with [`Cache::peek`]'s stale entry, marked as such).
+    pub fn fail(&mut self, key: &K) -> Vec<(W, K)> {
+        self.stats.failures += 1;
+        self.pending.remove(key).map(|p| p.waiters).unwrap_or_default()
+    }
+
+    /// Drops entries older than `keep` (counted as the cache counts age), to bound memory.
+    pub fn purge(&mut self, now: Nanos, keep: Nanos) {
+        let from = self.freshness.age_from;
+        self.entries.retain(|_, e| e.age(now, from) < keep);
+    }
+}

@@ -1,0 +1,250 @@
+//! The cache's policies, one behaviour at a time, and the coalescing bound as a property.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::Nanos;
+
+const T: Nanos = Nanos(10_000);
+
+fn at(n: u64) -> Nanos {
+    Nanos(n)
+}
+
+fn reading(value: f64, sensed_at: u64) -> Reading {
+    Reading { value, sensed_at: Nanos(sensed_at) }
+}
+
+/// Five locations on a line, one apart; each has the others as neighbours, nearest first.
+fn line() -> Neighbours {
+    let points: Vec<Point> = (0..5).map(|i| [i as f64, 0.0, 0.0]).collect();
+    Neighbours::new(&points, Rule::Nearest(4))
+}
+
+fn cache(lookup: Lookup) -> Cache<u32, u64, Neighbours> {
+    Cache::new(lookup, T, AgeFrom::Load, line())
+}
+
+fn never(_: usize) -> usize {
+    unreachable!("no random choice expected")
+}
+
+#[test]
+fn simple_reads_on_a_miss_hits_within_t_and_reads_again_after() {
+    let mut c = cache(Lookup::Simple);
+    assert_eq!(c.query(&2, at(0), None, &mut never), Answer::Read);
+    // No blocking: a second query of the same key reads too.
+    assert_eq!(c.query(&2, at(5), None, &mut never), Answer::Read);
+    assert!(c.fill(2, reading(7.0, 90), at(100)).is_empty());
+    let Answer::Hit(e) = c.query(&2, at(100 + T.0 - 1), None, &mut never) else { panic!("a hit within T") };
+    assert_eq!((e.reading.value, e.loaded_at), (7.0, at(100)));
+    assert_eq!(c.query(&2, at(100 + T.0), None, &mut never), Answer::Read, "stale at exactly T");
+    // Neighbours never answer for a precise policy.
+    assert_eq!(c.query(&3, at(200), None, &mut never), Answer::Read);
+    let s = c.stats();
+    assert_eq!((s.hits, s.reads, s.waits, s.approx_hits), (1, 4, 0, 0));
+}
+
+#[test]
+fn piggybacked_queries_wait_on_the_read_under_way_and_get_its_value() {
+    let mut c = cache(Lookup::Piggyback);
+    assert_eq!(c.query(&1, at(0), None, &mut never), Answer::Read);
+    assert_eq!(c.query(&1, at(3), None, &mut never), Answer::Wait { on: 1 });
+    c.wait(&1, 1, 41).unwrap();
+    assert_eq!(c.query(&1, at(4), None, &mut never), Answer::Wait { on: 1 });
+    c.wait(&1, 1, 42).unwrap();
+    assert_eq!(c.fill(1, reading(5.0, 1), at(9)), vec![(41, 1), (42, 1)]);
+    assert!(matches!(c.query(&1, at(10), None, &mut never), Answer::Hit(_)));
+    assert_eq!(c.wait(&1, 1, 43), Err(43), "nothing under way any more");
+}
+
+#[test]
+fn a_failed_read_hands_back_its_waiters_and_keeps_the_stale_entry() {
+    let mut c = cache(Lookup::Piggyback);
+    assert_eq!(c.query(&0, at(0), None, &mut never), Answer::Read);
+    c.fill(0, reading(1.5, 0), at(1));
+    assert_eq!(c.query(&0, at(1 + T.0), None, &mut never), Answer::Read);
+    assert_eq!(c.query(&0, at(2 + T.0), None, &mut never), Answer::Wait { on: 0 });
+    c.wait(&0, 0, 7).unwrap();
+    assert_eq!(c.fail(&0), vec![(7, 0)]);
+    assert_eq!(c.peek(&0).map(|e| e.reading.value), Some(1.5), "stale, for an answer marked so");
+    assert_eq!(c.query(&0, at(3 + T.0), None, &mut never), Answer::Read, "the next query reads again");
+}
+
+#[test]
+fn all_misses_keeps_nothing_and_all_hits_never_refreshes() {
+    let mut none = cache(Lookup::AllMisses);
+    for t in 0..3 {
+        assert_eq!(none.query(&4, at(t), None, &mut never), Answer::Read);
+    }
+    assert!(none.fill(4, reading(1.0, 0), at(5)).is_empty());
+    assert!(none.is_empty());
+    assert_eq!(none.query(&4, at(6), None, &mut never), Answer::Read);
+
+    let mut all = cache(Lookup::AllHits);
+    all.preload(4, reading(2.0, 0), at(0));
+    assert!(matches!(all.query(&4, at(u64::MAX / 2), None, &mut never), Answer::Hit(e) if e.reading.value == 2.0));
+    // A reader's own bound still holds.
+    assert_eq!(all.query(&4, at(50), Some(Nanos(10)), &mut never), Answer::Read);
+}
+
+#[test]
+fn greedy_age_takes_the_freshest_neighbour_and_greedy_distance_the_nearest() {
+    for (lookup, want) in [(Lookup::GreedyAge, (30.0, 4)), (Lookup::GreedyDistance, (10.0, 1))] {
+        let mut c = cache(lookup);
+        c.preload(1, reading(10.0, 5), at(0)); // one away from 0, sensed early
+        c.preload(4, reading(30.0, 50), at(0)); // four away, sensed late
+        let Answer::Approx { value, from, .. } = c.query(&0, at(1), None, &mut never) else { panic!("{lookup}") };
+        assert_eq!((value, from), (want.0, vec![want.1]), "{lookup}");
+        assert_eq!(c.stats().approx_hits, 1);
+    }
+}
+
+#[test]
+fn median_of_3_takes_the_median_of_three_drawn_and_one_of_fewer() {
+    let mut c = cache(Lookup::MedianOf3);
+    for (k, v) in [(1, 9.0), (2, 1.0), (3, 5.0), (4, 100.0)] {
+        c.preload(k, reading(v, k as u64), at(0));
+    }
+    // Draws of 0 keep the first three found (neighbours 1, 2, 3 nearest first): median 5.
+    let Answer::Approx { value, from, sensed_at } = c.query(&0, at(1), None, &mut |_| 0) else { panic!() };
+    assert_eq!((value, sensed_at), (5.0, Nanos(1)));
+    assert_eq!(from.len(), 3);
+    // Drawing the last each time swaps in 4, then 1, then 2: median of 100, 9 and 1.
+    let Answer::Approx { value, from, .. } = c.query(&0, at(1), None, &mut |n| n - 1) else { panic!() };
+    assert_eq!((value, from), (9.0, vec![2, 1, 4]), "listed by value");
+
+    let mut few = cache(Lookup::MedianOf3);
+    few.preload(3, reading(8.0, 0), at(0));
+    few.preload(4, reading(6.0, 0), at(0));
+    let Answer::Approx { value, from, .. } = few.query(&0, at(1), None, &mut |n| n - 1) else { panic!() };
+    assert_eq!((value, from), (6.0, vec![4]), "one of two, drawn");
+    assert_eq!(cache(Lookup::MedianOf3).query(&0, at(1), None, &mut never), Answer::Read, "none: a miss");
+}
+
+#[test]
+fn approximate_policies_wait_on_the_neighbour_read_started_first() {
+    let points: Vec<Point> = (0..5).map(|i| [i as f64, 0.0, 0.0]).collect();
+    let adjacent = Neighbours::new(&points, Rule::Within(1.0));
+    let mut c = Cache::<u32, u64, Neighbours>::new(Lookup::GreedyDistance, T, AgeFrom::Load, adjacent);
+    assert_eq!(c.query(&2, at(0), None, &mut never), Answer::Read);
+    assert_eq!(c.query(&0, at(1), None, &mut never), Answer::Read, "0 is no neighbour of 2");
+    assert_eq!(c.query(&1, at(2), None, &mut never), Answer::Wait { on: 2 }, "2's read started first");
+    c.wait(&2, 1, 9).unwrap();
+    // The waiter learns which key it asked for: its answer is approximate.
+    assert_eq!(c.fill(2, reading(4.0, 3), at(4)), vec![(9, 1)]);
+    // Simple never waits on a neighbour, nor on itself.
+    let mut s = Cache::<u32, u64, Neighbours>::new(Lookup::Simple, T, AgeFrom::Load, line());
+    assert_eq!(s.query(&2, at(0), None, &mut never), Answer::Read);
+    assert_eq!(s.query(&1, at(1), None, &mut never), Answer::Read);
+}
+
+#[test]
+fn age_from_the_sensor_shortens_a_late_value_s_life() {
+    let mut by_load = Cache::<u32, u64, Alone>::new(Lookup::Simple, T, AgeFrom::Load, Alone);
+    let mut by_sensor = Cache::<u32, u64, Alone>::new(Lookup::Simple, T, AgeFrom::Sensor, Alone);
+    for c in [&mut by_load, &mut by_sensor] {
+        c.fill(0, reading(1.0, 0), at(4_000)); // sensed at 0, loaded 4,000 later
+    }
+    let when = at(T.0 - 1);
+    assert!(matches!(by_load.query(&0, when, None, &mut never), Answer::Hit(_)));
+    assert!(matches!(by_sensor.query(&0, when, None, &mut never), Answer::Hit(_)));
+    let when = at(T.0 + 1);
+    assert!(matches!(by_load.query(&0, when, None, &mut never), Answer::Hit(_)));
+    assert_eq!(by_sensor.query(&0, when, None, &mut never), Answer::Read);
+}
+
+#[test]
+fn a_reader_s_max_age_tightens_t_and_skips_reads_older_than_it() {
+    let mut c = cache(Lookup::Piggyback);
+    c.fill(0, reading(1.0, 0), at(0));
+    assert!(matches!(c.query(&0, at(500), Some(Nanos(1_000)), &mut never), Answer::Hit(_)));
+    assert_eq!(c.query(&0, at(1_500), Some(Nanos(1_000)), &mut never), Answer::Read);
+    // A second reader whose bound the read's start falls within waits on it ...
+    assert_eq!(c.query(&0, at(1_600), Some(Nanos(1_200)), &mut never), Answer::Wait { on: 0 });
+    c.wait(&0, 0, 1).unwrap();
+    // ... one whose bound the read's start falls outside reads for itself, and the first
+    // read's waiters are kept.
+    assert_eq!(c.query(&0, at(1_700), Some(Nanos(100)), &mut never), Answer::Read);
+    assert_eq!(c.fill(0, reading(3.0, 1_700), at(1_800)), vec![(1, 0)]);
+    // The slower, older read must not replace the newer value.
+    assert!(c.fill(0, reading(2.0, 1_500), at(1_900)).is_empty());
+    assert_eq!(c.peek(&0).map(|e| e.reading.value), Some(3.0));
+}
+
+#[test]
+fn purge_drops_entries_past_the_bound() {
+    let mut c = cache(Lookup::Simple);
+    c.fill(0, reading(1.0, 0), at(0));
+    c.fill(1, reading(1.0, 0), at(50));
+    c.purge(at(100), Nanos(60));
+    assert_eq!((c.peek(&0).is_none(), c.peek(&1).is_some()), (true, true));
+}
+
+#[test]
+fn policies_parse_by_name_and_refuse_with_the_list() {
+    for l in Lookup::ALL {
+        assert_eq!(l.name().parse::<Lookup>(), Ok(l));
+    }
+    let e = "lru".parse::<Lookup>().unwrap_err().to_string();
+    assert!(e.contains("`lru`") && e.contains("median-of-3"), "{e}");
+    assert_eq!(Lookup::ALL.iter().filter(|l| l.coalesces()).count(), 5);
+}
+
+proptest! {
+    /// Yates Eq 5.1: under a coalescing policy a key is read only when it has no fresh entry and
+    /// no read under way, so the source sees at most one read per key per T; and every waiter
+    /// handed over comes back exactly once.
+    #[test]
+    fn coalescing_reads_each_key_at_most_once_per_t(
+        lookup in prop::sample::select(vec![Lookup::Piggyback, Lookup::GreedyAge, Lookup::GreedyDistance, Lookup::MedianOf3]),
+        ops in prop::collection::vec((0u32..5, 0u64..3_000, 0u64..30_000, any::<bool>()), 1..200),
+    ) {
+        let mut c = cache(lookup);
+        let mut now = 0u64;
+        // Reads under way: (key, when it ends, fails).
+        let mut under_way: Vec<(u32, u64, bool)> = Vec::new();
+        let mut last_load: [Option<u64>; 5] = [None; 5];
+        let mut waiting = std::collections::BTreeSet::new();
+        let mut next_token = 0u64;
+        let mut draws = 0usize;
+        for (key, gap, took, fails) in ops {
+            now += gap;
+            // End the reads due by now, in order of their end.
+            under_way.sort_by_key(|r| r.1);
+            while under_way.first().is_some_and(|r| r.1 <= now) {
+                let (k, end, failed) = under_way.remove(0);
+                let back = if failed { c.fail(&k) } else {
+                    last_load[k as usize] = Some(end);
+                    c.fill(k, reading(f64::from(k), end), Nanos(end))
+                };
+                for (w, _) in back {
+                    prop_assert!(waiting.remove(&w), "token {w} came back twice or was never given");
+                }
+            }
+            match c.query(&key, Nanos(now), None, &mut |n| { draws += 1; draws % n }) {
+                Answer::Read => {
+                    prop_assert!(!under_way.iter().any(|r| r.0 == key), "a second read of {key} while one is under way");
+                    if let Some(l) = last_load[key as usize] {
+                        prop_assert!(now >= l + T.0, "{key} read again {} after its load", now - l);
+                    }
+                    under_way.push((key, now + took, fails));
+                }
+                Answer::Wait { on } => {
+                    prop_assert!(under_way.iter().any(|r| r.0 == on));
+                    c.wait(&on, key, next_token).map_err(|_| TestCaseError::fail("wait refused"))?;
+                    waiting.insert(next_token);
+                    next_token += 1;
+                }
+                Answer::Hit(e) => prop_assert!(now < e.loaded_at.0 + T.0),
+                Answer::Approx { from, .. } => prop_assert!(!from.is_empty() && !from.contains(&key)),
+            }
+        }
+        for (k, _, _) in under_way {
+            for (w, _) in c.fail(&k) {
+                prop_assert!(waiting.remove(&w));
+            }
+        }
+        prop_assert!(waiting.is_empty(), "waiters lost: {:?}", waiting);
+    }
+}
