@@ -140,6 +140,20 @@ fn approximate_policies_wait_on_the_neighbour_read_started_first() {
 }
 
 #[test]
+fn kept_approximations_answer_later_queries_and_never_outlive_their_sources() {
+    let mut c = cache(Lookup::GreedyAge).keep_approximations(true);
+    c.preload(1, reading(10.0, 5), at(100));
+    assert!(matches!(c.query(&0, at(200), None, &mut never), Answer::Approx { .. }));
+    let Answer::Hit(e) = c.query(&0, at(300), None, &mut never) else { panic!("the copy answers") };
+    assert_eq!((e.reading.value, e.loaded_at), (10.0, at(100)), "as old as its source");
+    assert_eq!(c.query(&0, at(100 + T.0), None, &mut never), Answer::Read, "and stale with it");
+    let mut plain = cache(Lookup::GreedyAge);
+    plain.preload(1, reading(10.0, 5), at(100));
+    plain.query(&0, at(200), None, &mut never);
+    assert!(plain.peek(&0).is_none(), "not kept by default");
+}
+
+#[test]
 fn age_from_the_sensor_shortens_a_late_value_s_life() {
     let mut by_load = Cache::<u32, u64, Alone>::new(Lookup::Simple, T, AgeFrom::Load, Alone);
     let mut by_sensor = Cache::<u32, u64, Alone>::new(Lookup::Simple, T, AgeFrom::Sensor, Alone);

@@ -1,6 +1,7 @@
 //! Simulation models, one file each.
 
 pub mod mmc;
+pub mod sensor;
 pub mod server;
 pub mod trace;
 pub mod workload;
