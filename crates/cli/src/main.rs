@@ -10,6 +10,7 @@ mod keys;
 mod place;
 mod report;
 mod reproduce;
+mod reproduce_cache;
 mod reproduce_mux;
 mod sim;
 mod tracegen;

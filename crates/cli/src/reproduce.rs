@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use crate::reproduce_mux::MuxScheme;
 use anyhow::{Result, bail};
 use clap::Args;
+use switchyard_core::cache::{AgeFrom, Rule};
+use switchyard_sim::models::sensor::Stations;
 use switchyard_sim::scenario::{Comparison, Scenario};
 
 use crate::report::Format;
@@ -70,7 +72,66 @@ pub(crate) struct ReproduceArgs {
     /// iwashima-m: the schemes to run.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [MuxScheme::Stripe, MuxScheme::Earliest, MuxScheme::Pin, MuxScheme::PinRates, MuxScheme::PinService])]
     schemes: Vec<MuxScheme>,
+
+    /// yates-cache: the tables to run (5.4 to 5.9; default all).
+    #[arg(long = "table", value_delimiter = ',')]
+    tables: Vec<String>,
+
+    /// yates-cache: scale the measured time by this (1: 2,000 s of queries on the lattice,
+    /// 60,000 s on the trace; the thesis ran up to 4,000,000 queries).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+
+    /// yates-cache: the root seed; every policy in a table sees the same field and queries.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+
+    /// yates-cache: count an entry's age from `load` (the thesis's words) or from the
+    /// `sensor`'s timestamp (what its smallest-T table suggests).
+    #[arg(long, default_value = "load")]
+    age_from: AgeFrom,
+
+    /// yates-cache: where the lattice's four base stations stand (the thesis does not say).
+    #[arg(long, value_enum, default_value_t = StationsArg::Quadrants)]
+    stations: StationsArg,
+
+    /// yates-cache: the lab trace's readings (the Intel Berkeley lab format, .gz or plain).
+    #[arg(long, default_value = "data/labdata/data.txt.gz")]
+    lab_data: PathBuf,
+
+    /// yates-cache: the lab trace's mote locations.
+    #[arg(long, default_value = "data/labdata/mote_locs.txt")]
+    lab_locs: PathBuf,
+
+    /// yates-cache: which motes stand in for a mote: `nearest:K` or `within:METRES`.
+    #[arg(long, default_value = "nearest:4")]
+    neighbourhood: Rule,
+
+    /// yates-cache: which cells stand in for a cell of the lattice: `faces` (the up to six
+    /// sharing a face), `nearest:K` or `within:DISTANCE` (spacing is 8, 6 and 4 along x, y, z).
+    #[arg(long, default_value = "faces")]
+    lattice_neighbourhood: String,
+
+    /// yates-cache: cache approximate answers for the location they answered, as old as the
+    /// entries they came from (the thesis does not say; its tables hint at it).
+    #[arg(long)]
+    keep_approximations: bool,
 }
+
+/// Where the lattice's base stations stand.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum StationsArg {
+    /// The centres of the four quadrants of the lattice's z = 0 face.
+    Quadrants,
+    /// The four corners of the z = 0 face, one lattice step outside it.
+    Corners,
+}
+
+/// The reproduction of the caching gateway's tables, which runs its own sensor-field model.
+const CACHE: (&str, &str) = (
+    "yates-cache",
+    "Yates ch. 5 Tables 5.4–5.9: the seven lookup policies on the 1,000-location lattice and the lab trace",
+);
 
 /// The reproduction that runs real TCP on the link emulator rather than in the simulator.
 const EMULATED: (&str, &str) = (
@@ -86,14 +147,38 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
             writeln!(out, "{name:<20} {} ({} published figures)", s.title, s.published.len())?;
         }
         writeln!(out, "{:<20} {}", EMULATED.0, EMULATED.1)?;
+        writeln!(out, "{:<20} {}", CACHE.0, CACHE.1)?;
         return Ok(());
     }
     let name = args.name.as_deref().unwrap_or_default();
     if name == EMULATED.0 {
         return crate::reproduce_mux::run(&args.m, args.seconds, args.eq75, &args.schemes, args.out.as_deref());
     }
+    if name == CACHE.0 {
+        return crate::reproduce_cache::run(&crate::reproduce_cache::CacheRepro {
+            tables: &args.tables,
+            scale: args.scale,
+            seed: args.seed,
+            threads: args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            age_from: args.age_from,
+            stations: match args.stations {
+                StationsArg::Quadrants => Stations::Quadrants,
+                StationsArg::Corners => Stations::Corners,
+            },
+            lab_data: &args.lab_data,
+            lab_locs: &args.lab_locs,
+            neighbourhood: args.neighbourhood,
+            lattice_neighbourhood: match args.lattice_neighbourhood.as_str() {
+                "faces" => None,
+                other => Some(
+                    other.parse::<Rule>().map_err(|e| anyhow::anyhow!("--lattice-neighbourhood: {e}, or `faces`"))?,
+                ),
+            },
+            keep_approximations: args.keep_approximations,
+        });
+    }
     let Some((_, text)) = REPRODUCTIONS.iter().find(|(n, _)| *n == name) else {
-        let names: Vec<&str> = REPRODUCTIONS.iter().map(|(n, _)| *n).chain([EMULATED.0]).collect();
+        let names: Vec<&str> = REPRODUCTIONS.iter().map(|(n, _)| *n).chain([EMULATED.0, CACHE.0]).collect();
         bail!("no reproduction `{name}`; there are: {}", names.join(", "));
     };
     let scenario = Scenario::parse(text, &format!("scenarios/reproduce/{name}.toml"), None)?;

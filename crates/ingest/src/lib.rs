@@ -8,7 +8,8 @@
 //! that numbers each connection's packets ([`conn`]), and TCP reassembly ([`stream`]) into the
 //! growing buffer a DPI engine inspects ([`assemble`]), kept apart so that a producer can track
 //! while workers reassemble. What does not live here: anything that decides where work goes (that is
-//! the core's) or runs it (the runtime's).
+//! the core's) or runs it (the runtime's). Beside packets, [`labdata`] reads the Intel Berkeley
+//! Research Lab sensor trace that drives the sensor-field experiments, and makes synthetic ones.
 //!
 //! ```no_run
 //! let file = std::fs::File::open("trace.pcap")?;
@@ -23,6 +24,7 @@
 pub mod assemble;
 pub mod conn;
 mod decode;
+pub mod labdata;
 mod read;
 mod slice;
 pub mod stream;

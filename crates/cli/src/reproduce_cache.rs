@@ -1,0 +1,258 @@
+//! `switchyard reproduce yates-cache`: Yates (2006) Tables 5.4–5.9, the seven lookup policies on
+//! the 1,000-location lattice and the lab trace, in the simulator, beside the published tables.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use switchyard_core::cache::{AgeFrom, Lookup, Rule};
+use switchyard_sim::models::sensor::{self, ChangeModel, Experiment, FieldSpec, SensorParams, Stations, Trace};
+
+/// One published table: its number, its set-up, and (policy, hit ratio, cost, delay) rows.
+struct Table {
+    number: &'static str,
+    what: &'static str,
+    lattice: bool,
+    ttl_s: f64,
+    rows: &'static [(Lookup, f64, f64, f64)],
+}
+
+use Lookup::*;
+
+/// Yates Tables 5.4–5.9 (notes 000 §5.4). All hits and All misses appear only in 5.4 and 5.5.
+const TABLES: &[Table] = &[
+    Table {
+        number: "5.4",
+        what: "1,000 locations, correlated changes 90/s, 90 q/s",
+        lattice: true,
+        ttl_s: 80.0 / 9.0,
+        rows: &[
+            (AllHits, 1.0, 0.0, 0.0),
+            (AllMisses, 0.0, 94.0, 1.18),
+            (Simple, 0.40, 56.0, 0.69),
+            (GreedyAge, 0.62, 37.0, 0.39),
+            (GreedyDistance, 0.60, 38.0, 0.44),
+            (MedianOf3, 0.55, 43.0, 0.51),
+            (Piggyback, 0.40, 57.0, 0.69),
+        ],
+    },
+    Table {
+        number: "5.5",
+        what: "lab trace, 54 locations, 0.9 q/s",
+        lattice: false,
+        ttl_s: 90.0,
+        rows: &[
+            (AllHits, 1.0, 0.0, 0.0),
+            (AllMisses, 0.0, 19.0, 4.4),
+            (Simple, 0.59, 7.7, 1.0),
+            (GreedyAge, 0.78, 4.0, 0.47),
+            (GreedyDistance, 0.76, 4.4, 0.55),
+            (MedianOf3, 0.71, 5.4, 0.68),
+            (Piggyback, 0.59, 7.7, 1.0),
+        ],
+    },
+    Table {
+        number: "5.6",
+        what: "1,000 locations, larger T",
+        lattice: true,
+        ttl_s: 800.0 / 9.0,
+        rows: &[
+            (Simple, 0.88, 12.0, 0.14),
+            (GreedyAge, 0.88, 12.0, 0.13),
+            (GreedyDistance, 0.89, 10.0, 0.13),
+            (MedianOf3, 0.90, 10.0, 0.12),
+            (Piggyback, 0.88, 12.0, 0.14),
+        ],
+    },
+    Table {
+        number: "5.7",
+        what: "lab trace, larger T",
+        lattice: false,
+        ttl_s: 900.0,
+        rows: &[
+            (Simple, 0.94, 1.2, 0.14),
+            (GreedyAge, 0.95, 0.97, 0.11),
+            (GreedyDistance, 0.95, 0.94, 0.11),
+            (MedianOf3, 0.95, 0.94, 0.11),
+            (Piggyback, 0.94, 1.2, 0.14),
+        ],
+    },
+    Table {
+        number: "5.8",
+        what: "1,000 locations, smaller T",
+        lattice: true,
+        ttl_s: 8.0 / 9.0,
+        rows: &[
+            (Simple, 0.02, 92.0, 1.15),
+            (GreedyAge, 0.08, 88.0, 0.93),
+            (GreedyDistance, 0.06, 89.0, 1.01),
+            (MedianOf3, 0.05, 90.0, 1.07),
+            (Piggyback, 0.02, 92.0, 1.14),
+        ],
+    },
+    Table {
+        number: "5.9",
+        what: "lab trace, smaller T",
+        lattice: false,
+        ttl_s: 9.0,
+        rows: &[
+            (Simple, 0.12, 16.0, 3.2),
+            (GreedyAge, 0.32, 13.0, 1.7),
+            (GreedyDistance, 0.27, 13.0, 1.9),
+            (MedianOf3, 0.20, 15.0, 2.3),
+            (Piggyback, 0.12, 16.0, 2.9),
+        ],
+    },
+];
+
+/// What the reproduction may vary.
+pub(crate) struct CacheRepro<'a> {
+    pub(crate) tables: &'a [String],
+    pub(crate) scale: f64,
+    pub(crate) seed: u64,
+    pub(crate) threads: usize,
+    pub(crate) age_from: AgeFrom,
+    pub(crate) stations: Stations,
+    pub(crate) lab_data: &'a Path,
+    pub(crate) lab_locs: &'a Path,
+    pub(crate) neighbourhood: Rule,
+    pub(crate) lattice_neighbourhood: Option<Rule>,
+    pub(crate) keep_approximations: bool,
+}
+
+/// The lab trace's light readings as the simulator takes them.
+fn lab_trace(data: &Path, locs: &Path) -> Result<(Trace, String)> {
+    let motes = switchyard_ingest::labdata::open_locations(locs)?;
+    let read = switchyard_ingest::labdata::open_readings(data, &motes)?;
+    let index = |mote: u16| motes.iter().position(|m| m.mote == mote);
+    let readings: Vec<(f64, u32, f64)> =
+        read.readings.iter().filter_map(|r| Some((r.time_s, index(r.mote)? as u32, r.light?))).collect();
+    let span_h = readings.last().map_or(0.0, |l| l.0 - readings[0].0) / 3600.0;
+    let said = format!(
+        "{}: {} light readings of {} motes over {:.1} h{}",
+        data.display(),
+        readings.len(),
+        motes.len(),
+        span_h,
+        if read.skipped.total() > 0 { format!("; {}", read.skipped) } else { String::new() }
+    );
+    Ok((Trace { positions: motes.iter().map(|m| (m.x, m.y)).collect(), readings }, said))
+}
+
+pub(crate) fn run(a: &CacheRepro<'_>) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    let chosen: Vec<&Table> =
+        TABLES.iter().filter(|t| a.tables.is_empty() || a.tables.iter().any(|n| n == t.number)).collect();
+    anyhow::ensure!(!chosen.is_empty(), "no table {:?}; there are 5.4 to 5.9", a.tables);
+    let trace = if chosen.iter().any(|t| !t.lattice) {
+        let (trace, said) = lab_trace(a.lab_data, a.lab_locs).context("reading the lab trace")?;
+        writeln!(out, "{said}")?;
+        Some(trace)
+    } else {
+        None
+    };
+    writeln!(
+        out,
+        "Yates (2006) ch. 5 in the simulator: age counted from {}, lattice base stations at the {}, lattice neighbourhood {}, trace neighbourhood {:?}, approximate answers {}; seed {}\n",
+        match a.age_from {
+            AgeFrom::Load => "load time",
+            AgeFrom::Sensor => "the sensor's timestamp",
+        },
+        match a.stations {
+            Stations::Quadrants => "centres of the z = 0 face's quadrants",
+            Stations::Corners => "corners of the z = 0 face, one step out",
+        },
+        a.lattice_neighbourhood.map_or("the six cells sharing a face".to_string(), |r| format!("{r:?}")),
+        a.neighbourhood,
+        if a.keep_approximations { "cached" } else { "not cached" },
+        a.seed
+    )?;
+    for table in chosen {
+        let (field, lambda, poll_s, link_capacity, max_wait_s, measure_s) = if table.lattice {
+            let field = FieldSpec::Lattice {
+                model: ChangeModel::Correlated,
+                rate: 90.0,
+                stations: a.stations,
+                rule: a.lattice_neighbourhood,
+            };
+            (field, 81.0, 1000.0 / 9.0, 25.0, 2.0, 2000.0)
+        } else {
+            let trace = trace.clone().expect("read above");
+            (FieldSpec::Trace { trace, rule: a.neighbourhood }, 0.81, 600.0, 0.25, 7.5, 60_000.0)
+        };
+        let params = SensorParams {
+            field,
+            ttl_s: table.ttl_s,
+            age_from: a.age_from,
+            keep_approximations: a.keep_approximations,
+            lambda,
+            poll_s,
+            link_capacity,
+            max_wait_s,
+            warmup_s: (5.0 * table.ttl_s).max(200.0),
+            measure_s: measure_s * a.scale,
+            seed: a.seed,
+        };
+        let lookups: Vec<Lookup> = table.rows.iter().map(|r| r.0).collect();
+        let ex = sensor::experiment(&params, &lookups, a.threads)?;
+        print_table(&mut out, table, &params, &ex)?;
+    }
+    Ok(())
+}
+
+fn print_table(out: &mut impl Write, table: &Table, params: &SensorParams, ex: &Experiment) -> Result<()> {
+    let locations = if table.lattice { 1000.0 } else { 54.0 };
+    writeln!(
+        out,
+        "Table {} — {}, T = {:.2} s ({} queries a policy measured)",
+        table.number,
+        table.what,
+        table.ttl_s,
+        ex.runs.first().map_or(0, |r| r.queries)
+    )?;
+    writeln!(
+        out,
+        "{:<16} {:>12} {:>14} {:>15} {:>14} {:>7} {:>7} {:>9} {:>8} {:>8} {:>8}",
+        "policy",
+        "hit ours/pub",
+        "cost ours/pub",
+        "÷miss ours/pub",
+        "delay ours/pub",
+        "Q A=.1",
+        "Q A=.9",
+        "deviation",
+        "waited",
+        "dropped",
+        "reads/s"
+    )?;
+    for (run, &(lookup, hit, cost, delay)) in ex.runs.iter().zip(table.rows) {
+        let q = run.queries.max(1) as f64;
+        writeln!(
+            out,
+            "{:<16} {:>5.2} / {:<4.2} {:>6.1} / {:<5} {:>6.2} / {:<6.2} {:>5.2} / {:<6.2} {:>7.3} {:>7.3} {:>9.3} {:>7.1}% {:>7.1}% {:>8.2}",
+            lookup.name(),
+            run.hit_ratio(),
+            hit,
+            run.cost_per_query(),
+            cost,
+            run.cost_per_query() / run.miss_cost,
+            cost / if table.lattice { 94.0 } else { 19.0 },
+            run.mean_delay(),
+            delay,
+            ex.quality(run, 0.1),
+            ex.quality(run, 0.9),
+            run.mean_deviation(),
+            100.0 * run.coalesced as f64 / q,
+            100.0 * run.dropped as f64 / q,
+            run.read_rate(),
+        )?;
+    }
+    writeln!(
+        out,
+        "a read costs {:.1} on average here, {} in the thesis (÷miss compares costs in that unit); the blocking policies' bound on field reads (Eq 5.1): |N|/T = {:.2} a second\n",
+        ex.runs.first().map_or(0.0, |r| r.miss_cost),
+        if table.lattice { 94 } else { 19 },
+        locations / params.ttl_s
+    )?;
+    Ok(())
+}
