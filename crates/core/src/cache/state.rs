@@ -12,25 +12,26 @@ use super::neighbours::Neighbourhood;
 use super::policy::{AgeFrom, Freshness, Lookup};
 use crate::Nanos;
 
-/// A value and when it was sensed (or produced by the origin).
+/// A value and when it was sensed (or produced by the origin). Values are numbers for sensor
+/// fields; a generic gateway keeps response bodies.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Reading {
+pub struct Reading<V = f64> {
     /// The value.
-    pub value: f64,
+    pub value: V,
     /// When the source produced it.
     pub sensed_at: Nanos,
 }
 
 /// A cached reading: Yates's e_l = (l, v, t), with the time it was loaded.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Entry {
+pub struct Entry<V = f64> {
     /// The reading.
-    pub reading: Reading,
+    pub reading: Reading<V>,
     /// When the cache loaded it.
     pub loaded_at: Nanos,
 }
 
-impl Entry {
+impl<V> Entry<V> {
     /// Its age at `now`, counted as `from` says.
     pub fn age(&self, now: Nanos, from: AgeFrom) -> Nanos {
         let since = match from {
@@ -43,13 +44,13 @@ impl Entry {
 
 /// What to do with a query.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Answer<K> {
+pub enum Answer<K, V = f64> {
     /// Reply with the key's own entry.
-    Hit(Entry),
+    Hit(Entry<V>),
     /// Reply with `value`, made from the entries of the neighbours `from` (an approximate hit).
     Approx {
         /// The value to reply with.
-        value: f64,
+        value: V,
         /// The oldest sensing time among the entries used.
         sensed_at: Nanos,
         /// The neighbours whose entries made it.
@@ -92,17 +93,17 @@ pub struct CacheStats {
 ///
 /// Keys are any ordered type; neighbours come from `N` (see [`super::neighbours`]).
 #[derive(Debug)]
-pub struct Cache<K, W, N> {
+pub struct Cache<K, W, N, V = f64> {
     lookup: Lookup,
     freshness: Freshness,
     neighbours: N,
-    entries: BTreeMap<K, Entry>,
+    entries: BTreeMap<K, Entry<V>>,
     pending: BTreeMap<K, Pending<K, W>>,
     stats: CacheStats,
     keep_approximations: bool,
 }
 
-impl<K: Ord + Clone, W, N: Neighbourhood<K>> Cache<K, W, N> {
+impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, N, V> {
     /// An empty cache. `ttl` is Yates's T (ignored for [`Lookup::AllHits`], where it is ∞, and
     /// [`Lookup::AllMisses`], where it is 0).
     pub fn new(lookup: Lookup, ttl: Nanos, age_from: AgeFrom, neighbours: N) -> Self {
@@ -146,7 +147,7 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>> Cache<K, W, N> {
     }
 
     /// The entry held for `key`, fresh or not (for answers marked stale).
-    pub fn peek(&self, key: &K) -> Option<&Entry> {
+    pub fn peek(&self, key: &K) -> Option<&Entry<V>> {
         self.entries.get(key)
     }
 
@@ -167,11 +168,11 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>> Cache<K, W, N> {
 
     /// Loads `reading` for `key` without a query (the thesis's All hits starts with every
     /// location cached).
-    pub fn preload(&mut self, key: K, reading: Reading, now: Nanos) {
+    pub fn preload(&mut self, key: K, reading: Reading<V>, now: Nanos) {
         self.entries.insert(key, Entry { reading, loaded_at: now });
     }
 
-    fn fresh(&self, key: &K, now: Nanos, limit: Option<Nanos>) -> Option<&Entry> {
+    fn fresh(&self, key: &K, now: Nanos, limit: Option<Nanos>) -> Option<&Entry<V>> {
         let e = self.entries.get(key)?;
         limit.is_none_or(|l| e.age(now, self.freshness.age_from) < l).then_some(e)
     }
@@ -192,9 +193,9 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>> Cache<K, W, N> {
         now: Nanos,
         max_age: Option<Nanos>,
         draw: &mut impl FnMut(usize) -> usize,
-    ) -> Answer<K> {
+    ) -> Answer<K, V> {
         let limit = self.freshness.limit(max_age);
-        if let Some(e) = self.fresh(key, now, limit).copied() {
+        if let Some(e) = self.fresh(key, now, limit).cloned() {
             self.stats.hits += 1;
             return Answer::Hit(e);
         }
@@ -205,7 +206,7 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>> Cache<K, W, N> {
             if self.keep_approximations
                 && let Answer::Approx { value, sensed_at, .. } = &answer
             {
-                let reading = Reading { value: *value, sensed_at: *sensed_at };
+                let reading = Reading { value: value.clone(), sensed_at: *sensed_at };
                 if self.entries.get(key).is_none_or(|e| e.reading.sensed_at <= reading.sensed_at) {
                     self.entries.insert(key.clone(), Entry { reading, loaded_at });
                 }
@@ -251,12 +252,16 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>> Cache<K, W, N> {
         now: Nanos,
         limit: Option<Nanos>,
         draw: &mut impl FnMut(usize) -> usize,
-    ) -> Option<(Answer<K>, Nanos)> {
-        let found: Vec<(&K, f64, &Entry)> =
+    ) -> Option<(Answer<K, V>, Nanos)> {
+        let found: Vec<(&K, f64, &Entry<V>)> =
             self.neighbours.of(key).iter().filter_map(|(n, d)| self.fresh(n, now, limit).map(|e| (n, *d, e))).collect();
-        let one = |(k, _, e): (&K, f64, &Entry)| {
+        let one = |(k, _, e): (&K, f64, &Entry<V>)| {
             (
-                Answer::Approx { value: e.reading.value, sensed_at: e.reading.sensed_at, from: vec![k.clone()] },
+                Answer::Approx {
+                    value: e.reading.value.clone(),
+                    sensed_at: e.reading.sensed_at,
+                    from: vec![k.clone()],
+                },
                 e.loaded_at,
             )
         };
@@ -277,12 +282,14 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>> Cache<K, W, N> {
                         let j = i + draw(n - i);
                         idx.swap(i, j);
                     }
-                    let mut three: Vec<(&K, f64, &Entry)> = idx[..3].iter().map(|&i| found[i]).collect();
-                    three.sort_by(|a, b| a.2.reading.value.total_cmp(&b.2.reading.value));
+                    let mut three: Vec<(&K, f64, &Entry<V>)> = idx[..3].iter().map(|&i| found[i]).collect();
+                    three.sort_by(|a, b| {
+                        a.2.reading.value.partial_cmp(&b.2.reading.value).unwrap_or(std::cmp::Ordering::Equal)
+                    });
                     let sensed_at = three.iter().map(|t| t.2.reading.sensed_at).min().unwrap_or_default();
                     let loaded_at = three.iter().map(|t| t.2.loaded_at).min().unwrap_or_default();
                     let answer = Answer::Approx {
-                        value: three[1].2.reading.value,
+                        value: three[1].2.reading.value.clone(),
                         sensed_at,
                         from: three.iter().map(|t| t.0.clone()).collect(),
                     };
@@ -308,7 +315,7 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>> Cache<K, W, N> {
 
     /// The source answered the read of `key`: loads the reading (except under All misses) and
     /// returns the waiters, each with the key its query asked for, to be answered with it.
-    pub fn fill(&mut self, key: K, reading: Reading, now: Nanos) -> Vec<(W, K)> {
+    pub fn fill(&mut self, key: K, reading: Reading<V>, now: Nanos) -> Vec<(W, K)> {
         let waiters = self.pending.remove(&key).map(|p| p.waiters).unwrap_or_default();
         if self.lookup != Lookup::AllMisses {
             // A slower read of an older value must not replace a newer one (Simple issues
