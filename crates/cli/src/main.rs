@@ -5,6 +5,7 @@
 
 mod bench;
 mod bench_mux;
+mod gateway;
 mod inspect;
 mod keys;
 mod place;
@@ -38,6 +39,8 @@ enum Command {
     Reproduce(reproduce::ReproduceArgs),
     TraceGen(tracegen::TraceGenArgs),
     Tunnel(tunnel::TunnelArgs),
+    Field(gateway::FieldArgs),
+    Gateway(gateway::GatewayArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +53,8 @@ fn main() -> ExitCode {
         Command::Reproduce(args) => reproduce::run(&args),
         Command::TraceGen(args) => tracegen::run(&args),
         Command::Tunnel(args) => tunnel::run(&args),
+        Command::Field(args) => gateway::run_field(&args),
+        Command::Gateway(args) => gateway::run_gateway(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

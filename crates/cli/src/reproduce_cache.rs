@@ -121,7 +121,7 @@ pub(crate) struct CacheRepro<'a> {
 }
 
 /// The lab trace's light readings as the simulator takes them.
-fn lab_trace(data: &Path, locs: &Path) -> Result<(Trace, String)> {
+pub(crate) fn lab_trace(data: &Path, locs: &Path) -> Result<(Trace, String)> {
     let motes = switchyard_ingest::labdata::open_locations(locs)?;
     let read = switchyard_ingest::labdata::open_readings(data, &motes)?;
     let index = |mote: u16| motes.iter().position(|m| m.mote == mote);

@@ -107,6 +107,15 @@ impl Neighbours {
         Self { lists }
     }
 
+    /// Neighbourhoods given as lists (for location `i`, `lists[i]`: neighbours and distances),
+    /// such as a field service describes; each list is sorted nearest first.
+    pub fn from_lists(mut lists: Vec<Vec<(u32, f64)>>) -> Self {
+        for list in &mut lists {
+            list.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        }
+        Self { lists }
+    }
+
     /// Locations covered.
     pub fn len(&self) -> usize {
         self.lists.len()

@@ -72,8 +72,9 @@ pub enum FieldSpec {
     },
 }
 
-/// The field as the model runs it.
-pub(crate) struct Field {
+/// The field as a model runs it: the simulator's gateway model, and the field emulator that
+/// `switchyard field` serves in real time.
+pub struct Field {
     pub(crate) points: Vec<Point>,
     pub(crate) stations: Vec<Point>,
     pub(crate) neighbours: Neighbours,
@@ -100,7 +101,8 @@ fn truncated(normal: &Normal<f64>, mean: f64, rng: &mut ChaCha8Rng) -> f64 {
 }
 
 impl Field {
-    pub(crate) fn new(spec: &FieldSpec, rng: &mut ChaCha8Rng) -> Result<Self, String> {
+    /// The field `spec` describes, its first values drawn from `rng`.
+    pub fn new(spec: &FieldSpec, rng: &mut ChaCha8Rng) -> Result<Self, String> {
         match spec {
             FieldSpec::Lattice { model, rate, stations, rule } => {
                 if !(rate.is_finite() && *rate > 0.0) {
@@ -169,7 +171,7 @@ impl Field {
     }
 
     /// When the next change happens, in seconds from the start.
-    pub(crate) fn next_change_s(&self) -> f64 {
+    pub fn next_change_s(&self) -> f64 {
         match &self.changes {
             Changes::Synthetic { period_s, next, .. } => *next as f64 * period_s,
             Changes::Trace { readings, span_s, next, lap } => *lap as f64 * span_s + readings[*next].0,
@@ -177,7 +179,7 @@ impl Field {
     }
 
     /// Makes the next change.
-    pub(crate) fn change(&mut self, rng: &mut ChaCha8Rng) {
+    pub fn change(&mut self, rng: &mut ChaCha8Rng) {
         match &mut self.changes {
             Changes::Synthetic { model, next, normal, .. } => {
                 let l = *next % self.values.len();
@@ -206,5 +208,27 @@ impl Field {
                 }
             }
         }
+    }
+}
+
+impl Field {
+    /// The locations' coordinates.
+    pub fn points(&self) -> &[Point] {
+        &self.points
+    }
+
+    /// The base stations' coordinates.
+    pub fn stations(&self) -> &[Point] {
+        &self.stations
+    }
+
+    /// Which locations neighbour which.
+    pub fn neighbours(&self) -> &Neighbours {
+        &self.neighbours
+    }
+
+    /// The true values now.
+    pub fn values(&self) -> &[f64] {
+        &self.values
     }
 }

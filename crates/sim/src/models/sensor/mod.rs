@@ -9,7 +9,7 @@
 pub mod field;
 pub mod run;
 
-pub use field::{ChangeModel, FieldSpec, Stations, Trace, YATES_SIGMA};
+pub use field::{ChangeModel, Field, FieldSpec, Stations, Trace, YATES_SIGMA};
 pub use run::{PolicyRun, SensorParams, simulate};
 
 use switchyard_core::cache::Lookup;

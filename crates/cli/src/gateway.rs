@@ -1,0 +1,220 @@
+//! `switchyard field serve` and `switchyard gateway serve`: the sensor-field emulator and the
+//! caching gateway in front of it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use switchyard_core::cache::{AgeFrom, Lookup, Rule};
+use switchyard_gateway::field::FieldConfig;
+use switchyard_gateway::gateway::GatewayConfig;
+use switchyard_sim::models::sensor::{ChangeModel, FieldSpec, Stations};
+
+/// Serve a sensor field over HTTP: the simulator's field in real time, with its access
+/// links, delays and costs (Yates ch. 5), for a gateway to sit in front of.
+///
+/// Reads: GET /v1/sensors/{location}. The field's shape: GET /v1/field. The true value now
+/// (for measuring deviation): GET /v1/truth/{location}. Counters: GET /metrics.
+///
+/// Examples:
+///
+///   switchyard field serve
+///
+///   switchyard field serve --field lab --listen 127.0.0.1:7100 --time-scale 0.1
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub(crate) struct FieldArgs {
+    #[command(subcommand)]
+    command: FieldCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum FieldCommand {
+    /// Serve the field until interrupted.
+    Serve(FieldServe),
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum FieldKind {
+    /// Yates's 1,000-location lattice.
+    Lattice,
+    /// The Intel lab trace's light readings (--lab-data, --lab-locs).
+    Lab,
+}
+
+#[derive(Args, Debug)]
+struct FieldServe {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7100")]
+    listen: SocketAddr,
+    /// Which field.
+    #[arg(long, value_enum, default_value_t = FieldKind::Lattice)]
+    field: FieldKind,
+    /// Lattice: how values change.
+    #[arg(long, value_enum, default_value_t = Changes::Correlated)]
+    changes: Changes,
+    /// Lattice: changes a second.
+    #[arg(long, default_value_t = 90.0)]
+    rate: f64,
+    /// Lab: the readings file.
+    #[arg(long, default_value = "data/labdata/data.txt.gz")]
+    lab_data: PathBuf,
+    /// Lab: the mote locations file.
+    #[arg(long, default_value = "data/labdata/mote_locs.txt")]
+    lab_locs: PathBuf,
+    /// Lab: which motes stand in for a mote (`nearest:K` or `within:METRES`).
+    #[arg(long, default_value = "nearest:4")]
+    neighbourhood: Rule,
+    /// Wall seconds per model second: 1 is real time, 0.01 a hundred times as fast.
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    /// Queries a second each base station's link takes (the thesis: 25 on the lattice).
+    #[arg(long, default_value_t = 25.0)]
+    link_capacity: f64,
+    /// The longest a read may wait for its link, model seconds (the thesis: 2).
+    #[arg(long, default_value_t = 2.0)]
+    max_wait: f64,
+    /// Seed of the field's values and changes.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Changes {
+    /// Fresh draws from N(0, σ).
+    Independent,
+    /// Correlated in space and time (Jindal and Psounis).
+    Correlated,
+}
+
+/// Serve sensor readings through a freshness-bounded cache with one of Yates's seven lookup
+/// policies, reading the field (switchyard field serve) on a miss.
+///
+/// GET /v1/readings/{location}?max_age=SECONDS answers the value, when it was sensed, its
+/// age, whether it is approximate and from which locations. Concurrent misses of one location
+/// make one read of the field (except under simple and all-misses, which do not coalesce).
+/// GET /metrics: hits, approximate hits, misses, coalesced waits, upstream reads and
+/// failures, stale answers, cost.
+///
+/// Examples:
+///
+///   switchyard gateway serve --field http://127.0.0.1:7100
+///
+///   curl 'http://127.0.0.1:7000/v1/readings/42?max_age=5'
+///
+///   switchyard gateway serve --policy greedy-age --ttl 88.9 --stale-if-error 60
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub(crate) struct GatewayArgs {
+    #[command(subcommand)]
+    command: GatewayCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum GatewayCommand {
+    /// Serve until interrupted.
+    Serve(GatewayServe),
+}
+
+#[derive(Args, Debug)]
+struct GatewayServe {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7000")]
+    listen: SocketAddr,
+    /// The field service's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:7100")]
+    field: String,
+    /// The lookup policy: all-hits, all-misses, simple, piggyback, greedy-age,
+    /// greedy-distance or median-of-3.
+    #[arg(long, default_value = "piggyback")]
+    policy: Lookup,
+    /// Yates's T: how long a value stays fresh, in wall seconds (with a field run at
+    /// --time-scale S, the model's T is this over S).
+    #[arg(long, default_value_t = 80.0 / 9.0)]
+    ttl: f64,
+    /// Count an entry's age from its `load` into the cache or from its `sensor` timestamp.
+    #[arg(long, default_value = "load")]
+    age_from: AgeFrom,
+    /// Keep approximate answers in the cache, as old as the values they came from.
+    #[arg(long)]
+    keep_approximations: bool,
+    /// The longest a read of the field may take, seconds; its waiters then get 504.
+    #[arg(long, default_value_t = 10.0)]
+    upstream_timeout: f64,
+    /// When a read fails, answer with the cached value if it is no older than this many
+    /// seconds, marked stale (default: answer the failure).
+    #[arg(long)]
+    stale_if_error: Option<f64>,
+    /// Seed of median-of-3's random choices.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn seconds(name: &str, s: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(s).map_err(|_| anyhow::anyhow!("{name} {s}: give zero or more seconds"))
+}
+
+async fn serve(listen: SocketAddr, router: axum::Router, what: &str) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
+    eprintln!("{what} on http://{}", listener.local_addr()?);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .context("serving")
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")
+}
+
+pub(crate) fn run_field(args: &FieldArgs) -> Result<()> {
+    let FieldCommand::Serve(a) = &args.command;
+    let spec = match a.field {
+        FieldKind::Lattice => FieldSpec::Lattice {
+            model: match a.changes {
+                Changes::Independent => ChangeModel::Independent,
+                Changes::Correlated => ChangeModel::Correlated,
+            },
+            rate: a.rate,
+            stations: Stations::Quadrants,
+            rule: None,
+        },
+        FieldKind::Lab => {
+            let (trace, said) = crate::reproduce_cache::lab_trace(&a.lab_data, &a.lab_locs)?;
+            eprintln!("{said}");
+            FieldSpec::Trace { trace, rule: a.neighbourhood }
+        }
+    };
+    let config = FieldConfig {
+        spec,
+        seed: a.seed,
+        time_scale: a.time_scale,
+        link_capacity: a.link_capacity,
+        max_wait_s: a.max_wait,
+    };
+    let router = switchyard_gateway::field::router(config)?;
+    runtime()?.block_on(serve(a.listen, router, "sensor field"))
+}
+
+pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
+    let GatewayCommand::Serve(a) = &args.command;
+    let config = GatewayConfig {
+        field: a.field.clone(),
+        lookup: a.policy,
+        ttl: seconds("--ttl", a.ttl)?,
+        age_from: a.age_from,
+        keep_approximations: a.keep_approximations,
+        upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
+        stale_if_error: a.stale_if_error.map(|s| seconds("--stale-if-error", s)).transpose()?,
+        seed: a.seed,
+    };
+    let rt = runtime()?;
+    rt.block_on(async {
+        let router = switchyard_gateway::gateway::router(config).await?;
+        serve(a.listen, router, &format!("gateway ({}, T = {:.2} s)", a.policy, a.ttl)).await
+    })
+}

@@ -1,0 +1,239 @@
+//! The sensor-field emulator: the simulator's field model served over HTTP in real time, with
+//! the model's access links, delays and costs (Yates §5.3), for the gateway to be run and
+//! measured against.
+//!
+//! - `GET /v1/field`: the locations, base stations and neighbourhoods (what a gateway needs
+//!   for approximate answers).
+//! - `GET /v1/sensors/{location}`: a read. It waits its turn on the location's base-station
+//!   link (refused with 503 past the longest wait), travels q·r to the sensor, which samples
+//!   its value then, and q·r back; the answer carries the value, when it was sensed and what
+//!   the read cost (Eq 5.5).
+//! - `GET /v1/truth/{location}`: the true value now, free and at once (for measuring
+//!   deviation; no real field has one).
+//! - `GET /metrics`: reads, cost and refusals, in Prometheus text.
+//!
+//! Model seconds run `time_scale` times as fast as wall seconds (0.01: a hundred times as
+//! fast), so tests and demos need not wait for a 2 s round trip. Values change lazily: each
+//! request first applies every change due by now.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use switchyard_core::cache::{FieldCost, Neighbourhood};
+use switchyard_sim::models::sensor::{Field, FieldSpec};
+
+use crate::metrics::{Amount, Count, Metrics};
+
+/// How the emulator runs.
+#[derive(Clone, Debug)]
+pub struct FieldConfig {
+    /// The field.
+    pub spec: FieldSpec,
+    /// Seed of the field's first values and changes.
+    pub seed: u64,
+    /// Wall seconds per model second.
+    pub time_scale: f64,
+    /// Queries a second each base station's link takes.
+    pub link_capacity: f64,
+    /// The longest a read may wait for its link, model seconds.
+    pub max_wait_s: f64,
+}
+
+/// What `GET /v1/field` answers.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FieldInfo {
+    /// Each location's coordinates.
+    pub locations: Vec<[f64; 3]>,
+    /// The base stations' coordinates.
+    pub stations: Vec<[f64; 3]>,
+    /// Each location's neighbours, nearest first, with distances.
+    pub neighbours: Vec<Vec<(u32, f64)>>,
+}
+
+/// What a read answers.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SensorReading {
+    /// The location read.
+    pub location: u32,
+    /// Its value when the query reached it.
+    pub value: f64,
+    /// When that was, in milliseconds since the Unix epoch.
+    pub sensed_at_ms: f64,
+    /// What the read cost (a query and a reply, Eq 5.5).
+    pub cost: f64,
+    /// How long it took, model seconds: the wait for the link and the round trip.
+    pub delay_s: f64,
+}
+
+/// An error body: what went wrong, in a sentence.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The sentence.
+    pub error: String,
+}
+
+struct Live {
+    field: Field,
+    rng: ChaCha8Rng,
+    /// When each base station's link is next free.
+    link_free: Vec<Instant>,
+}
+
+struct Shared {
+    live: Mutex<Live>,
+    cost: FieldCost,
+    info: FieldInfo,
+    config: FieldConfig,
+    start: Instant,
+    metrics: Metrics,
+    reads: Count,
+    refused: Count,
+    cost_total: Amount,
+}
+
+/// Why the emulator cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum FieldError {
+    /// The field cannot be built.
+    #[error("field: {0}")]
+    Field(String),
+    /// A setting is out of range.
+    #[error("{0}")]
+    Config(String),
+}
+
+impl Shared {
+    fn model_s(&self, at: Instant) -> f64 {
+        at.duration_since(self.start).as_secs_f64() / self.config.time_scale
+    }
+
+    fn wall(&self, model_s: f64) -> Duration {
+        Duration::from_secs_f64(model_s * self.config.time_scale)
+    }
+
+    /// Applies every change due by now; returns the live field.
+    fn catch_up(&self) -> std::sync::MutexGuard<'_, Live> {
+        let mut live = self.live.lock().expect("no request panics holding the field");
+        let now = self.model_s(Instant::now());
+        let Live { field, rng, .. } = &mut *live;
+        while field.next_change_s() <= now {
+            field.change(rng);
+        }
+        live
+    }
+}
+
+fn error(status: StatusCode, error: String) -> Response {
+    (status, Json(ErrorBody { error })).into_response()
+}
+
+fn unix_ms() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+}
+
+/// The emulator's routes.
+pub fn router(config: FieldConfig) -> Result<Router, FieldError> {
+    if !(config.time_scale.is_finite() && config.time_scale > 0.0) {
+        return Err(FieldError::Config(format!(
+            "time scale {}: give a positive number (1 is real time)",
+            config.time_scale
+        )));
+    }
+    if !(config.link_capacity.is_finite() && config.link_capacity > 0.0) {
+        return Err(FieldError::Config(format!(
+            "link capacity {}: give a positive number of queries a second",
+            config.link_capacity
+        )));
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
+    let field = Field::new(&config.spec, &mut rng).map_err(FieldError::Field)?;
+    let cost = FieldCost::new(field.points(), field.stations())
+        .ok_or_else(|| FieldError::Field("a location sits on a base station".into()))?;
+    let info = FieldInfo {
+        locations: field.points().to_vec(),
+        stations: field.stations().to_vec(),
+        neighbours: (0..field.points().len() as u32).map(|l| field.neighbours().of(&l).to_vec()).collect(),
+    };
+    let start = Instant::now();
+    let mut metrics = Metrics::default();
+    let reads = metrics.count("field_reads", "Reads answered.");
+    let refused = metrics.count("field_refused", "Reads refused: their link's queue was past its longest wait.");
+    let cost_total = metrics.amount("field_cost", "Cost of the reads answered (Yates Eq 5.5 units).");
+    let shared = Arc::new(Shared {
+        live: Mutex::new(Live { link_free: vec![start; field.stations().len()], field, rng }),
+        cost,
+        info,
+        config,
+        start,
+        metrics,
+        reads,
+        refused,
+        cost_total,
+    });
+    Ok(Router::new()
+        .route("/v1/field", get(|State(s): State<Arc<Shared>>| async move { Json(s.info.clone()) }))
+        .route("/v1/sensors/{location}", get(read))
+        .route("/v1/truth/{location}", get(truth))
+        .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
+        .with_state(shared))
+}
+
+/// The location `raw` names, or the 404 that says which there are.
+fn location(s: &Shared, raw: &str) -> Result<u32, String> {
+    let n = s.info.locations.len();
+    raw.parse::<u32>()
+        .ok()
+        .filter(|l| (*l as usize) < n)
+        .ok_or_else(|| format!("no location `{raw}`: the field has locations 0 to {}", n - 1))
+}
+
+async fn read(State(s): State<Arc<Shared>>, Path(raw): Path<String>) -> Response {
+    let l = match location(&s, &raw) {
+        Ok(l) => l,
+        Err(why) => return error(StatusCode::NOT_FOUND, why),
+    };
+    let station = s.cost.station(l);
+    let now = Instant::now();
+    let wait = {
+        let mut live = s.live.lock().expect("no request panics holding the field");
+        let start = live.link_free[station].max(now);
+        let wait = start - now;
+        if wait > s.wall(s.config.max_wait_s) {
+            s.refused.inc();
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the link to base station {station} is full: a query would wait {:.2} s, longer than the {} s limit",
+                    wait.as_secs_f64() / s.config.time_scale,
+                    s.config.max_wait_s
+                ),
+            );
+        }
+        live.link_free[station] = start + s.wall(1.0 / s.config.link_capacity);
+        wait
+    };
+    let one_way = s.wall(s.cost.one_way_delay_s(l));
+    tokio::time::sleep(wait + one_way).await;
+    let (value, sensed_at_ms) = (s.catch_up().field.values()[l as usize], unix_ms());
+    tokio::time::sleep(one_way).await;
+    let cost = s.cost.read_cost(l);
+    s.reads.inc();
+    s.cost_total.inc_by(cost);
+    let delay_s = s.model_s(Instant::now()) - s.model_s(now);
+    Json(SensorReading { location: l, value, sensed_at_ms, cost, delay_s }).into_response()
+}
+
+async fn truth(State(s): State<Arc<Shared>>, Path(raw): Path<String>) -> Response {
+    match location(&s, &raw) {
+        Ok(l) => Json(s.catch_up().field.values()[l as usize]).into_response(),
+        Err(why) => error(StatusCode::NOT_FOUND, why),
+    }
+}

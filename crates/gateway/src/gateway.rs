@@ -1,0 +1,332 @@
+//! The caching gateway in front of a sensor field.
+//!
+//! `GET /v1/readings/{location}?max_age=SECONDS` asks the core's [`Cache`] what to do, and does
+//! it: answer from the cache or from neighbours, wait on a read under way, or start a read.
+//! A read runs in a task of its own, never in the handler that asked for it. A client that
+//! hangs up therefore cancels only its own wait: the read goes on, fills the cache and answers
+//! everyone waiting on it. That is what makes coalescing exact under any concurrency: one
+//! upstream read per key at a time, and (for a coalescing policy) one per freshness window.
+//!
+//! A read that fails or takes longer than the upstream timeout is answered with 502 or 504 and
+//! a sentence saying what happened; or, if the cache still holds a value no older than the
+//! stale-if-error bound, with that value marked `"stale": true` and its age (RFC 5861's
+//! stale-if-error).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use switchyard_core::Nanos;
+use switchyard_core::cache::{AgeFrom, Answer, Cache, Lookup, Neighbours, Reading};
+use tokio::sync::oneshot;
+
+use crate::field::{ErrorBody, FieldInfo, SensorReading};
+use crate::metrics::{Amount, Count, Metrics};
+
+/// How the gateway runs.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// The field emulator's (or a field service's) base URL, e.g. `http://127.0.0.1:7100`.
+    pub field: String,
+    /// The lookup policy.
+    pub lookup: Lookup,
+    /// Yates's T.
+    pub ttl: Duration,
+    /// Where an entry's age counts from.
+    pub age_from: AgeFrom,
+    /// Keep approximate answers in the cache (see `Cache::keep_approximations`).
+    pub keep_approximations: bool,
+    /// The longest a read of the field may take before its waiters are answered 504.
+    pub upstream_timeout: Duration,
+    /// A failed read's waiters get the stale value if it is no older than this.
+    pub stale_if_error: Option<Duration>,
+    /// Seed of median-of-3's random choices.
+    pub seed: u64,
+}
+
+/// What a reading request answers.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ReadingReply {
+    /// The location asked for.
+    pub location: u32,
+    /// The value.
+    pub value: f64,
+    /// When it was sensed (for an approximate answer: the oldest value used), in milliseconds
+    /// since the Unix epoch.
+    pub sensed_at_ms: f64,
+    /// Its age when answered, seconds.
+    pub age_s: f64,
+    /// Whether it was made from other locations' values.
+    pub approximate: bool,
+    /// The locations whose values made it.
+    pub from: Vec<u32>,
+    /// Where it came from: `cache`, `neighbours` (approximate, from the cache), `field` (this
+    /// request's own read) or `coalesced` (a read another request started).
+    pub source: String,
+    /// Whether the value is older than asked for, given because a read failed.
+    pub stale: bool,
+}
+
+/// Why a read failed.
+#[derive(Clone, Debug)]
+enum ReadFailure {
+    /// The field did not answer in time.
+    Timeout,
+    /// The field answered with an error, or could not be reached.
+    Upstream(String),
+}
+
+type Waiter = oneshot::Sender<Result<ReadingReply, ReadFailure>>;
+
+struct Counters {
+    hits: Count,
+    approx_hits: Count,
+    misses: Count,
+    coalesced: Count,
+    upstream_reads: Count,
+    upstream_failures: Count,
+    stale: Count,
+    cost: Amount,
+}
+
+struct Inner {
+    cache: Cache<u32, Waiter, Neighbours>,
+    draws: ChaCha8Rng,
+}
+
+struct Shared {
+    inner: Mutex<Inner>,
+    config: GatewayConfig,
+    locations: usize,
+    client: reqwest::Client,
+    start: Instant,
+    metrics: Metrics,
+    counters: Counters,
+}
+
+/// Why the gateway cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// The field's description could not be fetched.
+    #[error("asking {url} for the field's shape: {source}")]
+    Field {
+        /// What was asked.
+        url: String,
+        /// Why it failed.
+        source: reqwest::Error,
+    },
+}
+
+fn unix_ms() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+}
+
+impl Shared {
+    fn now(&self) -> Nanos {
+        Nanos(self.start.elapsed().as_nanos() as u64)
+    }
+
+    /// A Unix time in milliseconds as the gateway's clock.
+    fn at(&self, unix: f64) -> Nanos {
+        let back = ((unix_ms() - unix) * 1e6).max(0.0) as u64;
+        Nanos(self.now().0.saturating_sub(back))
+    }
+
+    /// The gateway's clock as a Unix time in milliseconds.
+    fn unix(&self, at: Nanos) -> f64 {
+        unix_ms() - self.now().0.saturating_sub(at.0) as f64 / 1e6
+    }
+
+    fn reply(&self, location: u32, value: f64, sensed_at: Nanos, from: Vec<u32>, source: &str) -> ReadingReply {
+        ReadingReply {
+            location,
+            value,
+            sensed_at_ms: self.unix(sensed_at),
+            age_s: self.now().0.saturating_sub(sensed_at.0) as f64 / 1e9,
+            approximate: from.iter().any(|f| *f != location),
+            from,
+            source: source.into(),
+            stale: false,
+        }
+    }
+}
+
+/// The gateway's routes, after asking the field for its shape.
+pub async fn router(config: GatewayConfig) -> Result<Router, GatewayError> {
+    let client = reqwest::Client::builder().timeout(config.upstream_timeout).build().expect("a plain HTTP client");
+    let url = format!("{}/v1/field", config.field.trim_end_matches('/'));
+    let info: FieldInfo = async { client.get(&url).send().await?.error_for_status()?.json().await }
+        .await
+        .map_err(|source| GatewayError::Field { url: url.clone(), source })?;
+    let neighbours = Neighbours::from_lists(info.neighbours);
+    let cache = Cache::new(config.lookup, Nanos(config.ttl.as_nanos() as u64), config.age_from, neighbours)
+        .keep_approximations(config.keep_approximations);
+    let mut metrics = Metrics::default();
+    let counters = Counters {
+        hits: metrics.count("gateway_hits", "Answered from the location's own cached value."),
+        approx_hits: metrics.count("gateway_approx_hits", "Answered from neighbouring locations' cached values."),
+        misses: metrics.count("gateway_misses", "Queries that started a read of the field."),
+        coalesced: metrics.count("gateway_coalesced", "Queries that waited on a read another query started."),
+        upstream_reads: metrics.count("gateway_upstream_reads", "Reads of the field that came back."),
+        upstream_failures: metrics.count("gateway_upstream_failures", "Reads of the field that failed or timed out."),
+        stale: metrics.count("gateway_stale_answers", "Answers with a stale value because a read failed."),
+        cost: metrics.amount("gateway_cost", "Cost of the field reads (Yates Eq 5.5 units)."),
+    };
+    let shared = Arc::new(Shared {
+        inner: Mutex::new(Inner { cache, draws: ChaCha8Rng::seed_from_u64(config.seed) }),
+        locations: info.locations.len(),
+        config,
+        client,
+        start: Instant::now(),
+        metrics,
+        counters,
+    });
+    Ok(Router::new()
+        .route("/v1/readings/{location}", get(reading))
+        .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
+        .with_state(shared))
+}
+
+fn error(status: StatusCode, error: String) -> Response {
+    (status, Json(ErrorBody { error })).into_response()
+}
+
+#[derive(Deserialize)]
+struct Params {
+    max_age: Option<String>,
+}
+
+async fn reading(State(s): State<Arc<Shared>>, Path(raw): Path<String>, Query(q): Query<Params>) -> Response {
+    let Some(location) = raw.parse::<u32>().ok().filter(|l| (*l as usize) < s.locations) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no location `{raw}`: the field has locations 0 to {}", s.locations.saturating_sub(1)),
+        );
+    };
+    let max_age = match q.max_age.as_deref().map(str::parse::<f64>) {
+        None => None,
+        Some(Ok(m)) if m.is_finite() && m >= 0.0 => Some(Nanos((m * 1e9) as u64)),
+        Some(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "max_age `{}`: give the oldest answer you accept, in seconds (0 or more)",
+                    q.max_age.unwrap_or_default()
+                ),
+            );
+        }
+    };
+    let (rx, source) = {
+        let mut inner = s.inner.lock().expect("no request panics holding the cache");
+        let Inner { cache, draws } = &mut *inner;
+        let now = s.now();
+        match cache.query(&location, now, max_age, &mut |n| draws.random_range(0..n)) {
+            Answer::Hit(e) => {
+                s.counters.hits.inc();
+                return Json(s.reply(location, e.reading.value, e.reading.sensed_at, vec![location], "cache"))
+                    .into_response();
+            }
+            Answer::Approx { value, sensed_at, from } => {
+                s.counters.approx_hits.inc();
+                return Json(s.reply(location, value, sensed_at, from, "neighbours")).into_response();
+            }
+            Answer::Wait { on } => {
+                s.counters.coalesced.inc();
+                let (tx, rx) = oneshot::channel();
+                if cache.wait(&on, location, tx).is_err() {
+                    unreachable!("the cache named a read under way, under the same lock");
+                }
+                (rx, "coalesced")
+            }
+            Answer::Read => {
+                s.counters.misses.inc();
+                let (tx, rx) = oneshot::channel();
+                // A coalescing policy keeps the asker among the read's waiters; otherwise the
+                // read answers it directly.
+                let direct = cache.wait(&location, location, tx).err();
+                tokio::spawn(read_field(Arc::clone(&s), location, direct));
+                (rx, "field")
+            }
+        }
+    };
+    match rx.await {
+        Ok(Ok(mut reply)) => {
+            reply.source = if reply.stale { reply.source } else { source.into() };
+            Json(reply).into_response()
+        }
+        Ok(Err(ReadFailure::Timeout)) => error(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("the field did not answer for location {location} within {:?}", s.config.upstream_timeout),
+        ),
+        Ok(Err(ReadFailure::Upstream(why))) => {
+            error(StatusCode::BAD_GATEWAY, format!("reading location {location} from the field failed: {why}"))
+        }
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the read was dropped without an answer".into()),
+    }
+}
+
+/// Reads `location` from the field and answers everyone waiting on it (and `direct`, the
+/// asker of a policy that does not coalesce).
+async fn read_field(s: Arc<Shared>, location: u32, direct: Option<Waiter>) {
+    let url = format!("{}/v1/sensors/{location}", s.config.field.trim_end_matches('/'));
+    let got: Result<SensorReading, ReadFailure> = async {
+        let r = s.client.get(&url).send().await?;
+        if !r.status().is_success() {
+            let status = r.status();
+            let why =
+                r.json::<ErrorBody>().await.map_or_else(|_| status.to_string(), |b| format!("{status}: {}", b.error));
+            return Ok(Err(ReadFailure::Upstream(why)));
+        }
+        Ok(Ok(r.json::<SensorReading>().await?))
+    }
+    .await
+    .unwrap_or_else(|e: reqwest::Error| {
+        Err(if e.is_timeout() { ReadFailure::Timeout } else { ReadFailure::Upstream(e.to_string()) })
+    });
+    let mut inner = s.inner.lock().expect("no request panics holding the cache");
+    let now = s.now();
+    let direct = direct.map(|w| (w, location));
+    match got {
+        Ok(r) => {
+            s.counters.upstream_reads.inc();
+            s.counters.cost.inc_by(r.cost);
+            let sensed_at = s.at(r.sensed_at_ms);
+            let waiters = inner.cache.fill(location, Reading { value: r.value, sensed_at }, now);
+            drop(inner);
+            for (w, asked) in waiters.into_iter().chain(direct) {
+                let _ = w.send(Ok(s.reply(asked, r.value, sensed_at, vec![location], "field")));
+            }
+        }
+        Err(failure) => {
+            s.counters.upstream_failures.inc();
+            let waiters = inner.cache.fail(&location);
+            let stale = inner.cache.peek(&location).copied();
+            drop(inner);
+            for (w, asked) in waiters.into_iter().chain(direct) {
+                let usable = stale.filter(|e| {
+                    asked == location
+                        && s.config
+                            .stale_if_error
+                            .is_some_and(|b| now.0.saturating_sub(e.reading.sensed_at.0) <= b.as_nanos() as u64)
+                });
+                let answer = match usable {
+                    Some(e) => {
+                        s.counters.stale.inc();
+                        let mut r = s.reply(asked, e.reading.value, e.reading.sensed_at, vec![location], "stale");
+                        r.stale = true;
+                        Ok(r)
+                    }
+                    None => Err(failure.clone()),
+                };
+                let _ = w.send(answer);
+            }
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! Switchyard's caching gateway (the **gateway** driver of DESIGN.md), and the sensor-field
+//! emulator it runs against.
+//!
+//! # What lives here
+//!
+//! - [`gateway`]: an HTTP server (axum) answering `GET /v1/readings/{location}?max_age=S` from
+//!   the core's freshness-bounded cache (`switchyard_core::cache`) with any of Yates's seven
+//!   lookup policies, reading the field on a miss. Reads are coalesced exactly: one upstream
+//!   read per key at a time, whose waiters survive the cancellation of whoever asked first,
+//!   because the read runs in a task of its own. A failed or late read is answered with a
+//!   clear status, or with the stale value marked as such. `/metrics` in Prometheus text.
+//! - [`field`]: `switchyard field serve`: the simulator's sensor field served in real time
+//!   over HTTP, with the model's link queues, delays and costs.
+//!
+//! # What does not
+//!
+//! No policy logic: which answer a query gets is the core's decision; this crate carries it
+//! out over HTTP and keeps the clocks.
+
+pub mod field;
+pub mod gateway;
+mod metrics;

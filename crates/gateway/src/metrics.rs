@@ -1,0 +1,41 @@
+//! Counters served at `/metrics` in the Prometheus (OpenMetrics) text format.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
+
+/// A whole-number counter.
+pub(crate) type Count = Counter;
+/// A counter of fractional amounts (cost, deviation).
+pub(crate) type Amount = Counter<f64, AtomicU64>;
+
+/// A registry and its text rendering.
+#[derive(Debug, Default)]
+pub(crate) struct Metrics {
+    registry: Registry,
+}
+
+impl Metrics {
+    /// A counter named `name` (rendered `name_total`).
+    pub(crate) fn count(&mut self, name: &str, help: &str) -> Count {
+        let c = Count::default();
+        self.registry.register(name, help, c.clone());
+        c
+    }
+
+    /// A fractional counter named `name` (rendered `name_total`).
+    pub(crate) fn amount(&mut self, name: &str, help: &str) -> Amount {
+        let c = Amount::default();
+        self.registry.register(name, help, c.clone());
+        c
+    }
+
+    /// The text a scraper reads.
+    pub(crate) fn render(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}

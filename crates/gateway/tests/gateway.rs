@@ -1,0 +1,166 @@
+//! The gateway and the field emulator over loopback: exact coalescing, waiters that outlive
+//! a cancelled asker, and clear answers when the field fails or is slow.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use switchyard_core::cache::{AgeFrom, Lookup};
+use switchyard_gateway::field::{self, FieldConfig};
+use switchyard_gateway::gateway::{self, GatewayConfig, ReadingReply};
+use switchyard_sim::models::sensor::{ChangeModel, FieldSpec, Stations};
+use tokio::sync::oneshot;
+
+/// Serves `router` on a loopback port until the returned sender is dropped or fired.
+async fn serve(router: axum::Router) -> (SocketAddr, oneshot::Sender<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    (addr, stop)
+}
+
+/// The lattice field, `scale` wall seconds per model second.
+async fn field(scale: f64) -> (SocketAddr, oneshot::Sender<()>) {
+    let spec =
+        FieldSpec::Lattice { model: ChangeModel::Correlated, rate: 90.0, stations: Stations::Quadrants, rule: None };
+    let config = FieldConfig { spec, seed: 4, time_scale: scale, link_capacity: 25.0, max_wait_s: 2.0 };
+    serve(field::router(config).unwrap()).await
+}
+
+fn config(field: SocketAddr, lookup: Lookup) -> GatewayConfig {
+    GatewayConfig {
+        field: format!("http://{field}"),
+        lookup,
+        ttl: Duration::from_secs(60),
+        age_from: AgeFrom::Load,
+        keep_approximations: false,
+        upstream_timeout: Duration::from_secs(5),
+        stale_if_error: None,
+        seed: 1,
+    }
+}
+
+async fn gateway(config: GatewayConfig) -> SocketAddr {
+    let router = gateway::router(config).await.unwrap();
+    let (addr, stop) = serve(router).await;
+    std::mem::forget(stop); // lives as long as the test
+    addr
+}
+
+/// A counter's value from a `/metrics` page.
+async fn counter(addr: SocketAddr, name: &str) -> f64 {
+    let text = reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let r = reqwest::get(format!("http://{addr}{path}")).await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_misses_of_one_location_make_one_field_read() {
+    let (f, _stop) = field(0.05).await; // round trips of up to 100 ms
+    let g = gateway(config(f, Lookup::Piggyback)).await;
+    let asks: Vec<_> = (0..50).map(|_| tokio::spawn(get(g, "/v1/readings/321"))).collect();
+    let mut values = Vec::new();
+    for a in asks {
+        let (status, body) = a.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        let r: ReadingReply = serde_json::from_str(&body).unwrap();
+        values.push(r.value.to_bits());
+    }
+    values.dedup();
+    assert_eq!(values.len(), 1, "every asker got the one read's value");
+    assert_eq!(counter(f, "field_reads_total").await, 1.0);
+    assert_eq!(counter(g, "gateway_upstream_reads_total").await, 1.0);
+    assert_eq!(counter(g, "gateway_misses_total").await, 1.0);
+    let waited = counter(g, "gateway_coalesced_total").await + counter(g, "gateway_hits_total").await;
+    assert_eq!(waited, 49.0);
+
+    // Simple lookups do not coalesce: the same crowd reads the field more than once.
+    let s = gateway(config(f, Lookup::Simple)).await;
+    let asks: Vec<_> = (0..20).map(|_| tokio::spawn(get(s, "/v1/readings/654"))).collect();
+    for a in asks {
+        assert_eq!(a.await.unwrap().0, 200);
+    }
+    assert!(counter(s, "gateway_upstream_reads_total").await > 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_outlives_the_asker_who_started_the_read() {
+    let (f, _stop) = field(0.2).await; // round trips of up to 400 ms
+    let g = gateway(config(f, Lookup::Piggyback)).await;
+    // Location 999 is far from every station: its read takes most of the 400 ms.
+    let first = tokio::spawn(get(g, "/v1/readings/999"));
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!(counter(g, "gateway_misses_total").await, 1.0, "the first asker started the read");
+    let second = tokio::spawn(get(g, "/v1/readings/999"));
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    first.abort();
+    let (status, body) = second.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let r: ReadingReply = serde_json::from_str(&body).unwrap();
+    assert_eq!(r.source, "coalesced");
+    assert_eq!(counter(f, "field_reads_total").await, 1.0, "one read, though its asker left");
+    // The read filled the cache: the next asker hits.
+    let (_, body) = get(g, "/v1/readings/999").await;
+    assert_eq!(serde_json::from_str::<ReadingReply>(&body).unwrap().source, "cache");
+    // A reader who accepts nothing older than now reads the field again.
+    let (_, body) = get(g, "/v1/readings/999?max_age=0").await;
+    assert_eq!(serde_json::from_str::<ReadingReply>(&body).unwrap().source, "field");
+    assert_eq!(counter(f, "field_reads_total").await, 2.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_read_is_a_502_or_a_value_marked_stale() {
+    let (f, stop) = field(0.01).await;
+    let short = |stale: Option<Duration>| GatewayConfig {
+        ttl: Duration::from_millis(50),
+        stale_if_error: stale,
+        upstream_timeout: Duration::from_secs(2),
+        ..config(f, Lookup::Piggyback)
+    };
+    let plain = gateway(short(None)).await;
+    let lenient = gateway(short(Some(Duration::from_secs(60)))).await;
+    for g in [plain, lenient] {
+        assert_eq!(get(g, "/v1/readings/5").await.0, 200);
+    }
+    stop.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await; // the entries go stale
+    let (status, body) = get(plain, "/v1/readings/5").await;
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("reading location 5 from the field failed"), "{body}");
+    let (status, body) = get(lenient, "/v1/readings/5").await;
+    assert_eq!(status, 200, "{body}");
+    let r: ReadingReply = serde_json::from_str(&body).unwrap();
+    assert!(r.stale && r.age_s >= 0.05, "{body}");
+    assert_eq!(counter(lenient, "gateway_stale_answers_total").await, 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_field_is_a_504_and_bad_requests_say_what_is_wrong() {
+    let (f, _stop) = field(2.0).await; // round trips of up to 4 s
+    let g = gateway(GatewayConfig { upstream_timeout: Duration::from_millis(100), ..config(f, Lookup::Simple) }).await;
+    let (status, body) = get(g, "/v1/readings/999").await;
+    assert_eq!(status, 504, "{body}");
+    assert!(body.contains("did not answer"), "{body}");
+    let (status, body) = get(g, "/v1/readings/1000").await;
+    assert_eq!((status, body.contains("locations 0 to 999")), (404, true), "{body}");
+    let (status, body) = get(g, "/v1/readings/3?max_age=-1").await;
+    assert_eq!((status, body.contains("max_age `-1`")), (400, true), "{body}");
+    // Without the field's description there is no gateway, and the error says what was asked.
+    let e = gateway::router(config("127.0.0.1:9".parse().unwrap(), Lookup::Simple)).await.unwrap_err();
+    assert!(e.to_string().contains("asking http://127.0.0.1:9/v1/field"), "{e}");
+}
