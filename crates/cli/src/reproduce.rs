@@ -175,6 +175,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
                 ),
             },
             keep_approximations: args.keep_approximations,
+            out: args.out.as_deref(),
         });
     }
     let Some((_, text)) = REPRODUCTIONS.iter().find(|(n, _)| *n == name) else {

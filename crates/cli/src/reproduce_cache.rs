@@ -6,7 +6,10 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use switchyard_core::cache::{AgeFrom, Lookup, Rule};
-use switchyard_sim::models::sensor::{self, ChangeModel, Experiment, FieldSpec, SensorParams, Stations, Trace};
+use switchyard_sim::models::sensor::{
+    self, ChangeModel, Experiment, FieldSpec, PolicyRun, SensorParams, Stations, Trace,
+};
+use switchyard_sim::report::{Series, Style, line_chart};
 
 /// One published table: its number, its set-up, and (policy, hit ratio, cost, delay) rows.
 struct Table {
@@ -118,6 +121,7 @@ pub(crate) struct CacheRepro<'a> {
     pub(crate) neighbourhood: Rule,
     pub(crate) lattice_neighbourhood: Option<Rule>,
     pub(crate) keep_approximations: bool,
+    pub(crate) out: Option<&'a Path>,
 }
 
 /// The lab trace's light readings as the simulator takes them.
@@ -167,6 +171,10 @@ pub(crate) fn run(a: &CacheRepro<'_>) -> Result<()> {
         if a.keep_approximations { "cached" } else { "not cached" },
         a.seed
     )?;
+    if let Some(dir) = a.out {
+        // A fresh table file for this run (rows are appended table by table).
+        let _ = std::fs::remove_file(dir.join("tables.csv"));
+    }
     for table in chosen {
         let (field, lambda, poll_s, link_capacity, max_wait_s, measure_s) = if table.lattice {
             let field = FieldSpec::Lattice {
@@ -196,6 +204,115 @@ pub(crate) fn run(a: &CacheRepro<'_>) -> Result<()> {
         let lookups: Vec<Lookup> = table.rows.iter().map(|r| r.0).collect();
         let ex = sensor::experiment(&params, &lookups, a.threads)?;
         print_table(&mut out, table, &params, &ex)?;
+        print_trade_off(&mut out, &ex)?;
+        if let Some(dir) = a.out {
+            write_outputs(dir, table, &ex)?;
+        }
+    }
+    if let Some(dir) = a.out {
+        writeln!(out, "tables.csv and a cost–quality chart per table and A written to {}", dir.display())?;
+    }
+    Ok(())
+}
+
+/// The five age-based policies, whose cost–quality relation the thesis describes.
+fn age_based(ex: &Experiment) -> Vec<&PolicyRun> {
+    ex.runs.iter().filter(|r| !matches!(r.lookup, Some(AllHits | AllMisses) | None)).collect()
+}
+
+/// Least squares of y on x: slope and r².
+fn fit(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    let (mx, my) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+    let syy: f64 = points.iter().map(|p| (p.1 - my) * (p.1 - my)).sum();
+    if sxx == 0.0 || syy == 0.0 {
+        return (0.0, 0.0);
+    }
+    (sxy / sxx, sxy * sxy / (sxx * syy))
+}
+
+/// Yates §5.4: at A = 0.1 cost and quality trade off along a line; at A = 0.9 the cheapest
+/// policies are also the best.
+fn print_trade_off(out: &mut impl Write, ex: &Experiment) -> Result<()> {
+    let runs = age_based(ex);
+    for (a, thesis) in [(0.1, "a linear trade-off"), (0.9, "no trade-off: the greedy policies are cheapest and best")] {
+        let points: Vec<(f64, f64)> =
+            runs.iter().map(|r| (r.cost_per_query() / r.miss_cost, ex.quality(r, a))).collect();
+        let (slope, r2) = fit(&points);
+        let cheapest = runs.iter().min_by(|x, y| x.cost_per_query().total_cmp(&y.cost_per_query()));
+        let best = runs.iter().min_by(|x, y| ex.quality(x, a).total_cmp(&ex.quality(y, a)));
+        let name = |r: Option<&&PolicyRun>| r.and_then(|r| r.lookup).map_or("-", Lookup::name);
+        let verdict = if slope < 0.0 {
+            format!("a trade-off, Q = c {slope:+.3}·cost, r² = {r2:.2}")
+        } else {
+            format!("no trade-off (Q rises with cost, slope {slope:+.3}, r² = {r2:.2})")
+        };
+        writeln!(
+            out,
+            "A = {a}: across the five age-based policies (cost in All misses's units), {verdict}; cheapest {}, best {}. Thesis: {thesis}",
+            name(cheapest),
+            name(best)
+        )?;
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
+fn write_outputs(dir: &Path, table: &Table, ex: &Experiment) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let csv = dir.join("tables.csv");
+    let fresh = !csv.exists();
+    let mut w = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&csv)
+        .with_context(|| format!("opening {}", csv.display()))?;
+    if fresh {
+        writeln!(
+            w,
+            "table,policy,hit_ratio,hit_ratio_published,cost,cost_published,cost_over_miss,delay_s,delay_s_published,deviation,q_a01,q_a09,coalesced,dropped,reads_per_s"
+        )?;
+    }
+    for (run, &(lookup, hit, cost, delay)) in ex.runs.iter().zip(table.rows) {
+        let q = run.queries.max(1) as f64;
+        writeln!(
+            w,
+            "{},{},{:.4},{hit},{:.3},{cost},{:.4},{:.4},{delay},{:.5},{:.5},{:.5},{:.5},{:.5},{:.4}",
+            table.number,
+            lookup.name(),
+            run.hit_ratio(),
+            run.cost_per_query(),
+            run.cost_per_query() / run.miss_cost,
+            run.mean_delay(),
+            run.mean_deviation(),
+            ex.quality(run, 0.1),
+            ex.quality(run, 0.9),
+            run.coalesced as f64 / q,
+            run.dropped as f64 / q,
+            run.read_rate(),
+        )?;
+    }
+    for a in [0.1, 0.9] {
+        let series: Vec<Series> = ex
+            .runs
+            .iter()
+            .map(|r| Series {
+                name: r.lookup.map_or("-", Lookup::name).to_string(),
+                points: vec![(r.cost_per_query() / r.miss_cost, ex.quality(r, a))],
+                style: Style::Published,
+            })
+            .collect();
+        let svg = line_chart(
+            &format!("Table {}: cost against quality, A = {a}", table.number),
+            "cost per query (All misses = 1)",
+            "Q_n (lower is better)",
+            &series,
+        )
+        .map_err(|e| anyhow::anyhow!("drawing the chart: {e}"))?;
+        let path = dir.join(format!("table-{}-a{}.svg", table.number, a));
+        std::fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }
