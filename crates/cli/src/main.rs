@@ -12,6 +12,7 @@ mod place;
 mod report;
 mod reproduce;
 mod reproduce_cache;
+mod reproduce_cacheflow;
 mod reproduce_mux;
 mod sim;
 mod tracegen;

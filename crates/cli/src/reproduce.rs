@@ -82,7 +82,8 @@ pub(crate) struct ReproduceArgs {
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
 
-    /// yates-cache: the root seed; every policy in a table sees the same field and queries.
+    /// yates-cache, dou-cacheflow: the root seed (in yates-cache every policy in a table sees
+    /// the same field and queries).
     #[arg(long, default_value_t = 1)]
     seed: u64,
 
@@ -133,6 +134,12 @@ const CACHE: (&str, &str) = (
     "Yates ch. 5 Tables 5.4–5.9: the seven lookup policies on the 1,000-location lattice and the lab trace",
 );
 
+/// Cacheflow's hit rates, from its own model in the simulator.
+const CACHEFLOW: (&str, &str) = (
+    "dou-cacheflow",
+    "Dou ch. 4: Cacheflow's cooperative hit rate (≈72%) against lone caches (35% at 1× memory) and the thesis's model",
+);
+
 /// The reproduction that runs real TCP on the link emulator rather than in the simulator.
 const EMULATED: (&str, &str) = (
     "iwashima-m",
@@ -148,11 +155,16 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         }
         writeln!(out, "{:<20} {}", EMULATED.0, EMULATED.1)?;
         writeln!(out, "{:<20} {}", CACHE.0, CACHE.1)?;
+        writeln!(out, "{:<20} {}", CACHEFLOW.0, CACHEFLOW.1)?;
         return Ok(());
     }
     let name = args.name.as_deref().unwrap_or_default();
     if name == EMULATED.0 {
         return crate::reproduce_mux::run(&args.m, args.seconds, args.eq75, &args.schemes, args.out.as_deref());
+    }
+    if name == CACHEFLOW.0 {
+        let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        return crate::reproduce_cacheflow::run(args.seed, threads);
     }
     if name == CACHE.0 {
         return crate::reproduce_cache::run(&crate::reproduce_cache::CacheRepro {
@@ -179,7 +191,8 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         });
     }
     let Some((_, text)) = REPRODUCTIONS.iter().find(|(n, _)| *n == name) else {
-        let names: Vec<&str> = REPRODUCTIONS.iter().map(|(n, _)| *n).chain([EMULATED.0, CACHE.0]).collect();
+        let names: Vec<&str> =
+            REPRODUCTIONS.iter().map(|(n, _)| *n).chain([EMULATED.0, CACHE.0, CACHEFLOW.0]).collect();
         bail!("no reproduction `{name}`; there are: {}", names.join(", "));
     };
     let scenario = Scenario::parse(text, &format!("scenarios/reproduce/{name}.toml"), None)?;

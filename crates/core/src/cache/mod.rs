@@ -7,11 +7,17 @@
 //! - [`neighbours`]: which locations may stand in for one another (pluggable; the thesis
 //!   leaves it open).
 //! - [`FieldCost`]: what reading a sensor field costs and how long it takes (Eqs 5.5, 5.6).
+//! - Cooperative caching (Cacheflow, Dou 2011 ch. 4): [`Lru`] with de-duplicating eviction,
+//!   [`cacheflow`]'s split of a multi-object request between a server and its neighbours, and
+//!   the [`HitModel`] of one cache's hit rate.
 //!
 //! The quality of answers (Yates's Q_n) is measured in [`crate::measure::Quality`]. The
 //! simulator's sensor fields and the gateway drive this code; nothing here does I/O.
 
+pub mod cacheflow;
 mod cost;
+mod hit_model;
+mod lru;
 pub mod neighbours;
 mod policy;
 mod state;
@@ -19,6 +25,8 @@ mod state;
 mod tests;
 
 pub use cost::FieldCost;
+pub use hit_model::HitModel;
+pub use lru::Lru;
 pub use neighbours::{Alone, Neighbourhood, Neighbours, Point, Rule};
 pub use policy::{AgeFrom, Freshness, Lookup, UnknownLookup};
 pub use state::{Answer, Cache, CacheStats, Entry, Reading};

@@ -1,5 +1,6 @@
 //! Simulation models, one file each.
 
+pub mod cacheflow;
 pub mod mmc;
 pub mod sensor;
 pub mod server;

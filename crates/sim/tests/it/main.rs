@@ -763,3 +763,30 @@ mod sensor {
         assert!(e.to_string().contains("lambda"), "{e}");
     }
 }
+
+/// Cacheflow, reduced to 10 minutes: cooperation does what the thesis says, and stale views
+/// cost deliveries.
+mod cacheflow {
+    use switchyard_core::cache::HitModel;
+    use switchyard_sim::models::cacheflow::{CacheflowParams, simulate};
+
+    fn short() -> CacheflowParams {
+        CacheflowParams { run_s: 600.0, warmup_s: 120.0, ..CacheflowParams::default() }
+    }
+
+    #[test]
+    fn cooperating_caches_hit_like_a_lone_cache_with_two_to_three_times_the_memory() {
+        let alone = |cache| simulate(&CacheflowParams { cooperate: false, cache, ..short() }).unwrap().hit_rate();
+        let (one, two, three) = (alone(600), alone(1200), alone(1800));
+        let model = HitModel::CACHEFLOW.hit_rate(5000);
+        assert!((one - model).abs() < 0.05, "a lone cache {one} against the model's {model}");
+        let coop = simulate(&short()).unwrap();
+        assert!(coop.hit_rate() > two && coop.hit_rate() < three, "{} not between {two} and {three}", coop.hit_rate());
+        assert!(coop.delivered() > 0.995, "current views mispredict almost nothing: {}", coop.delivered());
+        let stale = simulate(&CacheflowParams { link_buffer: 600, ..short() }).unwrap();
+        assert!(stale.delivered() < 0.99 && stale.hit_rate() < coop.hit_rate(), "{stale:?}");
+        assert_eq!(simulate(&short()).unwrap(), coop, "same seed, same run");
+        let e = simulate(&CacheflowParams { servers: 0, ..short() }).unwrap_err();
+        assert!(e.to_string().contains("servers"), "{e}");
+    }
+}
