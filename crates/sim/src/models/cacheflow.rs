@@ -338,14 +338,15 @@ pub fn simulate(params: &CacheflowParams) -> Result<CacheflowOutcome, SimError> 
     let n = params.servers;
     let clients = n * params.clients_per_server;
     let mut lat = streams.stream(2);
-    let mut rtt = vec![vec![0.0; n + clients]; n + clients];
-    for a in 0..n + clients {
-        for b in a + 1..n + clients {
-            let r = lat.random_range(0.020..0.200);
-            rtt[a][b] = r;
-            rtt[b][a] = r;
-        }
-    }
+    let nodes = n + clients;
+    // One draw per pair, in the order of the upper triangle, so the matrix is symmetric.
+    let pairs: Vec<f64> = (0..nodes * (nodes - 1) / 2).map(|_| lat.random_range(0.020..0.200)).collect();
+    let pair = |a: usize, b: usize| {
+        let (i, j) = (a.min(b), a.max(b));
+        pairs[i * nodes - i * (i + 1) / 2 + (j - i - 1)]
+    };
+    let rtt: Vec<Vec<f64>> =
+        (0..nodes).map(|a| (0..nodes).map(|b| if a == b { 0.0 } else { pair(a, b) }).collect()).collect();
     let ring = |i: usize| -> Vec<usize> {
         match n {
             1 => Vec::new(),
