@@ -98,9 +98,16 @@ enum Changes {
 /// GET /metrics: hits, approximate hits, misses, coalesced waits, upstream reads and
 /// failures, stale answers, cost.
 ///
+/// With --origin URL it sits in front of any HTTP origin instead: every GET is kept by its
+/// path and query, concurrent misses of one key make one origin read, a request's
+/// `Cache-Control: max-age=N` (or `no-cache`) bounds the age it accepts, and X-Cache, Age and,
+/// for stale answers, Warning and X-Cache-Stale headers say how each answer was made.
+///
 /// Examples:
 ///
 ///   switchyard gateway serve --field http://127.0.0.1:7100
+///
+///   switchyard gateway serve --origin http://127.0.0.1:8080 --ttl 30 --stale-while-revalidate 60
 ///
 ///   curl 'http://127.0.0.1:7000/v1/readings/42?max_age=5'
 ///
@@ -126,6 +133,14 @@ struct GatewayServe {
     /// The field service's base URL.
     #[arg(long, default_value = "http://127.0.0.1:7100")]
     field: String,
+    /// Sit in front of this HTTP origin instead of a sensor field: every GET is kept by its
+    /// path and query, coalesced, and answered with X-Cache and Age headers.
+    #[arg(long, conflicts_with_all = ["field", "policy", "age_from", "keep_approximations"])]
+    origin: Option<String>,
+    /// With --origin: answer a response this many seconds past its freshness at once, while
+    /// one read refreshes it (RFC 5861 stale-while-revalidate).
+    #[arg(long, requires = "origin")]
+    stale_while_revalidate: Option<f64>,
     /// The lookup policy: all-hits, all-misses, simple, piggyback, greedy-age,
     /// greedy-distance or median-of-3.
     #[arg(long, default_value = "piggyback")]
@@ -202,6 +217,24 @@ pub(crate) fn run_field(args: &FieldArgs) -> Result<()> {
 
 pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
     let GatewayCommand::Serve(a) = &args.command;
+    if let Some(origin) = &a.origin {
+        let config = switchyard_gateway::origin::OriginConfig {
+            origin: origin.clone(),
+            ttl: seconds("--ttl", a.ttl)?,
+            stale_while_revalidate: a
+                .stale_while_revalidate
+                .map(|s| seconds("--stale-while-revalidate", s))
+                .transpose()?,
+            stale_if_error: a.stale_if_error.map(|s| seconds("--stale-if-error", s)).transpose()?,
+            upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
+        };
+        let router = switchyard_gateway::origin::router(config);
+        return runtime()?.block_on(serve(
+            a.listen,
+            router,
+            &format!("gateway in front of {origin} (T = {:.2} s)", a.ttl),
+        ));
+    }
     let config = GatewayConfig {
         field: a.field.clone(),
         lookup: a.policy,

@@ -9,6 +9,9 @@
 //!   read per key at a time, whose waiters survive the cancellation of whoever asked first,
 //!   because the read runs in a task of its own. A failed or late read is answered with a
 //!   clear status, or with the stale value marked as such. `/metrics` in Prometheus text.
+//! - [`origin`]: the same gateway in front of any HTTP origin: every `GET` cached by path and
+//!   query, coalesced exactly, with a reader's `Cache-Control: max-age`, stale-while-revalidate
+//!   and stale-if-error, the staleness stated in the response.
 //! - [`field`]: `switchyard field serve`: the simulator's sensor field served in real time
 //!   over HTTP, with the model's link queues, delays and costs.
 //!
@@ -20,3 +23,4 @@
 pub mod field;
 pub mod gateway;
 mod metrics;
+pub mod origin;

@@ -151,6 +151,15 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
         self.entries.get(key)
     }
 
+    /// The entry for `key` if it is stale for a reader with bound `max_age` by no more than
+    /// `grace`: RFC 5861's stale-while-revalidate (answer it now, while a read refreshes it)
+    /// and stale-if-error (answer it when the read fails).
+    pub fn stale_within(&self, key: &K, now: Nanos, max_age: Option<Nanos>, grace: Nanos) -> Option<&Entry<V>> {
+        let e = self.entries.get(key)?;
+        let limit = self.freshness.limit(max_age)?;
+        (e.age(now, self.freshness.age_from) < Nanos(limit.0.saturating_add(grace.0))).then_some(e)
+    }
+
     /// Whether a read of `key` is under way.
     pub fn is_pending(&self, key: &K) -> bool {
         self.pending.contains_key(key)

@@ -187,6 +187,19 @@ fn a_reader_s_max_age_tightens_t_and_skips_reads_older_than_it() {
 }
 
 #[test]
+fn stale_entries_are_offered_within_the_grace_only() {
+    let mut c = cache(Lookup::Piggyback);
+    c.fill(0, reading(1.0, 0), at(0));
+    let grace = Nanos(500);
+    assert!(c.stale_within(&0, at(T.0 + 499), None, grace).is_some());
+    assert!(c.stale_within(&0, at(T.0 + 500), None, grace).is_none());
+    // A reader's tighter bound moves the window with it.
+    assert!(c.stale_within(&0, at(1_400), Some(Nanos(1_000)), grace).is_some());
+    assert!(c.stale_within(&0, at(1_600), Some(Nanos(1_000)), grace).is_none());
+    assert!(c.stale_within(&1, at(0), None, grace).is_none());
+}
+
+#[test]
 fn purge_drops_entries_past_the_bound() {
     let mut c = cache(Lookup::Simple);
     c.fill(0, reading(1.0, 0), at(0));

@@ -1,0 +1,263 @@
+//! The gateway in front of any HTTP origin: every `GET` is answered from the core's cache by
+//! its path and query, with exact coalescing, a reader's `Cache-Control: max-age`, and RFC
+//! 5861's stale-while-revalidate and stale-if-error.
+//!
+//! Every answer says how it was made: `X-Cache: hit | miss | coalesced | stale`, `Age` in
+//! seconds, and for a stale answer a `Warning: 110` and `X-Cache-Stale: revalidating | error`.
+//! Responses 2xx, 404 and 410 are kept; other statuses are passed on to everyone waiting and not
+//! kept; a 5xx, a refused connection or a timeout is a failure (502 or 504 with a sentence, or
+//! the stale body under stale-if-error).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use bytes::Bytes;
+use switchyard_core::Nanos;
+use switchyard_core::cache::{AgeFrom, Alone, Answer, Cache, Lookup, Reading};
+use tokio::sync::oneshot;
+
+use crate::metrics::{Count, Metrics};
+
+/// How the gateway runs in front of an origin.
+#[derive(Clone, Debug)]
+pub struct OriginConfig {
+    /// The origin's base URL, e.g. `http://127.0.0.1:8080`.
+    pub origin: String,
+    /// How long a response stays fresh.
+    pub ttl: Duration,
+    /// How long past that a stale response is answered at once while a read refreshes it.
+    pub stale_while_revalidate: Option<Duration>,
+    /// How long past that a stale response is answered when the read fails.
+    pub stale_if_error: Option<Duration>,
+    /// The longest a read of the origin may take.
+    pub upstream_timeout: Duration,
+}
+
+/// A kept response.
+#[derive(Debug)]
+pub struct Stored {
+    status: StatusCode,
+    content_type: Option<HeaderValue>,
+    body: Bytes,
+}
+
+/// A kept response as the cache holds it: shared, and never ordered (only the approximate
+/// policies order values, and an origin has no neighbours).
+#[derive(Clone, Debug)]
+pub struct Kept(Arc<Stored>);
+
+impl PartialEq for Kept {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl PartialOrd for Kept {
+    fn partial_cmp(&self, _: &Self) -> Option<std::cmp::Ordering> {
+        None
+    }
+}
+
+/// What a waiter gets: a response to pass on (kept or not), or a failure.
+#[derive(Clone, Debug)]
+enum Outcome {
+    Got(Kept),
+    Failed { timeout: bool, why: String, stale: Option<(Kept, Nanos)> },
+}
+
+type Waiter = oneshot::Sender<Outcome>;
+
+struct Counters {
+    hits: Count,
+    misses: Count,
+    coalesced: Count,
+    stale_revalidating: Count,
+    stale_error: Count,
+    upstream_reads: Count,
+    upstream_failures: Count,
+}
+
+struct Shared {
+    cache: Mutex<Cache<String, Waiter, Alone, Kept>>,
+    config: OriginConfig,
+    client: reqwest::Client,
+    start: Instant,
+    metrics: Metrics,
+    counters: Counters,
+}
+
+impl Shared {
+    fn now(&self) -> Nanos {
+        Nanos(self.start.elapsed().as_nanos() as u64)
+    }
+}
+
+fn nanos(d: Duration) -> Nanos {
+    Nanos(d.as_nanos() as u64)
+}
+
+/// The routes: `/metrics`, and every other `GET` from the cache.
+pub fn router(config: OriginConfig) -> Router {
+    let client = reqwest::Client::builder().timeout(config.upstream_timeout).build().expect("a plain HTTP client");
+    let cache = Cache::new(Lookup::Piggyback, nanos(config.ttl), AgeFrom::Load, Alone);
+    let mut metrics = Metrics::default();
+    let counters = Counters {
+        hits: metrics.count("gateway_hits", "Answered from a fresh kept response."),
+        misses: metrics.count("gateway_misses", "Requests that started a read of the origin."),
+        coalesced: metrics.count("gateway_coalesced", "Requests that waited on a read another request started."),
+        stale_revalidating: metrics
+            .count("gateway_stale_while_revalidate", "Stale answers given while a read refreshed them."),
+        stale_error: metrics.count("gateway_stale_if_error", "Stale answers given because a read failed."),
+        upstream_reads: metrics.count("gateway_upstream_reads", "Reads of the origin that came back."),
+        upstream_failures: metrics.count("gateway_upstream_failures", "Reads of the origin that failed or timed out."),
+    };
+    let shared =
+        Arc::new(Shared { cache: Mutex::new(cache), config, client, start: Instant::now(), metrics, counters });
+    Router::new()
+        .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
+        .fallback(get(serve))
+        .with_state(shared)
+}
+
+/// The reader's own bound: `Cache-Control: max-age=N`, or `no-cache` (nothing kept will do).
+fn reader_bound(headers: &HeaderMap) -> Option<Nanos> {
+    let value = headers.get(header::CACHE_CONTROL)?.to_str().ok()?;
+    value.split(',').map(str::trim).find_map(|d| {
+        if d.eq_ignore_ascii_case("no-cache") {
+            Some(Nanos::ZERO)
+        } else {
+            let (k, v) = d.split_once('=')?;
+            k.trim()
+                .eq_ignore_ascii_case("max-age")
+                .then(|| v.trim().parse::<u64>().ok().map(|s| Nanos(s * 1_000_000_000)))?
+        }
+    })
+}
+
+fn respond(kept: &Kept, age: Nanos, how: &str, stale: Option<&str>) -> Response {
+    let mut r = (kept.0.status, kept.0.body.clone()).into_response();
+    let h = r.headers_mut();
+    if let Some(ct) = &kept.0.content_type {
+        h.insert(header::CONTENT_TYPE, ct.clone());
+    }
+    h.insert(header::AGE, HeaderValue::from(age.0 / 1_000_000_000));
+    h.insert("x-cache", HeaderValue::from_str(how).expect("ASCII"));
+    if let Some(why) = stale {
+        h.insert(header::WARNING, HeaderValue::from_static("110 - \"Response is Stale\""));
+        h.insert("x-cache-stale", HeaderValue::from_str(why).expect("ASCII"));
+    }
+    r
+}
+
+fn failure(status: StatusCode, error: String) -> Response {
+    let mut r = (status, axum::Json(crate::field::ErrorBody { error })).into_response();
+    r.headers_mut().insert("x-cache", HeaderValue::from_static("miss"));
+    r
+}
+
+async fn serve(State(s): State<Arc<Shared>>, request: Request) -> Response {
+    let key = request.uri().path_and_query().map_or_else(|| "/".to_string(), |pq| pq.as_str().to_string());
+    let bound = reader_bound(request.headers());
+    let (rx, how) = {
+        let mut cache = s.cache.lock().expect("no request panics holding the cache");
+        let now = s.now();
+        let answer = cache.query(&key, now, bound, &mut |_| 0);
+        let revalidate = s.config.stale_while_revalidate.and_then(|g| {
+            cache.stale_within(&key, now, bound, nanos(g)).map(|e| (e.reading.value.clone(), e.age(now, AgeFrom::Load)))
+        });
+        match answer {
+            Answer::Hit(e) => {
+                s.counters.hits.inc();
+                return respond(&e.reading.value, e.age(now, AgeFrom::Load), "hit", None);
+            }
+            Answer::Approx { .. } => unreachable!("an origin has no neighbours"),
+            Answer::Wait { on } => {
+                if let Some((kept, age)) = revalidate {
+                    s.counters.stale_revalidating.inc();
+                    return respond(&kept, age, "stale", Some("revalidating"));
+                }
+                s.counters.coalesced.inc();
+                let (tx, rx) = oneshot::channel();
+                if cache.wait(&on, key.clone(), tx).is_err() {
+                    unreachable!("the cache named a read under way, under the same lock");
+                }
+                (rx, "coalesced")
+            }
+            Answer::Read => {
+                s.counters.misses.inc();
+                let (tx, rx) = oneshot::channel();
+                let direct = cache.wait(&key, key.clone(), tx).err();
+                tokio::spawn(read_origin(Arc::clone(&s), key.clone(), direct));
+                if let Some((kept, age)) = revalidate {
+                    s.counters.stale_revalidating.inc();
+                    return respond(&kept, age, "stale", Some("revalidating"));
+                }
+                (rx, "miss")
+            }
+        }
+    };
+    match rx.await {
+        Ok(Outcome::Got(kept)) => respond(&kept, Nanos::ZERO, how, None),
+        Ok(Outcome::Failed { stale: Some((kept, age)), .. }) => {
+            s.counters.stale_error.inc();
+            respond(&kept, age, "stale", Some("error"))
+        }
+        Ok(Outcome::Failed { timeout: true, .. }) => failure(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("the origin did not answer {key} within {:?}", s.config.upstream_timeout),
+        ),
+        Ok(Outcome::Failed { why, .. }) => {
+            failure(StatusCode::BAD_GATEWAY, format!("reading {key} from the origin failed: {why}"))
+        }
+        Err(_) => failure(StatusCode::INTERNAL_SERVER_ERROR, "the read was dropped without an answer".into()),
+    }
+}
+
+/// Reads `key` from the origin and answers everyone waiting on it.
+async fn read_origin(s: Arc<Shared>, key: String, direct: Option<Waiter>) {
+    let url = format!("{}{key}", s.config.origin.trim_end_matches('/'));
+    let got = async {
+        let r = s.client.get(&url).send().await?;
+        let (status, content_type) = (r.status(), r.headers().get(header::CONTENT_TYPE).cloned());
+        let body = r.bytes().await?;
+        Ok::<_, reqwest::Error>(Stored { status, content_type, body })
+    }
+    .await;
+    let mut cache = s.cache.lock().expect("no request panics holding the cache");
+    let now = s.now();
+    let (outcome, waiters) = match got {
+        Ok(stored) if !stored.status.is_server_error() => {
+            s.counters.upstream_reads.inc();
+            let keep = stored.status.is_success() || matches!(stored.status.as_u16(), 404 | 410);
+            let kept = Kept(Arc::new(stored));
+            let waiters = if keep {
+                cache.fill(key.clone(), Reading { value: kept.clone(), sensed_at: now }, now)
+            } else {
+                cache.fail(&key)
+            };
+            (Outcome::Got(kept), waiters)
+        }
+        other => {
+            s.counters.upstream_failures.inc();
+            let (timeout, why) = match other {
+                Ok(stored) => (false, format!("it answered {}", stored.status)),
+                Err(e) => (e.is_timeout(), e.to_string()),
+            };
+            let stale = s.config.stale_if_error.and_then(|g| {
+                cache
+                    .stale_within(&key, now, None, nanos(g))
+                    .map(|e| (e.reading.value.clone(), e.age(now, AgeFrom::Load)))
+            });
+            (Outcome::Failed { timeout, why, stale }, cache.fail(&key))
+        }
+    };
+    drop(cache);
+    for (w, _) in waiters.into_iter().chain(direct.map(|w| (w, key.clone()))) {
+        let _ = w.send(outcome.clone());
+    }
+}

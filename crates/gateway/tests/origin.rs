@@ -1,0 +1,159 @@
+//! The gateway in front of a generic HTTP origin, over loopback: exact coalescing, a reader's
+//! max-age, stale-while-revalidate, stale-if-error, and what is not kept.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing;
+use switchyard_gateway::origin::{self, OriginConfig};
+
+#[derive(Default)]
+struct Origin {
+    reads: AtomicU64,
+    failing: AtomicBool,
+}
+
+/// An origin that takes 100 ms per answer and numbers its answers.
+async fn origin() -> (SocketAddr, Arc<Origin>) {
+    let state = Arc::new(Origin::default());
+    let app = Router::new()
+        .route(
+            "/item/{name}",
+            routing::get(|State(o): State<Arc<Origin>>, Path(name): Path<String>| async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if o.failing.load(Ordering::SeqCst) {
+                    return (StatusCode::INTERNAL_SERVER_ERROR, "down".to_string());
+                }
+                let n = o.reads.fetch_add(1, Ordering::SeqCst) + 1;
+                (StatusCode::OK, format!("{name} #{n}"))
+            }),
+        )
+        .route(
+            "/forbidden",
+            routing::get(|State(o): State<Arc<Origin>>| async move {
+                o.reads.fetch_add(1, Ordering::SeqCst);
+                (StatusCode::FORBIDDEN, "no")
+            }),
+        )
+        .with_state(Arc::clone(&state));
+    (serve(app).await, state)
+}
+
+async fn serve(app: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+fn config(origin: SocketAddr) -> OriginConfig {
+    OriginConfig {
+        origin: format!("http://{origin}"),
+        ttl: Duration::from_secs(60),
+        stale_while_revalidate: None,
+        stale_if_error: None,
+        upstream_timeout: Duration::from_secs(5),
+    }
+}
+
+/// Status, `X-Cache`, `X-Cache-Stale` and body.
+async fn get_with(gateway: SocketAddr, path: &str, cache_control: Option<&str>) -> (u16, String, String, String) {
+    let mut req = reqwest::Client::new().get(format!("http://{gateway}{path}"));
+    if let Some(cc) = cache_control {
+        req = req.header("cache-control", cc);
+    }
+    let r = req.send().await.unwrap();
+    let h = |name: &str| r.headers().get(name).map_or(String::new(), |v| v.to_str().unwrap().to_string());
+    let (status, how, stale) = (r.status().as_u16(), h("x-cache"), h("x-cache-stale"));
+    (status, how, stale, r.text().await.unwrap())
+}
+
+async fn get(gateway: SocketAddr, path: &str) -> (u16, String, String, String) {
+    get_with(gateway, path, None).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crowd_of_misses_makes_one_origin_read_and_a_reader_may_ask_for_fresher() {
+    let (o, state) = origin().await;
+    let g = serve(origin::router(config(o))).await;
+    let asks: Vec<_> = (0..50).map(|_| tokio::spawn(get(g, "/item/a?v=1"))).collect();
+    let mut bodies = Vec::new();
+    let mut misses = 0;
+    for a in asks {
+        let (status, how, _, body) = a.await.unwrap();
+        assert_eq!(status, 200);
+        misses += usize::from(how == "miss");
+        bodies.push(body);
+    }
+    bodies.dedup();
+    assert_eq!(bodies, ["a #1"]);
+    assert_eq!((state.reads.load(Ordering::SeqCst), misses), (1, 1));
+    assert_eq!(get(g, "/item/a?v=1").await.1, "hit");
+    // The query is part of the key.
+    assert_eq!(get(g, "/item/a?v=2").await.3, "a #2");
+    // A reader who accepts nothing older than now gets a new read.
+    let (_, how, _, body) = get_with(g, "/item/a?v=1", Some("no-cache")).await;
+    assert_eq!((how.as_str(), body.as_str()), ("miss", "a #3"));
+    let (_, how, _, _) = get_with(g, "/item/a?v=1", Some("max-age=30")).await;
+    assert_eq!(how, "hit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_answer_comes_at_once_while_one_read_refreshes_it() {
+    let (o, state) = origin().await;
+    let g = serve(origin::router(OriginConfig {
+        ttl: Duration::from_millis(150),
+        stale_while_revalidate: Some(Duration::from_secs(10)),
+        ..config(o)
+    }))
+    .await;
+    assert_eq!(get(g, "/item/b").await.3, "b #1");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t = Instant::now();
+    let (status, how, stale, body) = get(g, "/item/b").await;
+    assert!(t.elapsed() < Duration::from_millis(90), "answered without waiting for the origin: {:?}", t.elapsed());
+    assert_eq!((status, how.as_str(), stale.as_str(), body.as_str()), (200, "stale", "revalidating", "b #1"));
+    // A second stale request does not start a second read.
+    assert_eq!(get(g, "/item/b").await.2, "revalidating");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let (_, how, _, body) = get(g, "/item/b").await;
+    assert_eq!((how.as_str(), body.as_str()), ("hit", "b #2"));
+    assert_eq!(state.reads.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_origin_is_a_502_or_the_stale_answer_marked() {
+    let (o, state) = origin().await;
+    let short = |sie| OriginConfig { ttl: Duration::from_millis(50), stale_if_error: sie, ..config(o) };
+    let plain = serve(origin::router(short(None))).await;
+    let lenient = serve(origin::router(short(Some(Duration::from_secs(10))))).await;
+    for g in [plain, lenient] {
+        assert_eq!(get(g, "/item/c").await.0, 200);
+    }
+    state.failing.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let (status, _, _, body) = get(plain, "/item/c").await;
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("reading /item/c from the origin failed: it answered 500"), "{body}");
+    let (status, how, stale, body) = get(lenient, "/item/c").await;
+    assert_eq!((status, how.as_str(), stale.as_str()), (200, "stale", "error"), "{body}");
+    assert!(body.starts_with("c #"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_not_kept_are_passed_on_and_read_again() {
+    let (o, state) = origin().await;
+    let g = serve(origin::router(config(o))).await;
+    for _ in 0..2 {
+        let (status, how, _, body) = get(g, "/forbidden").await;
+        assert_eq!((status, how.as_str(), body.as_str()), (403, "miss", "no"));
+    }
+    assert_eq!(state.reads.load(Ordering::SeqCst), 2);
+    let metrics = reqwest::get(format!("http://{g}/metrics")).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("gateway_misses_total 2"), "{metrics}");
+}
