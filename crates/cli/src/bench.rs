@@ -29,6 +29,7 @@ pub(crate) struct BenchArgs {
 enum BenchWhat {
     Inspect(InspectBench),
     Mux(crate::bench_mux::MuxBench),
+    Gateway(crate::bench_gateway::GatewayBench),
 }
 
 /// The DPI pipeline on a uniform and a skewed generated trace: single thread, then static hash,
@@ -91,6 +92,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
     match &args.what {
         BenchWhat::Inspect(a) => inspect(a),
         BenchWhat::Mux(a) => crate::bench_mux::run(a),
+        BenchWhat::Gateway(a) => crate::bench_gateway::run(a),
     }
 }
 
