@@ -2,12 +2,11 @@
 //! caching gateway in front of it.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use switchyard_core::cache::{AgeFrom, Lookup, Rule};
+use switchyard_core::cache::{AgeFrom, Lookup};
 use switchyard_gateway::field::FieldConfig;
 use switchyard_gateway::gateway::GatewayConfig;
 use switchyard_sim::models::sensor::{ChangeModel, FieldSpec, Stations};
@@ -58,15 +57,8 @@ struct FieldServe {
     /// Lattice: changes a second.
     #[arg(long, default_value_t = 90.0)]
     rate: f64,
-    /// Lab: the readings file.
-    #[arg(long, default_value = "data/labdata/data.txt.gz")]
-    lab_data: PathBuf,
-    /// Lab: the mote locations file.
-    #[arg(long, default_value = "data/labdata/mote_locs.txt")]
-    lab_locs: PathBuf,
-    /// Lab: which motes stand in for a mote (`nearest:K` or `within:METRES`).
-    #[arg(long, default_value = "nearest:4")]
-    neighbourhood: Rule,
+    #[command(flatten)]
+    lab: crate::reproduce_cache::LabArgs,
     /// Wall seconds per model second: 1 is real time, 0.01 a hundred times as fast.
     #[arg(long, default_value_t = 1.0)]
     time_scale: f64,
@@ -199,9 +191,9 @@ pub(crate) fn run_field(args: &FieldArgs) -> Result<()> {
             rule: None,
         },
         FieldKind::Lab => {
-            let (trace, said) = crate::reproduce_cache::lab_trace(&a.lab_data, &a.lab_locs)?;
+            let (trace, said) = crate::reproduce_cache::lab_trace(&a.lab.lab_data, &a.lab.lab_locs)?;
             eprintln!("{said}");
-            FieldSpec::Trace { trace, rule: a.neighbourhood }
+            FieldSpec::Trace { trace, rule: a.lab.neighbourhood }
         }
     };
     let config = FieldConfig {

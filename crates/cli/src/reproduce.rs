@@ -96,17 +96,8 @@ pub(crate) struct ReproduceArgs {
     #[arg(long, value_enum, default_value_t = StationsArg::Quadrants)]
     stations: StationsArg,
 
-    /// yates-cache: the lab trace's readings (the Intel Berkeley lab format, .gz or plain).
-    #[arg(long, default_value = "data/labdata/data.txt.gz")]
-    lab_data: PathBuf,
-
-    /// yates-cache: the lab trace's mote locations.
-    #[arg(long, default_value = "data/labdata/mote_locs.txt")]
-    lab_locs: PathBuf,
-
-    /// yates-cache: which motes stand in for a mote: `nearest:K` or `within:METRES`.
-    #[arg(long, default_value = "nearest:4")]
-    neighbourhood: Rule,
+    #[command(flatten)]
+    lab: crate::reproduce_cache::LabArgs,
 
     /// yates-cache: which cells stand in for a cell of the lattice: `faces` (the up to six
     /// sharing a face), `nearest:K` or `within:DISTANCE` (spacing is 8, 6 and 4 along x, y, z).
@@ -177,9 +168,9 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
                 StationsArg::Quadrants => Stations::Quadrants,
                 StationsArg::Corners => Stations::Corners,
             },
-            lab_data: &args.lab_data,
-            lab_locs: &args.lab_locs,
-            neighbourhood: args.neighbourhood,
+            lab_data: &args.lab.lab_data,
+            lab_locs: &args.lab.lab_locs,
+            neighbourhood: args.lab.neighbourhood,
             lattice_neighbourhood: match args.lattice_neighbourhood.as_str() {
                 "faces" => None,
                 other => Some(

@@ -108,6 +108,23 @@ const TABLES: &[Table] = &[
     },
 ];
 
+/// Where the Intel lab trace comes from, and which motes stand in for a mote: shared by
+/// `reproduce yates-cache` and `field serve --field lab`.
+#[derive(clap::Args, Clone, Debug)]
+pub(crate) struct LabArgs {
+    /// The lab trace's readings (the Intel Berkeley lab format, .gz or plain).
+    #[arg(long, default_value = "data/labdata/data.txt.gz")]
+    pub(crate) lab_data: std::path::PathBuf,
+
+    /// The lab trace's mote locations.
+    #[arg(long, default_value = "data/labdata/mote_locs.txt")]
+    pub(crate) lab_locs: std::path::PathBuf,
+
+    /// Which motes stand in for a mote in the lab: `nearest:K` or `within:METRES`.
+    #[arg(long, default_value = "nearest:4")]
+    pub(crate) neighbourhood: Rule,
+}
+
 /// What the reproduction may vary.
 pub(crate) struct CacheRepro<'a> {
     pub(crate) tables: &'a [String],
