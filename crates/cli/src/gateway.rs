@@ -154,6 +154,11 @@ struct GatewayServe {
     /// seconds, marked stale (default: answer the failure).
     #[arg(long)]
     stale_if_error: Option<f64>,
+    /// After each answer ask the field for the true value (only `switchyard field` has one)
+    /// and count the answer's deviation in /metrics (gateway_deviation_total over
+    /// gateway_deviation_samples_total is the mean).
+    #[arg(long, conflicts_with = "origin")]
+    measure_deviation: bool,
     /// Seed of median-of-3's random choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -235,6 +240,7 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
         keep_approximations: a.keep_approximations,
         upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
         stale_if_error: a.stale_if_error.map(|s| seconds("--stale-if-error", s)).transpose()?,
+        measure_deviation: a.measure_deviation,
         seed: a.seed,
     };
     let rt = runtime()?;

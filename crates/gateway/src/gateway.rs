@@ -47,6 +47,9 @@ pub struct GatewayConfig {
     pub upstream_timeout: Duration,
     /// A failed read's waiters get the stale value if it is no older than this.
     pub stale_if_error: Option<Duration>,
+    /// After each answer, ask the field for the true value (`/v1/truth/{location}`, which only
+    /// an emulator has) and count the answer's deviation from it in `/metrics`.
+    pub measure_deviation: bool,
     /// Seed of median-of-3's random choices.
     pub seed: u64,
 }
@@ -94,6 +97,8 @@ struct Counters {
     upstream_failures: Count,
     stale: Count,
     cost: Amount,
+    deviation: Amount,
+    deviation_samples: Count,
 }
 
 struct Inner {
@@ -178,6 +183,11 @@ pub async fn router(config: GatewayConfig) -> Result<Router, GatewayError> {
         upstream_failures: metrics.count("gateway_upstream_failures", "Reads of the field that failed or timed out."),
         stale: metrics.count("gateway_stale_answers", "Answers with a stale value because a read failed."),
         cost: metrics.amount("gateway_cost", "Cost of the field reads (Yates Eq 5.5 units)."),
+        deviation: metrics.amount(
+            "gateway_deviation",
+            "Answers' deviation from the field's true value just after they left, summed (with --measure-deviation).",
+        ),
+        deviation_samples: metrics.count("gateway_deviation_samples", "Answers whose deviation was measured."),
     };
     let shared = Arc::new(Shared {
         inner: Mutex::new(Inner { cache, draws: ChaCha8Rng::seed_from_u64(config.seed) }),
@@ -203,7 +213,34 @@ struct Params {
     max_age: Option<String>,
 }
 
-async fn reading(State(s): State<Arc<Shared>>, Path(raw): Path<String>, Query(q): Query<Params>) -> Response {
+async fn reading(State(s): State<Arc<Shared>>, path: Path<String>, query: Query<Params>) -> Response {
+    let response = answer(Arc::clone(&s), path, query).await;
+    if s.config.measure_deviation && response.status() == StatusCode::OK {
+        // The value is in the body; read it back rather than thread it through every path.
+        let (parts, body) = response.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+            return error(StatusCode::INTERNAL_SERVER_ERROR, "an answer too large to measure".into());
+        };
+        if let Ok(reply) = serde_json::from_slice::<ReadingReply>(&bytes) {
+            tokio::spawn(measure_deviation(s, reply.location, reply.value));
+        }
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    }
+    response
+}
+
+/// Adds `|value − truth|` for `location` to the deviation counters.
+async fn measure_deviation(s: Arc<Shared>, location: u32, value: f64) {
+    let url = format!("{}/v1/truth/{location}", s.config.field.trim_end_matches('/'));
+    if let Ok(r) = s.client.get(url).send().await
+        && let Ok(truth) = r.json::<f64>().await
+    {
+        s.counters.deviation.inc_by((value - truth).abs());
+        s.counters.deviation_samples.inc();
+    }
+}
+
+async fn answer(s: Arc<Shared>, Path(raw): Path<String>, Query(q): Query<Params>) -> Response {
     let Some(location) = raw.parse::<u32>().ok().filter(|l| (*l as usize) < s.locations) else {
         return error(
             StatusCode::NOT_FOUND,

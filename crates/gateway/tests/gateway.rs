@@ -43,6 +43,7 @@ fn config(field: SocketAddr, lookup: Lookup) -> GatewayConfig {
         keep_approximations: false,
         upstream_timeout: Duration::from_secs(5),
         stale_if_error: None,
+        measure_deviation: false,
         seed: 1,
     }
 }
@@ -117,6 +118,7 @@ async fn a_waiter_outlives_the_asker_who_started_the_read() {
     // The read filled the cache: the next asker hits.
     let (_, body) = get(g, "/v1/readings/999").await;
     assert_eq!(serde_json::from_str::<ReadingReply>(&body).unwrap().source, "cache");
+    assert_eq!(counter(g, "gateway_deviation_samples_total").await, 0.0, "not measured unless asked");
     // A reader who accepts nothing older than now reads the field again.
     let (_, body) = get(g, "/v1/readings/999?max_age=0").await;
     assert_eq!(serde_json::from_str::<ReadingReply>(&body).unwrap().source, "field");
@@ -163,4 +165,21 @@ async fn a_slow_field_is_a_504_and_bad_requests_say_what_is_wrong() {
     // Without the field's description there is no gateway, and the error says what was asked.
     let e = gateway::router(config("127.0.0.1:9".parse().unwrap(), Lookup::Simple)).await.unwrap_err();
     assert!(e.to_string().contains("asking http://127.0.0.1:9/v1/field"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deviation_from_the_true_value_is_measured_when_asked() {
+    let (f, _stop) = field(0.01).await;
+    let g = gateway(GatewayConfig { measure_deviation: true, ..config(f, Lookup::AllHits) }).await;
+    for _ in 0..5 {
+        assert_eq!(get(g, "/v1/readings/17").await.0, 200);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(counter(g, "gateway_deviation_samples_total").await, 5.0);
+    // All hits never refreshes, and the field changes 90 times a second (at 100× speed, every
+    // location about 9 times a second): the answers drift from the truth.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(get(g, "/v1/readings/17").await.0, 200);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(counter(g, "gateway_deviation_total").await > 0.0);
 }
