@@ -71,6 +71,10 @@ struct FieldServe {
     /// Seed of the field's values and changes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Also answer reads over UDP on this address: a datagram `read LOCATION` gets the JSON
+    /// of /v1/sensors/LOCATION back.
+    #[arg(long)]
+    udp: Option<SocketAddr>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -125,9 +129,13 @@ struct GatewayServe {
     /// The field service's base URL.
     #[arg(long, default_value = "http://127.0.0.1:7100")]
     field: String,
+    /// Read the field over UDP at this address (field serve --udp); its shape still comes
+    /// from --field.
+    #[arg(long)]
+    field_udp: Option<SocketAddr>,
     /// Sit in front of this HTTP origin instead of a sensor field: every GET is kept by its
     /// path and query, coalesced, and answered with X-Cache and Age headers.
-    #[arg(long, conflicts_with_all = ["field", "policy", "age_from", "keep_approximations"])]
+    #[arg(long, conflicts_with_all = ["field", "field_udp", "policy", "age_from", "keep_approximations"])]
     origin: Option<String>,
     /// With --origin: answer a response this many seconds past its freshness at once, while
     /// one read refreshes it (RFC 5861 stale-while-revalidate).
@@ -208,8 +216,20 @@ pub(crate) fn run_field(args: &FieldArgs) -> Result<()> {
         link_capacity: a.link_capacity,
         max_wait_s: a.max_wait,
     };
-    let router = switchyard_gateway::field::router(config)?;
-    runtime()?.block_on(serve(a.listen, router, "sensor field"))
+    let service = switchyard_gateway::field::FieldService::new(config)?;
+    runtime()?.block_on(async {
+        if let Some(udp) = a.udp {
+            let socket = tokio::net::UdpSocket::bind(udp).await.with_context(|| format!("binding UDP {udp}"))?;
+            eprintln!("sensor field reads over UDP on {}", socket.local_addr()?);
+            let service = service.clone();
+            tokio::spawn(async move {
+                if let Err(e) = switchyard_gateway::field::serve_udp(&service, socket).await {
+                    eprintln!("switchyard: UDP: {e}");
+                }
+            });
+        }
+        serve(a.listen, service.router(), "sensor field").await
+    })
 }
 
 pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
@@ -234,6 +254,7 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
     }
     let config = GatewayConfig {
         field: a.field.clone(),
+        field_udp: a.field_udp,
         lookup: a.policy,
         ttl: seconds("--ttl", a.ttl)?,
         age_from: a.age_from,

@@ -139,51 +139,68 @@ fn unix_ms() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
-/// The emulator's routes.
+/// A running field, to be served over HTTP ([`FieldService::router`]) and UDP ([`serve_udp`])
+/// at once.
+#[derive(Clone)]
+pub struct FieldService(Arc<Shared>);
+
+/// The emulator's HTTP routes, for a field served over HTTP only.
 pub fn router(config: FieldConfig) -> Result<Router, FieldError> {
-    if !(config.time_scale.is_finite() && config.time_scale > 0.0) {
-        return Err(FieldError::Config(format!(
-            "time scale {}: give a positive number (1 is real time)",
-            config.time_scale
-        )));
+    Ok(FieldService::new(config)?.router())
+}
+
+impl FieldService {
+    /// The HTTP routes.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/v1/field", get(|State(s): State<Arc<Shared>>| async move { Json(s.info.clone()) }))
+            .route("/v1/sensors/{location}", get(read))
+            .route("/v1/truth/{location}", get(truth))
+            .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
+            .with_state(Arc::clone(&self.0))
     }
-    if !(config.link_capacity.is_finite() && config.link_capacity > 0.0) {
-        return Err(FieldError::Config(format!(
-            "link capacity {}: give a positive number of queries a second",
-            config.link_capacity
-        )));
+
+    /// The field `config` describes, its clock started.
+    pub fn new(config: FieldConfig) -> Result<Self, FieldError> {
+        if !(config.time_scale.is_finite() && config.time_scale > 0.0) {
+            return Err(FieldError::Config(format!(
+                "time scale {}: give a positive number (1 is real time)",
+                config.time_scale
+            )));
+        }
+        if !(config.link_capacity.is_finite() && config.link_capacity > 0.0) {
+            return Err(FieldError::Config(format!(
+                "link capacity {}: give a positive number of queries a second",
+                config.link_capacity
+            )));
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
+        let field = Field::new(&config.spec, &mut rng).map_err(FieldError::Field)?;
+        let cost = FieldCost::new(field.points(), field.stations())
+            .ok_or_else(|| FieldError::Field("a location sits on a base station".into()))?;
+        let info = FieldInfo {
+            locations: field.points().to_vec(),
+            stations: field.stations().to_vec(),
+            neighbours: (0..field.points().len() as u32).map(|l| field.neighbours().of(&l).to_vec()).collect(),
+        };
+        let start = Instant::now();
+        let mut metrics = Metrics::default();
+        let reads = metrics.count("field_reads", "Reads answered.");
+        let refused = metrics.count("field_refused", "Reads refused: their link's queue was past its longest wait.");
+        let cost_total = metrics.amount("field_cost", "Cost of the reads answered (Yates Eq 5.5 units).");
+        let shared = Arc::new(Shared {
+            live: Mutex::new(Live { link_free: vec![start; field.stations().len()], field, rng }),
+            cost,
+            info,
+            config,
+            start,
+            metrics,
+            reads,
+            refused,
+            cost_total,
+        });
+        Ok(Self(shared))
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
-    let field = Field::new(&config.spec, &mut rng).map_err(FieldError::Field)?;
-    let cost = FieldCost::new(field.points(), field.stations())
-        .ok_or_else(|| FieldError::Field("a location sits on a base station".into()))?;
-    let info = FieldInfo {
-        locations: field.points().to_vec(),
-        stations: field.stations().to_vec(),
-        neighbours: (0..field.points().len() as u32).map(|l| field.neighbours().of(&l).to_vec()).collect(),
-    };
-    let start = Instant::now();
-    let mut metrics = Metrics::default();
-    let reads = metrics.count("field_reads", "Reads answered.");
-    let refused = metrics.count("field_refused", "Reads refused: their link's queue was past its longest wait.");
-    let cost_total = metrics.amount("field_cost", "Cost of the reads answered (Yates Eq 5.5 units).");
-    let shared = Arc::new(Shared {
-        live: Mutex::new(Live { link_free: vec![start; field.stations().len()], field, rng }),
-        cost,
-        info,
-        config,
-        start,
-        metrics,
-        reads,
-        refused,
-        cost_total,
-    });
-    Ok(Router::new()
-        .route("/v1/field", get(|State(s): State<Arc<Shared>>| async move { Json(s.info.clone()) }))
-        .route("/v1/sensors/{location}", get(read))
-        .route("/v1/truth/{location}", get(truth))
-        .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
-        .with_state(shared))
 }
 
 /// The location `raw` names, or the 404 that says which there are.
@@ -195,11 +212,9 @@ fn location(s: &Shared, raw: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("no location `{raw}`: the field has locations 0 to {}", n - 1))
 }
 
-async fn read(State(s): State<Arc<Shared>>, Path(raw): Path<String>) -> Response {
-    let l = match location(&s, &raw) {
-        Ok(l) => l,
-        Err(why) => return error(StatusCode::NOT_FOUND, why),
-    };
+/// One read of the field: the link's queue, the trip out, the sample, the trip back.
+async fn sense(s: &Shared, raw: &str) -> Result<SensorReading, (StatusCode, String)> {
+    let l = location(s, raw).map_err(|why| (StatusCode::NOT_FOUND, why))?;
     let station = s.cost.station(l);
     let now = Instant::now();
     let wait = {
@@ -208,14 +223,14 @@ async fn read(State(s): State<Arc<Shared>>, Path(raw): Path<String>) -> Response
         let wait = start - now;
         if wait > s.wall(s.config.max_wait_s) {
             s.refused.inc();
-            return error(
+            return Err((
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
                     "the link to base station {station} is full: a query would wait {:.2} s, longer than the {} s limit",
                     wait.as_secs_f64() / s.config.time_scale,
                     s.config.max_wait_s
                 ),
-            );
+            ));
         }
         live.link_free[station] = start + s.wall(1.0 / s.config.link_capacity);
         wait
@@ -228,7 +243,41 @@ async fn read(State(s): State<Arc<Shared>>, Path(raw): Path<String>) -> Response
     s.reads.inc();
     s.cost_total.inc_by(cost);
     let delay_s = s.model_s(Instant::now()) - s.model_s(now);
-    Json(SensorReading { location: l, value, sensed_at_ms, cost, delay_s }).into_response()
+    Ok(SensorReading { location: l, value, sensed_at_ms, cost, delay_s })
+}
+
+async fn read(State(s): State<Arc<Shared>>, Path(raw): Path<String>) -> Response {
+    match sense(&s, &raw).await {
+        Ok(r) => Json(r).into_response(),
+        Err((status, why)) => error(status, why),
+    }
+}
+
+/// Answers reads over UDP on `socket` until it fails: a datagram `read LOCATION` is answered
+/// with one datagram, the JSON a `GET /v1/sensors/LOCATION` would give (or `{"error": …}`).
+/// Reads run side by side, each as long as the model says.
+pub async fn serve_udp(service: &FieldService, socket: tokio::net::UdpSocket) -> std::io::Result<()> {
+    let socket = Arc::new(socket);
+    let mut buf = [0u8; 512];
+    loop {
+        let (n, from) = socket.recv_from(&mut buf).await?;
+        let text = String::from_utf8_lossy(&buf[..n]).trim().to_string();
+        let (s, socket) = (Arc::clone(&service.0), Arc::clone(&socket));
+        tokio::spawn(async move {
+            let reply = match text.strip_prefix("read ") {
+                Some(raw) => match sense(&s, raw.trim()).await {
+                    Ok(r) => serde_json::to_vec(&r),
+                    Err((_, why)) => serde_json::to_vec(&ErrorBody { error: why }),
+                },
+                None => serde_json::to_vec(&ErrorBody {
+                    error: format!("`{}`: send `read LOCATION`", text.chars().take(40).collect::<String>()),
+                }),
+            };
+            if let Ok(bytes) = reply {
+                let _ = socket.send_to(&bytes, from).await;
+            }
+        });
+    }
 }
 
 async fn truth(State(s): State<Arc<Shared>>, Path(raw): Path<String>) -> Response {

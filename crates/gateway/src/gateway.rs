@@ -35,6 +35,9 @@ use crate::metrics::{Amount, Count, Metrics};
 pub struct GatewayConfig {
     /// The field emulator's (or a field service's) base URL, e.g. `http://127.0.0.1:7100`.
     pub field: String,
+    /// Read the field over UDP at this address (`read LOCATION` datagrams) instead of HTTP; the
+    /// field's shape still comes from `field` over HTTP.
+    pub field_udp: Option<std::net::SocketAddr>,
     /// The lookup policy.
     pub lookup: Lookup,
     /// Yates's T.
@@ -312,8 +315,35 @@ async fn answer(s: Arc<Shared>, Path(raw): Path<String>, Query(q): Query<Params>
 /// Reads `location` from the field and answers everyone waiting on it (and `direct`, the
 /// asker of a policy that does not coalesce).
 async fn read_field(s: Arc<Shared>, location: u32, direct: Option<Waiter>) {
+    let got = match s.config.field_udp {
+        Some(addr) => read_udp(addr, location, s.config.upstream_timeout).await,
+        None => read_http(&s, location).await,
+    };
+    answer_read(&s, location, direct, got);
+}
+
+/// One read over UDP: a datagram out, one back, within `timeout`.
+async fn read_udp(addr: std::net::SocketAddr, location: u32, timeout: Duration) -> Result<SensorReading, ReadFailure> {
+    let io = |e: std::io::Error| ReadFailure::Upstream(format!("UDP to {addr}: {e}"));
+    let local: std::net::SocketAddr = if addr.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { ([0u16; 8], 0).into() };
+    let socket = tokio::net::UdpSocket::bind(local).await.map_err(io)?;
+    socket.connect(addr).await.map_err(io)?;
+    socket.send(format!("read {location}").as_bytes()).await.map_err(io)?;
+    let mut buf = vec![0u8; 2048];
+    let n =
+        tokio::time::timeout(timeout, socket.recv(&mut buf)).await.map_err(|_| ReadFailure::Timeout)?.map_err(io)?;
+    match serde_json::from_slice::<SensorReading>(&buf[..n]) {
+        Ok(r) => Ok(r),
+        Err(_) => Err(ReadFailure::Upstream(
+            serde_json::from_slice::<ErrorBody>(&buf[..n])
+                .map_or_else(|_| "a reply that is not a reading".into(), |b| b.error),
+        )),
+    }
+}
+
+async fn read_http(s: &Shared, location: u32) -> Result<SensorReading, ReadFailure> {
     let url = format!("{}/v1/sensors/{location}", s.config.field.trim_end_matches('/'));
-    let got: Result<SensorReading, ReadFailure> = async {
+    async {
         let r = s.client.get(&url).send().await?;
         if !r.status().is_success() {
             let status = r.status();
@@ -326,7 +356,11 @@ async fn read_field(s: Arc<Shared>, location: u32, direct: Option<Waiter>) {
     .await
     .unwrap_or_else(|e: reqwest::Error| {
         Err(if e.is_timeout() { ReadFailure::Timeout } else { ReadFailure::Upstream(e.to_string()) })
-    });
+    })
+}
+
+/// Loads a read's outcome and answers everyone waiting on it.
+fn answer_read(s: &Shared, location: u32, direct: Option<Waiter>, got: Result<SensorReading, ReadFailure>) {
     let mut inner = s.inner.lock().expect("no request panics holding the cache");
     let now = s.now();
     let direct = direct.map(|w| (w, location));

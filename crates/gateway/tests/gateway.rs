@@ -37,6 +37,7 @@ async fn field(scale: f64) -> (SocketAddr, oneshot::Sender<()>) {
 fn config(field: SocketAddr, lookup: Lookup) -> GatewayConfig {
     GatewayConfig {
         field: format!("http://{field}"),
+        field_udp: None,
         lookup,
         ttl: Duration::from_secs(60),
         age_from: AgeFrom::Load,
@@ -182,4 +183,34 @@ async fn deviation_from_the_true_value_is_measured_when_asked() {
     assert_eq!(get(g, "/v1/readings/17").await.0, 200);
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(counter(g, "gateway_deviation_total").await > 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_field_answers_over_udp_too() {
+    let spec =
+        FieldSpec::Lattice { model: ChangeModel::Correlated, rate: 90.0, stations: Stations::Quadrants, rule: None };
+    let service =
+        field::FieldService::new(FieldConfig { spec, seed: 4, time_scale: 0.05, link_capacity: 25.0, max_wait_s: 2.0 })
+            .unwrap();
+    let (http, _stop) = serve(service.router()).await;
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let udp = socket.local_addr().unwrap();
+    let udp_service = service.clone();
+    tokio::spawn(async move { field::serve_udp(&udp_service, socket).await });
+    // A stranger's datagram is answered with what to send.
+    let probe = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    probe.send_to(b"hello", udp).await.unwrap();
+    let mut buf = [0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(2), probe.recv(&mut buf)).await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("send `read LOCATION`"));
+    // A crowd through a gateway reading over UDP makes one read.
+    let g = gateway(GatewayConfig { field_udp: Some(udp), ..config(http, Lookup::Piggyback) }).await;
+    let asks: Vec<_> = (0..20).map(|_| tokio::spawn(get(g, "/v1/readings/250"))).collect();
+    for a in asks {
+        assert_eq!(a.await.unwrap().0, 200);
+    }
+    assert_eq!(counter(http, "field_reads_total").await, 1.0);
+    let (status, body) = get(g, "/v1/readings/251?max_age=0").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(serde_json::from_str::<ReadingReply>(&body).unwrap().source, "field");
 }
