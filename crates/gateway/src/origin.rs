@@ -134,7 +134,7 @@ fn reader_bound(headers: &HeaderMap) -> Option<Nanos> {
             let (k, v) = d.split_once('=')?;
             k.trim()
                 .eq_ignore_ascii_case("max-age")
-                .then(|| v.trim().parse::<u64>().ok().map(|s| Nanos(s * 1_000_000_000)))?
+                .then(|| v.trim().parse::<u64>().ok().map(|s| Nanos(s.saturating_mul(1_000_000_000))))?
         }
     })
 }
@@ -259,5 +259,42 @@ async fn read_origin(s: Arc<Shared>, key: String, direct: Option<Waiter>) {
     drop(cache);
     for (w, _) in waiters.into_iter().chain(direct.map(|w| (w, key.clone()))) {
         let _ = w.send(outcome.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn bound(value: &str) -> Option<Nanos> {
+        let mut h = HeaderMap::new();
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_str(value).unwrap());
+        reader_bound(&h)
+    }
+
+    #[test]
+    fn a_reader_s_cache_control_sets_its_bound() {
+        assert_eq!(bound("max-age=30"), Some(Nanos(30_000_000_000)));
+        assert_eq!(bound("no-store, Max-Age = 5"), Some(Nanos(5_000_000_000)));
+        assert_eq!(bound("no-cache"), Some(Nanos::ZERO));
+        assert_eq!(bound("max-age=abc"), None, "an unreadable bound is no bound");
+        assert_eq!(bound("private"), None);
+        assert_eq!(reader_bound(&HeaderMap::new()), None);
+    }
+
+    proptest! {
+        /// The header is outside input: any value reads without a panic, and a huge max-age
+        /// does not overflow.
+        #[test]
+        fn any_cache_control_reads_without_panic(value in "[ -~]{0,64}", secs in any::<u64>()) {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                let mut h = HeaderMap::new();
+                h.insert(header::CACHE_CONTROL, v);
+                let _ = reader_bound(&h);
+            }
+            let _ = bound(&format!("max-age={secs}"));
+        }
     }
 }
