@@ -225,13 +225,7 @@ impl Model for Cacheflow {
         match event {
             Event::Ask { client } => {
                 let server = client / self.params.clients_per_server;
-                // 80% of requests go to the popular fifth of the sets.
-                let popular = (self.params.sets / 5).max(1);
-                let set = if self.rng.random::<f64>() < 0.8 {
-                    self.rng.random_range(0..popular)
-                } else {
-                    self.rng.random_range(popular..self.params.sets.max(popular + 1))
-                };
+                let set = pick_set(self.params.sets, &mut self.rng);
                 let neighbours =
                     if self.params.cooperate { self.servers[server].neighbours.clone() } else { Vec::new() };
                 let request = self.requests.len();
@@ -296,6 +290,32 @@ impl Model for Cacheflow {
     }
 }
 
+/// Cacheflow's sets (Dou Table 4.2): `sets` sets of `set_size` distinct objects of `files`, each
+/// slot drawn from the popular fifth of the objects with probability 0.8.
+pub fn make_sets(files: usize, sets: usize, set_size: usize, rng: &mut ChaCha8Rng) -> Vec<Vec<u32>> {
+    let popular = (files / 5).max(1);
+    (0..sets)
+        .map(|_| {
+            let mut set = BTreeSet::new();
+            while set.len() < set_size.min(files) {
+                let f = if rng.random::<f64>() < 0.8 {
+                    rng.random_range(0..popular)
+                } else {
+                    rng.random_range(popular..files.max(popular + 1))
+                };
+                set.insert(f as u32);
+            }
+            set.into_iter().collect()
+        })
+        .collect()
+}
+
+/// Which set a client asks for next: 80% of requests go to the popular fifth of the sets.
+pub fn pick_set(sets: usize, rng: &mut ChaCha8Rng) -> usize {
+    let popular = (sets / 5).max(1);
+    if rng.random::<f64>() < 0.8 { rng.random_range(0..popular) } else { rng.random_range(popular..sets.max(popular + 1)) }
+}
+
 /// Runs Cacheflow (or, with `cooperate` off, the same servers alone).
 pub fn simulate(params: &CacheflowParams) -> Result<CacheflowOutcome, SimError> {
     let bad = |name: &'static str, value: usize| SimError::BadParameter {
@@ -318,23 +338,7 @@ pub fn simulate(params: &CacheflowParams) -> Result<CacheflowOutcome, SimError> 
         });
     }
     let streams = Streams::new(params.seed);
-    // Sets: each slot drawn from the popular fifth of the objects with probability 0.8.
-    let mut draw = streams.stream(1);
-    let popular = (params.files / 5).max(1);
-    let sets: Vec<Vec<u32>> = (0..params.sets)
-        .map(|_| {
-            let mut set = BTreeSet::new();
-            while set.len() < params.set_size {
-                let f = if draw.random::<f64>() < 0.8 {
-                    draw.random_range(0..popular)
-                } else {
-                    draw.random_range(popular..params.files.max(popular + 1))
-                };
-                set.insert(f as u32);
-            }
-            set.into_iter().collect()
-        })
-        .collect();
+    let sets = make_sets(params.files, params.sets, params.set_size, &mut streams.stream(1));
     let n = params.servers;
     let clients = n * params.clients_per_server;
     let mut lat = streams.stream(2);
