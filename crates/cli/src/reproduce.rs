@@ -99,6 +99,18 @@ pub(crate) struct ReproduceArgs {
     #[command(flatten)]
     lab: crate::reproduce_cache::LabArgs,
 
+    /// dou-cacheflow: also run the experiment on real gateways (HTTP on loopback).
+    #[arg(long)]
+    real: bool,
+
+    /// dou-cacheflow --real: the objects' size in KB (the thesis: 50).
+    #[arg(long, default_value_t = 50)]
+    object_kb: usize,
+
+    /// dou-cacheflow --real: requests each client makes (a fifth of them warm-up).
+    #[arg(long, default_value_t = 100)]
+    requests: usize,
+
     /// yates-cache: which cells stand in for a cell of the lattice: `faces` (the up to six
     /// sharing a face), `nearest:K` or `within:DISTANCE` (spacing is 8, 6 and 4 along x, y, z).
     #[arg(long, default_value = "faces")]
@@ -155,7 +167,8 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
     }
     if name == CACHEFLOW.0 {
         let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        return crate::reproduce_cacheflow::run(args.seed, threads);
+        let real = args.real.then_some((args.object_kb, args.requests));
+        return crate::reproduce_cacheflow::run(args.seed, threads, real);
     }
     if name == CACHE.0 {
         return crate::reproduce_cache::run(&crate::reproduce_cache::CacheRepro {

@@ -2,12 +2,70 @@
 //! simulator, beside the thesis's model and its PlanetLab sample run.
 
 use std::io::Write;
+use std::time::Duration;
 
 use anyhow::Result;
 use switchyard_core::cache::HitModel;
 use switchyard_sim::models::cacheflow::{CacheflowOutcome, CacheflowParams, simulate};
 
-pub(crate) fn run(seed: u64, threads: usize) -> Result<()> {
+/// The same experiment on real gateways: 6 cooperating gateways (or lone ones), an origin of
+/// 5,000 objects and 18 clients, all on loopback in this process.
+fn run_real(out: &mut impl Write, seed: u64, object_kb: usize, requests: usize) -> Result<()> {
+    use rand::SeedableRng;
+    use switchyard_gateway::coop::{ClusterConfig, run_cluster};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let sets = switchyard_sim::models::cacheflow::make_sets(5000, 1000, 100, &mut rng);
+    let base = ClusterConfig {
+        servers: 6,
+        clients_per_server: 3,
+        cooperate: true,
+        capacity: 600,
+        dedup: true,
+        link_buffer: 0,
+        object_size: object_kb * 1024,
+        files: 5000,
+        sets,
+        requests,
+        warmup: requests / 5,
+        period: Duration::from_millis(10),
+        seed,
+    };
+    writeln!(
+        out,
+        "\non real gateways (HTTP on loopback, this process): 6 gateways, an origin of 5,000 objects of {object_kb} KB, 18 clients \
+         making {requests} requests each ({} not counted), 10 ms apart\n",
+        requests / 5
+    )?;
+    writeln!(
+        out,
+        "{:<34} {:>8} {:>12} {:>11} {:>11} {:>10} {:>11} {:>8}",
+        "case", "hit rate", "published", "local/req", "remote/req", "delivered", "duplicates", "time"
+    )?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    for (name, c, published) in [
+        ("alone, 1× memory", ClusterConfig { cooperate: false, ..base.clone() }, "35.4% (model)"),
+        ("alone, 2× memory", ClusterConfig { cooperate: false, capacity: 1200, ..base.clone() }, "59.1% (model)"),
+        ("alone, 3× memory", ClusterConfig { cooperate: false, capacity: 1800, ..base.clone() }, "72.3% (model)"),
+        ("Cacheflow, 1×, L = 0", base.clone(), "≈72% (33+39)"),
+    ] {
+        let t = std::time::Instant::now();
+        let r = runtime.block_on(run_cluster(&c)).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let requests = (r.asked / 100).max(1) as f64;
+        writeln!(
+            out,
+            "{name:<34} {:>7.1}% {published:>12} {:>11.1} {:>11.1} {:>9.1}% {:>11.2} {:>7.1}s",
+            100.0 * r.hit_rate(),
+            r.local_hits as f64 / requests,
+            r.remote_hits as f64 / requests,
+            100.0 * (1.0 - r.mispredicted as f64 / r.asked.max(1) as f64),
+            r.duplicates as f64 / requests,
+            t.elapsed().as_secs_f64()
+        )?;
+    }
+    Ok(())
+}
+
+pub(crate) fn run(seed: u64, threads: usize, real: Option<(usize, usize)>) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
@@ -79,5 +137,8 @@ pub(crate) fn run(seed: u64, threads: usize) -> Result<()> {
          - de-duplication has little to do while views are current: a server loads only what no neighbour's view shows, so \
          copies arise only from stale views (L = 600) or between a server's two neighbours, which do not see each other"
     )?;
+    if let Some((object_kb, requests)) = real {
+        run_real(&mut out, seed, object_kb, requests)?;
+    }
     Ok(())
 }

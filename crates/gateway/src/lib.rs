@@ -20,6 +20,7 @@
 //! No policy logic: which answer a query gets is the core's decision; this crate carries it
 //! out over HTTP and keeps the clocks.
 
+pub mod coop;
 pub mod field;
 pub mod gateway;
 mod metrics;

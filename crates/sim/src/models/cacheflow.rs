@@ -313,7 +313,11 @@ pub fn make_sets(files: usize, sets: usize, set_size: usize, rng: &mut ChaCha8Rn
 /// Which set a client asks for next: 80% of requests go to the popular fifth of the sets.
 pub fn pick_set(sets: usize, rng: &mut ChaCha8Rng) -> usize {
     let popular = (sets / 5).max(1);
-    if rng.random::<f64>() < 0.8 { rng.random_range(0..popular) } else { rng.random_range(popular..sets.max(popular + 1)) }
+    if rng.random::<f64>() < 0.8 {
+        rng.random_range(0..popular)
+    } else {
+        rng.random_range(popular..sets.max(popular + 1))
+    }
 }
 
 /// Runs Cacheflow (or, with `cooperate` off, the same servers alone).

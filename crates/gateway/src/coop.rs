@@ -1,0 +1,522 @@
+//! Cacheflow's cooperating gateways over HTTP (Dou 2011 ch. 4): each keeps an LRU of objects
+//! read from an origin, tells its neighbours what it adds and evicts (batched, Cacheflow's
+//! link buffer), evicts first what a neighbour also holds, and serves a client's request for a
+//! set of objects together with its neighbours (the split is the core's,
+//! `switchyard_core::cache::cacheflow`).
+//!
+//! - `POST /v1/coop/local`: the client's own gateway. Body: one key per line. It answers what
+//!   it holds, loads from the origin what no neighbour's view shows, and names in
+//!   `X-Cacheflow-Ignore` the neighbours too thin to wait for.
+//! - `POST /v1/coop/remote`: a neighbour. It answers what it holds of the keys.
+//! - `POST /v1/coop/updates`: a neighbour's adds and evictions.
+//! - `GET /v1/coop/neighbours`: the neighbours a client should also ask.
+//!
+//! Answers are framed objects: for each, the key's length (2 bytes, big-endian), the key, the
+//! body's length (4 bytes) and the body. A header `X-Cacheflow-Loaded` counts the objects loaded
+//! from the origin.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, body::Bytes};
+use serde::{Deserialize, Serialize};
+use switchyard_core::cache::Lru;
+use switchyard_core::cache::cacheflow::{plan_local, serve_remote};
+
+use crate::metrics::{Count, Metrics};
+
+/// How one cooperating gateway runs.
+#[derive(Clone, Debug)]
+pub struct CoopConfig {
+    /// This gateway's own base URL, as its neighbours reach it.
+    pub me: String,
+    /// The origin's base URL; an object `K` is read from `{origin}{K}`.
+    pub origin: String,
+    /// Objects kept.
+    pub capacity: usize,
+    /// Evict first what a neighbour holds.
+    pub dedup: bool,
+    /// Changes buffered per neighbour before they are sent (Cacheflow's L).
+    pub link_buffer: usize,
+    /// Fewest objects a neighbour must hold of a request to be waited for.
+    pub threshold: usize,
+    /// The longest a read of the origin may take.
+    pub upstream_timeout: Duration,
+}
+
+/// A neighbour's report of what it added (`true`) and evicted.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Updates {
+    /// The neighbour's own URL.
+    pub from: String,
+    /// (key, added) in the order they happened.
+    pub changes: Vec<(String, bool)>,
+}
+
+struct Node {
+    cache: Lru<String>,
+    bodies: std::collections::BTreeMap<String, Bytes>,
+    neighbours: Vec<String>,
+    views: Vec<BTreeSet<String>>,
+    outbox: Vec<Vec<(String, bool)>>,
+}
+
+struct Shared {
+    state: Mutex<Node>,
+    config: CoopConfig,
+    client: reqwest::Client,
+    metrics: Metrics,
+    local_hits: Count,
+    loads: Count,
+    remote_served: Count,
+    updates_sent: Count,
+}
+
+/// One cooperating gateway.
+#[derive(Clone)]
+pub struct CoopNode(Arc<Shared>);
+
+/// Frames `items` as the answers above.
+pub fn frame(items: &[(String, Bytes)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (k, b) in items {
+        let k = &k.as_bytes()[..k.len().min(u16::MAX as usize)];
+        out.extend_from_slice(&(k.len() as u16).to_be_bytes());
+        out.extend_from_slice(k);
+        out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+        out.extend_from_slice(b);
+    }
+    out
+}
+
+/// Reads framed objects; `None` if the bytes are cut short or a key is not UTF-8.
+pub fn unframe(mut bytes: &[u8]) -> Option<Vec<(String, usize)>> {
+    let mut items = Vec::new();
+    while !bytes.is_empty() {
+        let klen = usize::from(u16::from_be_bytes(bytes.get(..2)?.try_into().ok()?));
+        let key = std::str::from_utf8(bytes.get(2..2 + klen)?).ok()?.to_string();
+        bytes = &bytes[2 + klen..];
+        let blen = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+        bytes.get(4..4 + blen)?;
+        bytes = &bytes[4 + blen..];
+        items.push((key, blen));
+    }
+    Some(items)
+}
+
+fn keys(body: &Bytes) -> Vec<String> {
+    String::from_utf8_lossy(body).lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect()
+}
+
+impl CoopNode {
+    /// A gateway with an empty cache and no neighbours yet.
+    pub fn new(config: CoopConfig) -> Self {
+        let client = reqwest::Client::builder().timeout(config.upstream_timeout).build().expect("a plain HTTP client");
+        let mut metrics = Metrics::default();
+        let local_hits = metrics.count("coop_local_hits", "Objects of local requests answered from this cache.");
+        let loads = metrics.count("coop_loads", "Objects loaded from the origin.");
+        let remote_served =
+            metrics.count("coop_remote_served", "Objects of neighbours' clients answered from this cache.");
+        let updates_sent = metrics.count("coop_update_batches_sent", "Batches of changes sent to neighbours.");
+        let state = Node {
+            cache: Lru::new(config.capacity, config.dedup),
+            bodies: Default::default(),
+            neighbours: Vec::new(),
+            views: Vec::new(),
+            outbox: Vec::new(),
+        };
+        Self(Arc::new(Shared {
+            state: Mutex::new(state),
+            config,
+            client,
+            metrics,
+            local_hits,
+            loads,
+            remote_served,
+            updates_sent,
+        }))
+    }
+
+    /// Its neighbours (their base URLs); their views start empty.
+    pub fn set_neighbours(&self, neighbours: Vec<String>) {
+        let mut st = self.0.state.lock().expect("not poisoned");
+        st.views = vec![BTreeSet::new(); neighbours.len()];
+        st.outbox = vec![Vec::new(); neighbours.len()];
+        st.neighbours = neighbours;
+    }
+
+    /// The routes.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/v1/coop/local", post(local))
+            .route("/v1/coop/remote", post(remote))
+            .route("/v1/coop/updates", post(updates))
+            .route(
+                "/v1/coop/neighbours",
+                get(|State(s): State<Arc<Shared>>| async move {
+                    Json(s.state.lock().expect("not poisoned").neighbours.clone())
+                }),
+            )
+            .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
+            .with_state(Arc::clone(&self.0))
+    }
+}
+
+/// Records changes for the neighbours and sends the batches that are full.
+fn changed(s: &Arc<Shared>, st: &mut Node, changes: &[(String, bool)]) {
+    for i in 0..st.neighbours.len() {
+        st.outbox[i].extend_from_slice(changes);
+        if st.outbox[i].len() > s.config.link_buffer {
+            let batch = Updates { from: s.config.me.clone(), changes: std::mem::take(&mut st.outbox[i]) };
+            let (url, client) = (format!("{}/v1/coop/updates", st.neighbours[i]), s.client.clone());
+            s.updates_sent.inc();
+            tokio::spawn(async move {
+                let _ = client.post(url).json(&batch).send().await;
+            });
+        }
+    }
+}
+
+async fn local(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
+    let files = keys(&body);
+    let (plan, mut items) = {
+        let mut st = s.state.lock().expect("not poisoned");
+        let plan = plan_local(&files, &st.cache, &st.views, s.config.threshold);
+        let mut items = Vec::new();
+        for k in &plan.hits {
+            st.cache.touch(k);
+            if let Some(b) = st.bodies.get(k) {
+                items.push((k.clone(), b.clone()));
+            }
+        }
+        (plan, items)
+    };
+    s.local_hits.inc_by(items.len() as u64);
+    // Load what no neighbour holds, side by side.
+    let mut reads = tokio::task::JoinSet::new();
+    for k in plan.loads.clone() {
+        let (client, url) = (s.client.clone(), format!("{}{k}", s.config.origin.trim_end_matches('/')));
+        reads.spawn(async move {
+            let body = async { client.get(url).send().await?.error_for_status()?.bytes().await }.await;
+            (k, body)
+        });
+    }
+    let mut loaded = Vec::new();
+    while let Some(Ok((k, body))) = reads.join_next().await {
+        if let Ok(b) = body {
+            loaded.push((k, b));
+        }
+    }
+    s.loads.inc_by(loaded.len() as u64);
+    {
+        let mut st = s.state.lock().expect("not poisoned");
+        let mut changes = Vec::new();
+        for (k, b) in &loaded {
+            if st.cache.contains(k) {
+                st.cache.touch(k);
+                continue;
+            }
+            for gone in st.cache.insert(k.clone()) {
+                st.bodies.remove(&gone);
+                changes.push((gone, false));
+            }
+            st.bodies.insert(k.clone(), b.clone());
+            changes.push((k.clone(), true));
+        }
+        changed(&s, &mut st, &changes);
+    }
+    let n_loaded = loaded.len();
+    items.extend(loaded);
+    let mut headers = HeaderMap::new();
+    let ignore = plan.ignore.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+    headers.insert("x-cacheflow-ignore", HeaderValue::from_str(&ignore).expect("digits and commas"));
+    headers.insert("x-cacheflow-loaded", HeaderValue::from(n_loaded));
+    (headers, frame(&items)).into_response()
+}
+
+async fn remote(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
+    let files = keys(&body);
+    let items: Vec<(String, Bytes)> = {
+        let mut st = s.state.lock().expect("not poisoned");
+        let held = serve_remote(&files, &st.cache, s.config.threshold);
+        held.into_iter()
+            .filter_map(|k| {
+                st.cache.touch(&k);
+                st.bodies.get(&k).map(|b| (k, b.clone()))
+            })
+            .collect()
+    };
+    s.remote_served.inc_by(items.len() as u64);
+    frame(&items).into_response()
+}
+
+async fn updates(State(s): State<Arc<Shared>>, Json(u): Json<Updates>) -> Response {
+    let mut st = s.state.lock().expect("not poisoned");
+    let Some(i) = st.neighbours.iter().position(|n| *n == u.from) else {
+        return (axum::http::StatusCode::FORBIDDEN, format!("{} is not a neighbour of {}", u.from, s.config.me))
+            .into_response();
+    };
+    for (k, added) in u.changes {
+        if added {
+            if st.views[i].insert(k.clone()) {
+                st.cache.neighbour_added(&k);
+            }
+        } else if st.views[i].remove(&k) {
+            st.cache.neighbour_evicted(&k);
+        }
+    }
+    axum::http::StatusCode::NO_CONTENT.into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn frames_round_trip() {
+        let items = vec![("/files/1".to_string(), Bytes::from_static(b"abc")), ("/files/22".to_string(), Bytes::new())];
+        assert_eq!(unframe(&frame(&items)), Some(vec![("/files/1".into(), 3), ("/files/22".into(), 0)]));
+        assert_eq!(unframe(&frame(&items)[..5]), None, "cut short");
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_unframe_without_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            let _ = unframe(&bytes);
+        }
+    }
+}
+
+/// What a client got for one set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetOutcome {
+    /// Objects asked for.
+    pub asked: u64,
+    /// From the local gateway's cache.
+    pub local_hits: u64,
+    /// Loaded by the local gateway from the origin.
+    pub loads: u64,
+    /// From a neighbour's cache (counted once per object).
+    pub remote_hits: u64,
+    /// Not delivered: the local gateway left them to a neighbour that no longer had them.
+    pub mispredicted: u64,
+    /// Delivered more than once.
+    pub duplicates: u64,
+}
+
+impl std::ops::AddAssign for SetOutcome {
+    fn add_assign(&mut self, o: Self) {
+        self.asked += o.asked;
+        self.local_hits += o.local_hits;
+        self.loads += o.loads;
+        self.remote_hits += o.remote_hits;
+        self.mispredicted += o.mispredicted;
+        self.duplicates += o.duplicates;
+    }
+}
+
+impl SetOutcome {
+    /// Objects from any cache over objects asked for.
+    pub fn hit_rate(&self) -> f64 {
+        (self.local_hits + self.remote_hits) as f64 / self.asked.max(1) as f64
+    }
+}
+
+/// A Cacheflow client's request: the set's `keys` to `local` and to each of `neighbours` at
+/// once, the answers merged as the thesis's client does (a neighbour the local gateway says to
+/// ignore is ignored).
+pub async fn ask_set(
+    client: &reqwest::Client,
+    local: &str,
+    neighbours: &[String],
+    keys: &[String],
+) -> Result<SetOutcome, String> {
+    let body = keys.join("\n");
+    let post = |base: &str, role: &str| {
+        let (client, url, body) = (client.clone(), format!("{base}/v1/coop/{role}"), body.clone());
+        async move {
+            let r = client.post(&url).body(body).send().await.map_err(|e| format!("{url}: {e}"))?;
+            if !r.status().is_success() {
+                return Err(format!("{url}: {}", r.status()));
+            }
+            let header = |n: &str| r.headers().get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+            let (ignore, loaded) = (header("x-cacheflow-ignore"), header("x-cacheflow-loaded"));
+            let bytes = r.bytes().await.map_err(|e| format!("{url}: {e}"))?;
+            let items = unframe(&bytes).ok_or_else(|| format!("{url}: a damaged answer"))?;
+            Ok::<_, String>((items, ignore, loaded))
+        }
+    };
+    let remotes: Vec<_> = neighbours.iter().map(|n| tokio::spawn(post(n, "remote"))).collect();
+    let (items, ignore, loaded) = post(local, "local").await?;
+    let ignore: Vec<usize> = ignore.split(',').filter_map(|i| i.parse().ok()).collect();
+    let loads: u64 = loaded.parse().unwrap_or(0);
+    let mut got: BTreeSet<String> = BTreeSet::new();
+    let mut out = SetOutcome { asked: keys.len() as u64, loads, ..SetOutcome::default() };
+    for (k, _) in items {
+        got.insert(k);
+    }
+    out.local_hits = (got.len() as u64).saturating_sub(loads);
+    for (i, r) in remotes.into_iter().enumerate() {
+        let (items, _, _) = r.await.map_err(|e| e.to_string())??;
+        if ignore.contains(&i) {
+            continue;
+        }
+        for (k, _) in items {
+            if got.insert(k) {
+                out.remote_hits += 1;
+            } else {
+                out.duplicates += 1;
+            }
+        }
+    }
+    out.mispredicted = keys.iter().filter(|k| !got.contains(*k)).count() as u64;
+    Ok(out)
+}
+
+/// An origin of `count` objects of `size` bytes at `/files/{i}`, counting its reads at
+/// `/metrics` (`origin_reads_total`): what the cooperating gateways are tested against.
+pub fn files(count: usize, size: usize) -> Router {
+    let mut metrics = Metrics::default();
+    let reads = metrics.count("origin_reads", "Objects read.");
+    let metrics = Arc::new(metrics);
+    Router::new()
+        .route(
+            "/files/{i}",
+            get(move |axum::extract::Path(i): axum::extract::Path<usize>| {
+                let reads = reads.clone();
+                async move {
+                    if i >= count {
+                        return (
+                            axum::http::StatusCode::NOT_FOUND,
+                            Bytes::from(format!("no object {i}: there are {count}")),
+                        );
+                    }
+                    reads.inc();
+                    (axum::http::StatusCode::OK, Bytes::from(vec![(i % 251) as u8; size]))
+                }
+            }),
+        )
+        .route("/metrics", get(move || async move { metrics.render() }))
+}
+
+/// A cluster of cooperating gateways (or lone ones) in this process, with an origin and
+/// clients, on loopback: Cacheflow's experiment on real servers.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// Gateways.
+    pub servers: usize,
+    /// Clients per gateway.
+    pub clients_per_server: usize,
+    /// Whether gateways cooperate (neighbours on a ring, two each).
+    pub cooperate: bool,
+    /// Objects each gateway keeps.
+    pub capacity: usize,
+    /// Evict first what a neighbour holds.
+    pub dedup: bool,
+    /// Changes buffered per neighbour (L).
+    pub link_buffer: usize,
+    /// The objects' size in bytes.
+    pub object_size: usize,
+    /// Objects at the origin.
+    pub files: usize,
+    /// The sets clients ask for (object numbers).
+    pub sets: Vec<Vec<u32>>,
+    /// Requests each client makes, of which the first `warmup` are not counted.
+    pub requests: usize,
+    /// Requests per client not counted.
+    pub warmup: usize,
+    /// The pause between a client's requests.
+    pub period: Duration,
+    /// Seed of the clients' choices of sets.
+    pub seed: u64,
+}
+
+async fn bind() -> Result<(tokio::net::TcpListener, String), String> {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+    let url = format!("http://{}", l.local_addr().map_err(|e| e.to_string())?);
+    Ok((l, url))
+}
+
+/// Runs the cluster and returns what the clients got after their warm-up.
+pub async fn run_cluster(c: &ClusterConfig) -> Result<SetOutcome, String> {
+    use rand::SeedableRng;
+    let (l, origin) = bind().await?;
+    let origin_app = files(c.files, c.object_size);
+    let mut tasks = vec![tokio::spawn(async move {
+        let _ = axum::serve(l, origin_app).await;
+    })];
+    let mut urls = Vec::new();
+    let mut nodes = Vec::new();
+    for _ in 0..c.servers {
+        let (l, me) = bind().await?;
+        let node = CoopNode::new(CoopConfig {
+            me: me.clone(),
+            origin: origin.clone(),
+            capacity: c.capacity,
+            dedup: c.dedup,
+            link_buffer: c.link_buffer,
+            threshold: 0,
+            upstream_timeout: Duration::from_secs(10),
+        });
+        let app = node.router();
+        tasks.push(tokio::spawn(async move {
+            let _ = axum::serve(l, app).await;
+        }));
+        urls.push(me);
+        nodes.push(node);
+    }
+    let n = c.servers;
+    for (i, node) in nodes.iter().enumerate() {
+        let ring: Vec<String> = match (c.cooperate, n) {
+            (false, _) | (_, 1) => Vec::new(),
+            (true, 2) => vec![urls[1 - i].clone()],
+            (true, _) => vec![urls[(i + n - 1) % n].clone(), urls[(i + 1) % n].clone()],
+        };
+        node.set_neighbours(ring);
+    }
+    let sets: Arc<Vec<Vec<String>>> =
+        Arc::new(c.sets.iter().map(|s| s.iter().map(|f| format!("/files/{f}")).collect()).collect());
+    let http = reqwest::Client::new();
+    let mut clients = Vec::new();
+    for k in 0..c.servers * c.clients_per_server {
+        let local = urls[k / c.clients_per_server].clone();
+        let (http, sets, c) = (http.clone(), Arc::clone(&sets), c.clone());
+        clients.push(tokio::spawn(async move {
+            let neighbours: Vec<String> = http
+                .get(format!("{local}/v1/coop/neighbours"))
+                .send()
+                .await
+                .map_err(|e| e.to_string())?
+                .json()
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(c.seed ^ (k as u64).wrapping_mul(0x9e37_79b9));
+            let mut total = SetOutcome::default();
+            for r in 0..c.requests {
+                let set = switchyard_sim::models::cacheflow::pick_set(sets.len(), &mut rng);
+                let got = ask_set(&http, &local, &neighbours, &sets[set]).await?;
+                if r >= c.warmup {
+                    total += got;
+                }
+                tokio::time::sleep(c.period).await;
+            }
+            Ok::<_, String>(total)
+        }));
+    }
+    let mut total = SetOutcome::default();
+    for client in clients {
+        total += client.await.map_err(|e| e.to_string())??;
+    }
+    for t in tasks {
+        t.abort();
+    }
+    Ok(total)
+}
