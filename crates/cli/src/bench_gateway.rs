@@ -194,7 +194,7 @@ fn lookups(keys: usize) -> (f64, f64) {
     let mut ours: Cache<String, (), Alone, u64> =
         Cache::new(Lookup::Piggyback, Nanos(u64::MAX / 4), AgeFrom::Load, Alone);
     for (i, k) in names.iter().enumerate() {
-        ours.fill(k.clone(), Reading { value: i as u64, sensed_at: Nanos(1) }, Nanos(1));
+        ours.fill(k.clone(), None, Reading { value: i as u64, sensed_at: Nanos(1) }, Nanos(1));
     }
     let ours = std::sync::Mutex::new(ours);
     let moka: moka::sync::Cache<String, u64> =

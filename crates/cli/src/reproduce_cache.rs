@@ -318,7 +318,7 @@ fn write_outputs(dir: &Path, table: &Table, ex: &Experiment) -> Result<()> {
             .map(|r| Series {
                 name: r.lookup.map_or("-", Lookup::name).to_string(),
                 points: vec![(r.cost_per_query() / r.miss_cost, ex.quality(r, a))],
-                style: Style::Published,
+                style: Style::Measured,
             })
             .collect();
         let svg = line_chart(

@@ -120,16 +120,25 @@ impl Shared {
     }
 
     /// Applies every change due by now; returns the live field.
+    ///
+    /// At most [`CATCH_UP`] changes are made at once: after a long idle spell the field is as
+    /// changed as it gets long before every change due has been made (each location has been
+    /// redrawn many times), and making them all would hold the lock for seconds.
     fn catch_up(&self) -> std::sync::MutexGuard<'_, Live> {
         let mut live = self.live.lock().expect("no request panics holding the field");
         let now = self.model_s(Instant::now());
         let Live { field, rng, .. } = &mut *live;
-        while field.next_change_s() <= now {
+        let mut made = 0;
+        while field.next_change_s() <= now && made < CATCH_UP {
             field.change(rng);
+            made += 1;
         }
         live
     }
 }
+
+/// The most changes one request makes the field catch up on (see `Shared::catch_up`).
+const CATCH_UP: usize = 20_000;
 
 fn error(status: StatusCode, error: String) -> Response {
     (status, Json(ErrorBody { error })).into_response()

@@ -4,8 +4,10 @@
 //! it: answer from the cache or from neighbours, wait on a read under way, or start a read.
 //! A read runs in a task of its own, never in the handler that asked for it. A client that
 //! hangs up therefore cancels only its own wait: the read goes on, fills the cache and answers
-//! everyone waiting on it. That is what makes coalescing exact under any concurrency: one
-//! upstream read per key at a time, and (for a coalescing policy) one per freshness window.
+//! everyone waiting on it. That is what makes coalescing exact under any concurrency: for a
+//! coalescing policy, one upstream read per key per freshness window, unless a reader's own
+//! `max_age` is one that no read under way can meet (it then starts its own, and each read
+//! answers only its own waiters).
 //!
 //! A read that fails or takes longer than the upstream timeout is answered with 502 or 504 and
 //! a sentence saying what happened; or, if the cache still holds a value no older than the
@@ -24,7 +26,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use switchyard_core::Nanos;
-use switchyard_core::cache::{AgeFrom, Answer, Cache, Lookup, Neighbours, Reading};
+use switchyard_core::cache::{AgeFrom, Answer, Cache, Lookup, Neighbours, ReadId, Reading};
 use tokio::sync::oneshot;
 
 use crate::field::{ErrorBody, FieldInfo, SensorReading};
@@ -277,21 +279,28 @@ async fn answer(s: Arc<Shared>, Path(raw): Path<String>, Query(q): Query<Params>
                 s.counters.approx_hits.inc();
                 return Json(s.reply(location, value, sensed_at, from, "neighbours")).into_response();
             }
-            Answer::Wait { on } => {
+            Answer::Wait { on, read } => {
                 s.counters.coalesced.inc();
                 let (tx, rx) = oneshot::channel();
-                if cache.wait(&on, location, tx).is_err() {
+                if cache.wait(&on, read, location, tx).is_err() {
                     unreachable!("the cache named a read under way, under the same lock");
                 }
                 (rx, "coalesced")
             }
-            Answer::Read => {
+            Answer::Read { read } => {
                 s.counters.misses.inc();
                 let (tx, rx) = oneshot::channel();
-                // A coalescing policy keeps the asker among the read's waiters; otherwise the
-                // read answers it directly.
-                let direct = cache.wait(&location, location, tx).err();
-                tokio::spawn(read_field(Arc::clone(&s), location, direct));
+                // A registered read answers its asker among its waiters; otherwise directly.
+                let direct = match read {
+                    Some(id) => {
+                        if cache.wait(&location, id, location, tx).is_err() {
+                            unreachable!("the read was registered under the same lock");
+                        }
+                        None
+                    }
+                    None => Some(tx),
+                };
+                tokio::spawn(read_field(Arc::clone(&s), location, read, direct));
                 (rx, "field")
             }
         }
@@ -314,12 +323,12 @@ async fn answer(s: Arc<Shared>, Path(raw): Path<String>, Query(q): Query<Params>
 
 /// Reads `location` from the field and answers everyone waiting on it (and `direct`, the
 /// asker of a policy that does not coalesce).
-async fn read_field(s: Arc<Shared>, location: u32, direct: Option<Waiter>) {
+async fn read_field(s: Arc<Shared>, location: u32, read: Option<ReadId>, direct: Option<Waiter>) {
     let got = match s.config.field_udp {
         Some(addr) => read_udp(addr, location, s.config.upstream_timeout).await,
         None => read_http(&s, location).await,
     };
-    answer_read(&s, location, direct, got);
+    answer_read(&s, location, read, direct, got);
 }
 
 /// One read over UDP: a datagram out, one back, within `timeout`.
@@ -360,7 +369,13 @@ async fn read_http(s: &Shared, location: u32) -> Result<SensorReading, ReadFailu
 }
 
 /// Loads a read's outcome and answers everyone waiting on it.
-fn answer_read(s: &Shared, location: u32, direct: Option<Waiter>, got: Result<SensorReading, ReadFailure>) {
+fn answer_read(
+    s: &Shared,
+    location: u32,
+    read: Option<ReadId>,
+    direct: Option<Waiter>,
+    got: Result<SensorReading, ReadFailure>,
+) {
     let mut inner = s.inner.lock().expect("no request panics holding the cache");
     let now = s.now();
     let direct = direct.map(|w| (w, location));
@@ -369,7 +384,7 @@ fn answer_read(s: &Shared, location: u32, direct: Option<Waiter>, got: Result<Se
             s.counters.upstream_reads.inc();
             s.counters.cost.inc_by(r.cost);
             let sensed_at = s.at(r.sensed_at_ms);
-            let waiters = inner.cache.fill(location, Reading { value: r.value, sensed_at }, now);
+            let waiters = inner.cache.fill(location, read, Reading { value: r.value, sensed_at }, now);
             drop(inner);
             for (w, asked) in waiters.into_iter().chain(direct) {
                 let _ = w.send(Ok(s.reply(asked, r.value, sensed_at, vec![location], "field")));
@@ -377,16 +392,15 @@ fn answer_read(s: &Shared, location: u32, direct: Option<Waiter>, got: Result<Se
         }
         Err(failure) => {
             s.counters.upstream_failures.inc();
-            let waiters = inner.cache.fail(&location);
-            let stale = inner.cache.peek(&location).copied();
+            let waiters = inner.cache.fail(&location, read);
+            // RFC 5861: stale-if-error allows a value up to the bound past its freshness.
+            let stale = s
+                .config
+                .stale_if_error
+                .and_then(|b| inner.cache.stale_within(&location, now, Nanos(b.as_nanos() as u64)).copied());
             drop(inner);
             for (w, asked) in waiters.into_iter().chain(direct) {
-                let usable = stale.filter(|e| {
-                    asked == location
-                        && s.config
-                            .stale_if_error
-                            .is_some_and(|b| now.0.saturating_sub(e.reading.sensed_at.0) <= b.as_nanos() as u64)
-                });
+                let usable = stale.filter(|_| asked == location);
                 let answer = match usable {
                     Some(e) => {
                         s.counters.stale.inc();

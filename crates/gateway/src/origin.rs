@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
 use switchyard_core::Nanos;
-use switchyard_core::cache::{AgeFrom, Alone, Answer, Cache, Lookup, Reading};
+use switchyard_core::cache::{AgeFrom, Alone, Answer, Cache, Lookup, ReadId, Reading};
 use tokio::sync::oneshot;
 
 use crate::metrics::{Count, Metrics};
@@ -167,8 +167,9 @@ async fn serve(State(s): State<Arc<Shared>>, request: Request) -> Response {
         let mut cache = s.cache.lock().expect("no request panics holding the cache");
         let now = s.now();
         let answer = cache.query(&key, now, bound, &mut |_| 0);
-        let revalidate = s.config.stale_while_revalidate.and_then(|g| {
-            cache.stale_within(&key, now, bound, nanos(g)).map(|e| (e.reading.value.clone(), e.age(now, AgeFrom::Load)))
+        // A reader with a bound of its own gets no stale answer.
+        let revalidate = s.config.stale_while_revalidate.filter(|_| bound.is_none()).and_then(|g| {
+            cache.stale_within(&key, now, nanos(g)).map(|e| (e.reading.value.clone(), e.age(now, AgeFrom::Load)))
         });
         match answer {
             Answer::Hit(e) => {
@@ -176,23 +177,26 @@ async fn serve(State(s): State<Arc<Shared>>, request: Request) -> Response {
                 return respond(&e.reading.value, e.age(now, AgeFrom::Load), "hit", None);
             }
             Answer::Approx { .. } => unreachable!("an origin has no neighbours"),
-            Answer::Wait { on } => {
+            Answer::Wait { on, read } => {
                 if let Some((kept, age)) = revalidate {
                     s.counters.stale_revalidating.inc();
                     return respond(&kept, age, "stale", Some("revalidating"));
                 }
                 s.counters.coalesced.inc();
                 let (tx, rx) = oneshot::channel();
-                if cache.wait(&on, key.clone(), tx).is_err() {
+                if cache.wait(&on, read, key.clone(), tx).is_err() {
                     unreachable!("the cache named a read under way, under the same lock");
                 }
                 (rx, "coalesced")
             }
-            Answer::Read => {
+            Answer::Read { read } => {
                 s.counters.misses.inc();
                 let (tx, rx) = oneshot::channel();
-                let direct = cache.wait(&key, key.clone(), tx).err();
-                tokio::spawn(read_origin(Arc::clone(&s), key.clone(), direct));
+                let read = read.expect("piggybacked queries coalesce");
+                if cache.wait(&key, read, key.clone(), tx).is_err() {
+                    unreachable!("the read was registered under the same lock");
+                }
+                tokio::spawn(read_origin(Arc::clone(&s), key.clone(), read));
                 if let Some((kept, age)) = revalidate {
                     s.counters.stale_revalidating.inc();
                     return respond(&kept, age, "stale", Some("revalidating"));
@@ -219,7 +223,7 @@ async fn serve(State(s): State<Arc<Shared>>, request: Request) -> Response {
 }
 
 /// Reads `key` from the origin and answers everyone waiting on it.
-async fn read_origin(s: Arc<Shared>, key: String, direct: Option<Waiter>) {
+async fn read_origin(s: Arc<Shared>, key: String, read: ReadId) {
     let url = format!("{}{key}", s.config.origin.trim_end_matches('/'));
     let got = async {
         let r = s.client.get(&url).send().await?;
@@ -236,9 +240,9 @@ async fn read_origin(s: Arc<Shared>, key: String, direct: Option<Waiter>) {
             let keep = stored.status.is_success() || matches!(stored.status.as_u16(), 404 | 410);
             let kept = Kept(Arc::new(stored));
             let waiters = if keep {
-                cache.fill(key.clone(), Reading { value: kept.clone(), sensed_at: now }, now)
+                cache.fill(key.clone(), Some(read), Reading { value: kept.clone(), sensed_at: now }, now)
             } else {
-                cache.fail(&key)
+                cache.fail(&key, Some(read))
             };
             (Outcome::Got(kept), waiters)
         }
@@ -249,15 +253,13 @@ async fn read_origin(s: Arc<Shared>, key: String, direct: Option<Waiter>) {
                 Err(e) => (e.is_timeout(), e.to_string()),
             };
             let stale = s.config.stale_if_error.and_then(|g| {
-                cache
-                    .stale_within(&key, now, None, nanos(g))
-                    .map(|e| (e.reading.value.clone(), e.age(now, AgeFrom::Load)))
+                cache.stale_within(&key, now, nanos(g)).map(|e| (e.reading.value.clone(), e.age(now, AgeFrom::Load)))
             });
-            (Outcome::Failed { timeout, why, stale }, cache.fail(&key))
+            (Outcome::Failed { timeout, why, stale }, cache.fail(&key, Some(read)))
         }
     };
     drop(cache);
-    for (w, _) in waiters.into_iter().chain(direct.map(|w| (w, key.clone()))) {
+    for (w, _) in waiters {
         let _ = w.send(outcome.clone());
     }
 }

@@ -111,7 +111,10 @@ async fn a_waiter_outlives_the_asker_who_started_the_read() {
     let second = tokio::spawn(get(g, "/v1/readings/999"));
     tokio::time::sleep(Duration::from_millis(30)).await;
     first.abort();
-    let (status, body) = second.await.unwrap();
+    // A read run inside the first asker's handler would die with it: the second would then
+    // wait for ever, so bound the wait.
+    let (status, body) =
+        tokio::time::timeout(Duration::from_secs(5), second).await.expect("the waiter was answered").unwrap();
     assert_eq!(status, 200, "{body}");
     let r: ReadingReply = serde_json::from_str(&body).unwrap();
     assert_eq!(r.source, "coalesced");

@@ -5,8 +5,8 @@
 //! The trace is two files. The mote locations (`mote_locs.txt`, `moteid x y` in metres) are small
 //! and must be right, so any fault in them is an error naming the line. The readings (`data.txt`,
 //! usually gzipped) are large and known to be untidy — short lines, motes missing from the
-//! locations, lines out of time order — so, as with damaged packets in a capture, such lines are
-//! left out and counted by reason ([`LabSkipped`]), and the readings that remain are sorted by time.
+//! locations — so, as with damaged packets in a capture, such lines are left out and counted by
+//! reason ([`LabSkipped`]); lines out of time order are kept, and the readings are sorted by time.
 //!
 //! The real trace cannot be downloaded here: [`synthetic`] writes one in the same format, and
 //! `data/labdata/` ships 15 hours of one (made by `examples/lab_sample.rs`).

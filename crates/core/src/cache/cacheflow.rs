@@ -49,7 +49,8 @@ pub fn plan_local<K: Ord + Clone>(
         .iter()
         .enumerate()
         .map(|(i, v)| {
-            let ok = threshold == 0 || missing.iter().filter(|f| v.contains(f)).count() >= threshold;
+            // The thesis's count, the same one the neighbour makes: how much of the set it holds.
+            let ok = threshold == 0 || files.iter().filter(|f| v.contains(f)).count() >= threshold;
             if !ok {
                 plan.ignore.push(i);
             }

@@ -29,4 +29,4 @@ pub use hit_model::HitModel;
 pub use lru::Lru;
 pub use neighbours::{Alone, Neighbourhood, Neighbours, Point, Rule};
 pub use policy::{AgeFrom, Freshness, Lookup, UnknownLookup};
-pub use state::{Answer, Cache, CacheStats, Entry, Reading};
+pub use state::{Answer, Cache, CacheStats, Entry, ReadId, Reading};

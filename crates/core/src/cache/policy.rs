@@ -117,22 +117,12 @@ impl FromStr for AgeFrom {
     }
 }
 
-/// How long a value stays fresh: the cache's T, tightened by a reader's own bound.
+/// How long a value stays fresh: the cache's T, and where its age counts from. (A reader's own
+/// bound is on the age since sensing; see `Cache::query`.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Freshness {
     /// The cache's T; `None` for never stale ([`Lookup::AllHits`]).
     pub ttl: Option<Nanos>,
     /// Where age is counted from.
     pub age_from: AgeFrom,
-}
-
-impl Freshness {
-    /// The longest age an answer may have for a reader whose own bound is `max_age` (OPC UA's
-    /// maxAge, TeenyLIME's freshness): the tighter of the two.
-    pub fn limit(&self, max_age: Option<Nanos>) -> Option<Nanos> {
-        match (self.ttl, max_age) {
-            (Some(t), Some(m)) => Some(t.min(m)),
-            (t, m) => t.or(m),
-        }
-    }
 }

@@ -61,14 +61,29 @@ pub enum Answer<K, V = f64> {
     Wait {
         /// The key being read.
         on: K,
+        /// Which of its reads.
+        read: ReadId,
     },
-    /// Read the source for the key, then call [`Cache::fill`] (or [`Cache::fail`]).
-    Read,
+    /// Read the source for the key, then call [`Cache::fill`] (or [`Cache::fail`]) with `read`.
+    /// `Some`: the read is registered, and others may wait on it; the asker waits on it too
+    /// (hand [`Cache::wait`] its token like any other's). `None`: the policy does not coalesce;
+    /// answer the asker directly.
+    Read {
+        /// The read's number, if others may wait on it.
+        read: Option<ReadId>,
+    },
 }
+
+/// One read of the source, numbered so that its answer reaches its own waiters even when
+/// several reads of one key are under way (a reader whose bound an older read cannot meet
+/// starts another).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReadId(pub u64);
 
 /// One read under way.
 #[derive(Debug)]
 struct Pending<K, W> {
+    read: ReadId,
     since: Nanos,
     /// Tokens waiting, each with the key its query asked for.
     waiters: Vec<(W, K)>,
@@ -98,7 +113,12 @@ pub struct Cache<K, W, N, V = f64> {
     freshness: Freshness,
     neighbours: N,
     entries: BTreeMap<K, Entry<V>>,
-    pending: BTreeMap<K, Pending<K, W>>,
+    /// Approximate answers kept (with [`Cache::keep_approximations`]), with the keys they
+    /// came from: answered as approximate, and never the source of another approximation.
+    approximations: BTreeMap<K, (Entry<V>, Vec<K>)>,
+    /// Reads under way, by key, oldest first.
+    pending: BTreeMap<K, Vec<Pending<K, W>>>,
+    next_read: u64,
     stats: CacheStats,
     keep_approximations: bool,
 }
@@ -117,7 +137,9 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
             freshness: Freshness { ttl, age_from },
             neighbours,
             entries: BTreeMap::new(),
+            approximations: BTreeMap::new(),
             pending: BTreeMap::new(),
+            next_read: 0,
             stats: CacheStats::default(),
             keep_approximations: false,
         }
@@ -151,18 +173,23 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
         self.entries.get(key)
     }
 
-    /// The entry for `key` if it is stale for a reader with bound `max_age` by no more than
-    /// `grace`: RFC 5861's stale-while-revalidate (answer it now, while a read refreshes it)
-    /// and stale-if-error (answer it when the read fails).
-    pub fn stale_within(&self, key: &K, now: Nanos, max_age: Option<Nanos>, grace: Nanos) -> Option<&Entry<V>> {
+    /// The entry for `key` if it is past the cache's T by no more than `grace`: RFC 5861's
+    /// stale-while-revalidate (answer it now, while a read refreshes it) and stale-if-error
+    /// (answer it when the read fails), whose windows both start at T.
+    pub fn stale_within(&self, key: &K, now: Nanos, grace: Nanos) -> Option<&Entry<V>> {
         let e = self.entries.get(key)?;
-        let limit = self.freshness.limit(max_age)?;
-        (e.age(now, self.freshness.age_from) < Nanos(limit.0.saturating_add(grace.0))).then_some(e)
+        let t = self.freshness.ttl?;
+        (e.age(now, self.freshness.age_from) < Nanos(t.0.saturating_add(grace.0))).then_some(e)
     }
 
     /// Whether a read of `key` is under way.
     pub fn is_pending(&self, key: &K) -> bool {
         self.pending.contains_key(key)
+    }
+
+    /// The approximate answer kept for `key`, and the keys it came from.
+    pub fn kept_approximation(&self, key: &K) -> Option<(&Entry<V>, &[K])> {
+        self.approximations.get(key).map(|(e, from)| (e, from.as_slice()))
     }
 
     /// Entries held.
@@ -181,9 +208,17 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
         self.entries.insert(key, Entry { reading, loaded_at: now });
     }
 
-    fn fresh(&self, key: &K, now: Nanos, limit: Option<Nanos>) -> Option<&Entry<V>> {
-        let e = self.entries.get(key)?;
-        limit.is_none_or(|l| e.age(now, self.freshness.age_from) < l).then_some(e)
+    /// Whether `e` may answer at `now`: younger than T (counted as [`AgeFrom`] says), and
+    /// sensed less than the reader's `max_age` ago. A reader's bound is always on the value's
+    /// age since it was sensed, as OPC UA's maxAge and TeenyLIME's freshness are, and as the
+    /// gateway reports an answer's age.
+    fn usable(&self, e: &Entry<V>, now: Nanos, max_age: Option<Nanos>) -> bool {
+        self.freshness.ttl.is_none_or(|t| e.age(now, self.freshness.age_from) < t)
+            && max_age.is_none_or(|m| now.0.saturating_sub(e.reading.sensed_at.0) < m.0)
+    }
+
+    fn fresh(&self, key: &K, now: Nanos, max_age: Option<Nanos>) -> Option<&Entry<V>> {
+        self.entries.get(key).filter(|e| self.usable(e, now, max_age))
     }
 
     /// What to do with a query for `key` at `now`, from a reader who accepts answers no older
@@ -203,55 +238,61 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
         max_age: Option<Nanos>,
         draw: &mut impl FnMut(usize) -> usize,
     ) -> Answer<K, V> {
-        let limit = self.freshness.limit(max_age);
-        if let Some(e) = self.fresh(key, now, limit).cloned() {
+        if let Some(e) = self.fresh(key, now, max_age).cloned() {
             self.stats.hits += 1;
             return Answer::Hit(e);
         }
-        if self.lookup.approximates()
-            && let Some((answer, loaded_at)) = self.approximate(key, now, limit, draw)
-        {
-            self.stats.approx_hits += 1;
-            if self.keep_approximations
-                && let Answer::Approx { value, sensed_at, .. } = &answer
-            {
-                let reading = Reading { value: value.clone(), sensed_at: *sensed_at };
-                if self.entries.get(key).is_none_or(|e| e.reading.sensed_at <= reading.sensed_at) {
-                    self.entries.insert(key.clone(), Entry { reading, loaded_at });
-                }
+        if self.lookup.approximates() {
+            if let Some((e, from)) = self.approximations.get(key).filter(|(e, _)| self.usable(e, now, max_age)) {
+                self.stats.approx_hits += 1;
+                return Answer::Approx {
+                    value: e.reading.value.clone(),
+                    sensed_at: e.reading.sensed_at,
+                    from: from.clone(),
+                };
             }
-            return answer;
-        }
-        if self.lookup.coalesces() {
-            // A read started longer ago than the reader's bound may bring a value older than it
-            // accepts: such a reader reads for itself.
-            let recent = |since: Nanos| max_age.is_none_or(|m| since.0.saturating_add(m.0) >= now.0);
-            match self.pending.get(key) {
-                Some(p) if recent(p.since) => {
-                    self.stats.waits += 1;
-                    return Answer::Wait { on: key.clone() };
+            if let Some((answer, loaded_at)) = self.approximate(key, now, max_age, draw) {
+                self.stats.approx_hits += 1;
+                if self.keep_approximations
+                    && let Answer::Approx { value, sensed_at, from } = &answer
+                {
+                    let entry = Entry { reading: Reading { value: value.clone(), sensed_at: *sensed_at }, loaded_at };
+                    self.approximations.insert(key.clone(), (entry, from.clone()));
                 }
-                Some(_) => {}
-                None => {
-                    if self.lookup.approximates() {
-                        let first = self
-                            .neighbours
-                            .of(key)
-                            .iter()
-                            .filter_map(|(n, _)| self.pending.get(n).map(|p| (p.since, n)))
-                            .filter(|(since, _)| recent(*since))
-                            .min_by_key(|(since, _)| *since);
-                        if let Some((_, n)) = first {
-                            self.stats.waits += 1;
-                            return Answer::Wait { on: n.clone() };
-                        }
-                    }
-                    self.pending.insert(key.clone(), Pending { since: now, waiters: Vec::new() });
-                }
+                return answer;
             }
         }
+        if !self.lookup.coalesces() {
+            self.stats.reads += 1;
+            return Answer::Read { read: None };
+        }
+        // A read started longer ago than the reader's bound may bring a value older than it
+        // accepts: such a reader starts a read of its own.
+        let recent = |since: Nanos| max_age.is_none_or(|m| since.0.saturating_add(m.0) >= now.0);
+        let own = self.pending.get(key);
+        if let Some(p) = own.and_then(|reads| reads.iter().rev().find(|p| recent(p.since))) {
+            self.stats.waits += 1;
+            return Answer::Wait { on: key.clone(), read: p.read };
+        }
+        if own.is_none() && self.lookup.approximates() {
+            let first = self
+                .neighbours
+                .of(key)
+                .iter()
+                .filter_map(|(n, _)| self.pending.get(n).map(|reads| (n, reads)))
+                .flat_map(|(n, reads)| reads.iter().map(move |p| (p.since, n, p.read)))
+                .filter(|(since, _, _)| recent(*since))
+                .min_by_key(|(since, _, _)| *since);
+            if let Some((_, n, read)) = first {
+                self.stats.waits += 1;
+                return Answer::Wait { on: n.clone(), read };
+            }
+        }
+        let read = ReadId(self.next_read);
+        self.next_read += 1;
+        self.pending.entry(key.clone()).or_default().push(Pending { read, since: now, waiters: Vec::new() });
         self.stats.reads += 1;
-        Answer::Read
+        Answer::Read { read: Some(read) }
     }
 
     /// The approximate answer, and the oldest load time of the entries it used.
@@ -259,11 +300,15 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
         &self,
         key: &K,
         now: Nanos,
-        limit: Option<Nanos>,
+        max_age: Option<Nanos>,
         draw: &mut impl FnMut(usize) -> usize,
     ) -> Option<(Answer<K, V>, Nanos)> {
-        let found: Vec<(&K, f64, &Entry<V>)> =
-            self.neighbours.of(key).iter().filter_map(|(n, d)| self.fresh(n, now, limit).map(|e| (n, *d, e))).collect();
+        let found: Vec<(&K, f64, &Entry<V>)> = self
+            .neighbours
+            .of(key)
+            .iter()
+            .filter_map(|(n, d)| self.fresh(n, now, max_age).map(|e| (n, *d, e)))
+            .collect();
         let one = |(k, _, e): (&K, f64, &Entry<V>)| {
             (
                 Answer::Approx {
@@ -309,11 +354,10 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
         }
     }
 
-    /// Queues `who`, whose query asked for `asked`, behind the read of `on` that
-    /// [`Cache::query`] named. Gives `who` back if no read of `on` is under way (the read
-    /// ended in between: ask again).
-    pub fn wait(&mut self, on: &K, asked: K, who: W) -> Result<(), W> {
-        match self.pending.get_mut(on) {
+    /// Queues `who`, whose query asked for `asked`, behind the read `read` of `on` that
+    /// [`Cache::query`] named. Gives `who` back if that read is no longer under way.
+    pub fn wait(&mut self, on: &K, read: ReadId, asked: K, who: W) -> Result<(), W> {
+        match self.pending.get_mut(on).and_then(|reads| reads.iter_mut().find(|p| p.read == read)) {
             Some(p) => {
                 p.waiters.push((who, asked));
                 Ok(())
@@ -322,31 +366,45 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
         }
     }
 
-    /// The source answered the read of `key`: loads the reading (except under All misses) and
-    /// returns the waiters, each with the key its query asked for, to be answered with it.
-    pub fn fill(&mut self, key: K, reading: Reading<V>, now: Nanos) -> Vec<(W, K)> {
-        let waiters = self.pending.remove(&key).map(|p| p.waiters).unwrap_or_default();
+    /// Takes read `read` of `key` off the list of reads under way; returns its waiters.
+    fn end(&mut self, key: &K, read: Option<ReadId>) -> Vec<(W, K)> {
+        let (Some(read), Some(reads)) = (read, self.pending.get_mut(key)) else { return Vec::new() };
+        let Some(at) = reads.iter().position(|p| p.read == read) else { return Vec::new() };
+        let waiters = reads.remove(at).waiters;
+        if reads.is_empty() {
+            self.pending.remove(key);
+        }
+        waiters
+    }
+
+    /// The source answered read `read` of `key` (as [`Answer::Read`] numbered it): loads the
+    /// reading (except under All misses) and returns that read's waiters, each with the key its
+    /// query asked for, to be answered with it.
+    pub fn fill(&mut self, key: K, read: Option<ReadId>, reading: Reading<V>, now: Nanos) -> Vec<(W, K)> {
+        let waiters = self.end(&key, read);
         if self.lookup != Lookup::AllMisses {
-            // A slower read of an older value must not replace a newer one (Simple issues
-            // reads of one key side by side).
+            // A slower read of an older value must not replace a newer one (reads of one key
+            // may run side by side).
             let newer = self.entries.get(&key).is_none_or(|e| e.reading.sensed_at <= reading.sensed_at);
             if newer {
+                self.approximations.remove(&key);
                 self.entries.insert(key, Entry { reading, loaded_at: now });
             }
         }
         waiters
     }
 
-    /// The read of `key` failed or timed out: returns its waiters, to be answered with the
-    /// failure (or with [`Cache::peek`]'s stale entry, marked as such).
-    pub fn fail(&mut self, key: &K) -> Vec<(W, K)> {
+    /// Read `read` of `key` failed or timed out: returns its waiters, to be answered with the
+    /// failure (or with [`Cache::stale_within`]'s entry, marked as such).
+    pub fn fail(&mut self, key: &K, read: Option<ReadId>) -> Vec<(W, K)> {
         self.stats.failures += 1;
-        self.pending.remove(key).map(|p| p.waiters).unwrap_or_default()
+        self.end(key, read)
     }
 
     /// Drops entries older than `keep` (counted as the cache counts age), to bound memory.
     pub fn purge(&mut self, now: Nanos, keep: Nanos) {
         let from = self.freshness.age_from;
         self.entries.retain(|_, e| e.age(now, from) < keep);
+        self.approximations.retain(|_, (e, _)| e.age(now, from) < keep);
     }
 }

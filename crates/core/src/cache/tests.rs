@@ -29,18 +29,29 @@ fn never(_: usize) -> usize {
     unreachable!("no random choice expected")
 }
 
+/// A read the policy does not coalesce.
+const DIRECT: Answer<u32> = Answer::Read { read: None };
+
+fn read(n: u64) -> Answer<u32> {
+    Answer::Read { read: Some(ReadId(n)) }
+}
+
+fn wait(on: u32, n: u64) -> Answer<u32> {
+    Answer::Wait { on, read: ReadId(n) }
+}
+
 #[test]
 fn simple_reads_on_a_miss_hits_within_t_and_reads_again_after() {
     let mut c = cache(Lookup::Simple);
-    assert_eq!(c.query(&2, at(0), None, &mut never), Answer::Read);
+    assert_eq!(c.query(&2, at(0), None, &mut never), DIRECT);
     // No blocking: a second query of the same key reads too.
-    assert_eq!(c.query(&2, at(5), None, &mut never), Answer::Read);
-    assert!(c.fill(2, reading(7.0, 90), at(100)).is_empty());
+    assert_eq!(c.query(&2, at(5), None, &mut never), DIRECT);
+    assert!(c.fill(2, None, reading(7.0, 90), at(100)).is_empty());
     let Answer::Hit(e) = c.query(&2, at(100 + T.0 - 1), None, &mut never) else { panic!("a hit within T") };
     assert_eq!((e.reading.value, e.loaded_at), (7.0, at(100)));
-    assert_eq!(c.query(&2, at(100 + T.0), None, &mut never), Answer::Read, "stale at exactly T");
+    assert_eq!(c.query(&2, at(100 + T.0), None, &mut never), DIRECT, "stale at exactly T");
     // Neighbours never answer for a precise policy.
-    assert_eq!(c.query(&3, at(200), None, &mut never), Answer::Read);
+    assert_eq!(c.query(&3, at(200), None, &mut never), DIRECT);
     let s = c.stats();
     assert_eq!((s.hits, s.reads, s.waits, s.approx_hits), (1, 4, 0, 0));
 }
@@ -48,44 +59,45 @@ fn simple_reads_on_a_miss_hits_within_t_and_reads_again_after() {
 #[test]
 fn piggybacked_queries_wait_on_the_read_under_way_and_get_its_value() {
     let mut c = cache(Lookup::Piggyback);
-    assert_eq!(c.query(&1, at(0), None, &mut never), Answer::Read);
-    assert_eq!(c.query(&1, at(3), None, &mut never), Answer::Wait { on: 1 });
-    c.wait(&1, 1, 41).unwrap();
-    assert_eq!(c.query(&1, at(4), None, &mut never), Answer::Wait { on: 1 });
-    c.wait(&1, 1, 42).unwrap();
-    assert_eq!(c.fill(1, reading(5.0, 1), at(9)), vec![(41, 1), (42, 1)]);
+    assert_eq!(c.query(&1, at(0), None, &mut never), read(0));
+    c.wait(&1, ReadId(0), 1, 40).unwrap(); // the asker waits on its own read
+    assert_eq!(c.query(&1, at(3), None, &mut never), wait(1, 0));
+    c.wait(&1, ReadId(0), 1, 41).unwrap();
+    assert_eq!(c.query(&1, at(4), None, &mut never), wait(1, 0));
+    c.wait(&1, ReadId(0), 1, 42).unwrap();
+    assert_eq!(c.fill(1, Some(ReadId(0)), reading(5.0, 1), at(9)), vec![(40, 1), (41, 1), (42, 1)]);
     assert!(matches!(c.query(&1, at(10), None, &mut never), Answer::Hit(_)));
-    assert_eq!(c.wait(&1, 1, 43), Err(43), "nothing under way any more");
+    assert_eq!(c.wait(&1, ReadId(0), 1, 43), Err(43), "nothing under way any more");
 }
 
 #[test]
 fn a_failed_read_hands_back_its_waiters_and_keeps_the_stale_entry() {
     let mut c = cache(Lookup::Piggyback);
-    assert_eq!(c.query(&0, at(0), None, &mut never), Answer::Read);
-    c.fill(0, reading(1.5, 0), at(1));
-    assert_eq!(c.query(&0, at(1 + T.0), None, &mut never), Answer::Read);
-    assert_eq!(c.query(&0, at(2 + T.0), None, &mut never), Answer::Wait { on: 0 });
-    c.wait(&0, 0, 7).unwrap();
-    assert_eq!(c.fail(&0), vec![(7, 0)]);
+    assert_eq!(c.query(&0, at(0), None, &mut never), read(0));
+    c.fill(0, Some(ReadId(0)), reading(1.5, 0), at(1));
+    assert_eq!(c.query(&0, at(1 + T.0), None, &mut never), read(1));
+    assert_eq!(c.query(&0, at(2 + T.0), None, &mut never), wait(0, 1));
+    c.wait(&0, ReadId(1), 0, 7).unwrap();
+    assert_eq!(c.fail(&0, Some(ReadId(1))), vec![(7, 0)]);
     assert_eq!(c.peek(&0).map(|e| e.reading.value), Some(1.5), "stale, for an answer marked so");
-    assert_eq!(c.query(&0, at(3 + T.0), None, &mut never), Answer::Read, "the next query reads again");
+    assert_eq!(c.query(&0, at(3 + T.0), None, &mut never), read(2), "the next query reads again");
 }
 
 #[test]
 fn all_misses_keeps_nothing_and_all_hits_never_refreshes() {
     let mut none = cache(Lookup::AllMisses);
     for t in 0..3 {
-        assert_eq!(none.query(&4, at(t), None, &mut never), Answer::Read);
+        assert_eq!(none.query(&4, at(t), None, &mut never), DIRECT);
     }
-    assert!(none.fill(4, reading(1.0, 0), at(5)).is_empty());
+    assert!(none.fill(4, None, reading(1.0, 0), at(5)).is_empty());
     assert!(none.is_empty());
-    assert_eq!(none.query(&4, at(6), None, &mut never), Answer::Read);
+    assert_eq!(none.query(&4, at(6), None, &mut never), DIRECT);
 
     let mut all = cache(Lookup::AllHits);
     all.preload(4, reading(2.0, 0), at(0));
     assert!(matches!(all.query(&4, at(u64::MAX / 2), None, &mut never), Answer::Hit(e) if e.reading.value == 2.0));
     // A reader's own bound still holds.
-    assert_eq!(all.query(&4, at(50), Some(Nanos(10)), &mut never), Answer::Read);
+    assert_eq!(all.query(&4, at(50), Some(Nanos(10)), &mut never), read(0));
 }
 
 #[test]
@@ -119,7 +131,7 @@ fn median_of_3_takes_the_median_of_three_drawn_and_one_of_fewer() {
     few.preload(4, reading(6.0, 0), at(0));
     let Answer::Approx { value, from, .. } = few.query(&0, at(1), None, &mut |n| n - 1) else { panic!() };
     assert_eq!((value, from), (6.0, vec![4]), "one of two, drawn");
-    assert_eq!(cache(Lookup::MedianOf3).query(&0, at(1), None, &mut never), Answer::Read, "none: a miss");
+    assert_eq!(cache(Lookup::MedianOf3).query(&0, at(1), None, &mut never), read(0), "none: a miss");
 }
 
 #[test]
@@ -127,30 +139,37 @@ fn approximate_policies_wait_on_the_neighbour_read_started_first() {
     let points: Vec<Point> = (0..5).map(|i| [i as f64, 0.0, 0.0]).collect();
     let adjacent = Neighbours::new(&points, Rule::Within(1.0));
     let mut c = Cache::<u32, u64, Neighbours>::new(Lookup::GreedyDistance, T, AgeFrom::Load, adjacent);
-    assert_eq!(c.query(&2, at(0), None, &mut never), Answer::Read);
-    assert_eq!(c.query(&0, at(1), None, &mut never), Answer::Read, "0 is no neighbour of 2");
-    assert_eq!(c.query(&1, at(2), None, &mut never), Answer::Wait { on: 2 }, "2's read started first");
-    c.wait(&2, 1, 9).unwrap();
+    assert_eq!(c.query(&2, at(0), None, &mut never), read(0));
+    assert_eq!(c.query(&0, at(1), None, &mut never), read(1), "0 is no neighbour of 2");
+    assert_eq!(c.query(&1, at(2), None, &mut never), wait(2, 0), "2's read started first");
+    c.wait(&2, ReadId(0), 1, 9).unwrap();
     // The waiter learns which key it asked for: its answer is approximate.
-    assert_eq!(c.fill(2, reading(4.0, 3), at(4)), vec![(9, 1)]);
+    assert_eq!(c.fill(2, Some(ReadId(0)), reading(4.0, 3), at(4)), vec![(9, 1)]);
     // Simple never waits on a neighbour, nor on itself.
     let mut s = Cache::<u32, u64, Neighbours>::new(Lookup::Simple, T, AgeFrom::Load, line());
-    assert_eq!(s.query(&2, at(0), None, &mut never), Answer::Read);
-    assert_eq!(s.query(&1, at(1), None, &mut never), Answer::Read);
+    assert_eq!(s.query(&2, at(0), None, &mut never), DIRECT);
+    assert_eq!(s.query(&1, at(1), None, &mut never), DIRECT);
 }
 
 #[test]
-fn kept_approximations_answer_later_queries_and_never_outlive_their_sources() {
-    let mut c = cache(Lookup::GreedyAge).keep_approximations(true);
-    c.preload(1, reading(10.0, 5), at(100));
-    assert!(matches!(c.query(&0, at(200), None, &mut never), Answer::Approx { .. }));
-    let Answer::Hit(e) = c.query(&0, at(300), None, &mut never) else { panic!("the copy answers") };
-    assert_eq!((e.reading.value, e.loaded_at), (10.0, at(100)), "as old as its source");
-    assert_eq!(c.query(&0, at(100 + T.0), None, &mut never), Answer::Read, "and stale with it");
-    let mut plain = cache(Lookup::GreedyAge);
-    plain.preload(1, reading(10.0, 5), at(100));
-    plain.query(&0, at(200), None, &mut never);
-    assert!(plain.peek(&0).is_none(), "not kept by default");
+fn kept_approximations_answer_as_approximations_and_never_outlive_their_sources() {
+    let points: Vec<Point> = (0..5).map(|i| [i as f64, 0.0, 0.0]).collect();
+    let adjacent = || Neighbours::new(&points, Rule::Within(1.0));
+    let mut c =
+        Cache::<u32, u64, Neighbours>::new(Lookup::GreedyAge, T, AgeFrom::Load, adjacent()).keep_approximations(true);
+    c.preload(2, reading(10.0, 5), at(100));
+    assert!(matches!(c.query(&1, at(200), None, &mut never), Answer::Approx { .. }));
+    let (kept, from) = c.kept_approximation(&1).expect("kept");
+    assert_eq!((kept.loaded_at, from), (at(100), &[2][..]), "as old as its source, naming it");
+    assert!(c.peek(&1).is_none(), "a copy is not an entry of its own");
+    // 0's only neighbour is 1, which holds only a copy: copies never make further copies.
+    assert_eq!(c.query(&0, at(300), None, &mut never), read(0));
+    c.fail(&0, Some(ReadId(0)));
+    assert_eq!(c.query(&1, at(100 + T.0), None, &mut never), read(1), "stale with its source");
+    let mut plain = Cache::<u32, u64, Neighbours>::new(Lookup::GreedyAge, T, AgeFrom::Load, adjacent());
+    plain.preload(2, reading(10.0, 5), at(100));
+    plain.query(&1, at(200), None, &mut never);
+    assert!(plain.kept_approximation(&1).is_none(), "not kept by default");
 }
 
 #[test]
@@ -158,52 +177,58 @@ fn age_from_the_sensor_shortens_a_late_value_s_life() {
     let mut by_load = Cache::<u32, u64, Alone>::new(Lookup::Simple, T, AgeFrom::Load, Alone);
     let mut by_sensor = Cache::<u32, u64, Alone>::new(Lookup::Simple, T, AgeFrom::Sensor, Alone);
     for c in [&mut by_load, &mut by_sensor] {
-        c.fill(0, reading(1.0, 0), at(4_000)); // sensed at 0, loaded 4,000 later
+        c.fill(0, None, reading(1.0, 0), at(4_000)); // sensed at 0, loaded 4,000 later
     }
     let when = at(T.0 - 1);
     assert!(matches!(by_load.query(&0, when, None, &mut never), Answer::Hit(_)));
     assert!(matches!(by_sensor.query(&0, when, None, &mut never), Answer::Hit(_)));
     let when = at(T.0 + 1);
     assert!(matches!(by_load.query(&0, when, None, &mut never), Answer::Hit(_)));
-    assert_eq!(by_sensor.query(&0, when, None, &mut never), Answer::Read);
+    assert_eq!(by_sensor.query(&0, when, None, &mut never), DIRECT);
 }
 
 #[test]
-fn a_reader_s_max_age_tightens_t_and_skips_reads_older_than_it() {
+fn a_reader_s_max_age_bounds_the_age_since_sensing_and_skips_reads_older_than_it() {
     let mut c = cache(Lookup::Piggyback);
-    c.fill(0, reading(1.0, 0), at(0));
+    c.fill(0, None, reading(1.0, 0), at(300)); // sensed at 0, loaded at 300
     assert!(matches!(c.query(&0, at(500), Some(Nanos(1_000)), &mut never), Answer::Hit(_)));
-    assert_eq!(c.query(&0, at(1_500), Some(Nanos(1_000)), &mut never), Answer::Read);
+    // 1,100 since loading would pass; 1,100 since sensing does not.
+    assert_eq!(c.query(&0, at(1_100), Some(Nanos(1_000)), &mut never), read(0));
+    c.wait(&0, ReadId(0), 0, 1).unwrap();
     // A second reader whose bound the read's start falls within waits on it ...
-    assert_eq!(c.query(&0, at(1_600), Some(Nanos(1_200)), &mut never), Answer::Wait { on: 0 });
-    c.wait(&0, 0, 1).unwrap();
-    // ... one whose bound the read's start falls outside reads for itself, and the first
-    // read's waiters are kept.
-    assert_eq!(c.query(&0, at(1_700), Some(Nanos(100)), &mut never), Answer::Read);
-    assert_eq!(c.fill(0, reading(3.0, 1_700), at(1_800)), vec![(1, 0)]);
-    // The slower, older read must not replace the newer value.
-    assert!(c.fill(0, reading(2.0, 1_500), at(1_900)).is_empty());
+    assert_eq!(c.query(&0, at(1_600), Some(Nanos(1_200)), &mut never), wait(0, 0));
+    c.wait(&0, ReadId(0), 0, 2).unwrap();
+    // ... one whose bound it falls outside starts a read of its own, and waits on that.
+    assert_eq!(c.query(&0, at(1_700), Some(Nanos(100)), &mut never), read(1));
+    c.wait(&0, ReadId(1), 0, 3).unwrap();
+    // A later reader whose bound both reads' starts would meet waits on the newer one.
+    assert_eq!(c.query(&0, at(1_750), Some(Nanos(700)), &mut never), wait(0, 1));
+    c.wait(&0, ReadId(1), 0, 4).unwrap();
+    // Each read answers its own waiters, whichever ends first.
+    assert_eq!(c.fill(0, Some(ReadId(1)), reading(3.0, 1_720), at(1_800)), vec![(3, 0), (4, 0)]);
+    assert_eq!(c.fill(0, Some(ReadId(0)), reading(2.0, 1_500), at(1_900)), vec![(1, 0), (2, 0)]);
+    // The slower read's older value does not replace the newer one.
     assert_eq!(c.peek(&0).map(|e| e.reading.value), Some(3.0));
+    assert!(!c.is_pending(&0));
 }
 
 #[test]
-fn stale_entries_are_offered_within_the_grace_only() {
+fn stale_entries_are_offered_within_the_grace_past_t_only() {
     let mut c = cache(Lookup::Piggyback);
-    c.fill(0, reading(1.0, 0), at(0));
+    c.fill(0, None, reading(1.0, 0), at(0));
     let grace = Nanos(500);
-    assert!(c.stale_within(&0, at(T.0 + 499), None, grace).is_some());
-    assert!(c.stale_within(&0, at(T.0 + 500), None, grace).is_none());
-    // A reader's tighter bound moves the window with it.
-    assert!(c.stale_within(&0, at(1_400), Some(Nanos(1_000)), grace).is_some());
-    assert!(c.stale_within(&0, at(1_600), Some(Nanos(1_000)), grace).is_none());
-    assert!(c.stale_within(&1, at(0), None, grace).is_none());
+    assert!(c.stale_within(&0, at(T.0 + 499), grace).is_some());
+    assert!(c.stale_within(&0, at(T.0 + 500), grace).is_none());
+    assert!(c.stale_within(&1, at(0), grace).is_none());
+    let all = Cache::<u32, u64, Alone>::new(Lookup::AllHits, T, AgeFrom::Load, Alone);
+    assert!(all.stale_within(&0, at(0), grace).is_none(), "nothing is stale under all hits");
 }
 
 #[test]
 fn purge_drops_entries_past_the_bound() {
     let mut c = cache(Lookup::Simple);
-    c.fill(0, reading(1.0, 0), at(0));
-    c.fill(1, reading(1.0, 0), at(50));
+    c.fill(0, None, reading(1.0, 0), at(0));
+    c.fill(1, None, reading(1.0, 0), at(50));
     c.purge(at(100), Nanos(60));
     assert_eq!((c.peek(&0).is_none(), c.peek(&1).is_some()), (true, true));
 }
@@ -220,56 +245,79 @@ fn policies_parse_by_name_and_refuse_with_the_list() {
 
 proptest! {
     /// Yates Eq 5.1: under a coalescing policy a key is read only when it has no fresh entry and
-    /// no read under way, so the source sees at most one read per key per T; and every waiter
-    /// handed over comes back exactly once.
+    /// no read under way that the reader accepts, so readers without a bound of their own make
+    /// at most one read per key per T; every waiter comes back exactly once, from the read it
+    /// waited on; and no answer is older than its reader's bound.
     #[test]
     fn coalescing_reads_each_key_at_most_once_per_t(
         lookup in prop::sample::select(vec![Lookup::Piggyback, Lookup::GreedyAge, Lookup::GreedyDistance, Lookup::MedianOf3]),
-        ops in prop::collection::vec((0u32..5, 0u64..3_000, 0u64..30_000, any::<bool>()), 1..200),
+        ops in prop::collection::vec((0u32..5, 0u64..3_000, 0u64..30_000, any::<bool>(), prop::option::weighted(0.3, 0u64..20_000)), 1..200),
     ) {
         let mut c = cache(lookup);
         let mut now = 0u64;
-        // Reads under way: (key, when it ends, fails).
-        let mut under_way: Vec<(u32, u64, bool)> = Vec::new();
-        let mut last_load: [Option<u64>; 5] = [None; 5];
-        let mut waiting = std::collections::BTreeSet::new();
+        // Reads under way: (key, read, when it started, when it ends, fails).
+        let mut under_way: Vec<(u32, ReadId, u64, u64, bool)> = Vec::new();
+        // When each key's value was last loaded, and when that value was sensed.
+        let mut last_load: [Option<(u64, u64)>; 5] = [None; 5];
+        // Tokens waiting: token → (the read, the reader's bound, when it asked).
+        let mut waiting = std::collections::BTreeMap::new();
         let mut next_token = 0u64;
         let mut draws = 0usize;
-        for (key, gap, took, fails) in ops {
+        for (key, gap, took, fails, bound) in ops {
             now += gap;
-            // End the reads due by now, in order of their end.
-            under_way.sort_by_key(|r| r.1);
-            while under_way.first().is_some_and(|r| r.1 <= now) {
-                let (k, end, failed) = under_way.remove(0);
-                let back = if failed { c.fail(&k) } else {
-                    last_load[k as usize] = Some(end);
-                    c.fill(k, reading(f64::from(k), end), Nanos(end))
+            under_way.sort_by_key(|r| r.3);
+            while under_way.first().is_some_and(|r| r.3 <= now) {
+                let (k, id, started, end, failed) = under_way.remove(0);
+                let back = if failed { c.fail(&k, Some(id)) } else {
+                    // The cache keeps the newer of two values.
+                    if last_load[k as usize].is_none_or(|(_, sensed)| sensed <= started) {
+                        last_load[k as usize] = Some((end, started));
+                    }
+                    c.fill(k, Some(id), reading(f64::from(k), started), Nanos(end))
                 };
                 for (w, _) in back {
-                    prop_assert!(waiting.remove(&w), "token {w} came back twice or was never given");
+                    let Some((r, bound, asked)) = waiting.remove(&w) else {
+                        return Err(TestCaseError::fail(format!("token {w} came back twice or was never given")));
+                    };
+                    prop_assert_eq!(r, id, "token {} answered by another read", w);
+                    if let Some(b) = bound {
+                        prop_assert!(started + b >= asked, "a value sensed {} before its reader asked, bound {b}", asked - started);
+                    }
                 }
             }
-            match c.query(&key, Nanos(now), None, &mut |n| { draws += 1; draws % n }) {
-                Answer::Read => {
-                    prop_assert!(!under_way.iter().any(|r| r.0 == key), "a second read of {key} while one is under way");
-                    if let Some(l) = last_load[key as usize] {
-                        prop_assert!(now >= l + T.0, "{key} read again {} after its load", now - l);
+            let max_age = bound.map(Nanos);
+            match c.query(&key, Nanos(now), max_age, &mut |n| { draws += 1; draws % n }) {
+                Answer::Read { read: Some(id) } => {
+                    if max_age.is_none() {
+                        prop_assert!(!under_way.iter().any(|r| r.0 == key), "a second read of {key} while one is under way");
+                        if let Some((l, _)) = last_load[key as usize] {
+                            prop_assert!(now >= l + T.0, "{key} read again {} after its load", now - l);
+                        }
                     }
-                    under_way.push((key, now + took, fails));
+                    c.wait(&key, id, key, next_token).map_err(|_| TestCaseError::fail("the asker could not wait"))?;
+                    waiting.insert(next_token, (id, max_age.map(|m| m.0), now));
+                    next_token += 1;
+                    under_way.push((key, id, now, now + took, fails));
                 }
-                Answer::Wait { on } => {
-                    prop_assert!(under_way.iter().any(|r| r.0 == on));
-                    c.wait(&on, key, next_token).map_err(|_| TestCaseError::fail("wait refused"))?;
-                    waiting.insert(next_token);
+                Answer::Read { read: None } => prop_assert!(false, "{lookup} coalesces"),
+                Answer::Wait { on, read } => {
+                    prop_assert!(under_way.iter().any(|r| r.0 == on && r.1 == read));
+                    c.wait(&on, read, key, next_token).map_err(|_| TestCaseError::fail("wait refused"))?;
+                    waiting.insert(next_token, (read, max_age.map(|m| m.0), now));
                     next_token += 1;
                 }
-                Answer::Hit(e) => prop_assert!(now < e.loaded_at.0 + T.0),
+                Answer::Hit(e) => {
+                    prop_assert!(now < e.loaded_at.0 + T.0);
+                    if let Some(m) = max_age {
+                        prop_assert!(now - e.reading.sensed_at.0 < m.0);
+                    }
+                }
                 Answer::Approx { from, .. } => prop_assert!(!from.is_empty() && !from.contains(&key)),
             }
         }
-        for (k, _, _) in under_way {
-            for (w, _) in c.fail(&k) {
-                prop_assert!(waiting.remove(&w));
+        for (k, id, _, _, _) in under_way {
+            for (w, _) in c.fail(&k, Some(id)) {
+                prop_assert!(waiting.remove(&w).is_some());
             }
         }
         prop_assert!(waiting.is_empty(), "waiters lost: {:?}", waiting);

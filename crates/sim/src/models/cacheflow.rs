@@ -47,7 +47,7 @@ pub struct CacheflowParams {
     pub threshold: usize,
     /// Seconds between a client's requests.
     pub period_s: f64,
-    /// Seconds run, and of those the first not measured.
+    /// Seconds run.
     pub run_s: f64,
     /// Warm-up seconds.
     pub warmup_s: f64,
@@ -238,9 +238,10 @@ impl Model for Cacheflow {
                     remotes: Vec::new(),
                 });
                 let node = self.client_node(client);
-                queue.schedule_in(secs(self.rtt[node][server]), Event::Local { request });
+                // A request reaches each server half a round trip after it leaves.
+                queue.schedule_in(secs(self.rtt[node][server] / 2.0), Event::Local { request });
                 for nb in neighbours {
-                    queue.schedule_in(secs(self.rtt[node][nb]), Event::Remote { request, server: nb });
+                    queue.schedule_in(secs(self.rtt[node][nb] / 2.0), Event::Remote { request, server: nb });
                 }
                 queue.schedule_in(secs(self.params.period_s), Event::Ask { client });
             }
@@ -313,10 +314,10 @@ pub fn make_sets(files: usize, sets: usize, set_size: usize, rng: &mut ChaCha8Rn
 /// Which set a client asks for next: 80% of requests go to the popular fifth of the sets.
 pub fn pick_set(sets: usize, rng: &mut ChaCha8Rng) -> usize {
     let popular = (sets / 5).max(1);
-    if rng.random::<f64>() < 0.8 {
-        rng.random_range(0..popular)
+    if sets <= popular || rng.random::<f64>() < 0.8 {
+        rng.random_range(0..popular.min(sets.max(1)))
     } else {
-        rng.random_range(popular..sets.max(popular + 1))
+        rng.random_range(popular..sets)
     }
 }
 

@@ -135,6 +135,12 @@ impl Field {
                 if n < 2 {
                     return Err(format!("the trace has {n} locations; a field needs at least two"));
                 }
+                if let Some(&(t, l, _)) = trace.readings.iter().find(|r| r.1 as usize >= n) {
+                    return Err(format!(
+                        "a reading at {t} s is of location {l}, but the trace has locations 0 to {}",
+                        n - 1
+                    ));
+                }
                 if trace.readings.is_empty() {
                     return Err("the trace has no readings".into());
                 }
@@ -155,8 +161,8 @@ impl Field {
                 values.iter_mut().filter(|v| v.is_nan()).for_each(|v| *v = 0.0);
                 let first = trace.readings[0].0;
                 let last = trace.readings[trace.readings.len() - 1].0;
-                // A lap is the trace's span plus one mean gap, so the loop does not put two
-                // readings at one instant.
+                // A lap is the trace's span and a little more (a mean gap's worth, and a
+                // second), so the loop does not put two readings at one instant.
                 let span_s = (last - first) * (1.0 + 1.0 / trace.readings.len() as f64) + 1.0;
                 let readings = trace.readings.iter().map(|&(t, l, v)| (t - first, l, v)).collect();
                 Ok(Self {

@@ -5,8 +5,9 @@
 //! location's nearest base station, waits its turn on the access link (which takes one query
 //! every 1/capacity seconds), travels q·r to the sensor, which samples its value then, and q·r
 //! back. Choices the thesis leaves open (notes 000 §7.3), made here:
-//! - a query whose wait for the link would pass the maximum is dropped, with the queries
-//!   waiting on it; the report counts them;
+//! - a query whose wait for the link would pass the maximum is dropped (nobody can yet be
+//!   waiting on the read it would have started); the report counts drops, and hit ratio, cost,
+//!   delay and quality are per answered query;
 //! - the link's capacity spaces queries out; a query's delay is its wait plus the field's
 //!   round trip (the time on the link is inside q·r);
 //! - a query answered by a read it waited on costs nothing (no message was sent for it) and
@@ -17,7 +18,7 @@ use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
 use switchyard_core::Nanos;
-use switchyard_core::cache::{AgeFrom, Answer, Cache, FieldCost, Lookup, Neighbours, Reading};
+use switchyard_core::cache::{AgeFrom, Answer, Cache, FieldCost, Lookup, Neighbours, ReadId, Reading};
 
 use super::field::{Field, FieldSpec};
 use crate::{EventQueue, Model, SimError, Streams};
@@ -79,14 +80,20 @@ pub struct PolicyRun {
 }
 
 impl PolicyRun {
-    /// Hits and approximate hits over queries: the thesis's hit ratio.
-    pub fn hit_ratio(&self) -> f64 {
-        (self.hits + self.approx_hits) as f64 / self.queries.max(1) as f64
+    /// Queries answered (not dropped).
+    pub fn answered(&self) -> u64 {
+        self.queries - self.dropped
     }
 
-    /// Mean cost per query (hits cost 0).
+    /// Hits and approximate hits over queries answered: the thesis's hit ratio. (Over all
+    /// queries, a policy that drops more would look better.)
+    pub fn hit_ratio(&self) -> f64 {
+        (self.hits + self.approx_hits) as f64 / self.answered().max(1) as f64
+    }
+
+    /// Mean cost per query answered (hits cost 0).
     pub fn cost_per_query(&self) -> f64 {
-        self.cost / self.queries.max(1) as f64
+        self.cost / self.answered().max(1) as f64
     }
 
     /// Mean delay of the answers, seconds.
@@ -112,11 +119,13 @@ enum Event {
     /// A read reaches its sensor.
     Sample {
         location: u32,
+        read: Option<ReadId>,
         asked_at: Nanos,
     },
     /// A read's reply reaches the gateway.
     Reply {
         location: u32,
+        read: Option<ReadId>,
         asked_at: Nanos,
         reading: Reading,
     },
@@ -173,20 +182,21 @@ impl Gateway {
                 self.out.approx_hits += u64::from(measured);
                 self.answer(now, location, now, value);
             }
-            Answer::Wait { on } => {
+            Answer::Wait { on, read } => {
                 self.out.coalesced += u64::from(measured);
-                if self.cache.wait(&on, location, now).is_err() {
+                if self.cache.wait(&on, read, location, now).is_err() {
                     unreachable!("the cache named a read under way");
                 }
             }
-            Answer::Read => {
+            // The asker is answered by the read it started (at its reply), never queued.
+            Answer::Read { read } => {
                 let station = self.cost.station(location);
                 let start = self.link_free[station].max(now);
                 if start.0 - now.0 > self.max_wait.0 {
                     self.out.dropped += u64::from(measured);
-                    for (asked_at, _) in self.cache.fail(&location) {
-                        self.out.dropped += u64::from(self.measured(asked_at));
-                    }
+                    // The read never starts: take it off the reads under way (nobody can have
+                    // queued behind it yet).
+                    self.cache.fail(&location, read);
                     return;
                 }
                 self.link_free[station] = Nanos(start.0 + self.service.0);
@@ -195,7 +205,7 @@ impl Gateway {
                     self.out.cost += self.cost.read_cost(location);
                 }
                 let travel = secs(self.cost.one_way_delay_s(location));
-                queue.schedule_in(Nanos(start.0 - now.0 + travel.0), Event::Sample { location, asked_at: now });
+                queue.schedule_in(Nanos(start.0 - now.0 + travel.0), Event::Sample { location, read, asked_at: now });
             }
         }
     }
@@ -224,14 +234,14 @@ impl Model for Gateway {
                 let gap = self.arrivals.sample(&mut self.queries_rng);
                 queue.schedule_in(secs(gap), Event::Arrival);
             }
-            Event::Sample { location, asked_at } => {
+            Event::Sample { location, read, asked_at } => {
                 let reading = Reading { value: self.field.values[location as usize], sensed_at: now };
                 let travel = secs(self.cost.one_way_delay_s(location));
-                queue.schedule_in(travel, Event::Reply { location, asked_at, reading });
+                queue.schedule_in(travel, Event::Reply { location, read, asked_at, reading });
             }
-            Event::Reply { location, asked_at, reading } => {
+            Event::Reply { location, read, asked_at, reading } => {
                 self.answer(now, location, asked_at, reading.value);
-                for (waiter_at, asked) in self.cache.fill(location, reading, now) {
+                for (waiter_at, asked) in self.cache.fill(location, read, reading, now) {
                     self.answer(now, asked, waiter_at, reading.value);
                 }
             }
