@@ -118,10 +118,10 @@ pub(crate) fn run(seed: u64, threads: usize, real: Option<(usize, usize)>) -> Re
             100.0 * r.hit_rate(),
             model_text,
             published,
-            per(r.local_hits),
-            per(r.remote_hits),
+            per(r.total.local_hits),
+            per(r.total.remote_hits),
             100.0 * r.delivered(),
-            per(r.duplicates)
+            per(r.total.duplicates)
         )?;
     }
     writeln!(

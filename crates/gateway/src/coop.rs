@@ -15,7 +15,6 @@
 //! body's length (4 bytes) and the body. A header `X-Cacheflow-Loaded` counts the objects loaded
 //! from the origin.
 
-use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,8 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, body::Bytes};
 use serde::{Deserialize, Serialize};
-use switchyard_core::cache::Lru;
-use switchyard_core::cache::cacheflow::{plan_local, serve_remote};
+use switchyard_core::cache::cacheflow::{Batch, Merged, Server, merge};
 
 use crate::metrics::{Count, Metrics};
 
@@ -60,11 +58,10 @@ pub struct Updates {
 }
 
 struct Node {
-    cache: Lru<String>,
+    /// The core's server: cache, views of the neighbours, changes owed them.
+    server: Server<String>,
     bodies: std::collections::BTreeMap<String, Bytes>,
     neighbours: Vec<String>,
-    views: Vec<BTreeSet<String>>,
-    outbox: Vec<Vec<(String, bool)>>,
 }
 
 struct Shared {
@@ -125,11 +122,9 @@ impl CoopNode {
             metrics.count("coop_remote_served", "Objects of neighbours' clients answered from this cache.");
         let updates_sent = metrics.count("coop_update_batches_sent", "Batches of changes sent to neighbours.");
         let state = Node {
-            cache: Lru::new(config.capacity, config.dedup),
+            server: Server::new(config.capacity, config.dedup, 0, config.link_buffer),
             bodies: Default::default(),
             neighbours: Vec::new(),
-            views: Vec::new(),
-            outbox: Vec::new(),
         };
         Self(Arc::new(Shared {
             state: Mutex::new(state),
@@ -146,8 +141,9 @@ impl CoopNode {
     /// Its neighbours (their base URLs); their views start empty.
     pub fn set_neighbours(&self, neighbours: Vec<String>) {
         let mut st = self.0.state.lock().expect("not poisoned");
-        st.views = vec![BTreeSet::new(); neighbours.len()];
-        st.outbox = vec![Vec::new(); neighbours.len()];
+        st.server =
+            Server::new(self.0.config.capacity, self.0.config.dedup, neighbours.len(), self.0.config.link_buffer);
+        st.bodies.clear();
         st.neighbours = neighbours;
     }
 
@@ -168,18 +164,15 @@ impl CoopNode {
     }
 }
 
-/// Records changes for the neighbours and sends the batches that are full.
-fn changed(s: &Arc<Shared>, st: &mut Node, changes: &[(String, bool)]) {
-    for i in 0..st.neighbours.len() {
-        st.outbox[i].extend_from_slice(changes);
-        if st.outbox[i].len() > s.config.link_buffer {
-            let batch = Updates { from: s.config.me.clone(), changes: std::mem::take(&mut st.outbox[i]) };
-            let (url, client) = (format!("{}/v1/coop/updates", st.neighbours[i]), s.client.clone());
-            s.updates_sent.inc();
-            tokio::spawn(async move {
-                let _ = client.post(url).json(&batch).send().await;
-            });
-        }
+/// Sends batches of changes to the neighbours they are due to.
+fn send(s: &Arc<Shared>, st: &Node, due: Vec<Batch<String>>) {
+    for (i, changes) in due {
+        let batch = Updates { from: s.config.me.clone(), changes };
+        let (url, client) = (format!("{}/v1/coop/updates", st.neighbours[i]), s.client.clone());
+        s.updates_sent.inc();
+        tokio::spawn(async move {
+            let _ = client.post(url).json(&batch).send().await;
+        });
     }
 }
 
@@ -187,14 +180,9 @@ async fn local(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
     let files = keys(&body);
     let (plan, mut items) = {
         let mut st = s.state.lock().expect("not poisoned");
-        let plan = plan_local(&files, &st.cache, &st.views, s.config.threshold);
-        let mut items = Vec::new();
-        for k in &plan.hits {
-            st.cache.touch(k);
-            if let Some(b) = st.bodies.get(k) {
-                items.push((k.clone(), b.clone()));
-            }
-        }
+        let plan = st.server.plan(&files, s.config.threshold);
+        let items: Vec<(String, Bytes)> =
+            plan.hits.iter().filter_map(|k| st.bodies.get(k).map(|b| (k.clone(), b.clone()))).collect();
         (plan, items)
     };
     s.local_hits.inc_by(items.len() as u64);
@@ -216,20 +204,17 @@ async fn local(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
     s.loads.inc_by(loaded.len() as u64);
     {
         let mut st = s.state.lock().expect("not poisoned");
-        let mut changes = Vec::new();
+        let keys: Vec<String> = loaded.iter().map(|(k, _)| k.clone()).collect();
+        let (evicted, due) = st.server.keep(&keys);
         for (k, b) in &loaded {
-            if st.cache.contains(k) {
-                st.cache.touch(k);
-                continue;
+            if st.server.cache().contains(k) {
+                st.bodies.insert(k.clone(), b.clone());
             }
-            for gone in st.cache.insert(k.clone()) {
-                st.bodies.remove(&gone);
-                changes.push((gone, false));
-            }
-            st.bodies.insert(k.clone(), b.clone());
-            changes.push((k.clone(), true));
         }
-        changed(&s, &mut st, &changes);
+        for gone in evicted {
+            st.bodies.remove(&gone);
+        }
+        send(&s, &st, due);
     }
     let n_loaded = loaded.len();
     items.extend(loaded);
@@ -244,13 +229,8 @@ async fn remote(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
     let files = keys(&body);
     let items: Vec<(String, Bytes)> = {
         let mut st = s.state.lock().expect("not poisoned");
-        let held = serve_remote(&files, &st.cache, s.config.threshold);
-        held.into_iter()
-            .filter_map(|k| {
-                st.cache.touch(&k);
-                st.bodies.get(&k).map(|b| (k, b.clone()))
-            })
-            .collect()
+        let held = st.server.serve(&files, s.config.threshold);
+        held.into_iter().filter_map(|k| st.bodies.get(&k).map(|b| (k, b.clone()))).collect()
     };
     s.remote_served.inc_by(items.len() as u64);
     frame(&items).into_response()
@@ -262,15 +242,7 @@ async fn updates(State(s): State<Arc<Shared>>, Json(u): Json<Updates>) -> Respon
         return (axum::http::StatusCode::FORBIDDEN, format!("{} is not a neighbour of {}", u.from, s.config.me))
             .into_response();
     };
-    for (k, added) in u.changes {
-        if added {
-            if st.views[i].insert(k.clone()) {
-                st.cache.neighbour_added(&k);
-            }
-        } else if st.views[i].remove(&k) {
-            st.cache.neighbour_evicted(&k);
-        }
-    }
+    st.server.apply(i, u.changes);
     axum::http::StatusCode::NO_CONTENT.into_response()
 }
 
@@ -295,40 +267,8 @@ mod tests {
     }
 }
 
-/// What a client got for one set.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SetOutcome {
-    /// Objects asked for.
-    pub asked: u64,
-    /// From the local gateway's cache.
-    pub local_hits: u64,
-    /// Loaded by the local gateway from the origin.
-    pub loads: u64,
-    /// From a neighbour's cache (counted once per object).
-    pub remote_hits: u64,
-    /// Not delivered: the local gateway left them to a neighbour that no longer had them.
-    pub mispredicted: u64,
-    /// Delivered more than once.
-    pub duplicates: u64,
-}
-
-impl std::ops::AddAssign for SetOutcome {
-    fn add_assign(&mut self, o: Self) {
-        self.asked += o.asked;
-        self.local_hits += o.local_hits;
-        self.loads += o.loads;
-        self.remote_hits += o.remote_hits;
-        self.mispredicted += o.mispredicted;
-        self.duplicates += o.duplicates;
-    }
-}
-
-impl SetOutcome {
-    /// Objects from any cache over objects asked for.
-    pub fn hit_rate(&self) -> f64 {
-        (self.local_hits + self.remote_hits) as f64 / self.asked.max(1) as f64
-    }
-}
+/// What a client got for one set: the core's [`Merged`].
+pub type SetOutcome = Merged;
 
 /// A Cacheflow client's request: the set's `keys` to `local` and to each of `neighbours` at
 /// once, the answers merged as the thesis's client does (a neighbour the local gateway says to
@@ -357,28 +297,13 @@ pub async fn ask_set(
     let remotes: Vec<_> = neighbours.iter().map(|n| tokio::spawn(post(n, "remote"))).collect();
     let (items, ignore, loaded) = post(local, "local").await?;
     let ignore: Vec<usize> = ignore.split(',').filter_map(|i| i.parse().ok()).collect();
-    let loads: u64 = loaded.parse().unwrap_or(0);
-    let mut got: BTreeSet<String> = BTreeSet::new();
-    let mut out = SetOutcome { asked: keys.len() as u64, loads, ..SetOutcome::default() };
-    for (k, _) in items {
-        got.insert(k);
-    }
-    out.local_hits = (got.len() as u64).saturating_sub(loads);
+    let local: Vec<String> = items.into_iter().map(|(k, _)| k).collect();
+    let mut replies = Vec::new();
     for (i, r) in remotes.into_iter().enumerate() {
         let (items, _, _) = r.await.map_err(|e| e.to_string())??;
-        if ignore.contains(&i) {
-            continue;
-        }
-        for (k, _) in items {
-            if got.insert(k) {
-                out.remote_hits += 1;
-            } else {
-                out.duplicates += 1;
-            }
-        }
+        replies.push((i, items.into_iter().map(|(k, _)| k).collect()));
     }
-    out.mispredicted = keys.iter().filter(|k| !got.contains(*k)).count() as u64;
-    Ok(out)
+    Ok(merge(keys, &local, loaded.parse().unwrap_or(0), &ignore, &replies))
 }
 
 /// An origin of `count` objects of `size` bytes at `/files/{i}`, counting its reads at

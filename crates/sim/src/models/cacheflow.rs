@@ -17,8 +17,7 @@ use std::collections::BTreeSet;
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use switchyard_core::Nanos;
-use switchyard_core::cache::Lru;
-use switchyard_core::cache::cacheflow::{plan_local, serve_remote};
+use switchyard_core::cache::cacheflow::{Batch, Merged, Server, merge};
 
 use crate::{EventQueue, Model, SimError, Streams};
 
@@ -82,29 +81,19 @@ impl Default for CacheflowParams {
 pub struct CacheflowOutcome {
     /// Requests.
     pub requests: u64,
-    /// Objects asked for.
-    pub asked: u64,
-    /// Served from the local server's cache.
-    pub local_hits: u64,
-    /// Served from a neighbour's cache (counted once per object).
-    pub remote_hits: u64,
-    /// Loaded from the local server's disk.
-    pub loads: u64,
-    /// Not delivered: the local server thought a neighbour held them, and it did not.
-    pub mispredicted: u64,
-    /// Delivered more than once.
-    pub duplicates: u64,
+    /// What their clients got, summed.
+    pub total: Merged,
 }
 
 impl CacheflowOutcome {
     /// Objects delivered from any cache over objects asked for.
     pub fn hit_rate(&self) -> f64 {
-        (self.local_hits + self.remote_hits) as f64 / self.asked.max(1) as f64
+        self.total.hit_rate()
     }
 
     /// Objects delivered over objects asked for.
     pub fn delivered(&self) -> f64 {
-        1.0 - self.mispredicted as f64 / self.asked.max(1) as f64
+        self.total.delivered()
     }
 }
 
@@ -125,25 +114,24 @@ struct Request {
     measured: bool,
     /// Replies outstanding.
     waiting: usize,
-    /// The local server's part: its hits, its loads, and the neighbours to ignore.
-    local: Option<(Vec<u32>, Vec<u32>, Vec<usize>)>,
+    /// The local server's part: what it sent, how many of those it loaded, and the neighbours
+    /// to ignore.
+    local: Option<(Vec<u32>, u64, Vec<usize>)>,
     /// Each neighbour's reply.
     remotes: Vec<(usize, Vec<u32>)>,
 }
 
-struct Server {
-    cache: Lru<u32>,
+struct Node {
+    /// The core's server: cache, views, changes owed.
+    server: Server<u32>,
+    /// Its neighbours, in the order of its views.
     neighbours: Vec<usize>,
-    /// Its view of each neighbour's cache, in the order of `neighbours`.
-    views: Vec<BTreeSet<u32>>,
-    /// Changes waiting to be sent to each neighbour.
-    outbox: Vec<Vec<(u32, bool)>>,
 }
 
 struct Cacheflow {
     params: CacheflowParams,
     sets: Vec<Vec<u32>>,
-    servers: Vec<Server>,
+    servers: Vec<Node>,
     /// Round trips between nodes (servers, then clients), seconds.
     rtt: Vec<Vec<f64>>,
     requests: Vec<Request>,
@@ -161,19 +149,11 @@ impl Cacheflow {
         self.params.servers + client
     }
 
-    /// Records `changes` at `server` and sends them to its neighbours when the buffer is full.
-    fn changed(&mut self, server: usize, changes: &[(u32, bool)], queue: &mut EventQueue<Event>) {
-        if !self.params.cooperate || changes.is_empty() {
-            return;
-        }
-        let s = &mut self.servers[server];
-        for (i, &to) in s.neighbours.clone().iter().enumerate() {
-            s.outbox[i].extend_from_slice(changes);
-            if s.outbox[i].len() > self.params.link_buffer {
-                let batch = std::mem::take(&mut s.outbox[i]);
-                queue
-                    .schedule_in(secs(self.rtt[server][to] / 2.0), Event::Updates { from: server, to, changes: batch });
-            }
+    /// Sends batches of changes from `server` to its neighbours.
+    fn send(&self, server: usize, due: Vec<Batch<u32>>, queue: &mut EventQueue<Event>) {
+        for (i, changes) in due {
+            let to = self.servers[server].neighbours[i];
+            queue.schedule_in(secs(self.rtt[server][to] / 2.0), Event::Updates { from: server, to, changes });
         }
     }
 
@@ -183,30 +163,16 @@ impl Cacheflow {
         if !r.measured {
             return;
         }
-        let (hits, loads, ignore) = r.local.as_ref().expect("the local reply came");
-        let local = &self.servers[r.server].neighbours;
-        let set = &self.sets[r.set];
-        let mut delivered: BTreeSet<u32> = hits.iter().chain(loads).copied().collect();
-        let mut remote = 0;
-        for (server, files) in &r.remotes {
-            let slot = local.iter().position(|n| n == server);
-            if slot.is_some_and(|i| ignore.contains(&i)) {
-                continue;
-            }
-            for f in files {
-                if delivered.insert(*f) {
-                    remote += 1;
-                } else {
-                    self.out.duplicates += 1;
-                }
-            }
-        }
+        let (local, loads, ignore) = r.local.as_ref().expect("the local reply came");
+        let neighbours = &self.servers[r.server].neighbours;
+        // Each reply by its sender's place among the local server's neighbours.
+        let remotes: Vec<(usize, Vec<u32>)> = r
+            .remotes
+            .iter()
+            .filter_map(|(server, files)| Some((neighbours.iter().position(|n| n == server)?, files.clone())))
+            .collect();
         self.out.requests += 1;
-        self.out.asked += set.len() as u64;
-        self.out.local_hits += hits.len() as u64;
-        self.out.loads += loads.len() as u64;
-        self.out.remote_hits += remote;
-        self.out.mispredicted += set.iter().filter(|f| !delivered.contains(f)).count() as u64;
+        self.out.total += merge(&self.sets[r.set], local, *loads, ignore, &remotes);
     }
 
     fn reply(&mut self, request: usize) {
@@ -226,8 +192,7 @@ impl Model for Cacheflow {
             Event::Ask { client } => {
                 let server = client / self.params.clients_per_server;
                 let set = pick_set(self.params.sets, &mut self.rng);
-                let neighbours =
-                    if self.params.cooperate { self.servers[server].neighbours.clone() } else { Vec::new() };
+                let neighbours = self.servers[server].neighbours.clone();
                 let request = self.requests.len();
                 self.requests.push(Request {
                     set,
@@ -248,43 +213,24 @@ impl Model for Cacheflow {
             Event::Local { request } => {
                 let server = self.requests[request].server;
                 let files = self.sets[self.requests[request].set].clone();
-                let s = &self.servers[server];
-                let views: Vec<BTreeSet<u32>> = if self.params.cooperate { s.views.clone() } else { Vec::new() };
-                let plan = plan_local(&files, &s.cache, &views, self.params.threshold);
-                let mut changes = Vec::new();
-                for f in &plan.hits {
-                    self.servers[server].cache.touch(f);
-                }
-                for f in &plan.loads {
-                    for e in self.servers[server].cache.insert(*f) {
-                        changes.push((e, false));
-                    }
-                    changes.push((*f, true));
-                }
-                self.requests[request].local = Some((plan.hits, plan.loads, plan.ignore));
-                self.changed(server, &changes, queue);
+                let node = &mut self.servers[server].server;
+                let plan = node.plan(&files, self.params.threshold);
+                let (_, due) = node.keep(&plan.loads);
+                let sent: Vec<u32> = plan.hits.iter().chain(&plan.loads).copied().collect();
+                self.requests[request].local = Some((sent, plan.loads.len() as u64, plan.ignore));
+                self.send(server, due, queue);
                 self.reply(request);
             }
             Event::Remote { request, server } => {
                 let files = self.sets[self.requests[request].set].clone();
-                let served = serve_remote(&files, &self.servers[server].cache, self.params.threshold);
-                for f in &served {
-                    self.servers[server].cache.touch(f);
-                }
+                let served = self.servers[server].server.serve(&files, self.params.threshold);
                 self.requests[request].remotes.push((server, served));
                 self.reply(request);
             }
             Event::Updates { from, to, changes } => {
-                let s = &mut self.servers[to];
-                let Some(i) = s.neighbours.iter().position(|n| *n == from) else { return };
-                for (f, added) in changes {
-                    if added {
-                        if s.views[i].insert(f) {
-                            s.cache.neighbour_added(&f);
-                        }
-                    } else if s.views[i].remove(&f) {
-                        s.cache.neighbour_evicted(&f);
-                    }
+                let node = &mut self.servers[to];
+                if let Some(i) = node.neighbours.iter().position(|n| *n == from) {
+                    node.server.apply(i, changes);
                 }
             }
         }
@@ -365,13 +311,8 @@ pub fn simulate(params: &CacheflowParams) -> Result<CacheflowOutcome, SimError> 
     };
     let servers = (0..n)
         .map(|i| {
-            let neighbours = ring(i);
-            Server {
-                cache: Lru::new(params.cache, params.dedup),
-                views: vec![BTreeSet::new(); neighbours.len()],
-                outbox: vec![Vec::new(); neighbours.len()],
-                neighbours,
-            }
+            let neighbours = if params.cooperate { ring(i) } else { Vec::new() };
+            Node { server: Server::new(params.cache, params.dedup, neighbours.len(), params.link_buffer), neighbours }
         })
         .collect();
     let mut model = Cacheflow {
