@@ -17,7 +17,7 @@
 //! request first applies every change due by now.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use switchyard_core::cache::{FieldCost, Neighbourhood};
 use switchyard_sim::models::sensor::{Field, FieldSpec};
 
+use crate::http::{error, unix_ms};
 use crate::metrics::{Amount, Count, Metrics};
 
 /// How the emulator runs.
@@ -140,14 +141,6 @@ impl Shared {
 /// The most changes one request makes the field catch up on (see `Shared::catch_up`).
 const CATCH_UP: usize = 20_000;
 
-fn error(status: StatusCode, error: String) -> Response {
-    (status, Json(ErrorBody { error })).into_response()
-}
-
-fn unix_ms() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1e3)
-}
-
 /// A running field, to be served over HTTP ([`FieldService::router`]) and UDP ([`serve_udp`])
 /// at once.
 #[derive(Clone)]
@@ -214,11 +207,7 @@ impl FieldService {
 
 /// The location `raw` names, or the 404 that says which there are.
 fn location(s: &Shared, raw: &str) -> Result<u32, String> {
-    let n = s.info.locations.len();
-    raw.parse::<u32>()
-        .ok()
-        .filter(|l| (*l as usize) < n)
-        .ok_or_else(|| format!("no location `{raw}`: the field has locations 0 to {}", n - 1))
+    crate::http::location(raw, s.info.locations.len())
 }
 
 /// One read of the field: the link's queue, the trip out, the sample, the trip back.

@@ -15,7 +15,7 @@
 //! stale-if-error).
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -30,6 +30,7 @@ use switchyard_core::cache::{AgeFrom, Answer, Cache, Lookup, Neighbours, ReadId,
 use tokio::sync::oneshot;
 
 use crate::field::{ErrorBody, FieldInfo, SensorReading};
+use crate::http::{error, unix_ms};
 use crate::metrics::{Amount, Count, Metrics};
 
 /// How the gateway runs.
@@ -134,10 +135,6 @@ pub enum GatewayError {
     },
 }
 
-fn unix_ms() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1e3)
-}
-
 impl Shared {
     fn now(&self) -> Nanos {
         Nanos(self.start.elapsed().as_nanos() as u64)
@@ -209,10 +206,6 @@ pub async fn router(config: GatewayConfig) -> Result<Router, GatewayError> {
         .with_state(shared))
 }
 
-fn error(status: StatusCode, error: String) -> Response {
-    (status, Json(ErrorBody { error })).into_response()
-}
-
 #[derive(Deserialize)]
 struct Params {
     max_age: Option<String>,
@@ -246,11 +239,9 @@ async fn measure_deviation(s: Arc<Shared>, location: u32, value: f64) {
 }
 
 async fn answer(s: Arc<Shared>, Path(raw): Path<String>, Query(q): Query<Params>) -> Response {
-    let Some(location) = raw.parse::<u32>().ok().filter(|l| (*l as usize) < s.locations) else {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("no location `{raw}`: the field has locations 0 to {}", s.locations.saturating_sub(1)),
-        );
+    let location = match crate::http::location(&raw, s.locations) {
+        Ok(l) => l,
+        Err(why) => return error(StatusCode::NOT_FOUND, why),
     };
     let max_age = match q.max_age.as_deref().map(str::parse::<f64>) {
         None => None,

@@ -23,5 +23,6 @@
 pub mod coop;
 pub mod field;
 pub mod gateway;
+mod http;
 mod metrics;
 pub mod origin;

@@ -155,7 +155,7 @@ fn respond(kept: &Kept, age: Nanos, how: &str, stale: Option<&str>) -> Response 
 }
 
 fn failure(status: StatusCode, error: String) -> Response {
-    let mut r = (status, axum::Json(crate::field::ErrorBody { error })).into_response();
+    let mut r = crate::http::error(status, error);
     r.headers_mut().insert("x-cache", HeaderValue::from_static("miss"));
     r
 }

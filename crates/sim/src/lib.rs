@@ -47,4 +47,9 @@ pub mod summary;
 
 pub use engine::{EventQueue, Model, RunStats, SimError, run};
 pub use streams::Streams;
+
+/// `s` seconds as the engine's nanoseconds, rounded to the nearest.
+pub(crate) fn secs(s: f64) -> Nanos {
+    Nanos((s * 1e9).round() as u64)
+}
 pub use switchyard_core::Nanos;

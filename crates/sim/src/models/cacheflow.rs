@@ -19,7 +19,7 @@ use rand_chacha::ChaCha8Rng;
 use switchyard_core::Nanos;
 use switchyard_core::cache::cacheflow::{Batch, Merged, Server, merge};
 
-use crate::{EventQueue, Model, SimError, Streams};
+use crate::{EventQueue, Model, SimError, Streams, secs};
 
 /// A run's parameters.
 #[derive(Clone, Debug)]
@@ -138,10 +138,6 @@ struct Cacheflow {
     rng: ChaCha8Rng,
     warmup: Nanos,
     out: CacheflowOutcome,
-}
-
-fn secs(s: f64) -> Nanos {
-    Nanos((s * 1e9) as u64)
 }
 
 impl Cacheflow {

@@ -21,7 +21,7 @@ use switchyard_core::Nanos;
 use switchyard_core::cache::{AgeFrom, Answer, Cache, FieldCost, Lookup, Neighbours, ReadId, Reading};
 
 use super::field::{Field, FieldSpec};
-use crate::{EventQueue, Model, SimError, Streams};
+use crate::{EventQueue, Model, SimError, Streams, secs};
 
 /// A run's parameters.
 #[derive(Clone, Debug)]
@@ -148,10 +148,6 @@ struct Gateway {
     measure_from: Nanos,
     measure_to: Nanos,
     out: PolicyRun,
-}
-
-fn secs(s: f64) -> Nanos {
-    Nanos((s * 1e9).round() as u64)
 }
 
 impl Gateway {
