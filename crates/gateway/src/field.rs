@@ -27,8 +27,9 @@ use axum::{Json, Router};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
+use switchyard_core::Nanos;
 use switchyard_core::cache::{FieldCost, Neighbourhood};
-use switchyard_sim::models::sensor::{Field, FieldSpec};
+use switchyard_sim::models::sensor::{AccessLinks, Field, FieldSpec};
 
 use crate::http::{error, unix_ms};
 use crate::metrics::{Amount, Count, Metrics};
@@ -84,8 +85,8 @@ pub struct ErrorBody {
 struct Live {
     field: Field,
     rng: ChaCha8Rng,
-    /// When each base station's link is next free.
-    link_free: Vec<Instant>,
+    /// The base stations' links, in model time.
+    links: AccessLinks,
 }
 
 struct Shared {
@@ -191,7 +192,15 @@ impl FieldService {
         let refused = metrics.count("field_refused", "Reads refused: their link's queue was past its longest wait.");
         let cost_total = metrics.amount("field_cost", "Cost of the reads answered (Yates Eq 5.5 units).");
         let shared = Arc::new(Shared {
-            live: Mutex::new(Live { link_free: vec![start; field.stations().len()], field, rng }),
+            live: Mutex::new(Live {
+                links: AccessLinks::new(
+                    field.stations().len(),
+                    Nanos((1e9 / config.link_capacity) as u64),
+                    Nanos((config.max_wait_s * 1e9) as u64),
+                ),
+                field,
+                rng,
+            }),
             cost,
             info,
             config,
@@ -217,21 +226,21 @@ async fn sense(s: &Shared, raw: &str) -> Result<SensorReading, (StatusCode, Stri
     let now = Instant::now();
     let wait = {
         let mut live = s.live.lock().expect("no request panics holding the field");
-        let start = live.link_free[station].max(now);
-        let wait = start - now;
-        if wait > s.wall(s.config.max_wait_s) {
-            s.refused.inc();
-            return Err((
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "the link to base station {station} is full: a query would wait {:.2} s, longer than the {} s limit",
-                    wait.as_secs_f64() / s.config.time_scale,
-                    s.config.max_wait_s
-                ),
-            ));
+        let model_now = Nanos((s.model_s(now) * 1e9) as u64);
+        match live.links.admit(station, model_now) {
+            Ok(wait) => s.wall(wait.0 as f64 / 1e9),
+            Err(wait) => {
+                s.refused.inc();
+                return Err((
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "the link to base station {station} is full: a query would wait {:.2} s, longer than the {} s limit",
+                        wait.0 as f64 / 1e9,
+                        s.config.max_wait_s
+                    ),
+                ));
+            }
         }
-        live.link_free[station] = start + s.wall(1.0 / s.config.link_capacity);
-        wait
     };
     let one_way = s.wall(s.cost.one_way_delay_s(l));
     tokio::time::sleep(wait + one_way).await;

@@ -7,9 +7,11 @@
 //! answers' quality Q_n against a pool of all of them.
 
 pub mod field;
+pub mod link;
 pub mod run;
 
 pub use field::{ChangeModel, Field, FieldSpec, Stations, Trace, YATES_SIGMA};
+pub use link::AccessLinks;
 pub use run::{PolicyRun, SensorParams, simulate};
 
 use switchyard_core::cache::Lookup;

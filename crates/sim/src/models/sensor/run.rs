@@ -21,6 +21,7 @@ use switchyard_core::Nanos;
 use switchyard_core::cache::{AgeFrom, Answer, Cache, FieldCost, Lookup, Neighbours, ReadId, Reading};
 
 use super::field::{Field, FieldSpec};
+use super::link::AccessLinks;
 use crate::{EventQueue, Model, SimError, Streams, secs};
 
 /// A run's parameters.
@@ -136,9 +137,7 @@ struct Gateway {
     cost: FieldCost,
     cache: Cache<u32, Nanos, Neighbours>,
     /// Each base station's link: when it is next free.
-    link_free: Vec<Nanos>,
-    service: Nanos,
-    max_wait: Nanos,
+    links: AccessLinks,
     poll_every: Nanos,
     next_poll: u32,
     arrivals: Exp<f64>,
@@ -187,21 +186,19 @@ impl Gateway {
             // The asker is answered by the read it started (at its reply), never queued.
             Answer::Read { read } => {
                 let station = self.cost.station(location);
-                let start = self.link_free[station].max(now);
-                if start.0 - now.0 > self.max_wait.0 {
+                let Ok(wait) = self.links.admit(station, now) else {
                     self.out.dropped += u64::from(measured);
                     // The read never starts: take it off the reads under way (nobody can have
                     // queued behind it yet).
                     self.cache.fail(&location, read);
                     return;
-                }
-                self.link_free[station] = Nanos(start.0 + self.service.0);
+                };
                 if measured {
                     self.out.reads += 1;
                     self.out.cost += self.cost.read_cost(location);
                 }
                 let travel = secs(self.cost.one_way_delay_s(location));
-                queue.schedule_in(Nanos(start.0 - now.0 + travel.0), Event::Sample { location, read, asked_at: now });
+                queue.schedule_in(Nanos(wait.0 + travel.0), Event::Sample { location, read, asked_at: now });
             }
         }
     }
@@ -289,9 +286,7 @@ pub fn simulate(params: &SensorParams, lookup: Lookup) -> Result<PolicyRun, SimE
     }
     let n = field.values.len();
     let mut model = Gateway {
-        link_free: vec![Nanos::ZERO; field.stations.len()],
-        service: secs(1.0 / params.link_capacity),
-        max_wait: secs(params.max_wait_s),
+        links: AccessLinks::new(field.stations.len(), secs(1.0 / params.link_capacity), secs(params.max_wait_s)),
         poll_every: secs(params.poll_s / n as f64),
         next_poll: 0,
         arrivals: Exp::new(params.lambda).expect("checked positive"),
