@@ -217,3 +217,24 @@ async fn the_field_answers_over_udp_too() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(serde_json::from_str::<ReadingReply>(&body).unwrap().source, "field");
 }
+
+/// A reader whose bound no read under way can meet starts its own read and is answered by it,
+/// with a value sensed after it asked; the earlier asker is answered by the earlier read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_with_a_tight_bound_gets_a_read_of_its_own() {
+    let (f, _stop) = field(0.2).await; // location 999's read takes about 0.4 s
+    let g = gateway(config(f, Lookup::Piggyback)).await;
+    let first = tokio::spawn(get(g, "/v1/readings/999"));
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let asked_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() * 1e3;
+    let (status, body) = get(g, "/v1/readings/999?max_age=0.05").await;
+    assert_eq!(status, 200, "{body}");
+    let tight: ReadingReply = serde_json::from_str(&body).unwrap();
+    assert_eq!(tight.source, "field", "its own read, not the one under way");
+    assert!(tight.sensed_at_ms >= asked_ms - 5.0, "sensed {} ms before it asked", asked_ms - tight.sensed_at_ms);
+    let (status, body) = first.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let early: ReadingReply = serde_json::from_str(&body).unwrap();
+    assert!(early.sensed_at_ms < tight.sensed_at_ms, "each answered by its own read");
+    assert_eq!(counter(f, "field_reads_total").await, 2.0);
+}
