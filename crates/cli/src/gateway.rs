@@ -119,6 +119,53 @@ pub(crate) struct GatewayArgs {
 enum GatewayCommand {
     /// Serve until interrupted.
     Serve(GatewayServe),
+    /// Serve as one of Cacheflow's cooperating gateways (Dou 2011 ch. 4).
+    Coop(CoopServe),
+}
+
+/// One of Cacheflow's cooperating gateways: an LRU of objects read from an origin, its adds and
+/// evictions told to its neighbours in batches, evicting first what a neighbour also holds.
+///
+/// A client sends a set's keys (one per line) to its own gateway, POST /v1/coop/local, and to
+/// each of that gateway's neighbours (GET /v1/coop/neighbours), POST /v1/coop/remote, at once;
+/// the local gateway answers what it holds and loads what no neighbour holds, and names in
+/// X-Cacheflow-Ignore any neighbour not worth waiting for. Answers are framed objects: the
+/// key's length (2 bytes, big-endian), the key, the body's length (4 bytes), the body.
+///
+/// Example, three gateways on a ring in front of one origin:
+///
+///   switchyard gateway coop --listen 127.0.0.1:7201 --origin http://127.0.0.1:8080 \
+///     --neighbour http://127.0.0.1:7202 --neighbour http://127.0.0.1:7203
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+struct CoopServe {
+    /// Address to listen on.
+    #[arg(long)]
+    listen: SocketAddr,
+    /// This gateway's URL as its neighbours reach it (default: http:// and --listen).
+    #[arg(long)]
+    me: Option<String>,
+    /// The origin's base URL; object KEY is read from ORIGIN + KEY.
+    #[arg(long)]
+    origin: String,
+    /// A neighbour's base URL (repeat; Cacheflow uses two).
+    #[arg(long = "neighbour")]
+    neighbours: Vec<String>,
+    /// Objects kept (Cacheflow: 600 of 50 KB).
+    #[arg(long, default_value_t = 600)]
+    capacity: usize,
+    /// Changes buffered per neighbour before they are sent (Cacheflow's L; 0 sends at once).
+    #[arg(long, default_value_t = 0)]
+    link_buffer: usize,
+    /// Fewest objects of a request a neighbour must hold to be waited for (0: always).
+    #[arg(long, default_value_t = 0)]
+    threshold: usize,
+    /// Evict in plain LRU order, ignoring what neighbours hold.
+    #[arg(long)]
+    no_dedup: bool,
+    /// The longest a read of the origin may take, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    upstream_timeout: f64,
 }
 
 #[derive(Args, Debug)]
@@ -232,8 +279,31 @@ pub(crate) fn run_field(args: &FieldArgs) -> Result<()> {
     })
 }
 
+fn run_coop(a: &CoopServe) -> Result<()> {
+    let node = switchyard_gateway::coop::CoopNode::new(switchyard_gateway::coop::CoopConfig {
+        me: a.me.clone().unwrap_or_else(|| format!("http://{}", a.listen)),
+        origin: a.origin.clone(),
+        capacity: a.capacity,
+        dedup: !a.no_dedup,
+        link_buffer: a.link_buffer,
+        threshold: a.threshold,
+        upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
+    });
+    node.set_neighbours(a.neighbours.clone());
+    let what = format!(
+        "cooperating gateway ({} objects, {} neighbours) in front of {}",
+        a.capacity,
+        a.neighbours.len(),
+        a.origin
+    );
+    runtime()?.block_on(serve(a.listen, node.router(), &what))
+}
+
 pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
-    let GatewayCommand::Serve(a) = &args.command;
+    let a = match &args.command {
+        GatewayCommand::Serve(a) => a,
+        GatewayCommand::Coop(c) => return run_coop(c),
+    };
     if let Some(origin) = &a.origin {
         let config = switchyard_gateway::origin::OriginConfig {
             origin: origin.clone(),
