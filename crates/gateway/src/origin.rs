@@ -124,8 +124,9 @@ pub fn router(config: OriginConfig) -> Router {
         .with_state(shared)
 }
 
-/// The reader's own bound: `Cache-Control: max-age=N`, or `no-cache` (nothing kept will do).
-fn reader_bound(headers: &HeaderMap) -> Option<Nanos> {
+/// The reader's own bound from its request headers: `Cache-Control: max-age=N`, or `no-cache`
+/// (nothing kept will do); `None` for no bound or one that does not read.
+pub fn reader_bound(headers: &HeaderMap) -> Option<Nanos> {
     let value = headers.get(header::CACHE_CONTROL)?.to_str().ok()?;
     value.split(',').map(str::trim).find_map(|d| {
         if d.eq_ignore_ascii_case("no-cache") {
