@@ -289,14 +289,17 @@ fn run_coop(a: &CoopServe) -> Result<()> {
         threshold: a.threshold,
         upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
     });
-    node.set_neighbours(a.neighbours.clone());
     let what = format!(
         "cooperating gateway ({} objects, {} neighbours) in front of {}",
         a.capacity,
         a.neighbours.len(),
         a.origin
     );
-    runtime()?.block_on(serve(a.listen, node.router(), &what))
+    runtime()?.block_on(async {
+        // The neighbours' senders are tasks: start them inside the runtime.
+        node.set_neighbours(a.neighbours.clone());
+        serve(a.listen, node.router(), &what).await
+    })
 }
 
 pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {

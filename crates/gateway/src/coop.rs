@@ -66,6 +66,9 @@ struct Node {
 
 struct Shared {
     state: Mutex<Node>,
+    /// One sender per neighbour, in order, so its batches arrive in the order they were made
+    /// (an add overtaken by its own eviction would leave a key in the neighbour's view).
+    outboxes: Mutex<Vec<tokio::sync::mpsc::UnboundedSender<Updates>>>,
     config: CoopConfig,
     client: reqwest::Client,
     metrics: Metrics,
@@ -107,8 +110,29 @@ pub fn unframe(mut bytes: &[u8]) -> Option<Vec<(String, usize)>> {
     Some(items)
 }
 
-fn keys(body: &Bytes) -> Vec<String> {
-    String::from_utf8_lossy(body).lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect()
+/// Most keys one request may name.
+pub const MAX_KEYS: usize = 10_000;
+
+/// The keys of a request body, one per line: each a path (starting with `/`, so it can only
+/// name an object at the origin), each once, at most [`MAX_KEYS`].
+fn keys(body: &Bytes) -> Result<Vec<String>, String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for line in String::from_utf8_lossy(body).lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if !line.starts_with('/') {
+            return Err(format!(
+                "key `{}`: keys are paths at the origin, starting with /",
+                line.chars().take(60).collect::<String>()
+            ));
+        }
+        if seen.insert(line) {
+            out.push(line.to_string());
+        }
+    }
+    if out.len() > MAX_KEYS {
+        return Err(format!("{} keys: at most {MAX_KEYS} a request", out.len()));
+    }
+    Ok(out)
 }
 
 impl CoopNode {
@@ -128,6 +152,7 @@ impl CoopNode {
         };
         Self(Arc::new(Shared {
             state: Mutex::new(state),
+            outboxes: Mutex::new(Vec::new()),
             config,
             client,
             metrics,
@@ -140,11 +165,27 @@ impl CoopNode {
 
     /// Its neighbours (their base URLs); their views start empty.
     pub fn set_neighbours(&self, neighbours: Vec<String>) {
+        let mut senders = Vec::new();
+        for url in &neighbours {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Updates>();
+            let (client, url) = (self.0.client.clone(), format!("{}/v1/coop/updates", url.trim_end_matches('/')));
+            tokio::spawn(async move {
+                while let Some(batch) = rx.recv().await {
+                    match client.post(&url).json(&batch).send().await {
+                        Ok(r) if r.status().is_success() => {}
+                        Ok(r) => eprintln!("switchyard: {url} refused our updates: {}", r.status()),
+                        Err(e) => eprintln!("switchyard: sending updates to {url}: {e}"),
+                    }
+                }
+            });
+            senders.push(tx);
+        }
+        *self.0.outboxes.lock().expect("not poisoned") = senders;
         let mut st = self.0.state.lock().expect("not poisoned");
         st.server =
             Server::new(self.0.config.capacity, self.0.config.dedup, neighbours.len(), self.0.config.link_buffer);
         st.bodies.clear();
-        st.neighbours = neighbours;
+        st.neighbours = neighbours.iter().map(|n| n.trim_end_matches('/').to_string()).collect();
     }
 
     /// The routes.
@@ -164,20 +205,22 @@ impl CoopNode {
     }
 }
 
-/// Sends batches of changes to the neighbours they are due to.
-fn send(s: &Arc<Shared>, st: &Node, due: Vec<Batch<String>>) {
+/// Sends batches of changes to the neighbours they are due to, each neighbour's in order.
+fn send(s: &Arc<Shared>, due: Vec<Batch<String>>) {
+    let outboxes = s.outboxes.lock().expect("not poisoned");
     for (i, changes) in due {
-        let batch = Updates { from: s.config.me.clone(), changes };
-        let (url, client) = (format!("{}/v1/coop/updates", st.neighbours[i]), s.client.clone());
-        s.updates_sent.inc();
-        tokio::spawn(async move {
-            let _ = client.post(url).json(&batch).send().await;
-        });
+        if let Some(tx) = outboxes.get(i) {
+            s.updates_sent.inc();
+            let _ = tx.send(Updates { from: s.config.me.trim_end_matches('/').to_string(), changes });
+        }
     }
 }
 
 async fn local(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
-    let files = keys(&body);
+    let files = match keys(&body) {
+        Ok(k) => k,
+        Err(why) => return crate::http::error(axum::http::StatusCode::BAD_REQUEST, why),
+    };
     let (plan, mut items) = {
         let mut st = s.state.lock().expect("not poisoned");
         let plan = st.server.plan(&files, s.config.threshold);
@@ -196,9 +239,11 @@ async fn local(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
         });
     }
     let mut loaded = Vec::new();
-    while let Some(Ok((k, body))) = reads.join_next().await {
-        if let Ok(b) = body {
-            loaded.push((k, b));
+    let mut failed = 0u64;
+    while let Some(done) = reads.join_next().await {
+        match done {
+            Ok((k, Ok(b))) => loaded.push((k, b)),
+            _ => failed += 1,
         }
     }
     s.loads.inc_by(loaded.len() as u64);
@@ -214,7 +259,8 @@ async fn local(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
         for gone in evicted {
             st.bodies.remove(&gone);
         }
-        send(&s, &st, due);
+        drop(st);
+        send(&s, due);
     }
     let n_loaded = loaded.len();
     items.extend(loaded);
@@ -222,11 +268,15 @@ async fn local(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
     let ignore = plan.ignore.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
     headers.insert("x-cacheflow-ignore", HeaderValue::from_str(&ignore).expect("digits and commas"));
     headers.insert("x-cacheflow-loaded", HeaderValue::from(n_loaded));
+    headers.insert("x-cacheflow-failed", HeaderValue::from(failed));
     (headers, frame(&items)).into_response()
 }
 
 async fn remote(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
-    let files = keys(&body);
+    let files = match keys(&body) {
+        Ok(k) => k,
+        Err(why) => return crate::http::error(axum::http::StatusCode::BAD_REQUEST, why),
+    };
     let items: Vec<(String, Bytes)> = {
         let mut st = s.state.lock().expect("not poisoned");
         let held = st.server.serve(&files, s.config.threshold);
@@ -279,6 +329,10 @@ pub async fn ask_set(
     neighbours: &[String],
     keys: &[String],
 ) -> Result<SetOutcome, String> {
+    // A set names each key once; a repeated key would break the counts.
+    let mut seen = std::collections::BTreeSet::new();
+    let keys: Vec<String> = keys.iter().filter(|k| seen.insert(k.as_str())).cloned().collect();
+    let keys = keys.as_slice();
     let body = keys.join("\n");
     let post = |base: &str, role: &str| {
         let (client, url, body) = (client.clone(), format!("{base}/v1/coop/{role}"), body.clone());
@@ -288,7 +342,8 @@ pub async fn ask_set(
                 return Err(format!("{url}: {}", r.status()));
             }
             let header = |n: &str| r.headers().get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-            let (ignore, loaded) = (header("x-cacheflow-ignore"), header("x-cacheflow-loaded"));
+            let (ignore, loaded) =
+                (header("x-cacheflow-ignore"), (header("x-cacheflow-loaded"), header("x-cacheflow-failed")));
             let bytes = r.bytes().await.map_err(|e| format!("{url}: {e}"))?;
             let items = unframe(&bytes).ok_or_else(|| format!("{url}: a damaged answer"))?;
             Ok::<_, String>((items, ignore, loaded))
@@ -303,7 +358,8 @@ pub async fn ask_set(
         let (items, _, _) = r.await.map_err(|e| e.to_string())??;
         replies.push((i, items.into_iter().map(|(k, _)| k).collect()));
     }
-    Ok(merge(keys, &local, loaded.parse().unwrap_or(0), &ignore, &replies))
+    let (loads, failed) = loaded;
+    Ok(merge(keys, &local, loads.parse().unwrap_or(0), failed.parse().unwrap_or(0), &ignore, &replies))
 }
 
 /// An origin of `count` objects of `size` bytes at `/files/{i}`, counting its reads at

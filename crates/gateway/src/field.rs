@@ -118,7 +118,7 @@ impl Shared {
     }
 
     fn wall(&self, model_s: f64) -> Duration {
-        Duration::from_secs_f64(model_s * self.config.time_scale)
+        Duration::try_from_secs_f64(model_s * self.config.time_scale).unwrap_or(Duration::MAX)
     }
 
     /// Applies every change due by now; returns the live field.

@@ -173,7 +173,7 @@ pub async fn router(config: GatewayConfig) -> Result<Router, GatewayError> {
         .await
         .map_err(|source| GatewayError::Field { url: url.clone(), source })?;
     let neighbours = Neighbours::from_lists(info.neighbours);
-    let cache = Cache::new(config.lookup, Nanos(config.ttl.as_nanos() as u64), config.age_from, neighbours)
+    let cache = Cache::new(config.lookup, crate::http::nanos(config.ttl), config.age_from, neighbours)
         .keep_approximations(config.keep_approximations);
     let mut metrics = Metrics::default();
     let counters = Counters {
@@ -388,7 +388,7 @@ fn answer_read(
             let stale = s
                 .config
                 .stale_if_error
-                .and_then(|b| inner.cache.stale_within(&location, now, Nanos(b.as_nanos() as u64)).copied());
+                .and_then(|b| inner.cache.stale_within(&location, now, crate::http::nanos(b)).copied());
             drop(inner);
             for (w, asked) in waiters.into_iter().chain(direct) {
                 let usable = stale.filter(|_| asked == location);

@@ -1,6 +1,6 @@
 //! Small pieces every HTTP service here shares: error bodies, wall-clock time, location paths.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -11,6 +11,11 @@ use crate::field::ErrorBody;
 /// An error answer: the status and a sentence saying what went wrong.
 pub(crate) fn error(status: StatusCode, error: String) -> Response {
     (status, Json(ErrorBody { error })).into_response()
+}
+
+/// A duration as the core's nanoseconds, the longest ones held at the largest (never wrapped).
+pub(crate) fn nanos(d: Duration) -> switchyard_core::Nanos {
+    switchyard_core::Nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Now, in milliseconds since the Unix epoch (the sensing times services exchange).

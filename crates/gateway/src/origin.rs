@@ -4,9 +4,12 @@
 //!
 //! Every answer says how it was made: `X-Cache: hit | miss | coalesced | stale`, `Age` in
 //! seconds, and for a stale answer a `Warning: 110` and `X-Cache-Stale: revalidating | error`.
-//! Responses 2xx, 404 and 410 are kept; other statuses are passed on to everyone waiting and not
-//! kept; a 5xx, a refused connection or a timeout is a failure (502 or 504 with a sentence, or
-//! the stale body under stale-if-error).
+//! The origin's status, body and end-to-end headers (type, encoding, validators, `Location`,
+//! `Cache-Control`) are passed on. Responses 2xx, 404 and 410 are kept, unless the origin marks
+//! them `private` or `no-store` or sets a cookie; others are passed on to everyone waiting and
+//! not kept. A 5xx, a refused connection or a timeout is a failure (502 or 504 with a sentence,
+//! or the stale body under stale-if-error). Entries no answer can use any more are purged every
+//! 1,024 reads.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,6 +24,7 @@ use switchyard_core::Nanos;
 use switchyard_core::cache::{AgeFrom, Alone, Answer, Cache, Lookup, ReadId, Reading};
 use tokio::sync::oneshot;
 
+use crate::http::nanos;
 use crate::metrics::{Count, Metrics};
 
 /// How the gateway runs in front of an origin.
@@ -42,8 +46,30 @@ pub struct OriginConfig {
 #[derive(Debug)]
 pub struct Stored {
     status: StatusCode,
-    content_type: Option<HeaderValue>,
+    /// The origin's end-to-end headers a client needs ([`PASSED_ON`]).
+    headers: Vec<(header::HeaderName, HeaderValue)>,
     body: Bytes,
+}
+
+/// The origin's headers passed on with a response (the body's type and encoding, validators,
+/// a redirect's target, the origin's own caching words).
+const PASSED_ON: [header::HeaderName; 7] = [
+    header::CONTENT_TYPE,
+    header::CONTENT_ENCODING,
+    header::CONTENT_LANGUAGE,
+    header::ETAG,
+    header::LAST_MODIFIED,
+    header::LOCATION,
+    header::CACHE_CONTROL,
+];
+
+/// Whether the origin allows a response to be kept and shared: not `private` or `no-store`,
+/// and not setting a cookie (a response that does is one user's).
+fn shareable(headers: &HeaderMap) -> bool {
+    let no = headers.get_all(header::CACHE_CONTROL).iter().filter_map(|v| v.to_str().ok()).any(|v| {
+        v.split(',').map(str::trim).any(|d| d.eq_ignore_ascii_case("private") || d.eq_ignore_ascii_case("no-store"))
+    });
+    !no && !headers.contains_key(header::SET_COOKIE)
 }
 
 /// A kept response as the cache holds it: shared, and never ordered (only the approximate
@@ -89,16 +115,17 @@ struct Shared {
     start: Instant,
     metrics: Metrics,
     counters: Counters,
+    /// Reads since the cache was last purged.
+    reads_since_purge: std::sync::atomic::AtomicU64,
 }
+
+/// Reads between purges of what no answer can use any more.
+const PURGE_EVERY: u64 = 1024;
 
 impl Shared {
     fn now(&self) -> Nanos {
         Nanos(self.start.elapsed().as_nanos() as u64)
     }
-}
-
-fn nanos(d: Duration) -> Nanos {
-    Nanos(d.as_nanos() as u64)
 }
 
 /// The routes: `/metrics`, and every other `GET` from the cache.
@@ -116,8 +143,15 @@ pub fn router(config: OriginConfig) -> Router {
         upstream_reads: metrics.count("gateway_upstream_reads", "Reads of the origin that came back."),
         upstream_failures: metrics.count("gateway_upstream_failures", "Reads of the origin that failed or timed out."),
     };
-    let shared =
-        Arc::new(Shared { cache: Mutex::new(cache), config, client, start: Instant::now(), metrics, counters });
+    let shared = Arc::new(Shared {
+        cache: Mutex::new(cache),
+        config,
+        client,
+        start: Instant::now(),
+        metrics,
+        counters,
+        reads_since_purge: Default::default(),
+    });
     Router::new()
         .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
         .fallback(get(serve))
@@ -143,8 +177,8 @@ pub fn reader_bound(headers: &HeaderMap) -> Option<Nanos> {
 fn respond(kept: &Kept, age: Nanos, how: &str, stale: Option<&str>) -> Response {
     let mut r = (kept.0.status, kept.0.body.clone()).into_response();
     let h = r.headers_mut();
-    if let Some(ct) = &kept.0.content_type {
-        h.insert(header::CONTENT_TYPE, ct.clone());
+    for (name, value) in &kept.0.headers {
+        h.insert(name.clone(), value.clone());
     }
     h.insert(header::AGE, HeaderValue::from(age.0 / 1_000_000_000));
     h.insert("x-cache", HeaderValue::from_str(how).expect("ASCII"));
@@ -226,22 +260,33 @@ async fn serve(State(s): State<Arc<Shared>>, request: Request) -> Response {
 /// Reads `key` from the origin and answers everyone waiting on it.
 async fn read_origin(s: Arc<Shared>, key: String, read: ReadId) {
     let url = format!("{}{key}", s.config.origin.trim_end_matches('/'));
+    // The response is at least as new as the moment the read started: that is its "sensing"
+    // time, so a slower read of an older answer never replaces a newer one.
+    let started = s.now();
     let got = async {
         let r = s.client.get(&url).send().await?;
-        let (status, content_type) = (r.status(), r.headers().get(header::CONTENT_TYPE).cloned());
+        let status = r.status();
+        let shared = shareable(r.headers());
+        let headers = PASSED_ON.iter().filter_map(|n| r.headers().get(n).map(|v| (n.clone(), v.clone()))).collect();
         let body = r.bytes().await?;
-        Ok::<_, reqwest::Error>(Stored { status, content_type, body })
+        Ok::<_, reqwest::Error>((Stored { status, headers, body }, shared))
     }
     .await;
     let mut cache = s.cache.lock().expect("no request panics holding the cache");
     let now = s.now();
+    if s.reads_since_purge.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 >= PURGE_EVERY {
+        // Drop what no answer can use any more, fresh or stale, so distinct URLs do not pile up.
+        s.reads_since_purge.store(0, std::sync::atomic::Ordering::Relaxed);
+        let grace = s.config.stale_while_revalidate.max(s.config.stale_if_error).unwrap_or_default();
+        cache.purge(now, nanos(s.config.ttl.saturating_add(grace)));
+    }
     let (outcome, waiters) = match got {
-        Ok(stored) if !stored.status.is_server_error() => {
+        Ok((stored, shared)) if !stored.status.is_server_error() => {
             s.counters.upstream_reads.inc();
-            let keep = stored.status.is_success() || matches!(stored.status.as_u16(), 404 | 410);
+            let keep = shared && (stored.status.is_success() || matches!(stored.status.as_u16(), 404 | 410));
             let kept = Kept(Arc::new(stored));
             let waiters = if keep {
-                cache.fill(key.clone(), Some(read), Reading { value: kept.clone(), sensed_at: now }, now)
+                cache.fill(key.clone(), Some(read), Reading { value: kept.clone(), sensed_at: started }, now)
             } else {
                 cache.fail(&key, Some(read))
             };
@@ -250,7 +295,7 @@ async fn read_origin(s: Arc<Shared>, key: String, read: ReadId) {
         other => {
             s.counters.upstream_failures.inc();
             let (timeout, why) = match other {
-                Ok(stored) => (false, format!("it answered {}", stored.status)),
+                Ok((stored, _)) => (false, format!("it answered {}", stored.status)),
                 Err(e) => (e.is_timeout(), e.to_string()),
             };
             let stale = s.config.stale_if_error.and_then(|g| {

@@ -48,3 +48,28 @@ async fn cooperating_gateways_hit_more_than_lone_ones_with_the_same_memory() {
     );
     assert!((together.mispredicted as f64) < 0.05 * together.asked as f64, "{together:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_must_be_paths_at_the_origin() {
+    use switchyard_gateway::coop::{CoopConfig, CoopNode};
+    let node = CoopNode::new(CoopConfig {
+        me: "http://127.0.0.1:1".into(),
+        origin: "http://127.0.0.1:2".into(),
+        capacity: 10,
+        dedup: true,
+        link_buffer: 0,
+        threshold: 0,
+        upstream_timeout: Duration::from_secs(1),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, node.router()).await });
+    let r = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/coop/local"))
+        .body("@169.254.169.254/x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("keys are paths at the origin"));
+}

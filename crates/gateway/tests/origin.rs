@@ -34,6 +34,13 @@ async fn origin() -> (SocketAddr, Arc<Origin>) {
             }),
         )
         .route(
+            "/private",
+            routing::get(|State(o): State<Arc<Origin>>| async move {
+                o.reads.fetch_add(1, Ordering::SeqCst);
+                ([("cache-control", "private"), ("etag", "\"v1\"")], "one user's")
+            }),
+        )
+        .route(
             "/forbidden",
             routing::get(|State(o): State<Arc<Origin>>| async move {
                 o.reads.fetch_add(1, Ordering::SeqCst);
@@ -156,4 +163,16 @@ async fn responses_not_kept_are_passed_on_and_read_again() {
     assert_eq!(state.reads.load(Ordering::SeqCst), 2);
     let metrics = reqwest::get(format!("http://{g}/metrics")).await.unwrap().text().await.unwrap();
     assert!(metrics.contains("gateway_misses_total 2"), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_response_is_passed_on_with_its_headers_and_never_shared() {
+    let (o, state) = origin().await;
+    let g = serve(origin::router(config(o))).await;
+    for _ in 0..2 {
+        let r = reqwest::get(format!("http://{g}/private")).await.unwrap();
+        assert_eq!(r.headers().get("etag").unwrap(), "\"v1\"");
+        assert_eq!(r.headers().get("x-cache").unwrap(), "miss");
+    }
+    assert_eq!(state.reads.load(Ordering::SeqCst), 2, "read again: not kept");
 }

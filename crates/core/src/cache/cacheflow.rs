@@ -27,7 +27,8 @@ pub struct LocalPlan<K> {
 
 /// The local server's plan for a request of `files`, given its cache and its views of its
 /// neighbours' caches. A neighbour is worth a leg if its view holds at least `threshold` of the
-/// objects not held here (Cacheflow's default threshold is 0: every neighbour answers).
+/// set, the count the neighbour itself makes (Cacheflow's default threshold is 0: every
+/// neighbour answers).
 pub fn plan_local<K: Ord + Clone>(
     files: &[K],
     cache: &Lru<K>,
@@ -162,7 +163,10 @@ impl<K: Ord + Clone> Server<K> {
                 changes.push((gone.clone(), false));
                 evicted.push(gone);
             }
-            changes.push((k.clone(), true));
+            // A cache of no room keeps nothing, and must not say it does.
+            if self.cache.contains(k) {
+                changes.push((k.clone(), true));
+            }
         }
         let mut due = Vec::new();
         if !changes.is_empty() {
@@ -204,6 +208,8 @@ pub struct Merged {
     pub remote_hits: u64,
     /// Not delivered: left to a neighbour that no longer had them.
     pub mispredicted: u64,
+    /// Not delivered: the local server's load of them failed.
+    pub failed: u64,
     /// Delivered more than once.
     pub duplicates: u64,
 }
@@ -215,6 +221,7 @@ impl std::ops::AddAssign for Merged {
         self.loads += o.loads;
         self.remote_hits += o.remote_hits;
         self.mispredicted += o.mispredicted;
+        self.failed += o.failed;
         self.duplicates += o.duplicates;
     }
 }
@@ -227,17 +234,19 @@ impl Merged {
 
     /// Objects delivered over objects asked for.
     pub fn delivered(&self) -> f64 {
-        1.0 - self.mispredicted as f64 / self.asked.max(1) as f64
+        1.0 - (self.mispredicted + self.failed) as f64 / self.asked.max(1) as f64
     }
 }
 
-/// Merges the replies to a request for `set`: the local server's objects (`loads` of them
-/// loaded, the rest hits) and each neighbour's, by its place among the local server's
-/// neighbours, leaving out those the local server said to `ignore`.
+/// Merges the replies to a request for `set` (distinct keys): the local server's objects
+/// (`loads` of them loaded, the rest hits; `failed` more it could not load) and each neighbour's, by
+/// its place among the local server's neighbours, leaving out those the local server said to
+/// `ignore`.
 pub fn merge<K: Ord + Clone>(
     set: &[K],
     local: &[K],
     loads: u64,
+    failed: u64,
     ignore: &[usize],
     remotes: &[(usize, Vec<K>)],
 ) -> Merged {
@@ -256,7 +265,10 @@ pub fn merge<K: Ord + Clone>(
             }
         }
     }
-    m.mispredicted = set.iter().filter(|f| !got.contains(f)).count() as u64;
+    // A failed load may still have come from a neighbour whose view was stale.
+    let missing = set.iter().filter(|f| !got.contains(f)).count() as u64;
+    m.failed = failed.min(missing);
+    m.mispredicted = missing - m.failed;
     m
 }
 
@@ -285,8 +297,11 @@ mod server_tests {
 
     #[test]
     fn replies_merge_once_per_object_and_ignored_neighbours_do_not_count() {
-        let m = merge(&[1, 2, 3, 4, 5], &[1, 2], 1, &[1], &[(0, vec![2, 3]), (1, vec![4])]);
-        assert_eq!(m, Merged { asked: 5, local_hits: 1, loads: 1, remote_hits: 1, mispredicted: 2, duplicates: 1 });
+        let m = merge(&[1, 2, 3, 4, 5], &[1, 2], 1, 1, &[1], &[(0, vec![2, 3]), (1, vec![4])]);
+        assert_eq!(
+            m,
+            Merged { asked: 5, local_hits: 1, loads: 1, remote_hits: 1, mispredicted: 1, failed: 1, duplicates: 1 }
+        );
         assert!((m.hit_rate() - 0.4).abs() < 1e-12);
     }
 }

@@ -173,12 +173,14 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
         self.entries.get(key)
     }
 
-    /// The entry for `key` if it is past the cache's T by no more than `grace`: RFC 5861's
+    /// The entry for `key` if it is no more than `grace` past the cache's T: RFC 5861's
     /// stale-while-revalidate (answer it now, while a read refreshes it) and stale-if-error
-    /// (answer it when the read fails), whose windows both start at T.
+    /// (answer it when the read fails), whose windows both end `grace` after T. An entry still
+    /// within T is offered too (a reader's own bound may have refused it). Under All hits every
+    /// entry qualifies; under All misses none is kept.
     pub fn stale_within(&self, key: &K, now: Nanos, grace: Nanos) -> Option<&Entry<V>> {
         let e = self.entries.get(key)?;
-        let t = self.freshness.ttl?;
+        let Some(t) = self.freshness.ttl else { return Some(e) };
         (e.age(now, self.freshness.age_from) < Nanos(t.0.saturating_add(grace.0))).then_some(e)
     }
 

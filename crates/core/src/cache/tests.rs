@@ -213,15 +213,17 @@ fn a_reader_s_max_age_bounds_the_age_since_sensing_and_skips_reads_older_than_it
 }
 
 #[test]
-fn stale_entries_are_offered_within_the_grace_past_t_only() {
+fn stale_entries_are_offered_until_the_grace_past_t_ends() {
     let mut c = cache(Lookup::Piggyback);
     c.fill(0, None, reading(1.0, 0), at(0));
     let grace = Nanos(500);
     assert!(c.stale_within(&0, at(T.0 + 499), grace).is_some());
     assert!(c.stale_within(&0, at(T.0 + 500), grace).is_none());
     assert!(c.stale_within(&1, at(0), grace).is_none());
-    let all = Cache::<u32, u64, Alone>::new(Lookup::AllHits, T, AgeFrom::Load, Alone);
-    assert!(all.stale_within(&0, at(0), grace).is_none(), "nothing is stale under all hits");
+    assert!(c.stale_within(&0, at(1), grace).is_some(), "a fresh entry is offered too");
+    let mut all = Cache::<u32, u64, Alone>::new(Lookup::AllHits, T, AgeFrom::Load, Alone);
+    all.preload(0, reading(1.0, 0), at(0));
+    assert!(all.stale_within(&0, at(u64::MAX / 2), grace).is_some(), "all hits keeps everything");
 }
 
 #[test]

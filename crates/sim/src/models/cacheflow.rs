@@ -168,7 +168,7 @@ impl Cacheflow {
             .filter_map(|(server, files)| Some((neighbours.iter().position(|n| n == server)?, files.clone())))
             .collect();
         self.out.requests += 1;
-        self.out.total += merge(&self.sets[r.set], local, *loads, ignore, &remotes);
+        self.out.total += merge(&self.sets[r.set], local, *loads, 0, ignore, &remotes);
     }
 
     fn reply(&mut self, request: usize) {
