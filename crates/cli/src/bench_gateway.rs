@@ -50,12 +50,17 @@ pub(crate) struct GatewayBench {
     keys: u32,
 }
 
-/// Kills the child when dropped, so an error leaves no nginx behind.
+/// Stops the child when dropped, so an error leaves no nginx behind. nginx's master is asked
+/// to stop (SIGTERM), which stops its workers too; killing the master outright would leave
+/// them running.
 struct Reaped(Child);
 
 impl Drop for Reaped {
     fn drop(&mut self) {
-        let _ = self.0.kill();
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).is_err() {
+            let _ = self.0.kill();
+        }
         let _ = self.0.wait();
     }
 }
