@@ -193,26 +193,37 @@ pub enum LabError {
     },
 }
 
-/// Reads a mote locations file: `moteid x y` per line, whitespace separated, blank lines allowed.
-/// Anything else — a missing or extra field, a value that is not a number, a mote listed twice,
-/// no mote at all — is an error naming the line, because every reading is judged against this list.
-pub fn read_locations(mut reader: impl BufRead) -> Result<Vec<MoteLocation>, LabError> {
-    let mut motes = Vec::new();
-    let mut seen: HashMap<u16, u64> = HashMap::new();
+/// Calls `f` with each line's number (from 1) and bytes (with its newline); a failing reader is
+/// an error naming the line it failed on.
+fn for_each_line(
+    mut reader: impl BufRead,
+    mut f: impl FnMut(u64, &[u8]) -> Result<(), LabError>,
+) -> Result<(), LabError> {
     let mut buf = Vec::new();
     let mut line = 0;
     loop {
         buf.clear();
         if reader.read_until(b'\n', &mut buf).map_err(|source| LabError::Read { line: line + 1, source })? == 0 {
-            break;
+            return Ok(());
         }
         line += 1;
+        f(line, &buf)?;
+    }
+}
+
+/// Reads a mote locations file: `moteid x y` per line, whitespace separated, blank lines allowed.
+/// Anything else — a missing or extra field, a value that is not a number, a mote listed twice,
+/// no mote at all — is an error naming the line, because every reading is judged against this list.
+pub fn read_locations(reader: impl BufRead) -> Result<Vec<MoteLocation>, LabError> {
+    let mut motes = Vec::new();
+    let mut seen: HashMap<u16, u64> = HashMap::new();
+    for_each_line(reader, |line, buf| {
         let bad = |what: String| LabError::Location { line, what };
-        let text = std::str::from_utf8(&buf).map_err(|_| bad("not UTF-8 text".into()))?;
+        let text = std::str::from_utf8(buf).map_err(|_| bad("not UTF-8 text".into()))?;
         let fields: Vec<&str> = text.split_whitespace().collect();
         let &[mote, x, y] = fields.as_slice() else {
             if fields.is_empty() {
-                continue;
+                return Ok(());
             }
             return Err(bad(format!("expected 3 fields (mote x y), found {}", fields.len())));
         };
@@ -225,7 +236,8 @@ pub fn read_locations(mut reader: impl BufRead) -> Result<Vec<MoteLocation>, Lab
             return Err(bad(format!("mote {id} is listed twice (first on line {first})")));
         }
         motes.push(MoteLocation { mote: id, x, y });
-    }
+        Ok(())
+    })?;
     if motes.is_empty() {
         return Err(LabError::NoMotes);
     }
@@ -238,31 +250,27 @@ pub fn read_locations(mut reader: impl BufRead) -> Result<Vec<MoteLocation>, Lab
 /// `motes`. A missing voltage is kept as `None`. Values are kept as read, however implausible:
 /// judging them is the user's business. Only a failing reader, or no usable reading at all, is an
 /// error.
-pub fn read_readings(mut reader: impl BufRead, motes: &[MoteLocation]) -> Result<LabTrace, LabError> {
+pub fn read_readings(reader: impl BufRead, motes: &[MoteLocation]) -> Result<LabTrace, LabError> {
     let mut known = vec![false; usize::from(u16::MAX) + 1];
     for m in motes {
         known[usize::from(m.mote)] = true;
     }
     let mut readings = Vec::new();
     let mut skipped = LabSkipped::default();
-    let mut buf = Vec::new();
-    let mut line = 0;
-    loop {
-        buf.clear();
-        if reader.read_until(b'\n', &mut buf).map_err(|source| LabError::Read { line: line + 1, source })? == 0 {
-            break;
-        }
-        line += 1;
-        match parse_reading(&buf) {
+    let mut lines = 0;
+    for_each_line(reader, |line, buf| {
+        lines = line;
+        match parse_reading(buf) {
             Ok(r) if known[usize::from(r.mote)] => readings.push(r),
             Ok(_) | Err(Bad::UnknownMote) => skipped.unknown_mote += 1,
             Err(Bad::Blank) => skipped.blank += 1,
             Err(Bad::NoLight) => skipped.no_light += 1,
-            Err(Bad::Unreadable(why)) => skipped.unreadable_line(line, &buf, why),
+            Err(Bad::Unreadable(why)) => skipped.unreadable_line(line, buf, why),
         }
-    }
+        Ok(())
+    })?;
     if readings.is_empty() {
-        return Err(LabError::NoReadings { lines: line, skipped });
+        return Err(LabError::NoReadings { lines, skipped });
     }
     // Every time is finite (parse_reading sees to it), and sort_by is stable.
     readings.sort_by(|a, b| a.time_s.total_cmp(&b.time_s));
