@@ -7,6 +7,9 @@
 //! - [`Streams`]: seeded random streams, one per entity.
 //! - [`models`]: the models:
 //!   - the M/M/c queue ([`models::mmc`]), which checks the engine against closed forms;
+//!   - processor scaling of a connection-level-parallel protocol stack on a shared-bus
+//!     multiprocessor ([`models::clp`], Yates 2006 Fig. 2.4/2.5), checked against Mean Value
+//!     Analysis;
 //!   - the multicore network server ([`models::server`]): a producer places units on per-worker
 //!     run-queues with any core policy, and workers pay a locality penalty when a flow moves;
 //!   - the workloads: synthetic flows, DPI connection buffers and GOP streams

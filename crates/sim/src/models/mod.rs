@@ -1,6 +1,7 @@
 //! Simulation models, one file each.
 
 pub mod cacheflow;
+pub mod clp;
 pub mod mmc;
 pub mod sensor;
 pub mod server;
