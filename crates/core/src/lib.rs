@@ -9,6 +9,10 @@
 //!   policy reads the present.
 //! - The **place** stage ([`place`]): the [`Placer`] trait, one file per policy, and the factory
 //!   ([`place::build`]) that turns a [`Policy`] name and a [`PlaceConfig`] into a placer.
+//! - The **order** stage ([`order`]): hard throughput guarantees for streams — fine-grained
+//!   pacing, Yates's packets-per-pause quota, and admission control.
+//! - Soft throughput-based rebalancing of connections over workers
+//!   ([`place::rebalance::Rebalancer`]), in the place stage beside the placers.
 //! - The **measure** stage ([`measure`]): balance, disruption, order, latency, answer quality.
 //! - The **carry** stage ([`carry`]): weighted channels over several connections (the frame
 //!   format, weighted fair queueing, striping and pinning, a session's sender and receiver with
@@ -47,6 +51,7 @@ pub mod flow;
 mod flow_map;
 pub mod load;
 pub mod measure;
+pub mod order;
 pub mod place;
 pub mod time;
 pub mod topology;

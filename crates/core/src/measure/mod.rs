@@ -5,6 +5,8 @@
 mod allocation;
 mod balance;
 mod disruption;
+mod ewma;
+mod fairness;
 mod flows;
 mod latency;
 mod quality;
@@ -12,6 +14,8 @@ mod quality;
 pub use allocation::{Allocation, allocation};
 pub use balance::{Balance, balance};
 pub use disruption::moved_fraction;
+pub use ewma::Ewma;
+pub use fairness::{Spread, quantile_sorted, quantisation_floor, rate_error, spread};
 pub use flows::FlowOrder;
 pub use latency::Latency;
 pub use quality::{Moments, Quality, logistic};

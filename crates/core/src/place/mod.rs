@@ -37,6 +37,7 @@ mod maglev;
 mod mod_n;
 mod p2c;
 mod ps_hrw;
+pub mod rebalance;
 mod ring;
 mod round_robin;
 pub mod score;

@@ -1,0 +1,340 @@
+//! Fine-grained per-stream pacing: each stream is held to its promised rate by credit, earned
+//! continuously and spent in chunks (earliest-departure-time pacing, as in Linux `fq` and
+//! Carousel; the modern form of Yates's hard throughput guarantee, notes 000 §3.4, §7.1).
+//!
+//! A stream's state is one virtual time `vt`: it has been sent everything it was owed up to
+//! `vt`. At `now` it is owed `(now − vt) · rate` bytes. It becomes **due** once it is owed one
+//! grain's worth (`vt + grain`, or sooner if `max_chunk` is smaller than a grain's worth), so each send carries about `grain · rate` bytes; the grain trades
+//! system calls against smoothness. Sending `b` bytes moves `vt` on by `b / rate`, so the long-run
+//! rate is exact however late the driver wakes: lateness makes a chunk larger, not the stream
+//! slower.
+//!
+//! Two bounds keep a stalled stream from bursting without limit:
+//! - **`max_lag`**: credit older than this is forgiven (the promise for that time is broken and
+//!   counted in [`Pacer::forgiven`]), so after a long stall a stream catches up at most
+//!   `max_lag · rate` bytes.
+//! - **`max_chunk`**: no single send exceeds it; a stream with more owed stays due.
+//!
+//! Due streams sit in a binary heap by due time (O(log n) per send). A stream whose socket is
+//! full is taken out of the heap until the driver says it is writable again.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::time::Nanos;
+
+/// Pacing settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PaceConfig {
+    /// A stream is due once it is owed this much time's worth of bytes (1 ms).
+    pub grain: Nanos,
+    /// Credit older than this is forgiven (50 ms: half a 100 ms measurement window, so a stall
+    /// shorter than that is made up within the window).
+    pub max_lag: Nanos,
+    /// Largest single send, in bytes (256 KiB).
+    pub max_chunk: u64,
+}
+
+impl Default for PaceConfig {
+    fn default() -> Self {
+        Self { grain: Nanos::from_millis(1), max_lag: Nanos::from_millis(50), max_chunk: 256 * 1024 }
+    }
+}
+
+/// A stream that may send now.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Due {
+    /// The driver's slot for the stream.
+    pub slot: u32,
+    /// Bytes it is owed (at most `max_chunk`, at least 1).
+    pub bytes: u64,
+    /// How long after its due time the driver got to it.
+    pub late: Nanos,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Stream {
+    /// Bytes per nanosecond.
+    rate: f64,
+    /// Virtual time in nanoseconds: everything owed before it has been sent.
+    vt: f64,
+    /// Bumped whenever the stream's heap entry goes stale.
+    generation: u32,
+    armed: bool,
+}
+
+/// Paces the streams of one worker.
+pub struct Pacer {
+    cfg: PaceConfig,
+    streams: Vec<Option<Stream>>,
+    heap: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    promised: f64,
+    len: usize,
+    forgiven: f64,
+    max_late: Nanos,
+}
+
+impl Pacer {
+    /// An empty pacer.
+    pub fn new(cfg: PaceConfig) -> Self {
+        let grain = Nanos(cfg.grain.0.max(1));
+        Self {
+            cfg: PaceConfig { grain, max_chunk: cfg.max_chunk.max(1), ..cfg },
+            streams: Vec::new(),
+            heap: BinaryHeap::new(),
+            promised: 0.0,
+            len: 0,
+            forgiven: 0.0,
+            max_late: Nanos::ZERO,
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &PaceConfig {
+        &self.cfg
+    }
+
+    /// Starts pacing `slot` at `rate` bytes per second, due at once with one grain of credit.
+    /// A slot already in use is replaced. A rate that is not finite and positive is refused
+    /// (returns false).
+    pub fn add(&mut self, slot: u32, rate: f64, now: Nanos) -> bool {
+        if !(rate.is_finite() && rate > 0.0) {
+            return false;
+        }
+        self.remove(slot);
+        let i = slot as usize;
+        if self.streams.len() <= i {
+            self.streams.resize(i + 1, None);
+        }
+        let vt = now.0 as f64 - self.cfg.grain.0 as f64;
+        self.streams[i] = Some(Stream { rate: rate / 1e9, vt, generation: 0, armed: false });
+        self.promised += rate;
+        self.len += 1;
+        self.arm(slot);
+        true
+    }
+
+    /// Stops pacing `slot`. Unknown slots are ignored.
+    pub fn remove(&mut self, slot: u32) {
+        if let Some(s) = self.streams.get_mut(slot as usize).and_then(Option::take) {
+            self.promised -= s.rate * 1e9;
+            self.len -= 1;
+            if self.len == 0 {
+                self.promised = 0.0; // no float residue once empty
+            }
+        }
+    }
+
+    /// Streams paced.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no stream is paced.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The sum of the promised rates, bytes per second.
+    pub fn promised(&self) -> f64 {
+        self.promised
+    }
+
+    /// Bytes of promise forgiven because streams fell more than `max_lag` behind.
+    pub fn forgiven(&self) -> f64 {
+        self.forgiven
+    }
+
+    /// The worst lateness seen by [`Pacer::poll`] since the last call, then reset: the signal a
+    /// worker reports to [`crate::order::Admission`].
+    pub fn take_max_late(&mut self) -> Nanos {
+        std::mem::take(&mut self.max_late)
+    }
+
+    /// When the next stream falls due (in the past if one is overdue), or `None` if none is
+    /// waiting to send.
+    pub fn next_due(&mut self) -> Option<Nanos> {
+        self.drop_stale();
+        self.heap.peek().map(|Reverse((t, _, _))| Nanos(*t))
+    }
+
+    /// The next stream due at or before `now`, with what it is owed. It leaves the heap until the
+    /// driver reports with [`Pacer::sent`] or [`Pacer::blocked`].
+    pub fn poll(&mut self, now: Nanos) -> Option<Due> {
+        self.drop_stale();
+        let &Reverse((due, slot, _)) = self.heap.peek()?;
+        if due > now.0 {
+            return None;
+        }
+        self.heap.pop();
+        let late = Nanos(now.0 - due);
+        self.max_late = self.max_late.max(late);
+        let (max_lag, max_chunk) = (self.cfg.max_lag.0 as f64, self.cfg.max_chunk);
+        let s = self.streams[slot as usize].as_mut().expect("armed streams exist");
+        s.armed = false;
+        let floor = now.0 as f64 - max_lag;
+        if s.vt < floor {
+            self.forgiven += (floor - s.vt) * s.rate;
+            s.vt = floor;
+        }
+        let owed = ((now.0 as f64 - s.vt) * s.rate).floor() as u64;
+        Some(Due { slot, bytes: owed.clamp(1, max_chunk), late })
+    }
+
+    /// The driver sent `bytes` of `slot` and can send more: the stream is re-armed at its next due
+    /// time.
+    pub fn sent(&mut self, slot: u32, bytes: u64) {
+        if self.spend(slot, bytes) {
+            self.arm(slot);
+        }
+    }
+
+    /// The driver sent `bytes` of `slot` and then found its socket full: the stream waits for
+    /// [`Pacer::writable`].
+    pub fn blocked(&mut self, slot: u32, bytes: u64) {
+        self.spend(slot, bytes);
+    }
+
+    /// `slot`'s socket can take more: it goes back among the due streams (no-op if it is there).
+    pub fn writable(&mut self, slot: u32) {
+        if self.streams.get(slot as usize).is_some_and(|s| s.is_some_and(|s| !s.armed)) {
+            self.arm(slot);
+        }
+    }
+
+    fn spend(&mut self, slot: u32, bytes: u64) -> bool {
+        let Some(s) = self.streams.get_mut(slot as usize).and_then(Option::as_mut) else {
+            return false;
+        };
+        s.vt += bytes as f64 / s.rate;
+        true
+    }
+
+    fn arm(&mut self, slot: u32) {
+        let (grain, chunk) = (self.cfg.grain.0 as f64, self.cfg.max_chunk as f64);
+        let s = self.streams[slot as usize].as_mut().expect("arming a live stream");
+        s.generation = s.generation.wrapping_add(1);
+        s.armed = true;
+        // Due when a grain's worth is owed, or a whole chunk if that comes first (a fast stream
+        // with a small chunk cap must not wait a grain between capped sends).
+        let due = (s.vt + grain.min(chunk / s.rate)).max(0.0).ceil() as u64;
+        self.heap.push(Reverse((due, slot, s.generation)));
+    }
+
+    fn drop_stale(&mut self) {
+        while let Some(&Reverse((_, slot, generation))) = self.heap.peek() {
+            let live = self
+                .streams
+                .get(slot as usize)
+                .and_then(|s| s.as_ref())
+                .is_some_and(|s| s.armed && s.generation == generation);
+            if live {
+                return;
+            }
+            self.heap.pop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// Runs a pacer with a driver that wakes every `tick` (plus `jitter` on odd ticks) and sends
+    /// all that is owed; returns bytes sent per stream.
+    fn drive(p: &mut Pacer, streams: u32, until: u64, tick: u64, jitter: u64) -> Vec<u64> {
+        let mut got = vec![0u64; streams as usize];
+        let mut t = 0;
+        let mut n = 0;
+        while t <= until {
+            while let Some(d) = p.poll(Nanos(t)) {
+                got[d.slot as usize] += d.bytes;
+                p.sent(d.slot, d.bytes);
+            }
+            n += 1;
+            t += tick + if n % 2 == 1 { jitter } else { 0 };
+        }
+        got
+    }
+
+    #[test]
+    fn long_run_rate_is_exact_despite_late_wakeups() {
+        let mut p = Pacer::new(PaceConfig::default());
+        // 500 kB/s and 1.25 MB/s (4 and 10 Mb/s), a driver waking every 1-4 ms.
+        assert!(p.add(0, 500_000.0, Nanos(0)));
+        assert!(p.add(1, 1_250_000.0, Nanos(0)));
+        let got = drive(&mut p, 2, 1_000 * MS, MS, 3 * MS);
+        assert!((got[0] as f64 - 500_000.0).abs() <= 500.0 + 1.0, "{got:?}");
+        assert!((got[1] as f64 - 1_250_000.0).abs() <= 1_250.0 + 1.0, "{got:?}");
+        assert_eq!(p.forgiven(), 0.0);
+        assert!(p.take_max_late() <= Nanos(3 * MS));
+        assert_eq!(p.take_max_late(), Nanos::ZERO);
+    }
+
+    #[test]
+    fn a_long_stall_forgives_past_max_lag_and_bounds_the_burst() {
+        let mut p = Pacer::new(PaceConfig::default());
+        p.add(0, 1_000_000.0, Nanos(0));
+        let d = p.poll(Nanos(0)).unwrap();
+        p.sent(0, d.bytes);
+        // Nothing for a second: only 50 ms worth comes out at once, the rest is forgiven.
+        let d = p.poll(Nanos(1_000 * MS)).unwrap();
+        assert_eq!(d.bytes, 50_000);
+        assert!((p.forgiven() - 950_000.0).abs() < 1_001.0, "{}", p.forgiven());
+        assert!(d.late >= Nanos(990 * MS));
+    }
+
+    #[test]
+    fn blocked_streams_wait_for_writable_and_removed_ones_vanish() {
+        let mut p = Pacer::new(PaceConfig::default());
+        p.add(0, 1_000_000.0, Nanos(0));
+        p.add(1, 1_000_000.0, Nanos(0));
+        let a = p.poll(Nanos(0)).unwrap();
+        p.blocked(a.slot, 0);
+        let b = p.poll(Nanos(0)).unwrap();
+        assert_ne!(a.slot, b.slot);
+        p.remove(b.slot);
+        assert_eq!(p.next_due(), None, "the blocked stream is not due and the removed one is gone");
+        p.writable(a.slot);
+        p.writable(a.slot);
+        assert_eq!(p.poll(Nanos(MS)).map(|d| d.slot), Some(a.slot));
+        assert_eq!(p.poll(Nanos(MS)), None, "writable twice arms once");
+        assert_eq!(p.len(), 1);
+        assert_eq!(p.promised(), 1_000_000.0);
+    }
+
+    #[test]
+    fn chunks_are_a_grain_and_capped() {
+        let mut p = Pacer::new(PaceConfig { grain: Nanos(10 * MS), max_chunk: 4096, ..Default::default() });
+        p.add(3, 1_000_000.0, Nanos(0));
+        assert_eq!(p.poll(Nanos(0)).unwrap().bytes, 4096, "10 kB owed, capped at 4 KiB");
+        p.sent(3, 4096);
+        assert_eq!(p.next_due(), Some(Nanos(0)), "still owed, so still due");
+        assert!(!p.add(4, 0.0, Nanos(0)));
+        assert!(!p.add(4, f64::NAN, Nanos(0)));
+    }
+
+    proptest::proptest! {
+        /// Whatever the rates and however irregular the driver, no stream gets more than it was
+        /// promised plus one grain and one chunk, and none falls short by more than a grain
+        /// plus the driver's largest gap.
+        #[test]
+        fn every_stream_gets_its_rate(rates in proptest::collection::vec(1_000u32..5_000_000, 1..20),
+                                      tick in 100_000u64..5_000_000, jitter in 0u64..5_000_000) {
+            let mut p = Pacer::new(PaceConfig::default());
+            for (i, r) in rates.iter().enumerate() {
+                p.add(i as u32, f64::from(*r), Nanos(0));
+            }
+            let until = 2_000 * MS;
+            let got = drive(&mut p, rates.len() as u32, until, tick, jitter);
+            for (g, r) in got.iter().zip(&rates) {
+                let promised = f64::from(*r) * 2.0 + f64::from(*r) / 1_000.0;
+                let slack = f64::from(*r) * (tick + jitter) as f64 / 1e9 + f64::from(*r) / 1_000.0 + 1.0;
+                proptest::prop_assert!((*g as f64) <= promised + 1.0, "{g} > {promised}");
+                proptest::prop_assert!((*g as f64) >= promised - slack - f64::from(*r) / 1_000.0, "{g} < {promised} - {slack}");
+            }
+        }
+    }
+}
