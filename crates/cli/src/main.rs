@@ -6,6 +6,7 @@
 mod bench;
 mod bench_gateway;
 mod bench_mux;
+mod deliver;
 mod gateway;
 mod inspect;
 mod keys;
@@ -43,6 +44,7 @@ enum Command {
     Tunnel(tunnel::TunnelArgs),
     Field(gateway::FieldArgs),
     Gateway(gateway::GatewayArgs),
+    Deliver(deliver::DeliverArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
         Command::Tunnel(args) => tunnel::run(&args),
         Command::Field(args) => gateway::run_field(&args),
         Command::Gateway(args) => gateway::run_gateway(&args),
+        Command::Deliver(args) => deliver::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

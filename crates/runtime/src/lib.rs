@@ -1,10 +1,13 @@
-//! Switchyard's real runtime (the **runtime** driver of DESIGN.md): the dissertation's parallel
-//! L7-filter (Guo §2.3–§2.4) on real packets.
+//! Switchyard's real runtime (the **runtime** driver of DESIGN.md): the parallel L7-filter (Guo
+//! §2.3–§2.4) on real packets, and the delivery server (Yates ch. 2–4) on real sockets.
 //!
 //! # What lives here
 //!
 //! - [`affinity`]: running the calling thread on one core, for baselines measured against
 //!   pinned workers.
+//! - [`deliver`]: the delivery server of Yates ch. 2–4 — connections sharded over worker threads,
+//!   bulk and rate-promised streams, soft rebalancing, pacing and admission carried out for the
+//!   core — and the clients that measure it.
 //! - [`inspect`]: the worker kernel, protocol identification by one multi-pattern automaton over
 //!   a connection's first bytes, and the TLS server name.
 //! - [`pipeline`]: the parallel pipeline, one producer placing connection buffers with a core
@@ -21,6 +24,7 @@
 //! No placement logic: a policy added to the core is used here unchanged.
 
 pub mod affinity;
+pub mod deliver;
 pub mod inspect;
 pub mod pipeline;
 pub mod serial;

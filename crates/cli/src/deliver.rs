@@ -1,0 +1,508 @@
+//! `switchyard deliver serve|load`: the delivery server of Yates ch. 2–4 and the clients that
+//! measure it, with a live table of rates and fairness.
+
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use switchyard_core::measure::{balance, spread};
+use switchyard_core::order::{AdmissionConfig, PaceConfig, QuotaConfig};
+use switchyard_core::place::rebalance::{Pick, RebalanceConfig};
+use switchyard_core::Nanos;
+use switchyard_runtime::deliver::load::{Opened, Summary};
+use switchyard_runtime::deliver::{Handshake, Load, LoadConfig, Pacing, Request, Sample, Server, ServerConfig, Transport, Windows};
+use switchyard_sim::report::{Series, Style, line_chart};
+
+/// Serve many connections from a few threads with fair shares and rate guarantees, or measure
+/// such a server (Yates 2006, ch. 2–4).
+///
+/// Start a server, then point clients at it:
+///
+///   switchyard deliver serve --threads 2 --listen 127.0.0.1:7400
+///   switchyard deliver load --server 127.0.0.1:7400 --conns 384 --rate 4Mbit --seconds 10
+#[derive(Args)]
+pub(crate) struct DeliverArgs {
+    #[command(subcommand)]
+    command: DeliverCommand,
+}
+
+#[derive(Subcommand)]
+enum DeliverCommand {
+    Serve(ServeArgs),
+    Load(LoadArgs),
+}
+
+/// How connections map to threads (Yates §2.3, Fig. 2.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Mapping {
+    /// Processor per connection: one thread per core, pinned ("wired").
+    Ppc,
+    /// Thread per connection: as many threads as --conns, free to float.
+    Tpc,
+    /// Virtual processors: --threads threads, connections spread round-robin.
+    Vp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum PacingArg {
+    /// Each stream paced by its own credit (the default).
+    Fine,
+    /// Yates's quota: n packets per thread, then a pause of k × --tick-ms.
+    Quota,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum PickArg {
+    /// Move the connection resident longest (the thesis's FIFO, which it found best).
+    Oldest,
+    /// Move the newest (LIFO).
+    Newest,
+}
+
+/// Run a delivery server. Clients open with one line, `bulk` or `stream <bits/s>`, over TCP or
+/// UDP (same port), and get data until they leave.
+#[derive(Args, Clone)]
+pub(crate) struct ServeArgs {
+    /// Address to listen on (TCP and UDP).
+    #[arg(long, default_value = "127.0.0.1:7400")]
+    pub(crate) listen: SocketAddr,
+    /// How connections map to threads.
+    #[arg(long, value_enum, default_value = "vp")]
+    pub(crate) mapping: Mapping,
+    /// Worker threads (with --mapping vp).
+    #[arg(long, default_value_t = 2)]
+    pub(crate) threads: usize,
+    /// Connections expected (with --mapping tpc: one thread each).
+    #[arg(long)]
+    pub(crate) conns: Option<usize>,
+    /// Pin thread i to core i mod cores (always on with --mapping ppc).
+    #[arg(long)]
+    pub(crate) pin: bool,
+    /// Bytes per send (bulk) and per datagram: 4096, the thesis's payload.
+    #[arg(long, default_value_t = 4096)]
+    pub(crate) packet: usize,
+    /// Packets per turn on a bulk connection (the thesis also ran 16).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) burst: usize,
+    /// Soft throughput-based scheduling: move connections from the best-served thread to the
+    /// worst-served by measured throughput.
+    #[arg(long)]
+    pub(crate) soft: bool,
+    /// Monitor interval in ms (the thesis's 100).
+    #[arg(long, default_value_t = 100)]
+    pub(crate) sample_ms: u64,
+    /// Soft scheduling: one move per this many ms (the thesis's 200).
+    #[arg(long, default_value_t = 200)]
+    pub(crate) move_ms: u64,
+    /// EWMA gain on each new sample. 0.125 reads the thesis's "α = 0.875" as TCP's SRTT does
+    /// (weight 0.875 on history); 0.875 is the literal reading.
+    #[arg(long, default_value_t = 0.125)]
+    pub(crate) ewma_gain: f64,
+    /// Soft scheduling: which connection moves.
+    #[arg(long, value_enum, default_value = "oldest")]
+    pick: PickArg,
+    /// Soft scheduling: move only when the best per-connection share is this many times the
+    /// worst (1 moves every interval, as the thesis does).
+    #[arg(long, default_value_t = 1.0)]
+    min_ratio: f64,
+    /// How streams are held to their rates.
+    #[arg(long, value_enum, default_value = "fine")]
+    pacing: PacingArg,
+    /// Fine pacing: a stream sends once it is owed this many ms of data.
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) grain_ms: f64,
+    /// Quota pacing: the sleep granularity in ms (the thesis's 10).
+    #[arg(long, default_value_t = 10)]
+    tick_ms: u64,
+    /// Admission: what one thread can send (e.g. 2Gbit). Without it, a stream is refused only
+    /// when every thread is already late on its streams.
+    #[arg(long, value_parser = parse_bits)]
+    capacity: Option<u64>,
+    /// Admission: the share of --capacity that may be promised.
+    #[arg(long, default_value_t = 0.9)]
+    headroom: f64,
+    /// Admission: a thread later than this many ms on a stream is behind and takes no more.
+    #[arg(long, default_value_t = 5.0)]
+    max_late_ms: f64,
+    /// SO_SNDBUF per connection, in bytes.
+    #[arg(long)]
+    send_buffer: Option<usize>,
+    /// Seconds between table updates.
+    #[arg(long, default_value_t = 1.0)]
+    every: f64,
+    /// Stop after this many seconds (default: run until interrupted).
+    #[arg(long)]
+    seconds: Option<f64>,
+}
+
+impl ServeArgs {
+    /// The server's settings, or why these arguments do not make one.
+    pub(crate) fn config(&self) -> Result<ServerConfig> {
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let (workers, pin) = match self.mapping {
+            Mapping::Ppc => (cores, true),
+            Mapping::Tpc => (self.conns.context("--mapping tpc needs --conns: one thread is started per connection")?, self.pin),
+            Mapping::Vp => (self.threads, self.pin),
+        };
+        if workers == 0 {
+            bail!("at least one thread");
+        }
+        if !(self.grain_ms > 0.0 && self.max_late_ms >= 0.0 && self.ewma_gain > 0.0 && self.ewma_gain <= 1.0) {
+            bail!("--grain-ms must be above 0, --max-late-ms at least 0 and --ewma-gain in (0, 1]");
+        }
+        let ms = |m: f64| Nanos((m * 1e6) as u64);
+        let pacing = match self.pacing {
+            PacingArg::Fine => Pacing::Fine(PaceConfig { grain: ms(self.grain_ms), ..Default::default() }),
+            PacingArg::Quota => Pacing::Quota(QuotaConfig { tick: Nanos::from_millis(self.tick_ms.max(1)), packet: self.packet as u64, gain: self.ewma_gain }),
+        };
+        let rebalance = self.soft.then_some(RebalanceConfig {
+            sample_every: Nanos::from_millis(self.sample_ms),
+            move_every: Nanos::from_millis(self.move_ms),
+            gain: self.ewma_gain,
+            pick: match self.pick {
+                PickArg::Oldest => Pick::Oldest,
+                PickArg::Newest => Pick::Newest,
+            },
+            min_ratio: self.min_ratio,
+        });
+        Ok(ServerConfig {
+            listen: self.listen,
+            workers,
+            pin,
+            packet: self.packet,
+            burst: self.burst,
+            pacing,
+            rebalance,
+            admission: AdmissionConfig { capacity: self.capacity.map(|b| b as f64 / 8.0), headroom: self.headroom, max_late: ms(self.max_late_ms) },
+            sample_every: Duration::from_millis(self.sample_ms.max(1)),
+            send_buffer: self.send_buffer,
+        })
+    }
+}
+
+/// Open connections to a delivery server (or any server that streams bytes after a request)
+/// and measure what each receives, window by window.
+#[derive(Args, Clone)]
+pub(crate) struct LoadArgs {
+    /// The server.
+    #[arg(long, default_value = "127.0.0.1:7400")]
+    pub(crate) server: SocketAddr,
+    /// Connections to open.
+    #[arg(long, default_value_t = 12)]
+    pub(crate) conns: usize,
+    /// Ask each for a stream at this rate (bits/s: 4Mbit, 500k, 4000000). Without it, bulk.
+    #[arg(long, value_parser = parse_bits)]
+    pub(crate) rate: Option<u64>,
+    /// UDP instead of TCP.
+    #[arg(long)]
+    pub(crate) udp: bool,
+    /// Instead of the delivery protocol, send an HTTP GET for this path and count everything
+    /// that comes back (to measure nginx or another web server).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) http_get: Option<String>,
+    /// Client threads.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) threads: usize,
+    /// Seconds to measure, after the warm-up.
+    #[arg(long, default_value_t = 10.0)]
+    pub(crate) seconds: f64,
+    /// Seconds to let the server settle before measuring.
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) warmup: f64,
+    /// Measurement window in ms (the thesis's 100).
+    #[arg(long, default_value_t = 100)]
+    pub(crate) window_ms: u64,
+    /// SO_RCVBUF per socket, in bytes.
+    #[arg(long, default_value_t = 4 << 20)]
+    pub(crate) recv_buffer: usize,
+    /// Write every window of every connection here (CSV: window, start_s, secs, conn, bytes).
+    #[arg(long)]
+    pub(crate) csv: Option<PathBuf>,
+    /// Write the summary here as JSON.
+    #[arg(long)]
+    pub(crate) json: Option<PathBuf>,
+    /// Draw the fastest, median and slowest connection's rate over time here (SVG).
+    #[arg(long)]
+    pub(crate) svg: Option<PathBuf>,
+    /// No live table or opening report (for scripts); the summary is still printed.
+    #[arg(long)]
+    pub(crate) quiet: bool,
+}
+
+pub(crate) fn run(args: &DeliverArgs) -> Result<()> {
+    raise_file_limit();
+    match &args.command {
+        DeliverCommand::Serve(a) => serve(a),
+        DeliverCommand::Load(a) => load(a).map(|_| ()),
+    }
+}
+
+/// Parses a rate in bits per second: a number with an optional k, M or G (powers of 1000) and
+/// an optional "bit", "b" or "bps".
+pub(crate) fn parse_bits(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t.strip_suffix("bps").or_else(|| t.strip_suffix("bit")).or_else(|| t.strip_suffix('b')).unwrap_or(t);
+    let (num, scale) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1e6),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1e9),
+        _ => (t, 1.0),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v * scale >= 1.0 && v * scale < 1e15 => Ok((v * scale).round() as u64),
+        _ => Err(format!("{s:?} is not a rate: give bits per second, e.g. 4Mbit, 500k or 4000000")),
+    }
+}
+
+/// Many connections need many descriptors: raise the soft limit to the hard one.
+pub(crate) fn raise_file_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+}
+
+fn serve(a: &ServeArgs) -> Result<()> {
+    let cfg = a.config()?;
+    let server = Server::start(cfg.clone()).with_context(|| format!("cannot serve on {}", a.listen))?;
+    eprintln!(
+        "serving on {} (TCP and UDP): {} threads{}, {}{}",
+        server.local_addr(),
+        cfg.workers,
+        if cfg.pin { " pinned" } else { "" },
+        match cfg.pacing {
+            Pacing::Fine(p) => format!("streams paced in {:.1} ms grains", p.grain.0 as f64 / 1e6),
+            Pacing::Quota(q) => format!("streams paced by quota per {} ms tick", q.tick.0 / 1_000_000),
+        },
+        if cfg.rebalance.is_some() { ", soft rebalancing on" } else { "" }
+    );
+    let until = a.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
+    let live = std::io::stderr().is_terminal();
+    let mut drawn = 0;
+    let mut seen = 0;
+    loop {
+        std::thread::sleep(Duration::from_secs_f64(a.every.max(0.1)));
+        if let Some(f) = server.failure() {
+            bail!("{f}");
+        }
+        let history = server.history();
+        let text = thread_table(&history[seen.min(history.len())..], &server);
+        seen = history.len();
+        let mut err = std::io::stderr().lock();
+        if live && drawn > 0 {
+            let _ = write!(err, "\x1b[{drawn}A\x1b[J");
+        }
+        drawn = text.lines().count();
+        let _ = err.write_all(text.as_bytes());
+        if until.is_some_and(|u| Instant::now() >= u) {
+            break;
+        }
+    }
+    server.stop();
+    Ok(())
+}
+
+/// Per-thread rates, CPU and lateness over `samples`, and fairness across threads.
+pub(crate) fn thread_table(samples: &[Sample], server: &Server) -> String {
+    let t = server.totals();
+    let n = t.conns.len();
+    let secs: f64 = samples.iter().map(|s| s.secs).sum::<f64>().max(1e-9);
+    let sum = |f: &dyn Fn(&Sample, usize) -> u64, i: usize| samples.iter().map(|s| f(s, i)).sum::<u64>();
+    let rates: Vec<f64> = (0..n).map(|i| sum(&|s, i| s.bytes[i], i) as f64 * 8.0 / secs).collect();
+    let cpu: Vec<f64> = (0..n).map(|i| sum(&|s, i| s.cpu_ns[i], i) as f64 / 1e9 / secs).collect();
+    let late: Vec<u64> = (0..n).map(|i| samples.iter().map(|s| s.late_ns[i]).max().unwrap_or(0)).collect();
+    let mut out = format!(
+        "{} connections, {} refused, {} moved; {:.1} Mb/s in all\n{:>7} {:>6} {:>10} {:>6} {:>8}\n",
+        t.conns.iter().sum::<usize>(),
+        t.refused,
+        t.moves,
+        rates.iter().sum::<f64>() / 1e6,
+        "thread",
+        "conns",
+        "Mb/s",
+        "cpu%",
+        "late ms"
+    );
+    // A thousand threads do not fit a terminal: show the extremes and a summary line.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|a, b| rates[*b].total_cmp(&rates[*a]));
+    let shown: Vec<usize> = if n <= 16 { order } else { order[..8].iter().chain(&order[n - 8..]).copied().collect() };
+    for (k, i) in shown.iter().enumerate() {
+        if n > 16 && k == 8 {
+            out.push_str(&format!("{:>7}\n", "…"));
+        }
+        out.push_str(&format!("{:>7} {:>6} {:>10.1} {:>6.0} {:>8.1}\n", format!("w{i}"), t.conns[*i], rates[*i] / 1e6, cpu[*i] * 100.0, late[*i] as f64 / 1e6));
+    }
+    let per_conn: Vec<f64> = (0..n).filter(|i| t.conns[*i] > 0).map(|i| rates[i] / t.conns[i] as f64).collect();
+    let s = spread(&rates);
+    out.push_str(&format!(
+        "threads: Jain {:.3}, max/min {:.2}; per-connection share max/min {:.2}; CPU max/min {:.2}\n",
+        balance(&rates, None).jain,
+        s.max_over_min(),
+        spread(&per_conn).max_over_min(),
+        spread(&cpu).max_over_min()
+    ));
+    out
+}
+
+/// Runs the clients and returns their windows and the connections that got nothing to measure.
+pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
+    if a.window_ms == 0 || !(a.seconds > 0.0) || !(a.warmup >= 0.0) {
+        bail!("--window-ms and --seconds must be above 0 and --warmup at least 0");
+    }
+    let handshake = match (&a.http_get, a.rate) {
+        (Some(path), _) => Handshake::Raw(format!("GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: switchyard\r\n\r\n", a.server).into_bytes()),
+        (None, Some(bits_per_sec)) => Handshake::Switchyard(Request::Stream { bits_per_sec }),
+        (None, None) => Handshake::Switchyard(Request::Bulk),
+    };
+    let transport = if a.udp { Transport::Udp } else { Transport::Tcp };
+    let started = Instant::now();
+    let l = Load::start(LoadConfig { server: a.server, transport, conns: a.conns, handshake, threads: a.threads, recv_buffer: Some(a.recv_buffer) })
+        .with_context(|| format!("cannot start clients for {}", a.server))?;
+    let opened = l.opened();
+    let skip: Vec<bool> = opened.iter().map(|o| !matches!(o, Opened::Accepted(_))).collect();
+    let refused = opened.iter().filter(|o| matches!(o, Opened::Refused(_))).count();
+    let failed: Vec<&String> = opened.iter().filter_map(|o| if let Opened::Failed(w) = o { Some(w) } else { None }).collect();
+    if !a.quiet {
+        eprintln!("{} connections opened in {:.2} s: {} accepted, {refused} refused, {} failed", a.conns, started.elapsed().as_secs_f64(), a.conns - refused - failed.len(), failed.len());
+        if let Some(Opened::Refused(why)) = opened.iter().find(|o| matches!(o, Opened::Refused(_))) {
+            eprintln!("  refused: {why}");
+        }
+        if let Some(why) = failed.first() {
+            eprintln!("  failed: {why}");
+        }
+    }
+    if refused + failed.len() == a.conns {
+        bail!("no connection was accepted by {} (see above)", a.server);
+    }
+    std::thread::sleep(Duration::from_secs_f64(a.warmup));
+    let window = Duration::from_millis(a.window_ms);
+    let total = (a.seconds * 1000.0 / a.window_ms as f64).ceil() as usize;
+    let target = a.rate.filter(|_| a.http_get.is_none()).map(|b| b as f64 / 8.0);
+    let mut w = Windows::new(l.counts());
+    let live = std::io::stderr().is_terminal() && !a.quiet;
+    let per_line = ((1000 / a.window_ms.max(1)) as usize).max(1);
+    let mut next = Instant::now() + window;
+    let mut drawn = 0;
+    for k in 0..total {
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        next += window;
+        w.tick(l.counts());
+        if !a.quiet && (k + 1) % per_line == 0 {
+            let s = w.summary(k + 1 - per_line, target, &skip);
+            let text = format!("{:>6.1} s  {}\n", (k + 1) as f64 * a.window_ms as f64 / 1e3, summary_line(&s));
+            let mut err = std::io::stderr().lock();
+            if live && drawn > 0 {
+                let _ = write!(err, "\x1b[{drawn}A\x1b[J");
+            }
+            drawn = if live { 1 } else { 0 };
+            let _ = err.write_all(text.as_bytes());
+        }
+    }
+    l.stop();
+    let s = w.summary(0, target, &skip);
+    print_summary(&s, a.window_ms);
+    if let Some(p) = &a.csv {
+        write_csv(p, &w).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    if let Some(p) = &a.json {
+        std::fs::write(p, summary_json(&s).to_string()).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    if let Some(p) = &a.svg {
+        let svg = rate_chart(&w, &skip, target, "Connections' rate over time").map_err(anyhow::Error::msg)?;
+        std::fs::write(p, svg).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok((w, s))
+}
+
+fn summary_line(s: &Summary) -> String {
+    let mut line = format!(
+        "{:>9.1} Mb/s in all, {:>7.3} Mb/s each; Jain {:.4}, max/min {:.2}",
+        s.aggregate_bps / 1e6,
+        s.mean_bps / 1e6,
+        s.jain,
+        s.spread.max_over_min()
+    );
+    if let Some([p50, p99, _]) = s.window_error {
+        line.push_str(&format!("; window error p50 {:.2}% p99 {:.2}%", p50 * 100.0, p99 * 100.0));
+    }
+    line
+}
+
+pub(crate) fn print_summary(s: &Summary, window_ms: u64) {
+    println!("{} connections over {} windows of {window_ms} ms", s.conns, s.windows);
+    println!("  aggregate   {:.1} Mb/s ({:.3} Mb/s per connection)", s.aggregate_bps / 1e6, s.mean_bps / 1e6);
+    println!("  fairness    Jain {:.4}, max/min {:.3}", s.jain, s.spread.max_over_min());
+    let p = s.spread;
+    println!("  spread      (÷ mean) max {:.3}  75th {:.3}  median {:.3}  25th {:.3}  4th {:.3}  min {:.3}", p.max, p.p75, p.p50, p.p25, p.p4, p.min);
+    if let (Some([p50, p99, max]), Some(run)) = (s.window_error, s.run_error) {
+        println!("  rate error  per window: median {:.2}%, p99 {:.2}%, worst {:.2}%; over the run, worst connection {:.3}%", p50 * 100.0, p99 * 100.0, max * 100.0, run * 100.0);
+    }
+}
+
+pub(crate) fn summary_json(s: &Summary) -> serde_json::Value {
+    let p = s.spread;
+    serde_json::json!({
+        "conns": s.conns, "windows": s.windows, "aggregate_bps": s.aggregate_bps, "mean_bps": s.mean_bps,
+        "jain": s.jain, "max_over_min": s.spread.max_over_min(),
+        "spread": {"max": p.max, "p75": p.p75, "p50": p.p50, "p25": p.p25, "p4": p.p4, "min": p.min},
+        "window_error": s.window_error.map(|[a, b, c]| serde_json::json!({"p50": a, "p99": b, "max": c})),
+        "run_error": s.run_error,
+    })
+}
+
+fn write_csv(path: &std::path::Path, w: &Windows) -> Result<()> {
+    let mut out = csv::Writer::from_path(path)?;
+    out.write_record(["window", "start_s", "secs", "conn", "bytes"])?;
+    for (k, (bytes, (start, secs))) in w.bytes.iter().zip(&w.times).enumerate() {
+        for (c, b) in bytes.iter().enumerate() {
+            out.write_record([k.to_string(), format!("{start:.4}"), format!("{secs:.5}"), c.to_string(), b.to_string()])?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The fastest, median and slowest connection (by mean rate) over time, with the target.
+pub(crate) fn rate_chart(w: &Windows, skip: &[bool], target: Option<f64>, title: &str) -> Result<String, String> {
+    let rates = w.mean_rates(0);
+    let mut live: Vec<usize> = (0..rates.len()).filter(|c| !skip.get(*c).copied().unwrap_or(false)).collect();
+    if live.is_empty() || w.bytes.is_empty() {
+        return Err("nothing was received, so there is nothing to draw".into());
+    }
+    live.sort_by(|a, b| rates[*a].total_cmp(&rates[*b]));
+    let picks = [("slowest", live[0]), ("median", live[live.len() / 2]), ("fastest", live[live.len() - 1])];
+    let mut series: Vec<Series> = picks
+        .iter()
+        .map(|(name, c)| Series {
+            name: format!("{name} connection (#{c})"),
+            points: (0..w.bytes.len()).map(|k| (w.times[k].0 + w.times[k].1, w.bytes[k][*c] as f64 * 8.0 / w.times[k].1.max(1e-9) / 1e6)).collect(),
+            style: Style::Measured,
+        })
+        .collect();
+    if let Some(t) = target {
+        let end = w.times.last().map_or(1.0, |x| x.0 + x.1);
+        series.push(Series { name: "target".into(), points: vec![(0.0, t * 8.0 / 1e6), (end, t * 8.0 / 1e6)], style: Style::Model });
+    }
+    line_chart(title, "seconds", "Mb/s per window", &series)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_read_as_people_write_them() {
+        assert_eq!(parse_bits("4Mbit"), Ok(4_000_000));
+        assert_eq!(parse_bits("500k"), Ok(500_000));
+        assert_eq!(parse_bits("1.5G"), Ok(1_500_000_000));
+        assert_eq!(parse_bits("4000000"), Ok(4_000_000));
+        assert_eq!(parse_bits("2Mbps"), Ok(2_000_000));
+        assert!(parse_bits("fast").unwrap_err().contains("4Mbit"));
+        assert!(parse_bits("0").is_err());
+        assert!(parse_bits("-3M").is_err());
+    }
+}

@@ -1,0 +1,361 @@
+//! The clients: real sockets that open connections to a delivery server (or any server that
+//! streams bytes after a request, such as nginx) and count what each one receives.
+//!
+//! Client threads only read and count into one atomic per connection; [`Windows`] samples those
+//! counters at window boundaries and divides by the window's measured length, so a sampler that
+//! wakes late does not look like a stream that ran fast.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Interest, Poll, Token};
+
+use super::request::{Answer, Request};
+
+/// TCP or UDP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Transport {
+    /// One TCP connection per client.
+    #[default]
+    Tcp,
+    /// One UDP socket per client.
+    Udp,
+}
+
+/// How a client opens its connection.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Handshake {
+    /// Send a request line and read the server's answer line.
+    Switchyard(Request),
+    /// Send these bytes and count everything that comes back (an HTTP GET to nginx, say).
+    Raw(Vec<u8>),
+}
+
+/// The clients' settings.
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    /// The server.
+    pub server: SocketAddr,
+    /// TCP or UDP.
+    pub transport: Transport,
+    /// How many connections.
+    pub conns: usize,
+    /// What each one asks for.
+    pub handshake: Handshake,
+    /// Client threads reading (1 or 2 leaves the server its cores).
+    pub threads: usize,
+    /// SO_RCVBUF per socket, if set (UDP clients lose datagrams with a small one).
+    pub recv_buffer: Option<usize>,
+}
+
+/// What became of one connection's opening.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Opened {
+    /// Accepted (on this worker, if the server said).
+    Accepted(Option<u32>),
+    /// Refused by the server, with its reason.
+    Refused(String),
+    /// It could not connect or the server did not answer.
+    Failed(String),
+}
+
+struct Shared {
+    counts: Vec<AtomicU64>,
+    opened: Mutex<Vec<Option<Opened>>>,
+    stop: AtomicBool,
+}
+
+/// Running clients. Dropping them closes every connection.
+pub struct Load {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Load {
+    /// Opens every connection (spread over the client threads) and returns once each has been
+    /// accepted, refused or has failed; from then on the threads count bytes.
+    pub fn start(cfg: LoadConfig) -> io::Result<Self> {
+        if cfg.conns == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "at least one connection"));
+        }
+        let shared = Arc::new(Shared {
+            counts: (0..cfg.conns).map(|_| AtomicU64::new(0)).collect(),
+            opened: Mutex::new(vec![None; cfg.conns]),
+            stop: AtomicBool::new(false),
+        });
+        let threads = cfg.threads.clamp(1, cfg.conns);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let mut handles = Vec::new();
+        for t in 0..threads {
+            let mine: Vec<usize> = (t..cfg.conns).step_by(threads).collect();
+            let (s, c, ready) = (Arc::clone(&shared), cfg.clone(), ready_tx.clone());
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("load-{t}"))
+                    .spawn(move || client_thread(&s, &c, &mine, &ready))?,
+            );
+        }
+        drop(ready_tx);
+        for _ in 0..threads {
+            let _ = ready_rx.recv();
+        }
+        Ok(Self { shared, threads: handles })
+    }
+
+    /// Bytes received so far by each connection.
+    pub fn counts(&self) -> Vec<u64> {
+        self.shared.counts.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+    }
+
+    /// How each connection's opening went.
+    pub fn opened(&self) -> Vec<Opened> {
+        let o = self.shared.opened.lock().expect("opened lock");
+        o.iter().map(|x| x.clone().unwrap_or(Opened::Failed("never tried".into()))).collect()
+    }
+
+    /// Closes every connection and waits for the threads.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+enum Sock {
+    Tcp(mio::net::TcpStream),
+    Udp(mio::net::UdpSocket, Option<SocketAddr>),
+}
+
+fn open_tcp(cfg: &LoadConfig) -> Result<(Sock, Opened), String> {
+    let mut s = TcpStream::connect_timeout(&cfg.server, Duration::from_secs(5)).map_err(|e| format!("connect: {e}"))?;
+    if let Some(b) = cfg.recv_buffer {
+        let _ = socket2::SockRef::from(&s).set_recv_buffer_size(b);
+    }
+    let opened = match &cfg.handshake {
+        Handshake::Raw(bytes) => {
+            s.write_all(bytes).map_err(|e| format!("send: {e}"))?;
+            Opened::Accepted(None)
+        }
+        Handshake::Switchyard(req) => {
+            s.write_all(req.line().as_bytes()).map_err(|e| format!("send: {e}"))?;
+            s.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+            // Byte by byte, so no data after the answer is swallowed by a buffer.
+            let mut line = Vec::new();
+            BufReader::with_capacity(1, (&s).take(512))
+                .read_until(b'\n', &mut line)
+                .map_err(|e| format!("no answer: {e}"))?;
+            match Answer::parse(&line) {
+                Some(Answer::Ok { worker }) => Opened::Accepted(Some(worker)),
+                Some(Answer::Refused(why)) => {
+                    return Ok((Sock::Tcp(mio::net::TcpStream::from_std(s)), Opened::Refused(why)));
+                }
+                None => return Err(format!("not a delivery server's answer: {:?}", String::from_utf8_lossy(&line))),
+            }
+        }
+    };
+    s.set_nonblocking(true).map_err(|e| e.to_string())?;
+    Ok((Sock::Tcp(mio::net::TcpStream::from_std(s)), opened))
+}
+
+fn open_udp(cfg: &LoadConfig) -> Result<(Sock, Opened), String> {
+    let local: SocketAddr = if cfg.server.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { ([0u16; 8], 0).into() };
+    let s = UdpSocket::bind(local).map_err(|e| format!("bind: {e}"))?;
+    if let Some(b) = cfg.recv_buffer {
+        let _ = socket2::SockRef::from(&s).set_recv_buffer_size(b);
+    }
+    let hello = match &cfg.handshake {
+        Handshake::Raw(b) => b.clone(),
+        Handshake::Switchyard(r) => r.line().into_bytes(),
+    };
+    s.set_read_timeout(Some(Duration::from_millis(500))).map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 65_536];
+    for _ in 0..6 {
+        s.send_to(&hello, cfg.server).map_err(|e| format!("send: {e}"))?;
+        let Ok((n, from)) = s.recv_from(&mut buf) else { continue };
+        let opened = match Answer::parse(&buf[..n]) {
+            Some(Answer::Ok { worker }) => Opened::Accepted(Some(worker)),
+            Some(Answer::Refused(why)) => Opened::Refused(why),
+            None => Opened::Accepted(None), // the answer was lost and data came first
+        };
+        s.set_nonblocking(true).map_err(|e| e.to_string())?;
+        return Ok((Sock::Udp(mio::net::UdpSocket::from_std(s), Some(from)), opened));
+    }
+    Err("no answer to 6 requests over 3 s".into())
+}
+
+fn client_thread(shared: &Shared, cfg: &LoadConfig, mine: &[usize], ready: &std::sync::mpsc::Sender<()>) {
+    let mut socks: Vec<(usize, Sock)> = Vec::with_capacity(mine.len());
+    for &i in mine {
+        let r = match cfg.transport {
+            Transport::Tcp => open_tcp(cfg),
+            Transport::Udp => open_udp(cfg),
+        };
+        let outcome = match r {
+            Ok((sock, opened)) => {
+                if matches!(opened, Opened::Accepted(_)) {
+                    socks.push((i, sock));
+                }
+                opened
+            }
+            Err(why) => Opened::Failed(why),
+        };
+        shared.opened.lock().expect("opened lock")[i] = Some(outcome);
+    }
+    let _ = ready.send(());
+    let Ok(poll) = Poll::new() else { return };
+    for (k, (_, s)) in socks.iter_mut().enumerate() {
+        let src: &mut dyn mio::event::Source = match s {
+            Sock::Tcp(t) => t,
+            Sock::Udp(u, _) => u,
+        };
+        let _ = poll.registry().register(src, Token(k), Interest::READABLE);
+    }
+    let mut poll = poll;
+    let mut events = Events::with_capacity(1024);
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut closed = vec![false; socks.len()];
+    while !shared.stop.load(Ordering::Relaxed) {
+        if poll.poll(&mut events, Some(Duration::from_millis(20))).is_err() {
+            continue;
+        }
+        for ev in events.iter() {
+            let k = ev.token().0;
+            let (i, sock) = &mut socks[k];
+            loop {
+                let r = match sock {
+                    Sock::Tcp(t) => t.read(&mut buf),
+                    Sock::Udp(u, _) => u.recv(&mut buf),
+                };
+                match r {
+                    Ok(0) if matches!(sock, Sock::Tcp(_)) => {
+                        closed[k] = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        shared.counts[*i].fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+    for (_, s) in &mut socks {
+        if let Sock::Udp(u, Some(from)) = s {
+            let _ = u.send_to(b"bye", *from);
+        }
+    }
+}
+
+/// Per-window bytes of every connection, sampled from running [`Load`] counters.
+#[derive(Clone, Debug, Default)]
+pub struct Windows {
+    started: Option<Instant>,
+    last_at: Option<Instant>,
+    last: Vec<u64>,
+    /// Each window's start (seconds since the first sample) and length (seconds).
+    pub times: Vec<(f64, f64)>,
+    /// `bytes[w][c]`: what connection `c` received in window `w`.
+    pub bytes: Vec<Vec<u64>>,
+}
+
+impl Windows {
+    /// Starts the record at these counts.
+    pub fn new(counts: Vec<u64>) -> Self {
+        let now = Instant::now();
+        Self { started: Some(now), last_at: Some(now), last: counts, ..Default::default() }
+    }
+
+    /// Closes a window at these counts (taken just now).
+    pub fn tick(&mut self, counts: Vec<u64>) {
+        let now = Instant::now();
+        let (start, last_at) = (self.started.unwrap_or(now), self.last_at.unwrap_or(now));
+        self.times.push((last_at.duration_since(start).as_secs_f64(), now.duration_since(last_at).as_secs_f64()));
+        self.bytes.push(counts.iter().zip(&self.last).map(|(c, l)| c.saturating_sub(*l)).collect());
+        self.last = counts;
+        self.last_at = Some(now);
+    }
+
+    /// Each connection's rate in window `w`, bytes per second.
+    pub fn rates(&self, w: usize) -> Vec<f64> {
+        let secs = self.times[w].1.max(1e-9);
+        self.bytes[w].iter().map(|b| *b as f64 / secs).collect()
+    }
+
+    /// Each connection's mean rate over windows `from..`, bytes per second.
+    pub fn mean_rates(&self, from: usize) -> Vec<f64> {
+        let conns = self.last.len();
+        let secs: f64 = self.times.iter().skip(from).map(|t| t.1).sum();
+        (0..conns).map(|c| self.bytes.iter().skip(from).map(|w| w[c]).sum::<u64>() as f64 / secs.max(1e-9)).collect()
+    }
+}
+
+/// What a run of windows comes to: fairness across connections and, for streams, how far each
+/// window was from the promise.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    /// Connections counted.
+    pub conns: usize,
+    /// Windows counted.
+    pub windows: usize,
+    /// All connections together, bits per second.
+    pub aggregate_bps: f64,
+    /// The mean connection, bits per second.
+    pub mean_bps: f64,
+    /// Jain's index over the connections' mean rates.
+    pub jain: f64,
+    /// The thesis's percentile view of the connections' mean rates.
+    pub spread: switchyard_core::measure::Spread,
+    /// Per-window errors against the target (absolute, as fractions), if there was a target:
+    /// median, 99th percentile and worst over every connection's every window.
+    pub window_error: Option<[f64; 3]>,
+    /// The worst connection's error over the whole run (its mean rate against the target).
+    pub run_error: Option<f64>,
+}
+
+impl Windows {
+    /// The summary of windows `from..`, against `target` bytes per second per connection if the
+    /// connections are promised one. Connections that never received anything (refused, failed)
+    /// are left out: pass `skip` with their indices set.
+    pub fn summary(&self, from: usize, target: Option<f64>, skip: &[bool]) -> Summary {
+        use switchyard_core::measure::{balance, quantile_sorted, rate_error, spread};
+        let keep = |c: usize| !skip.get(c).copied().unwrap_or(false);
+        let rates: Vec<f64> = self.mean_rates(from).into_iter().enumerate().filter(|(c, _)| keep(*c)).map(|(_, r)| r).collect();
+        let aggregate: f64 = rates.iter().sum();
+        let mut errors = Vec::new();
+        if let Some(t) = target {
+            for (w, bytes) in self.bytes.iter().enumerate().skip(from) {
+                let promised = t * self.times[w].1;
+                errors.extend(bytes.iter().enumerate().filter(|(c, _)| keep(*c)).map(|(_, b)| rate_error(*b as f64, promised).abs()));
+            }
+        }
+        errors.sort_by(f64::total_cmp);
+        let window_error = (!errors.is_empty()).then(|| [quantile_sorted(&errors, 0.5), quantile_sorted(&errors, 0.99), quantile_sorted(&errors, 1.0)]);
+        let run_error = target.filter(|_| !rates.is_empty()).map(|t| rates.iter().map(|r| rate_error(*r, t).abs()).fold(0.0, f64::max));
+        Summary {
+            conns: rates.len(),
+            windows: self.bytes.len().saturating_sub(from),
+            aggregate_bps: aggregate * 8.0,
+            mean_bps: if rates.is_empty() { 0.0 } else { aggregate * 8.0 / rates.len() as f64 },
+            jain: balance(&rates, None).jain,
+            spread: spread(&rates),
+            window_error,
+            run_error,
+        }
+    }
+}

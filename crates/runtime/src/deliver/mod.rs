@@ -1,0 +1,20 @@
+//! The delivery server (Yates 2006 ch. 2–4): many connections served from a few threads, with
+//! fairness measured and soft and hard per-connection throughput guarantees.
+//!
+//! - [`request`]: the one-line protocol a client opens with.
+//! - [`server`]: listeners, workers and the controller (sampling, rebalancing, admission).
+//! - `worker`: one thread's loop — bulk round-robin, paced streams, Yates's quota.
+//! - [`load`]: the clients, real sockets that count what they receive per window.
+//!
+//! Which worker a connection goes to, when one moves, how fast a stream goes and whether a
+//! stream is admitted are all decided in `switchyard_core` (`place::rebalance`, `order`); this
+//! module carries the decisions out.
+
+pub mod load;
+pub mod request;
+pub mod server;
+mod worker;
+
+pub use load::{Handshake, Load, LoadConfig, Transport, Windows};
+pub use request::{Answer, Request};
+pub use server::{Pacing, Sample, Server, ServerConfig, Totals};

@@ -1,0 +1,509 @@
+//! The delivery server: listeners, worker threads and the controller that samples them.
+//!
+//! - **Listeners** (TCP and UDP on the same port) read each client's request line, ask the core
+//!   where the connection goes — [`Admission`] for rate-promised streams, the
+//!   [`Rebalancer`]'s least-loaded worker for bulk — answer, and hand the socket to that worker.
+//! - **Workers** ([`super::worker`]) serve their connections.
+//! - **The controller** wakes every sample interval (100 ms), reads each worker's bytes sent, CPU
+//!   time and lateness, feeds them to the rebalancer (soft scheduling) and the admission test,
+//!   carries out any move, and keeps the history the reports are drawn from.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::{Poll, Waker};
+use switchyard_core::order::{Admission, AdmissionConfig, PaceConfig, QuotaConfig};
+use switchyard_core::place::rebalance::{ConnId, RebalanceConfig, Rebalancer};
+use switchyard_core::{Nanos, WorkerId};
+
+use super::request::{self, Answer, MAX_LINE, Request};
+use super::worker::{self, Cmd, Conn, Io, WAKE};
+
+/// How streams are held to their rates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pacing {
+    /// Per-stream credit pacing (the default).
+    Fine(PaceConfig),
+    /// Yates's per-worker packets-per-pause quota.
+    Quota(QuotaConfig),
+}
+
+/// A delivery server's settings.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Where to listen (TCP and UDP, same port; port 0 picks one).
+    pub listen: SocketAddr,
+    /// Worker threads: 1 per core is Yates's PPC, 1 per connection TPC, anything else VPPC.
+    pub workers: usize,
+    /// Pin worker `i` to core `i mod cores` (the thesis's "wired" threads).
+    pub pin: bool,
+    /// Bytes per send for bulk connections and per datagram (4096, the thesis's payload).
+    pub packet: usize,
+    /// Packets per turn for bulk connections (1; the thesis also tried 16).
+    pub burst: usize,
+    /// How streams are paced.
+    pub pacing: Pacing,
+    /// Soft throughput-based rebalancing, if on.
+    pub rebalance: Option<RebalanceConfig>,
+    /// Admission control for streams.
+    pub admission: AdmissionConfig,
+    /// The monitor's sample interval (100 ms).
+    pub sample_every: Duration,
+    /// SO_SNDBUF for accepted sockets, if set.
+    pub send_buffer: Option<usize>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            workers: 2,
+            pin: false,
+            packet: 4096,
+            burst: 1,
+            pacing: Pacing::Fine(PaceConfig::default()),
+            rebalance: None,
+            admission: AdmissionConfig::default(),
+            sample_every: Duration::from_millis(100),
+            send_buffer: None,
+        }
+    }
+}
+
+/// Per-connection counters, shared by the worker that serves it and the server's registry.
+#[derive(Debug, Default)]
+pub struct ConnStats {
+    /// Bytes sent.
+    pub bytes: AtomicU64,
+    /// The worker serving it.
+    pub worker: AtomicU32,
+}
+
+/// Per-worker counters the controller samples.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerStats {
+    pub(crate) bytes: AtomicU64,
+    pub(crate) cpu_ns: AtomicU64,
+    pub(crate) late_ns: AtomicU64,
+    pub(crate) conns: AtomicUsize,
+}
+
+struct Link {
+    tx: Sender<Cmd>,
+    waker: Waker,
+}
+
+struct ConnInfo {
+    rate: Option<f64>,
+    udp_peer: Option<SocketAddr>,
+}
+
+/// The decisions' state: all of it the core's.
+struct Control {
+    rebalancer: Rebalancer,
+    admission: Admission,
+    conns: BTreeMap<ConnId, ConnInfo>,
+    udp_peers: BTreeMap<SocketAddr, ConnId>,
+    next_id: u64,
+    accepted: u64,
+    refused: u64,
+}
+
+/// What the server's threads share.
+pub(crate) struct Shared {
+    pub(crate) cfg: ServerConfig,
+    pub(crate) epoch: Instant,
+    pub(crate) workers: Vec<WorkerStats>,
+    links: Vec<Link>,
+    control: Mutex<Control>,
+    stop: AtomicBool,
+    failure: Mutex<Option<String>>,
+    history: Mutex<Vec<Sample>>,
+}
+
+impl Shared {
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn fail(&self, why: String) {
+        self.failure.lock().expect("failure lock").get_or_insert(why);
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// A worker closed `conn`: forget it and release its promise.
+    pub(crate) fn closed(&self, conn: ConnId, worker: usize) {
+        let mut c = self.control.lock().expect("control lock");
+        c.rebalancer.detach(conn);
+        if let Some(info) = c.conns.remove(&conn) {
+            if let Some(rate) = info.rate {
+                c.admission.release(WorkerId(worker as u32), rate);
+            }
+            if let Some(peer) = info.udp_peer {
+                c.udp_peers.remove(&peer);
+            }
+        }
+    }
+
+    /// Passes a moving connection to worker `to`.
+    pub(crate) fn hand_over(&self, conn: Conn, to: usize) {
+        self.send(to, Cmd::Add(conn));
+    }
+
+    fn send(&self, to: usize, cmd: Cmd) {
+        let link = &self.links[to];
+        if link.tx.send(cmd).is_ok() {
+            let _ = link.waker.wake();
+        }
+    }
+
+    /// Decides where a new connection goes, or why it is refused.
+    fn place(&self, request: Request, udp_peer: Option<SocketAddr>) -> Result<(ConnId, usize, Option<f64>), String> {
+        let mut c = self.control.lock().expect("control lock");
+        let rate = request.bytes_per_sec();
+        let worker = match rate {
+            Some(r) => c.admission.admit(r).map_err(|e| {
+                c.refused += 1;
+                e.to_string()
+            })?,
+            None => c.rebalancer.least_loaded(),
+        };
+        let id = ConnId(c.next_id);
+        c.next_id += 1;
+        c.accepted += 1;
+        c.rebalancer.attach(id, worker);
+        c.conns.insert(id, ConnInfo { rate, udp_peer });
+        if let Some(peer) = udp_peer {
+            c.udp_peers.insert(peer, id);
+        }
+        Ok((id, worker.0 as usize, rate))
+    }
+}
+
+/// One sample of every worker, taken by the controller.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// Seconds since the server started.
+    pub at: f64,
+    /// Seconds since the previous sample.
+    pub secs: f64,
+    /// Bytes each worker sent in the interval.
+    pub bytes: Vec<u64>,
+    /// CPU nanoseconds each worker used in the interval.
+    pub cpu_ns: Vec<u64>,
+    /// Connections on each worker at the end of it.
+    pub conns: Vec<usize>,
+    /// Each worker's worst lateness in the interval, nanoseconds.
+    pub late_ns: Vec<u64>,
+}
+
+/// A running delivery server. Dropping it stops it.
+pub struct Server {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    addr: SocketAddr,
+}
+
+/// Totals at a moment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Totals {
+    /// Connections accepted so far.
+    pub accepted: u64,
+    /// Streams refused so far.
+    pub refused: u64,
+    /// Connections moved by the rebalancer so far.
+    pub moves: u64,
+    /// Connections open now, per worker.
+    pub conns: Vec<usize>,
+}
+
+impl Server {
+    /// Binds the listeners and starts the workers and the controller.
+    pub fn start(cfg: ServerConfig) -> io::Result<Self> {
+        if cfg.workers == 0 || cfg.packet == 0 || cfg.burst == 0 || cfg.sample_every.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "workers, packet, burst and the sample interval must all be above 0",
+            ));
+        }
+        if cfg.packet > 65_000 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a packet must fit one UDP datagram (at most 65,000 bytes)",
+            ));
+        }
+        let tcp = TcpListener::bind(cfg.listen)?;
+        let addr = tcp.local_addr()?;
+        let udp = UdpSocket::bind(addr)?;
+        tcp.set_nonblocking(true)?;
+        udp.set_read_timeout(Some(Duration::from_millis(20)))?;
+        let n = cfg.workers;
+        let mut polls = Vec::with_capacity(n);
+        let mut links = Vec::with_capacity(n);
+        let mut receivers = Vec::with_capacity(n);
+        for _ in 0..n {
+            let poll = Poll::new()?;
+            let waker = Waker::new(poll.registry(), WAKE)?;
+            let (tx, rx) = channel();
+            polls.push(poll);
+            links.push(Link { tx, waker });
+            receivers.push(rx);
+        }
+        let control = Control {
+            rebalancer: Rebalancer::new(n, cfg.rebalance.unwrap_or_default()),
+            admission: Admission::new(n, cfg.admission),
+            conns: BTreeMap::new(),
+            udp_peers: BTreeMap::new(),
+            next_id: 0,
+            accepted: 0,
+            refused: 0,
+        };
+        let shared = Arc::new(Shared {
+            workers: (0..n).map(|_| WorkerStats::default()).collect(),
+            epoch: Instant::now(),
+            links,
+            control: Mutex::new(control),
+            stop: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            history: Mutex::new(Vec::new()),
+            cfg,
+        });
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let mut threads = Vec::new();
+        for (i, (poll, rx)) in polls.into_iter().zip(receivers).enumerate() {
+            let s = Arc::clone(&shared);
+            let pin = s.cfg.pin;
+            let t =
+                std::thread::Builder::new().name(format!("deliver-w{i}")).stack_size(256 * 1024).spawn(move || {
+                    if pin {
+                        crate::affinity::on_core(i % cores, || worker::run(i, s, poll, rx));
+                    } else {
+                        worker::run(i, s, poll, rx);
+                    }
+                })?;
+            threads.push(t);
+        }
+        let s = Arc::clone(&shared);
+        threads.push(std::thread::Builder::new().name("deliver-tcp".into()).spawn(move || accept_tcp(&s, &tcp))?);
+        let s = Arc::clone(&shared);
+        threads.push(std::thread::Builder::new().name("deliver-udp".into()).spawn(move || accept_udp(&s, &udp))?);
+        let s = Arc::clone(&shared);
+        threads.push(std::thread::Builder::new().name("deliver-control".into()).spawn(move || control_loop(&s))?);
+        Ok(Self { shared, threads, addr })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The samples taken so far.
+    pub fn history(&self) -> Vec<Sample> {
+        self.shared.history.lock().expect("history lock").clone()
+    }
+
+    /// Counts at this moment.
+    pub fn totals(&self) -> Totals {
+        let c = self.shared.control.lock().expect("control lock");
+        Totals {
+            accepted: c.accepted,
+            refused: c.refused,
+            moves: c.rebalancer.moves(),
+            conns: self.shared.workers.iter().map(|w| w.conns.load(Ordering::Relaxed)).collect(),
+        }
+    }
+
+    /// The error that stopped the server, if one did.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.failure.lock().expect("failure lock").clone()
+    }
+
+    /// The settings it runs with.
+    pub fn config(&self) -> &ServerConfig {
+        &self.shared.cfg
+    }
+
+    /// Stops every thread and waits for them.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        for l in &self.shared.links {
+            let _ = l.waker.wake();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Reads one request line from a fresh TCP connection (at most [`MAX_LINE`] bytes, 2 s).
+fn read_line(stream: &std::net::TcpStream) -> Result<Request, String> {
+    stream.set_read_timeout(Some(Duration::from_secs(2))).map_err(|e| e.to_string())?;
+    let mut line = Vec::with_capacity(MAX_LINE);
+    let mut reader = BufReader::with_capacity(MAX_LINE, stream).take(MAX_LINE as u64 + 1);
+    reader.read_until(b'\n', &mut line).map_err(|e| format!("no request line within 2 s: {e}"))?;
+    request::parse(&line).map_err(|e| e.to_string())
+}
+
+fn accept_tcp(shared: &Shared, listener: &TcpListener) {
+    while !shared.stopping() {
+        let (stream, _) = match listener.accept() {
+            Ok(s) => s,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // Out of descriptors and the like: keep serving who is already here.
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        let _ = stream.set_nonblocking(false);
+        let mut stream = stream;
+        let placed = read_line(&stream).and_then(|req| shared.place(req, None).map(|p| (req, p)));
+        match placed {
+            Err(why) => {
+                let _ = stream.write_all(Answer::Refused(why).line().as_bytes());
+            }
+            Ok((_, (id, worker, rate))) => {
+                let ok = stream.write_all(Answer::Ok { worker: worker as u32 }.line().as_bytes()).is_ok()
+                    && stream.set_nonblocking(true).is_ok()
+                    && shared
+                        .cfg
+                        .send_buffer
+                        .is_none_or(|b| socket2::SockRef::from(&stream).set_send_buffer_size(b).is_ok());
+                if !ok {
+                    shared.closed(id, worker);
+                    continue;
+                }
+                let conn = Conn {
+                    id,
+                    io: Io::Tcp(mio::net::TcpStream::from_std(stream)),
+                    rate,
+                    stats: Arc::new(ConnStats::default()),
+                };
+                shared.send(worker, Cmd::Add(conn));
+            }
+        }
+    }
+}
+
+fn accept_udp(shared: &Shared, socket: &UdpSocket) {
+    let mut buf = [0u8; 2048];
+    while !shared.stopping() {
+        let (n, peer) = match socket.recv_from(&mut buf) {
+            Ok(r) => r,
+            Err(_) => continue, // the read timeout, or an ICMP error from an earlier peer
+        };
+        // A repeated request (its answer was lost) is answered by the data that follows it.
+        if shared.control.lock().expect("control lock").udp_peers.contains_key(&peer) {
+            continue;
+        }
+        let placed = request::parse(&buf[..n]).map_err(|e| e.to_string()).and_then(|req| shared.place(req, Some(peer)));
+        let (id, worker, rate) = match placed {
+            Ok(p) => p,
+            Err(why) => {
+                let _ = socket.send_to(Answer::Refused(why).line().as_bytes(), peer);
+                continue;
+            }
+        };
+        let data = UdpSocket::bind(SocketAddr::new(socket.local_addr().map(|a| a.ip()).unwrap_or(peer.ip()), 0))
+            .and_then(|d| {
+                d.connect(peer)?;
+                d.send(Answer::Ok { worker: worker as u32 }.line().as_bytes())?;
+                d.set_nonblocking(true)?;
+                if let Some(b) = shared.cfg.send_buffer {
+                    socket2::SockRef::from(&d).set_send_buffer_size(b)?;
+                }
+                Ok(d)
+            });
+        match data {
+            Ok(d) => {
+                let conn = Conn {
+                    id,
+                    io: Io::Udp(mio::net::UdpSocket::from_std(d)),
+                    rate,
+                    stats: Arc::new(ConnStats::default()),
+                };
+                shared.send(worker, Cmd::Add(conn));
+            }
+            Err(_) => shared.closed(id, worker),
+        }
+    }
+}
+
+fn control_loop(shared: &Shared) {
+    let n = shared.workers.len();
+    let every = shared.cfg.sample_every;
+    let mut last_bytes = vec![0u64; n];
+    let mut last_cpu = vec![0u64; n];
+    let mut last = Instant::now();
+    let mut next = last + every;
+    while !shared.stopping() {
+        let now = Instant::now();
+        if now < next {
+            std::thread::sleep((next - now).min(Duration::from_millis(20)));
+            continue;
+        }
+        next += every;
+        let secs = now.duration_since(last).as_secs_f64();
+        last = now;
+        let mut sample = Sample {
+            at: shared.epoch.elapsed().as_secs_f64(),
+            secs,
+            bytes: vec![0; n],
+            cpu_ns: vec![0; n],
+            conns: vec![0; n],
+            late_ns: vec![0; n],
+        };
+        for (i, w) in shared.workers.iter().enumerate() {
+            let b = w.bytes.load(Ordering::Relaxed);
+            let c = w.cpu_ns.load(Ordering::Relaxed);
+            sample.bytes[i] = b - last_bytes[i];
+            sample.cpu_ns[i] = c.saturating_sub(last_cpu[i]);
+            (last_bytes[i], last_cpu[i]) = (b, c);
+            sample.conns[i] = w.conns.load(Ordering::Relaxed);
+            sample.late_ns[i] = w.late_ns.swap(0, Ordering::Relaxed);
+        }
+        let t = Nanos(shared.epoch.elapsed().as_nanos() as u64);
+        let decided = {
+            let mut c = shared.control.lock().expect("control lock");
+            for (i, late) in sample.late_ns.iter().enumerate() {
+                c.admission.report_late(WorkerId(i as u32), Nanos(*late));
+            }
+            let mv = if shared.cfg.rebalance.is_some() {
+                c.rebalancer.sample(t, Nanos((secs * 1e9) as u64), &sample.bytes)
+            } else {
+                None
+            };
+            if let Some(m) = mv
+                && let Some(rate) = c.conns.get(&m.conn).and_then(|i| i.rate)
+            {
+                c.admission.release(m.from, rate);
+                c.admission.hold(m.to, rate);
+            }
+            mv
+        };
+        if let Some(m) = decided {
+            shared.send(m.from.0 as usize, Cmd::Take { conn: m.conn, to: m.to.0 as usize });
+        }
+        shared.history.lock().expect("history lock").push(sample);
+    }
+}

@@ -1,0 +1,409 @@
+//! One delivery worker: a thread with its own poller that serves the connections placed on it —
+//! bulk connections round-robin, one unit (a packet, or a burst of packets) per turn as in
+//! Yates's CLP stack, and rate-promised streams by the core's pacer or quota.
+//!
+//! Nothing here decides where a connection lives or how fast a stream goes: placement,
+//! rebalancing and admission happen in [`super::server`] through the core, and the pace comes
+//! from `switchyard_core::order`. The worker carries it out and counts what it sent.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use mio::net::{TcpStream, UdpSocket};
+use mio::{Events, Interest, Poll, Token};
+use switchyard_core::Nanos;
+use switchyard_core::order::{Pacer, Quota};
+use switchyard_core::place::rebalance::ConnId;
+
+use super::server::{ConnStats, Pacing, Shared};
+
+/// The waker's token; connection slots are numbered from 0.
+pub(crate) const WAKE: Token = Token(usize::MAX);
+
+/// A connection on its way to a worker, or between workers.
+pub(crate) struct Conn {
+    pub(crate) id: ConnId,
+    pub(crate) io: Io,
+    /// Promised bytes per second, for streams.
+    pub(crate) rate: Option<f64>,
+    pub(crate) stats: Arc<ConnStats>,
+}
+
+/// The socket.
+pub(crate) enum Io {
+    Tcp(TcpStream),
+    Udp(UdpSocket),
+}
+
+impl Io {
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            Self::Tcp(s) => s,
+            Self::Udp(s) => s,
+        }
+    }
+}
+
+/// What a worker is told to do.
+pub(crate) enum Cmd {
+    /// Serve this connection.
+    Add(Conn),
+    /// Hand this connection to worker `to` (a rebalancing move).
+    Take { conn: ConnId, to: usize },
+}
+
+/// What one attempt to send came to.
+enum Push {
+    /// All of it went.
+    Sent(u64),
+    /// This much went, then the socket was full.
+    Blocked(u64),
+    /// The peer is gone.
+    Closed(u64),
+}
+
+fn push(io: &mut Io, buf: &[u8], packet: usize, want: u64) -> Push {
+    let mut sent = 0u64;
+    while sent < want {
+        let left = (want - sent) as usize;
+        let r = match io {
+            Io::Tcp(s) => s.write(&buf[..left.min(buf.len())]),
+            Io::Udp(s) => s.send(&buf[..left.min(packet)]),
+        };
+        match r {
+            Ok(0) => return Push::Closed(sent),
+            Ok(n) => sent += n as u64,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Push::Blocked(sent),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // A UDP datagram the kernel had no buffer for is lost, as on a wire; only an ICMP
+            // "port unreachable" (the client went away) ends the stream.
+            Err(e) if matches!(io, Io::Udp(_)) && e.kind() != io::ErrorKind::ConnectionRefused => {
+                return Push::Blocked(sent);
+            }
+            Err(_) => return Push::Closed(sent),
+        }
+    }
+    Push::Sent(sent)
+}
+
+/// Reads and drops whatever the client sent; true if it hung up (or said `bye` over UDP).
+fn drain(io: &mut Io) -> bool {
+    let mut buf = [0u8; 512];
+    loop {
+        let r = match io {
+            Io::Tcp(s) => s.read(&mut buf),
+            Io::Udp(s) => match s.recv(&mut buf) {
+                Ok(n) if buf[..n].starts_with(b"bye") => return true,
+                other => other,
+            },
+        };
+        match r {
+            Ok(0) if matches!(io, Io::Tcp(_)) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => return true,
+            Err(_) => return matches!(io, Io::Tcp(_)),
+        }
+    }
+}
+
+struct Slot {
+    conn: Conn,
+    writable: bool,
+}
+
+/// The worker's state; [`run`] is its loop.
+struct Worker {
+    index: usize,
+    shared: Arc<Shared>,
+    poll: Poll,
+    slots: Vec<Option<Slot>>,
+    free: Vec<u32>,
+    by_id: BTreeMap<ConnId, u32>,
+    /// Bulk connections that can take a send, in round-robin order.
+    bulk: VecDeque<u32>,
+    /// Streams under the quota, in round-robin order (writable or not).
+    ring: VecDeque<u32>,
+    pacer: Pacer,
+    quota: Option<Quota>,
+    next_round: u64,
+    round_late: u64,
+    buf: Vec<u8>,
+    stream_bytes: u64,
+}
+
+impl Worker {
+    fn now(&self) -> Nanos {
+        Nanos(self.shared.epoch.elapsed().as_nanos() as u64)
+    }
+
+    fn promised(&self) -> f64 {
+        self.slots.iter().flatten().filter_map(|s| s.conn.rate).sum()
+    }
+
+    fn add(&mut self, mut conn: Conn, now: Nanos) {
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            (self.slots.len() - 1) as u32
+        });
+        if self
+            .poll
+            .registry()
+            .register(conn.io.source(), Token(slot as usize), Interest::READABLE | Interest::WRITABLE)
+            .is_err()
+        {
+            self.free.push(slot);
+            self.shared.closed(conn.id, self.index);
+            return;
+        }
+        conn.stats.worker.store(self.index as u32, Ordering::Relaxed);
+        self.by_id.insert(conn.id, slot);
+        let rate = conn.rate;
+        self.slots[slot as usize] = Some(Slot { conn, writable: true });
+        self.shared.workers[self.index].conns.fetch_add(1, Ordering::Relaxed);
+        match (rate, &self.shared.cfg.pacing) {
+            (None, _) => self.bulk.push_back(slot),
+            (Some(r), Pacing::Fine(_)) => {
+                self.pacer.add(slot, r, now);
+            }
+            (Some(_), Pacing::Quota(_)) => {
+                self.ring.push_back(slot);
+                let target = self.promised();
+                if let Some(q) = &mut self.quota {
+                    q.set_target(target);
+                }
+            }
+        }
+    }
+
+    /// Takes a connection off this worker (closed, or moving away).
+    fn remove(&mut self, slot: u32) -> Option<Conn> {
+        let mut s = self.slots.get_mut(slot as usize)?.take()?;
+        let _ = self.poll.registry().deregister(s.conn.io.source());
+        self.free.push(slot);
+        self.by_id.remove(&s.conn.id);
+        self.pacer.remove(slot);
+        self.bulk.retain(|&b| b != slot);
+        self.ring.retain(|&b| b != slot);
+        self.shared.workers[self.index].conns.fetch_sub(1, Ordering::Relaxed);
+        if s.conn.rate.is_some() {
+            let target = self.promised();
+            if let Some(q) = &mut self.quota {
+                q.set_target(target);
+            }
+        }
+        Some(s.conn)
+    }
+
+    fn close(&mut self, slot: u32) {
+        if let Some(conn) = self.remove(slot) {
+            self.shared.closed(conn.id, self.index);
+        }
+    }
+
+    fn count(&mut self, slot: u32, bytes: u64, stream: bool) {
+        if bytes == 0 {
+            return;
+        }
+        if let Some(Some(s)) = self.slots.get(slot as usize) {
+            s.conn.stats.bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+        self.shared.workers[self.index].bytes.fetch_add(bytes, Ordering::Relaxed);
+        if stream {
+            self.stream_bytes += bytes;
+        }
+    }
+
+    /// Sends `want` bytes on `slot`; returns false if the socket is full or gone.
+    fn send(&mut self, slot: u32, want: u64, stream: bool) -> (u64, bool) {
+        let packet = self.shared.cfg.packet;
+        let Some(Some(s)) = self.slots.get_mut(slot as usize) else { return (0, false) };
+        let (sent, ok) = match push(&mut s.conn.io, &self.buf, packet, want) {
+            Push::Sent(n) => (n, true),
+            Push::Blocked(n) => {
+                s.writable = false;
+                (n, false)
+            }
+            Push::Closed(n) => {
+                self.count(slot, n, stream);
+                self.close(slot);
+                return (n, false);
+            }
+        };
+        self.count(slot, sent, stream);
+        (sent, ok)
+    }
+
+    fn serve_paced(&mut self, now: Nanos) {
+        while let Some(due) = self.pacer.poll(now) {
+            let (sent, ok) = self.send(due.slot, due.bytes, true);
+            if ok {
+                self.pacer.sent(due.slot, sent);
+            } else {
+                self.pacer.blocked(due.slot, sent);
+            }
+        }
+    }
+
+    fn serve_quota(&mut self, now: Nanos) {
+        let Some(q) = &mut self.quota else { return };
+        if now.0 < self.next_round || self.ring.is_empty() {
+            return;
+        }
+        self.round_late = self.round_late.max(now.0 - self.next_round);
+        let round = q.next_round();
+        let packet = self.shared.cfg.packet as u64;
+        let mut left = round.packets;
+        let mut misses = 0;
+        while left > 0 && misses < self.ring.len() {
+            let Some(slot) = self.ring.pop_front() else { break };
+            self.ring.push_back(slot);
+            if !self.slots.get(slot as usize).is_some_and(|s| s.as_ref().is_some_and(|s| s.writable)) {
+                misses += 1;
+                continue;
+            }
+            misses = 0;
+            self.send(slot, packet, true);
+            left -= 1;
+        }
+        // The pause follows the sending, as in the thesis: the quota's correction absorbs the
+        // time the sending took.
+        self.next_round = self.now().0 + round.pause.0;
+    }
+
+    fn serve_bulk(&mut self) {
+        let unit = (self.shared.cfg.packet * self.shared.cfg.burst) as u64;
+        for _ in 0..self.bulk.len().min(64) {
+            let Some(slot) = self.bulk.pop_front() else { break };
+            if self.send(slot, unit, false).1 {
+                self.bulk.push_back(slot);
+            }
+        }
+    }
+
+    fn command(&mut self, cmd: Cmd, now: Nanos) {
+        match cmd {
+            Cmd::Add(conn) => self.add(conn, now),
+            Cmd::Take { conn, to } => {
+                let Some(&slot) = self.by_id.get(&conn) else { return };
+                if let Some(conn) = self.remove(slot) {
+                    self.shared.hand_over(conn, to);
+                }
+            }
+        }
+    }
+
+    fn timeout(&mut self, now: Nanos, next_sample: u64) -> Duration {
+        if !self.bulk.is_empty() {
+            return Duration::ZERO;
+        }
+        let mut wake = next_sample;
+        if let Some(d) = self.pacer.next_due() {
+            wake = wake.min(d.0);
+        }
+        if self.quota.is_some() && !self.ring.is_empty() {
+            wake = wake.min(self.next_round);
+        }
+        Duration::from_nanos(wake.saturating_sub(now.0))
+    }
+}
+
+/// The worker's loop, until the server stops.
+pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Receiver<Cmd>) {
+    let (pacer, quota) = match shared.cfg.pacing {
+        Pacing::Fine(p) => (Pacer::new(p), None),
+        Pacing::Quota(q) => (Pacer::new(Default::default()), Some(Quota::new(q, 0.0))),
+    };
+    let buf_len = (shared.cfg.packet * shared.cfg.burst).max(pacer.config().max_chunk as usize);
+    let mut w = Worker {
+        index,
+        shared,
+        poll,
+        slots: Vec::new(),
+        free: Vec::new(),
+        by_id: BTreeMap::new(),
+        bulk: VecDeque::new(),
+        ring: VecDeque::new(),
+        pacer,
+        quota,
+        next_round: 0,
+        round_late: 0,
+        buf: vec![0x5a; buf_len],
+        stream_bytes: 0,
+    };
+    let every = w.shared.cfg.sample_every.as_nanos() as u64;
+    let mut last_sample = w.now().0;
+    let mut events = Events::with_capacity(1024);
+    while !w.shared.stopping() {
+        let now = w.now();
+        let timeout = w.timeout(now, last_sample + every);
+        if let Err(e) = w.poll.poll(&mut events, Some(timeout))
+            && e.kind() != io::ErrorKind::Interrupted
+        {
+            w.shared.fail(format!("worker {index}: the poller failed: {e}"));
+            return;
+        }
+        while let Ok(cmd) = commands.try_recv() {
+            let now = w.now();
+            w.command(cmd, now);
+        }
+        for ev in events.iter() {
+            if ev.token() == WAKE {
+                continue;
+            }
+            let slot = ev.token().0 as u32;
+            let hung_up = match w.slots.get_mut(slot as usize) {
+                Some(Some(s)) => {
+                    let mut gone = ev.is_error() || ev.is_write_closed();
+                    if ev.is_readable() || ev.is_read_closed() {
+                        gone |= drain(&mut s.conn.io);
+                    }
+                    if ev.is_writable() && !s.writable && !gone {
+                        s.writable = true;
+                        if s.conn.rate.is_none() {
+                            w.bulk.push_back(slot);
+                        }
+                        w.pacer.writable(slot);
+                    }
+                    gone
+                }
+                _ => false,
+            };
+            if hung_up {
+                w.close(slot);
+            }
+        }
+        let now = w.now();
+        w.serve_paced(now);
+        w.serve_quota(now);
+        w.serve_bulk();
+        if now.0 >= last_sample + every {
+            let elapsed = Nanos(now.0 - last_sample);
+            last_sample = now.0;
+            if let Some(q) = &mut w.quota {
+                q.sample(std::mem::take(&mut w.stream_bytes), elapsed);
+            }
+            let stats = &w.shared.workers[index];
+            let late = w.pacer.take_max_late().0.max(std::mem::take(&mut w.round_late));
+            stats.late_ns.fetch_max(late, Ordering::Relaxed);
+            stats.cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
+        }
+    }
+}
+
+/// CPU time this thread has used, in nanoseconds (0 where the OS cannot say).
+pub(crate) fn thread_cpu_ns() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::time::{ClockId, clock_gettime};
+        if let Ok(t) = clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID) {
+            return t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64;
+        }
+    }
+    0
+}

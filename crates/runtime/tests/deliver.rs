@@ -1,0 +1,122 @@
+//! The delivery server over loopback: real sockets, real threads, counted by real clients.
+
+use std::time::Duration;
+
+use switchyard_core::measure::{balance, spread};
+use switchyard_core::order::{AdmissionConfig, QuotaConfig};
+use switchyard_core::place::rebalance::RebalanceConfig;
+use switchyard_runtime::deliver::load::Opened;
+use switchyard_runtime::deliver::{Handshake, Load, LoadConfig, Pacing, Request, Server, ServerConfig, Transport, Windows};
+
+fn load(server: &Server, transport: Transport, conns: usize, request: Request) -> Load {
+    Load::start(LoadConfig {
+        server: server.local_addr(),
+        transport,
+        conns,
+        handshake: Handshake::Switchyard(request),
+        threads: 1,
+        recv_buffer: Some(4 << 20),
+    })
+    .unwrap()
+}
+
+/// Records `windows` windows of 100 ms after a warm-up of 300 ms.
+fn record(load: &Load, windows: usize) -> Windows {
+    std::thread::sleep(Duration::from_millis(300));
+    let mut w = Windows::new(load.counts());
+    for _ in 0..windows {
+        std::thread::sleep(Duration::from_millis(100));
+        w.tick(load.counts());
+    }
+    w
+}
+
+fn stream(bits_per_sec: u64) -> Request {
+    Request::Stream { bits_per_sec }
+}
+
+#[test]
+fn bulk_connections_all_get_data_and_round_robin_spreads_them() {
+    let server = Server::start(ServerConfig { workers: 3, ..Default::default() }).unwrap();
+    let l = load(&server, Transport::Tcp, 9, Request::Bulk);
+    let w = record(&l, 5);
+    let rates = w.mean_rates(0);
+    assert!(rates.iter().all(|r| *r > 0.0), "{rates:?}");
+    assert_eq!(server.totals().conns, vec![3, 3, 3]);
+    let workers: Vec<_> = l.opened().into_iter().map(|o| match o {
+        Opened::Accepted(Some(w)) => w,
+        other => panic!("{other:?}"),
+    }).collect();
+    assert_eq!(workers, vec![0, 1, 2, 0, 1, 2, 0, 1, 2]);
+    l.stop();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(server.totals().conns, vec![0, 0, 0], "closed connections are forgotten");
+}
+
+fn assert_paced(transport: Transport, pacing: Pacing, tolerance: f64) {
+    let server = Server::start(ServerConfig { workers: 2, pacing, ..Default::default() }).unwrap();
+    let target = 4_000_000.0 / 8.0;
+    let l = load(&server, transport, 16, stream(4_000_000));
+    let w = record(&l, 10);
+    let rates = w.mean_rates(0);
+    for r in &rates {
+        assert!((r / target - 1.0).abs() < tolerance, "{transport:?}: {r} B/s against {target}: {rates:?}");
+    }
+    assert!(balance(&rates, None).jain > 0.99);
+    assert!(spread(&rates).max_over_min() < 1.0 + 3.0 * tolerance);
+}
+
+#[test]
+fn streams_get_their_promised_rate_over_tcp_and_udp() {
+    assert_paced(Transport::Tcp, Pacing::Fine(Default::default()), 0.05);
+    assert_paced(Transport::Udp, Pacing::Fine(Default::default()), 0.05);
+}
+
+#[test]
+fn the_thesis_quota_also_holds_the_rate() {
+    // The quota learns its correction from 100 ms samples, so it is given longer to settle.
+    assert_paced(Transport::Udp, Pacing::Quota(QuotaConfig::default()), 0.15);
+}
+
+#[test]
+fn admission_refuses_with_a_reason_when_the_workers_are_full() {
+    // Capacity 1 MB/s per worker, headroom 0.9: each takes one 4 Mb/s (500 kB/s) stream only.
+    let admission = AdmissionConfig { capacity: Some(1e6), headroom: 0.9, ..Default::default() };
+    let server = Server::start(ServerConfig { workers: 2, admission, ..Default::default() }).unwrap();
+    let l = load(&server, Transport::Tcp, 3, stream(4_000_000));
+    let opened = l.opened();
+    assert_eq!(opened.iter().filter(|o| matches!(o, Opened::Accepted(_))).count(), 2, "{opened:?}");
+    let Some(Opened::Refused(why)) = opened.iter().find(|o| matches!(o, Opened::Refused(_))) else { panic!("{opened:?}") };
+    assert!(why.starts_with("no room"), "{why}");
+    assert_eq!(server.totals().refused, 1);
+    let udp = load(&server, Transport::Udp, 1, stream(4_000_000));
+    assert!(matches!(&udp.opened()[0], Opened::Refused(w) if w.starts_with("no room")));
+}
+
+#[test]
+fn a_bad_request_is_answered_not_dropped() {
+    use std::io::{BufRead, BufReader, Write};
+    let server = Server::start(ServerConfig::default()).unwrap();
+    let mut s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+    s.write_all(b"stream fast\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(&s).read_line(&mut line).unwrap();
+    assert!(line.starts_with("refused bad stream rate \"fast\""), "{line}");
+}
+
+#[test]
+fn soft_scheduling_moves_connections_toward_the_starved_worker() {
+    // Four bulk connections on worker 0 and one on worker 1: per-connection shares differ by
+    // about 4×, so the balancer must move connections from 0 to 1.
+    let rebalance = RebalanceConfig::default();
+    let server = Server::start(ServerConfig { workers: 2, rebalance: Some(rebalance), ..Default::default() }).unwrap();
+    let l = load(&server, Transport::Tcp, 2, Request::Bulk);
+    let _ = record(&l, 2);
+    // Round-robin put one on each; start a bursty third-party load on both and watch moves happen.
+    let more = load(&server, Transport::Tcp, 4, Request::Bulk);
+    std::thread::sleep(Duration::from_millis(1_500));
+    let t = server.totals();
+    assert!(t.moves > 0, "{t:?}");
+    assert_eq!(t.conns.iter().sum::<usize>(), 6);
+    drop(more);
+}
