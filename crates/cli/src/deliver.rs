@@ -8,12 +8,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use switchyard_core::Nanos;
 use switchyard_core::measure::{balance, spread};
 use switchyard_core::order::{AdmissionConfig, PaceConfig, QuotaConfig};
-use switchyard_core::place::rebalance::{Pick, RebalanceConfig};
-use switchyard_core::Nanos;
+use switchyard_core::place::rebalance::{Direction, Pick, RebalanceConfig};
 use switchyard_runtime::deliver::load::{Opened, Summary};
-use switchyard_runtime::deliver::{Handshake, Load, LoadConfig, Pacing, Request, Sample, Server, ServerConfig, Transport, Windows};
+use switchyard_runtime::deliver::{
+    Handshake, Load, LoadConfig, Pacing, Request, Sample, Server, ServerConfig, Transport, Windows,
+};
 use switchyard_sim::report::{Series, Style, line_chart};
 
 /// Serve many connections from a few threads with fair shares and rate guarantees, or measure
@@ -52,6 +54,25 @@ enum PacingArg {
     Fine,
     /// Yates's quota: n packets per thread, then a pause of k × --tick-ms.
     Quota,
+}
+
+/// Which way soft scheduling moves connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DirectionArg {
+    /// From the thread with the lowest per-connection throughput to the highest: evens shares.
+    Equalise,
+    /// From the highest to the lowest, as the thesis's text says (it widens the gap when a
+    /// thread's throughput is set by its CPU share; see `reproduce yates-clp`).
+    AsWritten,
+}
+
+impl From<DirectionArg> for Direction {
+    fn from(d: DirectionArg) -> Self {
+        match d {
+            DirectionArg::Equalise => Self::Equalise,
+            DirectionArg::AsWritten => Self::AsWritten,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -101,6 +122,9 @@ pub(crate) struct ServeArgs {
     /// (weight 0.875 on history); 0.875 is the literal reading.
     #[arg(long, default_value_t = 0.125)]
     pub(crate) ewma_gain: f64,
+    /// Soft scheduling: which way connections move.
+    #[arg(long, value_enum, default_value = "equalise")]
+    soft_direction: DirectionArg,
     /// Soft scheduling: which connection moves.
     #[arg(long, value_enum, default_value = "oldest")]
     pick: PickArg,
@@ -144,7 +168,9 @@ impl ServeArgs {
         let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
         let (workers, pin) = match self.mapping {
             Mapping::Ppc => (cores, true),
-            Mapping::Tpc => (self.conns.context("--mapping tpc needs --conns: one thread is started per connection")?, self.pin),
+            Mapping::Tpc => {
+                (self.conns.context("--mapping tpc needs --conns: one thread is started per connection")?, self.pin)
+            }
             Mapping::Vp => (self.threads, self.pin),
         };
         if workers == 0 {
@@ -156,7 +182,12 @@ impl ServeArgs {
         let ms = |m: f64| Nanos((m * 1e6) as u64);
         let pacing = match self.pacing {
             PacingArg::Fine => Pacing::Fine(PaceConfig { grain: ms(self.grain_ms), ..Default::default() }),
-            PacingArg::Quota => Pacing::Quota(QuotaConfig { tick: Nanos::from_millis(self.tick_ms.max(1)), packet: self.packet as u64, gain: self.ewma_gain }),
+            PacingArg::Quota => Pacing::Quota(QuotaConfig {
+                tick: Nanos::from_millis(self.tick_ms.max(1)),
+                packet: self.packet as u64,
+                gain: self.ewma_gain,
+                ..Default::default()
+            }),
         };
         let rebalance = self.soft.then_some(RebalanceConfig {
             sample_every: Nanos::from_millis(self.sample_ms),
@@ -166,6 +197,7 @@ impl ServeArgs {
                 PickArg::Oldest => Pick::Oldest,
                 PickArg::Newest => Pick::Newest,
             },
+            direction: self.soft_direction.into(),
             min_ratio: self.min_ratio,
         });
         Ok(ServerConfig {
@@ -176,7 +208,11 @@ impl ServeArgs {
             burst: self.burst,
             pacing,
             rebalance,
-            admission: AdmissionConfig { capacity: self.capacity.map(|b| b as f64 / 8.0), headroom: self.headroom, max_late: ms(self.max_late_ms) },
+            admission: AdmissionConfig {
+                capacity: self.capacity.map(|b| b as f64 / 8.0),
+                headroom: self.headroom,
+                max_late: ms(self.max_late_ms),
+            },
             sample_every: Duration::from_millis(self.sample_ms.max(1)),
             send_buffer: self.send_buffer,
         })
@@ -334,7 +370,14 @@ pub(crate) fn thread_table(samples: &[Sample], server: &Server) -> String {
         if n > 16 && k == 8 {
             out.push_str(&format!("{:>7}\n", "…"));
         }
-        out.push_str(&format!("{:>7} {:>6} {:>10.1} {:>6.0} {:>8.1}\n", format!("w{i}"), t.conns[*i], rates[*i] / 1e6, cpu[*i] * 100.0, late[*i] as f64 / 1e6));
+        out.push_str(&format!(
+            "{:>7} {:>6} {:>10.1} {:>6.0} {:>8.1}\n",
+            format!("w{i}"),
+            t.conns[*i],
+            rates[*i] / 1e6,
+            cpu[*i] * 100.0,
+            late[*i] as f64 / 1e6
+        ));
     }
     let per_conn: Vec<f64> = (0..n).filter(|i| t.conns[*i] > 0).map(|i| rates[i] / t.conns[i] as f64).collect();
     let s = spread(&rates);
@@ -354,20 +397,36 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
         bail!("--window-ms and --seconds must be above 0 and --warmup at least 0");
     }
     let handshake = match (&a.http_get, a.rate) {
-        (Some(path), _) => Handshake::Raw(format!("GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: switchyard\r\n\r\n", a.server).into_bytes()),
+        (Some(path), _) => Handshake::Raw(
+            format!("GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: switchyard\r\n\r\n", a.server).into_bytes(),
+        ),
         (None, Some(bits_per_sec)) => Handshake::Switchyard(Request::Stream { bits_per_sec }),
         (None, None) => Handshake::Switchyard(Request::Bulk),
     };
     let transport = if a.udp { Transport::Udp } else { Transport::Tcp };
     let started = Instant::now();
-    let l = Load::start(LoadConfig { server: a.server, transport, conns: a.conns, handshake, threads: a.threads, recv_buffer: Some(a.recv_buffer) })
-        .with_context(|| format!("cannot start clients for {}", a.server))?;
+    let l = Load::start(LoadConfig {
+        server: a.server,
+        transport,
+        conns: a.conns,
+        handshake,
+        threads: a.threads,
+        recv_buffer: Some(a.recv_buffer),
+    })
+    .with_context(|| format!("cannot start clients for {}", a.server))?;
     let opened = l.opened();
     let skip: Vec<bool> = opened.iter().map(|o| !matches!(o, Opened::Accepted(_))).collect();
     let refused = opened.iter().filter(|o| matches!(o, Opened::Refused(_))).count();
-    let failed: Vec<&String> = opened.iter().filter_map(|o| if let Opened::Failed(w) = o { Some(w) } else { None }).collect();
+    let failed: Vec<&String> =
+        opened.iter().filter_map(|o| if let Opened::Failed(w) = o { Some(w) } else { None }).collect();
     if !a.quiet {
-        eprintln!("{} connections opened in {:.2} s: {} accepted, {refused} refused, {} failed", a.conns, started.elapsed().as_secs_f64(), a.conns - refused - failed.len(), failed.len());
+        eprintln!(
+            "{} connections opened in {:.2} s: {} accepted, {refused} refused, {} failed",
+            a.conns,
+            started.elapsed().as_secs_f64(),
+            a.conns - refused - failed.len(),
+            failed.len()
+        );
         if let Some(Opened::Refused(why)) = opened.iter().find(|o| matches!(o, Opened::Refused(_))) {
             eprintln!("  refused: {why}");
         }
@@ -437,9 +496,18 @@ pub(crate) fn print_summary(s: &Summary, window_ms: u64) {
     println!("  aggregate   {:.1} Mb/s ({:.3} Mb/s per connection)", s.aggregate_bps / 1e6, s.mean_bps / 1e6);
     println!("  fairness    Jain {:.4}, max/min {:.3}", s.jain, s.spread.max_over_min());
     let p = s.spread;
-    println!("  spread      (÷ mean) max {:.3}  75th {:.3}  median {:.3}  25th {:.3}  4th {:.3}  min {:.3}", p.max, p.p75, p.p50, p.p25, p.p4, p.min);
+    println!(
+        "  spread      (÷ mean) max {:.3}  75th {:.3}  median {:.3}  25th {:.3}  4th {:.3}  min {:.3}",
+        p.max, p.p75, p.p50, p.p25, p.p4, p.min
+    );
     if let (Some([p50, p99, max]), Some(run)) = (s.window_error, s.run_error) {
-        println!("  rate error  per window: median {:.2}%, p99 {:.2}%, worst {:.2}%; over the run, worst connection {:.3}%", p50 * 100.0, p99 * 100.0, max * 100.0, run * 100.0);
+        println!(
+            "  rate error  per window: median {:.2}%, p99 {:.2}%, worst {:.2}%; over the run, worst connection {:.3}%",
+            p50 * 100.0,
+            p99 * 100.0,
+            max * 100.0,
+            run * 100.0
+        );
     }
 }
 
@@ -459,7 +527,13 @@ fn write_csv(path: &std::path::Path, w: &Windows) -> Result<()> {
     out.write_record(["window", "start_s", "secs", "conn", "bytes"])?;
     for (k, (bytes, (start, secs))) in w.bytes.iter().zip(&w.times).enumerate() {
         for (c, b) in bytes.iter().enumerate() {
-            out.write_record([k.to_string(), format!("{start:.4}"), format!("{secs:.5}"), c.to_string(), b.to_string()])?;
+            out.write_record([
+                k.to_string(),
+                format!("{start:.4}"),
+                format!("{secs:.5}"),
+                c.to_string(),
+                b.to_string(),
+            ])?;
         }
     }
     out.flush()?;
@@ -479,13 +553,19 @@ pub(crate) fn rate_chart(w: &Windows, skip: &[bool], target: Option<f64>, title:
         .iter()
         .map(|(name, c)| Series {
             name: format!("{name} connection (#{c})"),
-            points: (0..w.bytes.len()).map(|k| (w.times[k].0 + w.times[k].1, w.bytes[k][*c] as f64 * 8.0 / w.times[k].1.max(1e-9) / 1e6)).collect(),
+            points: (0..w.bytes.len())
+                .map(|k| (w.times[k].0 + w.times[k].1, w.bytes[k][*c] as f64 * 8.0 / w.times[k].1.max(1e-9) / 1e6))
+                .collect(),
             style: Style::Measured,
         })
         .collect();
     if let Some(t) = target {
         let end = w.times.last().map_or(1.0, |x| x.0 + x.1);
-        series.push(Series { name: "target".into(), points: vec![(0.0, t * 8.0 / 1e6), (end, t * 8.0 / 1e6)], style: Style::Model });
+        series.push(Series {
+            name: "target".into(),
+            points: vec![(0.0, t * 8.0 / 1e6), (end, t * 8.0 / 1e6)],
+            style: Style::Model,
+        });
     }
     line_chart(title, "seconds", "Mb/s per window", &series)
 }

@@ -15,6 +15,7 @@ mod report;
 mod reproduce;
 mod reproduce_cache;
 mod reproduce_cacheflow;
+mod reproduce_clp;
 mod reproduce_mux;
 mod sim;
 mod tracegen;

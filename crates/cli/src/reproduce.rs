@@ -99,6 +99,9 @@ pub(crate) struct ReproduceArgs {
     #[command(flatten)]
     lab: crate::reproduce_cache::LabArgs,
 
+    #[command(flatten)]
+    clp: crate::reproduce_clp::ClpArgs,
+
     /// dou-cacheflow: also run the experiment on real gateways (HTTP on loopback).
     #[arg(long)]
     real: bool,
@@ -137,6 +140,12 @@ const CACHE: (&str, &str) = (
     "Yates ch. 5 Tables 5.4–5.9: the seven lookup policies on the 1,000-location lattice and the lab trace",
 );
 
+/// Yates's delivery server on real threads and sockets, and its processor scaling simulated.
+const CLP: (&str, &str) = (
+    "yates-clp",
+    "Yates ch. 2–4: fairness against threads, soft and hard throughput-based scheduling (real sockets), processor scaling (simulated)",
+);
+
 /// Cacheflow's hit rates, from its own model in the simulator.
 const CACHEFLOW: (&str, &str) = (
     "dou-cacheflow",
@@ -159,11 +168,16 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         writeln!(out, "{:<20} {}", EMULATED.0, EMULATED.1)?;
         writeln!(out, "{:<20} {}", CACHE.0, CACHE.1)?;
         writeln!(out, "{:<20} {}", CACHEFLOW.0, CACHEFLOW.1)?;
+        writeln!(out, "{:<20} {}", CLP.0, CLP.1)?;
         return Ok(());
     }
     let name = args.name.as_deref().unwrap_or_default();
     if name == EMULATED.0 {
         return crate::reproduce_mux::run(&args.m, args.seconds, args.eq75, &args.schemes, args.out.as_deref());
+    }
+    if name == CLP.0 {
+        drop(out);
+        return crate::reproduce_clp::run(&args.clp, args.out.as_deref());
     }
     if name == CACHEFLOW.0 {
         let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -196,7 +210,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
     }
     let Some((_, text)) = REPRODUCTIONS.iter().find(|(n, _)| *n == name) else {
         let names: Vec<&str> =
-            REPRODUCTIONS.iter().map(|(n, _)| *n).chain([EMULATED.0, CACHE.0, CACHEFLOW.0]).collect();
+            REPRODUCTIONS.iter().map(|(n, _)| *n).chain([EMULATED.0, CACHE.0, CACHEFLOW.0, CLP.0]).collect();
         bail!("no reproduction `{name}`; there are: {}", names.join(", "));
     };
     let scenario = Scenario::parse(text, &format!("scenarios/reproduce/{name}.toml"), None)?;

@@ -6,7 +6,9 @@ use switchyard_core::measure::{balance, spread};
 use switchyard_core::order::{AdmissionConfig, QuotaConfig};
 use switchyard_core::place::rebalance::RebalanceConfig;
 use switchyard_runtime::deliver::load::Opened;
-use switchyard_runtime::deliver::{Handshake, Load, LoadConfig, Pacing, Request, Server, ServerConfig, Transport, Windows};
+use switchyard_runtime::deliver::{
+    Handshake, Load, LoadConfig, Pacing, Request, Server, ServerConfig, Transport, Windows,
+};
 
 fn load(server: &Server, transport: Transport, conns: usize, request: Request) -> Load {
     Load::start(LoadConfig {
@@ -43,10 +45,14 @@ fn bulk_connections_all_get_data_and_round_robin_spreads_them() {
     let rates = w.mean_rates(0);
     assert!(rates.iter().all(|r| *r > 0.0), "{rates:?}");
     assert_eq!(server.totals().conns, vec![3, 3, 3]);
-    let workers: Vec<_> = l.opened().into_iter().map(|o| match o {
-        Opened::Accepted(Some(w)) => w,
-        other => panic!("{other:?}"),
-    }).collect();
+    let workers: Vec<_> = l
+        .opened()
+        .into_iter()
+        .map(|o| match o {
+            Opened::Accepted(Some(w)) => w,
+            other => panic!("{other:?}"),
+        })
+        .collect();
     assert_eq!(workers, vec![0, 1, 2, 0, 1, 2, 0, 1, 2]);
     l.stop();
     std::thread::sleep(Duration::from_millis(300));
@@ -86,7 +92,9 @@ fn admission_refuses_with_a_reason_when_the_workers_are_full() {
     let l = load(&server, Transport::Tcp, 3, stream(4_000_000));
     let opened = l.opened();
     assert_eq!(opened.iter().filter(|o| matches!(o, Opened::Accepted(_))).count(), 2, "{opened:?}");
-    let Some(Opened::Refused(why)) = opened.iter().find(|o| matches!(o, Opened::Refused(_))) else { panic!("{opened:?}") };
+    let Some(Opened::Refused(why)) = opened.iter().find(|o| matches!(o, Opened::Refused(_))) else {
+        panic!("{opened:?}")
+    };
     assert!(why.starts_with("no room"), "{why}");
     assert_eq!(server.totals().refused, 1);
     let udp = load(&server, Transport::Udp, 1, stream(4_000_000));

@@ -56,6 +56,8 @@ pub struct Due {
 struct Stream {
     /// Bytes per nanosecond.
     rate: f64,
+    /// The smallest send worth making, bytes.
+    min_chunk: f64,
     /// Virtual time in nanoseconds: everything owed before it has been sent.
     vt: f64,
     /// Bumped whenever the stream's heap entry goes stale.
@@ -98,17 +100,26 @@ impl Pacer {
     /// A slot already in use is replaced. A rate that is not finite and positive is refused
     /// (returns false).
     pub fn add(&mut self, slot: u32, rate: f64, now: Nanos) -> bool {
+        self.add_with_min(slot, rate, 1, now)
+    }
+
+    /// As [`Pacer::add`], but the stream is never due for less than `min_chunk` bytes (capped at
+    /// `max_chunk`): a datagram stream whose packets have a size (Yates's 4 KB) waits for a
+    /// whole packet's credit rather than sending a sliver each grain.
+    pub fn add_with_min(&mut self, slot: u32, rate: f64, min_chunk: u64, now: Nanos) -> bool {
         if !(rate.is_finite() && rate > 0.0) {
             return false;
         }
+        let min_chunk = min_chunk.clamp(1, self.cfg.max_chunk) as f64;
         self.remove(slot);
         let i = slot as usize;
         if self.streams.len() <= i {
             self.streams.resize(i + 1, None);
         }
-        let vt = now.0 as f64 - self.cfg.grain.0 as f64;
-        self.streams[i] = Some(Stream { rate: rate / 1e9, vt, generation: 0, armed: false });
-        self.promised += rate;
+        let rate = rate / 1e9;
+        let vt = now.0 as f64 - (self.cfg.grain.0 as f64).max(min_chunk / rate);
+        self.streams[i] = Some(Stream { rate, vt, min_chunk, generation: 0, armed: false });
+        self.promised += rate * 1e9;
         self.len += 1;
         self.arm(slot);
         true
@@ -215,9 +226,11 @@ impl Pacer {
         let s = self.streams[slot as usize].as_mut().expect("arming a live stream");
         s.generation = s.generation.wrapping_add(1);
         s.armed = true;
-        // Due when a grain's worth is owed, or a whole chunk if that comes first (a fast stream
-        // with a small chunk cap must not wait a grain between capped sends).
-        let due = (s.vt + grain.min(chunk / s.rate)).max(0.0).ceil() as u64;
+        // Due when a grain's worth is owed (but at least the stream's smallest send), or a whole
+        // chunk if that comes first: a fast stream with a small chunk cap must not wait a grain
+        // between capped sends.
+        let wait = grain.max(s.min_chunk / s.rate).min(chunk / s.rate);
+        let due = (s.vt + wait).max(0.0).ceil() as u64;
         self.heap.push(Reverse((due, slot, s.generation)));
     }
 
@@ -314,6 +327,18 @@ mod tests {
         assert_eq!(p.next_due(), Some(Nanos(0)), "still owed, so still due");
         assert!(!p.add(4, 0.0, Nanos(0)));
         assert!(!p.add(4, f64::NAN, Nanos(0)));
+    }
+
+    #[test]
+    fn datagram_streams_wait_for_a_whole_packet() {
+        let mut p = Pacer::new(PaceConfig::default());
+        // 500 kB/s owes 500 B a millisecond; with 4 KB packets it is due every 8.192 ms.
+        p.add_with_min(0, 500_000.0, 4096, Nanos(0));
+        assert_eq!(p.poll(Nanos(0)).unwrap().bytes, 4096);
+        p.sent(0, 4096);
+        assert_eq!(p.next_due(), Some(Nanos(8_192_000)));
+        let got = drive(&mut p, 1, 1_000 * MS, MS, 0);
+        assert!((got[0] as f64 - 500_000.0).abs() <= 4096.0, "{got:?}");
     }
 
     proptest::proptest! {

@@ -227,31 +227,38 @@ fn client_thread(shared: &Shared, cfg: &LoadConfig, mine: &[usize], ready: &std:
     }
     let mut poll = poll;
     let mut events = Events::with_capacity(1024);
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut closed = vec![false; socks.len()];
+    let mut buf = vec![0u8; 64 * 1024];
+    // Sockets with data left, served round-robin a read at a time: draining one socket to empty
+    // while a fast server keeps refilling it would starve the others.
+    let mut ready: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
+    let mut queued = vec![false; socks.len()];
     while !shared.stop.load(Ordering::Relaxed) {
-        if poll.poll(&mut events, Some(Duration::from_millis(20))).is_err() {
+        let timeout = if ready.is_empty() { Duration::from_millis(20) } else { Duration::ZERO };
+        if poll.poll(&mut events, Some(timeout)).is_err() {
             continue;
         }
         for ev in events.iter() {
             let k = ev.token().0;
+            if !queued[k] {
+                queued[k] = true;
+                ready.push_back(k);
+            }
+        }
+        for _ in 0..ready.len() {
+            let Some(k) = ready.pop_front() else { break };
             let (i, sock) = &mut socks[k];
-            loop {
-                let r = match sock {
-                    Sock::Tcp(t) => t.read(&mut buf),
-                    Sock::Udp(u, _) => u.recv(&mut buf),
-                };
-                match r {
-                    Ok(0) if matches!(sock, Sock::Tcp(_)) => {
-                        closed[k] = true;
-                        break;
-                    }
-                    Ok(n) => {
-                        shared.counts[*i].fetch_add(n as u64, Ordering::Relaxed);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
+            let r = match sock {
+                Sock::Tcp(t) => t.read(&mut buf),
+                Sock::Udp(u, _) => u.recv(&mut buf),
+            };
+            match r {
+                Ok(0) if matches!(sock, Sock::Tcp(_)) => queued[k] = false,
+                Ok(n) => {
+                    shared.counts[*i].fetch_add(n as u64, Ordering::Relaxed);
+                    ready.push_back(k);
                 }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => ready.push_back(k),
+                Err(_) => queued[k] = false,
             }
         }
     }
@@ -335,18 +342,28 @@ impl Windows {
     pub fn summary(&self, from: usize, target: Option<f64>, skip: &[bool]) -> Summary {
         use switchyard_core::measure::{balance, quantile_sorted, rate_error, spread};
         let keep = |c: usize| !skip.get(c).copied().unwrap_or(false);
-        let rates: Vec<f64> = self.mean_rates(from).into_iter().enumerate().filter(|(c, _)| keep(*c)).map(|(_, r)| r).collect();
+        let rates: Vec<f64> =
+            self.mean_rates(from).into_iter().enumerate().filter(|(c, _)| keep(*c)).map(|(_, r)| r).collect();
         let aggregate: f64 = rates.iter().sum();
         let mut errors = Vec::new();
         if let Some(t) = target {
             for (w, bytes) in self.bytes.iter().enumerate().skip(from) {
                 let promised = t * self.times[w].1;
-                errors.extend(bytes.iter().enumerate().filter(|(c, _)| keep(*c)).map(|(_, b)| rate_error(*b as f64, promised).abs()));
+                errors.extend(
+                    bytes
+                        .iter()
+                        .enumerate()
+                        .filter(|(c, _)| keep(*c))
+                        .map(|(_, b)| rate_error(*b as f64, promised).abs()),
+                );
             }
         }
         errors.sort_by(f64::total_cmp);
-        let window_error = (!errors.is_empty()).then(|| [quantile_sorted(&errors, 0.5), quantile_sorted(&errors, 0.99), quantile_sorted(&errors, 1.0)]);
-        let run_error = target.filter(|_| !rates.is_empty()).map(|t| rates.iter().map(|r| rate_error(*r, t).abs()).fold(0.0, f64::max));
+        let window_error = (!errors.is_empty())
+            .then(|| [quantile_sorted(&errors, 0.5), quantile_sorted(&errors, 0.99), quantile_sorted(&errors, 1.0)]);
+        let run_error = target
+            .filter(|_| !rates.is_empty())
+            .map(|t| rates.iter().map(|r| rate_error(*r, t).abs()).fold(0.0, f64::max));
         Summary {
             conns: rates.len(),
             windows: self.bytes.len().saturating_sub(from),

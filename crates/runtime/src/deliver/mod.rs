@@ -17,4 +17,4 @@ mod worker;
 
 pub use load::{Handshake, Load, LoadConfig, Transport, Windows};
 pub use request::{Answer, Request};
-pub use server::{Pacing, Sample, Server, ServerConfig, Totals};
+pub use server::{ConnView, Pacing, Sample, Server, ServerConfig, Totals};

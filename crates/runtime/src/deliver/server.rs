@@ -102,6 +102,7 @@ struct Link {
 struct ConnInfo {
     rate: Option<f64>,
     udp_peer: Option<SocketAddr>,
+    stats: Arc<ConnStats>,
 }
 
 /// The decisions' state: all of it the core's.
@@ -164,7 +165,7 @@ impl Shared {
     }
 
     /// Decides where a new connection goes, or why it is refused.
-    fn place(&self, request: Request, udp_peer: Option<SocketAddr>) -> Result<(ConnId, usize, Option<f64>), String> {
+    fn place(&self, request: Request, udp_peer: Option<SocketAddr>) -> Result<Placed, String> {
         let mut c = self.control.lock().expect("control lock");
         let rate = request.bytes_per_sec();
         let worker = match rate {
@@ -178,12 +179,35 @@ impl Shared {
         c.next_id += 1;
         c.accepted += 1;
         c.rebalancer.attach(id, worker);
-        c.conns.insert(id, ConnInfo { rate, udp_peer });
+        let stats = Arc::new(ConnStats::default());
+        stats.worker.store(worker.0, Ordering::Relaxed);
+        c.conns.insert(id, ConnInfo { rate, udp_peer, stats: Arc::clone(&stats) });
         if let Some(peer) = udp_peer {
             c.udp_peers.insert(peer, id);
         }
-        Ok((id, worker.0 as usize, rate))
+        Ok(Placed { id, worker: worker.0 as usize, rate, stats })
     }
+}
+
+/// Where a new connection went.
+struct Placed {
+    id: ConnId,
+    worker: usize,
+    rate: Option<f64>,
+    stats: Arc<ConnStats>,
+}
+
+/// One open connection's counters, as [`Server::connections`] reports them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ConnView {
+    /// The server's number for it.
+    pub id: u64,
+    /// The worker serving it now.
+    pub worker: u32,
+    /// Bytes sent to it so far.
+    pub bytes: u64,
+    /// Its promised rate, bytes per second, for streams.
+    pub rate: Option<f64>,
 }
 
 /// One sample of every worker, taken by the controller.
@@ -319,6 +343,21 @@ impl Server {
         }
     }
 
+    /// Every open connection's counters (the send side's view: for UDP, what was sent, whether
+    /// or not it arrived).
+    pub fn connections(&self) -> Vec<ConnView> {
+        let c = self.shared.control.lock().expect("control lock");
+        c.conns
+            .iter()
+            .map(|(id, i)| ConnView {
+                id: id.0,
+                worker: i.stats.worker.load(Ordering::Relaxed),
+                bytes: i.stats.bytes.load(Ordering::Relaxed),
+                rate: i.rate,
+            })
+            .collect()
+    }
+
     /// The error that stopped the server, if one did.
     pub fn failure(&self) -> Option<String> {
         self.shared.failure.lock().expect("failure lock").clone()
@@ -382,8 +421,11 @@ fn accept_tcp(shared: &Shared, listener: &TcpListener) {
             Err(why) => {
                 let _ = stream.write_all(Answer::Refused(why).line().as_bytes());
             }
-            Ok((_, (id, worker, rate))) => {
+            Ok((_, Placed { id, worker, rate, stats })) => {
+                // Paced chunks are small: Nagle would hold each behind the last one's delayed
+                // ACK (up to 40 ms), which shows as bursts in a 100 ms window.
                 let ok = stream.write_all(Answer::Ok { worker: worker as u32 }.line().as_bytes()).is_ok()
+                    && stream.set_nodelay(true).is_ok()
                     && stream.set_nonblocking(true).is_ok()
                     && shared
                         .cfg
@@ -393,12 +435,7 @@ fn accept_tcp(shared: &Shared, listener: &TcpListener) {
                     shared.closed(id, worker);
                     continue;
                 }
-                let conn = Conn {
-                    id,
-                    io: Io::Tcp(mio::net::TcpStream::from_std(stream)),
-                    rate,
-                    stats: Arc::new(ConnStats::default()),
-                };
+                let conn = Conn { id, io: Io::Tcp(mio::net::TcpStream::from_std(stream)), rate, stats };
                 shared.send(worker, Cmd::Add(conn));
             }
         }
@@ -417,7 +454,7 @@ fn accept_udp(shared: &Shared, socket: &UdpSocket) {
             continue;
         }
         let placed = request::parse(&buf[..n]).map_err(|e| e.to_string()).and_then(|req| shared.place(req, Some(peer)));
-        let (id, worker, rate) = match placed {
+        let Placed { id, worker, rate, stats } = match placed {
             Ok(p) => p,
             Err(why) => {
                 let _ = socket.send_to(Answer::Refused(why).line().as_bytes(), peer);
@@ -436,12 +473,7 @@ fn accept_udp(shared: &Shared, socket: &UdpSocket) {
             });
         match data {
             Ok(d) => {
-                let conn = Conn {
-                    id,
-                    io: Io::Udp(mio::net::UdpSocket::from_std(d)),
-                    rate,
-                    stats: Arc::new(ConnStats::default()),
-                };
+                let conn = Conn { id, io: Io::Udp(mio::net::UdpSocket::from_std(d)), rate, stats };
                 shared.send(worker, Cmd::Add(conn));
             }
             Err(_) => shared.closed(id, worker),

@@ -169,7 +169,10 @@ impl Worker {
         match (rate, &self.shared.cfg.pacing) {
             (None, _) => self.bulk.push_back(slot),
             (Some(r), Pacing::Fine(_)) => {
-                self.pacer.add(slot, r, now);
+                // A datagram is a packet: UDP streams send whole ones, TCP streams any size.
+                let udp = matches!(self.slots[slot as usize].as_ref().map(|s| &s.conn.io), Some(Io::Udp(_)));
+                let min = if udp { self.shared.cfg.packet as u64 } else { 1 };
+                self.pacer.add_with_min(slot, r, min, now);
             }
             (Some(_), Pacing::Quota(_)) => {
                 self.ring.push_back(slot);
@@ -256,7 +259,7 @@ impl Worker {
             return;
         }
         self.round_late = self.round_late.max(now.0 - self.next_round);
-        let round = q.next_round();
+        let round = q.next_round(now);
         let packet = self.shared.cfg.packet as u64;
         let mut left = round.packets;
         let mut misses = 0;
@@ -270,6 +273,11 @@ impl Worker {
             misses = 0;
             self.send(slot, packet, true);
             left -= 1;
+        }
+        if left > 0
+            && let Some(q) = &mut self.quota
+        {
+            q.unsent(left);
         }
         // The pause follows the sending, as in the thesis: the quota's correction absorbs the
         // time the sending took.
