@@ -30,6 +30,7 @@ enum BenchWhat {
     Inspect(InspectBench),
     Mux(crate::bench_mux::MuxBench),
     Gateway(crate::bench_gateway::GatewayBench),
+    Deliver(crate::bench_deliver::DeliverBench),
 }
 
 /// The DPI pipeline on a uniform and a skewed generated trace: single thread, then static hash,
@@ -93,6 +94,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         BenchWhat::Inspect(a) => inspect(a),
         BenchWhat::Mux(a) => crate::bench_mux::run(a),
         BenchWhat::Gateway(a) => crate::bench_gateway::run(a),
+        BenchWhat::Deliver(a) => crate::bench_deliver::run(a),
     }
 }
 

@@ -53,7 +53,7 @@ pub(crate) struct GatewayBench {
 /// Stops the child when dropped, so an error leaves no nginx behind. nginx's master is asked
 /// to stop (SIGTERM), which stops its workers too; killing the master outright would leave
 /// them running.
-struct Reaped(Child);
+pub(crate) struct Reaped(pub(crate) Child);
 
 impl Drop for Reaped {
     fn drop(&mut self) {
@@ -65,7 +65,7 @@ impl Drop for Reaped {
     }
 }
 
-fn found(program: &str) -> Option<PathBuf> {
+pub(crate) fn found(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?
         .to_str()?
         .split(':')
@@ -81,7 +81,7 @@ async fn serve(router: axum::Router) -> Result<SocketAddr> {
     Ok(addr)
 }
 
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 

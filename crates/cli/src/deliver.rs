@@ -260,6 +260,10 @@ pub(crate) struct LoadArgs {
     /// Write the summary here as JSON.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,
+    /// Also summarise windows this many times longer (10: 1 s beside 100 ms), in the printout and
+    /// the JSON.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) coarsen: usize,
     /// Draw the fastest, median and slowest connection's rate over time here (SVG).
     #[arg(long)]
     pub(crate) svg: Option<PathBuf>,
@@ -440,7 +444,8 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
     std::thread::sleep(Duration::from_secs_f64(a.warmup));
     let window = Duration::from_millis(a.window_ms);
     let total = (a.seconds * 1000.0 / a.window_ms as f64).ceil() as usize;
-    let target = a.rate.filter(|_| a.http_get.is_none()).map(|b| b as f64 / 8.0);
+    // With --http-get the rate is what the server was told to hold (nginx's limit_rate, say).
+    let target = a.rate.map(|b| b as f64 / 8.0);
     let mut w = Windows::new(l.counts());
     let live = std::io::stderr().is_terminal() && !a.quiet;
     let per_line = ((1000 / a.window_ms.max(1)) as usize).max(1);
@@ -464,11 +469,31 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
     l.stop();
     let s = w.summary(0, target, &skip);
     print_summary(&s, a.window_ms);
+    let coarse = (a.coarsen > 1).then(|| w.coarsen(a.coarsen).summary(0, target, &skip));
+    if let Some(c) = &coarse
+        && let Some([p50, p99, max]) = c.window_error
+    {
+        println!(
+            "  at {} ms    per window: median {:.2}%, p99 {:.2}%, worst {:.2}%",
+            a.window_ms * a.coarsen as u64,
+            p50 * 100.0,
+            p99 * 100.0,
+            max * 100.0
+        );
+    }
     if let Some(p) = &a.csv {
         write_csv(p, &w).with_context(|| format!("cannot write {}", p.display()))?;
     }
     if let Some(p) = &a.json {
-        std::fs::write(p, summary_json(&s).to_string()).with_context(|| format!("cannot write {}", p.display()))?;
+        let mut j = summary_json(&s);
+        j["window_ms"] = a.window_ms.into();
+        j["refused"] = refused.into();
+        j["failed"] = failed.len().into();
+        if let Some(c) = &coarse {
+            j["coarse"] = summary_json(c);
+            j["coarse"]["window_ms"] = (a.window_ms * a.coarsen as u64).into();
+        }
+        std::fs::write(p, j.to_string()).with_context(|| format!("cannot write {}", p.display()))?;
     }
     if let Some(p) = &a.svg {
         let svg = rate_chart(&w, &skip, target, "Connections' rate over time").map_err(anyhow::Error::msg)?;

@@ -4,6 +4,7 @@
 //! every decision is made by `switchyard-core`.
 
 mod bench;
+mod bench_deliver;
 mod bench_gateway;
 mod bench_mux;
 mod deliver;

@@ -10,9 +10,12 @@
 //! slower.
 //!
 //! Two bounds keep a stalled stream from bursting without limit:
-//! - **`max_lag`**: credit older than this is forgiven (the promise for that time is broken and
-//!   counted in [`Pacer::forgiven`]), so after a long stall a stream catches up at most
-//!   `max_lag · rate` bytes.
+//! - **`max_lag`**: lateness past a stream's due time is made up to this much and forgiven
+//!   beyond it (the promise for that time is broken and counted in [`Pacer::forgiven`]), so
+//!   after a long stall a stream sends at most a grain and `max_lag` of data at once. (Our first
+//!   version counted `max_lag` from `now` rather than from the due time, so with a grain longer
+//!   than `max_lag` any lateness at all cut the stream's rate: 10,000 streams at a 100 ms grain
+//!   ran at exactly half their rate.)
 //! - **`max_chunk`**: no single send exceeds it; a stream with more owed stays due.
 //!
 //! Due streams sit in a binary heap by due time (O(log n) per send). A stream whose socket is
@@ -28,8 +31,9 @@ use crate::time::Nanos;
 pub struct PaceConfig {
     /// A stream is due once it is owed this much time's worth of bytes (1 ms).
     pub grain: Nanos,
-    /// Credit older than this is forgiven (50 ms: half a 100 ms measurement window, so a stall
-    /// shorter than that is made up within the window).
+    /// Lateness past a stream's due time is made up to this much and forgiven beyond it (50 ms:
+    /// half a 100 ms measurement window, so a stall shorter than that is made up within the
+    /// window).
     pub max_lag: Nanos,
     /// Largest single send, in bytes (256 KiB).
     pub max_chunk: u64,
@@ -180,10 +184,11 @@ impl Pacer {
         self.heap.pop();
         let late = Nanos(now.0 - due);
         self.max_late = self.max_late.max(late);
-        let (max_lag, max_chunk) = (self.cfg.max_lag.0 as f64, self.cfg.max_chunk);
+        let (cfg, max_chunk) = (self.cfg, self.cfg.max_chunk);
         let s = self.streams[slot as usize].as_mut().expect("armed streams exist");
         s.armed = false;
-        let floor = now.0 as f64 - max_lag;
+        // Lateness past `max_lag` beyond the due time is forgiven; up to it, it is made up.
+        let floor = now.0 as f64 - Self::wait(&cfg, s) - cfg.max_lag.0 as f64;
         if s.vt < floor {
             self.forgiven += (floor - s.vt) * s.rate;
             s.vt = floor;
@@ -221,16 +226,19 @@ impl Pacer {
         true
     }
 
+    /// How long after `vt` a stream falls due: when a grain's worth is owed (but at least the
+    /// stream's smallest send), or a whole chunk if that comes first — a fast stream with a small
+    /// chunk cap must not wait a grain between capped sends.
+    fn wait(cfg: &PaceConfig, s: &Stream) -> f64 {
+        (cfg.grain.0 as f64).max(s.min_chunk / s.rate).min(cfg.max_chunk as f64 / s.rate)
+    }
+
     fn arm(&mut self, slot: u32) {
-        let (grain, chunk) = (self.cfg.grain.0 as f64, self.cfg.max_chunk as f64);
+        let cfg = self.cfg;
         let s = self.streams[slot as usize].as_mut().expect("arming a live stream");
         s.generation = s.generation.wrapping_add(1);
         s.armed = true;
-        // Due when a grain's worth is owed (but at least the stream's smallest send), or a whole
-        // chunk if that comes first: a fast stream with a small chunk cap must not wait a grain
-        // between capped sends.
-        let wait = grain.max(s.min_chunk / s.rate).min(chunk / s.rate);
-        let due = (s.vt + wait).max(0.0).ceil() as u64;
+        let due = (s.vt + Self::wait(&cfg, s)).max(0.0).ceil() as u64;
         self.heap.push(Reverse((due, slot, s.generation)));
     }
 
@@ -292,10 +300,10 @@ mod tests {
         p.add(0, 1_000_000.0, Nanos(0));
         let d = p.poll(Nanos(0)).unwrap();
         p.sent(0, d.bytes);
-        // Nothing for a second: only 50 ms worth comes out at once, the rest is forgiven.
+        // Nothing for a second: a grain and 50 ms worth come out at once, the rest is forgiven.
         let d = p.poll(Nanos(1_000 * MS)).unwrap();
-        assert_eq!(d.bytes, 50_000);
-        assert!((p.forgiven() - 950_000.0).abs() < 1_001.0, "{}", p.forgiven());
+        assert_eq!(d.bytes, 51_000);
+        assert!((p.forgiven() - 949_000.0).abs() < 1_001.0, "{}", p.forgiven());
         assert!(d.late >= Nanos(990 * MS));
     }
 
@@ -339,6 +347,17 @@ mod tests {
         assert_eq!(p.next_due(), Some(Nanos(8_192_000)));
         let got = drive(&mut p, 1, 1_000 * MS, MS, 0);
         assert!((got[0] as f64 - 500_000.0).abs() <= 4096.0, "{got:?}");
+    }
+
+    /// A grain longer than `max_lag`, and a driver always a little late: the rate must still
+    /// hold (the first version halved it).
+    #[test]
+    fn a_coarse_grain_with_late_wakeups_keeps_the_rate() {
+        let mut p = Pacer::new(PaceConfig { grain: Nanos(100 * MS), ..Default::default() });
+        p.add(0, 8_000.0, Nanos(0));
+        let got = drive(&mut p, 1, 10_000 * MS, 7 * MS, 5 * MS);
+        assert!((got[0] as f64 - 80_800.0).abs() <= 8_000.0 * 0.112 + 1.0, "{got:?}");
+        assert_eq!(p.forgiven(), 0.0);
     }
 
     proptest::proptest! {

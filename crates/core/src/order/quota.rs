@@ -35,7 +35,7 @@ pub struct QuotaConfig {
     pub packet: u64,
     /// EWMA gain on each new sample of the monitor (1/8).
     pub gain: f64,
-    /// At most this much owed time is made up after a stall (50 ms).
+    /// At most this much lateness beyond a pause is made up after a stall (50 ms).
     pub max_lag: Nanos,
 }
 
@@ -109,7 +109,8 @@ impl Quota {
         let elapsed = match self.last {
             // The first round sends one pause's worth.
             None => pause.0,
-            Some(t) => now.0.saturating_sub(t.0).min(self.cfg.max_lag.0.max(pause.0)),
+            // A cycle is the pause plus sending; lateness beyond `max_lag` is forgiven.
+            Some(t) => now.0.saturating_sub(t.0).min(pause.0 + self.cfg.max_lag.0),
         };
         self.last = Some(now);
         let owed = self.carry + self.target * elapsed as f64 / 1e9;
@@ -187,7 +188,7 @@ mod tests {
     fn a_stall_is_made_up_only_to_max_lag_and_unsent_packets_stay_owed() {
         let mut q = Quota::new(QuotaConfig::default(), 4096.0 * 1000.0); // a packet a millisecond
         q.next_round(Nanos(0));
-        assert_eq!(q.next_round(Nanos(1_000 * MS)).packets, 50, "a second's stall makes up 50 ms");
+        assert_eq!(q.next_round(Nanos(1_000 * MS)).packets, 60, "a second's stall makes up a pause and 50 ms");
         q.unsent(3);
         assert_eq!(q.next_round(Nanos(1_010 * MS)).packets, 13);
     }
