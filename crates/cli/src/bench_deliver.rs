@@ -310,7 +310,7 @@ fn case(a: &DeliverBench, c: &Case, nginx: Option<&PathBuf>, dir: &Path) -> Resu
 
 pub(crate) fn run(a: &DeliverBench) -> Result<()> {
     crate::deliver::raise_file_limit();
-    if a.conns == 0 || a.bulk_conns == 0 || a.cores == 0 || !(a.grain_ms > 0.0) {
+    if a.conns == 0 || a.bulk_conns == 0 || a.cores == 0 || a.grain_ms.is_nan() || a.grain_ms <= 0.0 {
         bail!("--conns, --bulk-conns, --cores and --grain-ms must be above 0");
     }
     let mut out = std::io::stdout().lock();

@@ -397,7 +397,7 @@ pub(crate) fn thread_table(samples: &[Sample], server: &Server) -> String {
 
 /// Runs the clients and returns their windows and the connections that got nothing to measure.
 pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
-    if a.window_ms == 0 || !(a.seconds > 0.0) || !(a.warmup >= 0.0) {
+    if a.window_ms == 0 || a.seconds.is_nan() || a.seconds <= 0.0 || a.warmup.is_nan() || a.warmup < 0.0 {
         bail!("--window-ms and --seconds must be above 0 and --warmup at least 0");
     }
     let handshake = match (&a.http_get, a.rate) {
