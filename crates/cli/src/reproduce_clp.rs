@@ -66,7 +66,8 @@ struct Measured {
 }
 
 fn server(workers: usize, pacing: Pacing, rebalance: Option<RebalanceConfig>) -> Result<Server> {
-    let cfg = ServerConfig { workers, pacing, rebalance, ..Default::default() };
+    // One packet per connection per turn, the unit of the thesis's fairness and scheduling runs.
+    let cfg = ServerConfig { workers, pacing, rebalance, burst: 1, ..Default::default() };
     Server::start(cfg).context("cannot start the delivery server on loopback")
 }
 

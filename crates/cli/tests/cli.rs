@@ -536,3 +536,74 @@ fn bench_mux_reports_every_case_and_the_goals() {
         assert_eq!(out.lines().any(|l| l.starts_with(&format!("{case} "))), listed, "{case}:\n{out}");
     }
 }
+
+/// `deliver serve` and `deliver load` as the README runs them: a server for a few seconds,
+/// clients asking for streams, the summary and the JSON a script reads.
+#[test]
+fn deliver_serve_and_load_hold_a_stream_rate() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["deliver", "serve", "--threads", "2", "--listen", &addr, "--seconds", "8"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("switchyard-deliver-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("load.json");
+    let svg = dir.join("rates.svg");
+    let mut tries = 0;
+    let out = loop {
+        let o = switchyard(&[
+            "deliver",
+            "load",
+            "--server",
+            &addr,
+            "--conns",
+            "8",
+            "--rate",
+            "2Mbit",
+            "--seconds",
+            "2",
+            "--warmup",
+            "0.5",
+            "--quiet",
+            "--json",
+            json.to_str().unwrap(),
+            "--svg",
+            svg.to_str().unwrap(),
+        ]);
+        // The server may still be binding its port.
+        if o.status.success() || tries == 20 {
+            break o;
+        }
+        tries += 1;
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("rate error"), "{}", stdout(&out));
+    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(j["conns"], 8);
+    let mean = j["mean_bps"].as_f64().unwrap();
+    assert!((mean / 2e6 - 1.0).abs() < 0.05, "{j}");
+    assert!(j["jain"].as_f64().unwrap() > 0.99, "{j}");
+    assert!(j["coarse"]["window_ms"] == 1000, "{j}");
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn deliver_errors_teach() {
+    let o = switchyard(&["deliver", "load", "--rate", "fast"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("4Mbit"), "{}", stderr(&o));
+    let o = switchyard(&["deliver", "serve", "--mapping", "tpc", "--seconds", "0"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--conns"), "{}", stderr(&o));
+    // Nothing listens on port 9 of loopback: every connection fails, and the command says so.
+    let o = switchyard(&["deliver", "load", "--server", "127.0.0.1:9", "--conns", "2", "--seconds", "1", "--quiet"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("no connection was accepted"), "{}", stderr(&o));
+}

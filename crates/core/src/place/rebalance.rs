@@ -224,7 +224,11 @@ impl Rebalancer {
         }
         let ((from, s_from), (to, s_to)) = (from?, to?);
         let (hi, lo) = if eq { (s_to, s_from) } else { (s_from, s_to) };
-        if from == to || hi <= lo || hi.is_nan() || (lo > 0.0 && hi.is_finite() && hi < lo * self.cfg.min_ratio.max(1.0)) {
+        if from == to
+            || hi <= lo
+            || hi.is_nan()
+            || (lo > 0.0 && hi.is_finite() && hi < lo * self.cfg.min_ratio.max(1.0))
+        {
             return None;
         }
         let line = &self.workers[from].line;

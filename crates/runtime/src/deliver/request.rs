@@ -111,8 +111,10 @@ impl Answer {
         }
     }
 
-    /// Parses the server's answer line; `None` if it is neither.
+    /// Parses the server's answer line (the bytes up to the first newline); `None` if it is
+    /// neither.
     pub fn parse(line: &[u8]) -> Option<Self> {
+        let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
         let text = std::str::from_utf8(line).ok()?.trim_end();
         if let Some(w) = text.strip_prefix("ok w") {
             return w.parse().ok().map(|worker| Self::Ok { worker });
@@ -135,6 +137,8 @@ mod tests {
             assert_eq!(Answer::parse(a.line().as_bytes()), Some(a));
         }
         assert_eq!(Answer::parse(b"HTTP/1.1 200 OK\r\n"), None);
+        // Found by the fuzzer: a reason is one line, whatever follows it.
+        assert_eq!(Answer::parse(b"refused n\0\nom: full"), Some(Answer::Refused("n\0".into())));
     }
 
     #[test]

@@ -350,7 +350,12 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
     while !w.shared.stopping() {
         let now = w.now();
         let timeout = w.timeout(now, last_sample + every);
-        if let Err(e) = w.poll.poll(&mut events, Some(timeout))
+        // epoll waits whole milliseconds (mio rounds up), so a stream due sooner would go up to a
+        // millisecond late: for short waits, look at the sockets without blocking, then sleep
+        // the exact time.
+        let (wait, nap) =
+            if timeout < Duration::from_millis(1) { (Duration::ZERO, timeout) } else { (timeout, Duration::ZERO) };
+        if let Err(e) = w.poll.poll(&mut events, Some(wait))
             && e.kind() != io::ErrorKind::Interrupted
         {
             w.shared.fail(format!("worker {index}: the poller failed: {e}"));
@@ -385,6 +390,9 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
             if hung_up {
                 w.close(slot);
             }
+        }
+        if !nap.is_zero() && events.is_empty() {
+            std::thread::sleep(nap);
         }
         let now = w.now();
         w.serve_paced(now);
