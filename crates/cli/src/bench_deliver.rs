@@ -310,8 +310,21 @@ fn case(a: &DeliverBench, c: &Case, nginx: Option<&PathBuf>, dir: &Path) -> Resu
 
 pub(crate) fn run(a: &DeliverBench) -> Result<()> {
     crate::deliver::raise_file_limit();
-    if a.conns == 0 || a.bulk_conns == 0 || a.cores == 0 || a.grain_ms.is_nan() || a.grain_ms <= 0.0 {
-        bail!("--conns, --bulk-conns, --cores and --grain-ms must be above 0");
+    if a.conns == 0 || a.bulk_conns == 0 || a.accurate_conns == 0 || a.cores == 0 {
+        bail!("--conns, --accurate-conns, --bulk-conns and --cores must be above 0");
+    }
+    for (name, v) in [
+        ("--grain-ms", a.grain_ms),
+        ("--accurate-grain-ms", a.accurate_grain_ms),
+        ("--seconds", a.seconds),
+        ("--bulk-seconds", a.bulk_seconds),
+    ] {
+        if !v.is_finite() || v <= 0.0 {
+            bail!("{name} {v} is out of range: it must be above 0");
+        }
+    }
+    if !a.warmup.is_finite() || a.warmup < 0.0 {
+        bail!("--warmup {} is out of range: it must be 0 or more", a.warmup);
     }
     let mut out = std::io::stdout().lock();
     let nginx = found("nginx");

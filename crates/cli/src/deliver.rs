@@ -109,8 +109,9 @@ pub(crate) struct ServeArgs {
     /// carry more than 1 packet a turn (its other runs' unit) and stay fair turn by turn.
     #[arg(long, default_value_t = 16)]
     pub(crate) burst: usize,
-    /// Soft throughput-based scheduling: move connections from the best-served thread to the
-    /// worst-served by measured throughput.
+    /// Soft throughput-based scheduling: move bulk connections between the threads with the
+    /// highest and lowest measured per-connection throughput until shares even out (streams
+    /// keep the thread that promised their rate).
     #[arg(long)]
     pub(crate) soft: bool,
     /// Monitor interval in ms (the thesis's 100).
@@ -152,6 +153,9 @@ pub(crate) struct ServeArgs {
     /// Admission: a thread later than this many ms on a stream is behind and takes no more.
     #[arg(long, default_value_t = 5.0)]
     max_late_ms: f64,
+    /// Admission: the fastest stream a client may ask for.
+    #[arg(long, default_value = "1G", value_parser = parse_bits)]
+    max_stream: u64,
     /// SO_SNDBUF per connection, in bytes.
     #[arg(long)]
     send_buffer: Option<usize>,
@@ -175,10 +179,23 @@ impl ServeArgs {
             Mapping::Vp => (self.threads, self.pin),
         };
         if workers == 0 {
-            bail!("at least one thread");
+            bail!("--threads (or --conns with --mapping tpc) must be at least 1");
         }
-        if !(self.grain_ms > 0.0 && self.max_late_ms >= 0.0 && self.ewma_gain > 0.0 && self.ewma_gain <= 1.0) {
-            bail!("--grain-ms must be above 0, --max-late-ms at least 0 and --ewma-gain in (0, 1]");
+        let finite = |name: &str, v: f64, ok: bool, want: &str| {
+            if v.is_finite() && ok {
+                Ok(())
+            } else {
+                Err(anyhow::anyhow!("{name} {v} is out of range: it must be {want}"))
+            }
+        };
+        finite("--grain-ms", self.grain_ms, self.grain_ms > 0.0, "above 0")?;
+        finite("--max-late-ms", self.max_late_ms, self.max_late_ms >= 0.0, "0 or more")?;
+        finite("--ewma-gain", self.ewma_gain, self.ewma_gain > 0.0 && self.ewma_gain <= 1.0, "above 0 and at most 1")?;
+        finite("--headroom", self.headroom, self.headroom > 0.0 && self.headroom <= 1.0, "above 0 and at most 1")?;
+        finite("--min-ratio", self.min_ratio, self.min_ratio >= 1.0, "1 or more")?;
+        finite("--every", self.every, self.every > 0.0, "above 0")?;
+        if let Some(s) = self.seconds {
+            finite("--seconds", s, s >= 0.0, "0 or more")?;
         }
         let ms = |m: f64| Nanos((m * 1e6) as u64);
         let pacing = match self.pacing {
@@ -213,6 +230,7 @@ impl ServeArgs {
                 capacity: self.capacity.map(|b| b as f64 / 8.0),
                 headroom: self.headroom,
                 max_late: ms(self.max_late_ms),
+                max_stream: self.max_stream as f64 / 8.0,
             },
             sample_every: Duration::from_millis(self.sample_ms.max(1)),
             send_buffer: self.send_buffer,
@@ -398,8 +416,11 @@ pub(crate) fn thread_table(samples: &[Sample], server: &Server) -> String {
 
 /// Runs the clients and returns their windows and the connections that got nothing to measure.
 pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
-    if a.window_ms == 0 || a.seconds.is_nan() || a.seconds <= 0.0 || a.warmup.is_nan() || a.warmup < 0.0 {
-        bail!("--window-ms and --seconds must be above 0 and --warmup at least 0");
+    if a.window_ms == 0 || !a.seconds.is_finite() || a.seconds <= 0.0 || a.seconds > 86_400.0 {
+        bail!("--seconds must be above 0 and at most a day, and --window-ms above 0");
+    }
+    if !a.warmup.is_finite() || a.warmup < 0.0 || a.warmup > 3_600.0 {
+        bail!("--warmup must be between 0 and 3600 seconds");
     }
     let handshake = match (&a.http_get, a.rate) {
         (Some(path), _) => Handshake::Raw(

@@ -294,8 +294,8 @@ pub(crate) fn run(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
         )?;
         writeln!(
             out,
-            "{:>8} {:>7} {:>11} {:>10} {:>22} {:>20}",
-            "threads", "pacing", "Mb/s", "Jain", "worst conn over run", "100 ms windows p99"
+            "{:>8} {:>7} {:>10} {:>11} {:>10} {:>22} {:>20}",
+            "threads", "pacing", "admitted", "Mb/s", "Jain", "worst conn over run", "100 ms windows p99"
         )?;
         let mut shown = None;
         for &t in &[cores, 12, 24, 48] {
@@ -306,16 +306,18 @@ pub(crate) fn run(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
                 let [_, p99, _] = s.window_error.unwrap_or([f64::NAN; 3]);
                 writeln!(
                     out,
-                    "{:>8} {:>7} {:>11.1} {:>10.4} {:>21.2}% {:>19.1}%",
+                    "{:>8} {:>7} {:>10} {:>11.1} {:>10.4} {:>21.2}% {:>19.1}%",
                     t,
                     name,
+                    format!("{}/{conns}", s.conns),
                     s.aggregate_bps / 1e6,
                     s.jain,
                     s.run_error.unwrap_or(f64::NAN) * 100.0,
                     p99 * 100.0
                 )?;
                 csv.push_str(&format!(
-                    "hard-{name},UDP,{t},{:.1},,{:.4},{:.5},\n",
+                    "hard-{name}-admitted-{},UDP,{t},{:.1},,{:.4},{:.5},\n",
+                    s.conns,
                     s.aggregate_bps / 1e6,
                     s.spread.max_over_min(),
                     s.jain

@@ -545,7 +545,7 @@ fn deliver_serve_and_load_hold_a_stream_rate() {
     let addr = format!("127.0.0.1:{port}");
     let mut server = Command::new(env!("CARGO_BIN_EXE_switchyard"))
         .args(["deliver", "serve", "--threads", "2", "--listen", &addr, "--seconds", "8"])
-        .stderr(std::process::Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let dir = std::env::temp_dir().join(format!("switchyard-deliver-cli-{}", std::process::id()));

@@ -26,11 +26,15 @@ pub struct AdmissionConfig {
     pub headroom: f64,
     /// A worker later than this is behind (5 ms: 5% of a 100 ms window).
     pub max_late: Nanos,
+    /// The fastest stream one may ask for, bytes per second (1 Gb/s). Without a capacity set
+    /// nothing else bounds a request, and one stream asking for more than a thread can send
+    /// would hold that thread in its send loop.
+    pub max_stream: f64,
 }
 
 impl Default for AdmissionConfig {
     fn default() -> Self {
-        Self { capacity: None, headroom: 0.9, max_late: Nanos::from_millis(5) }
+        Self { capacity: None, headroom: 0.9, max_late: Nanos::from_millis(5), max_stream: 125e6 }
     }
 }
 
@@ -57,6 +61,13 @@ pub enum Refusal {
         /// The allowed lateness.
         max_late: Nanos,
     },
+    /// The rate asked for is above the per-stream limit.
+    TooFast {
+        /// What was asked, bytes per second.
+        asked: f64,
+        /// The limit, bytes per second.
+        limit: f64,
+    },
     /// The rate asked for is not a positive number.
     BadRate {
         /// What was asked.
@@ -81,6 +92,14 @@ impl fmt::Display for Refusal {
                 late.0 as f64 / 1e6,
                 max_late.0 as f64 / 1e6
             ),
+            Self::TooFast { asked, limit } => {
+                write!(
+                    f,
+                    "too fast: {:.1} Mb/s asked, and one stream may have at most {:.1} Mb/s",
+                    mbit(asked),
+                    mbit(limit)
+                )
+            }
             Self::BadRate { asked } => write!(f, "bad rate: {asked} bytes per second is not a positive number"),
         }
     }
@@ -120,6 +139,10 @@ impl Admission {
         if !(rate.is_finite() && rate > 0.0) {
             self.refused += 1;
             return Err(Refusal::BadRate { asked: rate });
+        }
+        if rate > self.cfg.max_stream {
+            self.refused += 1;
+            return Err(Refusal::TooFast { asked: rate, limit: self.cfg.max_stream });
         }
         let limit = self.limit();
         let keeping = |i: usize| self.late[i] <= self.cfg.max_late;
@@ -221,5 +244,8 @@ mod tests {
         assert!(matches!(a.admit(f64::INFINITY), Err(Refusal::BadRate { .. })));
         assert_eq!(a.admit(90.0), Ok(WorkerId(0)));
         assert!(matches!(a.admit(1.0), Err(Refusal::NoRoom { .. })), "headroom 0.9 of 100");
+        let mut b = Admission::new(1, AdmissionConfig::default());
+        let fast = b.admit(1.25e12).unwrap_err();
+        assert!(matches!(fast, Refusal::TooFast { .. }) && fast.to_string().starts_with("too fast"), "{fast}");
     }
 }

@@ -64,15 +64,19 @@ struct Stream {
     min_chunk: f64,
     /// Virtual time in nanoseconds: everything owed before it has been sent.
     vt: f64,
-    /// Bumped whenever the stream's heap entry goes stale.
-    generation: u32,
     armed: bool,
+    /// When the driver last said the socket could take more (ns): lateness is counted from
+    /// then at the earliest, so a client that stopped reading does not make the worker look late.
+    since: f64,
 }
 
 /// Paces the streams of one worker.
 pub struct Pacer {
     cfg: PaceConfig,
     streams: Vec<Option<Stream>>,
+    /// Per slot, bumped whenever the slot's heap entry goes stale; kept across a slot's reuse so
+    /// an old stream's entry never matches a new one.
+    generations: Vec<u32>,
     heap: BinaryHeap<Reverse<(u64, u32, u32)>>,
     promised: f64,
     len: usize,
@@ -87,6 +91,7 @@ impl Pacer {
         Self {
             cfg: PaceConfig { grain, max_chunk: cfg.max_chunk.max(1), ..cfg },
             streams: Vec::new(),
+            generations: Vec::new(),
             heap: BinaryHeap::new(),
             promised: 0.0,
             len: 0,
@@ -119,10 +124,11 @@ impl Pacer {
         let i = slot as usize;
         if self.streams.len() <= i {
             self.streams.resize(i + 1, None);
+            self.generations.resize(i + 1, 0);
         }
         let rate = rate / 1e9;
         let vt = now.0 as f64 - (self.cfg.grain.0 as f64).max(min_chunk / rate);
-        self.streams[i] = Some(Stream { rate, vt, min_chunk, generation: 0, armed: false });
+        self.streams[i] = Some(Stream { rate, vt, min_chunk, armed: false, since: now.0 as f64 });
         self.promised += rate * 1e9;
         self.len += 1;
         self.arm(slot);
@@ -182,11 +188,11 @@ impl Pacer {
             return None;
         }
         self.heap.pop();
-        let late = Nanos(now.0 - due);
-        self.max_late = self.max_late.max(late);
         let (cfg, max_chunk) = (self.cfg, self.cfg.max_chunk);
         let s = self.streams[slot as usize].as_mut().expect("armed streams exist");
         s.armed = false;
+        let late = Nanos(now.0 - (due as f64).max(s.since).min(now.0 as f64) as u64);
+        self.max_late = self.max_late.max(late);
         // Lateness past `max_lag` beyond the due time is forgiven; up to it, it is made up.
         let floor = now.0 as f64 - Self::wait(&cfg, s) - cfg.max_lag.0 as f64;
         if s.vt < floor {
@@ -194,7 +200,11 @@ impl Pacer {
             s.vt = floor;
         }
         let owed = ((now.0 as f64 - s.vt) * s.rate).floor() as u64;
-        Some(Due { slot, bytes: owed.clamp(1, max_chunk), late })
+        // Whole multiples of the stream's smallest send (a datagram stream sends whole packets;
+        // the rest stays owed), at least one of them, and at most `max_chunk`.
+        let unit = s.min_chunk as u64;
+        let bytes = (owed.min(max_chunk) / unit * unit).max(unit.min(max_chunk)).max(1);
+        Some(Due { slot, bytes, late })
     }
 
     /// The driver sent `bytes` of `slot` and can send more: the stream is re-armed at its next due
@@ -211,9 +221,13 @@ impl Pacer {
         self.spend(slot, bytes);
     }
 
-    /// `slot`'s socket can take more: it goes back among the due streams (no-op if it is there).
-    pub fn writable(&mut self, slot: u32) {
-        if self.streams.get(slot as usize).is_some_and(|s| s.is_some_and(|s| !s.armed)) {
+    /// `slot`'s socket can take more at `now`: it goes back among the due streams (no-op if it
+    /// is there).
+    pub fn writable(&mut self, slot: u32, now: Nanos) {
+        if let Some(Some(s)) = self.streams.get_mut(slot as usize)
+            && !s.armed
+        {
+            s.since = now.0 as f64;
             self.arm(slot);
         }
     }
@@ -235,20 +249,19 @@ impl Pacer {
 
     fn arm(&mut self, slot: u32) {
         let cfg = self.cfg;
-        let s = self.streams[slot as usize].as_mut().expect("arming a live stream");
-        s.generation = s.generation.wrapping_add(1);
+        let i = slot as usize;
+        let s = self.streams[i].as_mut().expect("arming a live stream");
+        self.generations[i] = self.generations[i].wrapping_add(1);
         s.armed = true;
         let due = (s.vt + Self::wait(&cfg, s)).max(0.0).ceil() as u64;
-        self.heap.push(Reverse((due, slot, s.generation)));
+        self.heap.push(Reverse((due, slot, self.generations[i])));
     }
 
     fn drop_stale(&mut self) {
         while let Some(&Reverse((_, slot, generation))) = self.heap.peek() {
-            let live = self
-                .streams
-                .get(slot as usize)
-                .and_then(|s| s.as_ref())
-                .is_some_and(|s| s.armed && s.generation == generation);
+            let i = slot as usize;
+            let live =
+                self.streams.get(i).is_some_and(|s| s.is_some_and(|s| s.armed)) && self.generations[i] == generation;
             if live {
                 return;
             }
@@ -318,8 +331,8 @@ mod tests {
         assert_ne!(a.slot, b.slot);
         p.remove(b.slot);
         assert_eq!(p.next_due(), None, "the blocked stream is not due and the removed one is gone");
-        p.writable(a.slot);
-        p.writable(a.slot);
+        p.writable(a.slot, Nanos(MS));
+        p.writable(a.slot, Nanos(MS));
         assert_eq!(p.poll(Nanos(MS)).map(|d| d.slot), Some(a.slot));
         assert_eq!(p.poll(Nanos(MS)), None, "writable twice arms once");
         assert_eq!(p.len(), 1);
@@ -338,6 +351,25 @@ mod tests {
     }
 
     #[test]
+    fn a_stalled_reader_is_not_lateness_and_a_reused_slot_is_a_new_stream() {
+        let mut p = Pacer::new(PaceConfig::default());
+        p.add(0, 1_000_000.0, Nanos(0));
+        let d = p.poll(Nanos(0)).unwrap();
+        p.blocked(0, d.bytes);
+        // The client read nothing for 400 ms; when its socket drains, the stream is on time.
+        p.writable(0, Nanos(400 * MS));
+        assert_eq!(p.poll(Nanos(400 * MS)).unwrap().late, Nanos::ZERO);
+        p.take_max_late();
+        // Slot 0 is removed while armed and reused: the old heap entry must not serve the new one.
+        p.sent(0, 1);
+        p.remove(0);
+        p.add(0, 1.0, Nanos(400 * MS));
+        let first = p.poll(Nanos(400 * MS)).unwrap();
+        p.sent(0, first.bytes);
+        assert_eq!(p.poll(Nanos(401 * MS)), None, "1 B/s is not due again within a millisecond");
+    }
+
+    #[test]
     fn datagram_streams_wait_for_a_whole_packet() {
         let mut p = Pacer::new(PaceConfig::default());
         // 500 kB/s owes 500 B a millisecond; with 4 KB packets it is due every 8.192 ms.
@@ -347,6 +379,7 @@ mod tests {
         assert_eq!(p.next_due(), Some(Nanos(8_192_000)));
         let got = drive(&mut p, 1, 1_000 * MS, MS, 0);
         assert!((got[0] as f64 - 500_000.0).abs() <= 4096.0, "{got:?}");
+        assert_eq!(got[0] % 4096, 0, "whole packets only");
     }
 
     /// A grain longer than `max_lag`, and a driver always a little late: the rate must still

@@ -120,9 +120,10 @@ impl Quota {
     }
 
     /// The worker sent fewer packets than its round allowed (its sockets were full): the rest is
-    /// still owed.
+    /// still owed, up to `max_lag` of the target; beyond that it is forgiven, as lateness is.
     pub fn unsent(&mut self, packets: u64) {
-        self.carry += (packets * self.cfg.packet) as f64;
+        let cap = self.target * self.cfg.max_lag.0 as f64 / 1e9;
+        self.carry = (self.carry + packets as f64 * self.cfg.packet as f64).min(cap.max(self.cfg.packet as f64));
     }
 
     /// Feeds the monitor: the worker sent `bytes` over the last `elapsed` (the thesis samples every
@@ -191,5 +192,7 @@ mod tests {
         assert_eq!(q.next_round(Nanos(1_000 * MS)).packets, 60, "a second's stall makes up a pause and 50 ms");
         q.unsent(3);
         assert_eq!(q.next_round(Nanos(1_010 * MS)).packets, 13);
+        q.unsent(u64::MAX);
+        assert_eq!(q.next_round(Nanos(1_020 * MS)).packets, 60, "owed packets are capped at max_lag, not wrapped");
     }
 }

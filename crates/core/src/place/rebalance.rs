@@ -1,5 +1,6 @@
-//! Soft throughput-based scheduling: move connections from the best-served worker to the
-//! worst-served, by measured throughput (Yates 2006 §4.2–§4.3; notes 000 §3.3).
+//! Soft throughput-based scheduling: move connections between the best-served and the
+//! worst-served worker, by measured throughput, until per-connection shares even out (Yates 2006
+//! §4.2–§4.3; notes 000 §3.3).
 //!
 //! Every sample interval (100 ms in the thesis) each worker's bytes sent update an EWMA of its
 //! throughput ([`Ewma`], gain 1/8 by default; see its notes on the thesis's "α = 0.875"). Every

@@ -232,7 +232,18 @@ fn client_thread(shared: &Shared, cfg: &LoadConfig, mine: &[usize], ready: &std:
     // while a fast server keeps refilling it would starve the others.
     let mut ready: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
     let mut queued = vec![false; socks.len()];
+    let mut alive_at = Instant::now();
     while !shared.stop.load(Ordering::Relaxed) {
+        // UDP clients say they are still there once a second (the server drops a stream it has
+        // not heard from in ten).
+        if alive_at.elapsed() >= Duration::from_secs(1) {
+            alive_at = Instant::now();
+            for (_, s) in &socks {
+                if let Sock::Udp(u, Some(from)) = s {
+                    let _ = u.send_to(b"alive", *from);
+                }
+            }
+        }
         let timeout = if ready.is_empty() { Duration::from_millis(20) } else { Duration::ZERO };
         if poll.poll(&mut events, Some(timeout)).is_err() {
             continue;

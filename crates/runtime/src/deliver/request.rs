@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Over UDP each line is one datagram to the server's port; the answer comes from the socket the
-//! data will come from, and `bye` to that socket ends the stream.
+//! data will come from. The client sends that socket a datagram (`alive`) at least every few
+//! seconds — a stream not heard from in 10 s is dropped — and `bye` ends the stream.
 
 use std::fmt;
 

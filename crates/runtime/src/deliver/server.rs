@@ -9,7 +9,7 @@
 //!   carries out any move, and keeps the history the reports are drawn from.
 
 use std::collections::BTreeMap;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Sender, channel};
@@ -103,6 +103,8 @@ struct Link {
 
 struct ConnInfo {
     rate: Option<f64>,
+    /// The worker admission recorded the stream's promise on (streams never move).
+    admitted_on: Option<WorkerId>,
     udp_peer: Option<SocketAddr>,
     stats: Arc<ConnStats>,
 }
@@ -141,16 +143,25 @@ impl Shared {
     }
 
     /// A worker closed `conn`: forget it and release its promise.
-    pub(crate) fn closed(&self, conn: ConnId, worker: usize) {
+    pub(crate) fn closed(&self, conn: ConnId, _worker: usize) {
         let mut c = self.control.lock().expect("control lock");
         c.rebalancer.detach(conn);
         if let Some(info) = c.conns.remove(&conn) {
-            if let Some(rate) = info.rate {
-                c.admission.release(WorkerId(worker as u32), rate);
+            if let (Some(rate), Some(w)) = (info.rate, info.admitted_on) {
+                c.admission.release(w, rate);
             }
             if let Some(peer) = info.udp_peer {
                 c.udp_peers.remove(&peer);
             }
+        }
+    }
+
+    /// A worker was told to hand over `conn` but does not have it: it closed, or its Add is
+    /// still on the way. The rebalancer's record goes back to where it is (if it is anywhere).
+    pub(crate) fn take_missed(&self, conn: ConnId, worker: usize) {
+        let mut c = self.control.lock().expect("control lock");
+        if c.conns.contains_key(&conn) {
+            c.rebalancer.attach(conn, WorkerId(worker as u32));
         }
     }
 
@@ -180,10 +191,15 @@ impl Shared {
         let id = ConnId(c.next_id);
         c.next_id += 1;
         c.accepted += 1;
-        c.rebalancer.attach(id, worker);
+        // Only bulk connections are rebalanced: a stream's rate is a promise its worker made, and
+        // moving it would carry the promise somewhere admission never checked.
+        if rate.is_none() {
+            c.rebalancer.attach(id, worker);
+        }
         let stats = Arc::new(ConnStats::default());
         stats.worker.store(worker.0, Ordering::Relaxed);
-        c.conns.insert(id, ConnInfo { rate, udp_peer, stats: Arc::clone(&stats) });
+        let admitted_on = rate.map(|_| worker);
+        c.conns.insert(id, ConnInfo { rate, admitted_on, udp_peer, stats: Arc::clone(&stats) });
         if let Some(peer) = udp_peer {
             c.udp_peers.insert(peer, id);
         }
@@ -316,7 +332,7 @@ impl Server {
             threads.push(t);
         }
         let s = Arc::clone(&shared);
-        threads.push(std::thread::Builder::new().name("deliver-tcp".into()).spawn(move || accept_tcp(&s, &tcp))?);
+        threads.push(std::thread::Builder::new().name("deliver-tcp".into()).spawn(move || accept_tcp(&s, tcp))?);
         let s = Arc::clone(&shared);
         threads.push(std::thread::Builder::new().name("deliver-udp".into()).spawn(move || accept_udp(&s, &udp))?);
         let s = Arc::clone(&shared);
@@ -392,56 +408,121 @@ impl Drop for Server {
     }
 }
 
-/// Reads one request line from a fresh TCP connection (at most [`MAX_LINE`] bytes, 2 s).
-fn read_line(stream: &std::net::TcpStream) -> Result<Request, String> {
-    stream.set_read_timeout(Some(Duration::from_secs(2))).map_err(|e| e.to_string())?;
-    let mut line = Vec::with_capacity(MAX_LINE);
-    let mut reader = BufReader::with_capacity(MAX_LINE, stream).take(MAX_LINE as u64 + 1);
-    reader.read_until(b'\n', &mut line).map_err(|e| format!("no request line within 2 s: {e}"))?;
-    request::parse(&line).map_err(|e| e.to_string())
+/// A connection whose request line has not all arrived.
+struct Opening {
+    stream: mio::net::TcpStream,
+    line: Vec<u8>,
+    deadline: Instant,
 }
 
-fn accept_tcp(shared: &Shared, listener: &TcpListener) {
+/// How long a new connection has to send its request line.
+const REQUEST_WITHIN: Duration = Duration::from_secs(2);
+
+/// Accepts TCP connections and reads their request lines without blocking, each with its own
+/// deadline, so a client that connects and says nothing holds up no one else.
+fn accept_tcp(shared: &Shared, listener: TcpListener) {
+    const LISTENER: mio::Token = mio::Token(usize::MAX);
+    let mut listener = mio::net::TcpListener::from_std(listener);
+    let Ok(mut poll) = Poll::new() else { return shared.fail("the TCP acceptor cannot make a poller".into()) };
+    if poll.registry().register(&mut listener, LISTENER, mio::Interest::READABLE).is_err() {
+        return shared.fail("the TCP acceptor cannot watch its listener".into());
+    }
+    let mut events = mio::Events::with_capacity(256);
+    let mut opening: BTreeMap<usize, Opening> = BTreeMap::new();
+    let mut next = 0usize;
     while !shared.stopping() {
-        let (stream, _) = match listener.accept() {
-            Ok(s) => s,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(2));
+        if poll.poll(&mut events, Some(Duration::from_millis(20))).is_err() {
+            continue;
+        }
+        let mut ready = Vec::new();
+        for ev in events.iter() {
+            if ev.token() != LISTENER {
+                ready.push(ev.token().0);
                 continue;
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            // Out of descriptors and the like: keep serving who is already here.
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        };
-        let _ = stream.set_nonblocking(false);
-        let mut stream = stream;
-        let placed = read_line(&stream).and_then(|req| shared.place(req, None).map(|p| (req, p)));
-        match placed {
-            Err(why) => {
-                let _ = stream.write_all(Answer::Refused(why).line().as_bytes());
-            }
-            Ok((_, Placed { id, worker, rate, stats })) => {
-                // Paced chunks are small: Nagle would hold each behind the last one's delayed
-                // ACK (up to 40 ms), which shows as bursts in a 100 ms window.
-                let ok = stream.write_all(Answer::Ok { worker: worker as u32 }.line().as_bytes()).is_ok()
-                    && stream.set_nodelay(true).is_ok()
-                    && stream.set_nonblocking(true).is_ok()
-                    && shared
-                        .cfg
-                        .send_buffer
-                        .is_none_or(|b| socket2::SockRef::from(&stream).set_send_buffer_size(b).is_ok());
-                if !ok {
-                    shared.closed(id, worker);
-                    continue;
+            loop {
+                match listener.accept() {
+                    Ok((mut stream, _)) => {
+                        let token = next;
+                        next = next.wrapping_add(1) % (usize::MAX - 1);
+                        if poll.registry().register(&mut stream, mio::Token(token), mio::Interest::READABLE).is_ok() {
+                            opening.insert(
+                                token,
+                                Opening { stream, line: Vec::new(), deadline: Instant::now() + REQUEST_WITHIN },
+                            );
+                            // Its line may already be here; edge-triggered, so look now.
+                            ready.push(token);
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // WouldBlock, or out of descriptors and the like: serve who is here.
+                    Err(_) => break,
                 }
-                let conn = Conn { id, io: Io::Tcp(mio::net::TcpStream::from_std(stream)), rate, stats };
-                shared.send(worker, Cmd::Add(conn));
+            }
+        }
+        for token in ready {
+            let Some(o) = opening.get_mut(&token) else { continue };
+            let mut buf = [0u8; MAX_LINE + 1];
+            let done = loop {
+                match o.stream.read(&mut buf[..MAX_LINE + 1 - o.line.len().min(MAX_LINE)]) {
+                    Ok(0) => break Some(false),
+                    Ok(n) => {
+                        o.line.extend_from_slice(&buf[..n]);
+                        if o.line.contains(&b'\n') || o.line.len() > MAX_LINE {
+                            break Some(true);
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break None,
+                    Err(_) => break Some(false),
+                }
+            };
+            match done {
+                None => {}
+                Some(false) => drop(opening.remove(&token)),
+                Some(true) => {
+                    let mut o = opening.remove(&token).expect("present");
+                    let _ = poll.registry().deregister(&mut o.stream);
+                    let end = o.line.iter().position(|&b| b == b'\n').map_or(o.line.len(), |p| p + 1);
+                    open_tcp(shared, o.stream, &o.line[..end]);
+                }
+            }
+        }
+        let now = Instant::now();
+        let late: Vec<usize> = opening.iter().filter(|(_, o)| o.deadline <= now).map(|(t, _)| *t).collect();
+        for t in late {
+            if let Some(mut o) = opening.remove(&t) {
+                let _ = poll.registry().deregister(&mut o.stream);
+                let why = format!(
+                    "no request line within {} s: send `bulk` or `stream <bits per second>` and a newline",
+                    REQUEST_WITHIN.as_secs()
+                );
+                let _ = o.stream.write_all(Answer::Refused(why).line().as_bytes());
             }
         }
     }
+}
+
+/// Places a TCP connection whose request line has arrived, answers it and hands it to its worker.
+fn open_tcp(shared: &Shared, mut stream: mio::net::TcpStream, line: &[u8]) {
+    let placed = request::parse(line).map_err(|e| e.to_string()).and_then(|req| shared.place(req, None));
+    let Placed { id, worker, rate, stats } = match placed {
+        Ok(p) => p,
+        Err(why) => {
+            let _ = stream.write_all(Answer::Refused(why).line().as_bytes());
+            return;
+        }
+    };
+    // Paced chunks are small: Nagle would hold each behind the last one's delayed ACK (up to
+    // 40 ms), which shows as bursts in a 100 ms window.
+    let ok = stream.write_all(Answer::Ok { worker: worker as u32 }.line().as_bytes()).is_ok()
+        && stream.set_nodelay(true).is_ok()
+        && shared.cfg.send_buffer.is_none_or(|b| socket2::SockRef::from(&stream).set_send_buffer_size(b).is_ok());
+    if !ok {
+        shared.closed(id, worker);
+        return;
+    }
+    shared.send(worker, Cmd::Add(Conn { id, io: Io::Tcp(stream), rate, stats }));
 }
 
 fn accept_udp(shared: &Shared, socket: &UdpSocket) {
@@ -522,18 +603,11 @@ fn control_loop(shared: &Shared) {
             for (i, late) in sample.late_ns.iter().enumerate() {
                 c.admission.report_late(WorkerId(i as u32), Nanos(*late));
             }
-            let mv = if shared.cfg.rebalance.is_some() {
+            if shared.cfg.rebalance.is_some() {
                 c.rebalancer.sample(t, Nanos((secs * 1e9) as u64), &sample.bytes)
             } else {
                 None
-            };
-            if let Some(m) = mv
-                && let Some(rate) = c.conns.get(&m.conn).and_then(|i| i.rate)
-            {
-                c.admission.release(m.from, rate);
-                c.admission.hold(m.to, rate);
             }
-            mv
         };
         if let Some(m) = decided {
             shared.send(m.from.0 as usize, Cmd::Take { conn: m.conn, to: m.to.0 as usize });

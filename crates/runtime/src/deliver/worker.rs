@@ -79,10 +79,11 @@ fn push(io: &mut Io, buf: &[u8], packet: usize, want: u64) -> Push {
             Ok(n) => sent += n as u64,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Push::Blocked(sent),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            // A UDP datagram the kernel had no buffer for is lost, as on a wire; only an ICMP
-            // "port unreachable" (the client went away) ends the stream.
+            // A UDP datagram the kernel would not take (no buffer, no route) is lost, as on a
+            // wire, and the stream goes on: no writable edge would come to wake a stream marked
+            // blocked. Only an ICMP "port unreachable" (the client went away) ends it.
             Err(e) if matches!(io, Io::Udp(_)) && e.kind() != io::ErrorKind::ConnectionRefused => {
-                return Push::Blocked(sent);
+                sent += (want - sent).min(packet as u64);
             }
             Err(_) => return Push::Closed(sent),
         }
@@ -115,7 +116,13 @@ fn drain(io: &mut Io) -> bool {
 struct Slot {
     conn: Conn,
     writable: bool,
+    /// When the client was last heard from (UDP: its keepalives), ns since the server's epoch.
+    heard: u64,
 }
+
+/// A UDP client silent this long is gone (its keepalives come every second): without it, a
+/// client that vanished with no ICMP reply would keep its stream and its promise for ever.
+pub(crate) const UDP_SILENCE: Duration = Duration::from_secs(10);
 
 /// The worker's state; [`run`] is its loop.
 struct Worker {
@@ -164,7 +171,7 @@ impl Worker {
         conn.stats.worker.store(self.index as u32, Ordering::Relaxed);
         self.by_id.insert(conn.id, slot);
         let rate = conn.rate;
-        self.slots[slot as usize] = Some(Slot { conn, writable: true });
+        self.slots[slot as usize] = Some(Slot { conn, writable: true, heard: now.0 });
         self.shared.workers[self.index].conns.fetch_add(1, Ordering::Relaxed);
         match (rate, &self.shared.cfg.pacing) {
             (None, _) => self.bulk.push_back(slot),
@@ -175,6 +182,11 @@ impl Worker {
                 self.pacer.add_with_min(slot, r, min, now);
             }
             (Some(_), Pacing::Quota(_)) => {
+                if self.ring.is_empty() {
+                    // The first stream after an idle spell: its round is due now, not late by
+                    // the idle time.
+                    self.next_round = now.0;
+                }
                 self.ring.push_back(slot);
                 let target = self.promised();
                 if let Some(q) = &mut self.quota {
@@ -243,7 +255,10 @@ impl Worker {
     }
 
     fn serve_paced(&mut self, now: Nanos) {
-        while let Some(due) = self.pacer.poll(now) {
+        // Each stream at most a couple of times a turn: a stream owed more than a chunk stays
+        // due at the same `now`, and must not keep the loop from the sockets and the others.
+        for _ in 0..(2 * self.pacer.len()).max(16) {
+            let Some(due) = self.pacer.poll(now) else { break };
             let (sent, ok) = self.send(due.slot, due.bytes, true);
             if ok {
                 self.pacer.sent(due.slot, sent);
@@ -270,9 +285,13 @@ impl Worker {
                 misses += 1;
                 continue;
             }
-            misses = 0;
-            self.send(slot, packet, true);
-            left -= 1;
+            // A packet that did not go whole is still owed (a part sent counts as sent bytes).
+            if self.send(slot, packet, true).0 == packet {
+                misses = 0;
+                left -= 1;
+            } else {
+                misses += 1;
+            }
         }
         if left > 0
             && let Some(q) = &mut self.quota
@@ -298,7 +317,12 @@ impl Worker {
         match cmd {
             Cmd::Add(conn) => self.add(conn, now),
             Cmd::Take { conn, to } => {
-                let Some(&slot) = self.by_id.get(&conn) else { return };
+                // Not here (it closed, or its Add has not arrived): the controller must put it
+                // back where it is, or its record and the workers' would disagree.
+                let Some(&slot) = self.by_id.get(&conn) else {
+                    self.shared.take_missed(conn, self.index);
+                    return;
+                };
                 if let Some(conn) = self.remove(slot) {
                     self.shared.hand_over(conn, to);
                 }
@@ -361,10 +385,9 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
             w.shared.fail(format!("worker {index}: the poller failed: {e}"));
             return;
         }
-        while let Ok(cmd) = commands.try_recv() {
-            let now = w.now();
-            w.command(cmd, now);
-        }
+        // Events before commands: a command may free a slot and another reuse it, and this
+        // poll's events belong to the slots' old connections.
+        let now = w.now();
         for ev in events.iter() {
             if ev.token() == WAKE {
                 continue;
@@ -375,13 +398,14 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
                     let mut gone = ev.is_error() || ev.is_write_closed();
                     if ev.is_readable() || ev.is_read_closed() {
                         gone |= drain(&mut s.conn.io);
+                        s.heard = now.0;
                     }
                     if ev.is_writable() && !s.writable && !gone {
                         s.writable = true;
                         if s.conn.rate.is_none() {
                             w.bulk.push_back(slot);
                         }
-                        w.pacer.writable(slot);
+                        w.pacer.writable(slot, now);
                     }
                     gone
                 }
@@ -390,6 +414,10 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
             if hung_up {
                 w.close(slot);
             }
+        }
+        while let Ok(cmd) = commands.try_recv() {
+            let now = w.now();
+            w.command(cmd, now);
         }
         if !nap.is_zero() && events.is_empty() {
             std::thread::sleep(nap);
@@ -401,6 +429,17 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
         if now.0 >= last_sample + every {
             let elapsed = Nanos(now.0 - last_sample);
             last_sample = now.0;
+            let silent = UDP_SILENCE.as_nanos() as u64;
+            let gone: Vec<u32> = (0..w.slots.len() as u32)
+                .filter(|&i| {
+                    w.slots[i as usize]
+                        .as_ref()
+                        .is_some_and(|s| matches!(s.conn.io, Io::Udp(_)) && now.0.saturating_sub(s.heard) > silent)
+                })
+                .collect();
+            for slot in gone {
+                w.close(slot);
+            }
             if let Some(q) = &mut w.quota {
                 q.sample(std::mem::take(&mut w.stream_bytes), elapsed);
             }
