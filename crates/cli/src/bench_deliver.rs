@@ -5,7 +5,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -14,7 +14,7 @@ use switchyard_core::order::{AdmissionConfig, PaceConfig};
 use switchyard_runtime::deliver::{Pacing, Server, ServerConfig};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::bench_gateway::{Reaped, found, free_port};
+use crate::bench_gateway::{Reaped, found, free_port, launch_nginx};
 
 /// Paced streams and bulk connections, served by Switchyard's delivery server, by a tokio
 /// multi-threaded server and by nginx (`limit_rate`), to the same clients.
@@ -230,23 +230,7 @@ fn start_nginx(nginx: &Path, dir: &Path, workers: usize, limit: Option<u64>) -> 
         user = if nix::unistd::geteuid().is_root() { "user root;\n" } else { "" },
         limit = limit.map_or(String::new(), |l| format!("limit_rate {l};")),
     );
-    std::fs::write(dir.join("nginx.conf"), conf)?;
-    let child = Command::new(nginx)
-        .args(["-p", &dir.display().to_string(), "-c", &dir.join("nginx.conf").display().to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {}", nginx.display()))?;
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let t = Instant::now();
-    while std::net::TcpStream::connect(addr).is_err() {
-        if t.elapsed() > Duration::from_secs(5) {
-            let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
-            bail!("nginx did not start listening on {addr} within 5 s; its error log:\n{log}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok((Reaped(child), addr))
+    launch_nginx(nginx, dir, &conf, port)
 }
 
 /// Our server on `workers` threads, pinned only when it is given fewer than every core (as the

@@ -104,6 +104,11 @@ fn start_nginx(nginx: &Path, dir: &Path, origin: SocketAddr, ttl_s: u64) -> Resu
         d = dir.display(),
         user = if nix::unistd::geteuid().is_root() { "user root;\n" } else { "" },
     );
+    launch_nginx(nginx, dir, &conf, port)
+}
+
+/// Starts nginx with `conf` (written to `dir`), and waits until it listens on loopback `port`.
+pub(crate) fn launch_nginx(nginx: &Path, dir: &Path, conf: &str, port: u16) -> Result<(Reaped, SocketAddr)> {
     std::fs::write(dir.join("nginx.conf"), conf)?;
     let child = Command::new(nginx)
         .args(["-p", &dir.display().to_string(), "-c", &dir.join("nginx.conf").display().to_string()])
@@ -111,6 +116,7 @@ fn start_nginx(nginx: &Path, dir: &Path, origin: SocketAddr, ttl_s: u64) -> Resu
         .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("starting {}", nginx.display()))?;
+    let child = Reaped(child);
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let t = Instant::now();
     while std::net::TcpStream::connect(addr).is_err() {
@@ -120,7 +126,7 @@ fn start_nginx(nginx: &Path, dir: &Path, origin: SocketAddr, ttl_s: u64) -> Resu
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Ok((Reaped(child), addr))
+    Ok((child, addr))
 }
 
 /// wrk's requests a second and p99 latency (ms) against `url`.

@@ -65,6 +65,21 @@ struct Measured {
     moves: u64,
 }
 
+impl Measured {
+    /// Its line of yates-clp.csv.
+    fn csv_row(&self, part: &str, transport: &str) -> String {
+        format!(
+            "{part},{transport},{},{:.1},{:.4},{:.4},{:.5},{:.4}\n",
+            self.threads,
+            self.aggregate_bps / 1e6,
+            self.per_thread.max_over_min(),
+            self.per_conn.max_over_min(),
+            self.conn_jain,
+            self.cpu.max_over_min()
+        )
+    }
+}
+
 fn server(workers: usize, pacing: Pacing, rebalance: Option<RebalanceConfig>) -> Result<Server> {
     // One packet per connection per turn, the unit of the thesis's fairness and scheduling runs.
     let cfg = ServerConfig { workers, pacing, rebalance, burst: 1, ..Default::default() };
@@ -198,16 +213,11 @@ pub(crate) fn run(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
                     m.conn_jain,
                     m.cpu.max_over_min()
                 )?;
-                csv.push_str(&format!(
-                    "fairness,{name},{t},{:.1},{:.4},{:.4},{:.5},{:.4}\n",
-                    m.aggregate_bps / 1e6,
-                    m.per_thread.max_over_min(),
-                    m.per_conn.max_over_min(),
-                    m.conn_jain,
-                    m.cpu.max_over_min()
-                ));
+                csv.push_str(&m.csv_row("fairness", name));
                 points.push((t as f64, m.per_thread.max_over_min()));
             }
+            let at =
+                |t: f64| points.iter().find(|p| p.0 == t).map_or("not run".to_string(), |p| format!("{:.2}×", p.1));
             let fairest = points.iter().min_by(|x, y| x.1.total_cmp(&y.1)).map_or(0.0, |p| p.0);
             let published = if transport == Transport::Udp {
                 "per-thread max/min ≈ 10× at 96 threads; fairest at threads = processors (12)"
@@ -217,9 +227,9 @@ pub(crate) fn run(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
             writeln!(out, "  published: {published}")?;
             writeln!(
                 out,
-                "  ours:      {:.2}× at 96 threads, {:.2}× at 384; fairest at {fairest} threads (this machine has {cores} cores)\n",
-                points.iter().find(|p| p.0 == 96.0).map_or(f64::NAN, |p| p.1),
-                points.iter().find(|p| p.0 == 384.0).map_or(f64::NAN, |p| p.1)
+                "  ours:      {} at 96 threads, {} at 384; fairest at {fairest} threads (this machine has {cores} cores)\n",
+                at(96.0),
+                at(384.0)
             )?;
             lines.push(Series { name: format!("{name}, ours"), points, style: Style::Measured });
         }
@@ -265,14 +275,7 @@ pub(crate) fn run(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
                     m.conn_jain,
                     m.moves
                 )?;
-                csv.push_str(&format!(
-                    "soft-{name},UDP,{t},{:.1},{:.4},{:.4},{:.5},{:.4}\n",
-                    m.aggregate_bps / 1e6,
-                    m.per_thread.max_over_min(),
-                    m.per_conn.max_over_min(),
-                    m.conn_jain,
-                    m.cpu.max_over_min()
-                ));
+                csv.push_str(&m.csv_row(&format!("soft-{name}"), "UDP"));
             }
         }
         writeln!(
