@@ -69,7 +69,7 @@ impl Measured {
     /// Its line of yates-clp.csv.
     fn csv_row(&self, part: &str, transport: &str) -> String {
         format!(
-            "{part},{transport},{},{:.1},{:.4},{:.4},{:.5},{:.4}\n",
+            "{part},{transport},{},{:.1},{:.4},{:.4},{:.5},{:.4},\n",
             self.threads,
             self.aggregate_bps / 1e6,
             self.per_thread.max_over_min(),
@@ -187,8 +187,9 @@ pub(crate) fn run(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
         out,
         "(the thesis: 12 × 100 MHz processors, an in-memory device, 45 s runs; here the clients share the cores)\n"
     )?;
-    let mut csv =
-        String::from("part,transport,threads,aggregate_mbps,thread_max_min,conn_max_min,conn_jain,cpu_max_min\n");
+    let mut csv = String::from(
+        "part,transport,threads,aggregate_mbps,thread_max_min,conn_max_min,conn_jain,cpu_max_min,admitted\n",
+    );
     let mut charts: Vec<(String, String)> = Vec::new();
 
     if a.clp_parts.contains(&Part::Fairness) {
@@ -319,11 +320,11 @@ pub(crate) fn run(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
                     p99 * 100.0
                 )?;
                 csv.push_str(&format!(
-                    "hard-{name}-admitted-{},UDP,{t},{:.1},,{:.4},{:.5},\n",
-                    s.conns,
+                    "hard-{name},UDP,{t},{:.1},,{:.4},{:.5},,{}\n",
                     s.aggregate_bps / 1e6,
                     s.spread.max_over_min(),
-                    s.jain
+                    s.jain,
+                    s.conns
                 ));
                 if t == 12 && name == "quota" {
                     shown = Some(w);

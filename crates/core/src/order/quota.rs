@@ -122,8 +122,19 @@ impl Quota {
     /// The worker sent fewer packets than its round allowed (its sockets were full): the rest is
     /// still owed, up to `max_lag` of the target; beyond that it is forgiven, as lateness is.
     pub fn unsent(&mut self, packets: u64) {
+        self.unsent_bytes(packets.saturating_mul(self.cfg.packet));
+    }
+
+    /// As [`Quota::unsent`], in bytes (a packet that went in part owes only the rest).
+    pub fn unsent_bytes(&mut self, bytes: u64) {
         let cap = self.target * self.cfg.max_lag.0 as f64 / 1e9;
-        self.carry = (self.carry + packets as f64 * self.cfg.packet as f64).min(cap.max(self.cfg.packet as f64));
+        self.carry = (self.carry + bytes as f64).min(cap.max(self.cfg.packet as f64));
+    }
+
+    /// Starts afresh, owing nothing from before (the worker's first stream after an idle spell).
+    pub fn restart(&mut self) {
+        self.last = None;
+        self.carry = 0.0;
     }
 
     /// Feeds the monitor: the worker sent `bytes` over the last `elapsed` (the thesis samples every
@@ -194,5 +205,7 @@ mod tests {
         assert_eq!(q.next_round(Nanos(1_010 * MS)).packets, 13);
         q.unsent(u64::MAX);
         assert_eq!(q.next_round(Nanos(1_020 * MS)).packets, 60, "owed packets are capped at max_lag, not wrapped");
+        q.restart();
+        assert_eq!(q.next_round(Nanos(9_000 * MS)).packets, 10, "after a restart the first round is one pause's worth");
     }
 }

@@ -236,7 +236,7 @@ fn client_thread(shared: &Shared, cfg: &LoadConfig, mine: &[usize], ready: &std:
     while !shared.stop.load(Ordering::Relaxed) {
         // UDP clients say they are still there once a second (the server drops a stream it has
         // not heard from in ten).
-        if alive_at.elapsed() >= Duration::from_secs(1) {
+        if matches!(cfg.handshake, Handshake::Switchyard(_)) && alive_at.elapsed() >= Duration::from_secs(1) {
             alive_at = Instant::now();
             for (_, s) in &socks {
                 if let Sock::Udp(u, Some(from)) = s {

@@ -91,6 +91,8 @@ pub struct ConnStats {
 #[derive(Debug, Default)]
 pub(crate) struct WorkerStats {
     pub(crate) bytes: AtomicU64,
+    /// Of which to bulk connections: what soft scheduling balances (streams keep their thread).
+    pub(crate) bulk_bytes: AtomicU64,
     pub(crate) cpu_ns: AtomicU64,
     pub(crate) late_ns: AtomicU64,
     pub(crate) conns: AtomicUsize,
@@ -430,16 +432,15 @@ fn accept_tcp(shared: &Shared, listener: TcpListener) {
     let mut events = mio::Events::with_capacity(256);
     let mut opening: BTreeMap<usize, Opening> = BTreeMap::new();
     let mut next = 0usize;
+    let mut retry_accept = false;
     while !shared.stopping() {
         if poll.poll(&mut events, Some(Duration::from_millis(20))).is_err() {
             continue;
         }
         let mut ready = Vec::new();
-        for ev in events.iter() {
-            if ev.token() != LISTENER {
-                ready.push(ev.token().0);
-                continue;
-            }
+        let listener_ready = std::mem::take(&mut retry_accept) || events.iter().any(|ev| ev.token() == LISTENER);
+        ready.extend(events.iter().filter(|ev| ev.token() != LISTENER).map(|ev| ev.token().0));
+        if listener_ready {
             loop {
                 match listener.accept() {
                     Ok((mut stream, _)) => {
@@ -454,9 +455,14 @@ fn accept_tcp(shared: &Shared, listener: TcpListener) {
                             ready.push(token);
                         }
                     }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    // WouldBlock, or out of descriptors and the like: serve who is here.
-                    Err(_) => break,
+                    Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    // Out of descriptors and the like: serve who is here, and try the backlog
+                    // again next tick (the listener is edge-triggered and would not say so).
+                    Err(_) => {
+                        retry_accept = true;
+                        break;
+                    }
                 }
             }
         }
@@ -465,7 +471,8 @@ fn accept_tcp(shared: &Shared, listener: TcpListener) {
             let mut buf = [0u8; MAX_LINE + 1];
             let done = loop {
                 match o.stream.read(&mut buf[..MAX_LINE + 1 - o.line.len().min(MAX_LINE)]) {
-                    Ok(0) => break Some(false),
+                    // A line without its newline, then the write side shut: parse what came.
+                    Ok(0) => break Some(!o.line.is_empty()),
                     Ok(n) => {
                         o.line.extend_from_slice(&buf[..n]);
                         if o.line.contains(&b'\n') || o.line.len() > MAX_LINE {
@@ -568,6 +575,7 @@ fn control_loop(shared: &Shared) {
     let n = shared.workers.len();
     let every = shared.cfg.sample_every;
     let mut last_bytes = vec![0u64; n];
+    let mut last_bulk = vec![0u64; n];
     let mut last_cpu = vec![0u64; n];
     let mut last = Instant::now();
     let mut next = last + every;
@@ -588,9 +596,13 @@ fn control_loop(shared: &Shared) {
             conns: vec![0; n],
             late_ns: vec![0; n],
         };
+        let mut bulk_bytes = vec![0u64; n];
         for (i, w) in shared.workers.iter().enumerate() {
             let b = w.bytes.load(Ordering::Relaxed);
             let c = w.cpu_ns.load(Ordering::Relaxed);
+            let bulk = w.bulk_bytes.load(Ordering::Relaxed);
+            bulk_bytes[i] = bulk - last_bulk[i];
+            last_bulk[i] = bulk;
             sample.bytes[i] = b - last_bytes[i];
             sample.cpu_ns[i] = c.saturating_sub(last_cpu[i]);
             (last_bytes[i], last_cpu[i]) = (b, c);
@@ -604,7 +616,7 @@ fn control_loop(shared: &Shared) {
                 c.admission.report_late(WorkerId(i as u32), Nanos(*late));
             }
             if shared.cfg.rebalance.is_some() {
-                c.rebalancer.sample(t, Nanos((secs * 1e9) as u64), &sample.bytes)
+                c.rebalancer.sample(t, Nanos((secs * 1e9) as u64), &bulk_bytes)
             } else {
                 None
             }

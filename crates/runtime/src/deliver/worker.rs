@@ -64,6 +64,8 @@ enum Push {
     Blocked(u64),
     /// The peer is gone.
     Closed(u64),
+    /// This much went, then a datagram was lost (UDP only): the stream goes on.
+    Lost(u64),
 }
 
 fn push(io: &mut Io, buf: &[u8], packet: usize, want: u64) -> Push {
@@ -81,9 +83,10 @@ fn push(io: &mut Io, buf: &[u8], packet: usize, want: u64) -> Push {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // A UDP datagram the kernel would not take (no buffer, no route) is lost, as on a
             // wire, and the stream goes on: no writable edge would come to wake a stream marked
-            // blocked. Only an ICMP "port unreachable" (the client went away) ends it.
+            // blocked. It is not counted as sent; the turn ends, so a lasting error does not
+            // spin. Only an ICMP "port unreachable" (the client went away) ends the stream.
             Err(e) if matches!(io, Io::Udp(_)) && e.kind() != io::ErrorKind::ConnectionRefused => {
-                sent += (want - sent).min(packet as u64);
+                return Push::Lost(sent);
             }
             Err(_) => return Push::Closed(sent),
         }
@@ -184,8 +187,11 @@ impl Worker {
             (Some(_), Pacing::Quota(_)) => {
                 if self.ring.is_empty() {
                     // The first stream after an idle spell: its round is due now, not late by
-                    // the idle time.
+                    // the idle time, and owes nothing from before it came.
                     self.next_round = now.0;
+                    if let Some(q) = &mut self.quota {
+                        q.restart();
+                    }
                 }
                 self.ring.push_back(slot);
                 let target = self.promised();
@@ -228,9 +234,12 @@ impl Worker {
         if let Some(Some(s)) = self.slots.get(slot as usize) {
             s.conn.stats.bytes.fetch_add(bytes, Ordering::Relaxed);
         }
-        self.shared.workers[self.index].bytes.fetch_add(bytes, Ordering::Relaxed);
+        let w = &self.shared.workers[self.index];
+        w.bytes.fetch_add(bytes, Ordering::Relaxed);
         if stream {
             self.stream_bytes += bytes;
+        } else {
+            w.bulk_bytes.fetch_add(bytes, Ordering::Relaxed);
         }
     }
 
@@ -240,6 +249,12 @@ impl Worker {
         let Some(Some(s)) = self.slots.get_mut(slot as usize) else { return (0, false) };
         let (sent, ok) = match push(&mut s.conn.io, &self.buf, packet, want) {
             Push::Sent(n) => (n, true),
+            // The datagram is gone and the stream's credit spent with it (the pacer is told the
+            // whole want went), but the counters only show what left.
+            Push::Lost(n) => {
+                self.count(slot, n, stream);
+                return (want, true);
+            }
             Push::Blocked(n) => {
                 s.writable = false;
                 (n, false)
@@ -277,6 +292,7 @@ impl Worker {
         let round = q.next_round(now);
         let packet = self.shared.cfg.packet as u64;
         let mut left = round.packets;
+        let mut partial = 0u64;
         let mut misses = 0;
         while left > 0 && misses < self.ring.len() {
             let Some(slot) = self.ring.pop_front() else { break };
@@ -285,18 +301,20 @@ impl Worker {
                 misses += 1;
                 continue;
             }
-            // A packet that did not go whole is still owed (a part sent counts as sent bytes).
-            if self.send(slot, packet, true).0 == packet {
+            // A packet that did not go whole is still owed, less the part that went.
+            let (went, _) = self.send(slot, packet, true);
+            if went == packet {
                 misses = 0;
                 left -= 1;
             } else {
+                partial += went;
                 misses += 1;
             }
         }
         if left > 0
             && let Some(q) = &mut self.quota
         {
-            q.unsent(left);
+            q.unsent_bytes((left * packet).saturating_sub(partial));
         }
         // The pause follows the sending, as in the thesis: the quota's correction absorbs the
         // time the sending took.
