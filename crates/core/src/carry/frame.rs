@@ -21,7 +21,7 @@
 //! | 1 | [`Frame::Open`] | bit 0: unordered | 0 | the weight, an `f64` |
 //! | 2 | [`Frame::SetWeight`] | 0 | 0 | the weight, an `f64` |
 //! | 3 | [`Frame::Close`] | 0 | data frames the channel carried in all | none |
-//! | 4 | [`Frame::Credit`] | 0 | cumulative acknowledgement: every data frame below it has arrived | the limit, a `u64`: the sender may send frames numbered below it |
+//! | 4 | [`Frame::Credit`] | 0 | cumulative acknowledgement: every data frame below it has arrived; one more than a closed channel's frame count acknowledges its `Close` as well | the limit, a `u64`: the sender may send frames numbered below it |
 //! | 5 | [`Frame::Ping`] | bit 0: this is the reply | a nonce the reply echoes | none |
 //!
 //! The decoder is strict: an unknown type or flag, a length that does not fit the type, a weight
@@ -91,7 +91,8 @@ pub enum Frame {
     Credit {
         /// The channel.
         channel: u32,
-        /// Every data frame numbered below this has arrived; the sender may forget them.
+        /// Every data frame numbered below this has arrived; the sender may forget them. For a
+        /// closed channel whose frames have all arrived, one more: the `Close` has arrived too.
         ack: u64,
         /// The sender may send data frames numbered below this.
         limit: u64,

@@ -19,11 +19,13 @@ mod recv;
 mod reorder;
 mod send;
 #[cfg(test)]
+mod end_tests;
+#[cfg(test)]
 mod session_tests;
 mod wfq;
 
 pub use frame::{Frame, FrameError};
-pub use recv::{Receiver, RecvConfig, RecvError, RecvStats};
+pub use recv::{ChannelEnd, Cut, Receiver, RecvConfig, RecvError, RecvStats};
 pub use reorder::ReorderBuffer;
-pub use send::{ChannelStats, Scheme, SendConfig, SendError, Sender};
+pub use send::{ChannelStats, Outstanding, Scheme, SendConfig, SendError, Sender};
 pub use wfq::Wfq;

@@ -68,6 +68,49 @@ pub enum RecvError {
     },
 }
 
+/// How a channel's receiving side ended ([`Receiver::end`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChannelEnd {
+    /// The peer closed the channel and every byte before the close has been read.
+    Finished,
+    /// Not (yet) finished: taken as an end only when the session stops, and then an error.
+    Cut(Cut),
+}
+
+/// What a channel that did not finish had received: the sentence an application gets instead
+/// of a clean end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cut {
+    /// The channel.
+    pub channel: u32,
+    /// Bytes handed to the application, in order (ordered channels) or as they came.
+    pub delivered_bytes: u64,
+    /// Frames handed to the application.
+    pub delivered_frames: u64,
+    /// Frames that arrived ahead of a missing one and were held (lost with the cut).
+    pub held_frames: u64,
+    /// Data frames the peer's close announced, if the close arrived: the frames missing are
+    /// then known; if not, how much more the peer sent is not.
+    pub announced_frames: Option<u64>,
+}
+
+impl std::fmt::Display for Cut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "channel {} was cut off: {} bytes in {} frames arrived",
+            self.channel, self.delivered_bytes, self.delivered_frames
+        )?;
+        if self.held_frames > 0 {
+            write!(f, " (and {} more frames out of order, dropped)", self.held_frames)?;
+        }
+        match self.announced_frames {
+            Some(n) => write!(f, "; the peer closed it after {n} frames, so {} never arrived", n.saturating_sub(self.delivered_frames)),
+            None => write!(f, "; the peer's close never arrived, so what else it sent is unknown"),
+        }
+    }
+}
+
 /// Per-channel counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct RecvStats {
@@ -267,6 +310,31 @@ impl Receiver {
         self.channels.get(&channel).is_some_and(|c| c.closed_at.is_some_and(|f| c.read >= f) && c.ready.is_empty())
     }
 
+    /// How the channel stands as an end: [`ChannelEnd::Finished`] only when
+    /// [`Receiver::is_finished`] holds; otherwise what a cut now would have lost. A driver that
+    /// stops (the session ended, the connections are gone) reports each channel's end from
+    /// this, so that no channel can end cleanly with a gap.
+    pub fn end(&self, channel: u32) -> ChannelEnd {
+        if self.is_finished(channel) {
+            return ChannelEnd::Finished;
+        }
+        let c = self.channels.get(&channel);
+        ChannelEnd::Cut(Cut {
+            channel,
+            delivered_bytes: c.map_or(0, |c| c.stats.delivered_bytes),
+            delivered_frames: c.map_or(0, |c| c.stats.delivered_frames),
+            held_frames: self.held.held_of(FlowId(u64::from(channel))) as u64,
+            announced_frames: c.and_then(|c| c.closed_at),
+        })
+    }
+
+    /// A connection died: credits sent on it may have died too, and a sender waiting on one
+    /// would wait for ever (the receiver thinks it has told it). Every channel's credit is
+    /// sent again.
+    pub fn connection_lost(&mut self) {
+        self.credit_due.extend(self.channels.keys().copied());
+    }
+
     /// Channels known, in id order.
     pub fn channels(&self) -> impl Iterator<Item = u32> + '_ {
         self.channels.keys().copied()
@@ -295,7 +363,10 @@ impl Receiver {
         let ch = self.channels.get_mut(&channel)?;
         let limit = ch.told.0.max(ch.read + window);
         ch.told = (limit, ch.next);
-        Some(Frame::Credit { channel, ack: ch.next, limit })
+        // Every frame in and the close too: the close takes the next number, so the sender
+        // knows it has arrived (see `Sender::is_idle`).
+        let ack = ch.next + u64::from(ch.closed_at.is_some_and(|f| ch.next >= f));
+        Some(Frame::Credit { channel, ack, limit })
     }
 }
 

@@ -51,6 +51,11 @@ impl<T> ReorderBuffer<T> {
         self.held
     }
 
+    /// Units one flow holds.
+    pub fn held_of(&self, flow: FlowId) -> usize {
+        self.flows.get(flow).map_or(0, |(_, held)| held.len())
+    }
+
     /// Takes every unit the flow holds, in sequence order, and forgets nothing else: the flow
     /// still expects the number it expected.
     pub fn drain_flow(&mut self, flow: FlowId, mut take: impl FnMut(u64, T)) {

@@ -13,7 +13,11 @@
 //! - **Nothing lost with a connection.** Every data frame is kept until the receiver acknowledges
 //!   it (cumulatively, in [`Frame::Credit`]). When a connection dies, the frames sent on it and not
 //!   acknowledged are sent again, first, on the connections left; the receiver drops duplicates
-//!   by sequence number.
+//!   by sequence number. A channel's `Close` is acknowledged too (it takes the number after the
+//!   last data frame, as TCP's FIN takes a sequence number), so [`Sender::is_idle`] means the
+//!   peer has every byte *and* every end: a driver may stop once it holds, and not before. The
+//!   channels' `Open` and `SetWeight` frames, which are not acknowledged, are announced again
+//!   when a connection dies, since they may have died with it.
 //! - **Schedulers** ([`Scheme`]): striping (one [`Wfq`] over all channels, the connection chosen by
 //!   [`ConnChoice`]), pinning (a [`Wfq`] per connection over the channels [`Pinning`] put there),
 //!   and the per-channel baseline (channel k on connection k mod m). The single-connection baseline
@@ -81,6 +85,17 @@ impl Default for SendConfig {
     }
 }
 
+/// What a channel's receiver has yet to acknowledge ([`Sender::outstanding`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outstanding {
+    /// Frames sent and not acknowledged.
+    pub frames: u64,
+    /// Bytes not acknowledged: those frames' payloads, and bytes not yet framed.
+    pub bytes: u64,
+    /// The channel was closed and the receiver has not acknowledged the close.
+    pub close: bool,
+}
+
 /// Per-channel counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ChannelStats {
@@ -115,10 +130,16 @@ struct Channel {
     acked: u64,
     /// Sent and not acknowledged: sequence number → (payload, connection it went on).
     unacked: BTreeMap<u64, (Bytes, usize)>,
+    /// Whether the receiver restores order (announced in `Open`).
+    ordered: bool,
+    /// This end opened the channel (and so announces it), rather than adopting the peer's.
+    opened_here: bool,
     /// The application has closed the channel; a `Close` follows its last byte.
     closing: bool,
     /// The connection the `Close` went on, once sent.
     close_sent: Option<usize>,
+    /// The receiver has acknowledged the `Close`: it has every frame and knows there are no more.
+    close_acked: bool,
     /// Frames below this number have been rescued (sent a second time) already.
     rescued_below: u64,
     /// `stats.sent_bytes` at the last re-balance.
@@ -212,7 +233,7 @@ impl Sender {
                     again.push((*id, *seq));
                 }
             }
-            if ch.close_sent == Some(slot) {
+            if ch.close_sent == Some(slot) && !ch.close_acked {
                 ch.close_sent = None;
             }
         }
@@ -220,6 +241,20 @@ impl Sender {
         // buffers wait on the lowest numbers.
         again.sort_by_key(|(c, s)| (*s, *c));
         self.resend.extend(again);
+        // Announcements are not acknowledged, and any of them may have been on the connection:
+        // each channel's is made again (an `Open` the peer already has only restates its
+        // weight). A channel whose close was acknowledged needs none.
+        let announce: Vec<Frame> = self
+            .channels
+            .iter()
+            .filter(|(_, ch)| !ch.close_acked)
+            .map(|(&channel, ch)| match ch.opened_here {
+                true => Frame::Open { channel, weight: ch.weight, ordered: ch.ordered },
+                false => Frame::SetWeight { channel, weight: ch.weight },
+            })
+            .collect();
+        self.control.retain(|f| !matches!(f, Frame::Open { .. } | Frame::SetWeight { .. }));
+        self.control.extend(announce);
         self.repin();
     }
 
@@ -257,8 +292,11 @@ impl Sender {
                 limit: self.config.initial_credit,
                 acked: 0,
                 unacked: BTreeMap::new(),
+                ordered,
+                opened_here: true,
                 closing: false,
                 close_sent: None,
+                close_acked: false,
                 rescued_below: 0,
                 sent_at_rebalance: 0,
                 owed: 0.0,
@@ -277,6 +315,9 @@ impl Sender {
         match self.open(channel, weight, ordered) {
             Ok(()) => {
                 self.control.retain(|f| !matches!(f, Frame::Open { channel: c, .. } if *c == channel));
+                if let Some(ch) = self.channels.get_mut(&channel) {
+                    ch.opened_here = false;
+                }
                 Ok(())
             }
             Err(SendError::Exists(_)) => Ok(()),
@@ -336,20 +377,42 @@ impl Sender {
         Ok(())
     }
 
-    /// Whether every channel's bytes have been sent and acknowledged.
+    /// Whether every channel's bytes have been sent and acknowledged, and every closed
+    /// channel's `Close` too: the peer has everything this end was given, so a driver may stop.
+    /// (A `Close` merely sent is not enough: the connection carrying it may still die.)
     pub fn is_idle(&self) -> bool {
         self.resend.is_empty()
             && self.control.is_empty()
-            && self
-                .channels
-                .values()
-                .all(|c| c.queued == 0 && c.unacked.is_empty() && (!c.closing || c.close_sent.is_some()))
+            && self.channels.values().all(|c| c.queued == 0 && c.unacked.is_empty() && (!c.closing || c.close_acked))
+    }
+
+    /// Whether the channel was closed and the receiver has acknowledged every frame and the
+    /// close: the peer's application will read to its end.
+    pub fn is_delivered(&self, channel: u32) -> bool {
+        self.channels.get(&channel).is_some_and(|c| c.close_acked && c.unacked.is_empty())
+    }
+
+    /// What the receiver has not acknowledged on `channel`: frames framed and unacknowledged,
+    /// bytes not yet framed, and whether the close is outstanding. `None` for an unknown channel.
+    pub fn outstanding(&self, channel: u32) -> Option<Outstanding> {
+        self.channels.get(&channel).map(|c| Outstanding {
+            frames: c.unacked.len() as u64,
+            bytes: c.unacked.values().map(|(p, _)| p.len() as u64).sum::<u64>() + c.queued as u64,
+            close: c.closing && !c.close_acked,
+        })
     }
 
     /// The receiver's credit for a channel: frames below `ack` arrived, frames below `limit` may
-    /// be sent.
+    /// be sent. An `ack` one past the channel's last data frame acknowledges its `Close`.
     pub fn on_credit(&mut self, channel: u32, ack: u64, limit: u64) {
         let Some(ch) = self.channels.get_mut(&channel) else { return };
+        // Only a receiver that has the close can count past the last frame; a peer that claims
+        // to before the channel was closed is not believed (and cannot make `acked` pass
+        // `next_seq`).
+        if ack > ch.next_seq && ch.closing && ch.queued == 0 {
+            ch.close_acked = true;
+        }
+        let ack = ack.min(ch.next_seq);
         if ack > ch.acked {
             ch.acked = ack;
             ch.unacked = ch.unacked.split_off(&ack);
@@ -453,7 +516,7 @@ impl Sender {
 
     fn close_frame(&mut self, slot: usize) -> Option<Frame> {
         let (&channel, ch) =
-            self.channels.iter_mut().find(|(_, c)| c.closing && c.queued == 0 && c.close_sent.is_none())?;
+            self.channels.iter_mut().find(|(_, c)| c.closing && c.queued == 0 && c.close_sent.is_none() && !c.close_acked)?;
         ch.close_sent = Some(slot);
         Some(Frame::Close { channel, frames: ch.next_seq })
     }
