@@ -385,7 +385,7 @@ async fn session_case(
         let Some(session) = listener.accept().await else { return };
         let _ = tx.send(session.clone());
         while let Some(mut ch) = session.accept().await {
-            tokio::spawn(async move { while ch.recv().await.is_some() {} });
+            tokio::spawn(async move { while let Ok(Some(_)) = ch.recv().await {} });
         }
     });
     let session = Session::connect(addr, client_config).await?;

@@ -26,6 +26,7 @@ use switchyard_sim::report::{Series, Style, line_chart};
 ///   switchyard deliver serve --threads 2 --listen 127.0.0.1:7400
 ///   switchyard deliver load --server 127.0.0.1:7400 --conns 384 --rate 4Mbit --seconds 10
 #[derive(Args)]
+#[command(verbatim_doc_comment)]
 pub(crate) struct DeliverArgs {
     #[command(subcommand)]
     command: DeliverCommand,

@@ -320,7 +320,7 @@ fn point(scheme: Scheme, repin: Repin, m: usize, weights: &[f64], seconds: f64, 
                 let k = Arc::new(AtomicU64::new(0));
                 counters.push((ch.id(), Arc::clone(&k)));
                 tokio::spawn(async move {
-                    while let Some(b) = ch.recv().await {
+                    while let Ok(Some(b)) = ch.recv().await {
                         k.fetch_add(b.len() as u64, Ordering::Relaxed);
                     }
                 });

@@ -10,7 +10,10 @@ use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use crate::session::{ChannelReport, Command, MuxError};
+use std::collections::VecDeque;
+
+use crate::session::{ChannelReport, Command, End, EndSlot, MuxError, Stopped};
+use switchyard_core::carry::Cut;
 
 type WriteOp = Pin<Box<dyn Future<Output = Result<(), MuxError>> + Send + Sync>>;
 
@@ -24,6 +27,13 @@ pub struct Channel {
     unread: Bytes,
     writing: Option<WriteOp>,
     closed: bool,
+    /// How the receiving side ended, once the queue from the session has closed.
+    end: EndSlot,
+    /// Once that queue has closed: bytes that came with the end, then the end (`None` if the
+    /// driver left none).
+    ended: Option<(VecDeque<Bytes>, Option<Option<(Cut, Stopped)>>)>,
+    /// Held while the application holds the channel: the driver sees it go.
+    _held: Arc<()>,
 }
 
 impl std::fmt::Debug for Channel {
@@ -44,8 +54,51 @@ impl Channel {
         commands: mpsc::Sender<Command>,
         incoming: mpsc::Receiver<Bytes>,
         room: Arc<Notify>,
+        end: EndSlot,
+        held: Arc<()>,
     ) -> Self {
-        Self { id, commands, incoming, room, unread: Bytes::new(), writing: None, closed: false }
+        Self {
+            id,
+            commands,
+            incoming,
+            room,
+            unread: Bytes::new(),
+            writing: None,
+            closed: false,
+            end,
+            ended: None,
+            _held: held,
+        }
+    }
+
+    /// The next bytes from the session, or how the channel ended: `Ok(None)` only if the peer
+    /// closed it and every byte came; otherwise the error that says what arrived and why the
+    /// session stopped.
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, MuxError>> {
+        if self.ended.is_none() {
+            match ready!(self.incoming.poll_recv(cx)) {
+                Some(b) => {
+                    self.room.notify_one();
+                    return Poll::Ready(Ok(Some(b)));
+                }
+                None => {
+                    let end = self.end.lock().expect("never held across a panic").take();
+                    self.ended = Some(match end {
+                        Some(End { tail, cut }) => (tail, Some(cut)),
+                        // The driver is gone without a word (it panicked, or its runtime was
+                        // shut down): not a clean end.
+                        None => (VecDeque::new(), None),
+                    });
+                }
+            }
+        }
+        let (tail, cut) = self.ended.as_mut().expect("set above");
+        Poll::Ready(match (tail.pop_front(), cut) {
+            (Some(b), _) => Ok(Some(b)),
+            (None, Some(None)) => Ok(None),
+            (None, Some(Some((cut, why)))) => Err(MuxError::Cut { cut: *cut, why: why.clone() }),
+            (None, None) => Err(MuxError::Ended),
+        })
     }
 
     /// The channel's number in the session (odd if the client opened it, even if the server did).
@@ -62,15 +115,16 @@ impl Channel {
         write(self.commands.clone(), self.id, data).await
     }
 
-    /// The next bytes the peer sent on the channel; `None` once the peer has closed it and
-    /// everything has been read.
-    pub async fn recv(&mut self) -> Option<Bytes> {
+    /// The next bytes the peer sent on the channel; `Ok(None)` once the peer has closed it and
+    /// every byte before the close has been read, and only then. A channel whose session
+    /// stopped first (its connections gone for the idle timeout, the peer's session ended)
+    /// ends with [`MuxError::Cut`], which says what arrived: what was read is then not all that
+    /// was sent.
+    pub async fn recv(&mut self) -> Result<Option<Bytes>, MuxError> {
         if !self.unread.is_empty() {
-            return Some(std::mem::take(&mut self.unread));
+            return Ok(Some(std::mem::take(&mut self.unread)));
         }
-        let b = self.incoming.recv().await;
-        self.room.notify_one();
-        b
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
     }
 
     /// Changes the channel's weight (in both directions).
@@ -108,12 +162,12 @@ impl Drop for Channel {
 impl AsyncRead for Channel {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         if self.unread.is_empty() {
-            match ready!(self.incoming.poll_recv(cx)) {
-                Some(b) => {
-                    self.unread = b;
-                    self.room.notify_one();
-                }
-                None => return Poll::Ready(Ok(())),
+            match ready!(self.poll_next(cx)) {
+                Ok(Some(b)) => self.unread = b,
+                Ok(None) => return Poll::Ready(Ok(())),
+                // A clean end of file only for a channel that finished; a cut is an error, so
+                // that `read_to_end` and `copy` do not take part of a stream for all of it.
+                Err(e) => return Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, e))),
             }
         }
         let n = self.unread.len().min(buf.remaining());

@@ -83,6 +83,12 @@ pub(crate) struct Conn {
     /// The socket refused bytes and has not said since that it takes more: writing again
     /// before it does would be a system call for nothing.
     pub(crate) full: bool,
+    /// When the connection joined the session.
+    pub(crate) opened: Instant,
+    /// When bytes last arrived on it.
+    pub(crate) heard: Instant,
+    /// When this end last pinged it.
+    pub(crate) pinged: Instant,
 }
 
 /// Drops `n` written bytes from the front of `out`, counting the frames finished in `queued`.
@@ -142,6 +148,9 @@ impl Conn {
             heads: BytesMut::with_capacity(4 << 10),
             viewed: Instant::now(),
             full: false,
+            opened: Instant::now(),
+            heard: Instant::now(),
+            pinged: Instant::now(),
         }
     }
 
@@ -245,7 +254,12 @@ impl Conn {
             match read {
                 Ok(()) if got == 0 => return Io::Lost,
                 Ok(()) => taken += got,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => taken = budget,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if got > 0 {
+                        self.heard = Instant::now();
+                    }
+                    taken = budget;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => return Io::Lost,
             }
@@ -253,6 +267,7 @@ impl Conn {
                 return Io::Broken;
             }
         }
+        self.heard = Instant::now();
         Io::Fine
     }
 
@@ -285,7 +300,7 @@ impl Conn {
             let tls = self.tls.as_mut().expect("a TLS connection");
             match tls.read_tls(&mut Sock(&self.stream)) {
                 Ok(0) => return Io::Lost,
-                Ok(_) => {}
+                Ok(_) => self.heard = Instant::now(),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Io::Fine,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => return Io::Lost,

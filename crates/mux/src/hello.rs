@@ -4,13 +4,21 @@
 //! sender (notes §2.8). Ours, before any frame, on every connection:
 //!
 //! 1. server → client: `MAGIC`, a fresh 16-byte nonce;
-//! 2. client → server: `MAGIC`, the 16-byte session id, the connection's index (u16), and
-//!    `HMAC-SHA256(key, "client" ‖ nonce ‖ session ‖ index)`;
-//! 3. server → client: `HMAC-SHA256(key, "server" ‖ nonce ‖ session ‖ index)`.
+//! 2. client → server: `MAGIC`, the 16-byte session id, the connection's index (u16), a byte
+//!    saying whether this connection may start the session (`NEW`) or only rejoin a session the
+//!    server already has (a connection re-opened after one died), and
+//!    `HMAC-SHA256(key, "client" ‖ nonce ‖ session ‖ index ‖ new)`;
+//! 3. server → client: the answer ([`Answer`]: joined, no such session, not accepting) and
+//!    `HMAC-SHA256(key, "server" ‖ nonce ‖ session ‖ index ‖ new ‖ answer)`.
 //!
 //! Each side proves it holds the pre-shared key without sending it, the server's fresh nonce
 //! makes a recorded handshake useless, and the MAC covers the session id, so a stranger can
-//! neither open a session nor join a connection to someone else's. (The frames that follow are
+//! neither open a session nor join a connection to someone else's.
+//!
+//! The answer is what lets a client tell "the server has lost my session" from "the network is
+//! down": before it, a connection re-opened to a server whose session had ended was taken as the
+//! start of a new one, whose receiver expected frame 0 and refused the rest, and the client
+//! re-opened it again and again until its idle timeout, then reported its channels as ended. (The frames that follow are
 //! not encrypted or authenticated; that is what the TLS option is for: with it, this handshake
 //! and every frame after it travel inside TLS, see [`crate::tls`].)
 
@@ -19,7 +27,7 @@ use sha2::Sha256;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The protocol's name and version: a peer that is not ours fails on the first bytes.
-const MAGIC: [u8; 8] = *b"SYMUX\0\0\x01";
+const MAGIC: [u8; 8] = *b"SYMUX\0\0\x02";
 
 /// A session's identity, chosen by the client.
 pub type SessionId = [u8; 16];
@@ -36,16 +44,52 @@ pub enum HelloError {
     /// The peer's proof is wrong: it does not hold the same key.
     #[error("the peer's key does not match ours: the handshake MAC is wrong")]
     BadKey,
+    /// The server does not have the session a re-opened connection asked to rejoin: it ended
+    /// there (its application let go of it, or it was alone too long).
+    #[error("the server has no such session: it ended there")]
+    NoSession,
+    /// The server takes no new sessions (its listener was dropped).
+    #[error("the server is not accepting new sessions")]
+    NotAccepting,
+    /// An answer byte this version does not know.
+    #[error("the server answered {0}, which this version does not know")]
+    UnknownAnswer(u8),
+}
+
+/// The server's answer to a connection's claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Answer {
+    /// The connection is part of the session.
+    Joined = 0,
+    /// A connection rejoining a session the server does not have.
+    NoSession = 1,
+    /// A new session, and the server takes none.
+    NotAccepting = 2,
+}
+
+/// What a client claims in its hello, proven by its MAC ([`accept`]); the server answers it
+/// with [`answer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The session.
+    pub session: SessionId,
+    /// The connection's index in it.
+    pub index: u16,
+    /// Whether the connection may start the session (else it only rejoins one).
+    pub new: bool,
+    nonce: [u8; 16],
 }
 
 type HmacSha256 = Hmac<Sha256>;
 
-fn mac(key: &[u8], role: &[u8], nonce: &[u8; 16], session: &SessionId, index: u16) -> HmacSha256 {
+fn mac(key: &[u8], role: &[u8], nonce: &[u8; 16], session: &SessionId, index: u16, new: bool) -> HmacSha256 {
     let mut m = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
     m.update(role);
     m.update(nonce);
     m.update(session);
     m.update(&index.to_be_bytes());
+    m.update(&[u8::from(new)]);
     m
 }
 
@@ -58,8 +102,9 @@ async fn read_magic<S: AsyncRead + Unpin>(s: &mut S) -> Result<(), HelloError> {
     Ok(())
 }
 
-/// The server's side: returns the session and index the client proved it may join.
-pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, key: &[u8]) -> Result<(SessionId, u16), HelloError> {
+/// The server's side, up to the client's proof: returns the claim the client proved; the
+/// server then [`answer`]s it.
+pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, key: &[u8]) -> Result<Claim, HelloError> {
     let mut nonce = [0u8; 16];
     getrandom::fill(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
     let mut out = Vec::with_capacity(24);
@@ -68,38 +113,58 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, key: &[u8]) ->
     s.write_all(&out).await?;
     s.flush().await?;
     read_magic(s).await?;
-    let mut rest = [0u8; 16 + 2 + 32];
+    let mut rest = [0u8; 16 + 2 + 1 + 32];
     s.read_exact(&mut rest).await?;
     let session: SessionId = rest[..16].try_into().expect("16 bytes");
     let index = u16::from_be_bytes([rest[16], rest[17]]);
-    mac(key, b"client", &nonce, &session, index).verify_slice(&rest[18..]).map_err(|_| HelloError::BadKey)?;
-    let proof = mac(key, b"server", &nonce, &session, index).finalize().into_bytes();
-    s.write_all(&proof).await?;
-    s.flush().await?;
-    Ok((session, index))
+    let new = rest[18] != 0;
+    mac(key, b"client", &nonce, &session, index, new).verify_slice(&rest[19..]).map_err(|_| HelloError::BadKey)?;
+    Ok(Claim { session, index, new, nonce })
 }
 
-/// The client's side: joins connection `index` to `session`.
+/// The server's answer to a proven claim, with its own proof.
+pub async fn answer<S: AsyncWrite + Unpin>(s: &mut S, key: &[u8], claim: &Claim, answer: Answer) -> Result<(), HelloError> {
+    let mut m = mac(key, b"server", &claim.nonce, &claim.session, claim.index, claim.new);
+    m.update(&[answer as u8]);
+    let mut out = Vec::with_capacity(33);
+    out.push(answer as u8);
+    out.extend_from_slice(&m.finalize().into_bytes());
+    s.write_all(&out).await?;
+    s.flush().await?;
+    Ok(())
+}
+
+/// The client's side: joins connection `index` to `session`, which it may start if `new` (else
+/// the server must already have it).
 pub async fn join<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     key: &[u8],
     session: &SessionId,
     index: u16,
+    new: bool,
 ) -> Result<(), HelloError> {
     read_magic(s).await?;
     let mut nonce = [0u8; 16];
     s.read_exact(&mut nonce).await?;
-    let mut out = Vec::with_capacity(8 + 16 + 2 + 32);
+    let mut out = Vec::with_capacity(8 + 16 + 2 + 1 + 32);
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(session);
     out.extend_from_slice(&index.to_be_bytes());
-    out.extend_from_slice(&mac(key, b"client", &nonce, session, index).finalize().into_bytes());
+    out.push(u8::from(new));
+    out.extend_from_slice(&mac(key, b"client", &nonce, session, index, new).finalize().into_bytes());
     s.write_all(&out).await?;
     s.flush().await?;
-    let mut proof = [0u8; 32];
-    s.read_exact(&mut proof).await?;
-    mac(key, b"server", &nonce, session, index).verify_slice(&proof).map_err(|_| HelloError::BadKey)?;
-    Ok(())
+    let mut reply = [0u8; 1 + 32];
+    s.read_exact(&mut reply).await?;
+    let mut m = mac(key, b"server", &nonce, session, index, new);
+    m.update(&reply[..1]);
+    m.verify_slice(&reply[1..]).map_err(|_| HelloError::BadKey)?;
+    match reply[0] {
+        0 => Ok(()),
+        1 => Err(HelloError::NoSession),
+        2 => Err(HelloError::NotAccepting),
+        other => Err(HelloError::UnknownAnswer(other)),
+    }
 }
 
 /// A fresh random session id.
@@ -117,9 +182,27 @@ mod tests {
     async fn the_same_key_joins_and_a_different_key_is_refused_on_both_sides() {
         let session = new_session_id();
         let (mut a, mut b) = tokio::io::duplex(1024);
-        let (server, client) = tokio::join!(accept(&mut a, b"secret"), join(&mut b, b"secret", &session, 3));
-        assert_eq!(server.unwrap(), (session, 3));
+        let server = async {
+            let claim = accept(&mut a, b"secret").await?;
+            answer(&mut a, b"secret", &claim, Answer::Joined).await?;
+            Ok::<_, HelloError>(claim)
+        };
+        let (server, client) = tokio::join!(server, join(&mut b, b"secret", &session, 3, true));
+        let claim = server.unwrap();
+        assert_eq!((claim.session, claim.index, claim.new), (session, 3, true));
         client.unwrap();
+
+        // A rejoin the server cannot honour is told so, and says why.
+        for (said, error) in [(Answer::NoSession, "no such session"), (Answer::NotAccepting, "not accepting")] {
+            let (mut a, mut b) = tokio::io::duplex(1024);
+            let server = async {
+                let claim = accept(&mut a, b"secret").await.unwrap();
+                answer(&mut a, b"secret", &claim, said).await.unwrap();
+            };
+            let ((), client) = tokio::join!(server, join(&mut b, b"secret", &session, 0, false));
+            let e = client.unwrap_err();
+            assert!(e.to_string().contains(error), "{e}");
+        }
 
         let (mut a, mut b) = tokio::io::duplex(1024);
         let (server, client) = tokio::join!(
@@ -129,7 +212,7 @@ mod tests {
                 drop(a);
                 r
             },
-            join(&mut b, b"guess", &session, 0)
+            join(&mut b, b"guess", &session, 0, true)
         );
         assert!(matches!(server, Err(HelloError::BadKey)));
         assert!(matches!(client, Err(HelloError::Io(_))));

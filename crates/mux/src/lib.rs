@@ -27,7 +27,7 @@ pub mod tls;
 pub mod tunnel;
 
 pub use channel::Channel;
-pub use session::{ChannelReport, Listener, MuxConfig, MuxError, Session, SessionReport};
+pub use session::{ChannelReport, Listener, MuxConfig, MuxError, Session, SessionReport, Stopped};
 pub use switchyard_core::carry::choose::ConnChoice;
-pub use switchyard_core::carry::{RecvConfig, Scheme, SendConfig};
+pub use switchyard_core::carry::{Cut, RecvConfig, Scheme, SendConfig};
 pub use tls::{Tls, TlsError};

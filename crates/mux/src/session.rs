@@ -24,13 +24,15 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use switchyard_core::Nanos;
 use switchyard_core::carry::choose::ConnView;
-use switchyard_core::carry::{ChannelStats, Frame, Receiver, RecvConfig, RecvStats, SendConfig, Sender};
+use switchyard_core::carry::{
+    ChannelEnd, ChannelStats, Cut, Frame, Receiver, RecvConfig, RecvStats, SendConfig, Sender,
+};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::channel::Channel;
 use crate::conn::{Conn, Io, Wire, finish};
-use crate::hello::{self, HelloError, SessionId};
+use crate::hello::{self, Answer, HelloError, SessionId};
 use crate::sockopt;
 use crate::tls::Tls;
 
@@ -63,8 +65,19 @@ pub struct MuxConfig {
     /// replaces that by default, and this reproduces it.
     pub send_buffer: Option<u32>,
     /// A session left without any connection this long ends: a server's whose client has gone,
-    /// a client's that cannot re-open any. Its channels then report the end.
+    /// a client's that cannot re-open any. Its channels that had not finished then end with an
+    /// error saying what arrived ([`MuxError::Cut`]).
     pub idle_timeout: Duration,
+    /// Once the application has let go of every handle, the session goes on until the peer has
+    /// acknowledged every byte and every channel's close, or this long, whichever comes first
+    /// (`SO_LINGER` for the whole session). Without it, what was still queued or unacknowledged
+    /// was dropped with the session and the peer's channels stalled.
+    pub linger: Duration,
+    /// A connection on which nothing has arrived for this long is taken as dead (a path that
+    /// drops everything does not close a connection: TCP would retry for many minutes): what it
+    /// carried is sent again on the others and a client re-opens it. Each end pings every
+    /// connection a few times in this interval, so a quiet connection is not a dead one.
+    pub dead_after: Duration,
     /// TLS for every connection: a client's settings for [`Session::connect`], a server's for
     /// [`Listener::bind`]. `None`: frames travel in the clear (the keyed hello still keeps
     /// strangers out).
@@ -86,6 +99,8 @@ impl Default for MuxConfig {
             handshake_timeout: Duration::from_secs(5),
             send_buffer: None,
             idle_timeout: Duration::from_secs(60),
+            linger: Duration::from_secs(60),
+            dead_after: Duration::from_secs(15),
             tls: None,
         }
     }
@@ -123,9 +138,36 @@ pub enum MuxError {
     /// The session has ended.
     #[error("the session has ended")]
     Ended,
+    /// The channel ended without its peer's close, or with frames missing: what arrived was
+    /// all there is, and it is not all that was sent.
+    #[error("{cut}: {why}")]
+    Cut {
+        /// What arrived.
+        cut: Cut,
+        /// Why the session stopped.
+        why: Stopped,
+    },
     /// The configuration cannot work.
     #[error("configuration: {0}")]
     Config(String),
+}
+
+/// Why a session's driver stopped.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Stopped {
+    /// No connection for [`MuxConfig::idle_timeout`].
+    #[error("the session had no connection for {0:?}")]
+    Alone(Duration),
+    /// A re-opened connection was refused: the peer no longer has the session.
+    #[error("the peer refused to rejoin the session ({0})")]
+    Refused(String),
+    /// Every handle was dropped, and the peer had not acknowledged everything within
+    /// [`MuxConfig::linger`].
+    #[error("the application let go of the session and {0:?} of lingering ran out")]
+    Linger(Duration),
+    /// Every handle was dropped.
+    #[error("the application let go of the session")]
+    Dropped,
 }
 
 /// One channel's counters, both directions.
@@ -160,10 +202,12 @@ pub(crate) enum Command {
     Report { reply: oneshot::Sender<SessionReport> },
 }
 
-/// A connection joined the session: its slot and its socket.
-struct Up {
-    slot: usize,
-    wire: Wire,
+/// What the session's background tasks tell its driver.
+enum Event {
+    /// A connection joined the session: its slot and its socket.
+    Up { slot: usize, wire: Wire },
+    /// The peer refused a re-opened connection: it no longer has the session.
+    Refused(HelloError),
 }
 
 /// A session's handle: open channels, accept the peer's, read counters. Cloning it shares the
@@ -189,11 +233,11 @@ impl Session {
         let id = hello::new_session_id();
         let mut wires = Vec::with_capacity(config.connections);
         for index in 0..config.connections {
-            wires.push(dial(addr, &config, &id, index as u16).await?);
+            wires.push(dial(addr, &config, &id, index as u16, true).await?);
         }
         let (session, events, driver) = Driver::new(config, true, Some((addr, id)));
         for (slot, wire) in wires.into_iter().enumerate() {
-            events.send(Up { slot, wire }).await.map_err(|_| MuxError::Ended)?;
+            events.send(Event::Up { slot, wire }).await.map_err(|_| MuxError::Ended)?;
         }
         tokio::spawn(driver.run());
         Ok(session)
@@ -220,8 +264,8 @@ impl Session {
     }
 }
 
-/// Connects and joins connection `index` of session `id`.
-async fn dial(addr: SocketAddr, config: &MuxConfig, id: &SessionId, index: u16) -> Result<Wire, MuxError> {
+/// Connects and joins connection `index` of session `id`, which it may start if `new`.
+async fn dial(addr: SocketAddr, config: &MuxConfig, id: &SessionId, index: u16, new: bool) -> Result<Wire, MuxError> {
     let io = |what: &str| {
         let what = format!("{what} {addr}");
         move |source| MuxError::Io { what, source }
@@ -235,12 +279,12 @@ async fn dial(addr: SocketAddr, config: &MuxConfig, id: &SessionId, index: u16) 
     let join = async {
         match &config.tls {
             None => {
-                hello::join(&mut stream, &config.key, id, index).await?;
+                hello::join(&mut stream, &config.key, id, index, new).await?;
                 Ok(Wire { stream, tls: None })
             }
             Some(tls @ Tls::Client { .. }) => {
                 let mut stream = tls.handshake(stream).await.map_err(|source| MuxError::Tls { addr, source })?;
-                hello::join(&mut stream, &config.key, id, index).await?;
+                hello::join(&mut stream, &config.key, id, index, new).await?;
                 Ok(Wire::from_tls(stream))
             }
             Some(Tls::Server(_)) => {
@@ -285,46 +329,64 @@ impl Listener {
 }
 
 async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::Sender<Session>) {
-    let known: Arc<Mutex<HashMap<SessionId, mpsc::Sender<Up>>>> = Arc::default();
+    let known: Arc<Mutex<HashMap<SessionId, mpsc::Sender<Event>>>> = Arc::default();
     loop {
-        let Ok((mut stream, peer)) = listener.accept().await else { continue };
+        // Once the application has dropped its listener, connections are still taken for the
+        // sessions it accepted (a client re-opens the ones that die), until none is left.
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = tokio::time::sleep(Duration::from_secs(1)), if sessions.is_closed() => {
+                let live = known.lock().expect("no task panics holding it").values().any(|tx| !tx.is_closed());
+                if !live {
+                    return;
+                }
+                continue;
+            }
+        };
+        let Ok((mut stream, peer)) = accepted else { continue };
         let (config, known, sessions) = (config.clone(), Arc::clone(&known), sessions.clone());
         // Each handshake on its own task, so a slow or silent stranger holds up no one.
         tokio::spawn(async move {
             let join = async {
-                match &config.tls {
-                    None => {
-                        let (id, index) = hello::accept(&mut stream, &config.key).await?;
-                        Ok::<_, MuxError>((id, index, Wire { stream, tls: None }))
-                    }
+                let (claim, mut stream) = match &config.tls {
+                    None => (hello::accept(&mut stream, &config.key).await?, Stream::Plain(stream)),
                     Some(tls) => {
                         let mut stream =
                             tls.handshake(stream).await.map_err(|source| MuxError::Tls { addr: peer, source })?;
-                        let (id, index) = hello::accept(&mut stream, &config.key).await?;
-                        Ok((id, index, Wire::from_tls(stream)))
+                        (hello::accept(&mut stream, &config.key).await?, Stream::Tls(Box::new(stream)))
                     }
-                }
+                };
+                // Looked up and, if new, created under one hold of the lock: two connections
+                // of a new session joining at once each found none and made a session of their
+                // own, and the frames one of them carried never reached the application.
+                let (answer, found) = {
+                    let mut known = known.lock().expect("no task panics holding it");
+                    match known.get(&claim.session) {
+                        Some(tx) if !tx.is_closed() => (Answer::Joined, Some((tx.clone(), None))),
+                        // Ended here (or, below, forgotten since): a connection the client
+                        // re-opened. Taken as a new session it would start from frame 0 in the
+                        // middle of the client's channels.
+                        Some(_) => (Answer::NoSession, None),
+                        None if !claim.new => (Answer::NoSession, None),
+                        None if sessions.is_closed() => (Answer::NotAccepting, None),
+                        None => {
+                            let (session, events, driver) = Driver::new(config.clone(), false, None);
+                            // Sessions that have ended are forgotten as new ones come: a
+                            // rejoin says it is one, so it is refused all the same.
+                            known.retain(|_, tx| !tx.is_closed());
+                            known.insert(claim.session, events.clone());
+                            (Answer::Joined, Some((events, Some((session, driver)))))
+                        }
+                    }
+                };
+                stream.answer(&config.key, &claim, answer).await?;
+                Ok::<_, MuxError>((claim, stream.into_wire(), found))
             };
-            let Ok(Ok((id, index, wire))) = tokio::time::timeout(config.handshake_timeout, join).await else {
-                // A stranger, a wrong key, a failed TLS handshake or a timeout: the connection
-                // is dropped.
+            let Ok(Ok((claim, wire, Some((events, new))))) = tokio::time::timeout(config.handshake_timeout, join).await
+            else {
+                // A stranger, a wrong key, a failed TLS handshake, a timeout or a refusal: the
+                // connection is dropped (a refused client has been told why).
                 return;
-            };
-            // Looked up and, if new, created under one hold of the lock: two connections of a
-            // new session joining at once each found none and made a session of their own, and
-            // the frames one of them carried never reached the application.
-            let (events, new) = {
-                let mut known = known.lock().expect("no task panics holding it");
-                match known.get(&id).filter(|tx| !tx.is_closed()) {
-                    Some(tx) => (tx.clone(), None),
-                    None => {
-                        let (session, events, driver) = Driver::new(config, false, None);
-                        // Sessions that have ended are forgotten as new ones come.
-                        known.retain(|_, tx| !tx.is_closed());
-                        known.insert(id, events.clone());
-                        (events, Some((session, driver)))
-                    }
-                }
             };
             if let Some((session, driver)) = new {
                 tokio::spawn(driver.run());
@@ -332,10 +394,40 @@ async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::S
                     return;
                 }
             }
-            let _ = events.send(Up { slot: usize::from(index), wire }).await;
+            let _ = events.send(Event::Up { slot: usize::from(claim.index), wire }).await;
         });
     }
 }
+
+/// A server's side of a connection between its hello and its answer.
+enum Stream {
+    Plain(tokio::net::TcpStream),
+    Tls(Box<tokio_rustls::TlsStream<tokio::net::TcpStream>>),
+}
+
+impl Stream {
+    async fn answer(&mut self, key: &[u8], claim: &hello::Claim, answer: Answer) -> Result<(), MuxError> {
+        match self {
+            Self::Plain(s) => hello::answer(s, key, claim, answer).await?,
+            Self::Tls(s) => hello::answer(s, key, claim, answer).await?,
+        }
+        Ok(())
+    }
+
+    fn into_wire(self) -> Wire {
+        match self {
+            Self::Plain(stream) => Wire { stream, tls: None },
+            Self::Tls(s) => Wire::from_tls(*s),
+        }
+    }
+}
+
+/// The first wait before a lost connection is re-opened.
+const REDIAL_FIRST: Duration = Duration::from_millis(50);
+/// The longest wait between attempts to re-open a connection.
+const REDIAL_MOST: Duration = Duration::from_secs(5);
+/// A connection that lived this long resets its slot's back-off.
+const REDIAL_SETTLED: Duration = Duration::from_secs(2);
 
 /// Bytes of frames one pump hands the connections before the driver takes commands again.
 const PUMP_BUDGET: usize = 256 << 10;
@@ -367,8 +459,25 @@ struct Ready {
     writable: bool,
 }
 
+/// How a channel's receiving side ended, shared with its [`Channel`]: set once, before the
+/// queue to the application closes. A queue that closes with nothing set was cut off too (the
+/// driver is gone).
+pub(crate) type EndSlot = Arc<Mutex<Option<End>>>;
+
+/// A channel's end as its driver leaves it.
+pub(crate) struct End {
+    /// Bytes that had arrived, in order, and did not fit the queue to the application when the
+    /// session stopped: the channel hands them over before its end.
+    pub(crate) tail: VecDeque<Bytes>,
+    /// `None`: finished (every byte, then the peer's close); `Some`: cut off, and why.
+    pub(crate) cut: Option<(Cut, Stopped)>,
+}
+
 struct Ends {
     to_app: Option<mpsc::Sender<Bytes>>,
+    end: EndSlot,
+    /// Whether the application still holds the channel (a dropped one sends no more).
+    held: std::sync::Weak<()>,
     pending: VecDeque<(Bytes, oneshot::Sender<Result<(), MuxError>>)>,
     close_when_sent: bool,
 }
@@ -384,13 +493,18 @@ struct Driver {
     urgent: VecDeque<Frame>,
     commands: mpsc::Receiver<Command>,
     command_tx: mpsc::WeakSender<Command>,
-    events: mpsc::Receiver<Up>,
-    event_tx: mpsc::Sender<Up>,
+    events: mpsc::Receiver<Event>,
+    event_tx: mpsc::Sender<Event>,
     incoming: mpsc::Sender<Channel>,
     room: Arc<Notify>,
     started: Instant,
     /// The client's peer and session, for re-opening connections.
     redial: Option<(SocketAddr, SessionId)>,
+    /// Per slot, how long the next re-open waits: it doubles while re-opened connections die
+    /// young, so that a peer that takes connections and drops them is not dialled in a loop.
+    backoff: Vec<Duration>,
+    /// Why the driver is stopping, once it is.
+    stopped: Option<Stopped>,
 }
 
 impl Driver {
@@ -398,7 +512,7 @@ impl Driver {
         config: MuxConfig,
         client: bool,
         redial: Option<(SocketAddr, SessionId)>,
-    ) -> (Session, mpsc::Sender<Up>, Self) {
+    ) -> (Session, mpsc::Sender<Event>, Self) {
         let (command_tx, commands) = mpsc::channel(64);
         let (event_tx, events) = mpsc::channel(256);
         let (incoming, incoming_rx) = mpsc::channel(64);
@@ -422,6 +536,8 @@ impl Driver {
             room: Arc::new(Notify::new()),
             started: Instant::now(),
             redial,
+            backoff: Vec::new(),
+            stopped: None,
         };
         (session, event_tx, driver)
     }
@@ -431,17 +547,28 @@ impl Driver {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_rebalance = Instant::now();
         let mut alone_since: Option<Instant> = None;
+        // Set once every handle is gone: from then on the driver only finishes what it holds.
+        let mut lingering: Option<Instant> = None;
         let mut busy = false;
         let mut more = false;
-        loop {
+        while self.stopped.is_none() {
             tokio::select! {
-                command = self.commands.recv() => match command {
+                command = self.commands.recv(), if lingering.is_none() => match command {
                     // The rest waiting are taken below.
                     Some(c) => self.on_command(c),
-                    // Every handle is gone: nobody can send or read any more.
-                    None => break,
+                    // Every handle is gone: nobody can send or read any more, but what they
+                    // sent is still owed to the peer.
+                    None => {
+                        lingering = Some(Instant::now());
+                        for ends in self.ends.values_mut() {
+                            ends.close_when_sent = true;
+                        }
+                    }
                 },
-                Some(up) = self.events.recv() => self.connection_up(up.slot, up.wire),
+                Some(event) = self.events.recv() => match event {
+                    Event::Up { slot, wire } => self.connection_up(slot, wire),
+                    Event::Refused(why) => self.stopped = Some(Stopped::Refused(why.to_string())),
+                },
                 ready = std::future::poll_fn(|cx| poll_ready(&self.conns, cx)) => {
                     self.on_ready(&ready);
                     busy = true;
@@ -452,11 +579,12 @@ impl Driver {
                 _ = tick.tick() => {
                     if self.conns.iter().all(Option::is_none) {
                         if alone_since.get_or_insert_with(Instant::now).elapsed() >= self.config.idle_timeout {
-                            break;
+                            self.stopped = Some(Stopped::Alone(self.config.idle_timeout));
                         }
                     } else {
                         alone_since = None;
                     }
+                    self.keep_alive();
                     self.receiver.flush_acks();
                     if last_rebalance.elapsed() >= self.config.rebalance_every {
                         last_rebalance = Instant::now();
@@ -471,11 +599,37 @@ impl Driver {
                 self.on_command(c);
             }
             more = self.pump();
+            if let Some(since) = lingering
+                && self.stopped.is_none()
+            {
+                if self.sender.is_idle() && self.ends.values().all(|e| e.pending.is_empty()) {
+                    self.stopped = Some(Stopped::Dropped);
+                } else if since.elapsed() >= self.config.linger {
+                    self.stopped = Some(Stopped::Linger(self.config.linger));
+                }
+            }
             if std::mem::take(&mut busy) || more {
                 // Sockets that stay ready would keep the driver on its thread turn after turn,
                 // and the channels' own tasks (the application writing and reading) on the
                 // same thread would wait: they then fell behind and channels went idle.
                 tokio::task::yield_now().await;
+            }
+        }
+        // Channels that have not finished end with what arrived, as an error: an application
+        // must not take a session that stopped for a channel that ended.
+        // What had arrived and not yet gone to the application goes with the end, so a peer
+        // that sent everything and went away leaves its channels whole.
+        let why = self.stopped.clone().unwrap_or(Stopped::Dropped);
+        for (id, ends) in &mut self.ends {
+            if ends.to_app.is_some() {
+                let tail = std::iter::from_fn(|| self.receiver.read(*id)).collect();
+                let cut = match self.receiver.end(*id) {
+                    ChannelEnd::Finished => None,
+                    ChannelEnd::Cut(cut) => Some((cut, why.clone())),
+                };
+                *ends.end.lock().expect("never held across a panic") = Some(End { tail, cut });
+                // Only now: the application looks for the end as soon as its queue closes.
+                ends.to_app = None;
             }
         }
         // What was handed to a connection is written out in the background, then the
@@ -485,6 +639,26 @@ impl Driver {
             tokio::spawn(async move {
                 let _ = tokio::time::timeout(limit, finish(conn)).await;
             });
+        }
+    }
+
+    /// Pings every connection a few times per [`MuxConfig::dead_after`], and takes one that
+    /// has been silent that long as dead.
+    fn keep_alive(&mut self) {
+        let now = Instant::now();
+        let every = self.config.dead_after / 4;
+        let mut dead = Vec::new();
+        for (slot, conn) in self.conns.iter_mut().enumerate() {
+            let Some(conn) = conn else { continue };
+            if now.duration_since(conn.heard) >= self.config.dead_after {
+                dead.push(slot);
+            } else if now.duration_since(conn.pinged) >= every {
+                conn.pinged = now;
+                conn.push(&Frame::Ping { nonce: now.duration_since(self.started).as_nanos() as u64, pong: false });
+            }
+        }
+        for slot in dead {
+            self.lose(slot);
         }
     }
 
@@ -539,13 +713,24 @@ impl Driver {
     /// every handle (the driver is about to stop), and then what the channel carries is read
     /// and dropped, so that the peer's credit still flows.
     fn channel_ends(&mut self, id: u32) -> Option<Channel> {
+        let end = EndSlot::default();
         let Some(commands) = self.command_tx.upgrade() else {
-            self.ends.insert(id, Ends { to_app: None, pending: VecDeque::new(), close_when_sent: false });
+            // Nobody will send on it either.
+            let ends = Ends { to_app: None, end, held: std::sync::Weak::new(), pending: VecDeque::new(), close_when_sent: true };
+            self.ends.insert(id, ends);
             return None;
         };
         let (to_app, from_session) = mpsc::channel(8);
-        self.ends.insert(id, Ends { to_app: Some(to_app), pending: VecDeque::new(), close_when_sent: false });
-        Some(Channel::new(id, commands, from_session, Arc::clone(&self.room)))
+        let held = Arc::new(());
+        let ends = Ends {
+            to_app: Some(to_app),
+            end: Arc::clone(&end),
+            held: Arc::downgrade(&held),
+            pending: VecDeque::new(),
+            close_when_sent: false,
+        };
+        self.ends.insert(id, ends);
+        Some(Channel::new(id, commands, from_session, Arc::clone(&self.room), end, held))
     }
 
     /// Reads from the connections in `ready` and hands their frames to the core; pumping
@@ -580,10 +765,18 @@ impl Driver {
     /// The connection in `slot` is gone: what it carried unacknowledged is sent again on the
     /// others, and a client dials it again.
     fn lose(&mut self, slot: usize) {
-        if self.drop_broken(slot) {
-            self.lost += 1;
-            self.redial(slot);
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::take) else { return };
+        self.forget(slot);
+        self.lost += 1;
+        if self.backoff.len() <= slot {
+            self.backoff.resize(slot + 1, REDIAL_FIRST);
         }
+        // A connection that lived a while was a good one: its replacement is dialled soon.
+        self.backoff[slot] = match conn.opened.elapsed() >= REDIAL_SETTLED {
+            true => REDIAL_FIRST,
+            false => (self.backoff[slot] * 2).min(REDIAL_MOST),
+        };
+        self.redial(slot, self.backoff[slot]);
     }
 
     /// The peer broke the protocol on `slot`: the connection is not to be trusted, and is not
@@ -591,9 +784,16 @@ impl Driver {
     fn drop_broken(&mut self, slot: usize) -> bool {
         let had = self.conns.get_mut(slot).and_then(Option::take).is_some();
         if had {
-            self.sender.connection_lost(slot);
+            self.forget(slot);
         }
         had
+    }
+
+    /// Both halves learn that whatever was in flight on `slot` may be gone: frames to be sent
+    /// again, credits to be given again.
+    fn forget(&mut self, slot: usize) {
+        self.sender.connection_lost(slot);
+        self.receiver.connection_lost();
     }
 
     fn connection_up(&mut self, slot: usize, wire: Wire) {
@@ -606,7 +806,7 @@ impl Driver {
         if let Some(old) = self.conns[slot].replace(Conn::new(wire, self.config.send.max_frame)) {
             // A connection re-opened in a slot the driver still held: the old one is finished.
             drop(old);
-            self.sender.connection_lost(slot);
+            self.forget(slot);
         }
         self.sender.connection_up(slot);
         // Bytes the peer sent right after its hello may already be in hand (rustls reads past
@@ -614,25 +814,31 @@ impl Driver {
         self.on_ready(&[Ready { slot, readable: true, writable: false }]);
     }
 
-    /// A client re-opens a lost connection in the background, backing off while it fails.
-    fn redial(&self, slot: usize) {
+    /// A client re-opens a lost connection in the background after `wait`, backing off while
+    /// it fails. A server that answers that it no longer has the session ends this one.
+    fn redial(&self, slot: usize, mut wait: Duration) {
         let Some((addr, id)) = self.redial else { return };
         if !self.config.reconnect {
             return;
         }
         let (config, events) = (self.config.clone(), self.event_tx.clone());
         tokio::spawn(async move {
-            let mut wait = Duration::from_millis(50);
             loop {
                 tokio::time::sleep(wait).await;
                 if events.is_closed() {
                     return;
                 }
-                if let Ok(wire) = dial(addr, &config, &id, slot as u16).await {
-                    let _ = events.send(Up { slot, wire }).await;
-                    return;
+                match dial(addr, &config, &id, slot as u16, false).await {
+                    Ok(wire) => {
+                        let _ = events.send(Event::Up { slot, wire }).await;
+                        return;
+                    }
+                    Err(MuxError::Hello(e @ (HelloError::NoSession | HelloError::NotAccepting))) => {
+                        let _ = events.send(Event::Refused(e)).await;
+                        return;
+                    }
+                    Err(_) => wait = (wait * 2).min(REDIAL_MOST),
                 }
-                wait = (wait * 2).min(Duration::from_secs(5));
             }
         });
     }
@@ -642,7 +848,12 @@ impl Driver {
     fn on_frame(&mut self, slot: usize, frame: Frame) -> bool {
         match frame {
             Frame::Credit { channel, ack, limit } => self.sender.on_credit(channel, ack, limit),
-            Frame::Ping { nonce, pong: false } => self.urgent.push_back(Frame::Ping { nonce, pong: true }),
+            // On the connection it came by: the peer is asking whether that one is alive.
+            Frame::Ping { nonce, pong: false } => {
+                if let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) {
+                    conn.push(&Frame::Ping { nonce, pong: true });
+                }
+            }
             Frame::Ping { pong: true, .. } => {}
             Frame::SetWeight { channel, weight } => {
                 // A channel's weight holds in both directions, and sizes its window here.
@@ -710,8 +921,16 @@ impl Driver {
                     ends.to_app = None;
                     moved = true;
                 }
-                if self.receiver.is_finished(*id) {
+                if ends.to_app.is_some() && self.receiver.is_finished(*id) {
+                    // Every byte is in the queue to the application: its end is clean.
+                    *ends.end.lock().expect("never held across a panic") =
+                        Some(End { tail: VecDeque::new(), cut: None });
                     ends.to_app = None;
+                }
+                // A channel the application dropped sends no more (its close may not have
+                // reached the driver: the command queue can be full when a handle drops).
+                if !ends.close_when_sent && ends.held.strong_count() == 0 {
+                    ends.close_when_sent = true;
                 }
             }
             while let Some(f) = self.receiver.poll_credit() {

@@ -66,7 +66,7 @@ fn channels_share_a_real_bottleneck_by_weight_and_the_session_takes_more_than_on
                 let n = Arc::new(AtomicU64::new(0));
                 counters.push((ch.id(), Arc::clone(&n)));
                 tokio::spawn(async move {
-                    while let Some(b) = ch.recv().await {
+                    while let Ok(Some(b)) = ch.recv().await {
                         count(&n, b.len());
                     }
                 });

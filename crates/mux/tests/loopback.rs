@@ -46,6 +46,12 @@ async fn collecting_server(
             out.push(r.await.unwrap());
         }
         out.sort_by_key(|(id, _)| *id);
+        // The session stays a while, so the client can still read its counters (a session
+        // whose peer's has ended ends too).
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            drop(session);
+        });
         out
     });
     (addr, task)
@@ -178,8 +184,10 @@ async fn connections_cut_mid_transfer_lose_nothing() {
     assert!(resent > 0, "frames in flight on the cut connections were sent again: {report:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bytes_flow_both_ways_on_one_channel() {
+/// The striped echo that lost bytes about once in 40 runs (issue 18): the server's task ended
+/// right after its last `send` and `close`, its handles dropped, and its driver stopped with
+/// frames still queued; the client waited out its idle timeout and then saw a clean end.
+async fn echo_once() {
     let mut listener =
         Listener::bind("127.0.0.1:0".parse().unwrap(), config(Scheme::Stripe(ConnChoice::LeastQueued), 2))
             .await
@@ -189,7 +197,7 @@ async fn bytes_flow_both_ways_on_one_channel() {
         let session = listener.accept().await.unwrap();
         let mut ch = session.accept().await.unwrap();
         // Echo.
-        while let Some(b) = ch.recv().await {
+        while let Some(b) = ch.recv().await.unwrap() {
             ch.send(b).await.unwrap();
         }
         ch.close().await.unwrap();
@@ -200,10 +208,133 @@ async fn bytes_flow_both_ways_on_one_channel() {
     ch.send(Bytes::from(data.clone())).await.unwrap();
     ch.close().await.unwrap();
     let mut back = Vec::new();
-    while let Some(b) = ch.recv().await {
-        back.extend_from_slice(&b);
-    }
+    let end = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match ch.recv().await {
+                Ok(Some(b)) => back.extend_from_slice(&b),
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("the echo ends (before the fix it stalled for the client's 60 s idle timeout)");
+    end.expect("a clean end");
+    assert_eq!(back.len(), data.len());
     assert!(back == data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_flow_both_ways_on_one_channel() {
+    echo_once().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_let_go_still_delivers_what_it_was_given() {
+    // The server sends, closes and lets go at once, with most of its bytes still queued
+    // behind credit and the sockets; the client reads only afterwards. Before the fix this lost
+    // the tail in 3 runs of 6 and then reported a clean end.
+    for _ in 0..5 {
+        let mut listener =
+            Listener::bind("127.0.0.1:0".parse().unwrap(), config(Scheme::Stripe(ConnChoice::LeastQueued), 2))
+                .await
+                .unwrap();
+        let addr = listener.local_addr();
+        let data = pattern(1, 2_000_000);
+        let sent = data.clone();
+        tokio::spawn(async move {
+            let session = listener.accept().await.unwrap();
+            let mut ch = session.accept().await.unwrap();
+            ch.send(Bytes::from(sent)).await.unwrap();
+            ch.close().await.unwrap();
+        });
+        let session = Session::connect(addr, config(Scheme::Stripe(ConnChoice::LeastQueued), 2)).await.unwrap();
+        let mut ch = session.open(1.0, true).await.unwrap();
+        ch.send(Bytes::from_static(b"go")).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut got = Vec::new();
+        tokio::time::timeout(Duration::from_secs(30), ch.read_to_end(&mut got))
+            .await
+            .expect("the transfer ends")
+            .expect("a clean end");
+        assert!(got == data, "{} of {} bytes", got.len(), data.len());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_whose_session_stops_midway_ends_with_an_error_that_says_what_arrived() {
+    // Every connection is cut after 400 kB and every later one is refused at once: the
+    // server's session is alone, stops after its idle timeout, and its channel is cut off.
+    let mut server_config = config(Scheme::Stripe(ConnChoice::LeastQueued), 2);
+    server_config.idle_timeout = Duration::from_millis(300);
+    let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), server_config).await.unwrap();
+    let cut = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&cut);
+    let proxy = forwarder(listener.local_addr(), move |_, carried, bytes| {
+        let total = seen.fetch_add(bytes.len(), std::sync::atomic::Ordering::Relaxed) + bytes.len();
+        total < 400_000 && carried < 400_000
+    })
+    .await;
+    let mut client_config = config(Scheme::Stripe(ConnChoice::LeastQueued), 2);
+    client_config.idle_timeout = Duration::from_millis(300);
+    let client = Session::connect(proxy, client_config).await.unwrap();
+    let ch = client.open(1.0, true).await.unwrap();
+    let writer = tokio::spawn(async move {
+        let data = Bytes::from(pattern(1, 4_000_000));
+        let _ = ch.send(data).await;
+        ch
+    });
+    let server = listener.accept().await.unwrap();
+    let mut got = server.accept().await.unwrap();
+    let mut read = 0u64;
+    let end = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match got.recv().await {
+                Ok(Some(b)) => read += b.len() as u64,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("the cut channel ends");
+    match end {
+        Err(MuxError::Cut { cut, why }) => {
+            assert_eq!(cut.delivered_bytes, read, "the error counts what the application read");
+            assert!(read < 4_000_000);
+            assert!(cut.announced_frames.is_none(), "the client never closed it");
+            let message = MuxError::Cut { cut, why }.to_string();
+            assert!(message.contains("cut off") && message.contains("no connection"), "{message}");
+        }
+        other => panic!("a channel cut off mid-transfer must end with an error, not {other:?}"),
+    }
+    writer.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_whose_server_session_has_ended_is_told_so_instead_of_redialling() {
+    let mut listener =
+        Listener::bind("127.0.0.1:0".parse().unwrap(), config(Scheme::Stripe(ConnChoice::LeastQueued), 2))
+            .await
+            .unwrap();
+    let addr = listener.local_addr();
+    let client = Session::connect(addr, config(Scheme::Stripe(ConnChoice::LeastQueued), 2)).await.unwrap();
+    let ch = client.open(1.0, true).await.unwrap();
+    ch.send(Bytes::from_static(b"hello")).await.unwrap();
+    // The server's application takes the session and lets it go; the listener stays.
+    let server = listener.accept().await.unwrap();
+    let mut got = server.accept().await.unwrap();
+    assert_eq!(&got.recv().await.unwrap().unwrap()[..], b"hello");
+    drop((got, server));
+    // The client's connections close, it re-opens them, the server answers that it has no
+    // such session, and the client's session ends: within seconds, not its 60 s idle timeout.
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while client.report().await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the client's session is still running");
+    let e = ch.send(Bytes::from_static(b"more")).await.unwrap_err();
+    assert!(matches!(e, MuxError::Ended), "{e}");
 }
 
 /// Shares of what the receiver got from backlogged channels, between two moments of the run.
@@ -225,7 +356,7 @@ async fn shares(scheme: Scheme, connections: usize, weights: &[f64]) -> Vec<f64>
         let session = listener.accept().await.unwrap();
         let _ = tx.send(session.clone());
         while let Some(mut ch) = session.accept().await {
-            tokio::spawn(async move { while ch.recv().await.is_some() {} });
+            tokio::spawn(async move { while let Ok(Some(_)) = ch.recv().await {} });
         }
     });
     let session = Session::connect(addr, config(scheme, connections)).await.unwrap();
@@ -359,11 +490,11 @@ async fn a_server_session_ends_when_its_client_has_gone() {
     ch.send(Bytes::from_static(b"hello")).await.unwrap();
     let server = listener.accept().await.unwrap();
     let mut got = server.accept().await.unwrap();
-    assert_eq!(&got.recv().await.unwrap()[..], b"hello");
+    assert_eq!(&got.recv().await.unwrap().unwrap()[..], b"hello");
     // The client goes away without a word: its connections close.
     drop((ch, client));
     let ended = tokio::time::timeout(Duration::from_secs(10), async {
-        while got.recv().await.is_some() {}
+        while got.recv().await.unwrap().is_some() {}
         server.accept().await
     })
     .await
@@ -557,7 +688,10 @@ async fn tls_frames_that_arrive_with_the_hello_are_not_left_behind() {
             let (tcp, _) = listener.accept().await.unwrap();
             let tls = tokio_rustls::TlsAcceptor::from(server_config).accept(tcp).await.unwrap();
             let mut held = HoldAfterFirst { inner: tls, writes: 0, held: Vec::new() };
-            switchyard_mux::hello::accept(&mut held, b"test key").await.unwrap();
+            let claim = switchyard_mux::hello::accept(&mut held, b"test key").await.unwrap();
+            switchyard_mux::hello::answer(&mut held, b"test key", &claim, switchyard_mux::hello::Answer::Joined)
+                .await
+                .unwrap();
             // The server opens channel 2 and sends it one frame and its end, right behind its
             // proof: the client's TLS reads them together with the proof.
             let mut frames = bytes::BytesMut::new();
@@ -602,7 +736,7 @@ async fn connections_of_one_session_joining_at_once_make_one_session() {
         let id = switchyard_mux::hello::new_session_id();
         let joins = (0..4u16).map(|index| async move {
             let mut s = TcpStream::connect(addr).await.unwrap();
-            switchyard_mux::hello::join(&mut s, key, &id, index).await.unwrap();
+            switchyard_mux::hello::join(&mut s, key, &id, index, true).await.unwrap();
             s
         });
         let _streams = spawn_all(joins).await;
