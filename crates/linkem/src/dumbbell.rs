@@ -9,6 +9,8 @@
 //! Needs root (namespaces and TUN devices); [`Dumbbell::new`] says plainly when it cannot, so
 //! that tests can skip with a visible message.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
 use std::process::Command;
@@ -18,6 +20,7 @@ use std::time::Instant;
 
 use tun_rs::{AsyncDevice, DeviceBuilder, SyncDevice};
 
+use crate::impair::{Impairments, Verdict};
 use crate::link::{Link, LinkConfig, LinkStats};
 
 /// Why a dumbbell could not be made.
@@ -104,6 +107,7 @@ pub struct Dumbbell {
     /// The receiving side (address [`Dumbbell::RIGHT`]).
     pub right: Namespace,
     stats: Arc<Mutex<[LinkStats; 2]>>,
+    impairments: Impairments,
     stop: Option<tokio::sync::watch::Sender<bool>>,
     forwarder: Option<std::thread::JoinHandle<()>>,
 }
@@ -142,8 +146,10 @@ impl Dumbbell {
             ip(&["-n", n, "route", "add", &format!("{peer}/32"), "dev", "sylink"])?;
         }
         let stats = Arc::new(Mutex::new([LinkStats::default(); 2]));
+        let impairments = Impairments::new();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let shared = Arc::clone(&stats);
+        let judge = impairments.clone();
         let forwarder = std::thread::Builder::new()
             .name("sy-linkem".into())
             .spawn(move || {
@@ -159,14 +165,20 @@ impl Dumbbell {
                         start,
                         Arc::clone(&shared),
                         0,
+                        judge.clone(),
                         stopped.clone(),
                     );
-                    let b = direction(r, l, Link::new(back), start, shared, 1, stopped);
+                    let b = direction(r, l, Link::new(back), start, shared, 1, judge, stopped);
                     tokio::join!(a, b);
                 });
             })
             .map_err(|e| LinkemError::Setup(format!("starting the forwarder: {e}")))?;
-        Ok(Self { left, right, stats, stop: Some(stop), forwarder: Some(forwarder) })
+        Ok(Self { left, right, stats, impairments, stop: Some(stop), forwarder: Some(forwarder) })
+    }
+
+    /// The impairments of single connections, in force from the next packet.
+    pub fn impairments(&self) -> &Impairments {
+        &self.impairments
     }
 
     /// Counters of the left-to-right and right-to-left links.
@@ -186,6 +198,7 @@ impl Drop for Dumbbell {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn direction(
     from: Arc<AsyncDevice>,
     to: Arc<AsyncDevice>,
@@ -193,22 +206,42 @@ async fn direction(
     start: Instant,
     stats: Arc<Mutex<[LinkStats; 2]>>,
     which: usize,
+    impairments: Impairments,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut buf = vec![0u8; 65536];
+    // Packets of slowed connections, by when they enter the link (then in arrival order).
+    let mut held: BinaryHeap<Reverse<(std::time::Duration, u64, Vec<u8>)>> = BinaryHeap::new();
+    let mut order = 0u64;
     loop {
-        let wake = link.next_arrival().map(|t| tokio::time::Instant::from_std(start + t));
+        let next = [link.next_arrival(), held.peek().map(|Reverse((t, _, _))| *t)].into_iter().flatten().min();
+        let wake = next.map(|t| tokio::time::Instant::from_std(start + t));
         tokio::select! {
             r = from.recv(&mut buf) => match r {
-                Ok(n) => {
-                    let _ = link.offer(start.elapsed(), buf[..n].to_vec());
-                }
+                Ok(n) => match impairments.judge(&buf[..n]) {
+                    Verdict::Pass => {
+                        let _ = link.offer(start.elapsed(), buf[..n].to_vec());
+                    }
+                    Verdict::Drop => {}
+                    Verdict::Delay(d) => {
+                        order += 1;
+                        held.push(Reverse((start.elapsed() + d, order, buf[..n].to_vec())));
+                    }
+                    Verdict::Reset { to_source, to_destination } => {
+                        let _ = from.send(&to_source).await;
+                        let _ = to.send(&to_destination).await;
+                    }
+                },
                 Err(_) => return,
             },
             () = async { tokio::time::sleep_until(wake.expect("guarded")).await }, if wake.is_some() => {}
             _ = stop.changed() => return,
         }
         let now = start.elapsed();
+        while held.peek().is_some_and(|Reverse((t, _, _))| *t <= now) {
+            let Reverse((_, _, p)) = held.pop().expect("peeked");
+            let _ = link.offer(now, p);
+        }
         while let Some(p) = link.poll(now) {
             let _ = to.send(&p).await;
         }

@@ -6,6 +6,7 @@
 //!
 //! - [`link`]: one direction of a link as a state machine with time passed in (testable alone).
 //! - [`Dumbbell`]: the namespaces, the TUN devices and the forwarder thread.
+//! - [`impair`]: single connections silenced, slowed or reset on top of the link.
 //!
 //! # What does not
 //!
@@ -13,7 +14,9 @@
 //! Iwashima's testbed), and the code under test runs in the namespaces as it would anywhere.
 
 mod dumbbell;
+pub mod impair;
 pub mod link;
 
 pub use dumbbell::{Dumbbell, LinkemError, Namespace};
+pub use impair::{Impairment, Impairments};
 pub use link::{LinkConfig, Queue};
