@@ -4,6 +4,10 @@
 //! A channel opens with a short header naming where the far end should connect: a big-endian
 //! `u16` length, then `host:port` in UTF-8. The far end connects there (if its allow list lets
 //! it) and copies bytes both ways until each side closes.
+//!
+//! A channel that is cut off (its session stopped before the peer's close, [`MuxError::Cut`])
+//! resets its TCP connection instead of closing it: a closed connection says "that was all",
+//! and a program at either end would take part of a transfer for the whole of it.
 
 use std::net::SocketAddr;
 
@@ -65,7 +69,9 @@ pub async fn forward(session: Session, forward: Forward) -> Result<(), MuxError>
             if channel.write_all(&header).await.is_err() {
                 return;
             }
-            let _ = tokio::io::copy_bidirectional(&mut tcp, &mut channel).await;
+            if tokio::io::copy_bidirectional(&mut tcp, &mut channel).await.is_err() {
+                reset(&tcp);
+            }
         });
     }
 }
@@ -92,8 +98,17 @@ async fn serve_one(mut channel: Channel, allow: &[String]) -> std::io::Result<()
         return Ok(());
     }
     let mut tcp = TcpStream::connect(&target).await?;
-    tokio::io::copy_bidirectional(&mut channel, &mut tcp).await?;
+    if let Err(e) = tokio::io::copy_bidirectional(&mut channel, &mut tcp).await {
+        reset(&tcp);
+        return Err(e);
+    }
     Ok(())
+}
+
+/// Makes the connection's close an RST: the peer's next read or write fails, so it cannot take
+/// what it got for all there was.
+fn reset(tcp: &TcpStream) {
+    let _ = tcp.set_zero_linger();
 }
 
 #[cfg(test)]

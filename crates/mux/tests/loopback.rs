@@ -502,6 +502,52 @@ async fn a_server_session_ends_when_its_client_has_gone() {
     assert!(ended.is_none());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_whose_channel_is_cut_off_resets_its_tcp_connections_instead_of_closing_them() {
+    use switchyard_mux::tunnel::{self, Forward};
+    // The far side's service: a sink that reports how its connection ended.
+    let sink = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sink_addr = sink.local_addr().unwrap();
+    let (report, ended) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut s, _) = sink.accept().await.unwrap();
+        let mut got = Vec::new();
+        let _ = report.send((s.read_to_end(&mut got).await.map_err(|e| e.kind()), got.len()));
+    });
+    let scheme = Scheme::Stripe(ConnChoice::LeastQueued);
+    let mut server_config = config(scheme, 2);
+    server_config.idle_timeout = Duration::from_millis(300);
+    let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), server_config).await.unwrap();
+    let addr = listener.local_addr();
+    tokio::spawn(async move {
+        while let Some(session) = listener.accept().await {
+            tokio::spawn(tunnel::serve(session, Vec::new()));
+        }
+    });
+    // Every connection is cut once 1 MB has gone through, and every later one at once.
+    let total = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let proxy = forwarder(addr, move |_, _, bytes| {
+        total.fetch_add(bytes.len(), std::sync::atomic::Ordering::Relaxed) + bytes.len() < 1_000_000
+    })
+    .await;
+    let mut client_config = config(scheme, 2);
+    client_config.idle_timeout = Duration::from_millis(300);
+    let session = Session::connect(proxy, client_config).await.unwrap();
+    let local = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    tokio::spawn(tunnel::forward(session.clone(), Forward { local, target: sink_addr.to_string(), weight: 1.0 }));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut c = TcpStream::connect(local).await.unwrap();
+    let data = pattern(5, 4_000_000);
+    let _ = c.write_all(&data).await;
+    let _ = c.shutdown().await;
+    let (how, got) = tokio::time::timeout(Duration::from_secs(20), ended).await.expect("the sink's connection ends").unwrap();
+    assert!(got < data.len(), "the cut came mid-transfer");
+    assert_eq!(how, Err(std::io::ErrorKind::ConnectionReset), "the sink got {got} bytes and must not see a clean end");
+    let mut rest = Vec::new();
+    let mine = tokio::time::timeout(Duration::from_secs(20), c.read_to_end(&mut rest)).await.unwrap();
+    assert_eq!(mine.map_err(|e| e.kind()).unwrap_err(), std::io::ErrorKind::ConnectionReset, "and nor must the client");
+}
+
 /// A server's and a client's TLS settings for a self-signed certificate naming `name`; the
 /// client trusts that certificate and expects `expect`.
 fn tls_pair(name: &str, expect: &str) -> (Tls, Tls) {
