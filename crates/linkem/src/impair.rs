@@ -48,7 +48,10 @@ pub(crate) enum Verdict {
     Drop,
     Delay(Duration),
     /// Drop it, and write these to the side it came from and the side it was going to.
-    Reset { to_source: Vec<u8>, to_destination: Vec<u8> },
+    Reset {
+        to_source: Vec<u8>,
+        to_destination: Vec<u8>,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -142,11 +145,8 @@ impl Impairments {
     /// Judges one packet on its way through the link.
     pub(crate) fn judge(&self, packet: &[u8]) -> Verdict {
         let Some(tcp) = tcp_of(packet) else { return Verdict::Pass };
-        let conn = if tcp.src <= tcp.dst {
-            Conn { a: tcp.src.1, b: tcp.dst.1 }
-        } else {
-            Conn { a: tcp.dst.1, b: tcp.src.1 }
-        };
+        let conn =
+            if tcp.src <= tcp.dst { Conn { a: tcp.src.1, b: tcp.dst.1 } } else { Conn { a: tcp.dst.1, b: tcp.src.1 } };
         let mut s = self.state();
         s.seen.insert(conn, Instant::now());
         if s.seen.len() > 4096 {
@@ -173,7 +173,10 @@ impl Impairments {
                 // expects `seq` from the source (exactly, once what went before has arrived;
                 // within its window otherwise, and the source's kernel resets it on its next
                 // packet anyway, having no connection left).
-                Verdict::Reset { to_source: rst(tcp.dst, tcp.src, tcp.ack), to_destination: rst(tcp.src, tcp.dst, tcp.seq) }
+                Verdict::Reset {
+                    to_source: rst(tcp.dst, tcp.src, tcp.ack),
+                    to_destination: rst(tcp.src, tcp.dst, tcp.seq),
+                }
             }
         }
     }

@@ -17,6 +17,16 @@ use switchyard_core::carry::Cut;
 
 type WriteOp = Pin<Box<dyn Future<Output = Result<(), MuxError>> + Send + Sync>>;
 
+/// How the receiving side ended.
+enum Outcome {
+    /// The peer's close, after every byte.
+    Finished,
+    /// Cut off: what arrived, and why the session stopped.
+    Cut(Cut, Stopped),
+    /// The driver is gone without leaving an end (it panicked, or its runtime was shut down).
+    Gone,
+}
+
 /// One weighted channel of a session.
 pub struct Channel {
     id: u32,
@@ -29,9 +39,8 @@ pub struct Channel {
     closed: bool,
     /// How the receiving side ended, once the queue from the session has closed.
     end: EndSlot,
-    /// Once that queue has closed: bytes that came with the end, then the end (`None` if the
-    /// driver left none).
-    ended: Option<(VecDeque<Bytes>, Option<Option<(Cut, Stopped)>>)>,
+    /// Once that queue has closed: bytes that came with the end, then the end.
+    ended: Option<(VecDeque<Bytes>, Outcome)>,
     /// Held while the application holds the channel: the driver sees it go.
     _held: Arc<()>,
 }
@@ -84,10 +93,9 @@ impl Channel {
                 None => {
                     let end = self.end.lock().expect("never held across a panic").take();
                     self.ended = Some(match end {
-                        Some(End { tail, cut }) => (tail, Some(cut)),
-                        // The driver is gone without a word (it panicked, or its runtime was
-                        // shut down): not a clean end.
-                        None => (VecDeque::new(), None),
+                        Some(End { tail, cut: None }) => (tail, Outcome::Finished),
+                        Some(End { tail, cut: Some((cut, why)) }) => (tail, Outcome::Cut(cut, why)),
+                        None => (VecDeque::new(), Outcome::Gone),
                     });
                 }
             }
@@ -95,9 +103,9 @@ impl Channel {
         let (tail, cut) = self.ended.as_mut().expect("set above");
         Poll::Ready(match (tail.pop_front(), cut) {
             (Some(b), _) => Ok(Some(b)),
-            (None, Some(None)) => Ok(None),
-            (None, Some(Some((cut, why)))) => Err(MuxError::Cut { cut: *cut, why: why.clone() }),
-            (None, None) => Err(MuxError::Ended),
+            (None, Outcome::Finished) => Ok(None),
+            (None, Outcome::Cut(cut, why)) => Err(MuxError::Cut { cut: *cut, why: why.clone() }),
+            (None, Outcome::Gone) => Err(MuxError::Ended),
         })
     }
 

@@ -123,7 +123,12 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, key: &[u8]) ->
 }
 
 /// The server's answer to a proven claim, with its own proof.
-pub async fn answer<S: AsyncWrite + Unpin>(s: &mut S, key: &[u8], claim: &Claim, answer: Answer) -> Result<(), HelloError> {
+pub async fn answer<S: AsyncWrite + Unpin>(
+    s: &mut S,
+    key: &[u8],
+    claim: &Claim,
+    answer: Answer,
+) -> Result<(), HelloError> {
     let mut m = mac(key, b"server", &claim.nonce, &claim.session, claim.index, claim.new);
     m.update(&[answer as u8]);
     let mut out = Vec::with_capacity(33);

@@ -716,7 +716,13 @@ impl Driver {
         let end = EndSlot::default();
         let Some(commands) = self.command_tx.upgrade() else {
             // Nobody will send on it either.
-            let ends = Ends { to_app: None, end, held: std::sync::Weak::new(), pending: VecDeque::new(), close_when_sent: true };
+            let ends = Ends {
+                to_app: None,
+                end,
+                held: std::sync::Weak::new(),
+                pending: VecDeque::new(),
+                close_when_sent: true,
+            };
             self.ends.insert(id, ends);
             return None;
         };

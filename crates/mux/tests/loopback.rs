@@ -540,7 +540,8 @@ async fn a_tunnel_whose_channel_is_cut_off_resets_its_tcp_connections_instead_of
     let data = pattern(5, 4_000_000);
     let _ = c.write_all(&data).await;
     let _ = c.shutdown().await;
-    let (how, got) = tokio::time::timeout(Duration::from_secs(20), ended).await.expect("the sink's connection ends").unwrap();
+    let (how, got) =
+        tokio::time::timeout(Duration::from_secs(20), ended).await.expect("the sink's connection ends").unwrap();
     assert!(got < data.len(), "the cut came mid-transfer");
     assert_eq!(how, Err(std::io::ErrorKind::ConnectionReset), "the sink got {got} bytes and must not see a clean end");
     let mut rest = Vec::new();

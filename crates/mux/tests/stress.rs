@@ -115,10 +115,13 @@ impl Chaos for (Impairments, u16) {
     }
 }
 
+/// What a proxied connection should suffer, and the bell that tells its pump to look.
+type Control = (Mutex<Option<Impairment>>, tokio::sync::Notify);
+
 /// A TCP proxy on loopback whose connections can be reset, silenced or slowed one by one.
 #[derive(Clone, Default)]
 struct Proxy {
-    conns: Arc<Mutex<HashMap<u16, Arc<(Mutex<Option<Impairment>>, tokio::sync::Notify)>>>>,
+    conns: Arc<Mutex<HashMap<u16, Arc<Control>>>>,
 }
 
 impl Proxy {
@@ -144,7 +147,7 @@ impl Proxy {
 }
 
 /// Forwards both ways until either side closes, doing what the connection's state says.
-async fn pump(mut a: TcpStream, mut b: TcpStream, state: &(Mutex<Option<Impairment>>, tokio::sync::Notify)) {
+async fn pump(mut a: TcpStream, mut b: TcpStream, state: &Control) {
     let (mut ab, mut ba) = (vec![0u8; 16 << 10], vec![0u8; 16 << 10]);
     loop {
         let what = *state.0.lock().unwrap();
@@ -330,7 +333,10 @@ async fn round(addr: SocketAddr, chaos: Arc<dyn Chaos>, seed: u64, tally: &mut T
                     let mut expect = len.to_be_bytes().to_vec();
                     expect.extend_from_slice(&want);
                     if answer != expect {
-                        return Err(format!("channel {}: the sink's length and SHA-256 differ from what was sent", ch.id()));
+                        return Err(format!(
+                            "channel {}: the sink's length and SHA-256 differ from what was sent",
+                            ch.id()
+                        ));
                     }
                     Ok(())
                 }));
@@ -352,7 +358,10 @@ async fn round(addr: SocketAddr, chaos: Arc<dyn Chaos>, seed: u64, tally: &mut T
         tally.resent += report.channels.iter().map(|c| c.sent.resent_frames).sum::<u64>();
     }
     tally.rounds += 1;
-    let what = format!("{} over {m} connections, {scheme:?}, impairments {done:?}", if echo { "echo" } else { "weighted sink" });
+    let what = format!(
+        "{} over {m} connections, {scheme:?}, impairments {done:?}",
+        if echo { "echo" } else { "weighted sink" }
+    );
     match outcome {
         Ok(Ok(bytes)) => {
             tally.bytes += bytes;
@@ -385,7 +394,13 @@ async fn rounds(name: &str, addr: SocketAddr, chaos: Arc<dyn Chaos>, seed: u64, 
         tally.lost,
         tally.resent
     );
-    assert!(tally.failures.is_empty(), "{name}: {} of {} rounds failed: {:#?}", tally.failures.len(), tally.rounds, tally.failures);
+    assert!(
+        tally.failures.is_empty(),
+        "{name}: {} of {} rounds failed: {:#?}",
+        tally.failures.len(),
+        tally.rounds,
+        tally.failures
+    );
 }
 
 fn seed() -> u64 {

@@ -57,7 +57,14 @@ fn plans() -> impl Strategy<Value = Plan> {
         stop,
         0u8..12,
     )
-        .prop_map(|(scheme, conns, sizes, moves, stop, kill_rate)| Plan { scheme, conns, sizes, moves, stop, kill_rate })
+        .prop_map(|(scheme, conns, sizes, moves, stop, kill_rate)| Plan {
+            scheme,
+            conns,
+            sizes,
+            moves,
+            stop,
+            kill_rate,
+        })
 }
 
 /// One connection: frames in flight each way, FIFO as TCP is; `None` while it is down.
@@ -125,7 +132,7 @@ fn run(plan: &Plan) -> Outcome {
             }
             rx.connection_lost();
         }
-        if step % 97 == 0 {
+        if step.is_multiple_of(97) {
             for (c, w) in wires.iter_mut().enumerate() {
                 if !w.up && !stopped {
                     w.up = true;

@@ -13,13 +13,13 @@
 //! The mux driver carries their decisions out over sockets; nothing here does I/O.
 
 pub mod choose;
+#[cfg(test)]
+mod end_tests;
 pub mod frame;
 pub mod pin;
 mod recv;
 mod reorder;
 mod send;
-#[cfg(test)]
-mod end_tests;
 #[cfg(test)]
 mod session_tests;
 mod wfq;

@@ -105,7 +105,11 @@ impl std::fmt::Display for Cut {
             write!(f, " (and {} more frames out of order, dropped)", self.held_frames)?;
         }
         match self.announced_frames {
-            Some(n) => write!(f, "; the peer closed it after {n} frames, so {} never arrived", n.saturating_sub(self.delivered_frames)),
+            Some(n) => write!(
+                f,
+                "; the peer closed it after {n} frames, so {} never arrived",
+                n.saturating_sub(self.delivered_frames)
+            ),
             None => write!(f, "; the peer's close never arrived, so what else it sent is unknown"),
         }
     }

@@ -515,8 +515,10 @@ impl Sender {
     }
 
     fn close_frame(&mut self, slot: usize) -> Option<Frame> {
-        let (&channel, ch) =
-            self.channels.iter_mut().find(|(_, c)| c.closing && c.queued == 0 && c.close_sent.is_none() && !c.close_acked)?;
+        let (&channel, ch) = self
+            .channels
+            .iter_mut()
+            .find(|(_, c)| c.closing && c.queued == 0 && c.close_sent.is_none() && !c.close_acked)?;
         ch.close_sent = Some(slot);
         Some(Frame::Close { channel, frames: ch.next_seq })
     }
