@@ -6,13 +6,22 @@
 //! ToN 1993, §4): on each arrival the average queue `avg ← (1 − w_q)·avg + w_q·q`; below
 //! `min_th` the packet is queued, at or above `max_th` dropped, and between them dropped with
 //! `p_a = p_b / (1 − count·p_b)`, `p_b = max_p·(avg − min_th)/(max_th − min_th)`, where `count`
-//! is the packets queued since the last drop. Iwashima's testbed (notes §4.2) ran RED "with a
+//! is the packets queued since the last drop. After an idle spell the average first decays as
+//! if `m` empty-queue samples had been taken, `avg ← (1 − w_q)^m·avg`, with `m` the packets of
+//! [`RED_SMALL_PACKET`] bytes the link could have sent while idle (the paper's Fig. 2; its `m`
+//! counts "typical small packets" without a size, and ns-2's 500-byte mean is taken). Without
+//! it the average stays where the last busy spell left it, and an idle link keeps dropping the
+//! next connection's first packets early (the mux stress test's handshakes timed out so).
+//! Iwashima's testbed (notes §4.2) ran RED "with a
 //! maximum average size of 40 packets" and gives no other parameter; [`Queue::iwashima`] takes
 //! `max_th = 40`, and Dummynet's and the paper's usual `min_th = max_th/4`, `max_p = 0.1`,
 //! `w_q = 0.002`, with a hard limit of 100 packets.
 
 use std::collections::VecDeque;
 use std::time::Duration;
+
+/// The "typical small packet" of RED's idle decay, in bytes.
+pub const RED_SMALL_PACKET: f64 = 500.0;
 
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -138,6 +147,11 @@ impl Link {
         let verdict = match self.config.queue {
             Queue::DropTail { packets } => (q < packets).then_some(()).ok_or(Drop::Full),
             Queue::Red { min_th, max_th, max_p, w_q, limit } => {
+                if q == 0 && now > self.free_at {
+                    let small = RED_SMALL_PACKET * 8.0 / self.config.rate_bps as f64;
+                    let m = (now - self.free_at).as_secs_f64() / small;
+                    self.avg *= libm::pow(1.0 - w_q, m);
+                }
                 self.avg = (1.0 - w_q) * self.avg + w_q * q as f64;
                 if q >= limit {
                     Err(Drop::Full)
@@ -267,6 +281,24 @@ mod tests {
         }
         assert!(dropped > 0, "a standing queue is signalled");
         assert!(l.stats().early > 0);
+    }
+
+    #[test]
+    fn red_forgets_a_busy_spell_while_the_link_is_idle() {
+        let mut l = Link::new(LinkConfig::default());
+        // A long burst drives the average past max_th: arrivals are then dropped early.
+        for _ in 0..3000 {
+            let _ = l.offer(Duration::ZERO, vec![0u8; 1500]);
+        }
+        assert!(l.offer(Duration::ZERO, vec![0u8; 100]).is_err());
+        let busy_until = l.free_at;
+        // A second after the queue has drained, the link has been idle long enough to forget.
+        let later = busy_until + Duration::from_secs(1);
+        let early = l.stats().early;
+        for i in 0..50 {
+            l.offer(later + Duration::from_millis(i * 10), vec![0u8; 100]).expect("an idle link drops nothing early");
+        }
+        assert_eq!(l.stats().early, early);
     }
 
     #[test]
