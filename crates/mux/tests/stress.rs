@@ -252,7 +252,9 @@ async fn round(addr: SocketAddr, chaos: Arc<dyn Chaos>, seed: u64, tally: &mut T
         _ => Scheme::Pin { hysteresis: 0.01 },
     };
     let m = rng.random_range(2..=4);
-    let session = Session::connect(addr, config(scheme, m)).await.map_err(|e| format!("seed {seed}: connect over {m} connections: {e}"))?;
+    let session = Session::connect(addr, config(scheme, m))
+        .await
+        .map_err(|e| format!("seed {seed}: connect over {m} connections: {e}"))?;
     let echo = rng.random_bool(0.4);
     let events = rng.random_range(1..=3);
     let plan: Vec<(Duration, u8, u32)> = (0..events)

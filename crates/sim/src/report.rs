@@ -74,14 +74,22 @@ pub fn bar_chart(rows: &[RunSummary], field: &str, title: &str) -> Result<String
             })
             .draw()
             .map_err(|e| e.to_string())?;
-        chart
-            .draw_series(
-                Histogram::horizontal(&chart)
-                    .style(RGBColor(70, 110, 170).filled())
-                    .margin(3)
-                    .data(rows.iter().enumerate().map(|(i, r)| (n.saturating_sub(1 + i as u32), value(r, field)))),
-            )
-            .map_err(|e| e.to_string())?;
+        // Bars drawn one by one in row order: plotters' `Histogram` gathers its data in a
+        // `HashMap`, and drew them in a different order on every run, so the same runs made
+        // SVG files that differed byte for byte.
+        let rows_axis = chart.as_coord_spec().y_spec().clone();
+        let bars: Vec<Rectangle<(f64, SegmentValue<u32>)>> = rows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let k = n.saturating_sub(1 + i as u32) as usize;
+                let (from, to) = (rows_axis.from_index(k)?, rows_axis.from_index(k + 1)?);
+                let mut bar = Rectangle::new([(value(r, field), from), (0.0, to)], RGBColor(70, 110, 170).filled());
+                bar.set_margin(3, 3, 0, 0);
+                Some(bar)
+            })
+            .collect();
+        chart.draw_series(bars).map_err(|e| e.to_string())?;
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(svg)
