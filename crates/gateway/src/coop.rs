@@ -482,7 +482,7 @@ pub async fn run_cluster(c: &ClusterConfig) -> Result<SetOutcome, String> {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(c.seed ^ (k as u64).wrapping_mul(0x9e37_79b9));
             let mut total = SetOutcome::default();
             for r in 0..c.requests {
-                let set = switchyard_sim::models::cacheflow::pick_set(sets.len(), &mut rng);
+                let set = switchyard_models::cacheflow::pick_set(sets.len(), &mut rng);
                 let got = ask_set(&http, &local, &neighbours, &sets[set]).await?;
                 if r >= c.warmup {
                     total += got;

@@ -1,4 +1,5 @@
-//! The sensor-field emulator: the simulator's field model served over HTTP in real time, with
+//! The sensor-field emulator: the field model the simulator also runs (`switchyard-models`)
+//! served over HTTP in real time, with
 //! the model's access links, delays and costs (Yates §5.3), for the gateway to be run and
 //! measured against.
 //!
@@ -29,7 +30,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use switchyard_core::Nanos;
 use switchyard_core::cache::{FieldCost, Neighbourhood};
-use switchyard_sim::models::sensor::{AccessLinks, Field, FieldSpec};
+use switchyard_models::{AccessLinks, Field, FieldSpec};
 
 use crate::http::{error, unix_ms};
 use crate::metrics::{Amount, Count, Metrics};

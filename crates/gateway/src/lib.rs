@@ -12,7 +12,7 @@
 //! - [`origin`]: the same gateway in front of any HTTP origin: every `GET` cached by path and
 //!   query, coalesced exactly, with a reader's `Cache-Control: max-age`, stale-while-revalidate
 //!   and stale-if-error, the staleness stated in the response.
-//! - [`field`]: `switchyard field serve`: the simulator's sensor field served in real time
+//! - [`field`]: `switchyard field serve`: the sensor field model (`switchyard-models`) served in real time
 //!   over HTTP, with the model's link queues, delays and costs.
 //!
 //! # What does not

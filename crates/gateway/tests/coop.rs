@@ -17,7 +17,7 @@ fn cluster(cooperate: bool, capacity: usize) -> ClusterConfig {
         link_buffer: 0,
         object_size: 1024,
         files: 600,
-        sets: switchyard_sim::models::cacheflow::make_sets(600, 100, 20, &mut rng),
+        sets: switchyard_models::cacheflow::make_sets(600, 100, 20, &mut rng),
         requests: 60,
         warmup: 15,
         period: Duration::from_millis(2),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use switchyard_core::cache::{AgeFrom, Lookup};
 use switchyard_gateway::field::{self, FieldConfig};
 use switchyard_gateway::gateway::{self, GatewayConfig, ReadingReply};
-use switchyard_sim::models::sensor::{ChangeModel, FieldSpec, Stations};
+use switchyard_models::{ChangeModel, FieldSpec, Stations};
 use tokio::sync::oneshot;
 
 /// Serves `router` on a loopback port until the returned sender is dropped or fired.

@@ -14,7 +14,10 @@
 //!     run-queues with any core policy, and workers pay a locality penalty when a flow moves;
 //!   - the workloads: synthetic flows, DPI connection buffers and GOP streams
 //!     ([`models::workload`]), and pcap or pcapng captures replayed ([`models::trace`], read
-//!     through `switchyard-ingest`, the reader every driver shares).
+//!     through `switchyard-ingest`, the reader every driver shares);
+//!   - sensor fields behind a cache ([`models::sensor`]) and Cacheflow's cooperating servers
+//!     ([`models::cacheflow`]), whose field, access links and workload come from
+//!     `switchyard-models`, which the gateway uses too.
 //!
 //! # Ordering guarantees
 //!

@@ -12,12 +12,11 @@
 //! - hit rate: objects delivered from any cache over objects asked for, after a 5-minute
 //!   warm-up of the 30-minute run.
 
-use std::collections::BTreeSet;
-
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use switchyard_core::Nanos;
 use switchyard_core::cache::cacheflow::{Batch, Merged, Server, merge};
+pub use switchyard_models::cacheflow::{make_sets, pick_set};
 
 use crate::{EventQueue, Model, SimError, Streams, secs};
 
@@ -230,36 +229,6 @@ impl Model for Cacheflow {
                 }
             }
         }
-    }
-}
-
-/// Cacheflow's sets (Dou Table 4.2): `sets` sets of `set_size` distinct objects of `files`, each
-/// slot drawn from the popular fifth of the objects with probability 0.8.
-pub fn make_sets(files: usize, sets: usize, set_size: usize, rng: &mut ChaCha8Rng) -> Vec<Vec<u32>> {
-    let popular = (files / 5).max(1);
-    (0..sets)
-        .map(|_| {
-            let mut set = BTreeSet::new();
-            while set.len() < set_size.min(files) {
-                let f = if rng.random::<f64>() < 0.8 {
-                    rng.random_range(0..popular)
-                } else {
-                    rng.random_range(popular..files.max(popular + 1))
-                };
-                set.insert(f as u32);
-            }
-            set.into_iter().collect()
-        })
-        .collect()
-}
-
-/// Which set a client asks for next: 80% of requests go to the popular fifth of the sets.
-pub fn pick_set(sets: usize, rng: &mut ChaCha8Rng) -> usize {
-    let popular = (sets / 5).max(1);
-    if sets <= popular || rng.random::<f64>() < 0.8 {
-        rng.random_range(0..popular.min(sets.max(1)))
-    } else {
-        rng.random_range(popular..sets)
     }
 }
 

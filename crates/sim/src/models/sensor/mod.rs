@@ -6,9 +6,11 @@
 //! delay and deviation; [`experiment`] runs several policies on one field and scores their
 //! answers' quality Q_n against a pool of all of them.
 
-pub mod field;
-pub mod link;
 pub mod run;
+
+// The field and its links are models the gateway's field emulator uses too: they live in
+// `switchyard-models`, below both, so that the gateway does not depend on the simulator.
+pub use switchyard_models::{field, links as link};
 
 pub use field::{ChangeModel, Field, FieldSpec, Stations, Trace, YATES_SIGMA};
 pub use link::AccessLinks;

@@ -157,7 +157,7 @@ impl Gateway {
     fn answer(&mut self, now: Nanos, asked: u32, asked_at: Nanos, value: f64) {
         if self.measured(asked_at) {
             let delay = (now.0 - asked_at.0) as f64 / 1e9;
-            let deviation = (value - self.field.values[asked as usize]).abs();
+            let deviation = (value - self.field.values()[asked as usize]).abs();
             self.out.answers.push((delay as f32, deviation as f32));
         }
     }
@@ -217,18 +217,18 @@ impl Model for Gateway {
             Event::Poll | Event::Arrival if now >= self.measure_to => {}
             Event::Poll => {
                 let l = self.next_poll;
-                self.next_poll = (l + 1) % self.field.values.len() as u32;
+                self.next_poll = (l + 1) % self.field.values().len() as u32;
                 self.query(now, l, queue);
                 queue.schedule_in(self.poll_every, Event::Poll);
             }
             Event::Arrival => {
-                let l = self.queries_rng.random_range(0..self.field.values.len() as u32);
+                let l = self.queries_rng.random_range(0..self.field.values().len() as u32);
                 self.query(now, l, queue);
                 let gap = self.arrivals.sample(&mut self.queries_rng);
                 queue.schedule_in(secs(gap), Event::Arrival);
             }
             Event::Sample { location, read, asked_at } => {
-                let reading = Reading { value: self.field.values[location as usize], sensed_at: now };
+                let reading = Reading { value: self.field.values()[location as usize], sensed_at: now };
                 let travel = secs(self.cost.one_way_delay_s(location));
                 queue.schedule_in(travel, Event::Reply { location, read, asked_at, reading });
             }
@@ -272,21 +272,21 @@ pub fn simulate(params: &SensorParams, lookup: Lookup) -> Result<PolicyRun, SimE
         value: e,
         expected: "a field that can run",
     })?;
-    let cost = FieldCost::new(&field.points, &field.stations).ok_or(SimError::BadParameter {
+    let cost = FieldCost::new(field.points(), field.stations()).ok_or(SimError::BadParameter {
         name: "field",
         value: "a location on a base station".into(),
         expected: "every location some distance from its base station",
     })?;
-    let mut cache = Cache::new(lookup, secs(params.ttl_s), params.age_from, field.neighbours.clone())
+    let mut cache = Cache::new(lookup, secs(params.ttl_s), params.age_from, field.neighbours().clone())
         .keep_approximations(params.keep_approximations);
     if lookup == Lookup::AllHits {
-        for (l, v) in field.values.iter().enumerate() {
+        for (l, v) in field.values().iter().enumerate() {
             cache.preload(l as u32, Reading { value: *v, sensed_at: Nanos::ZERO }, Nanos::ZERO);
         }
     }
-    let n = field.values.len();
+    let n = field.values().len();
     let mut model = Gateway {
-        links: AccessLinks::new(field.stations.len(), secs(1.0 / params.link_capacity), secs(params.max_wait_s)),
+        links: AccessLinks::new(field.stations().len(), secs(1.0 / params.link_capacity), secs(params.max_wait_s)),
         poll_every: secs(params.poll_s / n as f64),
         next_poll: 0,
         arrivals: Exp::new(params.lambda).expect("checked positive"),

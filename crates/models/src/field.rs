@@ -75,11 +75,11 @@ pub enum FieldSpec {
 /// The field as a model runs it: the simulator's gateway model, and the field emulator that
 /// `switchyard field` serves in real time.
 pub struct Field {
-    pub(crate) points: Vec<Point>,
-    pub(crate) stations: Vec<Point>,
-    pub(crate) neighbours: Neighbours,
+    points: Vec<Point>,
+    stations: Vec<Point>,
+    neighbours: Neighbours,
     /// The true values now.
-    pub(crate) values: Vec<f64>,
+    values: Vec<f64>,
     changes: Changes,
 }
 
