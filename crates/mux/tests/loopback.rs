@@ -309,20 +309,26 @@ async fn a_channel_whose_session_stops_midway_ends_with_an_error_that_says_what_
     writer.abort();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_whose_server_session_has_ended_is_told_so_instead_of_redialling() {
-    let mut listener =
-        Listener::bind("127.0.0.1:0".parse().unwrap(), config(Scheme::Stripe(ConnChoice::LeastQueued), 2))
-            .await
-            .unwrap();
-    let addr = listener.local_addr();
-    let client = Session::connect(addr, config(Scheme::Stripe(ConnChoice::LeastQueued), 2)).await.unwrap();
+/// A server with `server_config`, a client session with a channel that said "hello", and the
+/// server's session and channel that heard it.
+async fn said_hello(
+    server_config: MuxConfig,
+) -> (Listener, Session, switchyard_mux::Channel, Session, switchyard_mux::Channel) {
+    let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), server_config).await.unwrap();
+    let client =
+        Session::connect(listener.local_addr(), config(Scheme::Stripe(ConnChoice::LeastQueued), 2)).await.unwrap();
     let ch = client.open(1.0, true).await.unwrap();
     ch.send(Bytes::from_static(b"hello")).await.unwrap();
-    // The server's application takes the session and lets it go; the listener stays.
     let server = listener.accept().await.unwrap();
     let mut got = server.accept().await.unwrap();
     assert_eq!(&got.recv().await.unwrap().unwrap()[..], b"hello");
+    (listener, client, ch, server, got)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_whose_server_session_has_ended_is_told_so_instead_of_redialling() {
+    let (_listener, client, ch, server, got) = said_hello(config(Scheme::Stripe(ConnChoice::LeastQueued), 2)).await;
+    // The server's application takes the session and lets it go; the listener stays.
     drop((got, server));
     // The client's connections close, it re-opens them, the server answers that it has no
     // such session, and the client's session ends: within seconds, not its 60 s idle timeout.
@@ -483,14 +489,7 @@ async fn a_tunnel_carries_a_tcp_conversation_and_refuses_targets_not_allowed() {
 async fn a_server_session_ends_when_its_client_has_gone() {
     let mut server_config = config(Scheme::Stripe(ConnChoice::LeastQueued), 2);
     server_config.idle_timeout = Duration::from_millis(300);
-    let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), server_config).await.unwrap();
-    let addr = listener.local_addr();
-    let client = Session::connect(addr, config(Scheme::Stripe(ConnChoice::LeastQueued), 2)).await.unwrap();
-    let ch = client.open(1.0, true).await.unwrap();
-    ch.send(Bytes::from_static(b"hello")).await.unwrap();
-    let server = listener.accept().await.unwrap();
-    let mut got = server.accept().await.unwrap();
-    assert_eq!(&got.recv().await.unwrap().unwrap()[..], b"hello");
+    let (mut listener, client, ch, server, mut got) = said_hello(server_config).await;
     // The client goes away without a word: its connections close.
     drop((ch, client));
     let ended = tokio::time::timeout(Duration::from_secs(10), async {
