@@ -489,7 +489,7 @@ async fn a_tunnel_carries_a_tcp_conversation_and_refuses_targets_not_allowed() {
 async fn a_server_session_ends_when_its_client_has_gone() {
     let mut server_config = config(Scheme::Stripe(ConnChoice::LeastQueued), 2);
     server_config.idle_timeout = Duration::from_millis(300);
-    let (mut listener, client, ch, server, mut got) = said_hello(server_config).await;
+    let (_listener, client, ch, server, mut got) = said_hello(server_config).await;
     // The client goes away without a word: its connections close.
     drop((ch, client));
     let ended = tokio::time::timeout(Duration::from_secs(10), async {
