@@ -71,6 +71,8 @@ fn plans() -> impl Strategy<Value = Plan> {
 #[derive(Default)]
 struct Wire {
     up: bool,
+    /// The step it last came up.
+    since: u32,
     forth: VecDeque<Bytes>,
     back: VecDeque<Frame>,
     partial: BytesMut,
@@ -117,11 +119,19 @@ fn run(plan: &Plan) -> Outcome {
             got.iter().map(Vec::len).collect::<Vec<_>>(),
             (0..n).map(|c| rx.end(c as u32 + 1)).collect::<Vec<_>>()
         );
-        let m = moves.next().unwrap();
+        let mut m = moves.next().unwrap();
         let r = moves.next().unwrap();
+        // Every seventh step takes the next of every action on every connection in turn, so
+        // that no cycle of moves can starve one (a stall must be the code's, not the plan's).
+        if step.is_multiple_of(7) {
+            let fair = (step / 7) as usize;
+            m = (fair % 6) as u8 | ((((fair / 6) % plan.conns) as u8) << 3) | 0x40;
+        }
         let k = (r as usize) % plan.conns;
-        // Connections die (with what they carry, both ways) and a while later come back.
-        if r < plan.kill_rate && wires[k].up {
+        // Connections die (with what they carry, both ways) and a while later come back. Each
+        // lives a little first: one killed at every step could carry nothing, and the run
+        // would stall for the plan's sake, not the code's.
+        if r < plan.kill_rate && wires[k].up && step - wires[k].since >= 60 {
             let w = &mut wires[k];
             w.up = false;
             w.forth.clear();
@@ -136,6 +146,7 @@ fn run(plan: &Plan) -> Outcome {
             for (c, w) in wires.iter_mut().enumerate() {
                 if !w.up && !stopped {
                     w.up = true;
+                    w.since = step;
                     tx.connection_up(c);
                 }
             }
@@ -148,7 +159,8 @@ fn run(plan: &Plan) -> Outcome {
             };
             if stop_now {
                 stopped = true;
-                stopped_idle = tx.is_idle();
+                // Idle with every channel closed: the driver's rule for stopping.
+                stopped_idle = tx.is_idle() && closed.iter().all(|c| *c);
                 // An end that stops abruptly takes some of its connections with it, with what
                 // they carry.
                 if !stopped_idle {
@@ -167,7 +179,10 @@ fn run(plan: &Plan) -> Outcome {
         let conn = (m as usize >> 3) % plan.conns;
         match m % 6 {
             0 if !stopped => {
-                let c = (m as usize >> 3) % n;
+                // The first channel from the one the move names that has writing or closing
+                // left: every channel gets its turn whatever the moves.
+                let from = (m as usize >> 3) % n;
+                let c = (0..n).map(|i| (from + i) % n).find(|c| !closed[*c]).unwrap_or(from);
                 let left = plan.sizes[c] - written[c];
                 if left > 0 {
                     let chunk: Vec<u8> = (written[c]..written[c] + left.min(900)).map(|i| byte(c as u32, i)).collect();
