@@ -1,0 +1,34 @@
+//! Switchyard's **experiments**: the evidence, callable. Each reproduction of a published
+//! result and each macro benchmark is a function from a typed setup to typed results: our
+//! figures, the published ones beside them, and the peers' from the same run, so that a test,
+//! a notebook or another program gets the rows as data, not as text to parse.
+//!
+//! # What lives here
+//!
+//! - [`cacheflow`]: Cacheflow's hit rates (Dou 2011 ch. 4) in the simulator and on real
+//!   cooperating gateways.
+//!
+//! The other reproductions and the macro benchmarks still live in the `switchyard` binary and
+//! move here one by one (issue 24).
+//!
+//! # What does not
+//!
+//! No argument parsing and no printing: the binary maps its arguments to a setup and prints
+//! what comes back (tables, JSON, CSV, charts). No policy logic (the core's) and no driver
+//! (sim, runtime, mux, gateway): experiments call them.
+
+pub mod cacheflow;
+
+/// Why an experiment could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// The simulator refused a run.
+    #[error(transparent)]
+    Sim(#[from] switchyard_sim::SimError),
+    /// A run on real components failed.
+    #[error("{0}")]
+    Real(String),
+    /// The runtime for real components could not start.
+    #[error("starting the async runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}
