@@ -27,5 +27,5 @@ mod wfq;
 pub use frame::{Frame, FrameError};
 pub use recv::{ChannelEnd, Cut, Receiver, RecvConfig, RecvError, RecvStats};
 pub use reorder::ReorderBuffer;
-pub use send::{ChannelStats, Outstanding, Scheme, SendConfig, SendError, Sender};
+pub use send::{ChannelStats, Scheme, SendConfig, SendError, Sender};
 pub use wfq::Wfq;

@@ -85,17 +85,6 @@ impl Default for SendConfig {
     }
 }
 
-/// What a channel's receiver has yet to acknowledge ([`Sender::outstanding`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Outstanding {
-    /// Frames sent and not acknowledged.
-    pub frames: u64,
-    /// Bytes not acknowledged: those frames' payloads, and bytes not yet framed.
-    pub bytes: u64,
-    /// The channel was closed and the receiver has not acknowledged the close.
-    pub close: bool,
-}
-
 /// Per-channel counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ChannelStats {
@@ -390,16 +379,6 @@ impl Sender {
     /// close: the peer's application will read to its end.
     pub fn is_delivered(&self, channel: u32) -> bool {
         self.channels.get(&channel).is_some_and(|c| c.close_acked && c.unacked.is_empty())
-    }
-
-    /// What the receiver has not acknowledged on `channel`: frames framed and unacknowledged,
-    /// bytes not yet framed, and whether the close is outstanding. `None` for an unknown channel.
-    pub fn outstanding(&self, channel: u32) -> Option<Outstanding> {
-        self.channels.get(&channel).map(|c| Outstanding {
-            frames: c.unacked.len() as u64,
-            bytes: c.unacked.values().map(|(p, _)| p.len() as u64).sum::<u64>() + c.queued as u64,
-            close: c.closing && !c.close_acked,
-        })
     }
 
     /// The receiver's credit for a channel: frames below `ack` arrived, frames below `limit` may
