@@ -251,7 +251,7 @@ pub(crate) fn run_field(args: &FieldArgs) -> Result<()> {
             rule: None,
         },
         FieldKind::Lab => {
-            let (trace, said) = crate::reproduce_cache::lab_trace(&a.lab.lab_data, &a.lab.lab_locs)?;
+            let (trace, said) = switchyard_experiments::yates_cache::lab_trace(&a.lab.lab_data, &a.lab.lab_locs)?;
             eprintln!("{said}");
             FieldSpec::Trace { trace, rule: a.lab.neighbourhood }
         }

@@ -1,112 +1,15 @@
-//! `switchyard reproduce yates-cache`: Yates (2006) Tables 5.4–5.9, the seven lookup policies on
-//! the 1,000-location lattice and the lab trace, in the simulator, beside the published tables.
+//! `switchyard reproduce yates-cache`: prints Yates's Tables 5.4–5.9 as reproduced by
+//! `switchyard_experiments::yates_cache`, beside the published ones, and writes their CSV and
+//! charts.
 
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use switchyard_core::cache::{AgeFrom, Lookup, Rule};
-use switchyard_sim::models::sensor::{
-    self, ChangeModel, Experiment, FieldSpec, PolicyRun, SensorParams, Stations, Trace,
-};
+use switchyard_experiments::yates_cache::{self, Setup, Table, TradeOff, WHY};
+use switchyard_sim::models::sensor::{Experiment, SensorParams, Stations};
 use switchyard_sim::report::{Series, Style, line_chart};
-
-/// One published table: its number, its set-up, and (policy, hit ratio, cost, delay) rows.
-struct Table {
-    number: &'static str,
-    what: &'static str,
-    lattice: bool,
-    ttl_s: f64,
-    rows: &'static [(Lookup, f64, f64, f64)],
-}
-
-use Lookup::*;
-
-/// Yates Tables 5.4–5.9 (notes 000 §5.4). All hits and All misses appear only in 5.4 and 5.5.
-const TABLES: &[Table] = &[
-    Table {
-        number: "5.4",
-        what: "1,000 locations, correlated changes 90/s, 90 q/s",
-        lattice: true,
-        ttl_s: 80.0 / 9.0,
-        rows: &[
-            (AllHits, 1.0, 0.0, 0.0),
-            (AllMisses, 0.0, 94.0, 1.18),
-            (Simple, 0.40, 56.0, 0.69),
-            (GreedyAge, 0.62, 37.0, 0.39),
-            (GreedyDistance, 0.60, 38.0, 0.44),
-            (MedianOf3, 0.55, 43.0, 0.51),
-            (Piggyback, 0.40, 57.0, 0.69),
-        ],
-    },
-    Table {
-        number: "5.5",
-        what: "lab trace, 54 locations, 0.9 q/s",
-        lattice: false,
-        ttl_s: 90.0,
-        rows: &[
-            (AllHits, 1.0, 0.0, 0.0),
-            (AllMisses, 0.0, 19.0, 4.4),
-            (Simple, 0.59, 7.7, 1.0),
-            (GreedyAge, 0.78, 4.0, 0.47),
-            (GreedyDistance, 0.76, 4.4, 0.55),
-            (MedianOf3, 0.71, 5.4, 0.68),
-            (Piggyback, 0.59, 7.7, 1.0),
-        ],
-    },
-    Table {
-        number: "5.6",
-        what: "1,000 locations, larger T",
-        lattice: true,
-        ttl_s: 800.0 / 9.0,
-        rows: &[
-            (Simple, 0.88, 12.0, 0.14),
-            (GreedyAge, 0.88, 12.0, 0.13),
-            (GreedyDistance, 0.89, 10.0, 0.13),
-            (MedianOf3, 0.90, 10.0, 0.12),
-            (Piggyback, 0.88, 12.0, 0.14),
-        ],
-    },
-    Table {
-        number: "5.7",
-        what: "lab trace, larger T",
-        lattice: false,
-        ttl_s: 900.0,
-        rows: &[
-            (Simple, 0.94, 1.2, 0.14),
-            (GreedyAge, 0.95, 0.97, 0.11),
-            (GreedyDistance, 0.95, 0.94, 0.11),
-            (MedianOf3, 0.95, 0.94, 0.11),
-            (Piggyback, 0.94, 1.2, 0.14),
-        ],
-    },
-    Table {
-        number: "5.8",
-        what: "1,000 locations, smaller T",
-        lattice: true,
-        ttl_s: 8.0 / 9.0,
-        rows: &[
-            (Simple, 0.02, 92.0, 1.15),
-            (GreedyAge, 0.08, 88.0, 0.93),
-            (GreedyDistance, 0.06, 89.0, 1.01),
-            (MedianOf3, 0.05, 90.0, 1.07),
-            (Piggyback, 0.02, 92.0, 1.14),
-        ],
-    },
-    Table {
-        number: "5.9",
-        what: "lab trace, smaller T",
-        lattice: false,
-        ttl_s: 9.0,
-        rows: &[
-            (Simple, 0.12, 16.0, 3.2),
-            (GreedyAge, 0.32, 13.0, 1.7),
-            (GreedyDistance, 0.27, 13.0, 1.9),
-            (MedianOf3, 0.20, 15.0, 2.3),
-            (Piggyback, 0.12, 16.0, 2.9),
-        ],
-    },
-];
 
 /// Where the Intel lab trace comes from, and which motes stand in for a mote: shared by
 /// `reproduce yates-cache` and `field serve --field lab`.
@@ -141,32 +44,11 @@ pub(crate) struct CacheRepro<'a> {
     pub(crate) out: Option<&'a Path>,
 }
 
-/// The lab trace's light readings as the simulator takes them.
-pub(crate) fn lab_trace(data: &Path, locs: &Path) -> Result<(Trace, String)> {
-    let motes = switchyard_ingest::labdata::open_locations(locs)?;
-    let read = switchyard_ingest::labdata::open_readings(data, &motes)?;
-    let index = |mote: u16| motes.iter().position(|m| m.mote == mote);
-    let readings: Vec<(f64, u32, f64)> =
-        read.readings.iter().filter_map(|r| Some((r.time_s, index(r.mote)? as u32, r.light?))).collect();
-    let span_h = readings.last().map_or(0.0, |l| l.0 - readings[0].0) / 3600.0;
-    let said = format!(
-        "{}: {} light readings of {} motes over {:.1} h{}",
-        data.display(),
-        readings.len(),
-        motes.len(),
-        span_h,
-        if read.skipped.total() > 0 { format!("; {}", read.skipped) } else { String::new() }
-    );
-    Ok((Trace { positions: motes.iter().map(|m| (m.x, m.y)).collect(), readings }, said))
-}
-
 pub(crate) fn run(a: &CacheRepro<'_>) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    let chosen: Vec<&Table> =
-        TABLES.iter().filter(|t| a.tables.is_empty() || a.tables.iter().any(|n| n == t.number)).collect();
-    anyhow::ensure!(!chosen.is_empty(), "no table {:?}; there are 5.4 to 5.9", a.tables);
+    let chosen = yates_cache::chosen(a.tables)?;
     let trace = if chosen.iter().any(|t| !t.lattice) {
-        let (trace, said) = lab_trace(a.lab_data, a.lab_locs).context("reading the lab trace")?;
+        let (trace, said) = yates_cache::lab_trace(a.lab_data, a.lab_locs)?;
         writeln!(out, "{said}")?;
         Some(trace)
     } else {
@@ -192,38 +74,26 @@ pub(crate) fn run(a: &CacheRepro<'_>) -> Result<()> {
         // A fresh table file for this run (rows are appended table by table).
         let _ = std::fs::remove_file(dir.join("tables.csv"));
     }
-    for table in chosen {
-        let (field, lambda, poll_s, link_capacity, max_wait_s, measure_s) = if table.lattice {
-            let field = FieldSpec::Lattice {
-                model: ChangeModel::Correlated,
-                rate: 90.0,
-                stations: a.stations,
-                rule: a.lattice_neighbourhood,
-            };
-            (field, 81.0, 1000.0 / 9.0, 25.0, 2.0, 2000.0)
-        } else {
-            let trace = trace.clone().expect("read above");
-            (FieldSpec::Trace { trace, rule: a.neighbourhood }, 0.81, 600.0, 0.25, 7.5, 60_000.0)
-        };
-        let params = SensorParams {
-            field,
-            ttl_s: table.ttl_s,
-            age_from: a.age_from,
-            keep_approximations: a.keep_approximations,
-            lambda,
-            poll_s,
-            link_capacity,
-            max_wait_s,
-            warmup_s: (5.0 * table.ttl_s).max(200.0),
-            measure_s: measure_s * a.scale,
-            seed: a.seed,
-        };
-        let lookups: Vec<Lookup> = table.rows.iter().map(|r| r.0).collect();
-        let ex = sensor::experiment(&params, &lookups, a.threads)?;
-        print_table(&mut out, table, &params, &ex)?;
-        print_trade_off(&mut out, &ex)?;
-        if let Some(dir) = a.out {
-            write_outputs(dir, table, &ex)?;
+    let setup = Setup {
+        tables: a.tables.to_vec(),
+        scale: a.scale,
+        seed: a.seed,
+        threads: a.threads,
+        age_from: a.age_from,
+        stations: a.stations,
+        neighbourhood: a.neighbourhood,
+        lattice_neighbourhood: a.lattice_neighbourhood,
+        keep_approximations: a.keep_approximations,
+    };
+    // Table by table, so that each is printed as soon as it has run.
+    for number in chosen.iter().map(|t| t.number.to_string()) {
+        let one = Setup { tables: vec![number], ..setup.clone() };
+        for run in yates_cache::run(&one, trace.as_ref())? {
+            print_table(&mut out, run.table, &run.params, &run.experiment)?;
+            print_trade_off(&mut out, &run.trade_offs)?;
+            if let Some(dir) = a.out {
+                write_outputs(dir, run.table, &run.experiment)?;
+            }
         }
     }
     if let Some(dir) = a.out {
@@ -233,63 +103,22 @@ pub(crate) fn run(a: &CacheRepro<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Why our figures differ from the thesis's, as far as the open choices explain it (each
-/// claim below was checked with the option it names).
-const WHY: &str = "why ours differ:
-- cost: the thesis's unit makes the cheapest message cost 1, so it depends on where base stations stand, which it
-  does not say; compare costs in All misses's units (÷miss). The lattice's All misses delay (1.35 s against 1.18 s)
-  is the same placement's longer round trips.
-- simple lookups' hit ratio agrees with a renewal model of each location (notes 000 §5.4) in every table; the thesis's
-  smallest-T figure (Table 5.8: 0.02, the model and ours 0.07) is met by counting age from the sensor's timestamp
-  (--age-from sensor: 0.03), which barely moves the other tables.
-- the approximate policies hit more than the thesis's (Table 5.4: 0.72 against 0.55–0.62) with the six lattice
-  neighbours sharing a face; with two (--lattice-neighbourhood nearest:2) greedy age gives the thesis's 0.62 and 0.39 s.
-  The three share one hit ratio unless approximate answers are kept (--keep-approximations), which orders them as
-  the thesis's tables do.
-- piggybacked queries: ours coalesce 0.1–9% of queries at no cost, so piggyback costs less than simple; the thesis's equal
-  costs suggest it charged coalesced queries as reads, or that they rarely happened in its runs.
-- the trace's All misses: at 0.9 q/s its links run at 0.9 of capacity and 15% of queries would wait past 7.5 s; ours
-  drops them (counted apart; figures are per answered query), which keeps its delay (4.1 s) under the thesis's 4.4 s.";
-
-/// The five age-based policies, whose cost–quality relation the thesis describes.
-fn age_based(ex: &Experiment) -> Vec<&PolicyRun> {
-    ex.runs.iter().filter(|r| !matches!(r.lookup, Some(AllHits | AllMisses) | None)).collect()
-}
-
-/// Least squares of y on x: slope and r².
-fn fit(points: &[(f64, f64)]) -> (f64, f64) {
-    let n = points.len() as f64;
-    let (mx, my) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
-    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    let sxx: f64 = points.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
-    let syy: f64 = points.iter().map(|p| (p.1 - my) * (p.1 - my)).sum();
-    if sxx == 0.0 || syy == 0.0 {
-        return (0.0, 0.0);
-    }
-    (sxy / sxx, sxy * sxy / (sxx * syy))
-}
-
-/// Yates §5.4: at A = 0.1 cost and quality trade off along a line; at A = 0.9 the cheapest
-/// policies are also the best.
-fn print_trade_off(out: &mut impl Write, ex: &Experiment) -> Result<()> {
-    let runs = age_based(ex);
-    for (a, thesis) in [(0.1, "a linear trade-off"), (0.9, "no trade-off: the greedy policies are cheapest and best")] {
-        let points: Vec<(f64, f64)> =
-            runs.iter().map(|r| (r.cost_per_query() / r.miss_cost, ex.quality(r, a))).collect();
-        let (slope, r2) = fit(&points);
-        let cheapest = runs.iter().min_by(|x, y| x.cost_per_query().total_cmp(&y.cost_per_query()));
-        let best = runs.iter().min_by(|x, y| ex.quality(x, a).total_cmp(&ex.quality(y, a)));
-        let name = |r: Option<&&PolicyRun>| r.and_then(|r| r.lookup).map_or("-", Lookup::name);
-        let verdict = if slope < 0.0 {
-            format!("a trade-off, Q = c {slope:+.3}·cost, r² = {r2:.2}")
+/// Yates §5.4's trade-off, ours beside the thesis's words.
+fn print_trade_off(out: &mut impl Write, trade_offs: &[TradeOff]) -> Result<()> {
+    for t in trade_offs {
+        let name = |l: Option<Lookup>| l.map_or("-", Lookup::name);
+        let verdict = if t.slope < 0.0 {
+            format!("a trade-off, Q = c {:+.3}·cost, r² = {:.2}", t.slope, t.r2)
         } else {
-            format!("no trade-off (Q rises with cost, slope {slope:+.3}, r² = {r2:.2})")
+            format!("no trade-off (Q rises with cost, slope {:+.3}, r² = {:.2})", t.slope, t.r2)
         };
         writeln!(
             out,
-            "A = {a}: across the five age-based policies (cost in All misses's units), {verdict}; cheapest {}, best {}. Thesis: {thesis}",
-            name(cheapest),
-            name(best)
+            "A = {}: across the five age-based policies (cost in All misses's units), {verdict}; cheapest {}, best {}. Thesis: {}",
+            t.a,
+            name(t.cheapest),
+            name(t.best),
+            t.thesis
         )?;
     }
     writeln!(out)?;

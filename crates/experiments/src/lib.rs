@@ -7,6 +7,8 @@
 //!
 //! - [`cacheflow`]: Cacheflow's hit rates (Dou 2011 ch. 4) in the simulator and on real
 //!   cooperating gateways.
+//! - [`yates_cache`]: Yates's Tables 5.4–5.9, the seven lookup policies on the lattice and the
+//!   lab trace, and §5.4's cost–quality trade-off.
 //!
 //! The other reproductions and the macro benchmarks still live in the `switchyard` binary and
 //! move here one by one (issue 24).
@@ -18,6 +20,7 @@
 //! (sim, runtime, mux, gateway): experiments call them.
 
 pub mod cacheflow;
+pub mod yates_cache;
 
 /// Why an experiment could not run.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +31,9 @@ pub enum ExperimentError {
     /// A run on real components failed.
     #[error("{0}")]
     Real(String),
+    /// An input (a trace, a choice of tables) cannot be used.
+    #[error("{0}")]
+    Input(String),
     /// The runtime for real components could not start.
     #[error("starting the async runtime: {0}")]
     Runtime(#[from] std::io::Error),
