@@ -82,3 +82,28 @@ pub(crate) fn print_rows(out: &mut impl Write, rows: &[Row], format: Format) -> 
     }
     Ok(())
 }
+
+/// Prints each published claim with our figure, the difference and its explanation.
+pub(crate) fn print_comparisons(comparisons: &[switchyard_sim::scenario::Comparison]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "\npublished beside ours")?;
+    for c in comparisons {
+        let p = &c.published;
+        match &c.ours {
+            Ok(ours) => writeln!(
+                out,
+                "- {}\n  published {:.3} ({})\n  ours      {:.3}  ({})",
+                p.claim,
+                p.value,
+                p.source,
+                ours,
+                c.difference_text()
+            )?,
+            Err(e) => writeln!(out, "- {}: cannot compute ours: {e}", p.claim)?,
+        }
+        if !p.explain.is_empty() {
+            writeln!(out, "  why: {}", p.explain)?;
+        }
+    }
+    Ok(())
+}

@@ -8,19 +8,12 @@ use crate::reproduce_mux::MuxScheme;
 use anyhow::{Result, bail};
 use clap::Args;
 use switchyard_core::cache::{AgeFrom, Rule};
+use switchyard_experiments::scenarios;
 use switchyard_sim::models::sensor::Stations;
-use switchyard_sim::scenario::{Comparison, Scenario};
+use switchyard_sim::scenario::Scenario;
 
-use crate::report::Format;
+use crate::report::{Format, print_comparisons};
 use crate::sim::run_scenario;
-
-/// The reproduction scenarios, built into the binary (their files are in scenarios/reproduce/).
-const REPRODUCTIONS: &[(&str, &str)] = &[
-    ("dpi-affinity", include_str!("../../../scenarios/reproduce/dpi-affinity.toml")),
-    ("niagara-hierarchy", include_str!("../../../scenarios/reproduce/niagara-hierarchy.toml")),
-    ("gop-cache-aware", include_str!("../../../scenarios/reproduce/gop-cache-aware.toml")),
-    ("ps-shares", include_str!("../../../scenarios/reproduce/ps-shares.toml")),
-];
 
 /// Reproduce a published result in the simulator (or, for iwashima-m, on the link emulator).
 ///
@@ -161,7 +154,7 @@ const EMULATED: (&str, &str) = (
 pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     if args.list {
-        for (name, text) in REPRODUCTIONS {
+        for (name, text) in scenarios::REPRODUCTIONS {
             let s = Scenario::parse(text, name, None)?;
             writeln!(out, "{name:<20} {} ({} published figures)", s.title, s.published.len())?;
         }
@@ -208,38 +201,13 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
             out: args.out.as_deref(),
         });
     }
-    let Some((_, text)) = REPRODUCTIONS.iter().find(|(n, _)| *n == name) else {
+    let Some(text) = scenarios::text(name) else {
         let names: Vec<&str> =
-            REPRODUCTIONS.iter().map(|(n, _)| *n).chain([EMULATED.0, CACHE.0, CACHEFLOW.0, CLP.0]).collect();
+            scenarios::REPRODUCTIONS.iter().map(|(n, _)| *n).chain([EMULATED.0, CACHE.0, CACHEFLOW.0, CLP.0]).collect();
         bail!("no reproduction `{name}`; there are: {}", names.join(", "));
     };
-    let scenario = Scenario::parse(text, &format!("scenarios/reproduce/{name}.toml"), None)?;
+    let scenario = scenarios::parse(name, text)?;
     drop(out);
     let comparisons = run_scenario(&scenario, args.threads, args.out.as_deref(), Format::Table)?;
     print_comparisons(&comparisons)
-}
-
-/// Prints each published claim with our figure, the difference and its explanation.
-pub(crate) fn print_comparisons(comparisons: &[Comparison]) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "\npublished beside ours")?;
-    for c in comparisons {
-        let p = &c.published;
-        match &c.ours {
-            Ok(ours) => writeln!(
-                out,
-                "- {}\n  published {:.3} ({})\n  ours      {:.3}  ({})",
-                p.claim,
-                p.value,
-                p.source,
-                ours,
-                c.difference_text()
-            )?,
-            Err(e) => writeln!(out, "- {}: cannot compute ours: {e}", p.claim)?,
-        }
-        if !p.explain.is_empty() {
-            writeln!(out, "  why: {}", p.explain)?;
-        }
-    }
-    Ok(())
 }

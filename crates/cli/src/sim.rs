@@ -7,11 +7,12 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use switchyard_experiments::scenarios::{self, Reproduction};
 use switchyard_sim::report;
 use switchyard_sim::scenario::{Comparison, Scenario};
 use switchyard_sim::summary::RunSummary;
 
-use crate::report::Format;
+use crate::report::{Format, print_comparisons};
 
 /// Run a scenario in the deterministic simulator.
 ///
@@ -53,7 +54,7 @@ pub(crate) fn run(args: &SimArgs) -> Result<()> {
     let scenario = Scenario::parse(&text, &origin, args.seed)?;
     let comparisons = run_scenario(&scenario, args.threads, args.out.as_deref(), args.format)?;
     if args.format == Format::Table && !comparisons.is_empty() {
-        crate::reproduce::print_comparisons(&comparisons)?;
+        print_comparisons(&comparisons)?;
     }
     Ok(())
 }
@@ -73,10 +74,8 @@ pub(crate) fn run_scenario(
         ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} runs {elapsed}").expect("static template"),
     );
     bar.set_message(scenario.name.clone());
-    let outcomes = scenario.run(threads, &|| bar.inc(1))?;
+    let Reproduction { rows, comparisons } = scenarios::run(scenario, threads, &|| bar.inc(1))?;
     bar.finish_and_clear();
-    let rows: Vec<RunSummary> = scenario.cases.iter().zip(&outcomes).map(|(c, o)| RunSummary::new(c, o)).collect();
-    let comparisons = scenario.compare(&outcomes);
 
     if let Some(dir) = out_dir {
         let write = |name: &str, text: &str| -> Result<()> {

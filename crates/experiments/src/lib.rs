@@ -5,6 +5,8 @@
 //!
 //! # What lives here
 //!
+//! - [`scenarios`]: the reproductions that are simulator scenarios (Guo ch. 4–7: DPI affinity,
+//!   the Niagara hierarchy, cache-aware GOP placement, PS-HRW's shares), built in by name.
 //! - [`cacheflow`]: Cacheflow's hit rates (Dou 2011 ch. 4) in the simulator and on real
 //!   cooperating gateways.
 //! - [`yates_cache`]: Yates's Tables 5.4–5.9, the seven lookup policies on the lattice and the
@@ -20,6 +22,7 @@
 //! (sim, runtime, mux, gateway): experiments call them.
 
 pub mod cacheflow;
+pub mod scenarios;
 pub mod yates_cache;
 
 /// Why an experiment could not run.
@@ -28,6 +31,9 @@ pub enum ExperimentError {
     /// The simulator refused a run.
     #[error(transparent)]
     Sim(#[from] switchyard_sim::SimError),
+    /// A scenario cannot be read or run.
+    #[error(transparent)]
+    Scenario(#[from] switchyard_sim::scenario::ScenarioError),
     /// A run on real components failed.
     #[error("{0}")]
     Real(String),
