@@ -1,19 +1,17 @@
 //! `switchyard place`: place a key set with each policy and measure balance, disruption and
 //! decision cost.
 
-use std::hint::black_box;
 use std::io::Write;
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use switchyard_core::measure::{balance, moved_fraction};
-use switchyard_core::place::{HashFn, ParentLoad, PsDispatch, QminReading, build_weighted};
-use switchyard_core::{LoadTracker, PlaceConfig, Placer, Policy, QueueMeasure, Topology, Unit, Weight, WorkerId};
+use switchyard_core::place::{HashFn, ParentLoad, PsDispatch, QminReading};
+use switchyard_core::{PlaceConfig, Policy, QueueMeasure, Topology, Weight, WorkerId};
+use switchyard_experiments::placement;
 
-use crate::keys::{KeySource, Units};
-use crate::report::{Format, Row, print_rows};
+use crate::keys::KeySource;
+use crate::report::{Format, print_rows};
 
 /// Place keys on workers with one or more policies, and compare them.
 ///
@@ -165,17 +163,17 @@ enum Ps {
 
 /// The run's setting, shared by every policy.
 struct Setup {
-    workers: Vec<(WorkerId, Weight)>,
-    weighted: bool,
-    config: PlaceConfig,
-    units: Units,
+    /// What every policy is measured in.
+    measured: placement::Setup,
+    /// Distinct flows among the units.
+    flows: usize,
     source: KeySource,
 }
 
 pub(crate) fn run(args: &PlaceArgs) -> Result<()> {
     let mut policies = policies(&args.policy)?;
     let setup = setup(args, &policies)?;
-    if setup.weighted {
+    if setup.measured.weighted {
         let (keep, skip): (Vec<Policy>, Vec<Policy>) = policies.iter().partition(|p| p.supports_weights());
         if !skip.is_empty() {
             if args.policy.iter().any(|p| p == "all") {
@@ -194,18 +192,25 @@ pub(crate) fn run(args: &PlaceArgs) -> Result<()> {
         }
         policies = keep;
     }
-    let n = setup.workers.len();
+    let n = setup.measured.workers.len();
     let mut out = std::io::stdout().lock();
     if args.format == Format::Table {
         writeln!(
             out,
             "{} units of {} flows from {} on {} workers{}; loads in {}",
-            setup.units.units.len(),
-            setup.units.flows,
+            setup.measured.units.len(),
+            setup.flows,
             setup.source,
             n,
-            setup.config.topology.as_ref().filter(|t| t.depth() > 1).map(|t| format!(" ({t})")).unwrap_or_default(),
-            match setup.config.measure {
+            setup
+                .measured
+                .config
+                .topology
+                .as_ref()
+                .filter(|t| t.depth() > 1)
+                .map(|t| format!(" ({t})"))
+                .unwrap_or_default(),
+            match setup.measured.config.measure {
                 QueueMeasure::Units => "units",
                 QueueMeasure::Bytes => "bytes",
             },
@@ -216,7 +221,7 @@ pub(crate) fn run(args: &PlaceArgs) -> Result<()> {
     let mut rows = Vec::new();
     for &p in &policies {
         bar.set_prefix(p.name());
-        rows.push(measure(p, &setup, &bar).with_context(|| format!("policy {p}"))?);
+        rows.push(placement::measure(p, &setup.measured, &|n| bar.inc(n)).with_context(|| format!("policy {p}"))?);
     }
     bar.finish_and_clear();
     print_rows(&mut out, &rows, args.format)?;
@@ -315,87 +320,6 @@ fn setup(args: &PlaceArgs, policies: &[Policy]) -> Result<Setup> {
     };
     let source: KeySource = args.keys.parse()?;
     let units = source.load(args.seed, args.undirected)?;
-    Ok(Setup { weighted: args.weights.is_some(), workers, config, units, source })
-}
-
-/// Places every unit in order on a fresh tracker; returns each unit's worker.
-fn pass(placer: &mut dyn Placer, units: &[Unit], load: &mut LoadTracker) -> Vec<u32> {
-    load.reset();
-    units
-        .iter()
-        .map(|u| {
-            let w = placer.place(u, &load.view());
-            load.on_enqueue(w, u);
-            w.0
-        })
-        .collect()
-}
-
-fn measure(policy: Policy, s: &Setup, bar: &ProgressBar) -> Result<Row> {
-    let units = &s.units.units;
-    let n = s.workers.len();
-    let mut load = LoadTracker::new();
-
-    // Balance, and the first half of the removal experiment.
-    let mut placer = build_weighted(policy, &s.config, &s.workers)?;
-    let before = pass(placer.as_mut(), units, &mut load);
-    let per_worker = |load: &LoadTracker| -> Vec<f64> {
-        let q = match s.config.measure {
-            QueueMeasure::Units => load.units_by_worker(),
-            QueueMeasure::Bytes => load.bytes_by_worker(),
-        };
-        (0..n).map(|i| q.get(i).copied().unwrap_or(0) as f64).collect()
-    };
-    let loads = per_worker(&load);
-    let weights: Vec<f64> = s.workers.iter().map(|w| w.1.get()).collect();
-    let b = balance(&loads, s.weighted.then_some(&weights[..]));
-    let ns = time_decisions(policy, s, &load)?;
-    bar.inc(2);
-
-    let moved_on_remove = if n > 1 {
-        placer.remove_worker(WorkerId(0))?;
-        Some(moved_fraction(&before, &pass(placer.as_mut(), units, &mut load)))
-    } else {
-        None
-    };
-    bar.inc(1);
-    let moved_on_add = if n > 1 {
-        let last = s.workers[n - 1];
-        let mut placer = build_weighted(policy, &s.config, &s.workers[..n - 1])?;
-        let before = pass(placer.as_mut(), units, &mut load);
-        placer.add_worker(last.0, last.1)?;
-        Some(moved_fraction(&before, &pass(placer.as_mut(), units, &mut load)))
-    } else {
-        None
-    };
-    bar.inc(1);
-    Ok(Row {
-        policy: policy.name().to_string(),
-        workers: n as u32,
-        keys: units.len() as u64,
-        max_over_mean: b.max_over_mean,
-        cov: b.cov,
-        jain: b.jain,
-        moved_on_remove,
-        moved_on_add,
-        ns_per_decision: ns,
-    })
-}
-
-/// Mean wall time of one decision: fresh placers place every unit against a fixed load view,
-/// repeated until at least 50 ms have been timed.
-fn time_decisions(policy: Policy, s: &Setup, load: &LoadTracker) -> Result<f64> {
-    let view = load.view();
-    let mut spent = Duration::ZERO;
-    let mut decisions = 0u64;
-    while spent < Duration::from_millis(50) && decisions < 50_000_000 {
-        let mut placer = build_weighted(policy, &s.config, &s.workers)?;
-        let start = Instant::now();
-        for u in &s.units.units {
-            black_box(placer.place(black_box(u), &view));
-        }
-        spent += start.elapsed();
-        decisions += s.units.units.len() as u64;
-    }
-    Ok(spent.as_nanos() as f64 / decisions as f64)
+    let measured = placement::Setup { weighted: args.weights.is_some(), workers, config, units: units.units };
+    Ok(Setup { measured, flows: units.flows, source })
 }

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use anyhow::Result;
 use clap::ValueEnum;
-use serde::Serialize;
+use switchyard_experiments::placement::Row;
 
 /// Output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -15,22 +15,6 @@ pub(crate) enum Format {
     Json,
     /// A header line and one line per policy.
     Csv,
-}
-
-/// One policy's results. Field names are the JSON and CSV column names.
-#[derive(Debug, Serialize)]
-pub(crate) struct Row {
-    pub(crate) policy: String,
-    pub(crate) workers: u32,
-    pub(crate) keys: u64,
-    pub(crate) max_over_mean: f64,
-    pub(crate) cov: f64,
-    pub(crate) jain: f64,
-    /// `None` (null) when there is only one worker.
-    pub(crate) moved_on_remove: Option<f64>,
-    /// `None` (null) when there is only one worker.
-    pub(crate) moved_on_add: Option<f64>,
-    pub(crate) ns_per_decision: f64,
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {

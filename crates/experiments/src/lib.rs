@@ -5,6 +5,8 @@
 //!
 //! # What lives here
 //!
+//! - [`placement`]: `switchyard place`'s measurement of a policy: balance, keys moved when a
+//!   worker leaves or joins, and the cost of a decision.
 //! - [`scenarios`]: the reproductions that are simulator scenarios (Guo ch. 4–7: DPI affinity,
 //!   the Niagara hierarchy, cache-aware GOP placement, PS-HRW's shares), built in by name.
 //! - [`cacheflow`]: Cacheflow's hit rates (Dou 2011 ch. 4) in the simulator and on real
@@ -22,6 +24,7 @@
 //! (sim, runtime, mux, gateway): experiments call them.
 
 pub mod cacheflow;
+pub mod placement;
 pub mod scenarios;
 pub mod yates_cache;
 

@@ -1,0 +1,135 @@
+//! `switchyard place`'s measurement: how a placement policy balances a set of units, how many
+//! placements move when a worker leaves or joins, and what a decision costs.
+//!
+//! Every unit stays queued where it was put, so load-aware policies see the load built up so
+//! far. Disruption is measured the way consistent-hashing papers do: the fraction of units that
+//! land elsewhere when worker 0 is removed (`moved_on_remove`), and when the last worker joins
+//! the others (`moved_on_add`).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use switchyard_core::measure::{balance, moved_fraction};
+use switchyard_core::place::build_weighted;
+use switchyard_core::{LoadTracker, PlaceConfig, PlaceError, Placer, Policy, QueueMeasure, Unit, Weight, WorkerId};
+
+/// The setting every policy is measured in.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// The workers and their weights.
+    pub workers: Vec<(WorkerId, Weight)>,
+    /// Whether balance is judged against the weights (else against equal shares).
+    pub weighted: bool,
+    /// The policies' settings (topology, queue measure, ε, …).
+    pub config: PlaceConfig,
+    /// The units, in arrival order.
+    pub units: Vec<Unit>,
+}
+
+/// One policy's results. Field names are the JSON and CSV column names of `switchyard place`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// The policy.
+    pub policy: String,
+    /// Workers.
+    pub workers: u32,
+    /// Units placed.
+    pub keys: u64,
+    /// The busiest worker's load over the mean (weighted, if the setup is).
+    pub max_over_mean: f64,
+    /// Coefficient of variation of the loads.
+    pub cov: f64,
+    /// Jain's index of the loads.
+    pub jain: f64,
+    /// Units that move when worker 0 is removed; `None` (null) with one worker.
+    pub moved_on_remove: Option<f64>,
+    /// Units that move when the last worker joins the others; `None` (null) with one worker.
+    pub moved_on_add: Option<f64>,
+    /// Mean wall time of one decision, in nanoseconds.
+    pub ns_per_decision: f64,
+}
+
+/// Places every unit in order on a fresh tracker; returns each unit's worker.
+fn pass(placer: &mut dyn Placer, units: &[Unit], load: &mut LoadTracker) -> Vec<u32> {
+    load.reset();
+    units
+        .iter()
+        .map(|u| {
+            let w = placer.place(u, &load.view());
+            load.on_enqueue(w, u);
+            w.0
+        })
+        .collect()
+}
+
+/// Measures `policy` in `s`: four passes over the units, `progress` called with 2, 1 and 1 as
+/// they finish (balance and timing, removal, addition).
+pub fn measure(policy: Policy, s: &Setup, progress: &dyn Fn(u64)) -> Result<Row, PlaceError> {
+    let units = &s.units;
+    let n = s.workers.len();
+    let mut load = LoadTracker::new();
+
+    // Balance, and the first half of the removal experiment.
+    let mut placer = build_weighted(policy, &s.config, &s.workers)?;
+    let before = pass(placer.as_mut(), units, &mut load);
+    let per_worker = |load: &LoadTracker| -> Vec<f64> {
+        let q = match s.config.measure {
+            QueueMeasure::Units => load.units_by_worker(),
+            QueueMeasure::Bytes => load.bytes_by_worker(),
+        };
+        (0..n).map(|i| q.get(i).copied().unwrap_or(0) as f64).collect()
+    };
+    let loads = per_worker(&load);
+    let weights: Vec<f64> = s.workers.iter().map(|w| w.1.get()).collect();
+    let b = balance(&loads, s.weighted.then_some(&weights[..]));
+    let ns = time_decisions(policy, s, &load)?;
+    progress(2);
+
+    let moved_on_remove = if n > 1 {
+        placer.remove_worker(WorkerId(0))?;
+        Some(moved_fraction(&before, &pass(placer.as_mut(), units, &mut load)))
+    } else {
+        None
+    };
+    progress(1);
+    let moved_on_add = if n > 1 {
+        let last = s.workers[n - 1];
+        let mut placer = build_weighted(policy, &s.config, &s.workers[..n - 1])?;
+        let before = pass(placer.as_mut(), units, &mut load);
+        placer.add_worker(last.0, last.1)?;
+        Some(moved_fraction(&before, &pass(placer.as_mut(), units, &mut load)))
+    } else {
+        None
+    };
+    progress(1);
+    Ok(Row {
+        policy: policy.name().to_string(),
+        workers: n as u32,
+        keys: units.len() as u64,
+        max_over_mean: b.max_over_mean,
+        cov: b.cov,
+        jain: b.jain,
+        moved_on_remove,
+        moved_on_add,
+        ns_per_decision: ns,
+    })
+}
+
+/// Mean wall time of one decision: fresh placers place every unit against a fixed load view,
+/// repeated until at least 50 ms have been timed.
+fn time_decisions(policy: Policy, s: &Setup, load: &LoadTracker) -> Result<f64, PlaceError> {
+    let view = load.view();
+    let mut spent = Duration::ZERO;
+    let mut decisions = 0u64;
+    while spent < Duration::from_millis(50) && decisions < 50_000_000 {
+        let mut placer = build_weighted(policy, &s.config, &s.workers)?;
+        let start = Instant::now();
+        for u in &s.units {
+            black_box(placer.place(black_box(u), &view));
+        }
+        spent += start.elapsed();
+        decisions += s.units.len().max(1) as u64;
+    }
+    Ok(spent.as_nanos() as f64 / decisions as f64)
+}
