@@ -368,29 +368,11 @@ fn write_results(conns: &[ConnResult], path: &PathBuf) -> Result<()> {
     Ok(())
 }
 
-/// Compares verdicts with a labels CSV (`client` and `protocol` columns): the number checked,
-/// and a line per miss.
+/// Compares verdicts with a labels CSV: the number checked, and a line per miss.
 fn check_labels(conns: &[ConnResult], path: &PathBuf) -> Result<(usize, Vec<String>)> {
-    #[derive(serde::Deserialize)]
-    struct Label {
-        client: String,
-        protocol: String,
-    }
     let shown = path.display();
-    let mut r = csv::Reader::from_path(path).with_context(|| format!("cannot read labels `{shown}`"))?;
-    let by_client: BTreeMap<String, &ConnResult> = conns.iter().map(|c| (c.key.src().to_string(), c)).collect();
-    let mut missed = Vec::new();
-    let mut checked = 0;
-    for (line, row) in r.deserialize::<Label>().enumerate() {
-        let l = row.with_context(|| format!("labels `{shown}`, row {}", line + 2))?;
-        checked += 1;
-        match by_client.get(&l.client) {
-            None => missed.push(format!("{} ({}): no such connection in the capture", l.client, l.protocol)),
-            Some(c) if c.verdict.name() != l.protocol => {
-                missed.push(format!("{} labelled {}, named {}", l.client, l.protocol, c.verdict.name()));
-            }
-            Some(_) => {}
-        }
-    }
-    Ok((checked, missed))
+    let file = File::open(path).with_context(|| format!("cannot read labels `{shown}`"))?;
+    let check = switchyard_runtime::tracegen::check_labels(conns, BufReader::new(file))
+        .with_context(|| format!("labels `{shown}`"))?;
+    Ok((check.checked, check.missed))
 }

@@ -249,3 +249,50 @@ pub fn write_labels(labels: &[Label], out: impl Write) -> Result<(), TraceGenErr
     }
     w.flush().map_err(|e| TraceGenError::Write(e.to_string()))
 }
+
+/// A labels file that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LabelError {
+    /// A row is not `client` and `protocol` columns (with a header), or the file cannot be read.
+    #[error("row {row}")]
+    Row {
+        /// The row, counting the header as row 1.
+        row: usize,
+        /// The reader's reason.
+        source: csv::Error,
+    },
+}
+
+/// Verdicts checked against labels ([`check_labels`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LabelCheck {
+    /// Labelled connections checked.
+    pub checked: usize,
+    /// A sentence per labelled connection not named as labelled (or not in the capture).
+    pub missed: Vec<String>,
+}
+
+/// Compares verdicts with a labels CSV as [`generate`] writes it (its `client` and `protocol`
+/// columns; others are ignored).
+pub fn check_labels(conns: &[crate::serial::ConnResult], labels: impl std::io::Read) -> Result<LabelCheck, LabelError> {
+    #[derive(serde::Deserialize)]
+    struct Row {
+        client: String,
+        protocol: String,
+    }
+    let by_client: std::collections::BTreeMap<String, &crate::serial::ConnResult> =
+        conns.iter().map(|c| (c.key.src().to_string(), c)).collect();
+    let mut check = LabelCheck::default();
+    for (line, row) in csv::Reader::from_reader(labels).deserialize::<Row>().enumerate() {
+        let l = row.map_err(|source| LabelError::Row { row: line + 2, source })?;
+        check.checked += 1;
+        match by_client.get(&l.client) {
+            None => check.missed.push(format!("{} ({}): no such connection in the capture", l.client, l.protocol)),
+            Some(c) if c.verdict.name() != l.protocol => {
+                check.missed.push(format!("{} labelled {}, named {}", l.client, l.protocol, c.verdict.name()));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(check)
+}

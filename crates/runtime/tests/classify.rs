@@ -58,3 +58,28 @@ fn the_fuzz_corpus_is_handled() {
     }
     assert!(files > 50, "the corpus is in the repository: {files} files");
 }
+
+#[test]
+fn labels_written_by_the_generator_check_against_the_verdicts_and_a_wrong_one_is_named() {
+    use switchyard_runtime::tracegen::{check_labels, write_labels};
+    let spec = TraceSpec { connections: 60, ..TraceSpec::default() };
+    let mut pcap = Vec::new();
+    let mut labels = generate(&spec, &mut pcap).unwrap();
+    let summary =
+        inspect_serial(CaptureReader::new(&pcap[..]).unwrap(), ConnConfig::default(), &Inspector::new()).unwrap();
+    let mut csv = Vec::new();
+    write_labels(&labels, &mut csv).unwrap();
+    let check = check_labels(&summary.conns, &csv[..]).unwrap();
+    assert_eq!((check.checked, check.missed.len()), (60, 0), "{:?}", check.missed);
+    labels[3].protocol = "gopher";
+    labels[7].client = "192.0.2.1:9".parse().unwrap();
+    let mut csv = Vec::new();
+    write_labels(&labels, &mut csv).unwrap();
+    let check = check_labels(&summary.conns, &csv[..]).unwrap();
+    assert_eq!(check.missed.len(), 2, "{:?}", check.missed);
+    assert!(check.missed[0].contains("labelled gopher") || check.missed[1].contains("labelled gopher"));
+    assert!(check.missed.iter().any(|m| m.contains("no such connection")));
+    let e = check_labels(&summary.conns, &b"client\n10.0.0.1:1\n"[..]).unwrap_err();
+    assert_eq!(e.to_string(), "row 2");
+    assert!(std::error::Error::source(&e).is_some(), "the reader's reason comes with it");
+}
