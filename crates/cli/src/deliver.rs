@@ -464,20 +464,14 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
     if refused + failed.len() == a.conns {
         bail!("no connection was accepted by {} (see above)", a.server);
     }
-    std::thread::sleep(Duration::from_secs_f64(a.warmup));
     let window = Duration::from_millis(a.window_ms);
     let total = (a.seconds * 1000.0 / a.window_ms as f64).ceil() as usize;
     // With --http-get the rate is what the server was told to hold (nginx's limit_rate, say).
     let target = a.rate.map(|b| b as f64 / 8.0);
-    let mut w = Windows::new(l.counts());
     let live = std::io::stderr().is_terminal() && !a.quiet;
     let per_line = ((1000 / a.window_ms.max(1)) as usize).max(1);
-    let mut next = Instant::now() + window;
     let mut drawn = 0;
-    for k in 0..total {
-        std::thread::sleep(next.saturating_duration_since(Instant::now()));
-        next += window;
-        w.tick(l.counts());
+    let w = l.measure(Duration::from_secs_f64(a.warmup), window, total, |k, w| {
         if !a.quiet && (k + 1) % per_line == 0 {
             let s = w.summary(k + 1 - per_line, target, &skip);
             let text = format!("{:>6.1} s  {}\n", (k + 1) as f64 * a.window_ms as f64 / 1e3, summary_line(&s));
@@ -488,7 +482,7 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
             drawn = if live { 1 } else { 0 };
             let _ = err.write_all(text.as_bytes());
         }
-    }
+    });
     l.stop();
     let s = w.summary(0, target, &skip);
     print_summary(&s, a.window_ms);

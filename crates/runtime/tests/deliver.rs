@@ -22,14 +22,14 @@ fn load(server: &Server, transport: Transport, conns: usize, request: Request) -
     .unwrap()
 }
 
-/// Records `windows` windows of 100 ms after a warm-up of 300 ms.
+/// Records `windows` windows of 100 ms after a warm-up of 300 ms, as `deliver load` does.
 fn record(load: &Load, windows: usize) -> Windows {
-    std::thread::sleep(Duration::from_millis(300));
-    let mut w = Windows::new(load.counts());
-    for _ in 0..windows {
-        std::thread::sleep(Duration::from_millis(100));
-        w.tick(load.counts());
-    }
+    let mut seen = 0;
+    let w = load.measure(Duration::from_millis(300), Duration::from_millis(100), windows, |k, w| {
+        assert_eq!((k, w.bytes.len()), (seen, seen + 1), "each window reported once, in order");
+        seen += 1;
+    });
+    assert_eq!(seen, windows);
     w
 }
 

@@ -117,6 +117,29 @@ impl Load {
         o.iter().map(|x| x.clone().unwrap_or(Opened::Failed("never tried".into()))).collect()
     }
 
+    /// Measures for `windows` windows of `window` each, after `warmup`: every connection's
+    /// bytes per window, sampled on the window's schedule (a late sample shortens the next
+    /// window rather than shifting every later one). `each` is called after every window with
+    /// its number (from 0) and the record so far, for live displays.
+    pub fn measure(
+        &self,
+        warmup: Duration,
+        window: Duration,
+        windows: usize,
+        mut each: impl FnMut(usize, &Windows),
+    ) -> Windows {
+        std::thread::sleep(warmup);
+        let mut w = Windows::new(self.counts());
+        let mut next = Instant::now() + window;
+        for k in 0..windows {
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+            next += window;
+            w.tick(self.counts());
+            each(k, &w);
+        }
+        w
+    }
+
     /// Closes every connection and waits for the threads.
     pub fn stop(mut self) {
         self.halt();
