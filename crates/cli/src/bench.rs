@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use switchyard_core::measure::median_of_rounds;
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{FlowId, FlowKey, Policy, Topology, WorkerId};
 use switchyard_ingest::{ConnConfig, ConnTable, SliceReader, Step, Tcp};
@@ -159,11 +160,6 @@ fn clock_cost() -> Duration {
     median(samples)
 }
 
-pub(crate) fn median_f64(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -293,7 +289,7 @@ fn inspect(a: &InspectBench) -> Result<()> {
         let lone: Vec<Duration> = rounds.iter().filter_map(|r| r.lone.map(|l| l.0)).collect();
         let lone_ns = (!lone.is_empty()).then(|| per_packet(median(lone)));
         let lone_ratio: Vec<f64> = rounds.iter().filter_map(|r| r.lone.map(|l| l.1)).collect();
-        let lone_ratio = (!lone_ratio.is_empty()).then(|| median_f64(lone_ratio));
+        let lone_ratio = (!lone_ratio.is_empty()).then(|| median_of_rounds(lone_ratio));
         let dispatch_ceiling = lone_ns.map(|p| per_packet(serial) / p.max((producer_ns + worker_ns) / used));
         let dispatch_note = dispatch_ceiling.map_or(String::new(), |c| {
             format!(" with the producer's standalone cost, {c:.2}× with its cost inside the pipeline")
@@ -323,10 +319,11 @@ fn inspect(a: &InspectBench) -> Result<()> {
         let mut waits = Vec::new();
         for (k, policy) in policies.into_iter().enumerate() {
             let elapsed = median(rounds.iter().map(|r| r.runs[k].elapsed).collect());
-            let ratio =
-                median_f64(rounds.iter().map(|r| r.serial.as_secs_f64() / r.runs[k].elapsed.as_secs_f64()).collect());
-            let place_ns = median_f64(rounds.iter().map(|r| r.runs[k].place_ns).collect());
-            let placing_ns = median_f64(rounds.iter().map(|r| r.runs[k].placing_ns).collect());
+            let ratio = median_of_rounds(
+                rounds.iter().map(|r| r.serial.as_secs_f64() / r.runs[k].elapsed.as_secs_f64()).collect(),
+            );
+            let place_ns = median_of_rounds(rounds.iter().map(|r| r.runs[k].place_ns).collect());
+            let placing_ns = median_of_rounds(rounds.iter().map(|r| r.runs[k].placing_ns).collect());
             let cpu: Vec<Duration> = rounds.iter().filter_map(|r| r.runs[k].producer_cpu).collect();
             let cpu_ns = (!cpu.is_empty()).then(|| per_packet(median(cpu)));
             producer_in_pipeline.push((policy, cpu_ns));
@@ -366,7 +363,7 @@ fn inspect(a: &InspectBench) -> Result<()> {
             let (own, _) = sim_with(ProducerCore::Own)?;
             let floating = if a.workers as usize >= cores { Some(sim_with(ProducerCore::Floats)?) } else { None };
             let shared = floating.map(|f| f.0);
-            let blocked = median_f64(rounds.iter().map(|r| r.runs[k].blocked).collect());
+            let blocked = median_of_rounds(rounds.iter().map(|r| r.runs[k].blocked).collect());
             waits.push(format!(
                 "{} {:.0}%{}",
                 policy.name(),
@@ -395,7 +392,7 @@ fn inspect(a: &InspectBench) -> Result<()> {
         let over_static = |p: Policy| {
             let k = policies.iter().position(|&q| q == p).expect("benchmarked");
             let s = policies.iter().position(|&q| q == Policy::ModN).expect("benchmarked");
-            median_f64(
+            median_of_rounds(
                 rounds.iter().map(|r| r.runs[s].elapsed.as_secs_f64() / r.runs[k].elapsed.as_secs_f64()).collect(),
             )
         };

@@ -12,6 +12,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use switchyard_core::Nanos;
 use switchyard_core::cache::{AgeFrom, Alone, Answer, Cache, Lookup, Reading};
+use switchyard_core::measure::median_of_rounds;
 use switchyard_gateway::field::FieldConfig;
 use switchyard_gateway::origin::OriginConfig;
 use switchyard_sim::models::sensor::{ChangeModel, FieldSpec, Stations};
@@ -193,11 +194,6 @@ async fn herd(
     Ok((origin_reads(client, origin).await? - before, bad))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// ns per lookup: the core's cache (under its lock, as the gateway uses it) and moka's, on the
 /// same hot keys.
 fn lookups(keys: usize) -> (f64, f64) {
@@ -241,7 +237,7 @@ fn lookups(keys: usize) -> (f64, f64) {
         a.push(time(&mut mine));
         b.push(time(&mut theirs));
     }
-    (median(a), median(b))
+    (median_of_rounds(a), median_of_rounds(b))
 }
 
 pub(crate) fn run(a: &GatewayBench) -> Result<()> {
@@ -332,12 +328,12 @@ pub(crate) fn run(a: &GatewayBench) -> Result<()> {
         "{:<22} {:>12} {:>10} {:>12} {:>24} {:>24}",
         "server", "hits/s", "×nginx", "p99 ms", "origin reads: cold herd", "herd at expiry"
     )?;
-    let nginx_rate = rates.get(1).filter(|r| !r.is_empty()).map(|r| median(r.clone()));
+    let nginx_rate = rates.get(1).filter(|r| !r.is_empty()).map(|r| median_of_rounds(r.clone()));
     for (i, (name, _, _)) in servers.iter().enumerate() {
         let (rate, p99) = if rates[i].is_empty() {
             (f64::NAN, f64::NAN)
         } else {
-            (median(rates[i].clone()), median(p99s[i].clone()))
+            (median_of_rounds(rates[i].clone()), median_of_rounds(p99s[i].clone()))
         };
         let ratio = nginx_rate.map_or("-".to_string(), |n| format!("{:.2}", rate / n));
         let said = |(reads, bad): (f64, usize)| {

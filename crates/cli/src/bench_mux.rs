@@ -12,7 +12,7 @@ use bytes::Bytes;
 use clap::Args;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use switchyard_core::carry::pin;
-use switchyard_core::measure::allocation;
+use switchyard_core::measure::{allocation, median_of_rounds};
 use switchyard_mux::{ConnChoice, Listener, MuxConfig, Scheme, SendConfig, Session, SessionReport};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -211,7 +211,7 @@ async fn bench(a: &MuxBench) -> Result<()> {
         format!("raw TCP ×{}", a.connections),
         raw_mean / 1e6,
         1.0,
-        crate::bench::median_f64(raw_costs.clone()) * 1e12,
+        median_of_rounds(raw_costs.clone()) * 1e12,
         1.0
     )?;
     let mut gaps_line = Vec::new();
@@ -220,15 +220,15 @@ async fn bench(a: &MuxBench) -> Result<()> {
         let error = allocation(&bytes[k], &weights);
         let max_gap = error.max_gap * 100.0;
         let rate = bytes[k].iter().sum::<f64>() / total_time;
-        let ratio = crate::bench::median_f64(ratios[k].clone());
-        let cost_ratio = crate::bench::median_f64(cost_ratios[k].clone());
+        let ratio = median_of_rounds(ratios[k].clone());
+        let cost_ratio = median_of_rounds(cost_ratios[k].clone());
         let spread = ratios[k].iter().copied().fold(f64::MAX, f64::min)..=ratios[k].iter().copied().fold(0.0, f64::max);
         let line = format!(
             "{:<22} {:>8.0} {:>6.2} {:>10.0} {:>9.2} {:>13.2} {:>8.1}%",
             name,
             rate / 1e6,
             ratio,
-            crate::bench::median_f64(costs[k].clone()) * 1e12,
+            median_of_rounds(costs[k].clone()) * 1e12,
             cost_ratio,
             max_gap,
             error.rms_perc * 100.0

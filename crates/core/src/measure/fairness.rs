@@ -64,6 +64,13 @@ pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
     sorted[rank.clamp(1, n) - 1]
 }
 
+/// The middle of `values` (the upper of the two middle ones for an even count), 0 for none: the
+/// benchmarks' summary of their rounds, each ratio taken within a round.
+pub fn median_of_rounds(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
 /// How far one window's delivery was from its promise: `(got − promised) / promised`, so −0.1
 /// is 10% short and 0 exact. `promised` is the target rate times the window; a window with
 /// nothing promised scores 0.
@@ -81,6 +88,13 @@ pub fn quantisation_floor(chunk_bytes: f64, window_bytes: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_median_of_rounds_is_the_middle_one_or_the_upper_middle() {
+        assert_eq!(median_of_rounds(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median_of_rounds(vec![4.0, 1.0, 3.0, 2.0]), 3.0);
+        assert_eq!(median_of_rounds(Vec::new()), 0.0);
+    }
 
     #[test]
     fn spread_names_the_thesis_threads() {

@@ -15,7 +15,7 @@ pub use allocation::{Allocation, allocation};
 pub use balance::{Balance, balance};
 pub use disruption::moved_fraction;
 pub use ewma::Ewma;
-pub use fairness::{Spread, quantile_sorted, quantisation_floor, rate_error, spread};
+pub use fairness::{Spread, median_of_rounds, quantile_sorted, quantisation_floor, rate_error, spread};
 pub use flows::FlowOrder;
 pub use latency::Latency;
 pub use quality::{Moments, Quality, logistic};
