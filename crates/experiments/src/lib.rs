@@ -5,6 +5,8 @@
 //!
 //! # What lives here
 //!
+//! - [`iwashima`]: Iwashima ch. 7, channels striped or pinned over m connections through an
+//!   emulated bottleneck (real TCP in network namespaces; needs root).
 //! - [`placement`]: `switchyard place`'s measurement of a policy: balance, keys moved when a
 //!   worker leaves or joins, and the cost of a decision.
 //! - [`scenarios`]: the reproductions that are simulator scenarios (Guo ch. 4–7: DPI affinity,
@@ -24,6 +26,7 @@
 //! (sim, runtime, mux, gateway): experiments call them.
 
 pub mod cacheflow;
+pub mod iwashima;
 pub mod placement;
 pub mod scenarios;
 pub mod yates_cache;
@@ -43,7 +46,16 @@ pub enum ExperimentError {
     /// An input (a trace, a choice of tables) cannot be used.
     #[error("{0}")]
     Input(String),
-    /// The runtime for real components could not start.
-    #[error("starting the async runtime: {0}")]
-    Runtime(#[from] std::io::Error),
+    /// A socket, a thread or a runtime failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A mux session failed.
+    #[error(transparent)]
+    Mux(#[from] switchyard_mux::MuxError),
+    /// The link emulator failed.
+    #[error(transparent)]
+    Link(#[from] switchyard_linkem::LinkemError),
+    /// What the experiment needs is not here (root, namespaces).
+    #[error("{0}")]
+    Unavailable(String),
 }
