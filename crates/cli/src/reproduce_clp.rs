@@ -9,17 +9,13 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use switchyard_core::measure::{Spread, balance, spread};
 use switchyard_core::order::{PaceConfig, QuotaConfig};
-use switchyard_core::place::rebalance::{Direction, RebalanceConfig};
-use switchyard_runtime::deliver::load::{Opened, Summary};
-use switchyard_runtime::deliver::{
-    Handshake, Load, LoadConfig, Pacing, Request, Server, ServerConfig, Transport, Windows,
-};
+use switchyard_core::place::rebalance::Direction;
+use switchyard_experiments::clp::{self, Measured};
+use switchyard_runtime::deliver::{Pacing, Transport};
 use switchyard_sim::models::clp::{Setup, Workload, scaling};
 use switchyard_sim::report::{Series, Style, line_chart};
 
@@ -54,116 +50,23 @@ pub(crate) struct ClpArgs {
     clp_seconds: f64,
 }
 
-/// What one real run measured.
-struct Measured {
-    threads: usize,
-    aggregate_bps: f64,
-    per_thread: Spread,
-    per_conn: Spread,
-    conn_jain: f64,
-    cpu: Spread,
-    moves: u64,
+/// Its line of yates-clp.csv.
+fn csv_row(m: &Measured, part: &str, transport: &str) -> String {
+    format!(
+        "{part},{transport},{},{:.1},{:.4},{:.4},{:.5},{:.4},\n",
+        m.threads,
+        m.aggregate_bps / 1e6,
+        m.per_thread.max_over_min(),
+        m.per_conn.max_over_min(),
+        m.conn_jain,
+        m.cpu.max_over_min()
+    )
 }
 
-impl Measured {
-    /// Its line of yates-clp.csv.
-    fn csv_row(&self, part: &str, transport: &str) -> String {
-        format!(
-            "{part},{transport},{},{:.1},{:.4},{:.4},{:.5},{:.4},\n",
-            self.threads,
-            self.aggregate_bps / 1e6,
-            self.per_thread.max_over_min(),
-            self.per_conn.max_over_min(),
-            self.conn_jain,
-            self.cpu.max_over_min()
-        )
+fn note_refusals(not_accepted: usize, conns: usize) {
+    if not_accepted > 0 {
+        eprintln!("  note: {not_accepted} of {conns} connections were not accepted");
     }
-}
-
-fn server(workers: usize, pacing: Pacing, rebalance: Option<RebalanceConfig>) -> Result<Server> {
-    // One packet per connection per turn, the unit of the thesis's fairness and scheduling runs.
-    let cfg = ServerConfig { workers, pacing, rebalance, burst: 1, ..Default::default() };
-    Server::start(cfg).context("cannot start the delivery server on loopback")
-}
-
-fn clients(server: &Server, transport: Transport, conns: usize, request: Request) -> Result<Load> {
-    let l = Load::start(LoadConfig {
-        server: server.local_addr(),
-        transport,
-        conns,
-        handshake: Handshake::Switchyard(request),
-        threads: 1,
-        recv_buffer: Some(1 << 20),
-    })?;
-    let bad = l.opened().into_iter().filter(|o| !matches!(o, Opened::Accepted(_))).count();
-    if bad > 0 {
-        eprintln!("  note: {bad} of {conns} connections were not accepted");
-    }
-    Ok(l)
-}
-
-/// Bulk connections on `threads` workers: the send side's view, as the thesis measured it.
-fn bulk_case(
-    threads: usize,
-    transport: Transport,
-    conns: usize,
-    secs: f64,
-    warmup: f64,
-    soft: Option<Direction>,
-) -> Result<Measured> {
-    let srv = server(
-        threads,
-        Pacing::Fine(PaceConfig::default()),
-        soft.map(|direction| RebalanceConfig { direction, ..Default::default() }),
-    )?;
-    let load = clients(&srv, transport, conns, Request::Bulk)?;
-    std::thread::sleep(Duration::from_secs_f64(warmup));
-    let before = srv.connections();
-    let seen = srv.history().len();
-    let t0 = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(secs));
-    let after = srv.connections();
-    let elapsed = t0.elapsed().as_secs_f64();
-    let history = srv.history();
-    let moves = srv.totals().moves;
-    drop(load);
-    srv.stop();
-    let per_conn: Vec<f64> = after
-        .iter()
-        .map(|a| (a.bytes - before.iter().find(|b| b.id == a.id).map_or(0, |b| b.bytes)) as f64 * 8.0 / elapsed)
-        .collect();
-    let samples = &history[seen.min(history.len())..];
-    let span: f64 = samples.iter().map(|s| s.secs).sum::<f64>().max(1e-9);
-    let per_thread: Vec<f64> =
-        (0..threads).map(|i| samples.iter().map(|s| s.bytes[i]).sum::<u64>() as f64 * 8.0 / span).collect();
-    let cpu: Vec<f64> = (0..threads).map(|i| samples.iter().map(|s| s.cpu_ns[i]).sum::<u64>() as f64).collect();
-    Ok(Measured {
-        threads,
-        aggregate_bps: per_conn.iter().sum(),
-        per_thread: spread(&per_thread),
-        per_conn: spread(&per_conn),
-        conn_jain: balance(&per_conn, None).jain,
-        cpu: spread(&cpu),
-        moves,
-    })
-}
-
-/// Streams at `bits` on every connection, measured by the clients, window by window.
-fn hard_case(threads: usize, conns: usize, bits: u64, pacing: Pacing, secs: f64) -> Result<(Summary, Windows)> {
-    let srv = server(threads, pacing, None)?;
-    let load = clients(&srv, Transport::Udp, conns, Request::Stream { bits_per_sec: bits })?;
-    let skip: Vec<bool> = load.opened().iter().map(|o| !matches!(o, Opened::Accepted(_))).collect();
-    std::thread::sleep(Duration::from_secs(1));
-    let mut w = Windows::new(load.counts());
-    let mut next = Instant::now();
-    for _ in 0..(secs * 10.0).ceil() as usize {
-        next += Duration::from_millis(100);
-        std::thread::sleep(next.saturating_duration_since(Instant::now()));
-        w.tick(load.counts());
-    }
-    drop(load);
-    srv.stop();
-    Ok((w.summary(0, Some(bits as f64 / 8.0), &skip), w))
 }
 
 pub(crate) fn run(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
@@ -203,7 +106,8 @@ pub(crate) fn run(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
             )?;
             let mut points = Vec::new();
             for &t in &threads {
-                let m = bulk_case(t, transport, conns, secs, 1.0, None)?;
+                let m = clp::bulk_case(t, transport, conns, secs, 1.0, None)?;
+                note_refusals(m.not_accepted, conns);
                 writeln!(
                     out,
                     "{:>8} {:>11.0} {:>16.2} {:>14.2} {:>10.4} {:>14.2}",
@@ -214,7 +118,7 @@ pub(crate) fn run(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
                     m.conn_jain,
                     m.cpu.max_over_min()
                 )?;
-                csv.push_str(&m.csv_row("fairness", name));
+                csv.push_str(&csv_row(&m, "fairness", name));
                 points.push((t as f64, m.per_thread.max_over_min()));
             }
             let at =
@@ -264,7 +168,8 @@ pub(crate) fn run(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
                 [("off", None), ("equalise", Some(Direction::Equalise)), ("as-written", Some(Direction::AsWritten))]
             {
                 // The balancer moves one connection per 200 ms: give it time to act before measuring.
-                let m = bulk_case(t, Transport::Udp, conns, secs, if soft.is_some() { 4.0 } else { 1.0 }, soft)?;
+                let m = clp::bulk_case(t, Transport::Udp, conns, secs, if soft.is_some() { 4.0 } else { 1.0 }, soft)?;
+                note_refusals(m.not_accepted, conns);
                 let gap = m.per_conn.max - m.per_conn.min;
                 writeln!(
                     out,
@@ -276,7 +181,7 @@ pub(crate) fn run(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
                     m.conn_jain,
                     m.moves
                 )?;
-                csv.push_str(&m.csv_row(&format!("soft-{name}"), "UDP"));
+                csv.push_str(&csv_row(&m, &format!("soft-{name}"), "UDP"));
             }
         }
         writeln!(
@@ -306,7 +211,8 @@ pub(crate) fn run(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
             for (name, pacing) in
                 [("fine", Pacing::Fine(PaceConfig::default())), ("quota", Pacing::Quota(QuotaConfig::default()))]
             {
-                let (s, w) = hard_case(t, conns, bits, pacing, secs)?;
+                let (s, w, not_accepted) = clp::hard_case(t, conns, bits, pacing, secs)?;
+                note_refusals(not_accepted, conns);
                 let [_, p99, _] = s.window_error.unwrap_or([f64::NAN; 3]);
                 writeln!(
                     out,

@@ -5,6 +5,8 @@
 //!
 //! # What lives here
 //!
+//! - [`clp`]: yates-clp's measurements of the delivery server on real threads and sockets:
+//!   fairness against threads, soft and hard throughput-based scheduling.
 //! - [`iwashima`]: Iwashima ch. 7, channels striped or pinned over m connections through an
 //!   emulated bottleneck (real TCP in network namespaces; needs root).
 //! - [`placement`]: `switchyard place`'s measurement of a policy: balance, keys moved when a
@@ -26,6 +28,7 @@
 //! (sim, runtime, mux, gateway): experiments call them.
 
 pub mod cacheflow;
+pub mod clp;
 pub mod iwashima;
 pub mod placement;
 pub mod scenarios;
