@@ -259,8 +259,11 @@ async fn local(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
         for gone in evicted {
             st.bodies.remove(&gone);
         }
-        drop(st);
+        // Queued under the state's lock: two requests that change the cache queue their
+        // batches in the order they changed it, or a neighbour could apply an eviction before
+        // the addition it undoes and keep a key this server no longer holds.
         send(&s, due);
+        drop(st);
     }
     let n_loaded = loaded.len();
     items.extend(loaded);
