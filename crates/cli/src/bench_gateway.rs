@@ -3,19 +3,11 @@
 //! run; and the core's cache lookups against moka's on the same keys.
 
 use std::io::Write;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use clap::Args;
-use switchyard_core::Nanos;
-use switchyard_core::cache::{AgeFrom, Alone, Answer, Cache, Lookup, Reading};
-use switchyard_core::measure::median_of_rounds;
-use switchyard_gateway::field::FieldConfig;
-use switchyard_gateway::origin::OriginConfig;
-use switchyard_sim::models::sensor::{ChangeModel, FieldSpec, Stations};
+use switchyard_experiments::bench::gateway::{Setup, run as bench};
+use switchyard_experiments::bench::peers::found;
 
 /// The gateway (in front of an HTTP origin) against nginx with proxy_cache and
 /// proxy_cache_lock, in front of the same slow origin (the sensor-field emulator, whose reads
@@ -51,230 +43,16 @@ pub(crate) struct GatewayBench {
     keys: u32,
 }
 
-/// Stops the child when dropped, so an error leaves no nginx behind. nginx's master is asked
-/// to stop (SIGTERM), which stops its workers too; killing the master outright would leave
-/// them running.
-pub(crate) struct Reaped(pub(crate) Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
-        if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).is_err() {
-            let _ = self.0.kill();
-        }
-        let _ = self.0.wait();
-    }
-}
-
-pub(crate) fn found(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .chain(["/usr/sbin", "/sbin"])
-        .map(|d| Path::new(d).join(program))
-        .find(|p| p.is_file())
-}
-
-async fn serve(router: axum::Router) -> Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    Ok(addr)
-}
-
-pub(crate) fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// nginx in front of `origin`, keeping answers `ttl_s` seconds, one request at a time to the
-/// origin per key (proxy_cache_lock).
-fn start_nginx(nginx: &Path, dir: &Path, origin: SocketAddr, ttl_s: u64) -> Result<(Reaped, SocketAddr)> {
-    std::fs::create_dir_all(dir.join("cache"))?;
-    let port = free_port()?;
-    let conf = format!(
-        "daemon off;\nworker_processes auto;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n{user}\
-         events {{ worker_connections 4096; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
-           fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
-           proxy_cache_path {d}/cache keys_zone=bench:16m levels=1:2 inactive=10m;\n\
-           upstream origin {{ server {origin}; keepalive 64; }}\n\
-           server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      proxy_pass http://origin;\n\
-               proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n      proxy_cache bench;\n\
-               proxy_cache_valid 200 404 {ttl_s}s;\n      proxy_cache_lock on;\n      proxy_cache_lock_timeout 5s;\n\
-               add_header X-Cache $upstream_cache_status;\n    }}\n  }}\n}}\n",
-        d = dir.display(),
-        user = if nix::unistd::geteuid().is_root() { "user root;\n" } else { "" },
-    );
-    launch_nginx(nginx, dir, &conf, port)
-}
-
-/// Starts nginx with `conf` (written to `dir`), and waits until it listens on loopback `port`.
-pub(crate) fn launch_nginx(nginx: &Path, dir: &Path, conf: &str, port: u16) -> Result<(Reaped, SocketAddr)> {
-    std::fs::write(dir.join("nginx.conf"), conf)?;
-    let child = Command::new(nginx)
-        .args(["-p", &dir.display().to_string(), "-c", &dir.join("nginx.conf").display().to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {}", nginx.display()))?;
-    let child = Reaped(child);
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let t = Instant::now();
-    while std::net::TcpStream::connect(addr).is_err() {
-        if t.elapsed() > Duration::from_secs(5) {
-            let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
-            bail!("nginx did not start listening on {addr} within 5 s; its error log:\n{log}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok((child, addr))
-}
-
-/// wrk's requests a second and p99 latency (ms) against `url`.
-fn wrk(wrk: &Path, url: &str, connections: usize, seconds: f64) -> Result<(f64, f64)> {
-    let out = Command::new(wrk)
-        .args(["-t2", &format!("-c{connections}"), &format!("-d{}s", seconds.ceil() as u64), "--latency", url])
-        .output()
-        .with_context(|| format!("running {}", wrk.display()))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let rate = text
-        .lines()
-        .find_map(|l| l.strip_prefix("Requests/sec:"))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .with_context(|| format!("wrk printed no rate:\n{text}"))?;
-    let p99 = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("99%"))
-        .and_then(|v| {
-            let v = v.trim();
-            let (n, unit) = v.split_at(v.find(|c: char| c.is_ascii_alphabetic())?);
-            let n: f64 = n.parse().ok()?;
-            Some(match unit {
-                "us" => n / 1e3,
-                "ms" => n,
-                "s" => n * 1e3,
-                _ => return None,
-            })
-        })
-        .with_context(|| format!("wrk printed no 99th percentile:\n{text}"))?;
-    if text.contains("Non-2xx") || text.contains("Socket errors") {
-        bail!("wrk saw errors against {url}:\n{text}");
-    }
-    Ok((rate, p99))
-}
-
-async fn origin_reads(client: &reqwest::Client, origin: SocketAddr) -> Result<f64> {
-    let text = client.get(format!("http://{origin}/metrics")).send().await?.text().await?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("field_reads_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .context("the origin's /metrics has no field_reads_total")
-}
-
-/// Fires `n` concurrent requests for `path` at `server`; returns how many reads reached the
-/// origin and how many answers were not 200.
-async fn herd(
-    client: &reqwest::Client,
-    server: SocketAddr,
-    origin: SocketAddr,
-    path: &str,
-    n: usize,
-) -> Result<(f64, usize)> {
-    let before = origin_reads(client, origin).await?;
-    let asks: Vec<_> = (0..n)
-        .map(|_| {
-            let (client, url) = (client.clone(), format!("http://{server}{path}"));
-            tokio::spawn(async move { client.get(url).send().await.map(|r| r.status().as_u16()) })
-        })
-        .collect();
-    let mut bad = 0;
-    for a in asks {
-        bad += usize::from(!matches!(a.await, Ok(Ok(200))));
-    }
-    Ok((origin_reads(client, origin).await? - before, bad))
-}
-
-/// ns per lookup: the core's cache (under its lock, as the gateway uses it) and moka's, on the
-/// same hot keys.
-fn lookups(keys: usize) -> (f64, f64) {
-    let names: Vec<String> = (0..keys).map(|i| format!("/v1/sensors/{i}")).collect();
-    let mut ours: Cache<String, (), Alone, u64> =
-        Cache::new(Lookup::Piggyback, Nanos(u64::MAX / 4), AgeFrom::Load, Alone);
-    for (i, k) in names.iter().enumerate() {
-        ours.fill(k.clone(), None, Reading { value: i as u64, sensed_at: Nanos(1) }, Nanos(1));
-    }
-    let ours = std::sync::Mutex::new(ours);
-    let moka: moka::sync::Cache<String, u64> =
-        moka::sync::Cache::builder().time_to_live(Duration::from_secs(3600)).build();
-    for (i, k) in names.iter().enumerate() {
-        moka.insert(k.clone(), i as u64);
-    }
-    let rounds = (2_000_000 / keys).max(1);
-    let time = |f: &mut dyn FnMut(&String) -> u64| {
-        let t = Instant::now();
-        let mut sum = 0u64;
-        for _ in 0..rounds {
-            for k in &names {
-                sum = sum.wrapping_add(f(k));
-            }
-        }
-        std::hint::black_box(sum);
-        t.elapsed().as_nanos() as f64 / (rounds * keys) as f64
-    };
-    // As the gateway does: a clock reading for every lookup (moka reads one for its TTL too).
-    let start = Instant::now();
-    let mut mine = |k: &String| {
-        let now = Nanos(start.elapsed().as_nanos() as u64 + 2);
-        match ours.lock().expect("not poisoned").query(k, now, None, &mut |_| 0) {
-            Answer::Hit(e) => e.reading.value,
-            _ => 0,
-        }
-    };
-    let mut theirs = |k: &String| moka.get(k).unwrap_or(0);
-    // Alternate, three times each, and keep the medians.
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..3 {
-        a.push(time(&mut mine));
-        b.push(time(&mut theirs));
-    }
-    (median_of_rounds(a), median_of_rounds(b))
-}
-
 pub(crate) fn run(a: &GatewayBench) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    let nginx = found("nginx");
-    let wrk_path = found("wrk");
-    // The origin: the field emulator, reads taking up to 0.2 s.
-    let spec =
-        FieldSpec::Lattice { model: ChangeModel::Correlated, rate: 90.0, stations: Stations::Quadrants, rule: None };
-    let field = switchyard_gateway::field::router(FieldConfig {
-        spec,
-        seed: 1,
-        time_scale: 0.1,
-        link_capacity: 1e6,
-        max_wait_s: 2.0,
-    })?;
-    // Two pairs of servers: one keeping answers an hour (the hits and the cold herd), one two
-    // seconds (the herd at expiry).
-    let origin = runtime.block_on(serve(field))?;
-    let dir = std::env::temp_dir().join(format!("switchyard-bench-nginx-{}", std::process::id()));
-    let start_ours = |ttl: Duration| {
-        runtime.block_on(serve(switchyard_gateway::origin::router(OriginConfig {
-            origin: format!("http://{origin}"),
-            ttl,
-            stale_while_revalidate: None,
-            stale_if_error: None,
-            upstream_timeout: Duration::from_secs(10),
-        })))
-    };
-    let (ours, ours_short) = (start_ours(Duration::from_secs(3600))?, start_ours(Duration::from_secs(2))?);
-    let (theirs, theirs_short) = match &nginx {
-        Some(path) => (
-            Some(start_nginx(path, &dir.join("long"), origin, 3600)?),
-            Some(start_nginx(path, &dir.join("short"), origin, 2)?),
-        ),
-        None => (None, None),
+    let setup = Setup {
+        seconds: a.seconds,
+        rounds: a.rounds,
+        connections: a.connections,
+        herd: a.herd,
+        keys: a.keys as usize,
+        nginx: found("nginx"),
+        wrk: found("wrk"),
     };
     writeln!(
         out,
@@ -285,72 +63,36 @@ pub(crate) fn run(a: &GatewayBench) -> Result<()> {
         a.seconds,
         a.connections
     )?;
-    let client = reqwest::Client::new();
-    let mut servers: Vec<(&str, SocketAddr, SocketAddr)> = vec![("switchyard gateway", ours, ours_short)];
-    if let (Some((_, long)), Some((_, short))) = (&theirs, &theirs_short) {
-        servers.push(("nginx proxy_cache", *long, *short));
-    }
-    // Warm both on the measured key.
-    runtime.block_on(async {
-        for (_, s, _) in &servers {
-            client.get(format!("http://{s}/v1/sensors/7")).send().await?.error_for_status()?;
-        }
-        anyhow::Ok(())
-    })?;
-    let mut rates = vec![Vec::new(); servers.len()];
-    let mut p99s = vec![Vec::new(); servers.len()];
-    if let Some(wrk_path) = &wrk_path {
-        for _ in 0..a.rounds {
-            for (i, (_, s, _)) in servers.iter().enumerate() {
-                let (rate, p99) = wrk(wrk_path, &format!("http://{s}/v1/sensors/7"), a.connections, a.seconds)?;
-                rates[i].push(rate);
-                p99s[i].push(p99);
-            }
-        }
-    }
-    // The herds: a key neither holds, asked by many at once; and a key both held, asked by
-    // many at once the moment it expired.
-    let herds: Vec<((f64, usize), (f64, usize))> = runtime.block_on(async {
-        let mut v = Vec::new();
-        for (i, (_, long, short)) in servers.iter().enumerate() {
-            let cold = herd(&client, *long, origin, &format!("/v1/sensors/{}", 500 + i), a.herd).await?;
-            let key = format!("/v1/sensors/{}", 600 + i);
-            client.get(format!("http://{short}{key}")).send().await?.error_for_status()?;
-            // nginx keeps time in whole seconds, so its two seconds may last almost three.
-            tokio::time::sleep(Duration::from_millis(3_500)).await;
-            let expired = herd(&client, *short, origin, &key, a.herd).await?;
-            v.push((cold, expired));
-        }
-        anyhow::Ok(v)
-    })?;
+    let r = bench(&setup)?;
     writeln!(
         out,
         "{:<22} {:>12} {:>10} {:>12} {:>24} {:>24}",
         "server", "hits/s", "×nginx", "p99 ms", "origin reads: cold herd", "herd at expiry"
     )?;
-    let nginx_rate = rates.get(1).filter(|r| !r.is_empty()).map(|r| median_of_rounds(r.clone()));
-    for (i, (name, _, _)) in servers.iter().enumerate() {
-        let (rate, p99) = if rates[i].is_empty() {
-            (f64::NAN, f64::NAN)
-        } else {
-            (median_of_rounds(rates[i].clone()), median_of_rounds(p99s[i].clone()))
-        };
+    let nginx_rate = r.servers.get(1).and_then(|s| s.hits).map(|h| h.0);
+    for s in &r.servers {
+        let (rate, p99) = s.hits.unwrap_or((f64::NAN, f64::NAN));
         let ratio = nginx_rate.map_or("-".to_string(), |n| format!("{:.2}", rate / n));
         let said = |(reads, bad): (f64, usize)| {
             let bad = if bad > 0 { format!(" ({bad} not 200)") } else { String::new() };
             format!("{reads:.0} of {}{bad}", a.herd)
         };
-        let (cold, expired) = herds[i];
-        writeln!(out, "{name:<22} {rate:>12.0} {ratio:>10} {p99:>12.2} {:>24} {:>24}", said(cold), said(expired))?;
+        writeln!(
+            out,
+            "{:<22} {rate:>12.0} {ratio:>10} {p99:>12.2} {:>24} {:>24}",
+            s.name,
+            said(s.cold_herd),
+            said(s.expired_herd)
+        )?;
     }
-    if nginx.is_none() || wrk_path.is_none() {
+    if setup.nginx.is_none() || setup.wrk.is_none() {
         writeln!(
             out,
             "\nnginx or wrk not found: install them with bench/install-peers.sh (Debian's nginx-light and wrk)"
         )?;
     }
     writeln!(out, "goals: hits/s ≥ 0.8× nginx's, p99 no worse, exactly one origin read in the herd")?;
-    let (mine, moka) = lookups(a.keys as usize);
+    let (mine, moka) = r.lookups;
     writeln!(
         out,
         "\nin-process lookups of {} hot keys, one thread: the core's cache under its lock {mine:.0} ns, moka::sync {moka:.0} ns ({:.2}× moka's time; goal ≤ 1)",
@@ -363,7 +105,5 @@ pub(crate) fn run(a: &GatewayBench) -> Result<()> {
          (its remedy for expired ones is proxy_cache_use_stale updating, which answers stale: our --stale-while-revalidate)",
         a.herd
     )?;
-    drop((theirs, theirs_short));
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

@@ -2,20 +2,12 @@
 //! against m raw parallel TCP streams (the ceiling) measured in the same run.
 
 use std::io::Write;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result};
-use bytes::Bytes;
+use anyhow::Result;
 use clap::Args;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use switchyard_core::carry::pin;
-use switchyard_core::measure::{allocation, median_of_rounds};
-use switchyard_mux::{ConnChoice, Listener, MuxConfig, Scheme, SendConfig, Session, SessionReport};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use switchyard_experiments::bench::mux::{Case, Setup, run as bench};
+use switchyard_mux::{MuxConfig, SendConfig};
 
 /// The multiplexed session on loopback: m raw TCP streams (the ceiling), then the session's
 /// schedulers carrying n backlogged channels with Iwashima's weights (1, 0.8, 0.8², …), and the
@@ -77,13 +69,13 @@ pub(crate) struct MuxBench {
 
     /// Which cases to run besides raw TCP (comma-separated), for a shorter run or a profile
     /// of one carrier.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Case::Stripe, Case::StripeTls, Case::Earliest, Case::Pin, Case::H2, Case::Quic])]
-    cases: Vec<Case>,
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [CaseArg::Stripe, CaseArg::StripeTls, CaseArg::Earliest, CaseArg::Pin, CaseArg::H2, CaseArg::Quic])]
+    cases: Vec<CaseArg>,
 }
 
 /// A case of the bench, as `--cases` names it.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum Case {
+enum CaseArg {
     /// The session, striping, each frame on the least-queued connection.
     Stripe,
     /// The same over TLS (rustls, TLS 1.3, AES-128-GCM on this machine).
@@ -98,159 +90,91 @@ enum Case {
     Quic,
 }
 
-const CHUNK: usize = 256 << 10;
+impl From<CaseArg> for Case {
+    fn from(c: CaseArg) -> Self {
+        match c {
+            CaseArg::Stripe => Self::Stripe,
+            CaseArg::StripeTls => Self::StripeTls,
+            CaseArg::Earliest => Self::Earliest,
+            CaseArg::Pin => Self::Pin,
+            CaseArg::H2 => Self::H2,
+            CaseArg::Quic => Self::Quic,
+        }
+    }
+}
 
 pub(crate) fn run(a: &MuxBench) -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    runtime.block_on(bench(a))
-}
-
-/// Whether a session's connections are plain TCP or TLS.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Wire {
-    Plain,
-    Tls,
-}
-
-/// What carries the channels in a case: our session with a scheduler, or a peer.
-enum Carrier {
-    Session(Scheme, Wire),
-    H2,
-    Quic,
-}
-
-async fn bench(a: &MuxBench) -> Result<()> {
+    let setup = Setup {
+        connections: a.connections,
+        channels: a.channels,
+        ratio: a.ratio,
+        seconds: a.seconds,
+        rounds: a.rounds,
+        window: a.window,
+        lowat: a.lowat,
+        repin_every: (a.repin_every > 0.0).then(|| Duration::from_secs_f64(a.repin_every)),
+        queue_frames: a.queue_frames,
+        frame: a.frame,
+        cases: a.cases.iter().map(|c| Case::from(*c)).collect(),
+    };
     let mut out = std::io::stdout().lock();
-    let weights: Vec<f64> = (0..a.channels).map(|i| a.ratio.powi(i as i32)).collect();
-    let warm = Duration::from_millis(250);
-    let rounds = a.rounds.max(1);
-    // Each case's measured time, split over the rounds.
-    let measure = Duration::from_secs_f64(a.seconds / rounds as f64);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     writeln!(
         out,
         "loopback, {cores} cores, sender and receiver in this process; {} connections, {} channels (weights {}^i); \
-         {rounds} rounds of every case in turn, {:.2} s each; ×raw is the median round's ratio to raw TCP in the same round\n",
+         {} rounds of every case in turn, {:.2} s each; ×raw is the median round's ratio to raw TCP in the same round\n",
         a.connections,
         a.channels,
         a.ratio,
-        measure.as_secs_f64()
+        a.rounds.max(1),
+        a.seconds / a.rounds.max(1) as f64
     )?;
-    let cases: Vec<(&str, Carrier)> = [
-        (Case::Stripe, "stripe (least queued)", Carrier::Session(Scheme::Stripe(ConnChoice::LeastQueued), Wire::Plain)),
-        (Case::StripeTls, "stripe, TLS", Carrier::Session(Scheme::Stripe(ConnChoice::LeastQueued), Wire::Tls)),
-        (
-            Case::Earliest,
-            "stripe (earliest)",
-            Carrier::Session(Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }), Wire::Plain),
-        ),
-        (Case::Pin, "pin", Carrier::Session(Scheme::Pin { hysteresis: 0.01 }, Wire::Plain)),
-        (Case::H2, "HTTP/2 (h2), 1 conn", Carrier::H2),
-        (Case::Quic, "QUIC (quinn), 1 conn", Carrier::Quic),
-    ]
-    .into_iter()
-    .filter(|(case, _, _)| a.cases.contains(case))
-    .map(|(_, name, carrier)| (name, carrier))
-    .collect();
-    // By case: bytes per channel summed over the rounds, and each round's ratios to raw (of
-    // rates, and of CPU time per byte).
-    let mut bytes = vec![vec![0.0; weights.len()]; cases.len()];
-    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
-    let mut cost_ratios: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
-    let mut costs: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
-    let mut results: Vec<Option<CaseResult>> = (0..cases.len()).map(|_| None).collect();
-    let mut raw_rates = Vec::new();
-    let mut raw_costs = Vec::new();
-    // A shared VM's speed drifts by a fifth within a minute: in rounds, every case meets it in
-    // every mood, and each ratio is taken against raw TCP measured moments before.
-    for _ in 0..rounds {
-        let (raw, raw_cpu) = raw_streams(a.connections, warm, measure).await?;
-        let raw_cost = raw_cpu / (raw * measure.as_secs_f64());
-        raw_rates.push(raw);
-        raw_costs.push(raw_cost);
-        for (k, (_, carrier)) in cases.iter().enumerate() {
-            let (got, cpu) = match carrier {
-                Carrier::Session(scheme, wire) => {
-                    let CaseResult { bytes, max_held, idle, blocked, cpu } =
-                        session_case(a, *scheme, *wire, &weights, warm, measure).await?;
-                    let acc = results[k].get_or_insert(CaseResult {
-                        bytes: Vec::new(),
-                        max_held: 0,
-                        idle: 0,
-                        blocked: 0,
-                        cpu: 0.0,
-                    });
-                    acc.max_held = acc.max_held.max(max_held);
-                    acc.idle += idle;
-                    acc.blocked += blocked;
-                    (bytes, cpu)
-                }
-                Carrier::H2 => h2_case(&weights, warm, measure).await?,
-                Carrier::Quic => quic_case(&weights, warm, measure).await?,
-            };
-            for (sum, b) in bytes[k].iter_mut().zip(&got) {
-                *sum += b;
-            }
-            let total: f64 = got.iter().sum();
-            ratios[k].push(total / measure.as_secs_f64() / raw);
-            let cost = cpu / total.max(1.0);
-            costs[k].push(cost);
-            cost_ratios[k].push(raw_cost / cost);
-        }
-    }
-    let total_time = measure.as_secs_f64() * rounds as f64;
+    let r = bench(&setup)?;
     writeln!(
         out,
         "{:<22} {:>8} {:>6} {:>10} {:>9} {:>13} {:>9} {:>12} {:>8} {:>8}",
         "case", "MB/s", "×raw", "CPU ns/KB", "×raw CPU", "max gap (pp)", "RMS_perc", "max held KB", "idle", "blocked"
     )?;
-    let raw_mean = raw_rates.iter().sum::<f64>() / raw_rates.len() as f64;
     writeln!(
         out,
         "{:<22} {:>8.0} {:>6.2} {:>10.0} {:>9.2}",
         format!("raw TCP ×{}", a.connections),
-        raw_mean / 1e6,
+        r.raw_rate / 1e6,
         1.0,
-        median_of_rounds(raw_costs.clone()) * 1e12,
+        r.raw_cost * 1e12,
         1.0
     )?;
     let mut gaps_line = Vec::new();
     let mut best: Option<(f64, f64)> = None;
-    for (k, (name, carrier)) in cases.iter().enumerate() {
-        let error = allocation(&bytes[k], &weights);
-        let max_gap = error.max_gap * 100.0;
-        let rate = bytes[k].iter().sum::<f64>() / total_time;
-        let ratio = median_of_rounds(ratios[k].clone());
-        let cost_ratio = median_of_rounds(cost_ratios[k].clone());
-        let spread = ratios[k].iter().copied().fold(f64::MAX, f64::min)..=ratios[k].iter().copied().fold(0.0, f64::max);
+    for c in &r.cases {
+        let name = c.case.name();
         let line = format!(
             "{:<22} {:>8.0} {:>6.2} {:>10.0} {:>9.2} {:>13.2} {:>8.1}%",
             name,
-            rate / 1e6,
-            ratio,
-            median_of_rounds(costs[k].clone()) * 1e12,
-            cost_ratio,
-            max_gap,
-            error.rms_perc * 100.0
+            c.rate / 1e6,
+            c.over_raw,
+            c.cost * 1e12,
+            c.cost_over_raw,
+            c.max_gap * 100.0,
+            c.rms_perc * 100.0
         );
-        match (&results[k], carrier) {
-            (Some(r), Carrier::Session(scheme, _)) => {
-                if !matches!(scheme, Scheme::Pin { .. }) {
-                    gaps_line.push(format!("{name} {max_gap:.2}"));
+        let (lo, hi) = c.rounds_range;
+        match &c.session {
+            Some(s) => {
+                if c.case != Case::Pin {
+                    gaps_line.push(format!("{name} {:.2}", c.max_gap * 100.0));
                 }
                 let (r0, c0) = best.unwrap_or_default();
-                best = Some((r0.max(ratio), c0.max(cost_ratio)));
+                best = Some((r0.max(c.over_raw), c0.max(c.cost_over_raw)));
                 writeln!(
                     out,
-                    "{line} {:>12.0} {:>8} {:>8}   (rounds {:.2}–{:.2})",
-                    r.max_held as f64 / 1e3,
-                    r.idle,
-                    r.blocked,
-                    spread.start(),
-                    spread.end()
+                    "{line} {:>12.0} {:>8} {:>8}   (rounds {lo:.2}–{hi:.2})",
+                    s.max_held as f64 / 1e3,
+                    s.idle,
+                    s.blocked
                 )?;
             }
-            _ => writeln!(out, "{line} {:>30}   (rounds {:.2}–{:.2})", "", spread.start(), spread.end())?,
+            None => writeln!(out, "{line} {:>30}   (rounds {lo:.2}–{hi:.2})", "")?,
         }
     }
     writeln!(out)?;
@@ -261,329 +185,17 @@ async fn bench(a: &MuxBench) -> Result<()> {
         )?;
         writeln!(out, "weight adherence, largest gap in percentage points (goal ≤ 1): {}", gaps_line.join(", "))?;
     }
-    writeln!(
-        out,
-        "CPU ns/KB: the process's CPU time (user and kernel) per KB delivered; ×raw CPU is raw TCP's cost over the case's, each round against its own raw run"
-    )?;
-    let ch: Vec<(u32, f64)> = weights.iter().enumerate().map(|(i, w)| (i as u32, *w)).collect();
-    let conns: Vec<(usize, f64)> = (0..a.connections).map(|c| (c, 1.0)).collect();
-    let model = pin::model_error(&pin::lpt(&ch, &conns), &ch, &conns);
-    writeln!(
-        out,
-        "pinning's assignment alone would give RMS_perc {:.1}% (Iwashima §3.6, equal connections); more is the connections' unequal rates or blocked turns",
-        model * 100.0
-    )?;
-    writeln!(
-        out,
-        "idle / blocked: turns channels lost for want of bytes from the application / credit from the receiver"
-    )?;
-    writeln!(
-        out,
-        "HTTP/2: the same channels as streams of one connection (h2 crate, cleartext); it has no weights (RFC 9113 deprecated them), so its gap is what no scheduler gives"
-    )?;
-    writeln!(
-        out,
-        "QUIC: the same channels as unidirectional streams of one connection (quinn, TLS 1.3 with a self-signed certificate, UDP without GSO tuning); its streams share by round robin within a priority, no weights"
-    )?;
+    for line in [
+        "CPU ns/KB: the process's CPU time (user and kernel) per KB delivered; ×raw CPU is raw TCP's cost over the case's, each round against its own raw run",
+        &format!(
+            "pinning's assignment alone would give RMS_perc {:.1}% (Iwashima §3.6, equal connections); more is the connections' unequal rates or blocked turns",
+            r.pin_model_rms * 100.0
+        ),
+        "idle / blocked: turns channels lost for want of bytes from the application / credit from the receiver",
+        "HTTP/2: the same channels as streams of one connection (h2 crate, cleartext); it has no weights (RFC 9113 deprecated them), so its gap is what no scheduler gives",
+        "QUIC: the same channels as unidirectional streams of one connection (quinn, TLS 1.3 with a self-signed certificate, UDP without GSO tuning); its streams share by round robin within a priority, no weights",
+    ] {
+        writeln!(out, "{line}")?;
+    }
     Ok(())
-}
-
-/// Bytes per second that `m` plain TCP streams carry from a writer to a reader that discards.
-async fn raw_streams(m: usize, warm: Duration, measure: Duration) -> Result<(f64, f64)> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let received = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let sink = {
-        let received = Arc::clone(&received);
-        tokio::spawn(async move {
-            let mut readers = Vec::new();
-            for _ in 0..m {
-                let (mut s, _) = listener.accept().await?;
-                let received = Arc::clone(&received);
-                readers.push(tokio::spawn(async move {
-                    let mut buf = vec![0u8; CHUNK];
-                    while let Ok(n) = s.read(&mut buf).await {
-                        if n == 0 {
-                            break;
-                        }
-                        received.fetch_add(n as u64, Ordering::Relaxed);
-                    }
-                }));
-            }
-            for r in readers {
-                let _ = r.await;
-            }
-            anyhow::Ok(())
-        })
-    };
-    let mut writers = Vec::new();
-    for _ in 0..m {
-        let mut s = TcpStream::connect(addr).await?;
-        let stop = Arc::clone(&stop);
-        writers.push(tokio::spawn(async move {
-            let chunk = vec![7u8; CHUNK];
-            while !stop.load(Ordering::Relaxed) {
-                if s.write_all(&chunk).await.is_err() {
-                    break;
-                }
-            }
-        }));
-    }
-    tokio::time::sleep(warm).await;
-    let (t0, b0) = (Instant::now(), received.load(Ordering::Relaxed));
-    let cpu = cpu_over(measure).await;
-    let rate = (received.load(Ordering::Relaxed) - b0) as f64 / t0.elapsed().as_secs_f64();
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        let _ = w.await;
-    }
-    let _ = sink.await;
-    Ok((rate, cpu))
-}
-
-struct CaseResult {
-    /// Bytes each channel delivered in the measured window.
-    bytes: Vec<f64>,
-    max_held: u64,
-    idle: u64,
-    blocked: u64,
-    /// CPU seconds the process spent in the measured window.
-    cpu: f64,
-}
-
-async fn session_case(
-    a: &MuxBench,
-    scheme: Scheme,
-    wire: Wire,
-    weights: &[f64],
-    warm: Duration,
-    measure: Duration,
-) -> Result<CaseResult> {
-    let key = b"switchyard bench mux, loopback only".to_vec();
-    let config = MuxConfig {
-        key,
-        connections: a.connections,
-        send: SendConfig { scheme, max_frame: a.frame, ..SendConfig::default() },
-        recv: switchyard_mux::RecvConfig { window: a.window, ..Default::default() },
-        notsent_lowat: a.lowat,
-        queue_frames: a.queue_frames,
-        rebalance_every: if a.repin_every > 0.0 { Duration::from_secs_f64(a.repin_every) } else { Duration::MAX },
-        ..MuxConfig::default()
-    };
-    let (server_config, client_config) = match wire {
-        Wire::Plain => (config.clone(), config),
-        Wire::Tls => {
-            let (server, client) = self_signed_tls()?;
-            (MuxConfig { tls: Some(server), ..config.clone() }, MuxConfig { tls: Some(client), ..config })
-        }
-    };
-    let mut listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), server_config).await?;
-    let addr = listener.local_addr();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let server = tokio::spawn(async move {
-        let Some(session) = listener.accept().await else { return };
-        let _ = tx.send(session.clone());
-        while let Some(mut ch) = session.accept().await {
-            tokio::spawn(async move { while let Ok(Some(_)) = ch.recv().await {} });
-        }
-    });
-    let session = Session::connect(addr, client_config).await?;
-    let mut channels = Vec::new();
-    for w in weights {
-        channels.push(Arc::new(session.open(*w, true).await?));
-    }
-    let receiver = rx.await.context("the session reached the server")?;
-    // Two writers per channel, so that every channel always has bytes waiting.
-    let chunk = Bytes::from(vec![7u8; CHUNK]);
-    let mut writers = Vec::new();
-    for ch in &channels {
-        for _ in 0..2 {
-            let (ch, chunk) = (Arc::clone(ch), chunk.clone());
-            writers.push(tokio::spawn(async move { while ch.send(chunk.clone()).await.is_ok() {} }));
-        }
-    }
-    tokio::time::sleep(warm).await;
-    let before = receiver.report().await?;
-    let sent_before = session.report().await?;
-    let cpu = cpu_over(measure).await;
-    let after = receiver.report().await?;
-    let sent_after = session.report().await?;
-    for w in &writers {
-        w.abort();
-    }
-    server.abort();
-    let delivered =
-        |r: &SessionReport, id: u32| r.channels.iter().find(|c| c.id == id).map_or(0, |c| c.received.delivered_bytes);
-    let turns = |r: &SessionReport| -> (u64, u64) {
-        r.channels.iter().fold((0, 0), |(i, b), c| (i + c.sent.idle_turns, b + c.sent.blocked_turns))
-    };
-    let bytes = channels.iter().map(|c| (delivered(&after, c.id()) - delivered(&before, c.id())) as f64).collect();
-    let max_held = after.channels.iter().map(|c| c.received.max_held_bytes).max().unwrap_or(0);
-    let (i0, b0) = turns(&sent_before);
-    let (i1, b1) = turns(&sent_after);
-    Ok(CaseResult { bytes, max_held, idle: i1 - i0, blocked: b1 - b0, cpu })
-}
-
-/// A fresh self-signed certificate for localhost and its key.
-fn self_signed() -> Result<(CertificateDer<'static>, PrivateKeyDer<'static>)> {
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).context("a test certificate")?;
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
-    Ok((certified.cert.der().clone(), key))
-}
-
-/// A server's and a client's TLS settings for a fresh self-signed certificate for localhost.
-fn self_signed_tls() -> Result<(switchyard_mux::Tls, switchyard_mux::Tls)> {
-    let (cert, key) = self_signed()?;
-    Ok((
-        switchyard_mux::Tls::server_with(vec![cert.clone()], key)?,
-        switchyard_mux::Tls::client_trusting(vec![cert], "localhost")?,
-    ))
-}
-
-/// The peer: the same channels as HTTP/2 streams over one TCP connection (cleartext h2), each a
-/// POST whose body never ends. Returns the bytes each stream delivered in the measured window.
-async fn h2_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<(Vec<f64>, f64)> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let counters: Arc<Vec<AtomicU64>> = Arc::new(weights.iter().map(|_| AtomicU64::new(0)).collect());
-    let c = Arc::clone(&counters);
-    let server = tokio::spawn(async move {
-        let (tcp, _) = listener.accept().await?;
-        let mut conn = h2::server::Builder::new()
-            .initial_window_size(1 << 20)
-            .initial_connection_window_size(16 << 20)
-            .handshake::<_, Bytes>(tcp)
-            .await?;
-        while let Some(Ok((req, _respond))) = conn.accept().await {
-            let i: usize = req.uri().path().trim_start_matches('/').parse().unwrap_or(0);
-            let c = Arc::clone(&c);
-            let mut body = req.into_body();
-            tokio::spawn(async move {
-                while let Some(Ok(data)) = body.data().await {
-                    c[i].fetch_add(data.len() as u64, Ordering::Relaxed);
-                    let _ = body.flow_control().release_capacity(data.len());
-                }
-            });
-        }
-        anyhow::Ok(())
-    });
-    let tcp = TcpStream::connect(addr).await?;
-    let (client, connection) = h2::client::Builder::new()
-        .initial_window_size(1 << 20)
-        .initial_connection_window_size(16 << 20)
-        .handshake::<_, Bytes>(tcp)
-        .await?;
-    tokio::spawn(connection);
-    let chunk = Bytes::from(vec![7u8; CHUNK]);
-    let mut writers = Vec::new();
-    for i in 0..weights.len() {
-        let mut client = client.clone().ready().await?;
-        let request = http::Request::post(format!("http://bench/{i}")).body(())?;
-        let (_response, mut stream) = client.send_request(request, false)?;
-        let chunk = chunk.clone();
-        writers.push(tokio::spawn(async move {
-            loop {
-                stream.reserve_capacity(chunk.len());
-                let Some(Ok(n)) = std::future::poll_fn(|cx| stream.poll_capacity(cx)).await else { return };
-                if n == 0 || stream.send_data(chunk.slice(..n.min(chunk.len())), false).is_err() {
-                    return;
-                }
-            }
-        }));
-    }
-    let delivered = window(&counters, warm, measure).await;
-    for w in writers {
-        w.abort();
-    }
-    server.abort();
-    Ok(delivered)
-}
-
-/// The QUIC peer: the same channels as unidirectional streams of one QUIC connection (quinn),
-/// each opened with its channel number as its first byte. Windows as large as the HTTP/2
-/// peer's. Returns the bytes each stream delivered in the measured window.
-async fn quic_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<(Vec<f64>, f64)> {
-    use quinn::VarInt;
-    let (cert, key) = self_signed()?;
-    let transport = || {
-        let mut t = quinn::TransportConfig::default();
-        t.stream_receive_window(VarInt::from_u32(1 << 20))
-            .receive_window(VarInt::from_u32(16 << 20))
-            .send_window(16 << 20)
-            .max_concurrent_uni_streams(VarInt::from_u32(weights.len() as u32 + 1));
-        Arc::new(t)
-    };
-    let mut server_config = quinn::ServerConfig::with_single_cert(vec![cert.clone()], key)?;
-    server_config.transport_config(transport());
-    let server = quinn::Endpoint::server(server_config, SocketAddr::from(([127, 0, 0, 1], 0)))?;
-    let addr = server.local_addr()?;
-    let counters: Arc<Vec<AtomicU64>> = Arc::new(weights.iter().map(|_| AtomicU64::new(0)).collect());
-    let c = Arc::clone(&counters);
-    let accept = server.clone();
-    let sink = tokio::spawn(async move {
-        let Some(incoming) = accept.accept().await else { return anyhow::Ok(()) };
-        let conn = incoming.await?;
-        while let Ok(mut stream) = conn.accept_uni().await {
-            let c = Arc::clone(&c);
-            tokio::spawn(async move {
-                let mut index = [0u8; 1];
-                if stream.read_exact(&mut index).await.is_err() {
-                    return;
-                }
-                let Some(counter) = c.get(usize::from(index[0])) else { return };
-                while let Ok(Some(chunk)) = stream.read_chunk(CHUNK, false).await {
-                    counter.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
-                }
-            });
-        }
-        anyhow::Ok(())
-    });
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert)?;
-    let mut client_config = quinn::ClientConfig::with_root_certificates(Arc::new(roots))?;
-    client_config.transport_config(transport());
-    let mut client = quinn::Endpoint::client(SocketAddr::from(([127, 0, 0, 1], 0)))?;
-    client.set_default_client_config(client_config);
-    let conn = client.connect(addr, "localhost")?.await.context("connecting over QUIC")?;
-    let chunk = Bytes::from(vec![7u8; CHUNK]);
-    let mut writers = Vec::new();
-    for i in 0..weights.len() {
-        let mut stream = conn.open_uni().await?;
-        stream.write_all(&[i as u8]).await?;
-        let chunk = chunk.clone();
-        writers.push(tokio::spawn(async move { while stream.write_chunk(chunk.clone()).await.is_ok() {} }));
-    }
-    let delivered = window(&counters, warm, measure).await;
-    for w in writers {
-        w.abort();
-    }
-    conn.close(VarInt::from_u32(0), b"done");
-    client.close(VarInt::from_u32(0), b"done");
-    server.close(VarInt::from_u32(0), b"done");
-    sink.abort();
-    Ok(delivered)
-}
-
-/// What each counter gained over `measure`, after `warm`, and the CPU time the process spent
-/// meanwhile.
-async fn window(counters: &[AtomicU64], warm: Duration, measure: Duration) -> (Vec<f64>, f64) {
-    tokio::time::sleep(warm).await;
-    let before: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
-    let cpu = cpu_over(measure).await;
-    (counters.iter().zip(before).map(|(c, b)| (c.load(Ordering::Relaxed) - b) as f64).collect(), cpu)
-}
-
-/// Waits `measure` and returns the CPU seconds the whole process (sender, receiver and the
-/// kernel's work on their behalf) spent meanwhile. Every case keeps both cores busy, so its
-/// CPU time per byte is its cost, and a ratio of costs is steadier than a ratio of rates on a
-/// VM whose neighbours take time from it.
-async fn cpu_over(measure: Duration) -> f64 {
-    let cpu = || {
-        nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
-            .map_or(0.0, |t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
-    };
-    let before = cpu();
-    tokio::time::sleep(measure).await;
-    cpu() - before
 }

@@ -14,7 +14,7 @@ use switchyard_core::order::{AdmissionConfig, PaceConfig, QuotaConfig};
 use switchyard_core::place::rebalance::{Direction, Pick, RebalanceConfig};
 use switchyard_runtime::deliver::load::{Opened, Summary};
 use switchyard_runtime::deliver::{
-    Handshake, Load, LoadConfig, Pacing, Request, Sample, Server, ServerConfig, Transport, Windows,
+    Handshake, Load, LoadConfig, Pacing, Request, Sample, Server, ServerConfig, Transport, Windows, raise_file_limit,
 };
 use switchyard_sim::report::{Series, Style, line_chart};
 
@@ -314,14 +314,6 @@ pub(crate) fn parse_bits(s: &str) -> Result<u64, String> {
     match num.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v * scale >= 1.0 && v * scale < 1e15 => Ok((v * scale).round() as u64),
         _ => Err(format!("{s:?} is not a rate: give bits per second, e.g. 4Mbit, 500k or 4000000")),
-    }
-}
-
-/// Many connections need many descriptors: raise the soft limit to the hard one.
-pub(crate) fn raise_file_limit() {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
     }
 }
 

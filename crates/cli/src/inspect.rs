@@ -120,11 +120,15 @@ impl Kernel {
         }
     }
 
-    pub(crate) fn inspector(self) -> Inspector {
-        Inspector::with_engine(match self {
+    pub(crate) fn engine(self) -> Engine {
+        match self {
             Self::Combined => Engine::Combined,
             Self::Sequential => Engine::Sequential,
-        })
+        }
+    }
+
+    pub(crate) fn inspector(self) -> Inspector {
+        Inspector::with_engine(self.engine())
     }
 }
 

@@ -18,8 +18,8 @@
 //! - [`yates_cache`]: Yates's Tables 5.4–5.9, the seven lookup policies on the lattice and the
 //!   lab trace, and §5.4's cost–quality trade-off.
 //!
-//! The other reproductions and the macro benchmarks still live in the `switchyard` binary and
-//! move here one by one (issue 24).
+//! - [`bench`]: the macro benchmarks, each driver beside its peers in the same run (nginx, wrk,
+//!   tokio, h2, quinn, moka), and the launchers of those peers.
 //!
 //! # What does not
 //!
@@ -27,6 +27,7 @@
 //! what comes back (tables, JSON, CSV, charts). No policy logic (the core's) and no driver
 //! (sim, runtime, mux, gateway): experiments call them.
 
+pub mod bench;
 pub mod cacheflow;
 pub mod clp;
 pub mod iwashima;
@@ -61,4 +62,7 @@ pub enum ExperimentError {
     /// What the experiment needs is not here (root, namespaces).
     #[error("{0}")]
     Unavailable(String),
+    /// A benchmark failed; the message says at which step and why.
+    #[error(transparent)]
+    Bench(#[from] anyhow::Error),
 }

@@ -18,3 +18,12 @@ mod worker;
 pub use load::{Handshake, Load, LoadConfig, Transport, Windows};
 pub use request::{Answer, Request};
 pub use server::{ConnView, Pacing, Sample, Server, ServerConfig, Totals};
+
+/// Raises this process's soft limit on open descriptors to its hard limit: a server or a load
+/// of thousands of connections needs a descriptor each (a default soft limit is 1,024).
+pub fn raise_file_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+}

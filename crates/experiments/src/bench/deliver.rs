@@ -1,0 +1,445 @@
+//! `bench deliver`: paced streams and bulk connections, served by Switchyard's delivery server,
+//! by a tokio multi-threaded server and by nginx (`limit_rate`), to the same clients.
+//!
+//! Three cases: many slow streams on few cores (the scale the thesis aims at), fewer streams
+//! sent every millisecond (accuracy), and bulk connections on every core. Paced servers are
+//! confined to the case's cores; bulk servers get every core.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use switchyard_core::Nanos;
+use switchyard_core::order::{AdmissionConfig, PaceConfig};
+use switchyard_runtime::deliver::load::Opened;
+use switchyard_runtime::deliver::{
+    Handshake, Load, LoadConfig, Pacing, Request, Server, ServerConfig, Transport, raise_file_limit, request,
+};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use super::peers::{Reaped, free_port, launch_nginx, user_line};
+use super::{cores, process_cpu};
+use crate::ExperimentError;
+
+/// Where the clients run.
+#[derive(Clone, Debug)]
+pub enum Clients {
+    /// In a child process, `PROGRAM deliver load …` (the `switchyard` binary), so the servers
+    /// and the clients do not share a descriptor limit and each server's CPU time is its own.
+    Program(PathBuf),
+    /// On threads of this process: no program needed, but the servers' CPU time then includes
+    /// the clients'.
+    InProcess,
+}
+
+/// What to benchmark.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// Paced streams in the scale case (the goal: 10,000 per core).
+    pub conns: usize,
+    /// Each stream's rate in the scale case, bits per second.
+    pub rate: u64,
+    /// Cores the paced servers get.
+    pub cores: usize,
+    /// Our pacer's grain and the tokio server's tick in the scale case, ms.
+    pub grain_ms: f64,
+    /// Streams in the accuracy case.
+    pub accurate_conns: usize,
+    /// Each stream's rate in the accuracy case, bits per second.
+    pub accurate_rate: u64,
+    /// Grain and tick in the accuracy case, ms.
+    pub accurate_grain_ms: f64,
+    /// Seconds measured per paced run, after the warm-up.
+    pub seconds: f64,
+    /// Seconds of warm-up.
+    pub warmup: f64,
+    /// Bulk connections.
+    pub bulk_conns: usize,
+    /// Seconds measured per bulk run.
+    pub bulk_seconds: f64,
+    /// nginx, if it is to be run (else its rows are left out).
+    pub nginx: Option<PathBuf>,
+    /// Where the clients run.
+    pub clients: Clients,
+}
+
+impl Setup {
+    /// Refuses settings no run can use, naming the option (as the command line spells it).
+    pub fn check(&self) -> Result<(), ExperimentError> {
+        let bad = |s: String| Err(ExperimentError::Input(s));
+        if self.conns == 0 || self.bulk_conns == 0 || self.accurate_conns == 0 || self.cores == 0 {
+            return bad("--conns, --accurate-conns, --bulk-conns and --cores must be above 0".into());
+        }
+        for (name, v) in [
+            ("--grain-ms", self.grain_ms),
+            ("--accurate-grain-ms", self.accurate_grain_ms),
+            ("--seconds", self.seconds),
+            ("--bulk-seconds", self.bulk_seconds),
+        ] {
+            if !v.is_finite() || v <= 0.0 {
+                return bad(format!("{name} {v} is out of range: it must be above 0"));
+            }
+        }
+        if !self.warmup.is_finite() || self.warmup < 0.0 {
+            return bad(format!("--warmup {} is out of range: it must be 0 or more", self.warmup));
+        }
+        Ok(())
+    }
+}
+
+/// One case: who serves how many connections at what rate.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// `scale`, `accurate` or `bulk`.
+    pub name: &'static str,
+    /// Connections.
+    pub conns: usize,
+    /// Each stream's rate in bits per second; `None` for bulk.
+    pub rate: Option<u64>,
+    /// Our pacer's grain and the tokio server's tick, ms.
+    pub grain_ms: f64,
+    /// Seconds measured.
+    pub seconds: f64,
+    /// Server threads (and cores).
+    pub threads: usize,
+}
+
+/// What the clients saw of one server.
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// Connections measured.
+    pub conns: usize,
+    /// All connections together, bits per second.
+    pub aggregate_bps: f64,
+    /// Jain's index over the connections' rates.
+    pub jain: f64,
+    /// The fastest connection's rate over the slowest's.
+    pub max_over_min: f64,
+    /// Per-window rate error at 100 ms windows, median and p99 (streams only).
+    pub error_fine: Option<(f64, f64)>,
+    /// The same at 1 s windows.
+    pub error_coarse: Option<(f64, f64)>,
+    /// The worst connection's error over the whole run (streams only).
+    pub run_error: Option<f64>,
+}
+
+/// One server's run.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// `switchyard`, `switchyard×1` (bulk, one packet a turn), `tokio` or `nginx`.
+    pub server: &'static str,
+    /// What its clients saw.
+    pub served: Served,
+    /// CPU seconds the server spent.
+    pub cpu_s: f64,
+}
+
+/// The cases a setup runs, in order: scale, accuracy, bulk.
+pub fn cases(s: &Setup) -> [Case; 3] {
+    [
+        Case {
+            name: "scale",
+            conns: s.conns,
+            rate: Some(s.rate),
+            grain_ms: s.grain_ms,
+            seconds: s.seconds,
+            threads: s.cores,
+        },
+        Case {
+            name: "accurate",
+            conns: s.accurate_conns,
+            rate: Some(s.accurate_rate),
+            grain_ms: s.accurate_grain_ms,
+            seconds: s.seconds,
+            threads: s.cores,
+        },
+        Case {
+            name: "bulk",
+            conns: s.bulk_conns,
+            rate: None,
+            grain_ms: s.grain_ms,
+            seconds: s.bulk_seconds,
+            threads: cores(),
+        },
+    ]
+}
+
+/// Where a run is, for a caller that shows it as it goes.
+#[derive(Clone, Copy, Debug)]
+pub enum Progress<'a> {
+    /// A case is starting.
+    Starting(&'a Case),
+    /// A case is done: each server's row, ours first.
+    Done(&'a Case, &'a [Row]),
+}
+
+/// Runs every case, telling `progress` as each starts and ends; returns every case's rows.
+pub fn run(s: &Setup, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Vec<(Case, Vec<Row>)>, ExperimentError> {
+    s.check()?;
+    raise_file_limit();
+    let dir = std::env::temp_dir().join(format!("switchyard-bench-deliver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut all = Vec::new();
+    for c in cases(s) {
+        progress(Progress::Starting(&c));
+        let rows = case(s, &c, &dir);
+        if rows.is_err() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        let rows = rows?;
+        progress(Progress::Done(&c, &rows));
+        all.push((c, rows));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(all)
+}
+
+/// Runs the servers for one case.
+fn case(a: &Setup, c: &Case, dir: &Path) -> Result<Vec<Row>> {
+    let paced = c.rate.is_some();
+    let mut rows = Vec::new();
+    let clients = |server: SocketAddr, http: bool| match &a.clients {
+        Clients::Program(p) => clients_apart(p, server, c, http, a.warmup, dir),
+        Clients::InProcess => clients_here(server, c, http, a.warmup),
+    };
+    // Bulk is run twice: bursts of 16 packets a turn (the default, the thesis's burst
+    // experiment) and one packet a turn (the thesis's unit in its other runs).
+    let bursts: &[(usize, &'static str)] =
+        if paced { &[(16, "switchyard")] } else { &[(16, "switchyard"), (1, "switchyard×1")] };
+    for &(burst, name) in bursts {
+        let server = ours(c.threads, c.grain_ms, burst)?;
+        let t = process_cpu();
+        let served = clients(server.local_addr(), false)?;
+        rows.push(Row { server: name, served, cpu_s: process_cpu() - t });
+        server.stop();
+    }
+    let (rt, addr) = start_tokio(c.threads, Duration::from_secs_f64(c.grain_ms / 1e3))?;
+    let t = process_cpu();
+    let served = clients(addr, false)?;
+    rows.push(Row { server: "tokio", served, cpu_s: process_cpu() - t });
+    rt.shutdown_background();
+    if let Some(n) = &a.nginx {
+        let (child, addr) =
+            start_nginx(n, &dir.join(format!("nginx-{}", c.name)), c.threads, c.rate.filter(|_| paced).map(|r| r / 8))?;
+        let pid = child.0.id();
+        let t = cpu_tree(pid);
+        let served = clients(addr, true)?;
+        rows.push(Row { server: "nginx", served, cpu_s: cpu_tree(pid) - t });
+        drop(child);
+    }
+    Ok(rows)
+}
+
+/// The clients on threads of this process, measured as `deliver load` measures: 100 ms
+/// windows, and 1 s windows beside them.
+fn clients_here(server: SocketAddr, c: &Case, http: bool, warmup: f64) -> Result<Served> {
+    let handshake = match (http, c.rate) {
+        (true, _) => Handshake::Raw(format!("GET /stream HTTP/1.1\r\nHost: {server}\r\n\r\n").into_bytes()),
+        (false, Some(bits_per_sec)) => Handshake::Switchyard(Request::Stream { bits_per_sec }),
+        (false, None) => Handshake::Switchyard(Request::Bulk),
+    };
+    let l = Load::start(LoadConfig {
+        server,
+        transport: Transport::Tcp,
+        conns: c.conns,
+        handshake,
+        threads: 1,
+        recv_buffer: None,
+    })?;
+    let skip: Vec<bool> = l.opened().iter().map(|o| !matches!(o, Opened::Accepted(_))).collect();
+    if skip.iter().all(|s| *s) {
+        bail!("no connection was accepted by {server}");
+    }
+    let window = Duration::from_millis(100);
+    let windows = (c.seconds * 10.0).ceil() as usize;
+    let w = l.measure(Duration::from_secs_f64(warmup), window, windows, |_, _| {});
+    l.stop();
+    let target = c.rate.map(|b| b as f64 / 8.0);
+    let s = w.summary(0, target, &skip);
+    let coarse = w.coarsen(10).summary(0, target, &skip);
+    let pair = |e: Option<[f64; 3]>| e.map(|[p50, p99, _]| (p50, p99));
+    Ok(Served {
+        conns: s.conns,
+        aggregate_bps: s.aggregate_bps,
+        jain: s.jain,
+        max_over_min: s.spread.max_over_min(),
+        error_fine: pair(s.window_error),
+        error_coarse: pair(coarse.window_error),
+        run_error: s.run_error,
+    })
+}
+
+/// CPU seconds used so far by `pid` and its children that are still running (nginx's workers).
+fn cpu_tree(pid: u32) -> f64 {
+    let tick = 100.0; // USER_HZ on Linux
+    let stat = |p: &str| -> Option<(u32, f64)> {
+        let s = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        let rest = &s[s.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split(' ').collect();
+        Some((f.get(1)?.parse().ok()?, (f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / tick))
+    };
+    let mut total = stat(&pid.to_string()).map_or(0.0, |s| s.1);
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            if let Some((ppid, cpu)) = stat(&e.file_name().to_string_lossy())
+                && ppid == pid
+            {
+                total += cpu;
+            }
+        }
+    }
+    total
+}
+
+/// Runs the clients against `server` as a child process (`PROGRAM deliver load`), and reads
+/// back the summary it writes.
+fn clients_apart(program: &Path, server: SocketAddr, c: &Case, http: bool, warmup: f64, dir: &Path) -> Result<Served> {
+    let (conns, rate, seconds) = (c.conns, c.rate, c.seconds);
+    let json = dir.join(format!("load-{}.json", server.port()));
+    let mut cmd = Command::new(program);
+    cmd.args(["deliver", "load", "--quiet", "--threads", "1"])
+        .args(["--server", &server.to_string(), "--conns", &conns.to_string()])
+        .args(["--seconds", &seconds.to_string(), "--warmup", &warmup.to_string()])
+        .arg("--json")
+        .arg(&json);
+    if let Some(r) = rate {
+        cmd.args(["--rate", &r.to_string()]);
+    }
+    if http {
+        cmd.args(["--http-get", "/stream"]);
+    }
+    let out = cmd.stderr(Stdio::piped()).stdout(Stdio::null()).output().context("running the clients")?;
+    if !out.status.success() {
+        bail!("the clients failed against {server}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let errors = |v: &serde_json::Value| {
+        let e = &v["window_error"];
+        Some((e["p50"].as_f64()?, e["p99"].as_f64()?))
+    };
+    Ok(Served {
+        conns: j["conns"].as_u64().unwrap_or(0) as usize,
+        aggregate_bps: f(&j, "aggregate_bps"),
+        jain: f(&j, "jain"),
+        max_over_min: f(&j, "max_over_min"),
+        error_fine: errors(&j),
+        error_coarse: errors(&j["coarse"]),
+        run_error: j["run_error"].as_f64(),
+    })
+}
+
+fn pin_to(cores: usize) {
+    use nix::sched::{CpuSet, sched_setaffinity};
+    let mut set = CpuSet::new();
+    for c in 0..cores {
+        let _ = set.set(c);
+    }
+    let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+}
+
+/// The tokio peer: the same one-line protocol, a task per connection. Bulk connections write 4 KB
+/// at a time as ours do; streams wake every `grain` and write what the rate owes since they
+/// started, which is the same credit rule our pacer follows, left to tokio's timer wheel.
+async fn tokio_peer(listener: tokio::net::TcpListener, grain: Duration) {
+    loop {
+        let Ok((sock, _)) = listener.accept().await else { continue };
+        tokio::spawn(async move {
+            let _ = sock.set_nodelay(true);
+            let mut sock = BufReader::new(sock);
+            let mut line = String::new();
+            if sock.read_line(&mut line).await.is_err() {
+                return;
+            }
+            let Ok(req) = request::parse(line.as_bytes()) else { return };
+            let mut sock = sock.into_inner();
+            if sock.write_all(b"ok w0\n").await.is_err() {
+                return;
+            }
+            let buf = vec![0x5au8; 256 * 1024];
+            match req.bytes_per_sec() {
+                None => while sock.write_all(&buf[..4096]).await.is_ok() {},
+                Some(rate) => {
+                    let start = tokio::time::Instant::now();
+                    let mut tick = tokio::time::interval(grain);
+                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    let mut sent = 0f64; // bytes sent or forgiven
+                    loop {
+                        tick.tick().await;
+                        // The same bound on catching up as our pacer's: lateness past 50 ms is
+                        // forgiven, not burst out later.
+                        let mut owed = rate * start.elapsed().as_secs_f64() - sent;
+                        let cap = rate * (grain.as_secs_f64() + 0.05);
+                        if owed > cap {
+                            sent += owed - cap;
+                            owed = cap;
+                        }
+                        let owed = owed.min(buf.len() as f64);
+                        if owed >= 1.0 {
+                            let n = owed as usize;
+                            if sock.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                            sent += n as f64;
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+fn start_tokio(threads: usize, grain: Duration) -> Result<(tokio::runtime::Runtime, SocketAddr)> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .on_thread_start(move || {
+            if threads < std::thread::available_parallelism().map_or(1, |c| c.get()) {
+                pin_to(threads);
+            }
+        })
+        .enable_all()
+        .build()?;
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+    let addr = listener.local_addr()?;
+    rt.spawn(tokio_peer(listener, grain));
+    Ok((rt, addr))
+}
+
+/// nginx serving one large sparse file, at `limit` bytes per second per connection if given.
+fn start_nginx(nginx: &Path, dir: &Path, workers: usize, limit: Option<u64>) -> Result<(Reaped, SocketAddr)> {
+    std::fs::create_dir_all(dir)?;
+    let file = dir.join("stream");
+    std::fs::File::create(&file)?.set_len(64 << 30)?;
+    let port = free_port()?;
+    let mask: Vec<String> = (0..workers).map(|w| format!("{:0width$b}", 1u64 << w, width = workers)).collect();
+    let conf = format!(
+        "daemon off;\nworker_processes {workers};\nworker_cpu_affinity {mask};\nworker_rlimit_nofile 40000;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n{user}\
+         events {{ worker_connections 30000; }}\n\
+         http {{\n  access_log off;\n  sendfile on;\n  tcp_nodelay on;\n  keepalive_timeout 0;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+           fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+           server {{\n    listen 127.0.0.1:{port} backlog=4096;\n    root {d};\n    location /stream {{ {limit} }}\n  }}\n}}\n",
+        mask = mask.join(" "),
+        d = dir.display(),
+        user = user_line(),
+        limit = limit.map_or(String::new(), |l| format!("limit_rate {l};")),
+    );
+    launch_nginx(nginx, dir, &conf, port)
+}
+
+/// Our server on `workers` threads, pinned only when it is given fewer than every core (as the
+/// tokio peer and nginx are confined to the same cores).
+fn ours(workers: usize, grain_ms: f64, burst: usize) -> Result<Server> {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    Server::start(ServerConfig {
+        workers,
+        burst,
+        pin: workers < cores,
+        pacing: Pacing::Fine(PaceConfig { grain: Nanos((grain_ms * 1e6) as u64), ..Default::default() }),
+        // The peers refuse nothing; neither does ours here, so all serve the same streams.
+        admission: AdmissionConfig { max_late: Nanos(u64::MAX), ..Default::default() },
+        ..Default::default()
+    })
+    .context("starting the delivery server")
+}

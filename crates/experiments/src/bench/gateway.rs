@@ -1,0 +1,297 @@
+//! `bench gateway`: the caching gateway against nginx (`proxy_cache` with `proxy_cache_lock`) in
+//! front of the same slow origin (the sensor-field emulator, whose reads take up to 0.2 s),
+//! driven by the same load (wrk), in alternating rounds: requests a second on cache hits and
+//! their p99 latency; then a thundering herd of concurrent requests for a key neither holds,
+//! and for a key both held the moment it expired, counting the reads that reach the origin.
+//! Last, in this process: the core's cache lookups against moka's on the same keys.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use switchyard_core::Nanos;
+use switchyard_core::cache::{AgeFrom, Alone, Answer, Cache, Lookup, Reading};
+use switchyard_core::measure::median_of_rounds;
+use switchyard_gateway::field::FieldConfig;
+use switchyard_gateway::origin::OriginConfig;
+use switchyard_models::{ChangeModel, FieldSpec, Stations};
+
+use super::peers::{Reaped, free_port, launch_nginx, user_line};
+use crate::ExperimentError;
+
+/// What to benchmark.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// Seconds of load per round and server.
+    pub seconds: f64,
+    /// Rounds, alternating the servers.
+    pub rounds: usize,
+    /// wrk's open connections.
+    pub connections: usize,
+    /// Concurrent requests in each thundering herd.
+    pub herd: usize,
+    /// Keys for the in-process lookup comparison (at least 1).
+    pub keys: usize,
+    /// nginx, if it is to be run (else its rows are left out).
+    pub nginx: Option<PathBuf>,
+    /// wrk, if the hit rates are to be measured (else they are left out).
+    pub wrk: Option<PathBuf>,
+}
+
+/// One server's figures.
+#[derive(Clone, Debug)]
+pub struct ServerRow {
+    /// `switchyard gateway` or `nginx proxy_cache`.
+    pub name: &'static str,
+    /// Requests a second on hits and their p99 latency in ms (median rounds); `None` without wrk.
+    pub hits: Option<(f64, f64)>,
+    /// The herd for a key nobody held: reads that reached the origin, answers that were not 200.
+    pub cold_herd: (f64, usize),
+    /// The same for a key asked the moment it expired.
+    pub expired_herd: (f64, usize),
+}
+
+/// What the bench measured.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Ours first, then nginx where it ran.
+    pub servers: Vec<ServerRow>,
+    /// ns per lookup of a hot key: the core's cache under its lock, and moka's.
+    pub lookups: (f64, f64),
+}
+
+/// Runs the bench.
+pub fn run(s: &Setup) -> Result<Report, ExperimentError> {
+    if s.keys == 0 {
+        return Err(ExperimentError::Input("the lookup comparison needs at least one key".into()));
+    }
+    Ok(bench(s)?)
+}
+
+fn bench(a: &Setup) -> Result<Report> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    // The origin: the field emulator, reads taking up to 0.2 s.
+    let spec =
+        FieldSpec::Lattice { model: ChangeModel::Correlated, rate: 90.0, stations: Stations::Quadrants, rule: None };
+    let field = switchyard_gateway::field::router(FieldConfig {
+        spec,
+        seed: 1,
+        time_scale: 0.1,
+        link_capacity: 1e6,
+        max_wait_s: 2.0,
+    })?;
+    // Two pairs of servers: one keeping answers an hour (the hits and the cold herd), one two
+    // seconds (the herd at expiry).
+    let origin = runtime.block_on(serve(field))?;
+    let dir = std::env::temp_dir().join(format!("switchyard-bench-nginx-{}", std::process::id()));
+    let start_ours = |ttl: Duration| {
+        runtime.block_on(serve(switchyard_gateway::origin::router(OriginConfig {
+            origin: format!("http://{origin}"),
+            ttl,
+            stale_while_revalidate: None,
+            stale_if_error: None,
+            upstream_timeout: Duration::from_secs(10),
+        })))
+    };
+    let (ours, ours_short) = (start_ours(Duration::from_secs(3600))?, start_ours(Duration::from_secs(2))?);
+    let (theirs, theirs_short) = match &a.nginx {
+        Some(path) => (
+            Some(start_nginx(path, &dir.join("long"), origin, 3600)?),
+            Some(start_nginx(path, &dir.join("short"), origin, 2)?),
+        ),
+        None => (None, None),
+    };
+    let client = reqwest::Client::new();
+    let mut servers: Vec<(&'static str, SocketAddr, SocketAddr)> = vec![("switchyard gateway", ours, ours_short)];
+    if let (Some((_, long)), Some((_, short))) = (&theirs, &theirs_short) {
+        servers.push(("nginx proxy_cache", *long, *short));
+    }
+    // Warm both on the measured key.
+    runtime.block_on(async {
+        for (_, s, _) in &servers {
+            client.get(format!("http://{s}/v1/sensors/7")).send().await?.error_for_status()?;
+        }
+        anyhow::Ok(())
+    })?;
+    let mut rates = vec![Vec::new(); servers.len()];
+    let mut p99s = vec![Vec::new(); servers.len()];
+    if let Some(wrk_path) = &a.wrk {
+        for _ in 0..a.rounds {
+            for (i, (_, s, _)) in servers.iter().enumerate() {
+                let (rate, p99) = wrk(wrk_path, &format!("http://{s}/v1/sensors/7"), a.connections, a.seconds)?;
+                rates[i].push(rate);
+                p99s[i].push(p99);
+            }
+        }
+    }
+    // The herds: a key neither holds, asked by many at once; and a key both held, asked by
+    // many at once the moment it expired.
+    let herds: Vec<((f64, usize), (f64, usize))> = runtime.block_on(async {
+        let mut v = Vec::new();
+        for (i, (_, long, short)) in servers.iter().enumerate() {
+            let cold = herd(&client, *long, origin, &format!("/v1/sensors/{}", 500 + i), a.herd).await?;
+            let key = format!("/v1/sensors/{}", 600 + i);
+            client.get(format!("http://{short}{key}")).send().await?.error_for_status()?;
+            // nginx keeps time in whole seconds, so its two seconds may last almost three.
+            tokio::time::sleep(Duration::from_millis(3_500)).await;
+            let expired = herd(&client, *short, origin, &key, a.herd).await?;
+            v.push((cold, expired));
+        }
+        anyhow::Ok(v)
+    })?;
+    let rows = servers
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _, _))| ServerRow {
+            name,
+            hits: (!rates[i].is_empty())
+                .then(|| (median_of_rounds(rates[i].clone()), median_of_rounds(p99s[i].clone()))),
+            cold_herd: herds[i].0,
+            expired_herd: herds[i].1,
+        })
+        .collect();
+    drop((theirs, theirs_short));
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Report { servers: rows, lookups: lookups(a.keys) })
+}
+
+async fn serve(router: axum::Router) -> Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    Ok(addr)
+}
+
+/// nginx in front of `origin`, keeping answers `ttl_s` seconds, one request at a time to the
+/// origin per key (proxy_cache_lock).
+fn start_nginx(nginx: &Path, dir: &Path, origin: SocketAddr, ttl_s: u64) -> Result<(Reaped, SocketAddr)> {
+    std::fs::create_dir_all(dir.join("cache"))?;
+    let port = free_port()?;
+    let conf = format!(
+        "daemon off;\nworker_processes auto;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n{user}\
+         events {{ worker_connections 4096; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+           fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+           proxy_cache_path {d}/cache keys_zone=bench:16m levels=1:2 inactive=10m;\n\
+           upstream origin {{ server {origin}; keepalive 64; }}\n\
+           server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      proxy_pass http://origin;\n\
+               proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n      proxy_cache bench;\n\
+               proxy_cache_valid 200 404 {ttl_s}s;\n      proxy_cache_lock on;\n      proxy_cache_lock_timeout 5s;\n\
+               add_header X-Cache $upstream_cache_status;\n    }}\n  }}\n}}\n",
+        d = dir.display(),
+        user = user_line(),
+    );
+    launch_nginx(nginx, dir, &conf, port)
+}
+
+/// wrk's requests a second and p99 latency (ms) against `url`.
+fn wrk(wrk: &Path, url: &str, connections: usize, seconds: f64) -> Result<(f64, f64)> {
+    let out = Command::new(wrk)
+        .args(["-t2", &format!("-c{connections}"), &format!("-d{}s", seconds.ceil() as u64), "--latency", url])
+        .output()
+        .with_context(|| format!("running {}", wrk.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rate = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .with_context(|| format!("wrk printed no rate:\n{text}"))?;
+    let p99 = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("99%"))
+        .and_then(|v| {
+            let v = v.trim();
+            let (n, unit) = v.split_at(v.find(|c: char| c.is_ascii_alphabetic())?);
+            let n: f64 = n.parse().ok()?;
+            Some(match unit {
+                "us" => n / 1e3,
+                "ms" => n,
+                "s" => n * 1e3,
+                _ => return None,
+            })
+        })
+        .with_context(|| format!("wrk printed no 99th percentile:\n{text}"))?;
+    if text.contains("Non-2xx") || text.contains("Socket errors") {
+        bail!("wrk saw errors against {url}:\n{text}");
+    }
+    Ok((rate, p99))
+}
+
+async fn origin_reads(client: &reqwest::Client, origin: SocketAddr) -> Result<f64> {
+    let text = client.get(format!("http://{origin}/metrics")).send().await?.text().await?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("field_reads_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .context("the origin's /metrics has no field_reads_total")
+}
+
+/// Fires `n` concurrent requests for `path` at `server`; returns how many reads reached the
+/// origin and how many answers were not 200.
+async fn herd(
+    client: &reqwest::Client,
+    server: SocketAddr,
+    origin: SocketAddr,
+    path: &str,
+    n: usize,
+) -> Result<(f64, usize)> {
+    let before = origin_reads(client, origin).await?;
+    let asks: Vec<_> = (0..n)
+        .map(|_| {
+            let (client, url) = (client.clone(), format!("http://{server}{path}"));
+            tokio::spawn(async move { client.get(url).send().await.map(|r| r.status().as_u16()) })
+        })
+        .collect();
+    let mut bad = 0;
+    for a in asks {
+        bad += usize::from(!matches!(a.await, Ok(Ok(200))));
+    }
+    Ok((origin_reads(client, origin).await? - before, bad))
+}
+
+/// ns per lookup: the core's cache (under its lock, as the gateway uses it) and moka's, on the
+/// same hot keys.
+fn lookups(keys: usize) -> (f64, f64) {
+    let names: Vec<String> = (0..keys).map(|i| format!("/v1/sensors/{i}")).collect();
+    let mut ours: Cache<String, (), Alone, u64> =
+        Cache::new(Lookup::Piggyback, Nanos(u64::MAX / 4), AgeFrom::Load, Alone);
+    for (i, k) in names.iter().enumerate() {
+        ours.fill(k.clone(), None, Reading { value: i as u64, sensed_at: Nanos(1) }, Nanos(1));
+    }
+    let ours = std::sync::Mutex::new(ours);
+    let moka: moka::sync::Cache<String, u64> =
+        moka::sync::Cache::builder().time_to_live(Duration::from_secs(3600)).build();
+    for (i, k) in names.iter().enumerate() {
+        moka.insert(k.clone(), i as u64);
+    }
+    let rounds = (2_000_000 / keys).max(1);
+    let time = |f: &mut dyn FnMut(&String) -> u64| {
+        let t = Instant::now();
+        let mut sum = 0u64;
+        for _ in 0..rounds {
+            for k in &names {
+                sum = sum.wrapping_add(f(k));
+            }
+        }
+        std::hint::black_box(sum);
+        t.elapsed().as_nanos() as f64 / (rounds * keys) as f64
+    };
+    // As the gateway does: a clock reading for every lookup (moka reads one for its TTL too).
+    let start = Instant::now();
+    let mut mine = |k: &String| {
+        let now = Nanos(start.elapsed().as_nanos() as u64 + 2);
+        match ours.lock().expect("not poisoned").query(k, now, None, &mut |_| 0) {
+            Answer::Hit(e) => e.reading.value,
+            _ => 0,
+        }
+    };
+    let mut theirs = |k: &String| moka.get(k).unwrap_or(0);
+    // Alternate, three times each, and keep the medians.
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        a.push(time(&mut mine));
+        b.push(time(&mut theirs));
+    }
+    (median_of_rounds(a), median_of_rounds(b))
+}

@@ -1,0 +1,386 @@
+//! `bench inspect`: the real DPI pipeline against its single-threaded baseline and against the
+//! simulator's prediction for the same trace, in one go.
+//!
+//! The simulator is given the kernel's measured scan cost (a straight-line fit of time against
+//! buffer length), the producer's measured cost per packet and per placement, where each
+//! connection matched, and the same trace; it predicts each policy's throughput twice: with the
+//! producer on a core of its own (a machine with a core to spare), and, where the workers take
+//! every core, with the producer floating as the OS runs it (on an idle worker's core, sharing
+//! one at half speed while every worker serves).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use switchyard_core::measure::median_of_rounds;
+use switchyard_core::place::{self, PlaceConfig};
+use switchyard_core::{FlowId, FlowKey, Policy, Topology, WorkerId};
+use switchyard_ingest::{ConnConfig, ConnTable, SliceReader, Step, Tcp};
+use switchyard_runtime::affinity::on_core;
+use switchyard_runtime::inspect::{Engine, Inspector};
+use switchyard_runtime::pipeline::{self, PipelineConfig};
+use switchyard_runtime::serial::{Verdict, inspect_serial, inspect_serial_timed};
+use switchyard_runtime::tracegen::{TraceSpec, generate};
+use switchyard_sim::Nanos;
+use switchyard_sim::models::server::{OnFull, ProducerCore, Server, ServerParams, Workload};
+use switchyard_sim::models::trace::{Trace, TraceReplay};
+
+use super::{cores, median};
+use crate::ExperimentError;
+
+/// The policies benchmarked, in order; static hash (mod-N) is the reference of the skewed goal.
+pub const POLICIES: [Policy; 5] = [Policy::ModN, Policy::Affinity, Policy::Hrw, Policy::Ahrw, Policy::Bounded];
+
+/// Each case runs at least this long in all (repeating a short capture), so that thread
+/// start-up and timer noise do not decide a small sample's figures.
+const MIN_CASE_TIME: Duration = Duration::from_millis(300);
+
+/// What to benchmark.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// Connections per generated trace (a uniform and a skewed one).
+    pub connections: u32,
+    /// Fraction of elephant connections in the skewed trace.
+    pub elephants: f64,
+    /// Worker threads for the parallel runs.
+    pub workers: u32,
+    /// Rounds of every case at least (each runs the single thread, the producer alone and every
+    /// policy once, in turn); the median round is reported.
+    pub repeat: usize,
+    /// Buffers each worker's queue holds.
+    pub queue: usize,
+    /// Buffers handed to a worker at once.
+    pub batch: usize,
+    /// How the signatures are matched in every run.
+    pub engine: Engine,
+    /// A capture benchmarked before the generated traces (the shipped sample), as bytes.
+    pub sample: Option<Vec<u8>>,
+}
+
+/// One trace's figures.
+#[derive(Clone, Debug)]
+pub struct TraceRun {
+    /// `sample`, `uniform` or `skewed`.
+    pub name: String,
+    /// Packets in the trace.
+    pub packets: u64,
+    /// Rounds run.
+    pub rounds: usize,
+    /// The single thread's packets per second (median round).
+    pub serial_pps: f64,
+    /// The producer alone, ns per packet: reading, tracking and keeping each inspected payload.
+    pub producer_ns: f64,
+    /// The single thread's work per packet that is not the producer's (reassembly and scanning).
+    pub worker_ns: f64,
+    /// The kernel's fitted cost of a buffer: ns at length 0, and ns per KiB.
+    pub scan_ns: (f64, f64),
+    /// The speed-up one producer allows with this many workers on this machine's cores.
+    pub ceiling: f64,
+    /// The same with the producer's cost measured inside a pipeline, where it could be.
+    pub dispatch_ceiling: Option<f64>,
+    /// The producer's CPU per packet dispatching to one worker from a core of its own.
+    pub lone_ns: Option<f64>,
+    /// That one-worker pipeline over the single thread.
+    pub lone_ratio: Option<f64>,
+    /// By policy, in the order of [`POLICIES`].
+    pub policies: Vec<PolicyRow>,
+}
+
+/// One policy's figures on one trace, real beside simulated.
+#[derive(Clone, Debug)]
+pub struct PolicyRow {
+    /// The policy.
+    pub policy: Policy,
+    /// Packets per second (median round).
+    pub packets_per_s: f64,
+    /// Times faster than the single thread, within a round (median round).
+    pub over_serial: f64,
+    /// Times faster than static hash, within a round (median round).
+    pub over_static: f64,
+    /// The producer's CPU per packet in this policy's runs, where the OS could say.
+    pub producer_ns: Option<f64>,
+    /// Share of the run the producer waited on a full queue.
+    pub blocked: f64,
+    /// The simulator's speed-up over its own single thread: the producer on a core of its own.
+    pub sim_own: f64,
+    /// The same with the producer floating, where the workers take every core.
+    pub sim_floating: Option<f64>,
+    /// The simulated throughput over the real one: own core, floating.
+    pub sim_over_real: (f64, Option<f64>),
+    /// The simulated producer's waiting share, floating.
+    pub sim_floating_blocked: Option<f64>,
+}
+
+/// What the producer keeps of an inspected packet for the workers: direction, TCP header and
+/// the payload, borrowed from the capture.
+type Piece<'a> = (bool, Option<Tcp>, &'a [u8]);
+
+/// One round of every case on one trace.
+struct Round {
+    serial: Duration,
+    producer: Duration,
+    /// By policy, in the order benchmarked.
+    runs: Vec<Timed>,
+    /// The producer's CPU time in a one-worker pipeline, on a core of its own, and how many
+    /// times faster than the single thread that pipeline ran.
+    lone: Option<(Duration, f64)>,
+}
+
+struct Timed {
+    elapsed: Duration,
+    /// Placing time per buffer placed, and per packet read.
+    place_ns: f64,
+    placing_ns: f64,
+    producer_cpu: Option<Duration>,
+    /// Share of the run the producer waited on a full queue.
+    blocked: f64,
+}
+
+/// Runs the benchmark: the sample (if given), then a uniform and a skewed generated trace,
+/// calling `on_trace` as each one's figures are ready.
+pub fn run(s: &Setup, on_trace: &mut dyn FnMut(&TraceRun)) -> Result<Vec<TraceRun>, ExperimentError> {
+    Ok(bench(s, on_trace)?)
+}
+
+fn bench(s: &Setup, on_trace: &mut dyn FnMut(&TraceRun)) -> Result<Vec<TraceRun>> {
+    let mut traces = Vec::new();
+    if let Some(bytes) = &s.sample {
+        traces.push(("sample".to_owned(), bytes.clone()));
+    }
+    for (name, seed, elephants) in [("uniform", 1, 0.0), ("skewed", 2, s.elephants)] {
+        let mut pcap = Vec::new();
+        let spec = TraceSpec { connections: s.connections, elephants, seed, ..TraceSpec::default() };
+        generate(&spec, &mut pcap).context("generating the trace")?;
+        traces.push((name.to_owned(), pcap));
+    }
+    let mut runs = Vec::new();
+    for (name, pcap) in &traces {
+        let r = trace(s, name, pcap)?;
+        on_trace(&r);
+        runs.push(r);
+    }
+    Ok(runs)
+}
+
+/// The producer alone: what the pipeline's producer does for each packet (read, track, and for
+/// each inspected packet its flow id and its payload left in the connection's slot for it, the
+/// slots allocated together per connection as the pipeline's arena does), without placing or
+/// handing over, and without workers.
+fn producer_alone(pcap: &[u8], conn: ConnConfig) -> Result<Duration> {
+    let t = Instant::now();
+    let mut reader = SliceReader::new(pcap)?;
+    let mut table: ConnTable<Option<(FlowId, usize)>> = ConnTable::new(conn);
+    let mut slots: Vec<Piece<'_>> = Vec::new();
+    let per_conn = conn.max_packets as usize;
+    while let Some(p) = reader.next_packet()? {
+        if let Step::Buffer { conn: c, from_client, index, .. } = table.on_packet(&p) {
+            let key = c.key;
+            let (_, base) = *c.data.get_or_insert_with(|| {
+                slots.resize(slots.len() + per_conn, (false, None, &[]));
+                (FlowKey::Tuple(key.undirected()).id(), slots.len() - per_conn)
+            });
+            slots[base + index as usize] = (from_client, p.tcp, p.payload);
+        }
+    }
+    std::hint::black_box((table.len(), slots.len()));
+    Ok(t.elapsed())
+}
+
+/// What timing costs: the median of many back-to-back `Instant::now()` and `elapsed()` pairs
+/// (on this VM about 68 ns, as much as scanning a short buffer).
+fn clock_cost() -> Duration {
+    let samples = (0..1001)
+        .map(|_| {
+            let t = Instant::now();
+            t.elapsed()
+        })
+        .collect();
+    median(samples)
+}
+
+/// Least-squares fit of scan time against buffer length: (ns at length 0, ns per KiB).
+#[derive(Default)]
+struct Fit {
+    n: f64,
+    sx: f64,
+    sy: f64,
+    sxx: f64,
+    sxy: f64,
+}
+
+impl Fit {
+    fn add(&mut self, len: usize, t: Duration) {
+        let (x, y) = (len as f64 / 1024.0, t.as_nanos() as f64);
+        self.n += 1.0;
+        self.sx += x;
+        self.sy += y;
+        self.sxx += x * x;
+        self.sxy += x * y;
+    }
+
+    fn line(&self) -> (f64, f64) {
+        let d = self.n * self.sxx - self.sx * self.sx;
+        let slope = if d.abs() < 1e-9 { 0.0 } else { (self.n * self.sxy - self.sx * self.sy) / d };
+        let base = (self.sy - slope * self.sx) / self.n.max(1.0);
+        (base.max(0.0), slope.max(0.0))
+    }
+}
+
+/// Rounds of every case on one trace, and the simulator's prediction for each policy.
+fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
+    let inspector = Inspector::with_engine(s.engine);
+    let conn = ConnConfig::default();
+    let cores = cores();
+    let ids: Vec<WorkerId> = (0..s.workers).map(WorkerId).collect();
+    let config = PipelineConfig { conn, queue_capacity: s.queue, batch: s.batch, ..PipelineConfig::default() };
+    // One timed single-thread run fits the kernel's cost and says where each connection
+    // matched; the throughput runs below are not timed per buffer.
+    let mut fit = Fit::default();
+    let first = on_core(0, || {
+        // Each buffer's time includes one reading of the clock; that is not the kernel's.
+        let clock = clock_cost();
+        inspect_serial_timed(SliceReader::new(pcap)?, conn, &inspector, &mut |len, d| {
+            fit.add(len, d.saturating_sub(clock));
+        })
+    })?;
+    let packets = first.packets;
+    let m = first.conns.iter().filter(|c| matches!(c.verdict, Verdict::Matched(_))).count();
+    let matched = m as f64 / first.conns.len().max(1) as f64;
+    let match_points = first
+        .conns
+        .iter()
+        .map(|c| (FlowKey::Tuple(c.key.undirected()).id(), c.matched_at.map_or(0, |i| u64::from(i) + 1)));
+    // The simulator replays each connection's match where the real run found it.
+    let mut trace = Trace::read(pcap, true)?;
+    trace.set_match_points(match_points);
+    let trace = Arc::new(trace);
+    // Rounds of every case in turn, so that all of them meet the machine in the same moods (a
+    // shared VM's speed drifts by a fifth within a minute); each ratio to the single thread is
+    // taken within a round, and the median round's is reported.
+    let mut rounds: Vec<Round> = Vec::new();
+    let begun = Instant::now();
+    let enough = MIN_CASE_TIME * (2 + POLICIES.len() as u32);
+    while rounds.len() < s.repeat.max(1) || begun.elapsed() < enough {
+        // The single thread and the producer alone run pinned, as the workers do.
+        let (serial, producer) = on_core(0, || -> Result<(Duration, Duration)> {
+            let t = Instant::now();
+            inspect_serial(SliceReader::new(pcap)?, conn, &inspector)?;
+            Ok((t.elapsed(), producer_alone(pcap, conn)?))
+        })?;
+        let mut runs = Vec::with_capacity(POLICIES.len());
+        for policy in POLICIES {
+            let mut placer = place::build(policy, &PlaceConfig::default(), &ids)?;
+            let r = pipeline::run(SliceReader::new(pcap)?, placer.as_mut(), &config, &inspector)?;
+            runs.push(Timed {
+                elapsed: r.elapsed,
+                // Per buffer placed: those scanned and those the workers found stale.
+                place_ns: r.placing.as_nanos() as f64
+                    / (r.summary.inspected + r.workers.iter().map(|w| w.skipped).sum::<u64>()).max(1) as f64,
+                placing_ns: r.placing.as_nanos() as f64 / packets.max(1) as f64,
+                producer_cpu: r.producer_cpu,
+                blocked: r.producer_blocked.as_secs_f64() / r.elapsed.as_secs_f64().max(1e-9),
+            });
+        }
+        // The producer's own cost of dispatching, on a core no worker shares: one worker, so
+        // that a core is free for the producer (where the machine has two).
+        let lone = if cores > 1 {
+            let mut placer = place::build(Policy::ModN, &PlaceConfig::default(), &[WorkerId(0)])?;
+            let r = pipeline::run(SliceReader::new(pcap)?, placer.as_mut(), &config, &inspector)?;
+            r.producer_cpu.map(|cpu| (cpu, serial.as_secs_f64() / r.elapsed.as_secs_f64().max(1e-9)))
+        } else {
+            None
+        };
+        rounds.push(Round { serial, producer, runs, lone });
+    }
+    let per_packet = |d: Duration| d.as_nanos() as f64 / packets.max(1) as f64;
+    let serial = median(rounds.iter().map(|r| r.serial).collect());
+    let producer_ns = per_packet(median(rounds.iter().map(|r| r.producer).collect()));
+    let (base, per_kib) = fit.line();
+    let worker_ns = (per_packet(serial) - producer_ns).max(0.0);
+    let used = (s.workers as usize).min(cores) as f64;
+    let ceiling = (producer_ns + worker_ns) / producer_ns.max((producer_ns + worker_ns) / used);
+    // The same with what the producer costs inside a pipeline (placing and handing over too),
+    // measured on a core of its own: the bound a single producer sets in practice.
+    let lone: Vec<Duration> = rounds.iter().filter_map(|r| r.lone.map(|l| l.0)).collect();
+    let lone_ns = (!lone.is_empty()).then(|| per_packet(median(lone)));
+    let lone_ratio: Vec<f64> = rounds.iter().filter_map(|r| r.lone.map(|l| l.1)).collect();
+    let lone_ratio = (!lone_ratio.is_empty()).then(|| median_of_rounds(lone_ratio));
+    let dispatch_ceiling = lone_ns.map(|p| per_packet(serial) / p.max((producer_ns + worker_ns) / used));
+    let pps = |d: Duration| packets as f64 / d.as_secs_f64().max(1e-9);
+    let static_at = POLICIES.iter().position(|&q| q == Policy::ModN).expect("benchmarked");
+    let mut policies = Vec::new();
+    for (k, policy) in POLICIES.into_iter().enumerate() {
+        let elapsed = median(rounds.iter().map(|r| r.runs[k].elapsed).collect());
+        let over_serial =
+            median_of_rounds(rounds.iter().map(|r| r.serial.as_secs_f64() / r.runs[k].elapsed.as_secs_f64()).collect());
+        let over_static = median_of_rounds(
+            rounds.iter().map(|r| r.runs[static_at].elapsed.as_secs_f64() / r.runs[k].elapsed.as_secs_f64()).collect(),
+        );
+        let place_ns = median_of_rounds(rounds.iter().map(|r| r.runs[k].place_ns).collect());
+        let placing_ns = median_of_rounds(rounds.iter().map(|r| r.runs[k].placing_ns).collect());
+        let cpu: Vec<Duration> = rounds.iter().filter_map(|r| r.runs[k].producer_cpu).collect();
+        let cpu_ns = (!cpu.is_empty()).then(|| per_packet(median(cpu)));
+        let real = pps(elapsed);
+        let params = ServerParams {
+            topology: Topology::flat(s.workers)?,
+            policy,
+            place: PlaceConfig::default(),
+            queue_capacity: s.queue,
+            on_full: OnFull::Block,
+            decision_cost: Nanos(place_ns.round() as u64),
+            // What the producer cost per packet inside this policy's runs, less its placing
+            // (given separately): the standalone figure left out what handing over costs.
+            packet_cost: Nanos((cpu_ns.unwrap_or(producer_ns) - placing_ns).max(0.0).round() as u64),
+            service_base: Nanos(base.round() as u64),
+            service_per_kib: Nanos(per_kib.round() as u64),
+            migration_penalty: Nanos(0),
+            home_penalty: Nanos(0),
+            sibling_sharing: 0.0,
+            producer_core: ProducerCore::Own,
+            workers: None,
+            workload: Workload::Trace(TraceReplay {
+                trace: Arc::clone(&trace),
+                time_scale: 0.0,
+                dpi: Some((u64::from(conn.max_packets), matched)),
+            }),
+            seed: 1,
+        };
+        // The producer on a core of its own (a machine with a core to spare), and as it runs
+        // here when there is none: unpinned, where a worker is idle, sharing when none is.
+        // Throughput, and the share of the run the producer waited on a full queue.
+        let sim_with = |producer_core: ProducerCore| -> Result<(f64, f64)> {
+            let o = Server::simulate(&ServerParams { producer_core, ..params.clone() })?;
+            let span = o.makespan.0.max(1) as f64;
+            Ok((packets as f64 / (span / 1e9), o.producer_blocked.0 as f64 / span))
+        };
+        let (own, _) = sim_with(ProducerCore::Own)?;
+        let floating = if s.workers as usize >= cores { Some(sim_with(ProducerCore::Floats)?) } else { None };
+        let sim_serial = packets as f64 / ((producer_ns * packets as f64 + fit.sy) / 1e9);
+        policies.push(PolicyRow {
+            policy,
+            packets_per_s: real,
+            over_serial,
+            over_static,
+            producer_ns: cpu_ns,
+            blocked: median_of_rounds(rounds.iter().map(|r| r.runs[k].blocked).collect()),
+            sim_own: own / sim_serial,
+            sim_floating: floating.map(|f| f.0 / sim_serial),
+            sim_over_real: (own / real, floating.map(|f| f.0 / real)),
+            sim_floating_blocked: floating.map(|f| f.1),
+        });
+    }
+    Ok(TraceRun {
+        name: name.to_owned(),
+        packets,
+        rounds: rounds.len(),
+        serial_pps: pps(serial),
+        producer_ns,
+        worker_ns,
+        scan_ns: (base, per_kib),
+        ceiling,
+        dispatch_ceiling,
+        lone_ns,
+        lone_ratio,
+        policies,
+    })
+}

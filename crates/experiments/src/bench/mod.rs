@@ -1,0 +1,37 @@
+//! The macro benchmarks: each runs one of Switchyard's drivers beside its peers in the same
+//! process or script, in alternating rounds, and returns the figures of every side, so that a
+//! ratio is always taken between runs that met the machine in the same mood.
+//!
+//! - [`inspect`]: the DPI pipeline against its single thread and the simulator's prediction.
+//! - [`mux`]: the multiplexed session against raw TCP, HTTP/2 (h2) and QUIC (quinn).
+//! - [`gateway`]: the caching gateway against nginx's `proxy_cache`, and the core's cache against
+//!   moka.
+//! - [`deliver`]: the delivery server against a tokio server and nginx's `limit_rate`.
+//!
+//! The peers that only benchmarks need live here ([`peers`]: finding and launching nginx and
+//! wrk); none of the drivers depends on them.
+
+pub mod deliver;
+pub mod gateway;
+pub mod inspect;
+pub mod mux;
+pub mod peers;
+
+use std::time::Duration;
+
+/// The median of `v` (the upper one of an even count); `v` must not be empty.
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// CPU seconds this process has used so far (every thread, user and kernel).
+fn process_cpu() -> f64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+        .map_or(0.0, |t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
+}
+
+/// Cores this machine offers.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

@@ -1,0 +1,567 @@
+//! `bench mux`: the multiplexed session on loopback against m raw parallel TCP streams (the
+//! ceiling), and the same channels as HTTP/2 streams of one connection (the h2 crate) and as
+//! QUIC streams of one connection (quinn), all in one process and one run.
+//!
+//! For each carrier: aggregate throughput and its ratio to the raw ceiling, and CPU time per
+//! byte beside raw TCP's; weight adherence (the largest gap between a channel's share and its
+//! weight's, in percentage points, and the RMS relative error, Iwashima Eq. 7.2); for the
+//! session, the most bytes any channel's receiver held for reordering and the turns channels
+//! lost for want of data or credit.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use switchyard_core::carry::pin;
+use switchyard_core::measure::{allocation, median_of_rounds};
+use switchyard_mux::{ConnChoice, Listener, MuxConfig, RecvConfig, Scheme, SendConfig, Session, SessionReport};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::process_cpu;
+use crate::ExperimentError;
+
+/// What to benchmark.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// TCP connections (m).
+    pub connections: usize,
+    /// Channels (n), weighted 1, r, r², …
+    pub channels: usize,
+    /// Ratio r between consecutive channels' weights.
+    pub ratio: f64,
+    /// Seconds each case is measured for in all, split over the rounds (each part after a
+    /// quarter second of warm-up).
+    pub seconds: f64,
+    /// Rounds of every case in turn.
+    pub rounds: usize,
+    /// Frames of credit for the whole session, shared among channels by weight.
+    pub window: u64,
+    /// TCP_NOTSENT_LOWAT of each connection, in bytes.
+    pub lowat: u32,
+    /// Time between re-pinnings by measured rates (pinning); `None`: by weight only, as the
+    /// thesis does.
+    pub repin_every: Option<Duration>,
+    /// Frames queued per connection ahead of its socket.
+    pub queue_frames: usize,
+    /// Largest payload of a data frame, in bytes.
+    pub frame: usize,
+    /// The cases besides raw TCP, in the order run.
+    pub cases: Vec<Case>,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        let mux = MuxConfig::default();
+        Self {
+            connections: 5,
+            channels: 15,
+            ratio: 0.8,
+            seconds: 3.0,
+            rounds: 3,
+            window: RecvConfig::default().window,
+            lowat: mux.notsent_lowat,
+            repin_every: Some(mux.rebalance_every),
+            queue_frames: mux.queue_frames,
+            frame: SendConfig::default().max_frame,
+            cases: Case::ALL.to_vec(),
+        }
+    }
+}
+
+/// A case of the bench besides raw TCP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Case {
+    /// The session, striping, each frame on the least-queued connection.
+    Stripe,
+    /// The same over TLS (rustls, TLS 1.3).
+    StripeTls,
+    /// The session, striping, each frame on the connection expected to deliver it first.
+    Earliest,
+    /// The session, each channel pinned to one connection.
+    Pin,
+    /// HTTP/2 streams of one connection (h2).
+    H2,
+    /// QUIC streams of one connection (quinn).
+    Quic,
+}
+
+impl Case {
+    /// Every case, in the order the bench runs them.
+    pub const ALL: [Self; 6] = [Self::Stripe, Self::StripeTls, Self::Earliest, Self::Pin, Self::H2, Self::Quic];
+
+    /// The case's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Stripe => "stripe (least queued)",
+            Self::StripeTls => "stripe, TLS",
+            Self::Earliest => "stripe (earliest)",
+            Self::Pin => "pin",
+            Self::H2 => "HTTP/2 (h2), 1 conn",
+            Self::Quic => "QUIC (quinn), 1 conn",
+        }
+    }
+
+    fn carrier(self) -> Carrier {
+        match self {
+            Self::Stripe => Carrier::Session(Scheme::Stripe(ConnChoice::LeastQueued), Wire::Plain),
+            Self::StripeTls => Carrier::Session(Scheme::Stripe(ConnChoice::LeastQueued), Wire::Tls),
+            Self::Earliest => {
+                Carrier::Session(Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }), Wire::Plain)
+            }
+            Self::Pin => Carrier::Session(Scheme::Pin { hysteresis: 0.01 }, Wire::Plain),
+            Self::H2 => Carrier::H2,
+            Self::Quic => Carrier::Quic,
+        }
+    }
+}
+
+/// What the bench measured.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Each round's measured time per case.
+    pub measure: Duration,
+    /// Raw TCP over m connections: mean bytes per second over the rounds.
+    pub raw_rate: f64,
+    /// Raw TCP's CPU seconds per byte (median round).
+    pub raw_cost: f64,
+    /// By case, in the order of the setup.
+    pub cases: Vec<CaseRow>,
+    /// The RMS_perc that pinning's assignment alone gives on equal connections (Iwashima §3.6).
+    pub pin_model_rms: f64,
+}
+
+/// One case's figures over the rounds.
+#[derive(Clone, Debug)]
+pub struct CaseRow {
+    /// The case.
+    pub case: Case,
+    /// Bytes per second over every round.
+    pub rate: f64,
+    /// Its rate over raw TCP's in the same round (median round).
+    pub over_raw: f64,
+    /// The lowest and highest round's ratio to raw TCP.
+    pub rounds_range: (f64, f64),
+    /// CPU seconds per byte (median round).
+    pub cost: f64,
+    /// Raw TCP's CPU per byte over the case's, each round against its own raw run (median).
+    pub cost_over_raw: f64,
+    /// The largest gap between a channel's share and its weight's, as a fraction.
+    pub max_gap: f64,
+    /// Iwashima's RMS relative error of the shares (Eq. 7.2).
+    pub rms_perc: f64,
+    /// The session's own counters; `None` for the peers.
+    pub session: Option<SessionStats>,
+}
+
+/// What the session's schedulers report.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SessionStats {
+    /// The most bytes a channel's receiver held for reordering.
+    pub max_held: u64,
+    /// Turns channels lost for want of bytes from the application.
+    pub idle: u64,
+    /// Turns channels lost for want of credit from the receiver.
+    pub blocked: u64,
+}
+
+const CHUNK: usize = 256 << 10;
+
+/// Runs the bench on a runtime of its own.
+pub fn run(s: &Setup) -> Result<Report, ExperimentError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    Ok(runtime.block_on(bench(s))?)
+}
+
+/// Whether a session's connections are plain TCP or TLS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wire {
+    Plain,
+    Tls,
+}
+
+/// What carries the channels in a case: our session with a scheduler, or a peer.
+enum Carrier {
+    Session(Scheme, Wire),
+    H2,
+    Quic,
+}
+
+async fn bench(a: &Setup) -> Result<Report> {
+    let weights: Vec<f64> = (0..a.channels).map(|i| a.ratio.powi(i as i32)).collect();
+    let warm = Duration::from_millis(250);
+    let rounds = a.rounds.max(1);
+    let measure = Duration::from_secs_f64(a.seconds / rounds as f64);
+    // By case: bytes per channel summed over the rounds, and each round's ratios to raw (of
+    // rates, and of CPU time per byte).
+    let n = a.cases.len();
+    let mut bytes = vec![vec![0.0; weights.len()]; n];
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut cost_ratios: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut costs: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut stats: Vec<Option<SessionStats>> = vec![None; n];
+    let mut raw_rates = Vec::new();
+    let mut raw_costs = Vec::new();
+    // A shared VM's speed drifts by a fifth within a minute: in rounds, every case meets it in
+    // every mood, and each ratio is taken against raw TCP measured moments before.
+    for _ in 0..rounds {
+        let (raw, raw_cpu) = raw_streams(a.connections, warm, measure).await?;
+        let raw_cost = raw_cpu / (raw * measure.as_secs_f64());
+        raw_rates.push(raw);
+        raw_costs.push(raw_cost);
+        for (k, case) in a.cases.iter().enumerate() {
+            let (got, cpu) = match case.carrier() {
+                Carrier::Session(scheme, wire) => {
+                    let r = session_case(a, scheme, wire, &weights, warm, measure).await?;
+                    let acc = stats[k].get_or_insert_with(SessionStats::default);
+                    acc.max_held = acc.max_held.max(r.max_held);
+                    acc.idle += r.idle;
+                    acc.blocked += r.blocked;
+                    (r.bytes, r.cpu)
+                }
+                Carrier::H2 => h2_case(&weights, warm, measure).await?,
+                Carrier::Quic => quic_case(&weights, warm, measure).await?,
+            };
+            for (sum, b) in bytes[k].iter_mut().zip(&got) {
+                *sum += b;
+            }
+            let total: f64 = got.iter().sum();
+            ratios[k].push(total / measure.as_secs_f64() / raw);
+            let cost = cpu / total.max(1.0);
+            costs[k].push(cost);
+            cost_ratios[k].push(raw_cost / cost);
+        }
+    }
+    let total_time = measure.as_secs_f64() * rounds as f64;
+    let cases = a
+        .cases
+        .iter()
+        .enumerate()
+        .map(|(k, case)| {
+            let error = allocation(&bytes[k], &weights);
+            CaseRow {
+                case: *case,
+                rate: bytes[k].iter().sum::<f64>() / total_time,
+                over_raw: median_of_rounds(ratios[k].clone()),
+                rounds_range: (
+                    ratios[k].iter().copied().fold(f64::MAX, f64::min),
+                    ratios[k].iter().copied().fold(0.0, f64::max),
+                ),
+                cost: median_of_rounds(costs[k].clone()),
+                cost_over_raw: median_of_rounds(cost_ratios[k].clone()),
+                max_gap: error.max_gap,
+                rms_perc: error.rms_perc,
+                session: stats[k],
+            }
+        })
+        .collect();
+    let ch: Vec<(u32, f64)> = weights.iter().enumerate().map(|(i, w)| (i as u32, *w)).collect();
+    let conns: Vec<(usize, f64)> = (0..a.connections).map(|c| (c, 1.0)).collect();
+    Ok(Report {
+        measure,
+        raw_rate: raw_rates.iter().sum::<f64>() / raw_rates.len() as f64,
+        raw_cost: median_of_rounds(raw_costs),
+        cases,
+        pin_model_rms: pin::model_error(&pin::lpt(&ch, &conns), &ch, &conns),
+    })
+}
+
+/// Bytes per second that `m` plain TCP streams carry from a writer to a reader that discards.
+async fn raw_streams(m: usize, warm: Duration, measure: Duration) -> Result<(f64, f64)> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let received = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sink = {
+        let received = Arc::clone(&received);
+        tokio::spawn(async move {
+            let mut readers = Vec::new();
+            for _ in 0..m {
+                let (mut s, _) = listener.accept().await?;
+                let received = Arc::clone(&received);
+                readers.push(tokio::spawn(async move {
+                    let mut buf = vec![0u8; CHUNK];
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        received.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                }));
+            }
+            for r in readers {
+                let _ = r.await;
+            }
+            anyhow::Ok(())
+        })
+    };
+    let mut writers = Vec::new();
+    for _ in 0..m {
+        let mut s = TcpStream::connect(addr).await?;
+        let stop = Arc::clone(&stop);
+        writers.push(tokio::spawn(async move {
+            let chunk = vec![7u8; CHUNK];
+            while !stop.load(Ordering::Relaxed) {
+                if s.write_all(&chunk).await.is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(warm).await;
+    let (t0, b0) = (Instant::now(), received.load(Ordering::Relaxed));
+    let cpu = cpu_over(measure).await;
+    let rate = (received.load(Ordering::Relaxed) - b0) as f64 / t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        let _ = w.await;
+    }
+    let _ = sink.await;
+    Ok((rate, cpu))
+}
+
+struct SessionRun {
+    /// Bytes each channel delivered in the measured window.
+    bytes: Vec<f64>,
+    max_held: u64,
+    idle: u64,
+    blocked: u64,
+    /// CPU seconds the process spent in the measured window.
+    cpu: f64,
+}
+
+async fn session_case(
+    a: &Setup,
+    scheme: Scheme,
+    wire: Wire,
+    weights: &[f64],
+    warm: Duration,
+    measure: Duration,
+) -> Result<SessionRun> {
+    let key = b"switchyard bench mux, loopback only".to_vec();
+    let config = MuxConfig {
+        key,
+        connections: a.connections,
+        send: SendConfig { scheme, max_frame: a.frame, ..SendConfig::default() },
+        recv: RecvConfig { window: a.window, ..Default::default() },
+        notsent_lowat: a.lowat,
+        queue_frames: a.queue_frames,
+        rebalance_every: a.repin_every.unwrap_or(Duration::MAX),
+        ..MuxConfig::default()
+    };
+    let (server_config, client_config) = match wire {
+        Wire::Plain => (config.clone(), config),
+        Wire::Tls => {
+            let (server, client) = self_signed_tls()?;
+            (MuxConfig { tls: Some(server), ..config.clone() }, MuxConfig { tls: Some(client), ..config })
+        }
+    };
+    let mut listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), server_config).await?;
+    let addr = listener.local_addr();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn(async move {
+        let Some(session) = listener.accept().await else { return };
+        let _ = tx.send(session.clone());
+        while let Some(mut ch) = session.accept().await {
+            tokio::spawn(async move { while let Ok(Some(_)) = ch.recv().await {} });
+        }
+    });
+    let session = Session::connect(addr, client_config).await?;
+    let mut channels = Vec::new();
+    for w in weights {
+        channels.push(Arc::new(session.open(*w, true).await?));
+    }
+    let receiver = rx.await.context("the session reached the server")?;
+    // Two writers per channel, so that every channel always has bytes waiting.
+    let chunk = Bytes::from(vec![7u8; CHUNK]);
+    let mut writers = Vec::new();
+    for ch in &channels {
+        for _ in 0..2 {
+            let (ch, chunk) = (Arc::clone(ch), chunk.clone());
+            writers.push(tokio::spawn(async move { while ch.send(chunk.clone()).await.is_ok() {} }));
+        }
+    }
+    tokio::time::sleep(warm).await;
+    let before = receiver.report().await?;
+    let sent_before = session.report().await?;
+    let cpu = cpu_over(measure).await;
+    let after = receiver.report().await?;
+    let sent_after = session.report().await?;
+    for w in &writers {
+        w.abort();
+    }
+    server.abort();
+    let delivered =
+        |r: &SessionReport, id: u32| r.channels.iter().find(|c| c.id == id).map_or(0, |c| c.received.delivered_bytes);
+    let turns = |r: &SessionReport| -> (u64, u64) {
+        r.channels.iter().fold((0, 0), |(i, b), c| (i + c.sent.idle_turns, b + c.sent.blocked_turns))
+    };
+    let bytes = channels.iter().map(|c| (delivered(&after, c.id()) - delivered(&before, c.id())) as f64).collect();
+    let max_held = after.channels.iter().map(|c| c.received.max_held_bytes).max().unwrap_or(0);
+    let (i0, b0) = turns(&sent_before);
+    let (i1, b1) = turns(&sent_after);
+    Ok(SessionRun { bytes, max_held, idle: i1 - i0, blocked: b1 - b0, cpu })
+}
+
+/// A fresh self-signed certificate for localhost and its key.
+fn self_signed() -> Result<(CertificateDer<'static>, PrivateKeyDer<'static>)> {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).context("a test certificate")?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+    Ok((certified.cert.der().clone(), key))
+}
+
+/// A server's and a client's TLS settings for a fresh self-signed certificate for localhost.
+fn self_signed_tls() -> Result<(switchyard_mux::Tls, switchyard_mux::Tls)> {
+    let (cert, key) = self_signed()?;
+    Ok((
+        switchyard_mux::Tls::server_with(vec![cert.clone()], key)?,
+        switchyard_mux::Tls::client_trusting(vec![cert], "localhost")?,
+    ))
+}
+
+/// The peer: the same channels as HTTP/2 streams over one TCP connection (cleartext h2), each a
+/// POST whose body never ends. Returns the bytes each stream delivered in the measured window.
+async fn h2_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<(Vec<f64>, f64)> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let counters: Arc<Vec<AtomicU64>> = Arc::new(weights.iter().map(|_| AtomicU64::new(0)).collect());
+    let c = Arc::clone(&counters);
+    let server = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await?;
+        let mut conn = h2::server::Builder::new()
+            .initial_window_size(1 << 20)
+            .initial_connection_window_size(16 << 20)
+            .handshake::<_, Bytes>(tcp)
+            .await?;
+        while let Some(Ok((req, _respond))) = conn.accept().await {
+            let i: usize = req.uri().path().trim_start_matches('/').parse().unwrap_or(0);
+            let c = Arc::clone(&c);
+            let mut body = req.into_body();
+            tokio::spawn(async move {
+                while let Some(Ok(data)) = body.data().await {
+                    c[i].fetch_add(data.len() as u64, Ordering::Relaxed);
+                    let _ = body.flow_control().release_capacity(data.len());
+                }
+            });
+        }
+        anyhow::Ok(())
+    });
+    let tcp = TcpStream::connect(addr).await?;
+    let (client, connection) = h2::client::Builder::new()
+        .initial_window_size(1 << 20)
+        .initial_connection_window_size(16 << 20)
+        .handshake::<_, Bytes>(tcp)
+        .await?;
+    tokio::spawn(connection);
+    let chunk = Bytes::from(vec![7u8; CHUNK]);
+    let mut writers = Vec::new();
+    for i in 0..weights.len() {
+        let mut client = client.clone().ready().await?;
+        let request = http::Request::post(format!("http://bench/{i}")).body(())?;
+        let (_response, mut stream) = client.send_request(request, false)?;
+        let chunk = chunk.clone();
+        writers.push(tokio::spawn(async move {
+            loop {
+                stream.reserve_capacity(chunk.len());
+                let Some(Ok(n)) = std::future::poll_fn(|cx| stream.poll_capacity(cx)).await else { return };
+                if n == 0 || stream.send_data(chunk.slice(..n.min(chunk.len())), false).is_err() {
+                    return;
+                }
+            }
+        }));
+    }
+    let delivered = window(&counters, warm, measure).await;
+    for w in writers {
+        w.abort();
+    }
+    server.abort();
+    Ok(delivered)
+}
+
+/// The QUIC peer: the same channels as unidirectional streams of one QUIC connection (quinn),
+/// each opened with its channel number as its first byte. Windows as large as the HTTP/2
+/// peer's. Returns the bytes each stream delivered in the measured window.
+async fn quic_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<(Vec<f64>, f64)> {
+    use quinn::VarInt;
+    let (cert, key) = self_signed()?;
+    let transport = || {
+        let mut t = quinn::TransportConfig::default();
+        t.stream_receive_window(VarInt::from_u32(1 << 20))
+            .receive_window(VarInt::from_u32(16 << 20))
+            .send_window(16 << 20)
+            .max_concurrent_uni_streams(VarInt::from_u32(weights.len() as u32 + 1));
+        Arc::new(t)
+    };
+    let mut server_config = quinn::ServerConfig::with_single_cert(vec![cert.clone()], key)?;
+    server_config.transport_config(transport());
+    let server = quinn::Endpoint::server(server_config, SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    let addr = server.local_addr()?;
+    let counters: Arc<Vec<AtomicU64>> = Arc::new(weights.iter().map(|_| AtomicU64::new(0)).collect());
+    let c = Arc::clone(&counters);
+    let accept = server.clone();
+    let sink = tokio::spawn(async move {
+        let Some(incoming) = accept.accept().await else { return anyhow::Ok(()) };
+        let conn = incoming.await?;
+        while let Ok(mut stream) = conn.accept_uni().await {
+            let c = Arc::clone(&c);
+            tokio::spawn(async move {
+                let mut index = [0u8; 1];
+                if stream.read_exact(&mut index).await.is_err() {
+                    return;
+                }
+                let Some(counter) = c.get(usize::from(index[0])) else { return };
+                while let Ok(Some(chunk)) = stream.read_chunk(CHUNK, false).await {
+                    counter.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
+                }
+            });
+        }
+        anyhow::Ok(())
+    });
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert)?;
+    let mut client_config = quinn::ClientConfig::with_root_certificates(Arc::new(roots))?;
+    client_config.transport_config(transport());
+    let mut client = quinn::Endpoint::client(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    client.set_default_client_config(client_config);
+    let conn = client.connect(addr, "localhost")?.await.context("connecting over QUIC")?;
+    let chunk = Bytes::from(vec![7u8; CHUNK]);
+    let mut writers = Vec::new();
+    for i in 0..weights.len() {
+        let mut stream = conn.open_uni().await?;
+        stream.write_all(&[i as u8]).await?;
+        let chunk = chunk.clone();
+        writers.push(tokio::spawn(async move { while stream.write_chunk(chunk.clone()).await.is_ok() {} }));
+    }
+    let delivered = window(&counters, warm, measure).await;
+    for w in writers {
+        w.abort();
+    }
+    conn.close(VarInt::from_u32(0), b"done");
+    client.close(VarInt::from_u32(0), b"done");
+    server.close(VarInt::from_u32(0), b"done");
+    sink.abort();
+    Ok(delivered)
+}
+
+/// What each counter gained over `measure`, after `warm`, and the CPU time the process spent
+/// meanwhile.
+async fn window(counters: &[AtomicU64], warm: Duration, measure: Duration) -> (Vec<f64>, f64) {
+    tokio::time::sleep(warm).await;
+    let before: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    let cpu = cpu_over(measure).await;
+    (counters.iter().zip(before).map(|(c, b)| (c.load(Ordering::Relaxed) - b) as f64).collect(), cpu)
+}
+
+/// Waits `measure` and returns the CPU seconds the whole process (sender, receiver and the
+/// kernel's work on their behalf) spent meanwhile. Every case keeps both cores busy, so its
+/// CPU time per byte is its cost, and a ratio of costs is steadier than a ratio of rates on a
+/// VM whose neighbours take time from it.
+async fn cpu_over(measure: Duration) -> f64 {
+    let before = process_cpu();
+    tokio::time::sleep(measure).await;
+    process_cpu() - before
+}
