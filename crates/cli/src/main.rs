@@ -10,7 +10,6 @@ mod bench_mux;
 mod deliver;
 mod gateway;
 mod inspect;
-mod keys;
 mod place;
 mod report;
 mod reproduce;

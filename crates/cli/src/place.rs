@@ -8,9 +8,9 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use switchyard_core::place::{HashFn, ParentLoad, PsDispatch, QminReading};
 use switchyard_core::{PlaceConfig, Policy, QueueMeasure, Topology, Weight, WorkerId};
+use switchyard_experiments::keys::KeySource;
 use switchyard_experiments::placement;
 
-use crate::keys::KeySource;
 use crate::report::{Format, print_rows};
 
 /// Place keys on workers with one or more policies, and compare them.
@@ -320,6 +320,9 @@ fn setup(args: &PlaceArgs, policies: &[Policy]) -> Result<Setup> {
     };
     let source: KeySource = args.keys.parse()?;
     let units = source.load(args.seed, args.undirected)?;
+    if let Some(said) = &units.left_out {
+        eprintln!("{said}");
+    }
     let measured = placement::Setup { weighted: args.weights.is_some(), workers, config, units: units.units };
     Ok(Setup { measured, flows: units.flows, source })
 }

@@ -1,17 +1,24 @@
-//! `reproduce yates-clp`'s measurements on real threads and sockets (Yates 2006 ch. 3–4):
-//! bulk connections on a number of worker threads, measured from the send side as the thesis
-//! did, with soft throughput-based scheduling off or on; and rate-promised streams measured by
-//! their clients, window by window. (Its processor scaling is the simulator's, `models::clp`.)
+//! `reproduce yates-clp` (Yates 2006 ch. 2–4): on real threads and sockets, bulk connections on
+//! a number of worker threads, measured from the send side as the thesis did, with soft
+//! throughput-based scheduling off or on, and rate-promised streams measured by their clients,
+//! window by window; and the processor-scaling curves in the simulator (`models::clp`). [`run`]
+//! runs the parts as the thesis's figures are laid out, with [`published`] beside them.
+//!
+//! The thesis ran an in-memory device at memory speed on a 12-processor SGI Challenge. Here the
+//! device is loopback and the clients share the machine's cores with the server, so absolute
+//! rates differ; what should carry over is the shape.
 
 use std::time::{Duration, Instant};
 
 use switchyard_core::measure::{Spread, balance, spread};
-use switchyard_core::order::PaceConfig;
+use switchyard_core::order::{PaceConfig, QuotaConfig};
 use switchyard_core::place::rebalance::{Direction, RebalanceConfig};
 use switchyard_runtime::deliver::load::{Opened, Summary};
 use switchyard_runtime::deliver::{
     Handshake, Load, LoadConfig, Pacing, Request, Server, ServerConfig, Transport, Windows,
 };
+
+use switchyard_sim::models::clp::{ScalingRow, Setup as ClpSetup, Workload, scaling};
 
 use crate::ExperimentError;
 
@@ -125,4 +132,223 @@ pub fn hard_case(
     drop(load);
     srv.stop();
     Ok((w.summary(0, Some(bits as f64 / 8.0), &skip), w, not_accepted))
+}
+
+/// The parts of the reproduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// Per-thread and per-connection fairness against threads, UDP and TCP bulk (Ch. 3).
+    Fairness,
+    /// Soft throughput-based scheduling, off and on (Ch. 4).
+    Soft,
+    /// Hard throughput-based scheduling: 4 Mb/s on every connection (Ch. 4).
+    Hard,
+    /// Processor scaling, 1 to 20 processors, in the simulator (Ch. 2).
+    Scaling,
+}
+
+impl Part {
+    /// Every part, in the order run.
+    pub const ALL: [Self; 4] = [Self::Fairness, Self::Soft, Self::Hard, Self::Scaling];
+}
+
+/// The rate every stream of the hard part is promised (the thesis's 4 Mb/s).
+pub const HARD_BITS: u64 = 4_000_000;
+
+/// The processor counts of the scaling part (the thesis's Figs. 2.4–2.5 go to 20).
+pub const PROCESSORS: [u32; 7] = [1, 2, 4, 8, 12, 16, 20];
+
+/// The thesis's figures, in its words (notes 000 §5.2), for printing beside ours.
+pub mod published {
+    /// Ch. 3, UDP bulk.
+    pub const FAIRNESS_UDP: &str = "per-thread max/min ≈ 10× at 96 threads; fairest at threads = processors (12)";
+    /// Ch. 3, TCP bulk.
+    pub const FAIRNESS_TCP: &str =
+        "per-thread max/min ≈ 3× at 96 threads and 5× at 384; fairest at threads = processors (12)";
+    /// The same as points (threads, per-thread max/min), for charts: UDP, then TCP.
+    pub const FAIRNESS_POINTS: [&[(f64, f64)]; 2] = [&[(96.0, 10.0)], &[(96.0, 3.0), (384.0, 5.0)]];
+    /// Ch. 4, soft scheduling.
+    pub const SOFT: &str =
+        "at 12 threads (unwired) the max−min gap falls from 40% to negligible; effective up to 48 threads unwired";
+    /// Ch. 4, hard scheduling.
+    pub const HARD: &str =
+        "the guarantee holds with 12 or 24 threads and becomes hard to sustain at 48 (quota mode, 10 ms pauses)";
+    /// Ch. 2, processor scaling.
+    pub const SCALING: &str = "speedup 14–17 at 20 processors in all four; UDP send fastest, TCP receive slowest";
+    /// The same as the range at 20 processors.
+    pub const SCALING_AT_20: (f64, f64) = (14.0, 17.0);
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// The parts, run in the order of [`Part::ALL`].
+    pub parts: Vec<Part>,
+    /// Thread counts for the fairness part (the thesis: 12 to 384); this machine's core count is
+    /// added.
+    pub threads: Vec<usize>,
+    /// Connections (the thesis: 384, and 3,072); at least 1.
+    pub conns: usize,
+    /// Seconds measured per case, after the warm-up (the thesis: 45); at least 0.5.
+    pub seconds: f64,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self { parts: Part::ALL.to_vec(), threads: vec![12, 24, 48, 96, 192, 384], conns: 384, seconds: 3.0 }
+    }
+}
+
+/// A section of the reproduction's report, for a caller that prints as it goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    /// Fairness against threads over this transport.
+    Fairness(Transport),
+    /// Soft scheduling.
+    Soft,
+    /// Hard scheduling.
+    Hard,
+    /// Processor scaling.
+    Scaling,
+}
+
+/// One row of the reproduction.
+#[derive(Clone, Debug)]
+pub enum Row {
+    /// Bulk connections on a number of threads.
+    Fairness {
+        /// UDP or TCP.
+        transport: Transport,
+        /// What the send side measured.
+        measured: Measured,
+    },
+    /// UDP bulk with soft scheduling `off`, `equalise` or `as-written`.
+    Soft {
+        /// Which rule.
+        rule: &'static str,
+        /// What the send side measured.
+        measured: Measured,
+    },
+    /// Streams at [`HARD_BITS`] paced `fine` or by `quota`.
+    Hard {
+        /// Worker threads.
+        threads: usize,
+        /// How they were paced.
+        pacing: &'static str,
+        /// What the clients measured.
+        summary: Summary,
+        /// Connections the server did not accept.
+        not_accepted: usize,
+    },
+    /// One workload's simulated speedups at [`PROCESSORS`].
+    Scaling {
+        /// The workload.
+        workload: Workload,
+        /// Its speedup at each processor count.
+        rows: Vec<ScalingRow>,
+    },
+}
+
+/// Where a run is.
+#[derive(Clone, Copy, Debug)]
+pub enum Progress<'a> {
+    /// A section begins.
+    Begin(Section),
+    /// A row is measured.
+    Row(&'a Row),
+    /// A section ends.
+    End(Section),
+}
+
+/// Everything the reproduction measured.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// This machine's cores.
+    pub cores: usize,
+    /// The fairness part's thread counts, the core count among them.
+    pub threads: Vec<usize>,
+    /// Every row, in the order run.
+    pub rows: Vec<Row>,
+    /// The windows of 12 threads paced by quota, the thesis's case, for a chart.
+    pub hard_windows: Option<Windows>,
+}
+
+impl Report {
+    /// (threads, per-thread max/min) of the fairness rows over `transport`.
+    pub fn fairness_points(&self, transport: Transport) -> Vec<(f64, f64)> {
+        self.rows
+            .iter()
+            .filter_map(|r| match r {
+                Row::Fairness { transport: t, measured } if *t == transport => {
+                    Some((measured.threads as f64, measured.per_thread.max_over_min()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Runs the parts `s` names, telling `progress` of each section and row as it goes.
+pub fn run(s: &Setup, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Report, ExperimentError> {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let mut threads = s.threads.clone();
+    if !threads.contains(&cores) {
+        threads.push(cores);
+    }
+    threads.sort_unstable();
+    threads.dedup();
+    let (conns, secs) = (s.conns.max(1), s.seconds.max(0.5));
+    let mut report = Report { cores, threads: threads.clone(), rows: Vec::new(), hard_windows: None };
+    let emit = |report: &mut Report, progress: &mut dyn FnMut(Progress<'_>), row: Row| {
+        progress(Progress::Row(&row));
+        report.rows.push(row);
+    };
+    if s.parts.contains(&Part::Fairness) {
+        for transport in [Transport::Udp, Transport::Tcp] {
+            progress(Progress::Begin(Section::Fairness(transport)));
+            for &t in &threads {
+                let measured = bulk_case(t, transport, conns, secs, 1.0, None)?;
+                emit(&mut report, progress, Row::Fairness { transport, measured });
+            }
+            progress(Progress::End(Section::Fairness(transport)));
+        }
+    }
+    if s.parts.contains(&Part::Soft) {
+        progress(Progress::Begin(Section::Soft));
+        for t in [cores, 12, 48, 96].into_iter().filter(|t| *t <= conns) {
+            for (rule, soft) in
+                [("off", None), ("equalise", Some(Direction::Equalise)), ("as-written", Some(Direction::AsWritten))]
+            {
+                // The balancer moves one connection per 200 ms: give it time to act first.
+                let warmup = if soft.is_some() { 4.0 } else { 1.0 };
+                let measured = bulk_case(t, Transport::Udp, conns, secs, warmup, soft)?;
+                emit(&mut report, progress, Row::Soft { rule, measured });
+            }
+        }
+        progress(Progress::End(Section::Soft));
+    }
+    if s.parts.contains(&Part::Hard) {
+        progress(Progress::Begin(Section::Hard));
+        for t in [cores, 12, 24, 48] {
+            for (name, pacing) in
+                [("fine", Pacing::Fine(PaceConfig::default())), ("quota", Pacing::Quota(QuotaConfig::default()))]
+            {
+                let (summary, windows, not_accepted) = hard_case(t, conns, HARD_BITS, pacing, secs)?;
+                if t == 12 && name == "quota" {
+                    report.hard_windows = Some(windows);
+                }
+                emit(&mut report, progress, Row::Hard { threads: t, pacing: name, summary, not_accepted });
+            }
+        }
+        progress(Progress::End(Section::Hard));
+    }
+    if s.parts.contains(&Part::Scaling) {
+        progress(Progress::Begin(Section::Scaling));
+        for workload in Workload::ALL {
+            let rows = scaling(workload.cost(), &PROCESSORS, &ClpSetup::default())?;
+            emit(&mut report, progress, Row::Scaling { workload, rows });
+        }
+        progress(Progress::End(Section::Scaling));
+    }
+    Ok(report)
 }

@@ -9,6 +9,8 @@
 //!   fairness against threads, soft and hard throughput-based scheduling.
 //! - [`iwashima`]: Iwashima ch. 7, channels striped or pinned over m connections through an
 //!   emulated bottleneck (real TCP in network namespaces; needs root).
+//! - [`keys`]: the keys placement experiments place: the shipped sample, generators, captures
+//!   and key files.
 //! - [`placement`]: `switchyard place`'s measurement of a policy: balance, keys moved when a
 //!   worker leaves or joins, and the cost of a decision.
 //! - [`scenarios`]: the reproductions that are simulator scenarios (Guo ch. 4–7: DPI affinity,
@@ -31,6 +33,7 @@ pub mod bench;
 pub mod cacheflow;
 pub mod clp;
 pub mod iwashima;
+pub mod keys;
 pub mod placement;
 pub mod scenarios;
 pub mod yates_cache;
@@ -62,7 +65,7 @@ pub enum ExperimentError {
     /// What the experiment needs is not here (root, namespaces).
     #[error("{0}")]
     Unavailable(String),
-    /// A benchmark failed; the message says at which step and why.
+    /// A step failed (a benchmark's, an input's); the message says which and why.
     #[error(transparent)]
-    Bench(#[from] anyhow::Error),
+    Failed(#[from] anyhow::Error),
 }

@@ -22,3 +22,54 @@ fn bulk_connections_per_thread_and_per_connection_then_streams_window_by_window(
     assert!(rates.iter().all(|r| (r * 8.0 / 4e6 - 1.0).abs() < 0.1), "{rates:?}");
     assert!(summary.window_error.is_some());
 }
+
+/// The whole reproduction as a library call, with its parts cut short: the sections come in
+/// order, each row where it belongs, and the report holds what a chart needs.
+#[test]
+fn the_reproduction_runs_its_parts_in_order_and_reports_rows_beside_the_thesis() {
+    use switchyard_experiments::clp::{PROCESSORS, Part, Progress, Row, Setup, published};
+    let setup = Setup { parts: vec![Part::Scaling, Part::Fairness], threads: vec![1], conns: 6, seconds: 0.5 };
+    let mut seen = Vec::new();
+    let report = clp::run(&setup, &mut |p| {
+        seen.push(match p {
+            Progress::Begin(s) => format!("begin {s:?}"),
+            Progress::Row(Row::Fairness { transport, .. }) => format!("row {transport:?}"),
+            Progress::Row(Row::Scaling { workload, .. }) => format!("row {}", workload.name()),
+            Progress::Row(r) => format!("unexpected {r:?}"),
+            Progress::End(s) => format!("end {s:?}"),
+        })
+    })
+    .unwrap();
+    let threads = report.threads.len();
+    assert!(report.threads.contains(&1) && report.threads.contains(&report.cores), "{:?}", report.threads);
+    // Fairness first (the order of the thesis's chapters as the report prints them), then scaling.
+    let mut expected = vec!["begin Fairness(Udp)".to_string()];
+    expected.extend(std::iter::repeat_n("row Udp".to_string(), threads));
+    expected.extend(["end Fairness(Udp)".to_string(), "begin Fairness(Tcp)".to_string()]);
+    expected.extend(std::iter::repeat_n("row Tcp".to_string(), threads));
+    expected.extend(
+        [
+            "end Fairness(Tcp)",
+            "begin Scaling",
+            "row udp-send",
+            "row udp-recv",
+            "row tcp-send",
+            "row tcp-recv",
+            "end Scaling",
+        ]
+        .map(String::from),
+    );
+    assert_eq!(seen, expected);
+    assert_eq!(report.fairness_points(Transport::Udp).len(), threads);
+    assert!(report.hard_windows.is_none(), "the hard part did not run");
+    for r in &report.rows {
+        if let Row::Scaling { rows, .. } = r {
+            assert_eq!(rows.len(), PROCESSORS.len());
+            // One processor is the unit; twenty cannot beat twenty, nor fall below the thesis's
+            // lower figure by much in a model without its losses.
+            assert!((rows[0].speedup - 1.0).abs() < 1e-9);
+            let at_20 = rows.last().unwrap().speedup;
+            assert!(at_20 <= 20.0 + 1e-9 && at_20 > published::SCALING_AT_20.0, "{at_20}");
+        }
+    }
+}

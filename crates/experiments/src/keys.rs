@@ -1,4 +1,6 @@
-//! Where the keys to place come from: the shipped sample, a generator, or a file.
+//! The keys a placement experiment places ([`crate::placement`], `switchyard place`): the
+//! shipped sample, a generator (uniform, Zipf), a capture's packets, or a file of keys, each
+//! read into units with their flows' sequence numbers.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -6,6 +8,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use anyhow::{Context, Result, bail};
+
+use crate::ExperimentError;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Zipf};
@@ -16,13 +20,23 @@ const SAMPLE: &str = include_str!("../../../data/keys/sample-flows.txt");
 
 /// A source of keys, as given to `--keys`.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum KeySource {
+pub enum KeySource {
     /// The shipped sample (`data/keys/sample-flows.txt`).
     Sample,
     /// `uniform:COUNT`: COUNT distinct random keys, one unit each.
-    Uniform { count: u64 },
+    Uniform {
+        /// Units (and keys).
+        count: u64,
+    },
     /// `zipf:S:COUNT[:KEYS]`: COUNT units whose keys follow Zipf(S) over KEYS keys (default COUNT).
-    Zipf { s: f64, count: u64, keys: u64 },
+    Zipf {
+        /// The exponent.
+        s: f64,
+        /// Units.
+        count: u64,
+        /// Distinct keys they are drawn from.
+        keys: u64,
+    },
     /// A text file (or `-` for standard input): one key per line.
     File(PathBuf),
 }
@@ -30,47 +44,48 @@ pub(crate) enum KeySource {
 const FORMS: &str = "sample, uniform:COUNT, zipf:S:COUNT[:KEYS], a pcap or pcapng capture (one key per TCP or UDP packet), or a path to a file with one key per line (- for standard input)";
 
 impl FromStr for KeySource {
-    type Err = anyhow::Error;
+    type Err = ExperimentError;
 
-    fn from_str(s: &str) -> Result<Self> {
-        let count = |v: &str, what: &str| -> Result<u64> {
-            let n: u64 = v
-                .replace('_', "")
-                .parse()
-                .with_context(|| format!("`{s}`: {what} must be a whole number, not `{v}`"))?;
-            if n == 0 {
-                bail!("`{s}`: {what} must be at least 1");
-            }
-            Ok(n)
-        };
-        if s == "sample" {
-            return Ok(Self::Sample);
-        }
-        if let Some(rest) = s.strip_prefix("uniform:") {
-            return Ok(Self::Uniform { count: count(rest, "COUNT")? });
-        }
-        if let Some(rest) = s.strip_prefix("zipf:") {
-            let parts: Vec<&str> = rest.split(':').collect();
-            if !(2..=3).contains(&parts.len()) {
-                bail!("`{s}`: expected zipf:S:COUNT or zipf:S:COUNT:KEYS");
-            }
-            let exp: f64 =
-                parts[0].parse().with_context(|| format!("`{s}`: S must be a number, not `{}`", parts[0]))?;
-            if !(exp.is_finite() && exp > 0.0) {
-                bail!("`{s}`: the Zipf exponent S must be greater than 0");
-            }
-            let n = count(parts[1], "COUNT")?;
-            let keys = match parts.get(2) {
-                Some(k) => count(k, "KEYS")?,
-                None => n,
-            };
-            return Ok(Self::Zipf { s: exp, count: n, keys });
-        }
-        if s.is_empty() {
-            bail!("empty key source; expected {FORMS}");
-        }
-        Ok(Self::File(PathBuf::from(s)))
+    fn from_str(s: &str) -> Result<Self, ExperimentError> {
+        Ok(parse(s)?)
     }
+}
+
+fn parse(s: &str) -> Result<KeySource> {
+    let count = |v: &str, what: &str| -> Result<u64> {
+        let n: u64 =
+            v.replace('_', "").parse().with_context(|| format!("`{s}`: {what} must be a whole number, not `{v}`"))?;
+        if n == 0 {
+            bail!("`{s}`: {what} must be at least 1");
+        }
+        Ok(n)
+    };
+    if s == "sample" {
+        return Ok(KeySource::Sample);
+    }
+    if let Some(rest) = s.strip_prefix("uniform:") {
+        return Ok(KeySource::Uniform { count: count(rest, "COUNT")? });
+    }
+    if let Some(rest) = s.strip_prefix("zipf:") {
+        let parts: Vec<&str> = rest.split(':').collect();
+        if !(2..=3).contains(&parts.len()) {
+            bail!("`{s}`: expected zipf:S:COUNT or zipf:S:COUNT:KEYS");
+        }
+        let exp: f64 = parts[0].parse().with_context(|| format!("`{s}`: S must be a number, not `{}`", parts[0]))?;
+        if !(exp.is_finite() && exp > 0.0) {
+            bail!("`{s}`: the Zipf exponent S must be greater than 0");
+        }
+        let n = count(parts[1], "COUNT")?;
+        let keys = match parts.get(2) {
+            Some(k) => count(k, "KEYS")?,
+            None => n,
+        };
+        return Ok(KeySource::Zipf { s: exp, count: n, keys });
+    }
+    if s.is_empty() {
+        bail!("empty key source; expected {FORMS}");
+    }
+    Ok(KeySource::File(PathBuf::from(s)))
 }
 
 impl std::fmt::Display for KeySource {
@@ -86,17 +101,26 @@ impl std::fmt::Display for KeySource {
 }
 
 /// Units to place and the number of distinct flows among them.
-pub(crate) struct Units {
-    pub(crate) units: Vec<Unit>,
-    pub(crate) flows: usize,
+pub struct Units {
+    /// The units, in the source's order.
+    pub units: Vec<Unit>,
+    /// Distinct flows among them.
+    pub flows: usize,
+    /// What a capture's reader left out (packets that are not TCP or UDP, damaged ones), said
+    /// in a sentence; `None` where nothing was.
+    pub left_out: Option<String>,
 }
 
 /// The most units a source may produce, to keep memory bounded (≈ 56 bytes each).
-pub(crate) const MAX_UNITS: u64 = 50_000_000;
+pub const MAX_UNITS: u64 = 50_000_000;
 
 impl KeySource {
     /// Reads or generates the units. Generated keys are numbers; `seed` fixes them.
-    pub(crate) fn load(&self, seed: u64, undirected: bool) -> Result<Units> {
+    pub fn load(&self, seed: u64, undirected: bool) -> Result<Units, ExperimentError> {
+        Ok(self.read(seed, undirected)?)
+    }
+
+    fn read(&self, seed: u64, undirected: bool) -> Result<Units> {
         let mut b = Builder::default();
         match self {
             Self::Sample => read_lines(SAMPLE.as_bytes(), "the shipped sample", undirected, &mut b)?,
@@ -134,7 +158,7 @@ impl KeySource {
         if b.units.is_empty() {
             bail!("{self} holds no keys: every line was empty or a # comment");
         }
-        Ok(Units { units: b.units, flows: b.flows })
+        Ok(Units { units: b.units, flows: b.flows, left_out: b.left_out })
     }
 }
 
@@ -150,6 +174,7 @@ struct Builder {
     units: Vec<Unit>,
     seq: FlowMap<u64>,
     flows: usize,
+    left_out: Option<String>,
 }
 
 impl Builder {
@@ -177,14 +202,14 @@ fn is_capture(head: &[u8]) -> bool {
 }
 
 /// Reads a capture's TCP and UDP packets, one key (the 5-tuple) per packet. Packets that are
-/// not TCP or UDP are left out and counted on standard error.
+/// not TCP or UDP are left out and counted.
 fn read_capture(r: impl Read + Send, name: &str, undirected: bool, b: &mut Builder) -> Result<()> {
     let mut reader = switchyard_ingest::CaptureReader::new(r).with_context(|| format!("reading {name}"))?;
     while let Some(p) = reader.next_packet().with_context(|| format!("reading {name}"))? {
         b.push(FlowKey::Tuple(if undirected { p.key.undirected() } else { p.key }));
     }
     if reader.skipped().total() > 0 {
-        eprintln!("{name}: left out {} packets: {}", reader.skipped().total(), reader.skipped());
+        b.left_out = Some(format!("{name}: left out {} packets: {}", reader.skipped().total(), reader.skipped()));
     }
     Ok(())
 }
