@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -13,7 +13,7 @@ use serde::Serialize;
 use switchyard_core::measure::balance;
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{Policy, Topology, WorkerId};
-use switchyard_ingest::{ConnConfig, SliceReader};
+use switchyard_ingest::{CaptureBytes, ConnConfig, SliceReader};
 use switchyard_runtime::inspect::{Engine, Inspector};
 use switchyard_runtime::pipeline::{self, OnFull, PipelineConfig, RunReport};
 use switchyard_runtime::serial::ConnResult;
@@ -135,37 +135,6 @@ impl Kernel {
 /// Captures from this size up get a progress bar (on a terminal).
 const SHOW_PROGRESS: u64 = 256 << 20;
 
-/// The capture's bytes: the file mapped into memory, or, where it cannot be mapped (a pipe, a
-/// special file), read whole.
-enum Capture {
-    Mapped(memmap2::Mmap),
-    Read(Vec<u8>),
-}
-
-impl Capture {
-    fn open(file: &File, shown: &str) -> Result<Self> {
-        // SAFETY: the map is only read, and lives no longer than `file`. Another process
-        // truncating the file while it is mapped would make reads past the new end fault
-        // (SIGBUS): the help text says to inspect finished captures. A capture still being
-        // appended to is safe; what was mapped is what is read.
-        match unsafe { memmap2::Mmap::map(file) } {
-            Ok(map) => Ok(Self::Mapped(map)),
-            Err(_) => {
-                let mut bytes = Vec::new();
-                BufReader::new(file).read_to_end(&mut bytes).with_context(|| format!("cannot read `{shown}`"))?;
-                Ok(Self::Read(bytes))
-            }
-        }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Self::Mapped(map) => map,
-            Self::Read(bytes) => bytes,
-        }
-    }
-}
-
 /// The run's figures, as JSON and CSV print them.
 #[derive(Debug, Serialize)]
 struct Totals {
@@ -217,7 +186,7 @@ pub(crate) fn run(args: &InspectArgs) -> Result<()> {
     let inspector = args.kernel.inspector();
     // Mapped, not read: packets are parsed in place and workers borrow their payloads, so no
     // byte is copied, and a capture larger than memory is paged in as it is read.
-    let capture = Capture::open(&file, &shown)?;
+    let capture = CaptureBytes::open(&file).with_context(|| format!("cannot read `{shown}`"))?;
     let reader = SliceReader::new(capture.bytes()).with_context(|| format!("reading `{shown}`"))?;
     let bar = if size >= SHOW_PROGRESS && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         ProgressBar::new(size)
@@ -338,38 +307,10 @@ fn print_table(out: &mut impl Write, name: &str, r: &RunReport, t: &Totals) -> R
     Ok(())
 }
 
-#[derive(Serialize)]
-struct ResultRow<'a> {
-    id: u64,
-    proto: u8,
-    client: String,
-    server: String,
-    protocol: &'a str,
-    server_name: Option<&'a str>,
-    /// The packet, counted from 1 in the connection, whose buffer matched.
-    matched_packet: Option<u32>,
-    packets: u64,
-    bytes: u64,
-}
-
 fn write_results(conns: &[ConnResult], path: &PathBuf) -> Result<()> {
     let f = File::create(path).with_context(|| format!("cannot create `{}`", path.display()))?;
-    let mut w = csv::Writer::from_writer(std::io::BufWriter::new(f));
-    for c in conns {
-        w.serialize(ResultRow {
-            id: c.id,
-            proto: c.key.proto,
-            client: c.key.src().to_string(),
-            server: c.key.dst().to_string(),
-            protocol: c.verdict.name(),
-            server_name: c.server_name.as_deref(),
-            matched_packet: c.matched_at.map(|i| i + 1),
-            packets: c.packets,
-            bytes: c.bytes,
-        })?;
-    }
-    w.flush()?;
-    Ok(())
+    switchyard_runtime::serial::write_results(conns, std::io::BufWriter::new(f))
+        .with_context(|| format!("cannot write `{}`", path.display()))
 }
 
 /// Compares verdicts with a labels CSV: the number checked, and a line per miss.

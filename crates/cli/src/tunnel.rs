@@ -252,8 +252,7 @@ fn host_of(to: &str) -> &str {
 
 /// Writes a self-signed certificate for `a.names` and its key.
 fn cert(a: &CertArgs) -> Result<()> {
-    let certified = rcgen::generate_simple_self_signed(a.names.clone())
-        .with_context(|| format!("making a certificate for {}", a.names.join(", ")))?;
+    let certified = switchyard_mux::SelfSigned::generate(&a.names)?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let write = |name: &str, text: String, mode: u32| -> Result<PathBuf> {
         use std::os::unix::fs::OpenOptionsExt;
@@ -267,9 +266,9 @@ fn cert(a: &CertArgs) -> Result<()> {
         f.write_all(text.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
         Ok(path)
     };
-    let cert = write("cert.pem", certified.cert.pem(), 0o644)?;
+    let cert = write("cert.pem", certified.cert_pem, 0o644)?;
     // Only its owner may read the key.
-    let key = write("key.pem", certified.signing_key.serialize_pem(), 0o600)?;
+    let key = write("key.pem", certified.key_pem, 0o600)?;
     println!("wrote {} and {}", cert.display(), key.display());
     println!(
         "listening end: --tls-cert {} --tls-key {}; connecting end: --tls-ca {} (a copy of it)",

@@ -30,4 +30,4 @@ pub use channel::Channel;
 pub use session::{ChannelReport, Listener, MuxConfig, MuxError, Session, SessionReport, Stopped};
 pub use switchyard_core::carry::choose::ConnChoice;
 pub use switchyard_core::carry::{Cut, RecvConfig, Scheme, SendConfig};
-pub use tls::{Tls, TlsError};
+pub use tls::{SelfSigned, Tls, TlsError};

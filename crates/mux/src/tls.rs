@@ -60,6 +60,53 @@ pub enum TlsError {
     /// rustls refused the certificates or the key.
     #[error("TLS settings: {0}")]
     Rustls(#[from] rustls::Error),
+    /// A certificate could not be made for these names.
+    #[error("making a certificate for {names}: {source}")]
+    Generate {
+        /// The names asked for.
+        names: String,
+        /// What rcgen said.
+        source: rcgen::Error,
+    },
+}
+
+/// A fresh self-signed certificate and its key: for `tunnel cert`, and for tests and benchmarks
+/// that need TLS between two ends on one host.
+pub struct SelfSigned {
+    /// The certificate.
+    pub cert: CertificateDer<'static>,
+    /// The certificate, PEM-encoded.
+    pub cert_pem: String,
+    /// Its private key, PEM-encoded (PKCS #8).
+    pub key_pem: String,
+    key_der: Vec<u8>,
+}
+
+impl SelfSigned {
+    /// A certificate naming each of `names` (DNS names or IP addresses).
+    pub fn generate(names: &[String]) -> Result<Self, TlsError> {
+        let certified = rcgen::generate_simple_self_signed(names.to_vec())
+            .map_err(|source| TlsError::Generate { names: names.join(", "), source })?;
+        Ok(Self {
+            cert: certified.cert.der().clone(),
+            cert_pem: certified.cert.pem(),
+            key_pem: certified.signing_key.serialize_pem(),
+            key_der: certified.signing_key.serialize_der(),
+        })
+    }
+
+    /// The private key.
+    pub fn key(&self) -> PrivateKeyDer<'static> {
+        PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(self.key_der.clone()))
+    }
+
+    /// A server presenting this certificate, and a client that trusts it and expects `name`.
+    pub fn pair(&self, name: &str) -> Result<(Tls, Tls), TlsError> {
+        Ok((
+            Tls::server_with(vec![self.cert.clone()], self.key())?,
+            Tls::client_trusting(vec![self.cert.clone()], name)?,
+        ))
+    }
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {

@@ -562,11 +562,7 @@ async fn a_tunnel_whose_channel_is_cut_off_resets_its_tcp_connections_instead_of
 /// A server's and a client's TLS settings for a self-signed certificate naming `name`; the
 /// client trusts that certificate and expects `expect`.
 fn tls_pair(name: &str, expect: &str) -> (Tls, Tls) {
-    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
-    let certified = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
-    let cert = certified.cert.der().clone();
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
-    (Tls::server_with(vec![cert.clone()], key).unwrap(), Tls::client_trusting(vec![cert], expect).unwrap())
+    switchyard_mux::SelfSigned::generate(&[name.to_owned()]).unwrap().pair(expect).unwrap()
 }
 
 fn with_tls(scheme: Scheme, connections: usize, tls: Tls) -> MuxConfig {

@@ -59,6 +59,42 @@ pub struct ConnResult {
     pub bytes: u64,
 }
 
+/// A connection as a row of the results CSV (`switchyard inspect --results`).
+#[derive(serde::Serialize)]
+struct ResultRow<'a> {
+    id: u64,
+    proto: u8,
+    client: String,
+    server: String,
+    protocol: &'a str,
+    server_name: Option<&'a str>,
+    /// The packet, counted from 1 in the connection, whose buffer matched.
+    matched_packet: Option<u32>,
+    packets: u64,
+    bytes: u64,
+}
+
+/// Writes one CSV row per connection, with a header: `id, proto, client, server, protocol,
+/// server_name, matched_packet` (counted from 1), `packets, bytes`.
+pub fn write_results(conns: &[ConnResult], out: impl std::io::Write) -> Result<(), csv::Error> {
+    let mut w = csv::Writer::from_writer(out);
+    for c in conns {
+        w.serialize(ResultRow {
+            id: c.id,
+            proto: c.key.proto,
+            client: c.key.src().to_string(),
+            server: c.key.dst().to_string(),
+            protocol: c.verdict.name(),
+            server_name: c.server_name.as_deref(),
+            matched_packet: c.matched_at.map(|i| i + 1),
+            packets: c.packets,
+            bytes: c.bytes,
+        })?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
 /// What a run over a capture found.
 #[derive(Clone, Debug, Default)]
 pub struct Summary {

@@ -15,10 +15,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use switchyard_core::carry::pin;
 use switchyard_core::measure::{allocation, median_of_rounds};
-use switchyard_mux::{ConnChoice, Listener, MuxConfig, RecvConfig, Scheme, SendConfig, Session, SessionReport};
+use switchyard_mux::{
+    ConnChoice, Listener, MuxConfig, RecvConfig, Scheme, SelfSigned, SendConfig, Session, SessionReport,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -407,20 +408,9 @@ async fn session_case(
     Ok(SessionRun { bytes, max_held, idle: i1 - i0, blocked: b1 - b0, cpu })
 }
 
-/// A fresh self-signed certificate for localhost and its key.
-fn self_signed() -> Result<(CertificateDer<'static>, PrivateKeyDer<'static>)> {
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).context("a test certificate")?;
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
-    Ok((certified.cert.der().clone(), key))
-}
-
 /// A server's and a client's TLS settings for a fresh self-signed certificate for localhost.
 fn self_signed_tls() -> Result<(switchyard_mux::Tls, switchyard_mux::Tls)> {
-    let (cert, key) = self_signed()?;
-    Ok((
-        switchyard_mux::Tls::server_with(vec![cert.clone()], key)?,
-        switchyard_mux::Tls::client_trusting(vec![cert], "localhost")?,
-    ))
+    Ok(SelfSigned::generate(&["localhost".into()])?.pair("localhost")?)
 }
 
 /// The peer: the same channels as HTTP/2 streams over one TCP connection (cleartext h2), each a
@@ -487,7 +477,8 @@ async fn h2_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<(
 /// peer's. Returns the bytes each stream delivered in the measured window.
 async fn quic_case(weights: &[f64], warm: Duration, measure: Duration) -> Result<(Vec<f64>, f64)> {
     use quinn::VarInt;
-    let (cert, key) = self_signed()?;
+    let certified = SelfSigned::generate(&["localhost".into()])?;
+    let (cert, key) = (certified.cert.clone(), certified.key());
     let transport = || {
         let mut t = quinn::TransportConfig::default();
         t.stream_receive_window(VarInt::from_u32(1 << 20))
