@@ -69,38 +69,15 @@ pub(crate) struct MuxBench {
 
     /// Which cases to run besides raw TCP (comma-separated), for a shorter run or a profile
     /// of one carrier.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [CaseArg::Stripe, CaseArg::StripeTls, CaseArg::Earliest, CaseArg::Pin, CaseArg::H2, CaseArg::Quic])]
-    cases: Vec<CaseArg>,
+    #[arg(long, value_delimiter = ',', value_parser = case_parser(), default_value = "stripe,stripe-tls,earliest,pin,h2,quic")]
+    cases: Vec<Case>,
 }
 
-/// A case of the bench, as `--cases` names it.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum CaseArg {
-    /// The session, striping, each frame on the least-queued connection.
-    Stripe,
-    /// The same over TLS (rustls, TLS 1.3, AES-128-GCM on this machine).
-    StripeTls,
-    /// The session, striping, each frame on the connection expected to deliver it first.
-    Earliest,
-    /// The session, each channel pinned to one connection.
-    Pin,
-    /// HTTP/2 streams of one connection (h2).
-    H2,
-    /// QUIC streams of one connection (quinn).
-    Quic,
-}
-
-impl From<CaseArg> for Case {
-    fn from(c: CaseArg) -> Self {
-        match c {
-            CaseArg::Stripe => Self::Stripe,
-            CaseArg::StripeTls => Self::StripeTls,
-            CaseArg::Earliest => Self::Earliest,
-            CaseArg::Pin => Self::Pin,
-            CaseArg::H2 => Self::H2,
-            CaseArg::Quic => Self::Quic,
-        }
-    }
+/// `--cases`'s names, each with its description in `--help`.
+fn case_parser() -> impl clap::builder::TypedValueParser<Value = Case> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(Case::ALL.map(|c| PossibleValue::new(c.key()).help(c.describe())))
+        .map(|name| Case::ALL.into_iter().find(|c| c.key() == name).expect("one of the possible values"))
 }
 
 pub(crate) fn run(a: &MuxBench) -> Result<()> {
@@ -115,7 +92,7 @@ pub(crate) fn run(a: &MuxBench) -> Result<()> {
         repin_every: (a.repin_every > 0.0).then(|| Duration::from_secs_f64(a.repin_every)),
         queue_frames: a.queue_frames,
         frame: a.frame,
-        cases: a.cases.iter().map(|c| Case::from(*c)).collect(),
+        cases: a.cases.clone(),
     };
     let mut out = std::io::stdout().lock();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -95,6 +95,30 @@ impl Case {
     /// Every case, in the order the bench runs them.
     pub const ALL: [Self; 6] = [Self::Stripe, Self::StripeTls, Self::Earliest, Self::Pin, Self::H2, Self::Quic];
 
+    /// The case's key, as a command line names it.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Stripe => "stripe",
+            Self::StripeTls => "stripe-tls",
+            Self::Earliest => "earliest",
+            Self::Pin => "pin",
+            Self::H2 => "h2",
+            Self::Quic => "quic",
+        }
+    }
+
+    /// What the case carries the channels over, in a sentence.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Stripe => "The session, striping, each frame on the least-queued connection",
+            Self::StripeTls => "The same over TLS (rustls, TLS 1.3, AES-128-GCM on this machine)",
+            Self::Earliest => "The session, striping, each frame on the connection expected to deliver it first",
+            Self::Pin => "The session, each channel pinned to one connection",
+            Self::H2 => "HTTP/2 streams of one connection (h2)",
+            Self::Quic => "QUIC streams of one connection (quinn)",
+        }
+    }
+
     /// The case's name in reports.
     pub fn name(self) -> &'static str {
         match self {
