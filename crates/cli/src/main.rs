@@ -1,7 +1,9 @@
 //! The `switchyard` command: one binary whose subcommands front Switchyard's drivers.
 //!
-//! What lives here is argument parsing, reading inputs, timing and printing. No policy logic:
-//! every decision is made by `switchyard-core`.
+//! What lives here is argument parsing, printing (tables, JSON, CSV, charts) and the live
+//! displays. What does not: policy logic (every decision is made by `switchyard-core`), and any
+//! experiment, benchmark or measurement (`switchyard-experiments` runs them and returns rows,
+//! which this binary prints).
 
 mod bench;
 mod bench_deliver;
