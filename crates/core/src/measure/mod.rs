@@ -6,6 +6,7 @@ mod allocation;
 mod balance;
 mod disruption;
 mod ewma;
+mod failure;
 mod fairness;
 mod flows;
 mod latency;
@@ -15,6 +16,9 @@ pub use allocation::{Allocation, allocation};
 pub use balance::{Balance, balance};
 pub use disruption::moved_fraction;
 pub use ewma::Ewma;
+pub use failure::{
+    EstimateConfig, FailureModel, WorkerEstimate, exec_time, expected_failures, expected_task_time, secs,
+};
 pub use fairness::{Spread, median_of_rounds, quantile_sorted, quantisation_floor, rate_error, spread};
 pub use flows::FlowOrder;
 pub use latency::Latency;

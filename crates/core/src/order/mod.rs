@@ -1,6 +1,7 @@
 //! The **order** stage: when a resource serves the work it holds.
 //!
-//! Here so far: hard throughput guarantees for streams (Yates 2006 §4.4; notes 000 §3.4).
+//! Here so far: hard throughput guarantees for streams (Yates 2006 §4.4; notes 000 §3.4), and
+//! the order in which deadline applications are served (Dou 2011 §3.4.2).
 //!
 //! - [`Pacer`]: fine-grained per-connection pacing. Each stream earns credit at its promised
 //!   rate and is due when it has earned one grain's worth; the driver sends what is owed. The
@@ -11,9 +12,13 @@
 //!   room and refused, with a reason, when no worker can keep the promises it has already made
 //!   and the new one too.
 //!
-//! All three are sans-IO: time is handed in, and the driver does the sending and sleeping.
+//! - [`apps`]: least laxity first (MiscoRT), earliest deadline first and FIFO over
+//!   applications with deadlines, for the task board of `place::tasks`.
+//!
+//! All are sans-IO: time is handed in, and the driver does the sending and sleeping.
 
 mod admission;
+pub mod apps;
 mod pace;
 mod quota;
 

@@ -1,0 +1,578 @@
+//! The board: applications, their tasks, the attempts handed out, and what has been learned of
+//! the workers, with the transitions a poll, an upload and a failure report make.
+
+use std::collections::BTreeMap;
+
+use crate::measure::{EstimateConfig, Ewma, FailureModel, WorkerEstimate, exec_time, secs};
+use crate::order::apps::{AppKey, AppOrder, laxity, rank};
+use crate::{Nanos, WorkerId};
+
+use super::rules::{self, TaskRule};
+
+/// An application, numbered from 0 in order of submission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AppId(pub u32);
+
+/// An attempt: one hand-out of one task to one worker, numbered from 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AttemptId(pub u64);
+
+/// The two phases of a MapReduce application; every map finishes before any reduce starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    /// Map tasks, one per split of the input.
+    Map,
+    /// Reduce tasks, one per partition.
+    Reduce,
+}
+
+impl Phase {
+    fn at(self) -> usize {
+        match self {
+            Self::Map => 0,
+            Self::Reduce => 1,
+        }
+    }
+}
+
+/// A task: its application, phase and number within the phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TaskRef {
+    /// The application.
+    pub app: AppId,
+    /// Map or reduce.
+    pub phase: Phase,
+    /// Its number in the phase, from 0.
+    pub index: u32,
+}
+
+/// An application as submitted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AppSpec {
+    /// Map tasks (splits of the input); at least 1.
+    pub maps: u32,
+    /// Reduce tasks (partitions); 0 for a map-only application.
+    pub reduces: u32,
+    /// When it is due (absolute).
+    pub deadline: Nanos,
+    /// What the submitter expects one task to take on a worker that does not fail, in seconds,
+    /// if known; used until tasks of the application have been seen to finish.
+    pub task_estimate: Option<f64>,
+}
+
+/// The board's settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BoardConfig {
+    /// How applications are ordered.
+    pub order: AppOrder,
+    /// How a task is chosen within one.
+    pub rule: TaskRule,
+    /// Offer the next application when the first has nothing for this worker (the notes'
+    /// reading); `false` answers nothing, as Algorithm 1 is written.
+    pub fall_through: bool,
+    /// An attempt running longer than this many times its task's mean successful time is
+    /// presumed failed (Dou §3.4.3 gives no number).
+    pub presume_factor: f64,
+    /// A task's time, in seconds, before any is known (no estimate given, none seen).
+    pub default_task_time: f64,
+    /// Which expectation of a task's time under failures (Eq. 3.4, or the exact exponential).
+    pub model: FailureModel,
+    /// The priors of the workers' estimates.
+    pub estimates: EstimateConfig,
+    /// Seed of the random rule's choices.
+    pub seed: u64,
+}
+
+impl Default for BoardConfig {
+    fn default() -> Self {
+        Self {
+            order: AppOrder::default(),
+            rule: TaskRule::MiscoRt,
+            fall_through: true,
+            presume_factor: 3.0,
+            default_task_time: 60.0,
+            model: FailureModel::Thesis,
+            estimates: EstimateConfig::default(),
+            seed: 1,
+        }
+    }
+}
+
+/// A task handed to a worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Assignment {
+    /// The attempt, which the worker's upload names.
+    pub attempt: AttemptId,
+    /// The task.
+    pub task: TaskRef,
+    /// Whether another attempt of the task was already out (a replica, or a re-issue).
+    pub repeat: bool,
+}
+
+/// What became of an upload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Upload {
+    /// The task's result: kept. Whether that finished the phase, and the application.
+    Accepted {
+        /// Every task of the phase is done.
+        phase_done: bool,
+        /// Every task of the application is done.
+        app_done: bool,
+    },
+    /// The task was already done by another attempt: this result is not counted.
+    Duplicate,
+}
+
+/// Why an upload or a failure report is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// No such attempt was handed out.
+    #[error("attempt {0:?} was never handed out")]
+    Unknown(AttemptId),
+    /// The attempt was handed to another worker.
+    #[error("attempt {attempt:?} belongs to {holder}, not {worker}")]
+    NotYours {
+        /// The attempt.
+        attempt: AttemptId,
+        /// Who holds it.
+        holder: WorkerId,
+        /// Who sent it.
+        worker: WorkerId,
+    },
+    /// The attempt already reported.
+    #[error("attempt {0:?} already reported")]
+    AlreadyReported(AttemptId),
+}
+
+/// An application's progress.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AppStatus {
+    /// The application.
+    pub app: AppId,
+    /// When it was submitted, and is due.
+    pub arrival: Nanos,
+    /// When it is due.
+    pub deadline: Nanos,
+    /// Maps done, of how many.
+    pub maps: (u32, u32),
+    /// Reduces done, of how many.
+    pub reduces: (u32, u32),
+    /// Attempts out now (running or presumed failed, not yet given up).
+    pub running: u32,
+    /// Attempts handed out in all.
+    pub attempts: u64,
+    /// Attempts handed out while another of the same task was out.
+    pub repeats: u64,
+    /// Results refused because the task was already done.
+    pub duplicates: u64,
+    /// When its last task was done.
+    pub done_at: Option<Nanos>,
+    /// Its laxity in seconds now (Eq. 3.9); `None` once done.
+    pub laxity: Option<f64>,
+}
+
+impl AppStatus {
+    /// Whether it finished by its deadline (`None` while it runs and can still make it).
+    pub fn met(&self, now: Nanos) -> Option<bool> {
+        match self.done_at {
+            Some(at) => Some(at <= self.deadline),
+            None if now > self.deadline => Some(false),
+            None => None,
+        }
+    }
+}
+
+/// How an attempt stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    /// Out, within its expected time.
+    Running,
+    /// Out, but presumed failed at this time.
+    Presumed(Nanos),
+    /// Its result was accepted.
+    Done,
+    /// Its task was finished by another attempt, or it was lost with its worker; an upload is
+    /// still answered (a duplicate, or accepted if the task is still open).
+    Over,
+    /// It uploaded a result that was refused as a duplicate.
+    Reported,
+}
+
+/// One hand-out.
+#[derive(Clone, Debug)]
+pub(crate) struct Attempt {
+    pub(crate) task: TaskRef,
+    pub(crate) worker: WorkerId,
+    pub(crate) started: Nanos,
+    pub(crate) state: State,
+    /// The worker's last report of its progress, 0 to 1, if it makes any.
+    pub(crate) progress: Option<f64>,
+}
+
+impl Attempt {
+    pub(crate) fn live(&self) -> bool {
+        matches!(self.state, State::Running | State::Presumed(_))
+    }
+}
+
+/// One task's record.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Task {
+    pub(crate) done: bool,
+    /// Attempts handed out, oldest first.
+    pub(crate) attempts: Vec<AttemptId>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct App {
+    pub(crate) spec: AppSpec,
+    pub(crate) arrival: Nanos,
+    pub(crate) tasks: [Vec<Task>; 2],
+    pub(crate) done: [u32; 2],
+    /// Mean successful time of a task of each phase (τ_t^j), seconds.
+    pub(crate) tau: [Ewma; 2],
+    /// Successful times of each phase, seconds, for rules that want their distribution.
+    pub(crate) durations: [Vec<f64>; 2],
+    /// The sequential rule's place in each phase.
+    pub(crate) cursor: [usize; 2],
+    pub(crate) attempts: u64,
+    pub(crate) repeats: u64,
+    pub(crate) duplicates: u64,
+    pub(crate) done_at: Option<Nanos>,
+}
+
+impl App {
+    /// The phase whose tasks are on offer: reduce once every map is done.
+    pub(crate) fn phase(&self) -> Phase {
+        if (self.done[0] as usize) < self.tasks[0].len() { Phase::Map } else { Phase::Reduce }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Worker {
+    pub(crate) estimate: WorkerEstimate,
+    /// τ_i^j: its mean successful time per application and phase.
+    pub(crate) tau: BTreeMap<(AppId, Phase), Ewma>,
+    /// When it was last presumed failed and has not polled since.
+    pub(crate) presumed_at: Option<Nanos>,
+    /// The attempt it is working on, as far as the board knows.
+    pub(crate) holding: Option<AttemptId>,
+}
+
+/// The coordinator's state: applications, tasks, attempts and workers.
+#[derive(Clone, Debug)]
+pub struct Board {
+    pub(crate) config: BoardConfig,
+    pub(crate) apps: Vec<App>,
+    pub(crate) attempts: Vec<Attempt>,
+    pub(crate) workers: BTreeMap<WorkerId, Worker>,
+    /// How many random draws were made (the random rule's stream position).
+    pub(crate) draws: u64,
+}
+
+impl Board {
+    /// An empty board.
+    pub fn new(config: BoardConfig) -> Self {
+        Self { config, apps: Vec::new(), attempts: Vec::new(), workers: BTreeMap::new(), draws: 0 }
+    }
+
+    /// The board's settings.
+    pub fn config(&self) -> &BoardConfig {
+        &self.config
+    }
+
+    /// Adds an application; its maps are on offer at once.
+    pub fn submit(&mut self, spec: AppSpec, now: Nanos) -> AppId {
+        let spec = AppSpec { maps: spec.maps.max(1), ..spec };
+        let gain = self.config.estimates.gain;
+        self.apps.push(App {
+            spec,
+            arrival: now,
+            tasks: [vec![Task::default(); spec.maps as usize], vec![Task::default(); spec.reduces as usize]],
+            done: [0, 0],
+            tau: [Ewma::new(gain), Ewma::new(gain)],
+            durations: [Vec::new(), Vec::new()],
+            cursor: [0, 0],
+            attempts: 0,
+            repeats: 0,
+            duplicates: 0,
+            done_at: None,
+        });
+        AppId(self.apps.len() as u32 - 1)
+    }
+
+    /// A worker asks for work: a task, or `None` when no rule offers it one now.
+    pub fn poll(&mut self, worker: WorkerId, now: Nanos) -> Option<Assignment> {
+        self.heard_from(worker, now);
+        self.presume(now);
+        let order = self.order(now);
+        let candidates = if self.config.fall_through { order.len() } else { order.len().min(1) };
+        for &app in &order[..candidates] {
+            if let Some(task) = rules::pick(self, AppId(app as u32), worker, now) {
+                return Some(self.hand_out(task, worker, now));
+            }
+        }
+        None
+    }
+
+    /// A worker uploads the result of `attempt`.
+    pub fn upload(&mut self, worker: WorkerId, attempt: AttemptId, now: Nanos) -> Result<Upload, Refusal> {
+        let a = self.owned(worker, attempt)?;
+        if matches!(a.state, State::Done | State::Reported) {
+            return Err(Refusal::AlreadyReported(attempt));
+        }
+        let (task, started, state) = (a.task, a.started, a.state);
+        self.release(worker, attempt);
+        let elapsed = secs(Nanos(now.0.saturating_sub(started.0)));
+        let app = &mut self.apps[task.app.0 as usize];
+        let phase = task.phase.at();
+        if app.tasks[phase][task.index as usize].done {
+            app.duplicates += 1;
+            self.attempts[attempt.0 as usize].state = State::Reported;
+            return Ok(Upload::Duplicate);
+        }
+        app.tasks[phase][task.index as usize].done = true;
+        app.done[phase] += 1;
+        app.tau[phase].push(elapsed);
+        app.durations[phase].push(elapsed);
+        let phase_done = app.done[phase] as usize == app.tasks[phase].len();
+        let app_done = app.done[0] as usize == app.tasks[0].len() && app.done[1] as usize == app.tasks[1].len();
+        if app_done {
+            app.done_at = Some(now);
+        }
+        self.attempts[attempt.0 as usize].state = State::Done;
+        let w = self.worker(worker);
+        let gain = w.estimate.gain();
+        w.tau.entry((task.app, task.phase)).or_insert_with(|| Ewma::new(gain)).push(elapsed);
+        // Work counts once: a presumed attempt's time up to its presumption was counted then.
+        let counted = match state {
+            State::Presumed(at) => secs(Nanos(now.0.saturating_sub(at.0))),
+            _ => elapsed,
+        };
+        w.estimate.on_attempt(counted, false);
+        if let State::Presumed(_) = state {
+            // It was slow, not dead.
+            w.estimate.on_false_alarm();
+            w.presumed_at = None;
+        }
+        // Other attempts of the task will be refused when they report.
+        for other in self.apps[task.app.0 as usize].tasks[phase][task.index as usize].attempts.clone() {
+            if other != attempt && self.attempts[other.0 as usize].live() {
+                self.attempts[other.0 as usize].state = State::Over;
+            }
+        }
+        Ok(Upload::Accepted { phase_done, app_done })
+    }
+
+    /// A worker says `attempt` failed (its program failed, or it is giving up): the task is on
+    /// offer again at once.
+    pub fn failed(&mut self, worker: WorkerId, attempt: AttemptId, now: Nanos) -> Result<(), Refusal> {
+        let a = self.owned(worker, attempt)?;
+        if !a.live() {
+            return Err(Refusal::AlreadyReported(attempt));
+        }
+        let (started, state) = (a.started, a.state);
+        self.release(worker, attempt);
+        self.attempts[attempt.0 as usize].state = State::Over;
+        if let State::Running = state {
+            self.worker(worker).estimate.on_attempt(secs(Nanos(now.0.saturating_sub(started.0))), true);
+        }
+        Ok(())
+    }
+
+    /// A worker reports how far it is through `attempt` (0 to 1), for rules that use progress
+    /// (LATE). Reports of attempts it does not hold are ignored.
+    pub fn progress(&mut self, worker: WorkerId, attempt: AttemptId, fraction: f64) {
+        if let Some(a) = self.attempts.get_mut(attempt.0 as usize)
+            && a.worker == worker
+            && a.live()
+        {
+            a.progress = Some(fraction.clamp(0.0, 1.0));
+        }
+    }
+
+    /// Every application's progress, in order of submission.
+    pub fn status(&self, now: Nanos) -> Vec<AppStatus> {
+        (0..self.apps.len()).map(|i| self.app_status(AppId(i as u32), now)).collect()
+    }
+
+    /// One application's progress.
+    pub fn app_status(&self, id: AppId, now: Nanos) -> AppStatus {
+        let app = &self.apps[id.0 as usize];
+        let running = app
+            .tasks
+            .iter()
+            .flatten()
+            .flat_map(|t| &t.attempts)
+            .filter(|a| self.attempts[a.0 as usize].live())
+            .count() as u32;
+        AppStatus {
+            app: id,
+            arrival: app.arrival,
+            deadline: app.spec.deadline,
+            maps: (app.done[0], app.tasks[0].len() as u32),
+            reduces: (app.done[1], app.tasks[1].len() as u32),
+            running,
+            attempts: app.attempts,
+            repeats: app.repeats,
+            duplicates: app.duplicates,
+            done_at: app.done_at,
+            laxity: app.done_at.is_none().then(|| laxity(app.spec.deadline, now, self.remaining_time(id))),
+        }
+    }
+
+    /// Whether every application is done.
+    pub fn all_done(&self) -> bool {
+        self.apps.iter().all(|a| a.done_at.is_some())
+    }
+
+    /// The failure rate (per second) and recovery time (seconds) estimated for `worker`, if it
+    /// has polled.
+    pub fn worker_estimate(&self, worker: WorkerId) -> Option<(f64, f64)> {
+        self.workers.get(&worker).map(|w| (w.estimate.rate(), w.estimate.recovery()))
+    }
+
+    /// The expected seconds left of application `id` (Eq. 3.8 per phase, summed over the phases
+    /// left, over the workers not presumed failed; the notes' reading of the barrier).
+    pub fn remaining_time(&self, id: AppId) -> f64 {
+        let app = &self.apps[id.0 as usize];
+        let mut total = 0.0;
+        for phase in [Phase::Map, Phase::Reduce] {
+            let left = (app.tasks[phase.at()].len() as u32 - app.done[phase.at()]) as u64;
+            if left == 0 {
+                continue;
+            }
+            let w: Vec<f64> = self
+                .workers
+                .iter()
+                .filter(|(_, w)| w.presumed_at.is_none())
+                .map(|(&k, _)| self.expected_time(k, id, phase))
+                .collect();
+            total += exec_time(&w, left);
+        }
+        total
+    }
+
+    /// τ_i^j: what a task of `app`'s `phase` takes on `worker` when nothing fails, in seconds:
+    /// the worker's own mean, else the application's, else the submitter's estimate, else the
+    /// board's default.
+    pub(crate) fn tau(&self, worker: WorkerId, app: AppId, phase: Phase) -> f64 {
+        let a = &self.apps[app.0 as usize];
+        self.workers
+            .get(&worker)
+            .and_then(|w| w.tau.get(&(app, phase)))
+            .and_then(Ewma::value)
+            .or_else(|| a.tau[phase.at()].value())
+            .or(a.spec.task_estimate)
+            .unwrap_or(self.config.default_task_time)
+    }
+
+    /// The application's mean successful time of a task of `phase` (τ_t^j), or its estimate.
+    pub(crate) fn task_tau(&self, app: AppId, phase: Phase) -> f64 {
+        let a = &self.apps[app.0 as usize];
+        a.tau[phase.at()].value().or(a.spec.task_estimate).unwrap_or(self.config.default_task_time)
+    }
+
+    /// w_i^j: the expected time of such a task on `worker`, failures included (Eq. 3.4).
+    pub(crate) fn expected_time(&self, worker: WorkerId, app: AppId, phase: Phase) -> f64 {
+        let tau = self.tau(worker, app, phase);
+        match self.workers.get(&worker) {
+            Some(w) => w.estimate.task_time(tau, self.config.model),
+            None => WorkerEstimate::new(self.config.estimates).task_time(tau, self.config.model),
+        }
+    }
+
+    /// Applications not yet done, in the order a worker should be offered them.
+    fn order(&self, now: Nanos) -> Vec<usize> {
+        let open: Vec<usize> = (0..self.apps.len()).filter(|&i| self.apps[i].done_at.is_none()).collect();
+        let keys: Vec<AppKey> = open
+            .iter()
+            .map(|&i| {
+                let app = &self.apps[i];
+                let lax = match self.config.order {
+                    AppOrder::LeastLaxity { .. } => laxity(app.spec.deadline, now, self.remaining_time(AppId(i as u32))),
+                    _ => 0.0,
+                };
+                AppKey { arrival: app.arrival, deadline: app.spec.deadline, laxity: lax }
+            })
+            .collect();
+        rank(self.config.order, &keys).into_iter().map(|k| open[k]).collect()
+    }
+
+    /// A poll from `worker`: it is idle, so what it held is lost, and if it was presumed
+    /// failed, it is back.
+    fn heard_from(&mut self, worker: WorkerId, now: Nanos) {
+        let held = self.worker(worker).holding.take();
+        if let Some(id) = held
+            && let State::Running = self.attempts[id.0 as usize].state
+        {
+            // It restarted: the attempt died with it, unseen until now.
+            let elapsed = secs(Nanos(now.0.saturating_sub(self.attempts[id.0 as usize].started.0)));
+            self.attempts[id.0 as usize].state = State::Over;
+            self.worker(worker).estimate.on_attempt(elapsed, true);
+        } else if let Some(id) = held {
+            self.attempts[id.0 as usize].state = State::Over;
+        }
+        let w = self.worker(worker);
+        if let Some(at) = w.presumed_at.take() {
+            w.estimate.on_recovery(secs(Nanos(now.0.saturating_sub(at.0))));
+        }
+    }
+
+    /// Presumes failed every running attempt far past its task's mean time (Dou §3.4.3 step 2).
+    fn presume(&mut self, now: Nanos) {
+        for i in 0..self.attempts.len() {
+            let a = &self.attempts[i];
+            if a.state != State::Running {
+                continue;
+            }
+            let limit = self.config.presume_factor * self.task_tau(a.task.app, a.task.phase);
+            let elapsed = secs(Nanos(now.0.saturating_sub(a.started.0)));
+            if elapsed > limit {
+                let worker = a.worker;
+                self.attempts[i].state = State::Presumed(now);
+                let w = self.worker(worker);
+                w.estimate.on_attempt(elapsed, true);
+                w.presumed_at = Some(now);
+            }
+        }
+    }
+
+    fn hand_out(&mut self, task: TaskRef, worker: WorkerId, now: Nanos) -> Assignment {
+        let id = AttemptId(self.attempts.len() as u64);
+        let app = &mut self.apps[task.app.0 as usize];
+        let record = &mut app.tasks[task.phase.at()][task.index as usize];
+        let repeat = !record.attempts.is_empty();
+        record.attempts.push(id);
+        app.attempts += 1;
+        app.repeats += u64::from(repeat);
+        self.attempts.push(Attempt { task, worker, started: now, state: State::Running, progress: None });
+        self.worker(worker).holding = Some(id);
+        Assignment { attempt: id, task, repeat }
+    }
+
+    fn owned(&self, worker: WorkerId, attempt: AttemptId) -> Result<&Attempt, Refusal> {
+        let a = self.attempts.get(attempt.0 as usize).ok_or(Refusal::Unknown(attempt))?;
+        if a.worker != worker {
+            return Err(Refusal::NotYours { attempt, holder: a.worker, worker });
+        }
+        Ok(a)
+    }
+
+    fn release(&mut self, worker: WorkerId, attempt: AttemptId) {
+        let w = self.worker(worker);
+        if w.holding == Some(attempt) {
+            w.holding = None;
+        }
+    }
+
+    fn worker(&mut self, id: WorkerId) -> &mut Worker {
+        let config = self.config.estimates;
+        self.workers.entry(id).or_insert_with(|| Worker {
+            estimate: WorkerEstimate::new(config),
+            tau: BTreeMap::new(),
+            presumed_at: None,
+            holding: None,
+        })
+    }
+}

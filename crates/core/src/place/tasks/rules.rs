@@ -1,0 +1,287 @@
+//! Which task of an application a polling worker gets.
+//!
+//! Every rule offers never-assigned tasks first, in order (an application finishes only when all
+//! its tasks do); they differ in what they hand out once none is left:
+//!
+//! - [`TaskRule::MiscoRt`] (Dou §3.4.3, Algorithm 2): a task whose every attempt is presumed
+//!   failed; else a replica of the *slowest* task — the one whose fastest holder is expected to
+//!   finish last, ε = min over holders of (w_holder − elapsed) — but only if it would finish after
+//!   the deadline and the polling worker would finish it before (now + w_k < deadline); else
+//!   nothing, so a worker may be turned away while tasks are incomplete.
+//! - [`TaskRule::Random`] (§3.5): any incomplete task, at random.
+//! - [`TaskRule::Sequential`] (§3.5): tasks in order, and once all are out, on round the
+//!   incomplete ones again ("until they successfully execute"; the cycling is the notes'
+//!   reading).
+//! - [`TaskRule::ModifiedHadoop`] (§3.5): a task whose newest attempt has run longer than the
+//!   task's mean successful time, the longest-running first.
+//! - [`TaskRule::Spark`] (Spark's `spark.speculation`, written from its configuration docs): once
+//!   `quantile` of the phase's tasks are done, a task with a single attempt out for longer than
+//!   `multiplier` × the median successful time (and `min_runtime`) gets one speculative copy.
+//! - [`TaskRule::Late`] (Zaharia et al., OSDI 2008): among tasks with a single attempt out, those
+//!   whose progress rate is in the slowest `slow_task` fraction are candidates, the one expected
+//!   to finish last first; never on a worker among the slowest `slow_node` fraction, and never
+//!   more than `cap` × the workers seen in speculative copies at once. Progress is what the
+//!   worker reported ([`Board::progress`](super::Board::progress)); without reports, elapsed
+//!   over the holder's expected time.
+//!
+//! Spark and LATE re-issue a task whose attempts are all presumed failed, as those systems
+//! resubmit tasks lost with an executor; the thesis's random, sequential and Hadoop baselines
+//! need no such step (they re-issue anyway).
+
+use crate::Nanos;
+use crate::WorkerId;
+use crate::measure::secs;
+use crate::place::score::splitmix64;
+
+use super::board::{Board, State};
+use super::{AppId, Phase, TaskRef};
+
+/// A task rule and its parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TaskRule {
+    /// MiscoRT's Algorithm 2.
+    MiscoRt,
+    /// Any incomplete task, at random.
+    Random,
+    /// In order, cycling over incomplete tasks.
+    Sequential,
+    /// Re-issue a task past its mean time.
+    ModifiedHadoop,
+    /// Spark's speculation.
+    Spark {
+        /// Fraction of the phase's tasks done before any speculation (Spark: 0.75).
+        quantile: f64,
+        /// How many times the median a task must run to be speculated (Spark: 1.5).
+        multiplier: f64,
+        /// Seconds a task must run at least to be speculated (Spark: 0.1).
+        min_runtime: f64,
+    },
+    /// LATE's speculation.
+    Late {
+        /// Fraction of running tasks, slowest by progress rate, that may be speculated (0.25).
+        slow_task: f64,
+        /// Fraction of workers, slowest first, never given a speculative copy (0.25).
+        slow_node: f64,
+        /// Speculative copies out at once, as a fraction of the workers seen (0.1).
+        cap: f64,
+    },
+}
+
+impl TaskRule {
+    /// Spark's defaults.
+    pub const SPARK: Self = Self::Spark { quantile: 0.75, multiplier: 1.5, min_runtime: 0.1 };
+    /// LATE's defaults from its paper.
+    pub const LATE: Self = Self::Late { slow_task: 0.25, slow_node: 0.25, cap: 0.1 };
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::MiscoRt => "miscort",
+            Self::Random => "random",
+            Self::Sequential => "sequential",
+            Self::ModifiedHadoop => "hadoop",
+            Self::Spark { .. } => "spark",
+            Self::Late { .. } => "late",
+        }
+    }
+}
+
+/// The task `worker` should get from `app`, if any.
+pub(crate) fn pick(board: &mut Board, app: AppId, worker: WorkerId, now: Nanos) -> Option<TaskRef> {
+    let phase = board.apps[app.0 as usize].phase();
+    let at = |index: usize| TaskRef { app, phase, index: index as u32 };
+    if let Some(i) = unassigned(board, app, phase) {
+        return Some(at(i));
+    }
+    let index = match board.config.rule {
+        TaskRule::MiscoRt => given_up(board, app, phase).or_else(|| replica(board, app, phase, worker, now)),
+        TaskRule::Random => random(board, app, phase),
+        TaskRule::Sequential => sequential(board, app, phase),
+        TaskRule::ModifiedHadoop => given_up(board, app, phase).or_else(|| past_mean(board, app, phase, now)),
+        TaskRule::Spark { quantile, multiplier, min_runtime } => given_up(board, app, phase)
+            .or_else(|| spark(board, app, phase, now, quantile, multiplier, min_runtime)),
+        TaskRule::Late { slow_task, slow_node, cap } => {
+            given_up(board, app, phase).or_else(|| late(board, app, phase, worker, now, slow_task, slow_node, cap))
+        }
+    };
+    index.map(at)
+}
+
+/// The tasks of the phase, with their number.
+fn tasks(board: &Board, app: AppId, phase: Phase) -> impl Iterator<Item = (usize, &super::board::Task)> {
+    let i = match phase {
+        Phase::Map => 0,
+        Phase::Reduce => 1,
+    };
+    board.apps[app.0 as usize].tasks[i].iter().enumerate()
+}
+
+/// The first task never handed out.
+fn unassigned(board: &Board, app: AppId, phase: Phase) -> Option<usize> {
+    tasks(board, app, phase).find(|(_, t)| !t.done && t.attempts.is_empty()).map(|(i, _)| i)
+}
+
+/// The first incomplete task none of whose attempts is still running (all presumed failed or
+/// lost): Algorithm 2's step 2.
+fn given_up(board: &Board, app: AppId, phase: Phase) -> Option<usize> {
+    tasks(board, app, phase)
+        .find(|(_, t)| {
+            !t.done && t.attempts.iter().all(|a| !matches!(board.attempts[a.0 as usize].state, State::Running))
+        })
+        .map(|(i, _)| i)
+}
+
+/// Seconds attempt `a` has run.
+fn elapsed(board: &Board, a: super::AttemptId, now: Nanos) -> f64 {
+    secs(Nanos(now.0.saturating_sub(board.attempts[a.0 as usize].started.0)))
+}
+
+/// Algorithm 2's step 3: a replica of the slowest task, if that saves the deadline.
+fn replica(board: &Board, app: AppId, phase: Phase, worker: WorkerId, now: Nanos) -> Option<usize> {
+    let slowest = tasks(board, app, phase)
+        .filter(|(_, t)| !t.done)
+        .filter_map(|(i, t)| {
+            // ε: when the fastest holder still running it is expected to finish.
+            let eps = t
+                .attempts
+                .iter()
+                .filter(|a| matches!(board.attempts[a.0 as usize].state, State::Running))
+                .map(|a| board.expected_time(board.attempts[a.0 as usize].worker, app, phase) - elapsed(board, *a, now))
+                .reduce(f64::min)?;
+            Some((i, eps))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))?;
+    let deadline = secs(board.apps[app.0 as usize].spec.deadline);
+    let now_s = secs(now);
+    let mine = board.expected_time(worker, app, phase);
+    (now_s + slowest.1 > deadline && now_s + mine < deadline).then_some(slowest.0)
+}
+
+fn random(board: &mut Board, app: AppId, phase: Phase) -> Option<usize> {
+    let open: Vec<usize> = tasks(board, app, phase).filter(|(_, t)| !t.done).map(|(i, _)| i).collect();
+    if open.is_empty() {
+        return None;
+    }
+    board.draws += 1;
+    let draw = splitmix64(board.config.seed ^ splitmix64(board.draws));
+    Some(open[(draw % open.len() as u64) as usize])
+}
+
+fn sequential(board: &mut Board, app: AppId, phase: Phase) -> Option<usize> {
+    let p = match phase {
+        Phase::Map => 0,
+        Phase::Reduce => 1,
+    };
+    let a = &mut board.apps[app.0 as usize];
+    let n = a.tasks[p].len();
+    let from = a.cursor[p];
+    let i = (0..n).map(|step| (from + step) % n.max(1)).find(|&i| !a.tasks[p][i].done)?;
+    a.cursor[p] = i + 1;
+    Some(i)
+}
+
+/// The newest attempt of each incomplete task, with how long it has run.
+fn newest(board: &Board, app: AppId, phase: Phase, now: Nanos) -> Vec<(usize, usize, f64)> {
+    tasks(board, app, phase)
+        .filter(|(_, t)| !t.done)
+        .filter_map(|(i, t)| {
+            let live = t.attempts.iter().filter(|a| board.attempts[a.0 as usize].live()).count();
+            let last = t.attempts.last()?;
+            Some((i, live, elapsed(board, *last, now)))
+        })
+        .collect()
+}
+
+fn longest(candidates: impl Iterator<Item = (usize, f64)>) -> Option<usize> {
+    candidates.max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0))).map(|(i, _)| i)
+}
+
+fn past_mean(board: &Board, app: AppId, phase: Phase, now: Nanos) -> Option<usize> {
+    let mean = board.task_tau(app, phase);
+    longest(newest(board, app, phase, now).into_iter().filter(|c| c.2 > mean).map(|c| (c.0, c.2)))
+}
+
+fn spark(
+    board: &Board,
+    app: AppId,
+    phase: Phase,
+    now: Nanos,
+    quantile: f64,
+    multiplier: f64,
+    min_runtime: f64,
+) -> Option<usize> {
+    let a = &board.apps[app.0 as usize];
+    let p = match phase {
+        Phase::Map => 0,
+        Phase::Reduce => 1,
+    };
+    let n = a.tasks[p].len();
+    if a.durations[p].is_empty() || (a.done[p] as f64) < quantile * n as f64 {
+        return None;
+    }
+    let mut d = a.durations[p].clone();
+    d.sort_by(f64::total_cmp);
+    let median = d[d.len() / 2];
+    let threshold = (multiplier * median).max(min_runtime);
+    longest(newest(board, app, phase, now).into_iter().filter(|c| c.1 == 1 && c.2 > threshold).map(|c| (c.0, c.2)))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn late(
+    board: &Board,
+    app: AppId,
+    phase: Phase,
+    worker: WorkerId,
+    now: Nanos,
+    slow_task: f64,
+    slow_node: f64,
+    cap: f64,
+) -> Option<usize> {
+    // The cap: speculative copies out now, against the workers seen.
+    let out = board
+        .apps
+        .iter()
+        .flat_map(|a| a.tasks.iter().flatten())
+        .filter(|t| !t.done && t.attempts.iter().filter(|a| board.attempts[a.0 as usize].live()).count() > 1)
+        .count();
+    if out as f64 >= (cap * board.workers.len() as f64).max(1.0) {
+        return None;
+    }
+    // Never on a slow worker: its expected time among the slowest `slow_node` of those seen.
+    let mut times: Vec<f64> = board.workers.keys().map(|&w| board.expected_time(w, app, phase)).collect();
+    times.sort_by(f64::total_cmp);
+    let cut = times.len() - ((slow_node * times.len() as f64).floor() as usize).min(times.len());
+    let mine = board.expected_time(worker, app, phase);
+    if cut < times.len() && mine >= times[cut] && times.len() > 1 {
+        return None;
+    }
+    // Candidates: a single attempt running; progress rate and time left.
+    let candidates: Vec<(usize, f64, f64)> = tasks(board, app, phase)
+        .filter(|(_, t)| !t.done)
+        .filter_map(|(i, t)| {
+            let mut live = t.attempts.iter().filter(|a| board.attempts[a.0 as usize].live());
+            let a = *live.next()?;
+            if live.next().is_some() || !matches!(board.attempts[a.0 as usize].state, State::Running) {
+                return None;
+            }
+            let ran = elapsed(board, a, now);
+            if ran <= 0.0 {
+                return None;
+            }
+            let holder = board.attempts[a.0 as usize].worker;
+            let progress = board.attempts[a.0 as usize]
+                .progress
+                .unwrap_or_else(|| (ran / board.expected_time(holder, app, phase)).min(1.0));
+            let rate = progress / ran;
+            let left = if rate > 0.0 { (1.0 - progress) / rate } else { f64::INFINITY };
+            Some((i, rate, left))
+        })
+        .collect();
+    if candidates.is_empty() {
+        return None;
+    }
+    let mut rates: Vec<f64> = candidates.iter().map(|c| c.1).collect();
+    rates.sort_by(f64::total_cmp);
+    let slow = rates[((slow_task * rates.len() as f64).ceil() as usize).clamp(1, rates.len()) - 1];
+    longest(candidates.into_iter().filter(|c| c.1 <= slow).map(|c| (c.0, c.2)))
+}
