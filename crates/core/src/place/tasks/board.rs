@@ -399,13 +399,9 @@ impl Board {
     /// One application's progress.
     pub fn app_status(&self, id: AppId, now: Nanos) -> AppStatus {
         let app = &self.apps[id.0 as usize];
-        let running = app
-            .tasks
-            .iter()
-            .flatten()
-            .flat_map(|t| &t.attempts)
-            .filter(|a| self.attempts[a.0 as usize].live())
-            .count() as u32;
+        let running =
+            app.tasks.iter().flatten().flat_map(|t| &t.attempts).filter(|a| self.attempts[a.0 as usize].live()).count()
+                as u32;
         AppStatus {
             app: id,
             arrival: app.arrival,
@@ -490,7 +486,9 @@ impl Board {
             .map(|&i| {
                 let app = &self.apps[i];
                 let lax = match self.config.order {
-                    AppOrder::LeastLaxity { .. } => laxity(app.spec.deadline, now, self.remaining_time(AppId(i as u32))),
+                    AppOrder::LeastLaxity { .. } => {
+                        laxity(app.spec.deadline, now, self.remaining_time(AppId(i as u32)))
+                    }
                     _ => 0.0,
                 };
                 AppKey { arrival: app.arrival, deadline: app.spec.deadline, laxity: lax }

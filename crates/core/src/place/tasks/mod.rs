@@ -28,6 +28,8 @@
 
 mod board;
 pub mod rules;
+#[cfg(test)]
+mod tests;
 
 pub use board::{
     AppId, AppSpec, AppStatus, Assignment, AttemptId, Board, BoardConfig, Phase, Refusal, TaskRef, Upload,

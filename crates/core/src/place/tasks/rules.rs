@@ -98,8 +98,9 @@ pub(crate) fn pick(board: &mut Board, app: AppId, worker: WorkerId, now: Nanos) 
         TaskRule::Random => random(board, app, phase),
         TaskRule::Sequential => sequential(board, app, phase),
         TaskRule::ModifiedHadoop => given_up(board, app, phase).or_else(|| past_mean(board, app, phase, now)),
-        TaskRule::Spark { quantile, multiplier, min_runtime } => given_up(board, app, phase)
-            .or_else(|| spark(board, app, phase, now, quantile, multiplier, min_runtime)),
+        TaskRule::Spark { quantile, multiplier, min_runtime } => {
+            given_up(board, app, phase).or_else(|| spark(board, app, phase, now, quantile, multiplier, min_runtime))
+        }
         TaskRule::Late { slow_task, slow_node, cap } => {
             given_up(board, app, phase).or_else(|| late(board, app, phase, worker, now, slow_task, slow_node, cap))
         }
@@ -252,7 +253,9 @@ fn late(
     times.sort_by(f64::total_cmp);
     let cut = times.len() - ((slow_node * times.len() as f64).floor() as usize).min(times.len());
     let mine = board.expected_time(worker, app, phase);
-    if cut < times.len() && mine >= times[cut] && times.len() > 1 {
+    // Slower than every worker outside the slowest fraction (so no one is slow when all are
+    // alike).
+    if times.len() > 1 && mine > times[cut.saturating_sub(1)] {
         return None;
     }
     // Candidates: a single attempt running; progress rate and time left.

@@ -1,0 +1,310 @@
+//! The board's rules on hand-made cases, and its promises under random failures: no result is
+//! counted twice, no reduce starts before its maps are done, and every application finishes
+//! once some worker is reliable, whatever the rule and the order.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::measure::EstimateConfig;
+use crate::order::apps::AppOrder;
+use crate::{Nanos, WorkerId};
+
+const A: WorkerId = WorkerId(0);
+const B: WorkerId = WorkerId(1);
+
+fn s(secs: u64) -> Nanos {
+    Nanos(secs * 1_000_000_000)
+}
+
+fn spec(maps: u32, reduces: u32, deadline: u64) -> AppSpec {
+    AppSpec { maps, reduces, deadline: s(deadline), task_estimate: Some(10.0) }
+}
+
+fn board(rule: TaskRule) -> Board {
+    // A prior worth ten seconds of work, so that one failure moves the estimate.
+    let estimates = EstimateConfig { prior_exposure: 10.0, ..EstimateConfig::default() };
+    Board::new(BoardConfig { rule, estimates, ..BoardConfig::default() })
+}
+
+/// A fails once, takes the task again, and B finishes the other: the case in which MiscoRT's
+/// step 3 must decide whether B gets a replica.
+fn slow_holder(deadline: u64) -> (Board, Option<Assignment>) {
+    let mut b = board(TaskRule::MiscoRt);
+    b.submit(spec(2, 0, deadline), s(0));
+    let first = b.poll(A, s(0)).unwrap();
+    b.failed(A, first.attempt, s(10)).unwrap();
+    let other = b.poll(B, s(10)).unwrap();
+    let again = b.poll(A, s(10)).unwrap();
+    assert_eq!((other.task.index, again.task.index, again.repeat), (1, 0, true), "step 2 re-issues the failed task");
+    assert_eq!(b.upload(B, other.attempt, s(20)), Ok(Upload::Accepted { phase_done: false, app_done: false }));
+    let offer = b.poll(B, s(20));
+    (b, offer)
+}
+
+#[test]
+fn miscort_replicates_only_to_save_the_deadline() {
+    // A's one failure in 20 s of work puts its expected time at 45 s (Eq. 3.4, τλ = 0.5), so
+    // the task is expected at 55 s. B would take about 10 s.
+    let (b, offer) = slow_holder(50);
+    let offer = offer.expect("a replica: A would miss 50 s, B would make it");
+    assert_eq!((offer.task.index, offer.repeat), (0, true));
+    let w = b.expected_time(A, AppId(0), Phase::Map);
+    assert!((w - 45.0).abs() < 0.5, "{w}");
+    let (_, offer) = slow_holder(100);
+    assert_eq!(offer, None, "A is expected by 55 s, before the deadline: no replica");
+}
+
+#[test]
+fn a_late_attempt_is_presumed_failed_and_its_task_reissued_and_the_first_result_wins() {
+    let mut b = board(TaskRule::MiscoRt);
+    b.submit(spec(1, 1, 1000), s(0));
+    let a = b.poll(A, s(0)).unwrap();
+    assert_eq!(b.poll(B, s(29)), None, "29 s is within three times the 10 s estimate");
+    let again = b.poll(B, s(31)).expect("31 s is past it: presumed failed, re-issued");
+    assert!(again.repeat && again.task == a.task);
+    // A was only slow: its result is taken, and B's is a duplicate.
+    assert_eq!(b.upload(A, a.attempt, s(35)), Ok(Upload::Accepted { phase_done: true, app_done: false }));
+    assert_eq!(b.worker_estimate(A).map(|e| e.0 < 0.01), Some(true), "the false alarm is taken back");
+    assert_eq!(b.upload(B, again.attempt, s(41)), Ok(Upload::Duplicate));
+    assert_eq!(b.upload(B, again.attempt, s(42)), Err(Refusal::AlreadyReported(again.attempt)));
+    assert_eq!(b.upload(A, a.attempt, s(42)), Err(Refusal::AlreadyReported(a.attempt)));
+    let st = b.app_status(AppId(0), s(42));
+    assert_eq!((st.maps, st.reduces, st.duplicates, st.repeats), ((1, 1), (0, 1), 1, 1));
+    // The reduce is on offer now, and only now.
+    let r = b.poll(A, s(43)).unwrap();
+    assert_eq!(r.task.phase, Phase::Reduce);
+    assert_eq!(b.upload(A, r.attempt, s(50)), Ok(Upload::Accepted { phase_done: true, app_done: true }));
+    assert_eq!(b.app_status(AppId(0), s(50)).met(s(50)), Some(true));
+    assert!(b.all_done());
+}
+
+#[test]
+fn uploads_of_unknown_or_foreign_attempts_are_refused() {
+    let mut b = board(TaskRule::MiscoRt);
+    b.submit(spec(1, 0, 100), s(0));
+    let a = b.poll(A, s(0)).unwrap();
+    assert_eq!(b.upload(B, a.attempt, s(1)), Err(Refusal::NotYours { attempt: a.attempt, holder: A, worker: B }));
+    assert_eq!(b.upload(A, AttemptId(99), s(1)), Err(Refusal::Unknown(AttemptId(99))));
+    assert_eq!(b.failed(B, a.attempt, s(1)), Err(Refusal::NotYours { attempt: a.attempt, holder: A, worker: B }));
+    assert_eq!(b.app_status(AppId(0), s(1)).maps, (0, 1), "nothing counted");
+}
+
+#[test]
+fn a_worker_that_polls_while_holding_a_task_has_lost_it() {
+    let mut b = board(TaskRule::MiscoRt);
+    b.submit(spec(1, 0, 100), s(0));
+    let a = b.poll(A, s(0)).unwrap();
+    let again = b.poll(A, s(5)).expect("it restarted: the task is offered again");
+    assert!(again.repeat);
+    assert!(b.worker_estimate(A).unwrap().0 > 0.05, "and the restart counts as a failure");
+    // Its old attempt, if it ever reports, still counts while the task is open.
+    assert_eq!(b.upload(A, a.attempt, s(6)), Ok(Upload::Accepted { phase_done: true, app_done: true }));
+}
+
+#[test]
+fn the_orders_pick_the_application_their_rule_says_and_fall_through() {
+    for (order, first) in [(AppOrder::Fifo, 0), (AppOrder::Edf, 1), (AppOrder::default(), 1)] {
+        let mut b = Board::new(BoardConfig { order, ..BoardConfig::default() });
+        b.submit(spec(1, 0, 1000), s(0));
+        b.submit(spec(1, 0, 100), s(1));
+        let got = b.poll(A, s(2)).unwrap();
+        assert_eq!(got.task.app, AppId(first), "{order:?}");
+        // The first application has nothing more for B (its task is out and on time), so B
+        // gets the other one's.
+        assert_eq!(b.poll(B, s(2)).unwrap().task.app, AppId(1 - first), "{order:?}");
+    }
+    let mut b = Board::new(BoardConfig { order: AppOrder::Fifo, fall_through: false, ..BoardConfig::default() });
+    b.submit(spec(1, 0, 1000), s(0));
+    b.submit(spec(1, 0, 100), s(1));
+    b.poll(A, s(2)).unwrap();
+    assert_eq!(b.poll(B, s(2)), None, "Algorithm 1 as written answers only from the first");
+}
+
+#[test]
+fn the_baselines_repeat_as_they_are_meant_to() {
+    // Sequential: in order, then again over what is not done.
+    let mut b = board(TaskRule::Sequential);
+    b.submit(spec(3, 0, 1000), s(0));
+    let got: Vec<u32> = (0..5).map(|w| b.poll(WorkerId(w), s(1)).unwrap().task.index).collect();
+    assert_eq!(got, [0, 1, 2, 0, 1]);
+    // Modified Hadoop: nothing until a task outruns its mean (10 s), then that task.
+    let mut b = board(TaskRule::ModifiedHadoop);
+    b.submit(spec(2, 0, 1000), s(0));
+    b.poll(A, s(0)).unwrap();
+    b.poll(B, s(4)).unwrap();
+    assert_eq!(b.poll(WorkerId(2), s(9)), None);
+    assert_eq!(b.poll(WorkerId(2), s(11)).map(|a| a.task.index), Some(0));
+    // Random: only incomplete tasks, and the same seed gives the same choices.
+    let run = || {
+        let mut b = board(TaskRule::Random);
+        b.submit(spec(4, 0, 1000), s(0));
+        for w in 0..4 {
+            let _ = b.poll(WorkerId(w), s(0));
+        }
+        (4..12).map(|w| b.poll(WorkerId(w), s(1)).unwrap().task.index).collect::<Vec<_>>()
+    };
+    assert_eq!(run(), run());
+    assert!(run().iter().any(|&i| i != run()[0]), "{:?}", run());
+}
+
+#[test]
+fn spark_speculates_a_straggler_once_most_tasks_are_done() {
+    let mut b = board(TaskRule::SPARK);
+    b.submit(spec(4, 0, 1000), s(0));
+    let out: Vec<Assignment> = (0..4).map(|w| b.poll(WorkerId(w), s(0)).unwrap()).collect();
+    for a in &out[..2] {
+        b.upload(WorkerId(a.attempt.0 as u32), a.attempt, s(4)).unwrap();
+    }
+    assert_eq!(b.poll(WorkerId(0), s(7)), None, "half done: below the 0.75 quantile");
+    b.upload(WorkerId(2), out[2].attempt, s(8)).unwrap();
+    // Median 4 s, so past 6 s a single attempt is speculated; the last has run 8 s.
+    let spec_copy = b.poll(WorkerId(0), s(8)).expect("a speculative copy");
+    assert_eq!((spec_copy.task.index, spec_copy.repeat), (3, true));
+    assert_eq!(b.poll(WorkerId(1), s(9)), None, "only one copy");
+}
+
+#[test]
+fn late_copies_the_task_expected_to_finish_last_and_not_onto_a_slow_worker() {
+    let mut b = board(TaskRule::LATE);
+    b.submit(spec(3, 0, 1000), s(0));
+    let out: Vec<Assignment> = (0..3).map(|w| b.poll(WorkerId(w), s(0)).unwrap()).collect();
+    b.progress(WorkerId(0), out[0].attempt, 0.9);
+    b.progress(WorkerId(1), out[1].attempt, 0.2);
+    b.progress(WorkerId(2), out[2].attempt, 0.5);
+    // Worker 3 is new and as fast as any: it gets a copy of task 1, the slowest.
+    let copy = b.poll(WorkerId(3), s(5)).expect("a copy");
+    assert_eq!((copy.task.index, copy.repeat), (1, true));
+    assert_eq!(b.poll(WorkerId(4), s(5)), None, "the cap: one copy among five workers");
+}
+
+#[test]
+fn late_sends_no_copy_to_a_worker_known_to_be_slow() {
+    let mut b = board(TaskRule::LATE);
+    b.submit(spec(8, 0, 1000), s(0));
+    // Workers 0–3 each finish a task in 4 s; worker 4 takes 40 s.
+    for w in 0..4 {
+        let a = b.poll(WorkerId(w), s(0)).unwrap();
+        b.upload(WorkerId(w), a.attempt, s(4)).unwrap();
+    }
+    let slow = b.poll(WorkerId(4), s(0)).unwrap();
+    b.upload(WorkerId(4), slow.attempt, s(40)).unwrap();
+    for w in 0..3 {
+        b.poll(WorkerId(w), s(40)).unwrap();
+    }
+    assert_eq!(b.poll(WorkerId(4), s(45)), None, "the slowest worker gets no copy");
+    assert!(b.poll(WorkerId(3), s(45)).is_some_and(|a| a.repeat), "a fast one does");
+}
+
+/// What a simulated worker does next.
+#[derive(Clone, Copy, Debug)]
+enum Act {
+    /// Finish what it holds and upload.
+    Finish,
+    /// Say it failed.
+    Fail,
+    /// Die silently and come back (polling) later.
+    Vanish,
+    /// Stay quiet this step.
+    Wait,
+}
+
+fn act() -> impl Strategy<Value = Act> {
+    prop_oneof![4 => Just(Act::Finish), 1 => Just(Act::Fail), 1 => Just(Act::Vanish), 2 => Just(Act::Wait)]
+}
+
+fn rule() -> impl Strategy<Value = TaskRule> {
+    prop_oneof![
+        Just(TaskRule::MiscoRt),
+        Just(TaskRule::Random),
+        Just(TaskRule::Sequential),
+        Just(TaskRule::ModifiedHadoop),
+        Just(TaskRule::SPARK),
+        Just(TaskRule::LATE),
+    ]
+}
+
+fn order() -> impl Strategy<Value = AppOrder> {
+    prop_oneof![
+        Just(AppOrder::default()),
+        Just(AppOrder::LeastLaxity { negative_last: false }),
+        Just(AppOrder::Edf),
+        Just(AppOrder::Fifo),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Workers finish, fail, vanish and wait at random for a while; then one reliable worker
+    /// is left. Every application must finish, every task counted exactly once, no reduce
+    /// handed out before its maps were done.
+    #[test]
+    fn nothing_is_counted_twice_and_everything_finishes(
+        rule in rule(),
+        order in order(),
+        apps in proptest::collection::vec((1u32..6, 0u32..4, 20u64..400), 1..4),
+        plan in proptest::collection::vec((0u32..4, act(), 1u64..8), 0..200),
+        fall_through in any::<bool>(),
+    ) {
+        let mut b = Board::new(BoardConfig { rule, order, fall_through, ..BoardConfig::default() });
+        for (maps, reduces, deadline) in &apps {
+            b.submit(spec(*maps, *reduces, *deadline), s(0));
+        }
+        let mut holding: [Option<Assignment>; 4] = [None; 4];
+        let mut accepted = 0u64;
+        let mut now = s(0);
+        let step = |b: &mut Board, w: u32, act: Act, now: Nanos, holding: &mut [Option<Assignment>; 4]| -> Result<u64, TestCaseError> {
+            let worker = WorkerId(w);
+            let mut got = 0;
+            match (holding[w as usize], act) {
+                (None, Act::Wait) => {}
+                (None, _) => {
+                    if let Some(a) = b.poll(worker, now) {
+                        if a.task.phase == Phase::Reduce {
+                            let st = b.app_status(a.task.app, now);
+                            prop_assert_eq!(st.maps.0, st.maps.1, "a reduce before the maps were done");
+                        }
+                        holding[w as usize] = Some(a);
+                    }
+                }
+                (Some(a), Act::Finish) => {
+                    match b.upload(worker, a.attempt, now) {
+                        Ok(Upload::Accepted { .. }) => got = 1,
+                        Ok(Upload::Duplicate) => {}
+                        Err(e) => prop_assert!(false, "a held attempt was refused: {e}"),
+                    }
+                    holding[w as usize] = None;
+                }
+                (Some(a), Act::Fail) => {
+                    // Refused only if the board already gave it up.
+                    let _ = b.failed(worker, a.attempt, now);
+                    holding[w as usize] = None;
+                }
+                (Some(_), Act::Vanish) => holding[w as usize] = None,
+                (Some(_), Act::Wait) => {}
+            }
+            Ok(got)
+        };
+        for (w, a, dt) in plan {
+            now = Nanos(now.0 + s(dt).0);
+            accepted += step(&mut b, w, a, now, &mut holding)?;
+        }
+        // Calm: worker 0 alone, finishing everything it gets, a second a step; the others are
+        // gone with whatever they held.
+        let total: u64 = apps.iter().map(|(m, r, _)| u64::from(m + r)).sum();
+        for _ in 0..(total * 200 + 2000) {
+            if b.all_done() {
+                break;
+            }
+            now = Nanos(now.0 + s(1).0);
+            accepted += step(&mut b, 0, Act::Finish, now, &mut holding)?;
+        }
+        prop_assert!(b.all_done(), "not finished: {:?}", b.status(now));
+        prop_assert_eq!(accepted, total, "every task accepted exactly once");
+        for st in b.status(now) {
+            prop_assert_eq!((st.maps.0, st.reduces.0), (st.maps.1, st.reduces.1));
+            prop_assert!(st.attempts >= u64::from(st.maps.1 + st.reduces.1));
+            prop_assert_eq!(st.running, 0);
+        }
+    }
+}
