@@ -75,7 +75,7 @@ pub(crate) struct ReproduceArgs {
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
 
-    /// yates-cache, dou-cacheflow: the root seed (in yates-cache every policy in a table sees
+    /// yates-cache, dou-cacheflow, dou-miscort: the root seed (in yates-cache every policy in a table sees
     /// the same field and queries).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -94,6 +94,20 @@ pub(crate) struct ReproduceArgs {
 
     #[command(flatten)]
     clp: crate::reproduce_clp::ClpArgs,
+
+    /// dou-miscort: runs per point and scheduler (seeds --seed, --seed + 1, …).
+    #[arg(long, default_value_t = 5)]
+    runs: u64,
+
+    /// dou-miscort: failures as a Poisson process of rate p / 20 s instead of a per-run
+    /// probability p (the notes' §3.2: the two readings diverge at high rates).
+    #[arg(long)]
+    poisson: bool,
+
+    /// dou-miscort: presume an attempt failed once it has run this many times its task's mean
+    /// time (the thesis says only "significantly higher").
+    #[arg(long, default_value_t = 3.0)]
+    presume: f64,
 
     /// dou-cacheflow: also run the experiment on real gateways (HTTP on loopback).
     #[arg(long)]
@@ -145,6 +159,12 @@ const CACHEFLOW: (&str, &str) = (
     "Dou ch. 4: Cacheflow's cooperative hit rate (≈72%) against lone caches (35% at 1× memory) and the thesis's model",
 );
 
+/// MiscoRT's deadline scheduling on unreliable workers, in the simulator's jobs model.
+const MISCORT: (&str, &str) = (
+    "dou-miscort",
+    "Dou ch. 3: MiscoRT against EDF and other task schedulers on 30 unreliable workers (miss rate, end-to-end time, waste)",
+);
+
 /// The reproduction that runs real TCP on the link emulator rather than in the simulator.
 const EMULATED: (&str, &str) = (
     "iwashima-m",
@@ -162,6 +182,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         writeln!(out, "{:<20} {}", CACHE.0, CACHE.1)?;
         writeln!(out, "{:<20} {}", CACHEFLOW.0, CACHEFLOW.1)?;
         writeln!(out, "{:<20} {}", CLP.0, CLP.1)?;
+        writeln!(out, "{:<20} {}", MISCORT.0, MISCORT.1)?;
         return Ok(());
     }
     let name = args.name.as_deref().unwrap_or_default();
@@ -171,6 +192,17 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
     if name == CLP.0 {
         drop(out);
         return crate::reproduce_clp::run(&args.clp, args.out.as_deref());
+    }
+    if name == MISCORT.0 {
+        let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        return crate::reproduce_miscort::run(
+            args.runs,
+            args.seed,
+            args.poisson,
+            args.presume,
+            threads,
+            args.out.as_deref(),
+        );
     }
     if name == CACHEFLOW.0 {
         let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -202,8 +234,11 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         });
     }
     let Some(text) = scenarios::text(name) else {
-        let names: Vec<&str> =
-            scenarios::REPRODUCTIONS.iter().map(|(n, _)| *n).chain([EMULATED.0, CACHE.0, CACHEFLOW.0, CLP.0]).collect();
+        let names: Vec<&str> = scenarios::REPRODUCTIONS
+            .iter()
+            .map(|(n, _)| *n)
+            .chain([EMULATED.0, CACHE.0, CACHEFLOW.0, CLP.0, MISCORT.0])
+            .collect();
         bail!("no reproduction `{name}`; there are: {}", names.join(", "));
     };
     let scenario = scenarios::parse(name, text)?;

@@ -622,3 +622,29 @@ fn deliver_errors_teach() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("no connection was accepted"), "{}", stderr(&o));
 }
+
+/// `reproduce dou-miscort` prints every regime's table and the thesis's claims beside ours, and
+/// writes its CSV and charts.
+#[test]
+fn reproduce_dou_miscort_prints_the_figures_and_writes_csv_and_charts() {
+    let dir = std::env::temp_dir().join(format!("switchyard-miscort-{}", std::process::id()));
+    let o = switchyard(&["reproduce", "dou-miscort", "--runs", "1", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    for needle in [
+        "Every worker at failure rate p",
+        "Table 3.1's log-normal sets",
+        "Fig. 3.23",
+        "published:",
+        "why they can differ",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    let csv = std::fs::read_to_string(dir.join("dou-miscort.csv")).unwrap();
+    // 9 + 9 + 4 + 5 points, 7 schedulers, and the header.
+    assert_eq!(csv.lines().count(), 27 * 7 + 1, "{csv}");
+    assert!(dir.join("dou-miscort-all-missed.svg").is_file() && dir.join("dou-miscort-deadlines-waste.svg").is_file());
+    let list = stdout(&switchyard(&["reproduce", "--list"]));
+    assert!(list.lines().any(|l| l.starts_with("dou-miscort")), "{list}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

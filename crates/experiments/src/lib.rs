@@ -11,6 +11,8 @@
 //!   emulated bottleneck (real TCP in network namespaces; needs root).
 //! - [`keys`]: the keys placement experiments place: the shipped sample, generators, captures
 //!   and key files.
+//! - [`miscort`]: MiscoRT against EDF and other task schedulers (Dou 2011 ch. 3) on unreliable
+//!   workers in the simulator's jobs model.
 //! - [`placement`]: `switchyard place`'s measurement of a policy: balance, keys moved when a
 //!   worker leaves or joins, and the cost of a decision.
 //! - [`scenarios`]: the reproductions that are simulator scenarios (Guo ch. 4–7: DPI affinity,
@@ -34,6 +36,7 @@ pub mod cacheflow;
 pub mod clp;
 pub mod iwashima;
 pub mod keys;
+pub mod miscort;
 pub mod placement;
 pub mod scenarios;
 pub mod yates_cache;

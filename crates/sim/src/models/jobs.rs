@@ -194,7 +194,7 @@ impl Jobs {
                 Injector::Poisson { .. } => w.rate.is_finite() && w.rate >= 0.0,
                 Injector::PerTask { .. } => (0.0..1.0).contains(&w.rate),
             };
-            if !ok || !(w.slowness.is_finite() && w.slowness > 0.0) {
+            if !(ok && w.slowness.is_finite() && w.slowness > 0.0) {
                 return bad(
                     "worker",
                     format!("{w:?}"),

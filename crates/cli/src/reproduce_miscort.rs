@@ -1,0 +1,121 @@
+//! `switchyard reproduce dou-miscort`: prints MiscoRT's reproduction
+//! (`switchyard_experiments::miscort`) beside the thesis's figures, and writes its CSV and
+//! charts.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use switchyard_experiments::miscort::{self, MAP_TIME, REDUCE_TIME, Row, Setup, WHY};
+use switchyard_sim::report::{Series, Style, line_chart};
+
+pub(crate) fn run(runs: u64, seed: u64, poisson: bool, presume: f64, threads: usize, dir: Option<&Path>) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    let setup = Setup { runs, seed, poisson, presume_factor: presume, ..Setup::thesis(threads) };
+    writeln!(
+        out,
+        "MiscoRT (Dou 2011 ch. 3) in the simulator: 11 applications (8 × 4 maps, 3 × 40 maps, 2 reduces each; a map {MAP_TIME} s, \
+         a reduce {REDUCE_TIME} s), deadlines 100–550 s, 30 workers; failures {}; presumed failed past {presume} × the mean task time; \
+         {runs} runs a point from seed {seed}\n",
+        if poisson { "Poisson at λ = p / 20 s" } else { "per run with probability p, at a uniform point" }
+    )?;
+    let total = setup.regimes.len() * setup.schedulers.len() * runs as usize;
+    let bar = ProgressBar::new(total as u64);
+    bar.set_style(ProgressStyle::with_template("dou-miscort [{bar:30}] {pos}/{len} runs {elapsed}").expect("static"));
+    let rows = miscort::run(&setup, &|done| bar.set_position(done as u64));
+    bar.finish_and_clear();
+    let rows = rows?;
+    for (family, title, x) in [
+        ("all", "Every worker at failure rate p (Figs. 3.7, 3.9, 3.13)", "p"),
+        ("half", "Half the workers at p, half reliable (Figs. 3.8, 3.10, 3.15–3.19)", "p"),
+        ("lognormal", "Table 3.1's log-normal sets (Figs. 3.11–3.12, 3.15–3.19)", "set"),
+        ("deadlines", "Deadlines scaled, p = 0.2 (Fig. 3.23)", "scale"),
+    ] {
+        writeln!(out, "{title}")?;
+        writeln!(
+            out,
+            "{:>6} {:<15} {:>7} {:>12} {:>7} {:>13} {:>9}",
+            x, "scheduler", "missed", "end-to-end s", "waste", "repeats/app", "failures"
+        )?;
+        for r in rows.iter().filter(|r| r.regime.axis().0 == family) {
+            writeln!(
+                out,
+                "{:>6} {:<15} {:>6.0}% {:>12.0} {:>6.0}% {:>13.1} {:>9.0}",
+                r.regime.axis().1,
+                r.scheduler,
+                r.miss_rate * 100.0,
+                r.end_to_end,
+                r.waste * 100.0,
+                r.repeats,
+                r.failures
+            )?;
+        }
+        writeln!(out)?;
+    }
+    writeln!(out, "published beside ours (notes 003 §5.2)")?;
+    for c in miscort::claims(&rows) {
+        writeln!(out, "- {} — published: {} | ours: {}", c.figure, c.published, c.ours)?;
+    }
+    writeln!(out, "{WHY}")?;
+    if let Some(d) = dir {
+        write_outputs(d, &rows)?;
+        writeln!(
+            out,
+            "\nwrote dou-miscort.csv and dou-miscort-{{all,half,deadlines}}-{{missed,end-to-end,waste}}.svg in {}",
+            d.display()
+        )?;
+    }
+    Ok(())
+}
+
+fn write_outputs(dir: &Path, rows: &[Row]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut csv = String::from("regime,x,scheduler,miss_rate,end_to_end_s,waste,repeats_per_app,failures\n");
+    for r in rows {
+        let (family, x) = r.regime.axis();
+        csv.push_str(&format!(
+            "{family},{x},{},{:.4},{:.1},{:.4},{:.2},{:.1}\n",
+            r.scheduler, r.miss_rate, r.end_to_end, r.waste, r.repeats, r.failures
+        ));
+    }
+    let write = |name: &str, text: &str| {
+        std::fs::write(dir.join(name), text).with_context(|| format!("cannot write {name} in {}", dir.display()))
+    };
+    write("dou-miscort.csv", &csv)?;
+    for family in ["all", "half", "deadlines"] {
+        for (metric, label, value) in [
+            ("missed", "deadlines missed (%)", (|r: &Row| r.miss_rate * 100.0) as fn(&Row) -> f64),
+            ("end-to-end", "end-to-end time (s)", |r: &Row| r.end_to_end),
+            ("waste", "worker time wasted (%)", |r: &Row| r.waste * 100.0),
+        ] {
+            // In the order they were run (MiscoRT, EDF, then the others).
+            let mut names: Vec<&str> = Vec::new();
+            for r in rows {
+                if !names.contains(&r.scheduler) {
+                    names.push(r.scheduler);
+                }
+            }
+            let series: Vec<Series> = names
+                .iter()
+                .map(|name| Series {
+                    name: (*name).to_string(),
+                    points: rows
+                        .iter()
+                        .filter(|r| r.scheduler == *name && r.regime.axis().0 == family)
+                        .map(|r| (r.regime.axis().1, value(r)))
+                        .collect(),
+                    style: Style::Measured,
+                })
+                .filter(|s| !s.points.is_empty())
+                .collect();
+            if series.is_empty() {
+                continue;
+            }
+            let x = if family == "deadlines" { "deadline scale" } else { "failure rate p" };
+            let svg = line_chart(&format!("{label}, {family}"), x, label, &series).map_err(anyhow::Error::msg)?;
+            write(&format!("dou-miscort-{family}-{metric}.svg"), &svg)?;
+        }
+    }
+    Ok(())
+}
