@@ -10,7 +10,11 @@
 //! - The **place** stage ([`place`]): the [`Placer`] trait, one file per policy, and the factory
 //!   ([`place::build`]) that turns a [`Policy`] name and a [`PlaceConfig`] into a placer.
 //! - The **order** stage ([`order`]): hard throughput guarantees for streams — fine-grained
-//!   pacing, Yates's packets-per-pause quota, and admission control.
+//!   pacing, Yates's packets-per-pause quota, and admission control — and the order of deadline
+//!   applications (least laxity, EDF, FIFO).
+//! - Pull-based jobs on unreliable workers ([`place::tasks`]): the task board that answers a
+//!   worker's poll (MiscoRT's Algorithm 2, the thesis's baselines, Spark's and LATE's
+//!   speculation), on MiscoRT's failure model ([`measure::expected_task_time`]).
 //! - Soft throughput-based rebalancing of connections over workers
 //!   ([`place::rebalance::Rebalancer`]), in the place stage beside the placers.
 //! - The **measure** stage ([`measure`]): balance, disruption, order, latency, answer quality.
