@@ -23,10 +23,15 @@
 //! LATE). Estimates of each worker's failure rate and recovery time and of each task's time feed
 //! Eq. 3.4's expected times ([`crate::measure::expected_task_time`]).
 //!
+//! For bags of tasks whose inputs are large shared files, [`locality`] holds the worker-centric
+//! choice of Ko et al. (Middleware 2007) — the task whose input the polling worker's site
+//! already holds — and its peers, storage affinity and delay scheduling.
+//!
 //! Sans-IO: time is an argument, randomness comes from a seed, and the board holds no sockets.
 //! The simulator and the real coordinator drive the same board.
 
 mod board;
+pub mod locality;
 pub mod rules;
 #[cfg(test)]
 mod tests;
