@@ -75,7 +75,7 @@ pub(crate) struct ReproduceArgs {
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
 
-    /// yates-cache, dou-cacheflow, dou-miscort: the root seed (in yates-cache every policy in a table sees
+    /// yates-cache, dou-cacheflow, dou-miscort, ko-worker-centric: the root seed (in yates-cache every policy in a table sees
     /// the same field and queries).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -95,9 +95,15 @@ pub(crate) struct ReproduceArgs {
     #[command(flatten)]
     clp: crate::reproduce_clp::ClpArgs,
 
-    /// dou-miscort: runs per point and scheduler (seeds --seed, --seed + 1, …).
-    #[arg(long, default_value_t = 5)]
-    runs: u64,
+    /// dou-miscort, ko-worker-centric: runs per point and scheduler (seeds --seed, --seed + 1,
+    /// …; default 5 and 3).
+    #[arg(long)]
+    runs: Option<u64>,
+
+    /// ko-worker-centric: the workload's and the stores' size against the paper's (1: 6,000
+    /// tasks and 6,000-file stores; a run's time grows with the square of it).
+    #[arg(long, default_value_t = 0.1)]
+    ko_scale: f64,
 
     /// dou-miscort: failures as a Poisson process of rate p / 20 s instead of a per-run
     /// probability p (the notes' §3.2: the two readings diverge at high rates).
@@ -165,6 +171,12 @@ const MISCORT: (&str, &str) = (
     "Dou ch. 3: MiscoRT against EDF and other task schedulers on 30 unreliable workers (miss rate, end-to-end time, waste)",
 );
 
+/// Worker-centric scheduling of data-intensive bags of tasks, in the simulator's grid model.
+const KO: (&str, &str) = (
+    "ko-worker-centric",
+    "Ko et al. (Middleware 2007): worker-centric locality against storage affinity; makespan and transfers by store capacity, workers per site and computation cost",
+);
+
 /// The reproduction that runs real TCP on the link emulator rather than in the simulator.
 const EMULATED: (&str, &str) = (
     "iwashima-m",
@@ -183,6 +195,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         writeln!(out, "{:<20} {}", CACHEFLOW.0, CACHEFLOW.1)?;
         writeln!(out, "{:<20} {}", CLP.0, CLP.1)?;
         writeln!(out, "{:<20} {}", MISCORT.0, MISCORT.1)?;
+        writeln!(out, "{:<20} {}", KO.0, KO.1)?;
         return Ok(());
     }
     let name = args.name.as_deref().unwrap_or_default();
@@ -193,10 +206,11 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         drop(out);
         return crate::reproduce_clp::run(&args.clp, args.out.as_deref());
     }
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     if name == MISCORT.0 {
-        let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let runs = args.runs.unwrap_or(5);
         return crate::reproduce_miscort::run(
-            args.runs,
+            runs,
             args.seed,
             args.poisson,
             args.presume,
@@ -204,8 +218,11 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
             args.out.as_deref(),
         );
     }
+    if name == KO.0 {
+        let runs = args.runs.unwrap_or(3);
+        return crate::reproduce_ko::run(runs, args.seed, args.ko_scale, threads, args.out.as_deref());
+    }
     if name == CACHEFLOW.0 {
-        let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         let real = args.real.then_some((args.object_kb, args.requests));
         return crate::reproduce_cacheflow::run(args.seed, threads, real);
     }
@@ -214,7 +231,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
             tables: &args.tables,
             scale: args.scale,
             seed: args.seed,
-            threads: args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            threads,
             age_from: args.age_from,
             stations: match args.stations {
                 StationsArg::Quadrants => Stations::Quadrants,
@@ -237,7 +254,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         let names: Vec<&str> = scenarios::REPRODUCTIONS
             .iter()
             .map(|(n, _)| *n)
-            .chain([EMULATED.0, CACHE.0, CACHEFLOW.0, CLP.0, MISCORT.0])
+            .chain([EMULATED.0, CACHE.0, CACHEFLOW.0, CLP.0, MISCORT.0, KO.0])
             .collect();
         bail!("no reproduction `{name}`; there are: {}", names.join(", "));
     };

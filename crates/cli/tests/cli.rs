@@ -648,3 +648,30 @@ fn reproduce_dou_miscort_prints_the_figures_and_writes_csv_and_charts() {
     assert!(list.lines().any(|l| l.starts_with("dou-miscort")), "{list}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `reproduce ko-worker-centric` prints its sweeps and the paper's findings, and writes its CSV
+/// and charts (at a small scale here).
+#[test]
+fn reproduce_ko_worker_centric_prints_the_sweeps_and_writes_csv_and_charts() {
+    let dir = std::env::temp_dir().join(format!("switchyard-ko-{}", std::process::id()));
+    let o = switchyard(&[
+        "reproduce",
+        "ko-worker-centric",
+        "--runs",
+        "1",
+        "--ko-scale",
+        "0.02",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    for needle in ["By data-server capacity", "By workers per site", "combined.2", "published:", "why they can differ"]
+    {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    let csv = std::fs::read_to_string(dir.join("ko-worker-centric.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 14 * 8 + 1, "{csv}");
+    assert!(dir.join("ko-worker-centric-capacity.svg").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}

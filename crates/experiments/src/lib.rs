@@ -11,6 +11,8 @@
 //!   emulated bottleneck (real TCP in network namespaces; needs root).
 //! - [`keys`]: the keys placement experiments place: the shipped sample, generators, captures
 //!   and key files.
+//! - [`ko`]: worker-centric scheduling of data-intensive bags of tasks against storage affinity
+//!   (Ko et al., Middleware 2007) in the simulator's grid model.
 //! - [`miscort`]: MiscoRT against EDF and other task schedulers (Dou 2011 ch. 3) on unreliable
 //!   workers in the simulator's jobs model.
 //! - [`placement`]: `switchyard place`'s measurement of a policy: balance, keys moved when a
@@ -36,6 +38,7 @@ pub mod cacheflow;
 pub mod clp;
 pub mod iwashima;
 pub mod keys;
+pub mod ko;
 pub mod miscort;
 pub mod placement;
 pub mod scenarios;
