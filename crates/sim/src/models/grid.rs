@@ -13,7 +13,8 @@
 //!
 //! Schedulers ([`Scheduler`]): the worker-centric metrics with greedy or top-n choice; delay
 //! scheduling; storage affinity (Santos-Neto et al.) as the notes describe it — a free worker
-//! gets the waiting task with the largest share of its input at the worker's site, and once
+//! gets the waiting task with the most of its input (in files, which are of equal size) at the
+//! worker's site, and once
 //! every task is out an idle worker gets a replica of the running task that started first (the
 //! first copy to finish wins, the others are cancelled); and FIFO in a random order, with no
 //! locality at all. The paper's storage affinity decided ahead of time, by scoring every task
@@ -92,8 +93,8 @@ impl Workload {
         let stride = f64::from(self.files.saturating_sub(hi)) / f64::from(self.tasks.max(1));
         let mut tasks: Vec<Vec<FileId>> = (0..self.tasks)
             .map(|t| {
-                let len = rng.random_range(lo..=hi);
-                let start = ((f64::from(t) * stride) as u32).min(self.files - len);
+                let len = rng.random_range(lo..=hi).min(self.files.max(1));
+                let start = ((f64::from(t) * stride) as u32).min(self.files.saturating_sub(len));
                 (start..start + len).collect()
             })
             .collect();
@@ -130,9 +131,10 @@ pub struct GridOutcome {
     pub makespan: f64,
     /// Files fetched from the file server, in all.
     pub transfers: u64,
-    /// Computation over time busy (computing, waiting for files) of the average worker.
+    /// Computation over the makespan, of the average worker.
     pub utilisation: f64,
-    /// Seconds workers spent waiting for their site's data server, per worker.
+    /// Seconds from a worker's request to the start of its computation (queueing at the data
+    /// server and the transfer itself), per worker.
     pub wait: f64,
     /// Replicas started (storage affinity only).
     pub replicas: u64,
@@ -300,7 +302,9 @@ impl Grid {
 
     fn request(&mut self, worker: u32, now: Nanos, queue: &mut EventQueue<GridEvent>) {
         let site = self.site_of(worker) as usize;
-        let evicted = std::mem::take(&mut self.sites[site].evicted);
+        let mut evicted = std::mem::take(&mut self.sites[site].evicted);
+        // A file evicted and fetched again since is held: not news for the table.
+        evicted.retain(|f| !self.sites[site].store.contains(f));
         self.sites[site].table.evicted(&evicted);
         let Some(task) = self.pick(worker) else {
             if !self.waiting.is_empty() {
@@ -327,9 +331,11 @@ impl Grid {
             // A replica cancelled while it waited has nothing to fetch.
             let w = self.workers[worker as usize];
             let Some(task) = w.task.filter(|_| w.run == run) else { continue };
-            let store = &self.sites[site].store;
-            let missing: Vec<FileId> =
-                self.p.tasks[task as usize].iter().copied().filter(|f| !store.contains(f)).collect();
+            // The files already here are used now, so that fetching the others cannot evict
+            // them (the store holds at least one task's files).
+            let store = &mut self.sites[site].store;
+            let files = &self.p.tasks[task as usize];
+            let missing: Vec<FileId> = files.iter().copied().filter(|f| !store.touch(f)).collect();
             if missing.is_empty() {
                 self.start(worker, now, queue);
                 continue;

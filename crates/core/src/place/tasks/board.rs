@@ -207,6 +207,8 @@ pub(crate) struct Attempt {
     pub(crate) state: State,
     /// The worker's last report of its progress, 0 to 1, if it makes any.
     pub(crate) progress: Option<f64>,
+    /// When it was presumed failed, if it was (kept when it is later superseded).
+    pub(crate) presumed: Option<Nanos>,
 }
 
 impl Attempt {
@@ -268,12 +270,30 @@ pub struct Board {
     pub(crate) workers: BTreeMap<WorkerId, Worker>,
     /// How many random draws were made (the random rule's stream position).
     pub(crate) draws: u64,
+    /// Attempts in the Running state, so that a poll's presumption looks at these only.
+    pub(crate) running: std::collections::BTreeSet<AttemptId>,
 }
 
 impl Board {
     /// An empty board.
     pub fn new(config: BoardConfig) -> Self {
-        Self { config, apps: Vec::new(), attempts: Vec::new(), workers: BTreeMap::new(), draws: 0 }
+        // A factor or default that is not a positive number would presume everything at once,
+        // or nothing ever (a dead worker's task stuck for good).
+        let sane = |v: f64, fallback: f64| if v.is_finite() && v > 0.0 { v } else { fallback };
+        let d = BoardConfig::default();
+        let config = BoardConfig {
+            presume_factor: sane(config.presume_factor, d.presume_factor),
+            default_task_time: sane(config.default_task_time, d.default_task_time),
+            ..config
+        };
+        Self {
+            config,
+            apps: Vec::new(),
+            attempts: Vec::new(),
+            workers: BTreeMap::new(),
+            draws: 0,
+            running: std::collections::BTreeSet::new(),
+        }
     }
 
     /// The board's settings.
@@ -283,7 +303,8 @@ impl Board {
 
     /// Adds an application; its maps are on offer at once.
     pub fn submit(&mut self, spec: AppSpec, now: Nanos) -> AppId {
-        let spec = AppSpec { maps: spec.maps.max(1), ..spec };
+        let estimate = spec.task_estimate.filter(|e| e.is_finite() && *e > 0.0);
+        let spec = AppSpec { maps: spec.maps.max(1), task_estimate: estimate, ..spec };
         let gain = self.config.estimates.gain;
         self.apps.push(App {
             spec,
@@ -323,7 +344,15 @@ impl Board {
         }
         let (task, started, state) = (a.task, a.started, a.state);
         self.release(worker, attempt);
+        self.running.remove(&attempt);
         let elapsed = secs(Nanos(now.0.saturating_sub(started.0)));
+        // It reported, so it was alive: a presumption of its failure is taken back, whether or
+        // not its result is still wanted.
+        if self.attempts[attempt.0 as usize].presumed.is_some() {
+            let w = self.worker(worker);
+            w.estimate.on_false_alarm();
+            w.presumed_at = None;
+        }
         let app = &mut self.apps[task.app.0 as usize];
         let phase = task.phase.at();
         if app.tasks[phase][task.index as usize].done {
@@ -350,15 +379,11 @@ impl Board {
             _ => elapsed,
         };
         w.estimate.on_attempt(counted, false);
-        if let State::Presumed(_) = state {
-            // It was slow, not dead.
-            w.estimate.on_false_alarm();
-            w.presumed_at = None;
-        }
         // Other attempts of the task will be refused when they report.
         for other in self.apps[task.app.0 as usize].tasks[phase][task.index as usize].attempts.clone() {
             if other != attempt && self.attempts[other.0 as usize].live() {
                 self.attempts[other.0 as usize].state = State::Over;
+                self.running.remove(&other);
             }
         }
         Ok(Upload::Accepted { phase_done, app_done })
@@ -373,6 +398,7 @@ impl Board {
         }
         let (started, state) = (a.started, a.state);
         self.release(worker, attempt);
+        self.running.remove(&attempt);
         self.attempts[attempt.0 as usize].state = State::Over;
         if let State::Running = state {
             self.worker(worker).estimate.on_attempt(secs(Nanos(now.0.saturating_sub(started.0))), true);
@@ -507,8 +533,11 @@ impl Board {
             // It restarted: the attempt died with it, unseen until now.
             let elapsed = secs(Nanos(now.0.saturating_sub(self.attempts[id.0 as usize].started.0)));
             self.attempts[id.0 as usize].state = State::Over;
+            self.running.remove(&id);
             self.worker(worker).estimate.on_attempt(elapsed, true);
-        } else if let Some(id) = held {
+        } else if let Some(id) = held
+            && self.attempts[id.0 as usize].live()
+        {
             self.attempts[id.0 as usize].state = State::Over;
         }
         let w = self.worker(worker);
@@ -519,16 +548,16 @@ impl Board {
 
     /// Presumes failed every running attempt far past its task's mean time (Dou §3.4.3 step 2).
     fn presume(&mut self, now: Nanos) {
-        for i in 0..self.attempts.len() {
-            let a = &self.attempts[i];
-            if a.state != State::Running {
-                continue;
-            }
+        let running: Vec<AttemptId> = self.running.iter().copied().collect();
+        for id in running {
+            let a = &self.attempts[id.0 as usize];
             let limit = self.config.presume_factor * self.task_tau(a.task.app, a.task.phase);
             let elapsed = secs(Nanos(now.0.saturating_sub(a.started.0)));
             if elapsed > limit {
                 let worker = a.worker;
-                self.attempts[i].state = State::Presumed(now);
+                self.attempts[id.0 as usize].state = State::Presumed(now);
+                self.attempts[id.0 as usize].presumed = Some(now);
+                self.running.remove(&id);
                 let w = self.worker(worker);
                 w.estimate.on_attempt(elapsed, true);
                 w.presumed_at = Some(now);
@@ -544,7 +573,15 @@ impl Board {
         record.attempts.push(id);
         app.attempts += 1;
         app.repeats += u64::from(repeat);
-        self.attempts.push(Attempt { task, worker, started: now, state: State::Running, progress: None });
+        self.attempts.push(Attempt {
+            task,
+            worker,
+            started: now,
+            state: State::Running,
+            progress: None,
+            presumed: None,
+        });
+        self.running.insert(id);
         self.worker(worker).holding = Some(id);
         Assignment { attempt: id, task, repeat }
     }

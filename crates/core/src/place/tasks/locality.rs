@@ -162,13 +162,10 @@ pub fn choose(weights: &[f64], n: usize, draw: u64) -> Option<usize> {
     idx.iter().rev().find(|&&i| weights[i] > 0.0).copied()
 }
 
-/// Storage affinity (Santos-Neto et al.): the share of `task`'s input that `site` holds, by
+/// Storage affinity (Santos-Neto et al.): the bytes of `task`'s input that `site` holds, in
 /// files (the files are of equal size, as in the paper's model).
 pub fn affinity(task: &[FileId], site: &SiteTable) -> f64 {
-    if task.is_empty() {
-        return 0.0;
-    }
-    task.iter().filter(|f| site.holds(**f)).count() as f64 / task.len() as f64
+    task.iter().filter(|f| site.holds(**f)).count() as f64
 }
 
 /// Delay scheduling: how many times each site has been refused for want of a local task.
@@ -247,7 +244,7 @@ mod tests {
         assert_eq!((s.refs(1), s.refs(2), s.refs(3), s.len()), (1, 2, 1, 3));
         s.evicted(&[2, 9]);
         assert!(!s.holds(2) && s.holds(1) && s.len() == 2);
-        assert!((affinity(&[1, 2, 3, 4], &s) - 0.5).abs() < 1e-12);
+        assert_eq!(affinity(&[1, 2, 3, 4], &s), 2.0);
     }
 
     #[test]

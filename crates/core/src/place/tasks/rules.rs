@@ -1,14 +1,14 @@
 //! Which task of an application a polling worker gets.
 //!
-//! Every rule offers never-assigned tasks first, in order (an application finishes only when all
-//! its tasks do); they differ in what they hand out once none is left:
+//! Every rule but random offers never-assigned tasks first, in order (an application finishes
+//! only when all its tasks do); they differ in what they hand out once none is left:
 //!
 //! - [`TaskRule::MiscoRt`] (Dou §3.4.3, Algorithm 2): a task whose every attempt is presumed
 //!   failed; else a replica of the *slowest* task — the one whose fastest holder is expected to
 //!   finish last, ε = min over holders of (w_holder − elapsed) — but only if it would finish after
 //!   the deadline and the polling worker would finish it before (now + w_k < deadline); else
 //!   nothing, so a worker may be turned away while tasks are incomplete.
-//! - [`TaskRule::Random`] (§3.5): any incomplete task, at random.
+//! - [`TaskRule::Random`] (§3.5): any incomplete task, at random, from the first poll on.
 //! - [`TaskRule::Sequential`] (§3.5): tasks in order, and once all are out, on round the
 //!   incomplete ones again ("until they successfully execute"; the cycling is the notes'
 //!   reading).
@@ -24,9 +24,9 @@
 //!   worker reported ([`Board::progress`](super::Board::progress)); without reports, elapsed
 //!   over the holder's expected time.
 //!
-//! Spark and LATE re-issue a task whose attempts are all presumed failed, as those systems
-//! resubmit tasks lost with an executor; the thesis's random, sequential and Hadoop baselines
-//! need no such step (they re-issue anyway).
+//! Hadoop, Spark and LATE re-issue at once a task whose attempts are all presumed failed or lost
+//! (as those systems resubmit tasks lost with a node or an executor); random and sequential need
+//! no such step (they re-issue anyway).
 
 use crate::Nanos;
 use crate::WorkerId;
@@ -90,7 +90,11 @@ impl TaskRule {
 pub(crate) fn pick(board: &mut Board, app: AppId, worker: WorkerId, now: Nanos) -> Option<TaskRef> {
     let phase = board.apps[app.0 as usize].phase();
     let at = |index: usize| TaskRef { app, phase, index: index as u32 };
-    if let Some(i) = unassigned(board, app, phase) {
+    // Random draws from every incomplete task, as the thesis's does; the others offer the
+    // never-assigned ones first.
+    if board.config.rule != TaskRule::Random
+        && let Some(i) = unassigned(board, app, phase)
+    {
         return Some(at(i));
     }
     let index = match board.config.rule {

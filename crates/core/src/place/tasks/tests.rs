@@ -79,6 +79,21 @@ fn a_late_attempt_is_presumed_failed_and_its_task_reissued_and_the_first_result_
 }
 
 #[test]
+fn a_presumed_worker_that_reports_late_is_taken_back_as_alive_even_when_another_won() {
+    let mut b = board(TaskRule::MiscoRt);
+    b.submit(spec(1, 0, 1000), s(0));
+    let a = b.poll(A, s(0)).unwrap();
+    let again = b.poll(B, s(31)).unwrap();
+    assert_eq!(b.upload(B, again.attempt, s(41)), Ok(Upload::Accepted { phase_done: true, app_done: true }));
+    assert_eq!(b.upload(A, a.attempt, s(43)), Ok(Upload::Duplicate));
+    let (rate, recovery) = b.worker_estimate(A).unwrap();
+    assert!(rate < 0.01, "the presumed failure is taken back: {rate}");
+    // Its next poll is not a return from a failure: the recovery time keeps its prior.
+    b.poll(A, s(55));
+    assert_eq!(b.worker_estimate(A).unwrap().1, recovery);
+}
+
+#[test]
 fn uploads_of_unknown_or_foreign_attempts_are_refused() {
     let mut b = board(TaskRule::MiscoRt);
     b.submit(spec(1, 0, 100), s(0));
