@@ -143,27 +143,9 @@ pub fn run(s: &Setup, progress: &(dyn Fn(usize) + Sync)) -> Result<Vec<Row>, Exp
             "nothing to run: give points, schedulers, at least one run, and a scale in (0, 1]".into(),
         ));
     }
-    let jobs: Vec<(usize, usize, u64)> = (0..s.points.len())
-        .flat_map(|p| (0..s.schedulers.len()).flat_map(move |k| (0..s.runs).map(move |i| (p, k, i))))
-        .collect();
-    let mut out: Vec<Option<Result<GridOutcome, switchyard_sim::SimError>>> = (0..jobs.len()).map(|_| None).collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let done = std::sync::atomic::AtomicUsize::new(0);
-    let slots = std::sync::Mutex::new(&mut out);
-    std::thread::scope(|scope| {
-        for _ in 0..s.threads.clamp(1, jobs.len()) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(&(p, k, r)) = jobs.get(i) else { break };
-                    let o = Grid::simulate(&params(s, s.points[p], s.schedulers[k], s.seed + r));
-                    slots.lock().expect("no run panics holding the lock")[i] = Some(o);
-                    progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
-                }
-            });
-        }
-    });
-    let outcomes: Vec<GridOutcome> = out.into_iter().map(|o| o.expect("every run ran")).collect::<Result<_, _>>()?;
+    let simulate = |p: usize, k: usize, r: u64| Grid::simulate(&params(s, s.points[p], s.schedulers[k], s.seed + r));
+    let outcomes: Vec<GridOutcome> =
+        crate::sweep::sweep(s.points.len(), s.schedulers.len(), s.runs, s.threads, &simulate, progress)?;
     let n = s.runs as f64;
     let mut rows = Vec::new();
     for (p, point) in s.points.iter().enumerate() {

@@ -42,6 +42,7 @@ pub mod ko;
 pub mod miscort;
 pub mod placement;
 pub mod scenarios;
+mod sweep;
 pub mod yates_cache;
 
 /// Why an experiment could not run.

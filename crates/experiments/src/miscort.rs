@@ -238,27 +238,10 @@ pub fn run(s: &Setup, progress: &(dyn Fn(usize) + Sync)) -> Result<Vec<Row>, Exp
     if s.runs == 0 || s.schedulers.is_empty() || s.regimes.is_empty() {
         return Err(ExperimentError::Input("nothing to run: give at least one regime, scheduler and run".into()));
     }
-    let jobs: Vec<(usize, usize, u64)> = (0..s.regimes.len())
-        .flat_map(|r| (0..s.schedulers.len()).flat_map(move |k| (0..s.runs).map(move |i| (r, k, i))))
-        .collect();
-    let mut out: Vec<Option<Result<JobsOutcome, switchyard_sim::SimError>>> = (0..jobs.len()).map(|_| None).collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let done = std::sync::atomic::AtomicUsize::new(0);
-    let slots = std::sync::Mutex::new(&mut out);
-    std::thread::scope(|scope| {
-        for _ in 0..s.threads.clamp(1, jobs.len()) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(&(r, k, run)) = jobs.get(i) else { break };
-                    let o = Jobs::simulate(&params(s, s.regimes[r], s.schedulers[k], s.seed + run));
-                    slots.lock().expect("no run panics holding the lock")[i] = Some(o);
-                    progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
-                }
-            });
-        }
-    });
-    let outcomes: Vec<JobsOutcome> = out.into_iter().map(|o| o.expect("every run ran")).collect::<Result<_, _>>()?;
+    let simulate =
+        |r: usize, k: usize, run: u64| Jobs::simulate(&params(s, s.regimes[r], s.schedulers[k], s.seed + run));
+    let outcomes: Vec<JobsOutcome> =
+        crate::sweep::sweep(s.regimes.len(), s.schedulers.len(), s.runs, s.threads, &simulate, progress)?;
     let n = s.runs as f64;
     let mut rows = Vec::new();
     for (r, regime) in s.regimes.iter().enumerate() {
