@@ -91,3 +91,27 @@ pub(crate) fn print_comparisons(comparisons: &[switchyard_sim::scenario::Compari
     }
     Ok(())
 }
+
+/// One line per name (in the order names first appear in `rows`), through the points `point`
+/// gives for that name's rows (`None` leaves a row out); names with no point are dropped.
+pub(crate) fn series_by_name<T>(
+    rows: &[T],
+    name: impl Fn(&T) -> &str,
+    point: impl Fn(&T) -> Option<(f64, f64)>,
+) -> Vec<switchyard_sim::report::Series> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in rows {
+        if !names.contains(&name(r)) {
+            names.push(name(r));
+        }
+    }
+    names
+        .into_iter()
+        .map(|n| switchyard_sim::report::Series {
+            name: n.to_string(),
+            points: rows.iter().filter(|r| name(r) == n).filter_map(&point).collect(),
+            style: switchyard_sim::report::Style::Measured,
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect()
+}

@@ -7,7 +7,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use switchyard_experiments::ko::{self, FILES_PER_S, Row, Setup, UNIT_COST, WHY};
-use switchyard_sim::report::{Series, Style, line_chart};
+use switchyard_sim::report::line_chart;
+
+use crate::report::series_by_name;
 
 pub(crate) fn run(runs: u64, seed: u64, scale: f64, threads: usize, dir: Option<&Path>) -> Result<()> {
     let mut out = std::io::stdout().lock();
@@ -87,25 +89,11 @@ fn write_outputs(dir: &Path, rows: &[Row]) -> Result<()> {
         ("workers-per-site", "workers per site"),
         ("unit-cost", "computation (s per file)"),
     ] {
-        let mut names: Vec<&str> = Vec::new();
-        for r in rows {
-            if !names.contains(&r.scheduler.as_str()) {
-                names.push(&r.scheduler);
-            }
-        }
-        let series: Vec<Series> = names
-            .iter()
-            .map(|name| Series {
-                name: (*name).to_string(),
-                points: rows
-                    .iter()
-                    .filter(|r| r.scheduler == *name && r.point.axis().0 == family)
-                    .map(|r| (r.point.axis().1, r.makespan / 3600.0))
-                    .collect(),
-                style: Style::Measured,
-            })
-            .filter(|s| !s.points.is_empty())
-            .collect();
+        let series = series_by_name(
+            rows,
+            |r| r.scheduler.as_str(),
+            |r| (r.point.axis().0 == family).then(|| (r.point.axis().1, r.makespan / 3600.0)),
+        );
         if series.is_empty() {
             continue;
         }

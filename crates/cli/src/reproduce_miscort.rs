@@ -8,7 +8,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use switchyard_experiments::miscort::{self, MAP_TIME, REDUCE_TIME, Row, Setup, WHY};
-use switchyard_sim::report::{Series, Style, line_chart};
+use switchyard_sim::report::line_chart;
+
+use crate::report::series_by_name;
 
 pub(crate) fn run(runs: u64, seed: u64, poisson: bool, presume: f64, threads: usize, dir: Option<&Path>) -> Result<()> {
     let mut out = std::io::stdout().lock();
@@ -90,25 +92,11 @@ fn write_outputs(dir: &Path, rows: &[Row]) -> Result<()> {
             ("waste", "worker time wasted (%)", |r: &Row| r.waste * 100.0),
         ] {
             // In the order they were run (MiscoRT, EDF, then the others).
-            let mut names: Vec<&str> = Vec::new();
-            for r in rows {
-                if !names.contains(&r.scheduler) {
-                    names.push(r.scheduler);
-                }
-            }
-            let series: Vec<Series> = names
-                .iter()
-                .map(|name| Series {
-                    name: (*name).to_string(),
-                    points: rows
-                        .iter()
-                        .filter(|r| r.scheduler == *name && r.regime.axis().0 == family)
-                        .map(|r| (r.regime.axis().1, value(r)))
-                        .collect(),
-                    style: Style::Measured,
-                })
-                .filter(|s| !s.points.is_empty())
-                .collect();
+            let series = series_by_name(
+                rows,
+                |r| r.scheduler,
+                |r| (r.regime.axis().0 == family).then(|| (r.regime.axis().1, value(r))),
+            );
             if series.is_empty() {
                 continue;
             }
