@@ -26,7 +26,9 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use switchyard_core::cache::Lru;
 use switchyard_core::place::score::splitmix64;
-use switchyard_core::place::tasks::locality::{DelayScheduling, FileId, Metric, SiteTable, affinity, choose, weights};
+use switchyard_core::place::tasks::locality::{
+    DelayScheduling, FileId, Metric, SiteTable, choose, most_affine, replica_of, weights,
+};
 
 use crate::{EventQueue, Model, Nanos, SimError, run, secs};
 
@@ -277,11 +279,8 @@ impl Grid {
                 self.delay.choose(site, &tasks, &self.sites[site as usize].table)
             }
             Scheduler::StorageAffinity => {
-                let mine = &self.sites[site as usize].table;
-                let best = (0..self.waiting.len())
-                    .map(|i| (i, affinity(&self.p.tasks[self.waiting[i] as usize], mine)))
-                    .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
-                best.map(|b| b.0)
+                let tasks: Vec<&[FileId]> = self.waiting.iter().map(|t| self.p.tasks[*t as usize].as_slice()).collect();
+                most_affine(&tasks, &self.sites[site as usize].table)
             }
         }?;
         Some(self.waiting.remove(at))
@@ -293,11 +292,12 @@ impl Grid {
         if self.p.scheduler != Scheduler::StorageAffinity {
             return None;
         }
-        let t = (0..self.holders.len())
+        let running = (0..self.holders.len())
             .filter(|&t| !self.done[t] && self.holders[t].len() == 1)
-            .min_by_key(|&t| self.workers[self.holders[t][0] as usize].asked_at)?;
+            .map(|t| (t as u32, self.workers[self.holders[t][0] as usize].asked_at.0));
+        let t = replica_of(running)?;
         self.replicas += 1;
-        Some(t as u32)
+        Some(t)
     }
 
     fn request(&mut self, worker: u32, now: Nanos, queue: &mut EventQueue<GridEvent>) {

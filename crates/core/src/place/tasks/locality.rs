@@ -168,6 +168,20 @@ pub fn affinity(task: &[FileId], site: &SiteTable) -> f64 {
     task.iter().filter(|f| site.holds(**f)).count() as f64
 }
 
+/// Storage affinity's choice for a free worker at `site`: the task with the most of its input
+/// there (ties to the lower index).
+pub fn most_affine(tasks: &[&[FileId]], site: &SiteTable) -> Option<usize> {
+    let w: Vec<f64> = tasks.iter().map(|t| affinity(t, site)).collect();
+    choose(&w, 1, 0)
+}
+
+/// Storage affinity's replication once every task is out: of the running tasks with a single
+/// copy, given as (task, when its copy started), the one that started first (ties to the lower
+/// task).
+pub fn replica_of(running: impl Iterator<Item = (u32, u64)>) -> Option<u32> {
+    running.min_by_key(|&(task, started)| (started, task)).map(|(task, _)| task)
+}
+
 /// Delay scheduling: how many times each site has been refused for want of a local task.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DelayScheduling {
@@ -245,6 +259,9 @@ mod tests {
         s.evicted(&[2, 9]);
         assert!(!s.holds(2) && s.holds(1) && s.len() == 2);
         assert_eq!(affinity(&[1, 2, 3, 4], &s), 2.0);
+        let (a, b): (&[FileId], &[FileId]) = (&[1, 9], &[1, 3, 8]);
+        assert_eq!(most_affine(&[a, b], &s), Some(1));
+        assert_eq!(replica_of([(4, 30), (2, 10), (7, 10)].into_iter()), Some(2));
     }
 
     #[test]
