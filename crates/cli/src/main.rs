@@ -12,6 +12,7 @@ mod bench_mux;
 mod deliver;
 mod gateway;
 mod inspect;
+mod jobs;
 mod place;
 mod report;
 mod reproduce;
@@ -50,6 +51,7 @@ enum Command {
     Field(gateway::FieldArgs),
     Gateway(gateway::GatewayArgs),
     Deliver(deliver::DeliverArgs),
+    Jobs(jobs::JobsArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
         Command::Field(args) => gateway::run_field(&args),
         Command::Gateway(args) => gateway::run_gateway(&args),
         Command::Deliver(args) => deliver::run(&args),
+        Command::Jobs(args) => jobs::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

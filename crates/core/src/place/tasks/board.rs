@@ -336,6 +336,41 @@ impl Board {
         None
     }
 
+    /// Replays a poll whose answer is known (from a log): the same presumptions and losses as
+    /// [`Board::poll`] at `now`, then `task` handed out without asking the rule. A coordinator
+    /// restarted from its log rebuilds the board this way, so a rule changed between versions,
+    /// or the random rule's stream, cannot make the replay differ from what the workers were
+    /// told. The rule's own state (the sequential rule's cursor, the random rule's stream) is
+    /// moved on as if it had chosen the task.
+    pub fn replay_poll(&mut self, worker: WorkerId, now: Nanos, task: Option<TaskRef>) -> Option<Assignment> {
+        self.heard_from(worker, now);
+        self.presume(now);
+        let task = task.filter(|t| self.valid(*t))?;
+        rules::replayed(self, task);
+        Some(self.hand_out(task, worker, now))
+    }
+
+    /// What attempt `id` is: its task, its worker, and whether it is still out (running or
+    /// presumed failed), so that a driver can serve its input and check an upload's size
+    /// before taking it.
+    pub fn attempt(&self, id: AttemptId) -> Option<(TaskRef, WorkerId, bool)> {
+        self.attempts.get(id.0 as usize).map(|a| (a.task, a.worker, a.live()))
+    }
+
+    /// The application's settings as submitted.
+    pub fn app_spec(&self, id: AppId) -> Option<AppSpec> {
+        self.apps.get(id.0 as usize).map(|a| a.spec)
+    }
+
+    /// Attempts running now (handed out, not reported, not presumed failed).
+    pub fn running(&self) -> u32 {
+        self.running.len() as u32
+    }
+
+    fn valid(&self, t: TaskRef) -> bool {
+        self.apps.get(t.app.0 as usize).is_some_and(|a| (t.index as usize) < a.tasks[t.phase.at()].len())
+    }
+
     /// A worker uploads the result of `attempt`.
     pub fn upload(&mut self, worker: WorkerId, attempt: AttemptId, now: Nanos) -> Result<Upload, Refusal> {
         let a = self.owned(worker, attempt)?;

@@ -112,6 +112,28 @@ pub(crate) fn pick(board: &mut Board, app: AppId, worker: WorkerId, now: Nanos) 
     index.map(at)
 }
 
+/// Brings the rule's own state up to date with a hand-out it did not choose (a poll replayed
+/// from a log): the sequential rule's cursor moves past the task, and the random rule's stream
+/// on by one draw, as they would have had the rule chosen it. Call it before the hand-out.
+pub(crate) fn replayed(board: &mut Board, task: TaskRef) {
+    let from_unassigned =
+        board.config.rule != TaskRule::Random && unassigned(board, task.app, task.phase) == Some(task.index as usize);
+    if from_unassigned {
+        return;
+    }
+    match board.config.rule {
+        TaskRule::Sequential => {
+            let p = match task.phase {
+                Phase::Map => 0,
+                Phase::Reduce => 1,
+            };
+            board.apps[task.app.0 as usize].cursor[p] = task.index as usize + 1;
+        }
+        TaskRule::Random => board.draws += 1,
+        _ => {}
+    }
+}
+
 /// The tasks of the phase, with their number.
 fn tasks(board: &Board, app: AppId, phase: Phase) -> impl Iterator<Item = (usize, &super::board::Task)> {
     let i = match phase {

@@ -323,3 +323,80 @@ proptest! {
         }
     }
 }
+
+/// A coordinator rebuilds its board from a log of what happened: polls replayed with the
+/// answers they got give the same board, which goes on to decide as the original would, for
+/// every rule (the sequential rule's cursor and the random rule's stream included). Workers report, fail, vanish without a word (their
+/// next poll says they restarted) and fall silent long enough to be presumed failed, so the
+/// replay must make the same presumptions and losses at the same times.
+#[test]
+fn a_board_replayed_from_its_log_is_the_board() {
+    enum Entry {
+        Poll(u64, WorkerId, Option<TaskRef>),
+        Report(u64, WorkerId, AttemptId, bool),
+    }
+    for rule in [TaskRule::MiscoRt, TaskRule::Random, TaskRule::Sequential, TaskRule::ModifiedHadoop, TaskRule::SPARK] {
+        let workers = [A, B, WorkerId(2)];
+        let mut live = board(rule);
+        let mut log = Vec::new();
+        live.submit(spec(40, 8, 900), s(0));
+        live.submit(spec(20, 4, 600), s(0));
+        let mut held: Vec<Option<AttemptId>> = vec![None; 3];
+        let mut draw = 12345u64;
+        let mut t = 0;
+        for _ in 0..60 {
+            for (i, &w) in workers.iter().enumerate() {
+                t += 3;
+                draw = draw.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                match (draw >> 33) % 7 {
+                    // Silent this turn: holds its attempt, does not poll.
+                    0..=2 if held[i].is_some() => continue,
+                    // Vanishes: the attempt is never reported.
+                    3 => held[i] = None,
+                    4 => {
+                        if let Some(at) = held[i].take() {
+                            let _ = live.failed(w, at, s(t));
+                            log.push(Entry::Report(t, w, at, false));
+                        }
+                    }
+                    _ => {
+                        if let Some(at) = held[i].take() {
+                            let _ = live.upload(w, at, s(t));
+                            log.push(Entry::Report(t, w, at, true));
+                        }
+                    }
+                }
+                let got = live.poll(w, s(t));
+                log.push(Entry::Poll(t, w, got.map(|a| a.task)));
+                held[i] = got.map(|a| a.attempt);
+            }
+        }
+        let mut again = board(rule);
+        again.submit(spec(40, 8, 900), s(0));
+        again.submit(spec(20, 4, 600), s(0));
+        for e in &log {
+            match *e {
+                Entry::Poll(t, w, task) => {
+                    again.replay_poll(w, s(t), task);
+                }
+                Entry::Report(t, w, at, true) => {
+                    let _ = again.upload(w, at, s(t));
+                }
+                Entry::Report(t, w, at, false) => {
+                    let _ = again.failed(w, at, s(t));
+                }
+            }
+        }
+        assert_eq!(again.status(s(t)), live.status(s(t)), "{rule:?}");
+        assert!(!live.all_done(), "{rule:?}: the log ends while tasks are out, so what is out must match");
+        for w in workers {
+            assert_eq!(again.worker_estimate(w), live.worker_estimate(w), "{rule:?} {w:?}");
+        }
+        // And it goes on deciding as the original would.
+        for k in 0..6 {
+            let w = workers[k % 3];
+            t += 40;
+            assert_eq!(again.poll(w, s(t)), live.poll(w, s(t)), "{rule:?}, poll {k} after the replay");
+        }
+    }
+}
