@@ -11,7 +11,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use switchyard_core::place::tasks::BoardConfig;
 use switchyard_experiments::miscort::SCHEDULERS;
 use switchyard_jobs::client::{SubmitArgs as Submit, Submitter};
-use switchyard_jobs::wire::AppView;
+use switchyard_jobs::wire::{AppView, WorkerView};
 use switchyard_jobs::{Allowed, Coordinator, Failures, Limits, Shared, Store, Sync, WorkerConfig};
 
 /// Deadline jobs on unreliable workers: a coordinator, workers that poll it, and a
@@ -172,7 +172,9 @@ struct SubmitArgs {
     input: PathBuf,
 }
 
-/// Show every application: tasks done, running and repeated, laxity, and the deadline verdict.
+/// Show every application (tasks done, running and repeated, laxity, the deadline verdict) and
+/// every worker (the attempt it holds, whether it is presumed failed, its estimated failure
+/// rate and recovery).
 #[derive(Args)]
 struct StatusArgs {
     #[command(flatten)]
@@ -394,14 +396,25 @@ fn table(out: &mut impl Write, views: &[AppView]) -> std::io::Result<()> {
     Ok(())
 }
 
+fn worker_table(out: &mut impl Write, workers: &[WorkerView]) -> std::io::Result<()> {
+    writeln!(out, "\n{:<24} {:>9} {:>9} {:>11} {:>11}", "worker", "holding", "presumed", "λ est /s", "μ est s")?;
+    for w in workers {
+        let holding = w.holding.map_or_else(|| "-".into(), |a| a.to_string());
+        let presumed = if w.presumed { "yes" } else { "no" };
+        writeln!(out, "{:<24} {:>9} {:>9} {:>11.4} {:>11.2}", w.name, holding, presumed, w.rate, w.recovery)?;
+    }
+    Ok(())
+}
+
 fn status(a: &StatusArgs) -> Result<()> {
     let sub = Submitter::new(&a.connect.coordinator, &a.connect.token);
     let rt = runtime()?;
     let mut out = std::io::stdout().lock();
     loop {
         let views = rt.block_on(sub.status())?;
+        let workers = rt.block_on(sub.workers())?;
         if a.json {
-            serde_json::to_writer_pretty(&mut out, &views)?;
+            serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "apps": views, "workers": workers }))?;
             writeln!(out)?;
             return Ok(());
         }
@@ -410,6 +423,7 @@ fn status(a: &StatusArgs) -> Result<()> {
             write!(out, "\x1b[H\x1b[2J")?;
         }
         table(&mut out, &views)?;
+        worker_table(&mut out, &workers)?;
         out.flush()?;
         if !a.watch || (!views.is_empty() && views.iter().all(|v| v.verdict != "running")) {
             return Ok(());

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 
-use crate::wire::{AppView, Submitted};
+use crate::wire::{AppView, Submitted, WorkerView};
 
 /// A submitter's connection to a coordinator.
 pub struct Submitter {
@@ -101,6 +101,13 @@ impl Submitter {
     /// Every application.
     pub async fn status(&self) -> Result<Vec<AppView>, ClientError> {
         let url = format!("{}/v1/apps", self.base);
+        let r = self.send(self.http.get(&url), &url).await?;
+        r.json().await.map_err(|e| ClientError::Unreachable { url, why: e.to_string() })
+    }
+
+    /// Every worker the coordinator has heard from.
+    pub async fn workers(&self) -> Result<Vec<WorkerView>, ClientError> {
+        let url = format!("{}/v1/workers", self.base);
         let r = self.send(self.http.get(&url), &url).await?;
         r.json().await.map_err(|e| ClientError::Unreachable { url, why: e.to_string() })
     }

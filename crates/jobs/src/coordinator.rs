@@ -13,7 +13,7 @@ use switchyard_core::{Nanos, WorkerId};
 
 use crate::programs::{self, Program, ProgramError};
 use crate::store::{Blob, Event, Kind, Reader, Store, StoreError};
-use crate::wire::{AppView, Grant, PartsError, Submitted, decode_parts};
+use crate::wire::{AppView, Grant, PartsError, Submitted, WorkerView, decode_parts};
 
 /// Why a request is refused; each maps to one HTTP status.
 #[derive(Debug, thiserror::Error)]
@@ -340,7 +340,12 @@ impl Coordinator {
 
     /// What an attempt's input is made of: its split, or its partition of every map's output.
     pub fn input_of(&self, name: &str, attempt: u64) -> Result<InputPlan, JobsError> {
-        let (_, task, _) = self.held(name, attempt)?;
+        let (_, task, live) = self.held(name, attempt)?;
+        // Its task was done by another attempt (or it was given up): running it would be
+        // wasted, and its result refused.
+        if !live {
+            return Err(JobsError::Duplicate(attempt));
+        }
         Ok(match task.phase {
             Phase::Map => InputPlan::Split { app: task.app.0, map: task.index },
             Phase::Reduce => InputPlan::Partition { app: task.app.0, part: task.index },
@@ -442,6 +447,26 @@ impl Coordinator {
                 Some(false) => "missed".into(),
             },
         })
+    }
+
+    /// Every worker heard from, by name.
+    pub fn worker_views(&self) -> Vec<WorkerView> {
+        let mut names: Vec<(&String, &WorkerId)> = self.state.workers.iter().collect();
+        names.sort();
+        let by_id: HashMap<WorkerId, _> = self.state.board.workers().into_iter().map(|w| (w.worker, w)).collect();
+        names
+            .into_iter()
+            .filter_map(|(name, id)| {
+                let w = by_id.get(id)?;
+                Some(WorkerView {
+                    name: name.clone(),
+                    holding: w.holding.map(|a| a.0),
+                    presumed: w.presumed,
+                    rate: w.rate,
+                    recovery: w.recovery,
+                })
+            })
+            .collect()
     }
 
     /// Where a done application's output is.

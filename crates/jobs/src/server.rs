@@ -137,6 +137,7 @@ pub fn router(shared: Arc<Shared>, limits: Limits) -> Router {
         .route("/v1/apps", post(submit).get(list).layer(DefaultBodyLimit::max(limits.max_input)))
         .route("/v1/apps/{id}", get(one))
         .route("/v1/apps/{id}/output", get(output))
+        .route("/v1/workers", get(workers))
         .route("/v1/poll", post(poll))
         .route("/v1/attempts/{id}/input", get(input))
         .route("/v1/attempts/{id}/result", post(result).layer(DefaultBodyLimit::max(limits.max_result)))
@@ -247,6 +248,11 @@ async fn submit(
 
 async fn list(State(s): State<Arc<Shared>>) -> Response {
     let views = s.coordinator().views(now());
+    json(&views)
+}
+
+async fn workers(State(s): State<Arc<Shared>>) -> Response {
+    let views = s.coordinator().worker_views();
     json(&views)
 }
 

@@ -8,6 +8,7 @@
 //! | `POST /v1/apps?name=…&program=…&arg=…&reduces=R&deadline=SECS&split=BYTES` | submitter | body: the input; answers [`Submitted`] |
 //! | `GET /v1/apps`, `GET /v1/apps/{id}` | submitter | [`AppView`]s |
 //! | `GET /v1/apps/{id}/output` | submitter | the output, once done |
+//! | `GET /v1/workers` | submitter | [`WorkerView`]s |
 //! | `POST /v1/poll` | worker | body [`Poll`]; answers [`Grant`], or 204 when there is nothing |
 //! | `GET /v1/attempts/{id}/input?worker=W` | worker | the task's input |
 //! | `POST /v1/attempts/{id}/result?worker=W` | worker | body: the result ([`encode_parts`]) |
@@ -82,6 +83,21 @@ pub struct AppView {
     pub took: Option<f64>,
     /// `running`, `met` or `missed`.
     pub verdict: String,
+}
+
+/// A worker as the coordinator sees it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct WorkerView {
+    /// Its name.
+    pub name: String,
+    /// The attempt it holds, if any.
+    pub holding: Option<u64>,
+    /// Presumed failed (it held an attempt far past its expected time), not heard from since.
+    pub presumed: bool,
+    /// Its estimated failure rate, per second (Dou §3.4.2).
+    pub rate: f64,
+    /// Its estimated recovery time, seconds.
+    pub recovery: f64,
 }
 
 /// Why a body of parts cannot be read.

@@ -296,8 +296,11 @@ async fn one(client: &Client, config: &WorkerConfig, fail_this: bool, log: &Log)
             status: StatusCode::OK,
             body: e.to_string(),
         })?,
-        // The attempt is no longer ours (the coordinator gave up on it): nothing to run.
-        Sent::Refused(..) => return Ok(Outcome::Refused),
+        // The attempt is no longer needed (another finished its task): nothing to run.
+        Sent::Refused(status, text, _) => {
+            log(&format!("attempt {}: input refused ({status}): {text}", grant.attempt));
+            return Ok(Outcome::Refused);
+        }
     };
     let g = grant.clone();
     let allowed = config.allowed.clone();

@@ -182,6 +182,21 @@ impl AppStatus {
     }
 }
 
+/// A worker as the board sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorkerStatus {
+    /// The worker.
+    pub worker: WorkerId,
+    /// The attempt it holds (running or presumed failed), if any.
+    pub holding: Option<AttemptId>,
+    /// Presumed failed, and not heard from since.
+    pub presumed: bool,
+    /// Its estimated failure rate, per second.
+    pub rate: f64,
+    /// Its estimated recovery time, seconds.
+    pub recovery: f64,
+}
+
 /// How an attempt stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum State {
@@ -360,6 +375,21 @@ impl Board {
     /// The application's settings as submitted.
     pub fn app_spec(&self, id: AppId) -> Option<AppSpec> {
         self.apps.get(id.0 as usize).map(|a| a.spec)
+    }
+
+    /// Every worker heard from: the attempt it holds as far as the board knows, whether it
+    /// is presumed failed, and its estimated failure rate (per second) and recovery (seconds).
+    pub fn workers(&self) -> Vec<WorkerStatus> {
+        self.workers
+            .iter()
+            .map(|(&id, w)| WorkerStatus {
+                worker: id,
+                holding: w.holding.filter(|a| self.attempts[a.0 as usize].live()),
+                presumed: w.presumed_at.is_some(),
+                rate: w.estimate.rate(),
+                recovery: w.estimate.recovery(),
+            })
+            .collect()
     }
 
     /// Attempts running now (handed out, not reported, not presumed failed).

@@ -37,6 +37,6 @@ pub mod rules;
 mod tests;
 
 pub use board::{
-    AppId, AppSpec, AppStatus, Assignment, AttemptId, Board, BoardConfig, Phase, Refusal, TaskRef, Upload,
+    AppId, AppSpec, AppStatus, Assignment, AttemptId, Board, BoardConfig, Phase, Refusal, TaskRef, Upload, WorkerStatus,
 };
 pub use rules::TaskRule;
