@@ -252,6 +252,9 @@ pub(crate) struct App {
     pub(crate) durations: [Vec<f64>; 2],
     /// The sequential rule's place in each phase.
     pub(crate) cursor: [usize; 2],
+    /// In each phase, no task before this one is unassigned (tasks are never unassigned
+    /// again), so finding the first unassigned task is not a walk over every task.
+    pub(crate) fresh: [usize; 2],
     pub(crate) attempts: u64,
     pub(crate) repeats: u64,
     pub(crate) duplicates: u64,
@@ -329,6 +332,7 @@ impl Board {
             tau: [Ewma::new(gain), Ewma::new(gain)],
             durations: [Vec::new(), Vec::new()],
             cursor: [0, 0],
+            fresh: [0, 0],
             attempts: 0,
             repeats: 0,
             duplicates: 0,
@@ -636,6 +640,10 @@ impl Board {
         let record = &mut app.tasks[task.phase.at()][task.index as usize];
         let repeat = !record.attempts.is_empty();
         record.attempts.push(id);
+        let p = task.phase.at();
+        while app.fresh[p] < app.tasks[p].len() && !app.tasks[p][app.fresh[p]].attempts.is_empty() {
+            app.fresh[p] += 1;
+        }
         app.attempts += 1;
         app.repeats += u64::from(repeat);
         self.attempts.push(Attempt {

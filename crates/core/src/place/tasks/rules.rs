@@ -145,7 +145,15 @@ fn tasks(board: &Board, app: AppId, phase: Phase) -> impl Iterator<Item = (usize
 
 /// The first task never handed out.
 fn unassigned(board: &Board, app: AppId, phase: Phase) -> Option<usize> {
-    tasks(board, app, phase).find(|(_, t)| !t.done && t.attempts.is_empty()).map(|(i, _)| i)
+    let from = board.apps[app.0 as usize].fresh[phase_at(phase)];
+    tasks(board, app, phase).skip(from).find(|(_, t)| !t.done && t.attempts.is_empty()).map(|(i, _)| i)
+}
+
+fn phase_at(phase: Phase) -> usize {
+    match phase {
+        Phase::Map => 0,
+        Phase::Reduce => 1,
+    }
 }
 
 /// The first incomplete task none of whose attempts is still running (all presumed failed or
