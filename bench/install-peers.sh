@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# The peers `switchyard bench gateway` measures against, from Debian: nginx (proxy_cache with
-# proxy_cache_lock) and the load generator wrk. Needs root (or sudo); a no-op where both are
-# present.
+# The peers the benchmarks measure against. From Debian: nginx (proxy_cache with
+# proxy_cache_lock) and the load generator wrk for `bench gateway` and `bench deliver`;
+# redis-server for `bench jobs`. From PyPI, into target/peers/venv: Celery with its Redis
+# client, the task queue `bench jobs` runs beside the jobs coordinator. Needs root (or sudo)
+# for the Debian packages; a no-op where everything is present.
 set -euo pipefail
-if command -v wrk >/dev/null 2>&1 && { command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; }; then
-  echo "nginx and wrk are installed"
-  exit 0
+cd "$(dirname "$0")/.."
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
+if ! { have wrk && have nginx && have redis-server; }; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  # nginx-light has proxy_cache; the packages' services are not started where there is no init.
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nginx-light wrk redis-server >/dev/null
 fi
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-$SUDO apt-get update -qq
-# nginx-light has proxy_cache; the package's service is not started where there is no init.
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nginx-light wrk >/dev/null
-echo "installed: $(/usr/sbin/nginx -v 2>&1), $(wrk --version 2>&1 | head -1)"
+echo "installed: $(/usr/sbin/nginx -v 2>&1), $(wrk --version 2>&1 | head -1), $(redis-server --version | cut -d' ' -f1-3)"
+VENV=target/peers/venv
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import celery, redis, packaging, kombu; assert kombu.__version__ == '5.4.2'" 2>/dev/null; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q "celery==5.4.0" "kombu==5.4.2" "redis==5.2.1" packaging
+fi
+echo "installed: celery $("$VENV/bin/python" -c 'import celery; print(celery.__version__)') in $VENV"

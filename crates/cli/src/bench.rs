@@ -22,6 +22,7 @@ enum BenchWhat {
     Mux(crate::bench_mux::MuxBench),
     Gateway(crate::bench_gateway::GatewayBench),
     Deliver(crate::bench_deliver::DeliverBench),
+    Jobs(crate::bench_jobs::JobsBench),
 }
 
 /// The DPI pipeline on a uniform and a skewed generated trace: single thread, then static hash,
@@ -82,6 +83,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         BenchWhat::Mux(a) => crate::bench_mux::run(a),
         BenchWhat::Gateway(a) => crate::bench_gateway::run(a),
         BenchWhat::Deliver(a) => crate::bench_deliver::run(a),
+        BenchWhat::Jobs(a) => crate::bench_jobs::run(a),
     }
 }
 

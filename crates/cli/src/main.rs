@@ -8,6 +8,7 @@
 mod bench;
 mod bench_deliver;
 mod bench_gateway;
+mod bench_jobs;
 mod bench_mux;
 mod deliver;
 mod gateway;

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use switchyard_core::Policy;
 use switchyard_experiments::ExperimentError;
-use switchyard_experiments::bench::{deliver, gateway, inspect, mux};
+use switchyard_experiments::bench::{deliver, gateway, inspect, jobs, mux};
 use switchyard_runtime::inspect::Engine;
 
 /// One benchmark at a time: each measures the machine, and two at once would measure each other.
@@ -128,4 +128,23 @@ fn deliver_serves_every_case_from_ours_and_tokio_and_holds_the_rates() {
     assert!(matches!(deliver::run(&bad, &mut |_| {}), Err(ExperimentError::Input(m)) if m.contains("--bulk-conns")));
     let bad = deliver::Setup { warmup: -1.0, ..setup };
     assert!(matches!(bad.check(), Err(ExperimentError::Input(m)) if m.contains("--warmup")));
+}
+
+#[test]
+fn jobs_assigns_tasks_through_the_coordinator_and_times_its_polls() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let setup = jobs::Setup { seconds: 0.5, rounds: 2, workers: 2, celery: None };
+    let mut told = Vec::new();
+    let r = jobs::run(&setup, &mut |name, round| told.push((name.to_string(), round.tasks))).unwrap();
+    assert_eq!(r.ours.len(), 2);
+    assert!(r.celery.is_empty());
+    assert_eq!(told.len(), 2);
+    for round in &r.ours {
+        // Every measured task went poll → result → kept; a second of a debug build does dozens.
+        assert!(round.tasks > 10 && round.rate > 0.0, "{round:?}");
+        assert!(round.p50_ms > 0.0 && round.p50_ms <= round.p99_ms, "{round:?}");
+    }
+    assert!(jobs::median(&r.ours).is_some());
+    let bad = jobs::Setup { workers: 0, ..setup };
+    assert!(jobs::run(&bad, &mut |_, _| {}).unwrap_err().to_string().contains("at least one worker"));
 }

@@ -20,6 +20,8 @@
 
 pub mod client;
 pub mod coordinator;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod programs;
 pub mod server;
 pub mod store;

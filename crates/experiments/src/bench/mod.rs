@@ -7,6 +7,8 @@
 //! - [`gateway`]: the caching gateway against nginx's `proxy_cache`, and the core's cache against
 //!   moka.
 //! - [`deliver`]: the delivery server against a tokio server and nginx's `limit_rate`.
+//! - [`jobs`]: the jobs coordinator's task assignments per second and poll latency against
+//!   Celery with Redis.
 //!
 //! The peers that only benchmarks need live here ([`peers`]: finding and launching nginx and
 //! wrk); none of the drivers depends on them.
@@ -14,6 +16,7 @@
 pub mod deliver;
 pub mod gateway;
 pub mod inspect;
+pub mod jobs;
 pub mod mux;
 pub mod peers;
 

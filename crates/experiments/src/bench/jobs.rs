@@ -1,0 +1,244 @@
+//! `bench jobs`: the jobs coordinator's task assignments per second — a poll answered with a
+//! task, the result uploaded and kept, every decision committed to SQLite — and the latency
+//! of its polls, beside Celery (Redis broker and result backend) running the same trivial
+//! tasks on this machine in alternating rounds.
+//!
+//! Ours runs in this process: the coordinator on loopback HTTP and the workers as tasks of the
+//! same runtime, each polling, uploading an empty result and polling again. The peer runs as
+//! `bench/celery_peer.py` against a redis-server this bench starts. Both sides share the two
+//! cores with their own clients, as a single-machine deployment would.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use switchyard_core::place::tasks::BoardConfig;
+use switchyard_jobs::server::{Limits, serve};
+use switchyard_jobs::wire::{Grant, encode_parts};
+use switchyard_jobs::{Coordinator, Shared, Store, Submission, Sync};
+
+use super::peers::{Reaped, free_port};
+
+/// What to benchmark.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// Seconds measured per round and side.
+    pub seconds: f64,
+    /// Rounds, alternating the sides.
+    pub rounds: usize,
+    /// Polling workers (ours) and Celery's concurrency and tasks in flight (theirs).
+    pub workers: usize,
+    /// Celery's peer, if it is to be run.
+    pub celery: Option<Celery>,
+}
+
+/// Where Celery's peer is.
+#[derive(Clone, Debug)]
+pub struct Celery {
+    /// A Python with celery and redis installed (bench/install-peers.sh's venv).
+    pub python: PathBuf,
+    /// redis-server.
+    pub redis: PathBuf,
+    /// bench/celery_peer.py.
+    pub script: PathBuf,
+}
+
+/// One round of one side.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Round {
+    /// Tasks assigned and completed per second.
+    pub rate: f64,
+    /// Median latency, ms: of a poll (ours), of a task from send to result (Celery).
+    pub p50_ms: f64,
+    /// 99th percentile of the same, ms.
+    pub p99_ms: f64,
+    /// Tasks in the round.
+    pub tasks: u64,
+}
+
+/// What the bench measured.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Our rounds.
+    pub ours: Vec<Round>,
+    /// Celery's rounds (empty when it did not run).
+    pub celery: Vec<Round>,
+}
+
+/// The median round by rate.
+pub fn median(rounds: &[Round]) -> Option<Round> {
+    let mut v = rounds.to_vec();
+    v.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+    v.get(v.len() / 2).copied()
+}
+
+/// Runs the bench; `progress` hears of each round as it ends.
+pub fn run(setup: &Setup, progress: &mut dyn FnMut(&str, &Round)) -> Result<Report> {
+    if setup.workers == 0 || setup.rounds == 0 || setup.seconds.is_nan() || setup.seconds <= 0.0 {
+        bail!("bench jobs: give at least one worker, one round and a positive time");
+    }
+    let mut report = Report { ours: Vec::new(), celery: Vec::new() };
+    for round in 0..setup.rounds {
+        let r = ours(setup, round)?;
+        progress("switchyard jobs (SQLite)", &r);
+        report.ours.push(r);
+        if let Some(c) = &setup.celery {
+            let r = celery(setup, c)?;
+            progress("celery (redis)", &r);
+            report.celery.push(r);
+        }
+    }
+    Ok(report)
+}
+
+fn ours(setup: &Setup, round: usize) -> Result<Round> {
+    let dir = std::env::temp_dir().join(format!("switchyard-bench-jobs-{}-{round}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let db = dir.join("jobs.db");
+    let store = Store::open(&db, Sync::Normal)?;
+    let mut coordinator = Coordinator::open(store, BoardConfig::default(), Duration::from_millis(1))?;
+    // One task per line; more than the round can use, at a generous guess of its rate.
+    let tasks = ((setup.seconds + 1.0) * 30_000.0) as usize;
+    let input = "x\n".repeat(tasks);
+    let sub = Submission {
+        name: "bench".into(),
+        program: "grep".into(),
+        arg: "x".into(),
+        reduces: 0,
+        deadline: 3600.0,
+        split: 1,
+        estimate: Some(0.001),
+    };
+    coordinator.submit(sub, input.as_bytes(), switchyard_jobs::server::now())?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let result = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let shared: Arc<Shared> = Shared::new(coordinator, "bench".into());
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, shared, Limits::default(), async {
+            let _ = stop_rx.await;
+        }));
+        let warm = Duration::from_millis(300);
+        let start = Instant::now() + warm;
+        let end = start + Duration::from_secs_f64(setup.seconds);
+        let mut clients = Vec::new();
+        for w in 0..setup.workers {
+            let base = base.clone();
+            clients.push(tokio::spawn(async move { client(&base, &format!("bench-{w}"), start, end).await }));
+        }
+        let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("3 significant figures is valid");
+        let mut done = 0;
+        for c in clients {
+            let (n, h) = c.await??;
+            done += n;
+            hist.add(h).expect("same bounds");
+        }
+        let _ = stop_tx.send(());
+        server.await??;
+        Ok::<_, anyhow::Error>(Round {
+            rate: done as f64 / setup.seconds,
+            p50_ms: hist.value_at_quantile(0.5) as f64 / 1e3,
+            p99_ms: hist.value_at_quantile(0.99) as f64 / 1e3,
+            tasks: done,
+        })
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// One worker: poll, upload an empty result, again; counted and timed between `start` and
+/// `end`. Returns the results kept and the polls' latencies in µs.
+async fn client(base: &str, name: &str, start: Instant, end: Instant) -> Result<(u64, hdrhistogram::Histogram<u64>)> {
+    let http = reqwest::Client::new();
+    let mut hist = hdrhistogram::Histogram::<u64>::new(3).expect("valid");
+    let poll = format!("{{\"worker\":\"{name}\"}}");
+    let empty = encode_parts(&[Vec::new()]);
+    let mut done = 0;
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            return Ok((done, hist));
+        }
+        let r = http.post(format!("{base}/v1/poll")).bearer_auth("bench").body(poll.clone()).send().await?;
+        let status = r.status();
+        if status != reqwest::StatusCode::OK {
+            bail!("bench jobs: a poll was answered {status}: {}", r.text().await.unwrap_or_default());
+        }
+        let g: Grant = r.json().await?;
+        let polled = now.elapsed();
+        let r = http
+            .post(format!("{base}/v1/attempts/{}/result?worker={name}", g.attempt))
+            .bearer_auth("bench")
+            .body(empty.clone())
+            .send()
+            .await?;
+        if !r.status().is_success() {
+            bail!("bench jobs: a result was answered {}: {}", r.status(), r.text().await.unwrap_or_default());
+        }
+        if now >= start {
+            done += 1;
+            hist.record(polled.as_micros() as u64).expect("auto-resizing");
+        }
+    }
+}
+
+fn celery(setup: &Setup, c: &Celery) -> Result<Round> {
+    let port = free_port()?;
+    let redis = Reaped(
+        Command::new(&c.redis)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {}", c.redis.display()))?,
+    );
+    wait_listening(port)?;
+    let dir = c.script.parent().unwrap_or(Path::new("."));
+    let worker = Reaped(
+        Command::new(&c.python)
+            .arg(&c.script)
+            .args(["worker", &port.to_string(), &setup.workers.to_string()])
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting Celery's worker with {}", c.python.display()))?,
+    );
+    let out = Command::new(&c.python)
+        .arg(&c.script)
+        .args(["produce", &port.to_string(), &setup.seconds.to_string(), &(setup.workers * 2).to_string()])
+        .current_dir(dir)
+        .output()
+        .context("running Celery's producer")?;
+    drop(worker);
+    drop(redis);
+    if !out.status.success() {
+        bail!("Celery's producer failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("reading Celery's producer's line")?;
+    let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    Ok(Round { rate: f("rate"), p50_ms: f("p50_ms"), p99_ms: f("p99_ms"), tasks: f("tasks") as u64 })
+}
+
+fn wait_listening(port: u16) -> Result<()> {
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if t.elapsed() > Duration::from_secs(10) {
+            bail!("redis-server did not listen on {port}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Celery's peer as `bench/install-peers.sh` installs it, if it is there.
+pub fn find_celery(root: &Path) -> Option<Celery> {
+    let python = root.join("target/peers/venv/bin/python");
+    let script = root.join("bench/celery_peer.py");
+    let redis = super::peers::found("redis-server")?;
+    (python.is_file() && script.is_file()).then_some(Celery { python, redis, script })
+}

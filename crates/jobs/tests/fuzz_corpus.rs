@@ -1,0 +1,13 @@
+//! The `jobs_inputs` fuzz corpus (fuzz/corpus/jobs_inputs), replayed on stable with the fuzz
+//! target's own checks.
+
+#[test]
+fn the_fuzz_corpus_reads_without_panic() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/jobs_inputs");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).expect("the corpus is in the tree") {
+        switchyard_jobs::fuzzing::check(&std::fs::read(entry.unwrap().path()).unwrap());
+        n += 1;
+    }
+    assert!(n >= 6, "{n} inputs");
+}
