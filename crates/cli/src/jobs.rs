@@ -11,6 +11,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use switchyard_core::place::tasks::BoardConfig;
 use switchyard_experiments::miscort::SCHEDULERS;
 use switchyard_jobs::client::{SubmitArgs as Submit, Submitter};
+use switchyard_jobs::store::Location;
 use switchyard_jobs::wire::{AppView, WorkerView};
 use switchyard_jobs::{Allowed, Coordinator, Failures, Limits, Shared, Store, Sync, WorkerConfig};
 
@@ -61,7 +62,8 @@ struct ServeArgs {
     /// Where to listen.
     #[arg(long, default_value = "127.0.0.1:7700")]
     listen: SocketAddr,
-    /// The database: sqlite:PATH (created if need be).
+    /// The database: sqlite:PATH (created if need be), or postgres://USER@HOST:PORT/DATABASE
+    /// (its tables created if need be; several coordinators may share it).
     #[arg(long, default_value = "sqlite:switchyard-jobs.db")]
     db: String,
     /// The token every request must carry (Authorization: Bearer TOKEN). Without one, a
@@ -89,8 +91,8 @@ struct ServeArgs {
     /// The largest result a worker may upload, in MiB.
     #[arg(long, default_value_t = 256)]
     max_result_mib: usize,
-    /// How commits reach the disk: normal (nothing lost if the process dies) or full (nor if
-    /// the machine does).
+    /// How SQLite's commits reach the disk: normal (nothing lost if the process dies) or full
+    /// (nor if the machine does).
     #[arg(long, value_enum, default_value_t = SyncArg::Normal)]
     sync: SyncArg,
 }
@@ -228,13 +230,7 @@ pub(crate) fn run(args: &JobsArgs) -> Result<()> {
 }
 
 fn serve(a: &ServeArgs) -> Result<()> {
-    let path = match a.db.split_once(':') {
-        Some(("sqlite", p)) if !p.is_empty() => PathBuf::from(p),
-        Some(("postgres" | "postgresql", _)) => {
-            bail!("--db {}: PostgreSQL is not supported yet; give sqlite:PATH", a.db)
-        }
-        _ => bail!("--db {:?}: give sqlite:PATH", a.db),
-    };
+    let at = Location::parse(&a.db)?;
     let Some(s) = SCHEDULERS.iter().find(|s| s.name == a.scheduler) else {
         let names: Vec<_> = SCHEDULERS.iter().map(|s| s.name).collect();
         bail!("--scheduler {:?}: choose one of {}", a.scheduler, names.join(", "));
@@ -259,7 +255,7 @@ fn serve(a: &ServeArgs) -> Result<()> {
         SyncArg::Normal => Sync::Normal,
         SyncArg::Full => Sync::Full,
     };
-    let store = Store::open(&path, sync)?;
+    let store = Store::connect(&at, sync)?;
     let config = BoardConfig {
         order: s.order,
         rule: s.rule,
@@ -268,7 +264,7 @@ fn serve(a: &ServeArgs) -> Result<()> {
         ..BoardConfig::default()
     };
     let coordinator = Coordinator::open(store, config, Duration::from_millis(a.idle_poll_ms))
-        .with_context(|| format!("opening {}", path.display()))?;
+        .with_context(|| format!("opening {}", at.name()))?;
     let apps = coordinator.board().status(switchyard_core::Nanos(0)).len();
     let limits = Limits { max_input: a.max_input_mib << 20, max_result: a.max_result_mib << 20 };
     runtime()?.block_on(async {
@@ -278,7 +274,7 @@ fn serve(a: &ServeArgs) -> Result<()> {
             "jobs coordinator on http://{} ({} scheduler, state in {}: {apps} applications so far)",
             listener.local_addr()?,
             s.name,
-            path.display()
+            at.name()
         );
         let stop = async {
             let _ = tokio::signal::ctrl_c().await;

@@ -196,6 +196,14 @@ impl Coordinator {
         &self.store
     }
 
+    /// Applies what other coordinators on the same database have logged since this one last
+    /// looked, so that a read answers with the database's state.
+    pub fn refresh(&mut self) -> Result<(), JobsError> {
+        let news = self.store.catch_up()?;
+        self.state.apply_all(news);
+        Ok(())
+    }
+
     /// After a failed commit the in-memory state may hold a change the log does not: rebuild.
     fn rebuild(&mut self, e: StoreError) -> JobsError {
         let mut state = State::new(self.config);
@@ -354,6 +362,8 @@ impl Coordinator {
 
     /// A worker's result for `attempt`: kept if it is the first for its task.
     pub fn result(&mut self, name: &str, attempt: u64, body: &[u8], now: u64) -> Result<Accepted, JobsError> {
+        // The attempt may have been handed out by another coordinator of the same database.
+        self.refresh()?;
         let (id, task, _) = self.held(name, attempt)?;
         let spec = self.state.board.app_spec(task.app).expect("an attempt's application exists");
         let parts = match task.phase {
@@ -404,6 +414,7 @@ impl Coordinator {
 
     /// A worker says `attempt` failed.
     pub fn failed(&mut self, name: &str, attempt: u64, why: &str, now: u64) -> Result<(), JobsError> {
+        self.refresh()?;
         let (id, _, _) = self.held(name, attempt)?;
         let why: String = why.chars().take(1000).collect();
         let state = &mut self.state;
@@ -506,7 +517,7 @@ pub enum InputPlan {
 
 impl InputPlan {
     /// Reads it.
-    pub fn read(self, store: &Reader) -> Result<Vec<u8>, StoreError> {
+    pub fn read(self, store: &mut Reader) -> Result<Vec<u8>, StoreError> {
         match self {
             Self::Split { app, map } => Ok(store.blob(app, Kind::Split, map, 0)?.unwrap_or_default()),
             Self::Partition { app, part } => Ok(store.blobs(app, Kind::MapOut, part)?.concat()),
@@ -531,7 +542,7 @@ pub enum OutputPlan {
 
 impl OutputPlan {
     /// Reads it.
-    pub fn read(self, store: &Reader) -> Result<Vec<u8>, StoreError> {
+    pub fn read(self, store: &mut Reader) -> Result<Vec<u8>, StoreError> {
         match self {
             Self::Maps { app } => Ok(store.blobs(app, Kind::MapOut, 0)?.concat()),
             Self::Reduces { app } => {

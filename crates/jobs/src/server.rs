@@ -113,13 +113,13 @@ impl Shared {
     }
 
     /// Runs `f` with a reader of its own.
-    fn with_reader<R>(&self, f: impl FnOnce(&Reader) -> Result<R, JobsError>) -> Result<R, JobsError> {
+    fn with_reader<R>(&self, f: impl FnOnce(&mut Reader) -> Result<R, JobsError>) -> Result<R, JobsError> {
         let pooled = self.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let reader = match pooled {
+        let mut reader = match pooled {
             Some(r) => r,
             None => self.coordinator().store().open_reader()?,
         };
-        let r = f(&reader);
+        let r = f(&mut reader);
         self.readers.lock().unwrap_or_else(|p| p.into_inner()).push(reader);
         r
     }
@@ -247,27 +247,46 @@ async fn submit(
 }
 
 async fn list(State(s): State<Arc<Shared>>) -> Response {
-    let views = s.coordinator().views(now());
-    json(&views)
+    let views = blocking(move || {
+        let mut c = s.coordinator();
+        c.refresh().map(|()| c.views(now()))
+    });
+    match views.await {
+        Ok(v) => json(&v),
+        Err(r) => r,
+    }
 }
 
 async fn workers(State(s): State<Arc<Shared>>) -> Response {
-    let views = s.coordinator().worker_views();
-    json(&views)
+    let views = blocking(move || {
+        let mut c = s.coordinator();
+        c.refresh().map(|()| c.worker_views())
+    });
+    match views.await {
+        Ok(v) => json(&v),
+        Err(r) => r,
+    }
 }
 
 async fn one(State(s): State<Arc<Shared>>, Path(id): Path<u32>) -> Response {
-    let view = s.coordinator().view(id, now());
-    match view {
+    let view = blocking(move || {
+        let mut c = s.coordinator();
+        c.refresh().and_then(|()| c.view(id, now()))
+    });
+    match view.await {
         Ok(v) => json(&v),
-        Err(e) => error(e),
+        Err(r) => r,
     }
 }
 
 async fn output(State(s): State<Arc<Shared>>, Path(id): Path<u32>) -> Response {
     let s2 = s.clone();
     match blocking(move || {
-        let plan = s2.coordinator().output_of(id)?;
+        let plan = {
+            let mut c = s2.coordinator();
+            c.refresh()?;
+            c.output_of(id)?
+        };
         s2.with_reader(|r| Ok(plan.read(r)?))
     })
     .await
@@ -318,7 +337,11 @@ struct WorkerQuery {
 async fn input(State(s): State<Arc<Shared>>, Path(id): Path<u64>, Query(q): Query<WorkerQuery>) -> Response {
     let s2 = s.clone();
     match blocking(move || {
-        let plan = s2.coordinator().input_of(&q.worker, id)?;
+        let plan = {
+            let mut c = s2.coordinator();
+            c.refresh()?;
+            c.input_of(&q.worker, id)?
+        };
         s2.with_reader(|r| Ok(plan.read(r)?))
     })
     .await
@@ -381,7 +404,11 @@ pub async fn serve(
     limits: Limits,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(shared, limits)).with_graceful_shutdown(stop).await
+    let served = axum::serve(listener, router(shared.clone(), limits)).with_graceful_shutdown(stop).await;
+    // PostgreSQL's blocking client closes its connection by blocking on a runtime of its own,
+    // which it must not do on one of ours: the last handle goes on the blocking pool.
+    let _ = tokio::task::spawn_blocking(move || drop(shared)).await;
+    served
 }
 
 /// How long an idle worker waits between polls by default.
