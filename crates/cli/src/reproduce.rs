@@ -116,6 +116,9 @@ pub(crate) struct ReproduceArgs {
     presume: f64,
 
     /// dou-cacheflow: also run the experiment on real gateways (HTTP on loopback).
+    /// dou-miscort: run the workload on the real jobs coordinator over loopback instead (30
+    /// workers that crash and recover, at p = 0.4 and 1/40 of real time, about 2 minutes),
+    /// beside the simulator's runs of it, and compare the schedulers' rankings.
     #[arg(long)]
     real: bool,
 
@@ -207,6 +210,9 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         return crate::reproduce_clp::run(&args.clp, args.out.as_deref());
     }
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if name == MISCORT.0 && args.real {
+        return crate::reproduce_miscort::run_real(args.seed, args.presume, args.runs.unwrap_or(10));
+    }
     if name == MISCORT.0 {
         let runs = args.runs.unwrap_or(5);
         return crate::reproduce_miscort::run(

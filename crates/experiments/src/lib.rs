@@ -40,6 +40,7 @@ pub mod iwashima;
 pub mod keys;
 pub mod ko;
 pub mod miscort;
+pub mod miscort_real;
 pub mod placement;
 pub mod scenarios;
 mod sweep;

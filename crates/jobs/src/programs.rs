@@ -32,6 +32,14 @@ pub enum Program {
         /// The current centroids.
         centroids: Vec<Vec<f64>>,
     },
+    /// Does nothing for a while: each map sleeps `map` seconds and emits one record, each
+    /// reduce sleeps `reduce` seconds (tasks of known length, for experiments and benchmarks).
+    Sleep {
+        /// Seconds a map takes.
+        map: f64,
+        /// Seconds a reduce takes.
+        reduce: f64,
+    },
     /// A command the worker's operator allow-listed under this name.
     Exec {
         /// The name the worker knows it by.
@@ -44,7 +52,7 @@ pub enum Program {
 pub enum ProgramError {
     /// No such program.
     #[error(
-        "unknown program {0:?}: built in are wordcount, grep, invindex and kmeans; a command a worker allow-listed is exec:NAME"
+        "unknown program {0:?}: built in are wordcount, grep, invindex, kmeans and sleep; a command a worker allow-listed is exec:NAME"
     )]
     Unknown(String),
     /// Its arguments are wrong.
@@ -93,6 +101,15 @@ impl Program {
             }
             "invindex" => Ok(Self::InvertedIndex),
             "kmeans" => Ok(Self::KMeansStep { centroids: parse_centroids(arg)? }),
+            "sleep" => {
+                let bad = || ProgramError::Args {
+                    program: "sleep",
+                    why: format!("{arg:?}: give MAP_SECS,REDUCE_SECS, each 0 to 3600"),
+                };
+                let (m, r) = arg.split_once(',').ok_or_else(bad)?;
+                let secs = |x: &str| x.trim().parse::<f64>().ok().filter(|v| (0.0..=3600.0).contains(v));
+                Ok(Self::Sleep { map: secs(m).ok_or_else(bad)?, reduce: secs(r).ok_or_else(bad)? })
+            }
             _ => match name.strip_prefix("exec:") {
                 Some(n) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) => {
                     Ok(Self::Exec { name: n.to_string() })
@@ -109,6 +126,7 @@ impl Program {
             Self::Grep { .. } => "grep".into(),
             Self::InvertedIndex => "invindex".into(),
             Self::KMeansStep { .. } => "kmeans".into(),
+            Self::Sleep { .. } => "sleep".into(),
             Self::Exec { name } => format!("exec:{name}"),
         }
     }
@@ -119,7 +137,7 @@ impl Program {
             (Self::Grep { .. }, r) if r > 0 => Err(ProgramError::Shape(
                 "grep is map-only: give 0 reduces (its output is the matching lines in input order)".into(),
             )),
-            (Self::WordCount | Self::InvertedIndex | Self::KMeansStep { .. }, 0) => {
+            (Self::WordCount | Self::InvertedIndex | Self::KMeansStep { .. } | Self::Sleep { .. }, 0) => {
                 Err(ProgramError::Shape(format!("{} needs at least 1 reduce", self.name())))
             }
             _ => Ok(()),
@@ -328,6 +346,10 @@ pub fn run_map(
                 }
             }
         }
+        Program::Sleep { map, .. } => {
+            std::thread::sleep(std::time::Duration::from_secs_f64(*map));
+            emit(&mut out, b"slept", b"1");
+        }
         Program::Exec { name } => {
             let cmd = commands.map(name).ok_or_else(|| ProgramError::Command {
                 name: name.clone(),
@@ -424,6 +446,12 @@ pub fn run_reduce(program: &Program, records: &[u8], commands: &dyn Commands) ->
             }
         }
         Program::Grep { .. } => return Err(ProgramError::Shape("grep has no reduce".into())),
+        Program::Sleep { reduce, .. } => {
+            std::thread::sleep(std::time::Duration::from_secs_f64(*reduce));
+            for (key, values) in &groups {
+                line(key, values.len().to_string().as_bytes());
+            }
+        }
         Program::Exec { name } => {
             let mut sorted = Vec::new();
             for (key, values) in &groups {

@@ -209,25 +209,28 @@ pub async fn run(config: WorkerConfig, stop: impl Future<Output = ()>, log: &Log
             Failures::PerTask { p, .. } => rng.random::<f64>() < p,
             _ => false,
         };
-        let crash = async {
-            match crash_in {
-                Some(s) => tokio::time::sleep(Duration::from_secs_f64(s)).await,
+        // One clock for the whole cycle, idle wait included: a Poisson failure comes busy or
+        // idle, as the simulator's does.
+        let crash_at = crash_in.map(|s| tokio::time::Instant::now() + Duration::from_secs_f64(s));
+        let crash = || async move {
+            match crash_at {
+                Some(at) => tokio::time::sleep_until(at).await,
                 None => std::future::pending::<()>().await,
             }
         };
         let outcome = tokio::select! {
             r = one(&client, &config, fail_this, log) => Some(r?),
-            () = crash => None,
+            () = crash() => None,
             () = &mut stop => return Ok(report),
         };
         let down = match outcome {
             None => true,
             Some(Outcome::Idle(wait)) => {
                 tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
+                    () = tokio::time::sleep(wait) => false,
+                    () = crash() => true,
                     () = &mut stop => return Ok(report),
                 }
-                false
             }
             Some(Outcome::Kept) => {
                 report.kept += 1;
