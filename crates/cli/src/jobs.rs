@@ -72,7 +72,7 @@ struct ServeArgs {
     token: Option<String>,
     /// How polls are answered: miscort (least laxity first, Algorithm 2), edf (EDF with the
     /// sequential task rule), or least laxity with another task rule: llf+random,
-    /// llf+sequential, llf+hadoop, llf+spark, llf+late.
+    /// llf+sequential, llf+hadoop, llf+spark, llf+late, llf+boinc.
     #[arg(long, default_value = "miscort")]
     scheduler: String,
     /// An attempt running longer than this many times its task's mean time is presumed failed.

@@ -44,8 +44,9 @@ pub const MISCORT: Scheduler =
 pub const EDF: Scheduler = Scheduler { name: "edf", order: AppOrder::Edf, rule: TaskRule::Sequential };
 
 /// Every scheduler compared: MiscoRT, EDF, MiscoRT's application order with the thesis's other
-/// task schedulers, and with the modern straggler rules.
-pub const SCHEDULERS: [Scheduler; 7] = [
+/// task schedulers, with the modern straggler rules, and with BOINC's routing of urgent work to
+/// reliable hosts.
+pub const SCHEDULERS: [Scheduler; 8] = [
     MISCORT,
     EDF,
     Scheduler { name: "llf+random", order: AppOrder::LeastLaxity { negative_last: true }, rule: TaskRule::Random },
@@ -61,6 +62,7 @@ pub const SCHEDULERS: [Scheduler; 7] = [
     },
     Scheduler { name: "llf+spark", order: AppOrder::LeastLaxity { negative_last: true }, rule: TaskRule::SPARK },
     Scheduler { name: "llf+late", order: AppOrder::LeastLaxity { negative_last: true }, rule: TaskRule::LATE },
+    Scheduler { name: "llf+boinc", order: AppOrder::LeastLaxity { negative_last: true }, rule: TaskRule::BOINC },
 ];
 
 /// How the workers' failure rates are set.

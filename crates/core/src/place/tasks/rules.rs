@@ -24,7 +24,14 @@
 //!   worker reported ([`Board::progress`](super::Board::progress)); without reports, elapsed
 //!   over the holder's expected time.
 //!
-//! Hadoop, Spark and LATE re-issue at once a task whose attempts are all presumed failed or lost
+//! - [`TaskRule::Boinc`] (BOINC's server, written from its documentation of reliable hosts and
+//!   accelerated retries): when an application's deadline is endangered (its laxity is less than
+//!   the expected time of what is left), only *reliable* workers — whose expected failures over
+//!   one task, λ̂·τ, are at most `reliable` — get its tasks, unreliable ones being sent on to the
+//!   next application (unless no reliable worker is known); and a reliable worker gets a replica of a task whose only attempt out is
+//!   held by an unreliable worker, the oldest first. Applications not in danger go to anyone.
+//!
+//! Hadoop, Spark, LATE and BOINC re-issue at once a task whose attempts are all presumed failed or lost
 //! (as those systems resubmit tasks lost with a node or an executor); random and sequential need
 //! no such step (they re-issue anyway).
 
@@ -56,6 +63,11 @@ pub enum TaskRule {
         /// Seconds a task must run at least to be speculated (Spark: 0.1).
         min_runtime: f64,
     },
+    /// BOINC's routing of urgent work to reliable hosts.
+    Boinc {
+        /// Expected failures over one task (λ̂·τ) at or below which a worker is reliable.
+        reliable: f64,
+    },
     /// LATE's speculation.
     Late {
         /// Fraction of running tasks, slowest by progress rate, that may be speculated (0.25).
@@ -70,6 +82,8 @@ pub enum TaskRule {
 impl TaskRule {
     /// Spark's defaults.
     pub const SPARK: Self = Self::Spark { quantile: 0.75, multiplier: 1.5, min_runtime: 0.1 };
+    /// BOINC's rule, reliable below one expected failure in twenty tasks.
+    pub const BOINC: Self = Self::Boinc { reliable: 0.05 };
     /// LATE's defaults from its paper.
     pub const LATE: Self = Self::Late { slow_task: 0.25, slow_node: 0.25, cap: 0.1 };
 
@@ -82,6 +96,7 @@ impl TaskRule {
             Self::ModifiedHadoop => "hadoop",
             Self::Spark { .. } => "spark",
             Self::Late { .. } => "late",
+            Self::Boinc { .. } => "boinc",
         }
     }
 }
@@ -90,6 +105,18 @@ impl TaskRule {
 pub(crate) fn pick(board: &mut Board, app: AppId, worker: WorkerId, now: Nanos) -> Option<TaskRef> {
     let phase = board.apps[app.0 as usize].phase();
     let at = |index: usize| TaskRef { app, phase, index: index as u32 };
+    // BOINC: an endangered application's tasks go to reliable workers only, never-assigned
+    // ones included.
+    let urgent = matches!(board.config.rule, TaskRule::Boinc { .. }) && endangered(board, app, now);
+    if let TaskRule::Boinc { reliable } = board.config.rule
+        && urgent
+        && !is_reliable(board, worker, app, phase, reliable)
+        && board.workers.iter().any(|(&w, s)| s.presumed_at.is_none() && is_reliable(board, w, app, phase, reliable))
+    {
+        // Turned away only when someone reliable is there to do it, or the work would wait
+        // for no one.
+        return None;
+    }
     // Random draws from every incomplete task, as the thesis's does; the others offer the
     // never-assigned ones first.
     if board.config.rule != TaskRule::Random
@@ -104,6 +131,9 @@ pub(crate) fn pick(board: &mut Board, app: AppId, worker: WorkerId, now: Nanos) 
         TaskRule::ModifiedHadoop => given_up(board, app, phase).or_else(|| past_mean(board, app, phase, now)),
         TaskRule::Spark { quantile, multiplier, min_runtime } => {
             given_up(board, app, phase).or_else(|| spark(board, app, phase, now, quantile, multiplier, min_runtime))
+        }
+        TaskRule::Boinc { reliable } => {
+            given_up(board, app, phase).or_else(|| if urgent { rescue(board, app, phase, now, reliable) } else { None })
         }
         TaskRule::Late { slow_task, slow_node, cap } => {
             given_up(board, app, phase).or_else(|| late(board, app, phase, worker, now, slow_task, slow_node, cap))
@@ -321,4 +351,30 @@ fn late(
     rates.sort_by(f64::total_cmp);
     let slow = rates[((slow_task * rates.len() as f64).ceil() as usize).clamp(1, rates.len()) - 1];
     longest(candidates.into_iter().filter(|c| c.1 <= slow).map(|c| (c.0, c.2)))
+}
+
+/// Whether the application's deadline is endangered: less slack than expected work left.
+fn endangered(board: &Board, app: AppId, now: Nanos) -> bool {
+    let left = board.remaining_time(app);
+    crate::order::apps::laxity(board.apps[app.0 as usize].spec.deadline, now, left) < left
+}
+
+/// Whether `worker` is expected to fail at most `reliable` times over one of the phase's tasks.
+fn is_reliable(board: &Board, worker: WorkerId, app: AppId, phase: Phase, reliable: f64) -> bool {
+    let rate = board.workers.get(&worker).map_or(board.config.estimates.prior_rate, |w| w.estimate.rate());
+    rate * board.tau(worker, app, phase) <= reliable
+}
+
+/// A task whose only attempt out is held by an unreliable worker, the oldest first: the one a
+/// reliable worker should take over.
+fn rescue(board: &Board, app: AppId, phase: Phase, now: Nanos, reliable: f64) -> Option<usize> {
+    longest(tasks(board, app, phase).filter(|(_, t)| !t.done).filter_map(|(i, t)| {
+        let mut live = t.attempts.iter().filter(|a| board.attempts[a.0 as usize].live());
+        let a = *live.next()?;
+        if live.next().is_some() {
+            return None;
+        }
+        let holder = board.attempts[a.0 as usize].worker;
+        (!is_reliable(board, holder, app, phase, reliable)).then(|| (i, elapsed(board, a, now)))
+    }))
 }

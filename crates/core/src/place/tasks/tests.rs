@@ -235,6 +235,7 @@ fn rule() -> impl Strategy<Value = TaskRule> {
         Just(TaskRule::ModifiedHadoop),
         Just(TaskRule::SPARK),
         Just(TaskRule::LATE),
+        Just(TaskRule::BOINC),
     ]
 }
 
@@ -335,7 +336,14 @@ fn a_board_replayed_from_its_log_is_the_board() {
         Poll(u64, WorkerId, Option<TaskRef>),
         Report(u64, WorkerId, AttemptId, bool),
     }
-    for rule in [TaskRule::MiscoRt, TaskRule::Random, TaskRule::Sequential, TaskRule::ModifiedHadoop, TaskRule::SPARK] {
+    for rule in [
+        TaskRule::MiscoRt,
+        TaskRule::Random,
+        TaskRule::Sequential,
+        TaskRule::ModifiedHadoop,
+        TaskRule::SPARK,
+        TaskRule::BOINC,
+    ] {
         let workers = [A, B, WorkerId(2)];
         let mut live = board(rule);
         let mut log = Vec::new();
@@ -399,4 +407,51 @@ fn a_board_replayed_from_its_log_is_the_board() {
             assert_eq!(again.poll(w, s(t)), live.poll(w, s(t)), "{rule:?}, poll {k} after the replay");
         }
     }
+}
+
+/// BOINC's rule: an endangered application goes to reliable workers only (an unreliable one is
+/// sent on to the next application), and a reliable worker takes over what an unreliable one
+/// holds; an application with slack goes to anyone, and so does any work when no reliable
+/// worker is known.
+#[test]
+fn boinc_routes_endangered_work_to_reliable_workers() {
+    // A fails twice in two seconds of work on a filler application; B does one task well.
+    let setup = || {
+        let mut b = board(TaskRule::BOINC);
+        b.submit(spec(3, 0, 10_000), s(0));
+        for k in 0..2 {
+            let a = b.poll(A, s(k)).unwrap();
+            b.failed(A, a.attempt, s(k + 1)).unwrap();
+        }
+        b
+    };
+    // Nobody reliable is known yet: A still gets work, even of an endangered application.
+    let mut b = setup();
+    b.submit(spec(1, 0, 12), s(2));
+    assert!(b.poll(A, s(2)).is_some(), "no reliable worker known: A works");
+
+    let with_b = || {
+        let mut b = setup();
+        let t = b.poll(B, s(2)).unwrap();
+        assert!(matches!(b.upload(B, t.attempt, s(12)), Ok(Upload::Accepted { .. })));
+        b
+    };
+    // Endangered (deadline in 14 s, a task takes 10): A is sent on, B gets it.
+    let mut b = with_b();
+    b.submit(spec(1, 0, 26), s(12));
+    let got = b.poll(A, s(12)).unwrap();
+    assert_eq!(got.task.app, AppId(0), "A is sent on to the application with slack");
+    let got = b.poll(B, s(12)).unwrap();
+    assert_eq!(got.task.app, AppId(1));
+
+    // With slack at first, A takes the task; once it is endangered, B takes over.
+    let mut b = with_b();
+    b.submit(spec(1, 0, 40), s(12));
+    let held = b.poll(A, s(12)).unwrap();
+    assert_eq!(held.task.app, AppId(1), "slack: A may take it");
+    let early = b.poll(B, s(13)).unwrap();
+    assert_eq!(early.task.app, AppId(0), "still slack at 13 s: B is not sent to rescue");
+    b.upload(B, early.attempt, s(23)).unwrap();
+    let rescue = b.poll(B, s(23)).unwrap();
+    assert_eq!((rescue.task, rescue.repeat), (held.task, true), "endangered at 23 s: B takes over A's task");
 }
