@@ -73,7 +73,8 @@ pub(crate) struct InspectArgs {
     #[arg(long, default_value_t = PipelineConfig::default().queue_capacity)]
     queue: usize,
 
-    /// Drop buffers at a full queue (counted) instead of waiting.
+    /// Drop buffers at a full queue (counted) instead of waiting. A connection that loses a
+    /// buffer this way and matches nothing is reported `incomplete`, not `no-match`.
     #[arg(long)]
     drop: bool,
 

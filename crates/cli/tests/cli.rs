@@ -641,8 +641,8 @@ fn reproduce_dou_miscort_prints_the_figures_and_writes_csv_and_charts() {
         assert!(text.contains(needle), "{needle}: {text}");
     }
     let csv = std::fs::read_to_string(dir.join("dou-miscort.csv")).unwrap();
-    // 9 + 9 + 4 + 5 points, 7 schedulers, and the header.
-    assert_eq!(csv.lines().count(), 27 * 7 + 1, "{csv}");
+    // 9 + 9 + 4 + 5 points, 8 schedulers, and the header.
+    assert_eq!(csv.lines().count(), 27 * 8 + 1, "{csv}");
     assert!(dir.join("dou-miscort-all-missed.svg").is_file() && dir.join("dou-miscort-deadlines-waste.svg").is_file());
     let list = stdout(&switchyard(&["reproduce", "--list"]));
     assert!(list.lines().any(|l| l.starts_with("dou-miscort")), "{list}");

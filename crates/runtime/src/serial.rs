@@ -17,6 +17,9 @@ pub enum Verdict {
     NoMatch,
     /// It ended before its last inspected packet, unmatched.
     Open,
+    /// Unmatched, but some of its buffers were dropped at full queues (`on_full = drop`)
+    /// unscanned: no verdict.
+    Incomplete,
 }
 
 impl Verdict {
@@ -30,12 +33,13 @@ impl Verdict {
         }
     }
 
-    /// The protocol's name, `no-match` or `open`.
+    /// The protocol's name, `no-match`, `open` or `incomplete`.
     pub fn name(self) -> &'static str {
         match self {
             Self::Matched(p) => p.name(),
             Self::NoMatch => "no-match",
             Self::Open => "open",
+            Self::Incomplete => "incomplete",
         }
     }
 }

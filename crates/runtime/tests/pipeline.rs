@@ -77,15 +77,23 @@ fn dropping_at_full_queues_is_counted() {
     // A dropped buffer's packet is still fed to its connection's assembly by the next buffer
     // inspected, so whatever matched matched on the bytes the serial pipeline saw.
     let serial = inspect_serial(CaptureReader::new(&pcap[..]).unwrap(), ConnConfig::default(), &inspector).unwrap();
-    let mut matched = 0;
+    let (mut matched, mut incomplete) = (0, 0);
     for (c, d) in serial.conns.iter().zip(&s.conns) {
         assert_eq!(c.id, d.id);
-        if let Verdict::Matched(p) = d.verdict {
-            assert_eq!(c.verdict, Verdict::Matched(p), "connection {}", c.id);
-            matched += 1;
+        match d.verdict {
+            Verdict::Matched(p) => {
+                assert_eq!(c.verdict, Verdict::Matched(p), "connection {}", c.id);
+                matched += 1;
+            }
+            // A connection with a dropped buffer and no match has no verdict; one judged
+            // no-match or open must be so serially (a dropped buffer was once judged no-match
+            // from the bytes that were scanned: 36 of 300 wrong in one run).
+            Verdict::Incomplete => incomplete += 1,
+            other => assert_eq!(c.verdict, other, "connection {}", c.id),
         }
     }
     assert!(matched > 0);
+    eprintln!("{matched} matched, {incomplete} without a verdict, of {}", s.conns.len());
 }
 
 /// A capture whose TCP openings arrive cut in pieces, out of order and retransmitted, with the

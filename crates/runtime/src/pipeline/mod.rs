@@ -40,7 +40,7 @@
 //! connection's shared state and packet slots, the buffer units) is in `shared`; the workers'
 //! loop in `worker`.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
 
@@ -273,12 +273,13 @@ pub fn run_with_progress(
                 let shared: &Shared<'_, '_> = conn.data.shared.get_or_insert_with(|| {
                     let pieces = piece_arena.alloc_extend((0..max_packets).map(|_| PieceSlot::empty()));
                     shared_arena.alloc(Shared {
-                        first_match: AtomicU32::new(u32::MAX),
+                        first_match: AtomicU64::new(u64::MAX),
+                        lost: AtomicBool::new(false),
                         pieces,
                         work: Padded::default(),
                     })
                 });
-                if shared.first_match.load(Ordering::Acquire) != u32::MAX {
+                if shared.first_match.load(Ordering::Acquire) != u64::MAX {
                     // Classified before this buffer was made: it is only marked (Guo §2.4, step 2).
                     s.skipped_classified += 1;
                     continue;
@@ -317,6 +318,9 @@ pub fn run_with_progress(
                         given_bytes[slot] -= jobs.iter().map(|j| u64::from(j.size)).sum::<u64>();
                         s.inspected -= jobs.len() as u64;
                         dropped += jobs.len() as u64;
+                        for j in &jobs {
+                            j.shared.lost.store(true, Ordering::Release);
+                        }
                     }
                 }
                 if s.packets % 65_536 == 0 {
@@ -345,14 +349,21 @@ pub fn run_with_progress(
             s.conns = ended
                 .into_iter()
                 .map(|c| {
-                    let first = c.data.shared.map_or(u32::MAX, |sh| sh.first_match.load(Ordering::Acquire));
-                    let matched = (first != u32::MAX).then_some(Protocol((first & 0xffff) as u16));
-                    let verdict = Verdict::of(matched, c.packets, &config.conn);
+                    let first = c.data.shared.map_or(u64::MAX, |sh| sh.first_match.load(Ordering::Acquire));
+                    let matched = (first != u64::MAX).then_some(Protocol((first & 0xffff) as u16));
+                    let lost = c.data.shared.is_some_and(|sh| sh.lost.load(Ordering::Acquire));
+                    // A buffer dropped at a full queue was never scanned: without a match,
+                    // nothing can be said of the connection (it was judged no-match).
+                    let verdict = if matched.is_none() && lost {
+                        Verdict::Incomplete
+                    } else {
+                        Verdict::of(matched, c.packets, &config.conn)
+                    };
                     let server_name = c
                         .data
                         .shared
                         .and_then(|sh| sh.work.0.lock().expect("workers are done").as_mut()?.server_name.take());
-                    let matched_at = matched.map(|_| first >> 16);
+                    let matched_at = matched.map(|_| shared::index_of(first) as u32);
                     ConnResult {
                         id: c.id,
                         key: c.key,

@@ -3,19 +3,22 @@
 
 use std::cell::UnsafeCell;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use switchyard_ingest::{Assembly, ConnConfig, Tcp};
 
 /// The shared state of one connection, allocated in the run's arena.
 ///
-/// `first_match` is the earliest matching buffer, packed as `index << 16 | protocol`, or
-/// `u32::MAX` while none has matched. The producer reads it for every packet and writes each
+/// `first_match` is the earliest matching buffer, packed as `index << 16 | protocol` in 64
+/// bits (so every u32 index fits; 32 bits wrapped indices of 65,536 and more), or `u64::MAX`
+/// while none has matched. `lost` says a buffer of the connection was dropped at a full
+/// queue, so that no match is no verdict. The producer reads it for every packet and writes each
 /// of `pieces` once; workers take `work`'s lock, feed the assembly from `pieces` and scan. The
 /// lock sits on cache lines of its own so that taking it does not evict what the producer reads.
 #[derive(Debug)]
 pub(super) struct Shared<'s, 'a> {
-    pub(super) first_match: AtomicU32,
+    pub(super) first_match: AtomicU64,
+    pub(super) lost: AtomicBool,
     /// The connection's buffered packets, by number: slot `i` is set before buffer `i` is sent.
     pub(super) pieces: &'s [PieceSlot<'a>],
     /// Made by the first worker to take the connection: allocating it is a worker's work, not
@@ -106,4 +109,29 @@ pub(super) struct Job<'s, 'a> {
     /// payload bytes so far, up to the byte limit (the buffer's length unless segments were
     /// retransmitted or held behind a gap).
     pub(super) size: u32,
+}
+
+/// `first_match`'s packing of a matching buffer's index and protocol.
+pub(super) fn pack(index: u32, protocol: u16) -> u64 {
+    (u64::from(index) << 16) | u64::from(protocol)
+}
+
+/// The buffer index of a packed `first_match`.
+pub(super) fn index_of(packed: u64) -> u64 {
+    packed >> 16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packing_orders_by_index_for_every_u32_index() {
+        for (a, b) in [(0u32, 1u32), (65_535, 65_536), (65_536, 70_000), (1 << 20, u32::MAX)] {
+            assert!(pack(a, u16::MAX) < pack(b, 0), "{a} {b}");
+            assert_eq!(index_of(pack(b, 7)), u64::from(b));
+            assert_eq!(pack(b, 7) & 0xffff, 7);
+        }
+        assert!(pack(u32::MAX, u16::MAX) < u64::MAX, "no buffer looks unmatched");
+    }
 }

@@ -95,7 +95,7 @@ pub(super) fn inspect(
     stats: &mut WorkerStats,
 ) {
     let first = job.shared.first_match.load(Ordering::Acquire);
-    if first >> 16 < job.index {
+    if super::shared::index_of(first) < u64::from(job.index) {
         stats.skipped += 1;
         return;
     }
@@ -107,7 +107,7 @@ pub(super) fn inspect(
     stats.scanned += 1;
     stats.scanned_bytes += len as u64;
     if let Some(p) = inspector.classify_with(scratch, buffer) {
-        let packed = (job.index << 16) | u32::from(p.0);
+        let packed = super::shared::pack(job.index, p.0);
         let before = job.shared.first_match.fetch_min(packed, Ordering::AcqRel);
         if before < packed {
             stats.duplicated += 1;
