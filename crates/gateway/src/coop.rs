@@ -86,10 +86,13 @@ pub struct CoopNode(Arc<Shared>);
 pub fn frame(items: &[(String, Bytes)]) -> Vec<u8> {
     let mut out = Vec::new();
     for (k, b) in items {
-        let k = &k.as_bytes()[..k.len().min(u16::MAX as usize)];
-        out.extend_from_slice(&(k.len() as u16).to_be_bytes());
-        out.extend_from_slice(k);
-        out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+        // Keys are at most MAX_KEY_BYTES and bodies under 4 GiB (both checked where they come
+        // in), so the lengths fit their fields; a cut key would name another object.
+        let klen = u16::try_from(k.len()).expect("keys are checked to be at most MAX_KEY_BYTES");
+        let blen = u32::try_from(b.len()).expect("bodies of 4 GiB or more are not kept");
+        out.extend_from_slice(&klen.to_be_bytes());
+        out.extend_from_slice(k.as_bytes());
+        out.extend_from_slice(&blen.to_be_bytes());
         out.extend_from_slice(b);
     }
     out
@@ -113,6 +116,9 @@ pub fn unframe(mut bytes: &[u8]) -> Option<Vec<(String, usize)>> {
 /// Most keys one request may name.
 pub const MAX_KEYS: usize = 10_000;
 
+/// The longest key, in bytes (a path at the origin; longer ones are refused rather than cut).
+pub const MAX_KEY_BYTES: usize = 8 * 1024;
+
 /// The keys of a request body, one per line: each a path (starting with `/`, so it can only
 /// name an object at the origin), each once, at most [`MAX_KEYS`].
 fn keys(body: &Bytes) -> Result<Vec<String>, String> {
@@ -124,6 +130,9 @@ fn keys(body: &Bytes) -> Result<Vec<String>, String> {
                 "key `{}`: keys are paths at the origin, starting with /",
                 line.chars().take(60).collect::<String>()
             ));
+        }
+        if line.len() > MAX_KEY_BYTES {
+            return Err(format!("a key of {} bytes: at most {MAX_KEY_BYTES}", line.len()));
         }
         if seen.insert(line) {
             out.push(line.to_string());
@@ -171,10 +180,22 @@ impl CoopNode {
             let (client, url) = (self.0.client.clone(), format!("{}/v1/coop/updates", url.trim_end_matches('/')));
             tokio::spawn(async move {
                 while let Some(batch) = rx.recv().await {
-                    match client.post(&url).json(&batch).send().await {
-                        Ok(r) if r.status().is_success() => {}
-                        Ok(r) => eprintln!("switchyard: {url} refused our updates: {}", r.status()),
-                        Err(e) => eprintln!("switchyard: sending updates to {url}: {e}"),
+                    // A batch is retried until the neighbour takes it (or refuses it outright),
+                    // before the next is sent: a batch lost would leave the neighbour's view of
+                    // this cache wrong for good, and one overtaken would apply out of order.
+                    let mut wait = Duration::from_millis(100);
+                    loop {
+                        match client.post(&url).json(&batch).send().await {
+                            Ok(r) if r.status().is_success() => break,
+                            Ok(r) if r.status().is_client_error() => {
+                                eprintln!("switchyard: {url} refused our updates: {}", r.status());
+                                break;
+                            }
+                            Ok(r) => eprintln!("switchyard: {url} failed our updates ({}); retrying", r.status()),
+                            Err(e) => eprintln!("switchyard: sending updates to {url}: {e}; retrying"),
+                        }
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(Duration::from_secs(5));
                     }
                 }
             });
@@ -242,7 +263,8 @@ async fn local(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
     let mut failed = 0u64;
     while let Some(done) = reads.join_next().await {
         match done {
-            Ok((k, Ok(b))) => loaded.push((k, b)),
+            // The framing's length field is 32 bits: a body that large is not served.
+            Ok((k, Ok(b))) if u32::try_from(b.len()).is_ok() => loaded.push((k, b)),
             _ => failed += 1,
         }
     }
