@@ -475,6 +475,7 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
             let _ = err.write_all(text.as_bytes());
         }
     });
+    let ended = l.ended();
     l.stop();
     let s = w.summary(0, target, &skip);
     print_summary(&s, a.window_ms);
@@ -498,6 +499,7 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
         j["window_ms"] = a.window_ms.into();
         j["refused"] = refused.into();
         j["failed"] = failed.len().into();
+        j["ended_early"] = ended.iter().flatten().count().into();
         if let Some(c) = &coarse {
             j["coarse"] = summary_json(c);
             j["coarse"]["window_ms"] = (a.window_ms * a.coarsen as u64).into();
@@ -507,6 +509,14 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
     if let Some(p) = &a.svg {
         let svg = rate_chart(&w, &skip, target, "Connections' rate over time").map_err(anyhow::Error::msg)?;
         std::fs::write(p, svg).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    let early: Vec<&String> = ended.iter().flatten().collect();
+    if let Some(why) = early.first() {
+        bail!(
+            "{} of {} connections ended before the run did (the first: {why}); they count as receiving nothing from then on, so the figures above understate the server",
+            early.len(),
+            a.conns
+        );
     }
     Ok((w, s))
 }

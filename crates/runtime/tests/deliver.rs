@@ -142,3 +142,44 @@ fn a_silent_client_holds_up_no_one_and_absurd_rates_are_refused() {
     let greedy = load(&server, Transport::Udp, 1, stream(10_000_000_000_000));
     assert!(matches!(&greedy.opened()[0], Opened::Refused(w) if w.starts_with("too fast")), "{:?}", greedy.opened());
 }
+
+/// A connection the server closes while the load runs is reported as ended, with why, rather
+/// than counted as a connection that merely received nothing.
+#[test]
+fn a_connection_the_server_closes_is_reported_as_ended() {
+    use std::io::{Read, Write};
+    use switchyard_runtime::deliver::{Handshake, Load, LoadConfig, Transport};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap();
+    // Two connections: the first is served a little and closed, the second kept open.
+    let serving = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for k in 0..2 {
+            let (mut c, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 64];
+            let _ = c.read(&mut buf);
+            c.write_all(&[b'x'; 1000]).unwrap();
+            if k == 1 {
+                conns.push(c);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(600));
+        drop(conns);
+    });
+    let l = Load::start(LoadConfig {
+        server,
+        transport: Transport::Tcp,
+        conns: 2,
+        handshake: Handshake::Raw(b"GET / HTTP/1.0\r\n\r\n".to_vec()),
+        threads: 1,
+        recv_buffer: None,
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let ended = l.ended();
+    assert_eq!(ended.iter().flatten().count(), 1, "{ended:?}");
+    assert!(ended.iter().flatten().any(|w| w.contains("closed by the server")), "{ended:?}");
+    assert_eq!(l.counts().iter().sum::<u64>(), 2000);
+    l.stop();
+    serving.join().unwrap();
+}

@@ -66,6 +66,8 @@ pub enum Opened {
 struct Shared {
     counts: Vec<AtomicU64>,
     opened: Mutex<Vec<Option<Opened>>>,
+    /// Why a connection ended before the load stopped (the server closed or reset it).
+    ended: Mutex<Vec<Option<String>>>,
     stop: AtomicBool,
 }
 
@@ -85,6 +87,7 @@ impl Load {
         let shared = Arc::new(Shared {
             counts: (0..cfg.conns).map(|_| AtomicU64::new(0)).collect(),
             opened: Mutex::new(vec![None; cfg.conns]),
+            ended: Mutex::new(vec![None; cfg.conns]),
             stop: AtomicBool::new(false),
         });
         let threads = cfg.threads.clamp(1, cfg.conns);
@@ -115,6 +118,13 @@ impl Load {
     pub fn opened(&self) -> Vec<Opened> {
         let o = self.shared.opened.lock().expect("opened lock");
         o.iter().map(|x| x.clone().unwrap_or(Opened::Failed("never tried".into()))).collect()
+    }
+
+    /// For each connection, why it ended while the load ran, if it did: the server closed it
+    /// or it failed. Such a connection counts nothing from then on, which a summary must not
+    /// pass off as a slow connection.
+    pub fn ended(&self) -> Vec<Option<String>> {
+        self.shared.ended.lock().expect("ended lock").clone()
     }
 
     /// Measures for `windows` windows of `window` each, after `warmup`: every connection's
@@ -286,13 +296,24 @@ fn client_thread(shared: &Shared, cfg: &LoadConfig, mine: &[usize], ready: &std:
                 Sock::Udp(u, _) => u.recv(&mut buf),
             };
             match r {
-                Ok(0) if matches!(sock, Sock::Tcp(_)) => queued[k] = false,
+                Ok(0) if matches!(sock, Sock::Tcp(_)) => {
+                    queued[k] = false;
+                    if !shared.stop.load(Ordering::Relaxed) {
+                        shared.ended.lock().expect("ended lock")[*i] = Some("closed by the server".into());
+                    }
+                }
                 Ok(n) => {
                     shared.counts[*i].fetch_add(n as u64, Ordering::Relaxed);
                     ready.push_back(k);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => ready.push_back(k),
-                Err(_) => queued[k] = false,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => queued[k] = false,
+                Err(e) => {
+                    queued[k] = false;
+                    if matches!(sock, Sock::Tcp(_)) && !shared.stop.load(Ordering::Relaxed) {
+                        shared.ended.lock().expect("ended lock")[*i] = Some(e.to_string());
+                    }
+                }
             }
         }
     }
