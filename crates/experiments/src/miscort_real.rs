@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use switchyard_core::measure::EstimateConfig;
 use switchyard_core::place::tasks::BoardConfig;
-use switchyard_jobs::client::{SubmitArgs, Submitter};
+use switchyard_jobs::Submission;
+use switchyard_jobs::client::Submitter;
 use switchyard_jobs::server::{Limits, serve};
 use switchyard_jobs::wire::AppView;
 use switchyard_jobs::{Allowed, Coordinator, Failures, Shared, Store, Sync, WorkerConfig};
@@ -183,7 +184,7 @@ fn real(s: &Setup, scheduler: Scheduler) -> Result<(usize, f64, f64)> {
         for app in &apps {
             tokio::time::sleep_until((start + Duration::from_secs_f64(app.arrival * s.scale)).into()).await;
             let input = "x\n".repeat(app.maps as usize).into_bytes();
-            let a = SubmitArgs {
+            let a = Submission {
                 name: String::new(),
                 program: "sleep".into(),
                 arg: arg.clone(),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 
+use crate::coordinator::Submission;
 use crate::wire::{AppView, Submitted, WorkerView};
 
 /// A submitter's connection to a coordinator.
@@ -36,25 +37,6 @@ pub enum ClientError {
     },
 }
 
-/// A submission's settings.
-#[derive(Clone, Debug)]
-pub struct SubmitArgs {
-    /// A name for people.
-    pub name: String,
-    /// The program.
-    pub program: String,
-    /// Its argument.
-    pub arg: String,
-    /// Reduce partitions.
-    pub reduces: u32,
-    /// Seconds from now to the deadline.
-    pub deadline: f64,
-    /// Bytes per split.
-    pub split: usize,
-    /// Seconds a task should take, if known.
-    pub estimate: Option<f64>,
-}
-
 impl Submitter {
     /// A submitter for the coordinator at `base` (`http://HOST:PORT`).
     pub fn new(base: &str, token: &str) -> Self {
@@ -79,7 +61,7 @@ impl Submitter {
     }
 
     /// Submits an application with `input`.
-    pub async fn submit(&self, a: &SubmitArgs, input: Vec<u8>) -> Result<Submitted, ClientError> {
+    pub async fn submit(&self, a: &Submission, input: Vec<u8>) -> Result<Submitted, ClientError> {
         let url = format!("{}/v1/apps", self.base);
         let mut q: Vec<(&str, String)> = vec![
             ("name", a.name.clone()),
