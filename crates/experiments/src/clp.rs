@@ -92,8 +92,21 @@ pub fn bulk_case(
     let elapsed = t0.elapsed().as_secs_f64();
     let history = srv.history();
     let moves = srv.totals().moves;
+    // A connection that ended mid-window would drop out of the per-connection figures, and a
+    // server that failed would serve nothing more: either makes the row wrong, not slow.
+    let ended: Vec<String> = load.ended().into_iter().flatten().collect();
+    let failure = srv.failure();
     drop(load);
     srv.stop();
+    if let Some(why) = failure {
+        return Err(ExperimentError::Real(format!("the delivery server failed during the bulk case: {why}")));
+    }
+    if let Some(why) = ended.first() {
+        return Err(ExperimentError::Real(format!(
+            "{} of {conns} bulk connections ended during the measurement (the first: {why})",
+            ended.len()
+        )));
+    }
     let per_conn: Vec<f64> = after
         .iter()
         .map(|a| (a.bytes - before.iter().find(|b| b.id == a.id).map_or(0, |b| b.bytes)) as f64 * 8.0 / elapsed)

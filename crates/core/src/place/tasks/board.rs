@@ -277,6 +277,8 @@ pub(crate) struct Worker {
     pub(crate) presumed_at: Option<Nanos>,
     /// The attempt it is working on, as far as the board knows.
     pub(crate) holding: Option<AttemptId>,
+    /// When it was last heard from (a poll, an upload, a failure report).
+    pub(crate) seen: Nanos,
 }
 
 /// The coordinator's state: applications, tasks, attempts and workers.
@@ -414,6 +416,7 @@ impl Board {
         let (task, started, state) = (a.task, a.started, a.state);
         self.release(worker, attempt);
         self.running.remove(&attempt);
+        self.worker(worker).seen = now;
         let elapsed = secs(Nanos(now.0.saturating_sub(started.0)));
         // It reported, so it was alive: a presumption of its failure is taken back, whether or
         // not its result is still wanted.
@@ -467,6 +470,7 @@ impl Board {
         }
         let (started, state) = (a.started, a.state);
         self.release(worker, attempt);
+        self.worker(worker).seen = now;
         self.running.remove(&attempt);
         self.attempts[attempt.0 as usize].state = State::Over;
         if let State::Running = state {
@@ -595,6 +599,7 @@ impl Board {
     /// A poll from `worker`: it is idle, so what it held is lost, and if it was presumed
     /// failed, it is back.
     fn heard_from(&mut self, worker: WorkerId, now: Nanos) {
+        self.worker(worker).seen = now;
         let held = self.worker(worker).holding.take();
         if let Some(id) = held
             && let State::Running = self.attempts[id.0 as usize].state
@@ -681,6 +686,7 @@ impl Board {
             tau: BTreeMap::new(),
             presumed_at: None,
             holding: None,
+            seen: Nanos(0),
         })
     }
 }

@@ -28,7 +28,7 @@
 //!   accelerated retries): when an application's deadline is endangered (its laxity is less than
 //!   the expected time of what is left), only *reliable* workers — whose expected failures over
 //!   one task, λ̂·τ, are at most `reliable` — get its tasks, unreliable ones being sent on to the
-//!   next application (unless no reliable worker is known); and a reliable worker gets a replica of a task whose only attempt out is
+//!   next application (unless no reliable worker has been heard from lately); and a reliable worker gets a replica of a task whose only attempt out is
 //!   held by an unreliable worker, the oldest first. Applications not in danger go to anyone.
 //!
 //! Hadoop, Spark, LATE and BOINC re-issue at once a task whose attempts are all presumed failed or lost
@@ -111,10 +111,16 @@ pub(crate) fn pick(board: &mut Board, app: AppId, worker: WorkerId, now: Nanos) 
     if let TaskRule::Boinc { reliable } = board.config.rule
         && urgent
         && !is_reliable(board, worker, app, phase, reliable)
-        && board.workers.iter().any(|(&w, s)| s.presumed_at.is_none() && is_reliable(board, w, app, phase, reliable))
+        && board.workers.iter().any(|(&w, s)| {
+            s.presumed_at.is_none()
+                && secs(Nanos(now.0.saturating_sub(s.seen.0)))
+                    <= board.config.presume_factor * board.task_tau(app, phase)
+                && is_reliable(board, w, app, phase, reliable)
+        })
     {
-        // Turned away only when someone reliable is there to do it, or the work would wait
-        // for no one.
+        // Turned away only when someone reliable has been heard from lately (within the time
+        // after which an attempt is presumed failed): the work must not wait for a worker that
+        // has gone, or for none at all.
         return None;
     }
     // Random draws from every incomplete task, as the thesis's does; the others offer the
