@@ -275,13 +275,7 @@ pub fn run_map(
 ) -> Result<Vec<Vec<u8>>, ProgramError> {
     let parts = reduces.max(1) as usize;
     let mut out = vec![Vec::new(); parts];
-    let emit = |out: &mut Vec<Vec<u8>>, key: &[u8], value: &[u8]| {
-        let p = &mut out[partition(key, reduces)];
-        p.extend_from_slice(key);
-        p.push(b'\t');
-        p.extend_from_slice(value);
-        p.push(b'\n');
-    };
+    let emit = |out: &mut Vec<Vec<u8>>, key: &[u8], value: &[u8]| record(&mut out[partition(key, reduces)], key, value);
     match program {
         Program::WordCount => {
             // Counted per split (a combiner), so a map's output is one line per distinct word.
@@ -372,6 +366,14 @@ pub fn run_map(
     Ok(out)
 }
 
+/// Appends one record, `KEY<TAB>VALUE` and a newline.
+fn record(out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+    out.extend_from_slice(key);
+    out.push(b'\t');
+    out.extend_from_slice(value);
+    out.push(b'\n');
+}
+
 fn digits(n: usize) -> usize {
     n.saturating_sub(1).max(1).to_string().len()
 }
@@ -398,12 +400,7 @@ pub fn run_reduce(program: &Program, records: &[u8], commands: &dyn Commands) ->
         groups.entry(&line[..tab]).or_default().push(line.get(tab + 1..).unwrap_or(b""));
     }
     let mut out = Vec::new();
-    let mut line = |key: &[u8], value: &[u8]| {
-        out.extend_from_slice(key);
-        out.push(b'\t');
-        out.extend_from_slice(value);
-        out.push(b'\n');
-    };
+    let mut line = |key: &[u8], value: &[u8]| record(&mut out, key, value);
     match program {
         Program::WordCount => {
             for (word, counts) in &groups {
@@ -456,10 +453,7 @@ pub fn run_reduce(program: &Program, records: &[u8], commands: &dyn Commands) ->
             let mut sorted = Vec::new();
             for (key, values) in &groups {
                 for v in values {
-                    sorted.extend_from_slice(key);
-                    sorted.push(b'\t');
-                    sorted.extend_from_slice(v);
-                    sorted.push(b'\n');
+                    record(&mut sorted, key, v);
                 }
             }
             return match commands.reduce(name) {
