@@ -358,19 +358,23 @@ async fn result(
     body: Bytes,
 ) -> Response {
     let s2 = s.clone();
-    match blocking(move || s2.coordinator().result(&q.worker, id, &body, now())).await {
-        Ok(a) => {
+    // Counted by what the coordinator said, not by status: a duplicate and a result for an
+    // attempt the worker does not hold are both 409s.
+    let said = blocking(move || Ok(s2.coordinator().result(&q.worker, id, &body, now()))).await;
+    match said {
+        Ok(Ok(a)) => {
             s.metrics.accepted.inc();
             json(&serde_json::json!({ "accepted": true, "phase_done": a.phase_done, "app_done": a.app_done }))
         }
-        Err(r) => {
-            if r.status() == StatusCode::CONFLICT {
+        Ok(Err(e)) => {
+            if matches!(e, JobsError::Duplicate(_)) {
                 s.metrics.duplicates.inc();
             } else {
                 s.metrics.refused_results.inc();
             }
-            r
+            error(e)
         }
+        Err(r) => r,
     }
 }
 

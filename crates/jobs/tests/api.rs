@@ -205,6 +205,16 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
     assert_eq!(r.bytes().await.unwrap().to_vec(), b"a\t2\nb\t1\nc\t1\n".to_vec());
     let v = views(base).await;
     assert_eq!((v[0].maps, v[0].reduces, v[0].verdict.as_str()), ((2, 2), (1, 1), "met"));
+    // The counters tell refusals from duplicates: five results refused (not held, never
+    // handed out, no such worker, framed wrong, already reported), none a duplicate; the
+    // oversized one was answered by the body limit before the coordinator saw it.
+    let m = http().get(format!("{base}/metrics")).bearer_auth(TOKEN).send().await.unwrap().text().await.unwrap();
+    let count = |name: &str| -> u64 {
+        m.lines().find_map(|l| l.strip_prefix(&format!("switchyard_jobs_{name}_total "))).unwrap().parse().unwrap()
+    };
+    assert_eq!(count("results_accepted"), 3, "{m}");
+    assert_eq!(count("results_duplicate"), 0, "{m}");
+    assert_eq!(count("results_refused"), 5, "{m}");
     s.stop().await;
 }
 
