@@ -15,6 +15,8 @@
 //!   (Ko et al., Middleware 2007) in the simulator's grid model.
 //! - [`miscort`]: MiscoRT against EDF and other task schedulers (Dou 2011 ch. 3) on unreliable
 //!   workers in the simulator's jobs model.
+//! - [`miscort_real`]: the same workload on the real jobs coordinator over loopback, in
+//!   compressed time, beside the simulator, with both rankings of the schedulers.
 //! - [`placement`]: `switchyard place`'s measurement of a policy: balance, keys moved when a
 //!   worker leaves or joins, and the cost of a decision.
 //! - [`scenarios`]: the reproductions that are simulator scenarios (Guo ch. 4–7: DPI affinity,
@@ -25,13 +27,13 @@
 //!   lab trace, and §5.4's cost–quality trade-off.
 //!
 //! - [`bench`]: the macro benchmarks, each driver beside its peers in the same run (nginx, wrk,
-//!   tokio, h2, quinn, moka), and the launchers of those peers.
+//!   tokio, h2, quinn, moka, Celery), and the launchers of those peers.
 //!
 //! # What does not
 //!
 //! No argument parsing and no printing: the binary maps its arguments to a setup and prints
 //! what comes back (tables, JSON, CSV, charts). No policy logic (the core's) and no driver
-//! (sim, runtime, mux, gateway): experiments call them.
+//! (sim, runtime, mux, gateway, jobs): experiments call them.
 
 pub mod bench;
 pub mod cacheflow;
