@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use switchyard_core::place::tasks::BoardConfig;
+use switchyard_core::place::tasks::locality::Metric;
+use switchyard_core::place::tasks::{BoardConfig, TaskRule};
 use switchyard_experiments::miscort::SCHEDULERS;
 use switchyard_jobs::Submission as Submit;
 use switchyard_jobs::client::Submitter;
@@ -76,6 +77,14 @@ struct ServeArgs {
     /// llf+sequential, llf+hadoop, llf+spark, llf+late, llf+boinc.
     #[arg(long, default_value = "miscort")]
     scheduler: String,
+    /// Give a worker that says its site (jobs worker --site) the never-assigned map whose split
+    /// its site's store holds (Ko et al.'s worker-centric scheduling), by this weight: overlap
+    /// (splits present), rest (1 / (1 + splits missing)) or combined; then MiscoRT's re-issue.
+    #[arg(long, value_enum)]
+    locality: Option<LocalityArg>,
+    /// With --locality, draw among this many of the best maps (1: the best).
+    #[arg(long, default_value_t = 1)]
+    top: u32,
     /// An attempt running longer than this many times its task's mean time is presumed failed.
     #[arg(long, default_value_t = 3.0)]
     presume_factor: f64,
@@ -96,6 +105,13 @@ struct ServeArgs {
     /// (nor if the machine does).
     #[arg(long, value_enum, default_value_t = SyncArg::Normal)]
     sync: SyncArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LocalityArg {
+    Overlap,
+    Rest,
+    Combined,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -141,6 +157,16 @@ struct WorkerArgs {
     /// Stop after running this many tasks.
     #[arg(long)]
     tasks: Option<u64>,
+    /// The site this worker is at: workers of a site share its store of splits, and a
+    /// coordinator started with --locality prefers to give them the maps it holds (Ko et al.).
+    #[arg(long, requires = "store")]
+    site: Option<String>,
+    /// The site's store: a folder the site's workers share, keeping the splits they read.
+    #[arg(long, requires = "site")]
+    store: Option<PathBuf>,
+    /// The store's capacity in MiB; the least recently used splits are evicted past it.
+    #[arg(long, default_value_t = 1024)]
+    store_mib: u64,
 }
 
 /// Submit an application: its input is split on line boundaries, its maps run, then its
@@ -257,9 +283,20 @@ fn serve(a: &ServeArgs) -> Result<()> {
         SyncArg::Full => Sync::Full,
     };
     let store = Store::connect(&at, sync)?;
+    let rule = match a.locality {
+        None => s.rule,
+        Some(m) => TaskRule::WorkerCentric {
+            metric: match m {
+                LocalityArg::Overlap => Metric::Overlap,
+                LocalityArg::Rest => Metric::Rest,
+                LocalityArg::Combined => Metric::Combined { as_printed: false },
+            },
+            top: a.top.max(1),
+        },
+    };
     let config = BoardConfig {
         order: s.order,
-        rule: s.rule,
+        rule,
         presume_factor: a.presume_factor,
         default_task_time: a.default_task_time,
         ..BoardConfig::default()
@@ -272,9 +309,10 @@ fn serve(a: &ServeArgs) -> Result<()> {
         let listener =
             tokio::net::TcpListener::bind(a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
         eprintln!(
-            "jobs coordinator on http://{} ({} scheduler, state in {}: {apps} applications so far)",
+            "jobs coordinator on http://{} ({} scheduler{}, state in {}: {apps} applications so far)",
             listener.local_addr()?,
             s.name,
+            if a.locality.is_some() { ", worker-centric maps" } else { "" },
             at.name()
         );
         let stop = async {
@@ -318,6 +356,8 @@ fn worker(a: &WorkerArgs) -> Result<()> {
         seed: a.seed,
         allowed: Allowed { map: pairs("allow", &a.allow)?, reduce: pairs("allow-reduce", &a.allow_reduce)? },
         max_tasks: a.tasks,
+        site: a.site.clone(),
+        store: a.store.clone().map(|d| (d, a.store_mib << 20)),
     };
     eprintln!("worker {name} polling {}", a.connect.coordinator);
     let log = move |line: &str| eprintln!("{name}: {line}");
@@ -332,6 +372,9 @@ fn worker(a: &WorkerArgs) -> Result<()> {
         "results kept {}, refused {}, tasks failed {}, injected failures {}",
         report.kept, report.refused, report.failed, report.crashes
     );
+    if a.store.is_some() {
+        eprintln!("maps read from the site's store {}, fetched from the coordinator {}", report.local, report.fetched);
+    }
     Ok(())
 }
 

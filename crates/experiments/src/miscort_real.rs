@@ -163,6 +163,8 @@ fn real(s: &Setup, scheduler: Scheduler) -> Result<(usize, f64, f64)> {
                 seed: s.seed.wrapping_mul(1000) + i as u64,
                 allowed: Allowed::default(),
                 max_tasks: None,
+                site: None,
+                store: None,
             };
             let mut stop = stop_rx.clone();
             workers.push(tokio::spawn(async move {

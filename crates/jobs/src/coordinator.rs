@@ -76,6 +76,8 @@ pub struct AppMeta {
     pub arg: String,
     /// When it was submitted, ns since the Unix epoch.
     pub submitted: u64,
+    /// Each split's id (a hash of its bytes).
+    pub splits: Vec<u32>,
 }
 
 /// A submission, as read from the request.
@@ -107,26 +109,43 @@ struct State {
     board: Board,
     apps: Vec<AppMeta>,
     workers: HashMap<String, WorkerId>,
+    /// Sites by name, and each worker's.
+    sites: HashMap<String, u32>,
+    site_of: HashMap<WorkerId, u32>,
 }
 
 impl State {
     fn new(config: BoardConfig) -> Self {
-        Self { board: Board::new(config), apps: Vec::new(), workers: HashMap::new() }
+        Self {
+            board: Board::new(config),
+            apps: Vec::new(),
+            workers: HashMap::new(),
+            sites: HashMap::new(),
+            site_of: HashMap::new(),
+        }
     }
 
     fn apply(&mut self, e: &Event) {
         match e {
-            Event::Submit { at, name, program, arg, maps, reduces, deadline, estimate, .. } => {
+            Event::Submit { at, name, program, arg, maps, reduces, deadline, estimate, splits, .. } => {
                 let spec =
                     AppSpec { maps: *maps, reduces: *reduces, deadline: Nanos(*deadline), task_estimate: *estimate };
-                self.board.submit(spec, Nanos(*at));
+                // Each map reads one file, its split: what a site's store may hold.
+                self.board.submit_with_files(spec, Nanos(*at), splits.iter().map(|f| vec![*f]).collect());
                 self.apps.push(AppMeta {
                     name: name.clone(),
                     program: program.clone(),
                     arg: arg.clone(),
                     submitted: *at,
+                    splits: splits.clone(),
                 });
             }
+            Event::Site { worker, site, name } => {
+                self.sites.insert(name.clone(), *site);
+                self.site_of.insert(WorkerId(*worker), *site);
+                self.board.set_site(WorkerId(*worker), *site);
+            }
+            Event::Evicted { site, files } => self.board.site_evicted(*site, files),
             Event::Worker { id, name } => {
                 self.workers.insert(name.clone(), WorkerId(*id));
             }
@@ -245,6 +264,7 @@ impl Coordinator {
             )));
         }
         let maps = splits.len() as u32;
+        let split_ids: Vec<u32> = splits.iter().map(|d| xxhash_rust::xxh3::xxh3_64(d) as u32).collect();
         let deadline = now.saturating_add((s.deadline * 1e9) as u64);
         let state = &mut self.state;
         let r = self.store.change(|news| {
@@ -260,6 +280,7 @@ impl Coordinator {
                 reduces: s.reduces,
                 deadline,
                 estimate: s.estimate,
+                splits: split_ids.clone(),
             };
             state.apply(&e);
             let blobs = splits
@@ -277,6 +298,26 @@ impl Coordinator {
 
     /// A worker's poll: a task, or `None`.
     pub fn poll(&mut self, name: &str, now: u64) -> Result<Option<Grant>, JobsError> {
+        self.poll_at(name, None, &[], now)
+    }
+
+    /// A worker's poll that says its site and what the site's store evicted since its last
+    /// poll (Ko et al.'s piggybacked evictions): a task, or `None`.
+    pub fn poll_at(
+        &mut self,
+        name: &str,
+        site: Option<&str>,
+        evicted: &[u32],
+        now: u64,
+    ) -> Result<Option<Grant>, JobsError> {
+        if let Some(site) = site
+            && (site.is_empty() || site.len() > 200)
+        {
+            return Err(JobsError::Bad("a site's name is 1 to 200 bytes".into()));
+        }
+        if evicted.len() > 100_000 {
+            return Err(JobsError::Bad(format!("{} evictions in one poll: at most 100,000", evicted.len())));
+        }
         if name.is_empty() || name.len() > 200 {
             return Err(JobsError::Bad("a worker's name is 1 to 200 bytes".into()));
         }
@@ -303,6 +344,19 @@ impl Coordinator {
                     state.workers[name]
                 }
             };
+            if let Some(site) = site {
+                let number = state.sites.get(site).copied().unwrap_or(state.sites.len() as u32);
+                if state.site_of.get(&id) != Some(&number) {
+                    let e = Event::Site { worker: id.0, site: number, name: site.to_string() };
+                    state.apply(&e);
+                    events.push(e);
+                }
+                if !evicted.is_empty() {
+                    let e = Event::Evicted { site: number, files: evicted.to_vec() };
+                    state.apply(&e);
+                    events.push(e);
+                }
+            }
             let got = state.board.poll(id, Nanos(now));
             events.push(Event::Poll {
                 worker: id.0,
@@ -331,6 +385,9 @@ impl Coordinator {
                 program: meta.program.clone(),
                 arg: meta.arg.clone(),
                 reduces: spec.reduces,
+                input_id: (a.task.phase == Phase::Map)
+                    .then(|| meta.splits.get(a.task.index as usize).copied())
+                    .flatten(),
             }
         }))
     }

@@ -7,7 +7,8 @@
 //! - [`server`] and [`coordinator`]: the coordinator over HTTP. Workers poll and get a task or
 //!   nothing; submitters create applications and read status and output.
 //! - [`store`]: the SQLite log and data the coordinator is rebuilt from after a restart.
-//! - [`worker`]: the polling worker, with the simulator's failure injectors.
+//! - [`worker`]: the polling worker, with the simulator's failure injectors, and [`site`]: a
+//!   site's store of splits, shared by the site's workers (worker-centric locality).
 //! - [`programs`]: the built-in map and reduce programs and allow-listed commands; nothing
 //!   received is evaluated.
 //! - [`client`] and [`wire`]: the submitter's calls and the routes' bodies.
@@ -24,6 +25,7 @@ pub mod coordinator;
 pub mod fuzzing;
 pub mod programs;
 pub mod server;
+pub mod site;
 pub mod store;
 pub mod wire;
 pub mod worker;

@@ -307,7 +307,7 @@ async fn poll(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
     let s2 = s.clone();
     let r = blocking(move || {
         let mut c = s2.coordinator();
-        let got = c.poll(&p.worker, now());
+        let got = c.poll_at(&p.worker, p.site.as_deref(), &p.evicted, now());
         s2.metrics.running.set(i64::from(c.board().running()));
         got
     })

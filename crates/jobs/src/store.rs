@@ -59,6 +59,25 @@ pub enum Event {
         deadline: u64,
         /// Seconds one task is expected to take, if the submitter said.
         estimate: Option<f64>,
+        /// Each split's id (a hash of its bytes), for sites' stores.
+        #[serde(default)]
+        splits: Vec<u32>,
+    },
+    /// A worker said which site it is at.
+    Site {
+        /// The worker.
+        worker: u32,
+        /// The site's number.
+        site: u32,
+        /// The site's name.
+        name: String,
+    },
+    /// A site's store evicted splits.
+    Evicted {
+        /// The site.
+        site: u32,
+        /// The splits.
+        files: Vec<u32>,
     },
     /// A worker was first heard from.
     Worker {

@@ -22,6 +22,12 @@ use serde::{Deserialize, Serialize};
 pub struct Poll {
     /// Its name, unique among the workers (a restarted worker keeps its name).
     pub worker: String,
+    /// Its site, whose data store it shares with the site's other workers (Ko et al.).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
+    /// Splits its site's store evicted since its last poll.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evicted: Vec<u32>,
 }
 
 /// A task handed to a worker.
@@ -41,6 +47,9 @@ pub struct Grant {
     pub arg: String,
     /// The application's reduce partitions (0: map-only).
     pub reduces: u32,
+    /// A map's split, by the hash of its bytes: a site's store may hold it already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_id: Option<u32>,
 }
 
 /// The answer to a submission.

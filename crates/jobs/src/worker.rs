@@ -81,6 +81,11 @@ pub struct WorkerConfig {
     pub allowed: Allowed,
     /// Stop after this many tasks run (results uploaded, kept or not), if given.
     pub max_tasks: Option<u64>,
+    /// The site this worker is at, told to the coordinator with every poll.
+    pub site: Option<String>,
+    /// The site's store of splits (a folder the site's workers share) and its capacity in
+    /// bytes.
+    pub store: Option<(std::path::PathBuf, u64)>,
 }
 
 /// What a worker did.
@@ -95,6 +100,10 @@ pub struct WorkerReport {
     pub failed: u64,
     /// Failures injected.
     pub crashes: u64,
+    /// Maps whose split was read from the site's store.
+    pub local: u64,
+    /// Maps whose split was fetched from the coordinator.
+    pub fetched: u64,
 }
 
 /// Why a worker stops.
@@ -196,6 +205,14 @@ pub async fn run(config: WorkerConfig, stop: impl Future<Output = ()>, log: &Log
     let client = Client { http, base, token: config.token.clone(), name: config.name.clone() };
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
     let mut report = WorkerReport::default();
+    let store = match &config.store {
+        Some((dir, capacity)) => Some(
+            crate::site::SiteStore::open(dir, *capacity)
+                .map_err(|e| WorkerError::Url(dir.display().to_string(), format!("the site's store: {e}")))?,
+        ),
+        None => None,
+    };
+    let mut site = SiteState { store, evicted: Vec::new(), local: 0, fetched: 0 };
     tokio::pin!(stop);
     loop {
         if config.max_tasks.is_some_and(|m| report.kept + report.refused + report.failed >= m) {
@@ -219,10 +236,11 @@ pub async fn run(config: WorkerConfig, stop: impl Future<Output = ()>, log: &Log
             }
         };
         let outcome = tokio::select! {
-            r = one(&client, &config, fail_this, log) => Some(r?),
+            r = one(&client, &config, &mut site, fail_this, log) => Some(r?),
             () = crash() => None,
             () = &mut stop => return Ok(report),
         };
+        (report.local, report.fetched) = (site.local, site.fetched);
         let down = match outcome {
             None => true,
             Some(Outcome::Idle(wait)) => {
@@ -275,15 +293,37 @@ enum Outcome {
 }
 
 /// One poll and, if it gets a task, the task run and reported.
-async fn one(client: &Client, config: &WorkerConfig, fail_this: bool, log: &Log) -> Result<Outcome, WorkerError> {
-    let poll = Poll { worker: client.name.clone() };
+/// What a worker keeps of its site between tasks.
+struct SiteState {
+    store: Option<crate::site::SiteStore>,
+    /// Evictions not yet told to the coordinator.
+    evicted: Vec<u32>,
+    local: u64,
+    fetched: u64,
+}
+
+async fn one(
+    client: &Client,
+    config: &WorkerConfig,
+    site: &mut SiteState,
+    fail_this: bool,
+    log: &Log,
+) -> Result<Outcome, WorkerError> {
+    let poll = Poll { worker: client.name.clone(), site: config.site.clone(), evicted: site.evicted.clone() };
     let grant: Grant = match client.send(|h| h.post(client.url("/v1/poll")).json(&poll), log).await? {
-        Sent::Ok(r) => r.json().await.map_err(|e| WorkerError::Answer {
-            url: client.url("/v1/poll"),
-            status: StatusCode::OK,
-            body: e.to_string(),
-        })?,
-        Sent::Refused(StatusCode::NO_CONTENT, ..) => return Ok(Outcome::Idle(config.idle)),
+        Sent::Ok(r) => {
+            // The coordinator has the evictions (they are logged with the poll).
+            site.evicted.clear();
+            r.json().await.map_err(|e| WorkerError::Answer {
+                url: client.url("/v1/poll"),
+                status: StatusCode::OK,
+                body: e.to_string(),
+            })?
+        }
+        Sent::Refused(StatusCode::NO_CONTENT, ..) => {
+            site.evicted.clear();
+            return Ok(Outcome::Idle(config.idle));
+        }
         Sent::Refused(StatusCode::TOO_MANY_REQUESTS, _, retry) => {
             return Ok(Outcome::Idle(retry.map_or(config.idle, |s| Duration::from_secs(s).min(config.idle * 4))));
         }
@@ -293,17 +333,37 @@ async fn one(client: &Client, config: &WorkerConfig, fail_this: bool, log: &Log)
     };
     let who = format!("worker={}", urlencode(&client.name));
     let input_url = client.url(&format!("/v1/attempts/{}/input?{who}", grant.attempt));
-    let input = match client.send(|h| h.get(&input_url), log).await? {
-        Sent::Ok(r) => r.bytes().await.map_err(|e| WorkerError::Answer {
-            url: input_url.clone(),
-            status: StatusCode::OK,
-            body: e.to_string(),
-        })?,
-        // The attempt is no longer needed (another finished its task): nothing to run.
-        Sent::Refused(status, text, _) => {
-            log(&format!("attempt {}: input refused ({status}): {text}", grant.attempt));
-            return Ok(Outcome::Refused);
+    let held = match (&site.store, grant.input_id) {
+        (Some(store), Some(id)) => store.get(id),
+        _ => None,
+    };
+    let input = match held {
+        Some(data) => {
+            site.local += 1;
+            axum::body::Bytes::from(data)
         }
+        None => match client.send(|h| h.get(&input_url), log).await? {
+            Sent::Ok(r) => {
+                let data = r.bytes().await.map_err(|e| WorkerError::Answer {
+                    url: input_url.clone(),
+                    status: StatusCode::OK,
+                    body: e.to_string(),
+                })?;
+                if let (Some(store), Some(id)) = (&site.store, grant.input_id) {
+                    site.fetched += 1;
+                    match store.put(id, &data) {
+                        Ok(gone) => site.evicted.extend(gone),
+                        Err(e) => log(&format!("the site's store: {e}")),
+                    }
+                }
+                data
+            }
+            // The attempt is no longer needed (another finished its task): nothing to run.
+            Sent::Refused(status, text, _) => {
+                log(&format!("attempt {}: input refused ({status}): {text}", grant.attempt));
+                return Ok(Outcome::Refused);
+            }
+        },
     };
     let g = grant.clone();
     let allowed = config.allowed.clone();

@@ -7,6 +7,7 @@ use crate::measure::{EstimateConfig, Ewma, FailureModel, WorkerEstimate, exec_ti
 use crate::order::apps::{AppKey, AppOrder, laxity, rank};
 use crate::{Nanos, WorkerId};
 
+use super::locality::{FileId, SiteTable};
 use super::rules::{self, TaskRule};
 
 /// An application, numbered from 0 in order of submission.
@@ -259,6 +260,8 @@ pub(crate) struct App {
     pub(crate) repeats: u64,
     pub(crate) duplicates: u64,
     pub(crate) done_at: Option<Nanos>,
+    /// Each map task's input files, for worker-centric locality (empty: none known).
+    pub(crate) files: Vec<Vec<FileId>>,
 }
 
 impl App {
@@ -279,6 +282,8 @@ pub(crate) struct Worker {
     pub(crate) holding: Option<AttemptId>,
     /// When it was last heard from (a poll, an upload, a failure report).
     pub(crate) seen: Nanos,
+    /// Its site, if it said.
+    pub(crate) site: Option<u32>,
 }
 
 /// The coordinator's state: applications, tasks, attempts and workers.
@@ -292,6 +297,8 @@ pub struct Board {
     pub(crate) draws: u64,
     /// Attempts in the Running state, so that a poll's presumption looks at these only.
     pub(crate) running: std::collections::BTreeSet<AttemptId>,
+    /// Each site's store as the board believes it (Ko et al.'s reference table).
+    pub(crate) sites: BTreeMap<u32, SiteTable>,
 }
 
 impl Board {
@@ -313,6 +320,7 @@ impl Board {
             workers: BTreeMap::new(),
             draws: 0,
             running: std::collections::BTreeSet::new(),
+            sites: BTreeMap::new(),
         }
     }
 
@@ -339,8 +347,36 @@ impl Board {
             repeats: 0,
             duplicates: 0,
             done_at: None,
+            files: Vec::new(),
         });
         AppId(self.apps.len() as u32 - 1)
+    }
+
+    /// Adds an application whose map tasks read the given files (one list per map), so that
+    /// the worker-centric rule can prefer, for a worker, the maps whose files its site holds.
+    /// Lists beyond the maps are ignored; missing ones are empty.
+    pub fn submit_with_files(&mut self, spec: AppSpec, now: Nanos, mut files: Vec<Vec<FileId>>) -> AppId {
+        let id = self.submit(spec, now);
+        let maps = self.apps[id.0 as usize].tasks[0].len();
+        files.resize(maps, Vec::new());
+        self.apps[id.0 as usize].files = files;
+        id
+    }
+
+    /// Says which site `worker` is at (Ko et al.: workers of a site share its data store).
+    pub fn set_site(&mut self, worker: WorkerId, site: u32) {
+        self.worker(worker).site = Some(site);
+        self.sites.entry(site).or_default();
+    }
+
+    /// Files `site`'s store reports it has evicted (piggybacked on a poll).
+    pub fn site_evicted(&mut self, site: u32, files: &[FileId]) {
+        self.sites.entry(site).or_default().evicted(files);
+    }
+
+    /// What the board believes `site`'s store holds.
+    pub fn site_table(&self, site: u32) -> Option<&SiteTable> {
+        self.sites.get(&site)
     }
 
     /// A worker asks for work: a task, or `None` when no rule offers it one now.
@@ -367,7 +403,7 @@ impl Board {
         self.heard_from(worker, now);
         self.presume(now);
         let task = task.filter(|t| self.valid(*t))?;
-        rules::replayed(self, task);
+        rules::replayed(self, task, worker);
         Some(self.hand_out(task, worker, now))
     }
 
@@ -661,6 +697,15 @@ impl Board {
         });
         self.running.insert(id);
         self.worker(worker).holding = Some(id);
+        // The site will fetch what it lacks of the map's files: its table says so at once.
+        if let Some(site) = self.workers[&worker].site
+            && task.phase == Phase::Map
+            && let Some(files) = self.apps[task.app.0 as usize].files.get(task.index as usize)
+            && !files.is_empty()
+        {
+            let files = files.clone();
+            self.sites.entry(site).or_default().scheduled(&files);
+        }
         Assignment { attempt: id, task, repeat }
     }
 
@@ -687,6 +732,7 @@ impl Board {
             presumed_at: None,
             holding: None,
             seen: Nanos(0),
+            site: None,
         })
     }
 }

@@ -68,6 +68,16 @@ pub enum TaskRule {
         /// Expected failures over one task (λ̂·τ) at or below which a worker is reliable.
         reliable: f64,
     },
+    /// Ko et al.'s worker-centric choice among never-assigned maps: the one whose files the
+    /// polling worker's site holds, by a locality metric, drawn among the `top` best; then
+    /// MiscoRT's re-issue of tasks given up. Applications without file lists, reduces and
+    /// workers without a site get the first never-assigned task.
+    WorkerCentric {
+        /// How a task's locality is weighed.
+        metric: super::locality::Metric,
+        /// Draw among this many of the best (1: the best).
+        top: u32,
+    },
     /// LATE's speculation.
     Late {
         /// Fraction of running tasks, slowest by progress rate, that may be speculated (0.25).
@@ -97,6 +107,7 @@ impl TaskRule {
             Self::Spark { .. } => "spark",
             Self::Late { .. } => "late",
             Self::Boinc { .. } => "boinc",
+            Self::WorkerCentric { .. } => "worker-centric",
         }
     }
 }
@@ -105,6 +116,11 @@ impl TaskRule {
 pub(crate) fn pick(board: &mut Board, app: AppId, worker: WorkerId, now: Nanos) -> Option<TaskRef> {
     let phase = board.apps[app.0 as usize].phase();
     let at = |index: usize| TaskRef { app, phase, index: index as u32 };
+    if let TaskRule::WorkerCentric { metric, top } = board.config.rule
+        && let Some(i) = local(board, app, phase, worker, metric, top)
+    {
+        return Some(at(i));
+    }
     // BOINC: an endangered application's tasks go to reliable workers only, never-assigned
     // ones included.
     let urgent = matches!(board.config.rule, TaskRule::Boinc { .. }) && endangered(board, app, now);
@@ -138,6 +154,7 @@ pub(crate) fn pick(board: &mut Board, app: AppId, worker: WorkerId, now: Nanos) 
         TaskRule::Spark { quantile, multiplier, min_runtime } => {
             given_up(board, app, phase).or_else(|| spark(board, app, phase, now, quantile, multiplier, min_runtime))
         }
+        TaskRule::WorkerCentric { .. } => given_up(board, app, phase),
         TaskRule::Boinc { reliable } => {
             given_up(board, app, phase).or_else(|| if urgent { rescue(board, app, phase, now, reliable) } else { None })
         }
@@ -151,7 +168,17 @@ pub(crate) fn pick(board: &mut Board, app: AppId, worker: WorkerId, now: Nanos) 
 /// Brings the rule's own state up to date with a hand-out it did not choose (a poll replayed
 /// from a log): the sequential rule's cursor moves past the task, and the random rule's stream
 /// on by one draw, as they would have had the rule chosen it. Call it before the hand-out.
-pub(crate) fn replayed(board: &mut Board, task: TaskRef) {
+pub(crate) fn replayed(board: &mut Board, task: TaskRef, worker: WorkerId) {
+    let never_out =
+        board.apps[task.app.0 as usize].tasks[phase_at(task.phase)][task.index as usize].attempts.is_empty();
+    if matches!(board.config.rule, TaskRule::WorkerCentric { .. })
+        && never_out
+        && locality_applies(board, task.app, task.phase, worker)
+    {
+        // The locality choice draws once whenever it chooses.
+        board.draws += 1;
+        return;
+    }
     let from_unassigned =
         board.config.rule != TaskRule::Random && unassigned(board, task.app, task.phase) == Some(task.index as usize);
     if from_unassigned {
@@ -383,4 +410,41 @@ fn rescue(board: &Board, app: AppId, phase: Phase, now: Nanos, reliable: f64) ->
         let holder = board.attempts[a.0 as usize].worker;
         (!is_reliable(board, holder, app, phase, reliable)).then(|| (i, elapsed(board, a, now)))
     }))
+}
+
+/// Whether the worker-centric choice applies: a map of an application with file lists, for a
+/// worker that said its site.
+fn locality_applies(board: &Board, app: AppId, phase: Phase, worker: WorkerId) -> bool {
+    phase == Phase::Map
+        && !board.apps[app.0 as usize].files.is_empty()
+        && board.workers.get(&worker).is_some_and(|w| w.site.is_some())
+}
+
+/// Ko et al.'s choice (Middleware 2007 §3): among the never-assigned maps, by their locality
+/// for the worker's site, drawn among the `top` best.
+fn local(
+    board: &mut Board,
+    app: AppId,
+    phase: Phase,
+    worker: WorkerId,
+    metric: super::locality::Metric,
+    top: u32,
+) -> Option<usize> {
+    if !locality_applies(board, app, phase, worker) {
+        return None;
+    }
+    let site = board.workers[&worker].site.expect("checked");
+    let a = &board.apps[app.0 as usize];
+    let candidates: Vec<usize> =
+        (a.fresh[0]..a.tasks[0].len()).filter(|&i| !a.tasks[0][i].done && a.tasks[0][i].attempts.is_empty()).collect();
+    if candidates.is_empty() {
+        return None;
+    }
+    let files: Vec<&[u32]> = candidates.iter().map(|&i| a.files[i].as_slice()).collect();
+    let empty = super::locality::SiteTable::new();
+    let table = board.sites.get(&site).unwrap_or(&empty);
+    let weights = super::locality::weights(metric, &files, table);
+    board.draws += 1;
+    let draw = splitmix64(board.config.seed ^ splitmix64(board.draws));
+    super::locality::choose(&weights, top as usize, draw).map(|k| candidates[k])
 }

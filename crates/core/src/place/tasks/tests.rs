@@ -236,6 +236,7 @@ fn rule() -> impl Strategy<Value = TaskRule> {
         Just(TaskRule::SPARK),
         Just(TaskRule::LATE),
         Just(TaskRule::BOINC),
+        Just(TaskRule::WorkerCentric { metric: locality::Metric::Overlap, top: 2 }),
     ]
 }
 
@@ -454,4 +455,69 @@ fn boinc_routes_endangered_work_to_reliable_workers() {
     b.upload(B, early.attempt, s(23)).unwrap();
     let rescue = b.poll(B, s(23)).unwrap();
     assert_eq!((rescue.task, rescue.repeat), (held.task, true), "endangered at 23 s: B takes over A's task");
+}
+
+/// Ko et al.'s worker-centric rule on the board: a worker gets the never-assigned map whose
+/// files its site holds; the site's table learns from hand-outs and evictions; a board
+/// replayed from its log decides the same.
+#[test]
+fn worker_centric_gives_a_worker_the_map_its_site_holds() {
+    use super::locality::Metric;
+    let rule = TaskRule::WorkerCentric { metric: Metric::Overlap, top: 1 };
+    let files = vec![vec![1, 2], vec![3, 4], vec![1, 5], vec![3, 6]];
+    let mut b = board(rule);
+    b.submit_with_files(spec(4, 0, 1000), s(0), files.clone());
+    b.set_site(A, 0);
+    b.set_site(B, 1);
+    // Nothing held anywhere: the first never-assigned map.
+    let a1 = b.poll(A, s(1)).unwrap();
+    assert_eq!(a1.task.index, 0);
+    assert!(b.site_table(0).unwrap().holds(1) && b.site_table(0).unwrap().holds(2));
+    let b1 = b.poll(B, s(1)).unwrap();
+    assert_eq!(b1.task.index, 1, "site 1 holds nothing yet: the first left");
+    b.upload(A, a1.attempt, s(5)).unwrap();
+    b.upload(B, b1.attempt, s(5)).unwrap();
+    // Site 0 holds file 1, so A gets map 2 (files 1, 5); site 1 holds 3, so B gets map 3.
+    let a2 = b.poll(A, s(5)).unwrap();
+    assert_eq!(a2.task.index, 2, "A's site holds file 1");
+    let b2 = b.poll(B, s(5)).unwrap();
+    assert_eq!(b2.task.index, 3, "B's site holds file 3");
+
+    // Evicted files no longer count.
+    let mut c = board(rule);
+    c.submit_with_files(spec(4, 0, 1000), s(0), files.clone());
+    c.set_site(A, 0);
+    let first = c.poll(A, s(1)).unwrap();
+    c.upload(A, first.attempt, s(2)).unwrap();
+    c.site_evicted(0, &[1, 2]);
+    assert_eq!(c.poll(A, s(2)).unwrap().task.index, 1, "file 1 gone: no preference, the first left");
+
+    // Drawn among the top two, replayed from the log: the same decisions after.
+    let rule = TaskRule::WorkerCentric { metric: Metric::Combined { as_printed: false }, top: 2 };
+    let many: Vec<Vec<u32>> = (0..12).map(|i| vec![i % 4, 10 + i % 3]).collect();
+    let mut live = board(rule);
+    live.submit_with_files(spec(12, 0, 1000), s(0), many.clone());
+    live.set_site(A, 0);
+    live.set_site(B, 1);
+    let mut log = Vec::new();
+    for k in 0..6u64 {
+        for w in [A, B] {
+            let got = live.poll(w, s(k)).unwrap();
+            log.push((w, k, got.task));
+            live.upload(w, got.attempt, s(k)).unwrap();
+        }
+    }
+    let mut again = board(rule);
+    again.submit_with_files(spec(12, 0, 1000), s(0), many);
+    again.set_site(A, 0);
+    again.set_site(B, 1);
+    for (i, (w, k, task)) in log.iter().enumerate() {
+        let a = again.replay_poll(*w, s(*k), Some(*task)).unwrap();
+        assert_eq!(a.attempt, AttemptId(i as u64));
+        again.upload(*w, a.attempt, s(*k)).unwrap();
+    }
+    assert_eq!(again.site_table(0), live.site_table(0));
+    for w in [A, B] {
+        assert_eq!(again.poll(w, s(10)), live.poll(w, s(10)), "the next decision after a replay");
+    }
 }
