@@ -166,17 +166,7 @@ fn real(s: &Setup, scheduler: Scheduler) -> Result<(usize, f64, f64)> {
                 site: None,
                 store: None,
             };
-            let mut stop = stop_rx.clone();
-            workers.push(tokio::spawn(async move {
-                switchyard_jobs::worker::run(
-                    config,
-                    async move {
-                        let _ = stop.changed().await;
-                    },
-                    &|_| {},
-                )
-                .await
-            }));
+            workers.push(switchyard_jobs::worker::spawn(config, stop_rx.clone()));
         }
         let http = reqwest::Client::new();
         let submitter = Submitter::new(&base, "real");

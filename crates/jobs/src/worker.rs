@@ -280,6 +280,24 @@ pub async fn run(config: WorkerConfig, stop: impl Future<Output = ()>, log: &Log
     }
 }
 
+/// Runs a quiet worker as a task of the current runtime until `stop` turns true (workers in
+/// the same process as their coordinator: tests and experiments).
+pub fn spawn(
+    config: WorkerConfig,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<Result<WorkerReport, WorkerError>> {
+    tokio::spawn(async move {
+        run(
+            config,
+            async move {
+                let _ = stop.changed().await;
+            },
+            &|_| {},
+        )
+        .await
+    })
+}
+
 fn exp(rng: &mut ChaCha8Rng, mean: f64) -> f64 {
     -mean * (1.0f64 - rng.random::<f64>()).ln()
 }

@@ -142,18 +142,7 @@ async fn workers_with_site_stores_read_splits_locally_and_compute_the_same() {
             site: Some(site.into()),
             store: Some((dir.join(format!("store-{site}")), 1 << 20)),
         };
-        let mut stop = stop_rx.clone();
-        workers.push(tokio::spawn(async move {
-            switchyard_jobs::worker::run(
-                config,
-                async move {
-                    let _ = stop.changed().await;
-                },
-                &|_| {},
-            )
-            .await
-            .unwrap()
-        }));
+        workers.push(switchyard_jobs::worker::spawn(config, stop_rx.clone()));
     }
     let text: Vec<u8> = (0..2000).map(|i| format!("w{} z{}\n", i % 97, i % 7)).collect::<String>().into_bytes();
     let sub = switchyard_jobs::client::Submitter::new(&base, "t");
@@ -174,7 +163,7 @@ async fn workers_with_site_stores_read_splits_locally_and_compute_the_same() {
     let _ = stop_tx.send(true);
     let (mut local, mut fetched) = (0, 0);
     for w in workers {
-        let r = w.await.unwrap();
+        let r = w.await.unwrap().unwrap();
         local += r.local;
         fetched += r.fetched;
     }
