@@ -193,7 +193,8 @@ struct GatewayServe {
     #[arg(long, default_value = "piggyback")]
     policy: Lookup,
     /// Yates's T: how long a value stays fresh, in wall seconds (with a field run at
-    /// --time-scale S, the model's T is this over S).
+    /// --time-scale S, the model's T is this over S). With --origin, only the freshness of a
+    /// response that says none of its own (no s-maxage, max-age or Expires).
     #[arg(long, default_value_t = 80.0 / 9.0)]
     ttl: f64,
     /// Count an entry's age from its `load` into the cache or from its `sensor` timestamp.

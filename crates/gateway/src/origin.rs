@@ -2,8 +2,13 @@
 //! its path and query, with exact coalescing, a reader's `Cache-Control: max-age`, and RFC
 //! 5861's stale-while-revalidate and stale-if-error.
 //!
+//! A kept response stays fresh as long as the origin said (RFC 9111 §4.2.1: `s-maxage`, else
+//! `max-age`, else `Expires` less `Date`), less the `Age` it arrived with; `ttl` is only the
+//! lifetime of a response that says nothing of its freshness. (Before, `ttl` decided for every
+//! response, and one the origin had said was stale was served as a fresh hit.)
+//!
 //! Every answer says how it was made: `X-Cache: hit | miss | coalesced | stale`, `Age` in
-//! seconds, and for a stale answer a `Warning: 110` and `X-Cache-Stale: revalidating | error`.
+//! seconds (§4.2.3: the age it arrived with, plus its time here), and for a stale answer a `Warning: 110` and `X-Cache-Stale: revalidating | error`.
 //! The origin's status, body and end-to-end headers (type, encoding, validators, `Location`,
 //! `Cache-Control`) are passed on. Responses 2xx, 404 and 410 are kept, unless the origin marks
 //! them `private` or `no-store` or sets a cookie; others are passed on to everyone waiting and
@@ -32,7 +37,8 @@ use crate::metrics::{Count, Metrics};
 pub struct OriginConfig {
     /// The origin's base URL, e.g. `http://127.0.0.1:8080`.
     pub origin: String,
-    /// How long a response stays fresh.
+    /// How long a response that carries no freshness of its own (no `s-maxage`, `max-age` or
+    /// `Expires`) stays fresh.
     pub ttl: Duration,
     /// How long past that a stale response is answered at once while a read refreshes it.
     pub stale_while_revalidate: Option<Duration>,
@@ -49,6 +55,43 @@ pub struct Stored {
     /// The origin's end-to-end headers a client needs ([`PASSED_ON`]).
     headers: Vec<(header::HeaderName, HeaderValue)>,
     body: Bytes,
+    /// How long it is fresh, from its origin's words (or the gateway's default).
+    lifetime: Nanos,
+    /// The age it arrived with (the origin's `Age` header).
+    initial_age: Nanos,
+}
+
+/// A response's freshness lifetime (RFC 9111 §4.2.1, for a shared cache): `s-maxage`, else
+/// `max-age`, else `Expires` less `Date` (an `Expires` that does not read is in the past);
+/// `default` when it says none of these.
+pub fn freshness_lifetime(headers: &HeaderMap, default: Nanos) -> Nanos {
+    let secs = |s: u64| Nanos(s.saturating_mul(1_000_000_000));
+    let directive = |name: &str| {
+        headers.get_all(header::CACHE_CONTROL).iter().filter_map(|v| v.to_str().ok()).find_map(|v| {
+            v.split(',').find_map(|d| {
+                let (k, v) = d.split_once('=')?;
+                k.trim().eq_ignore_ascii_case(name).then(|| v.trim().trim_matches('"').parse::<u64>().ok())?
+            })
+        })
+    };
+    if let Some(s) = directive("s-maxage").or_else(|| directive("max-age")) {
+        return secs(s);
+    }
+    if let Some(expires) = headers.get(header::EXPIRES) {
+        let date = |v: &HeaderValue| v.to_str().ok().and_then(|t| httpdate::parse_http_date(t).ok());
+        let Some(expires) = date(expires) else { return Nanos::ZERO };
+        let now = headers.get(header::DATE).and_then(date).unwrap_or_else(std::time::SystemTime::now);
+        return expires.duration_since(now).map_or(Nanos::ZERO, nanos);
+    }
+    default
+}
+
+/// The `Age` a response arrived with (0 if it has none or it does not read).
+fn initial_age(headers: &HeaderMap) -> Nanos {
+    headers
+        .get(header::AGE)
+        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+        .map_or(Nanos::ZERO, |s| Nanos(s.saturating_mul(1_000_000_000)))
 }
 
 /// The origin's headers passed on with a response (the body's type and encoding, validators,
@@ -89,6 +132,25 @@ impl PartialOrd for Kept {
     }
 }
 
+impl Kept {
+    /// Its age at `now` (RFC 9111 §4.2.3): what it arrived with plus its time since it was
+    /// read (`sensed_at`, the moment the read started, which errs on the older side).
+    fn age(&self, sensed_at: Nanos, now: Nanos) -> Nanos {
+        Nanos(self.0.initial_age.0.saturating_add(now.0.saturating_sub(sensed_at.0)))
+    }
+
+    /// How much longer than its time here so far it may be served fresh: the bound, on time
+    /// since the read, that a query must respect.
+    fn fresh_for(&self) -> Nanos {
+        Nanos(self.0.lifetime.0.saturating_sub(self.0.initial_age.0))
+    }
+
+    /// Whether it may still be served stale within `grace` past its freshness.
+    fn stale_within(&self, sensed_at: Nanos, now: Nanos, grace: Nanos) -> bool {
+        self.age(sensed_at, now).0 < self.0.lifetime.0.saturating_add(grace.0)
+    }
+}
+
 /// What a waiter gets: a response to pass on (kept or not), or a failure.
 #[derive(Clone, Debug)]
 enum Outcome {
@@ -117,6 +179,8 @@ struct Shared {
     counters: Counters,
     /// Reads since the cache was last purged.
     reads_since_purge: std::sync::atomic::AtomicU64,
+    /// The longest freshness lifetime kept so far, ns: what a purge must leave.
+    longest_lifetime: std::sync::atomic::AtomicU64,
 }
 
 /// Reads between purges of what no answer can use any more.
@@ -131,7 +195,9 @@ impl Shared {
 /// The routes: `/metrics`, and every other `GET` from the cache.
 pub fn router(config: OriginConfig) -> Router {
     let client = reqwest::Client::builder().timeout(config.upstream_timeout).build().expect("a plain HTTP client");
-    let cache = Cache::new(Lookup::Piggyback, nanos(config.ttl), AgeFrom::Load, Alone);
+    // Each response's own lifetime is the bound its queries carry (see `serve`); the core's T
+    // only has to let the longest through.
+    let cache = Cache::new(Lookup::Piggyback, Nanos(u64::MAX / 4), AgeFrom::Load, Alone);
     let mut metrics = Metrics::default();
     let counters = Counters {
         hits: metrics.count("gateway_hits", "Answered from a fresh kept response."),
@@ -151,6 +217,7 @@ pub fn router(config: OriginConfig) -> Router {
         metrics,
         counters,
         reads_since_purge: Default::default(),
+        longest_lifetime: Default::default(),
     });
     Router::new()
         .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
@@ -201,15 +268,25 @@ async fn serve(State(s): State<Arc<Shared>>, request: Request) -> Response {
     let (rx, how) = {
         let mut cache = s.cache.lock().expect("no request panics holding the cache");
         let now = s.now();
-        let answer = cache.query(&key, now, bound, &mut |_| 0);
+        // The kept response is fresh as long as its origin said: that bounds the query as a
+        // reader's max-age would, the tighter of the two winning.
+        let origin_bound = cache.peek(&key).map(|e| e.reading.value.fresh_for());
+        let query_bound = match (bound, origin_bound) {
+            (Some(r), Some(o)) => Some(r.min(o)),
+            (r, o) => r.or(o),
+        };
+        let answer = cache.query(&key, now, query_bound, &mut |_| 0);
         // A reader with a bound of its own gets no stale answer.
         let revalidate = s.config.stale_while_revalidate.filter(|_| bound.is_none()).and_then(|g| {
-            cache.stale_within(&key, now, nanos(g)).map(|e| (e.reading.value.clone(), e.age(now, AgeFrom::Load)))
+            cache
+                .peek(&key)
+                .filter(|e| e.reading.value.stale_within(e.reading.sensed_at, now, nanos(g)))
+                .map(|e| (e.reading.value.clone(), e.reading.value.age(e.reading.sensed_at, now)))
         });
         match answer {
             Answer::Hit(e) => {
                 s.counters.hits.inc();
-                return respond(&e.reading.value, e.age(now, AgeFrom::Load), "hit", None);
+                return respond(&e.reading.value, e.reading.value.age(e.reading.sensed_at, now), "hit", None);
             }
             Answer::Approx { .. } => unreachable!("an origin has no neighbours"),
             Answer::Wait { on, read } => {
@@ -241,7 +318,10 @@ async fn serve(State(s): State<Arc<Shared>>, request: Request) -> Response {
         }
     };
     match rx.await {
-        Ok(Outcome::Got(kept)) => respond(&kept, Nanos::ZERO, how, None),
+        Ok(Outcome::Got(kept)) => {
+            let age = kept.0.initial_age;
+            respond(&kept, age, how, None)
+        }
         Ok(Outcome::Failed { stale: Some((kept, age)), .. }) => {
             s.counters.stale_error.inc();
             respond(&kept, age, "stale", Some("error"))
@@ -268,8 +348,10 @@ async fn read_origin(s: Arc<Shared>, key: String, read: ReadId) {
         let status = r.status();
         let shared = shareable(r.headers());
         let headers = PASSED_ON.iter().filter_map(|n| r.headers().get(n).map(|v| (n.clone(), v.clone()))).collect();
+        let lifetime = freshness_lifetime(r.headers(), nanos(s.config.ttl));
+        let initial_age = initial_age(r.headers());
         let body = r.bytes().await?;
-        Ok::<_, reqwest::Error>((Stored { status, headers, body }, shared))
+        Ok::<_, reqwest::Error>((Stored { status, headers, body, lifetime, initial_age }, shared))
     }
     .await;
     let mut cache = s.cache.lock().expect("no request panics holding the cache");
@@ -278,12 +360,14 @@ async fn read_origin(s: Arc<Shared>, key: String, read: ReadId) {
         // Drop what no answer can use any more, fresh or stale, so distinct URLs do not pile up.
         s.reads_since_purge.store(0, std::sync::atomic::Ordering::Relaxed);
         let grace = s.config.stale_while_revalidate.max(s.config.stale_if_error).unwrap_or_default();
-        cache.purge(now, nanos(s.config.ttl.saturating_add(grace)));
+        let longest = Nanos(s.longest_lifetime.load(std::sync::atomic::Ordering::Relaxed)).max(nanos(s.config.ttl));
+        cache.purge(now, Nanos(longest.0.saturating_add(nanos(grace).0)));
     }
     let (outcome, waiters) = match got {
         Ok((stored, shared)) if !stored.status.is_server_error() => {
             s.counters.upstream_reads.inc();
             let keep = shared && (stored.status.is_success() || matches!(stored.status.as_u16(), 404 | 410));
+            s.longest_lifetime.fetch_max(stored.lifetime.0, std::sync::atomic::Ordering::Relaxed);
             let kept = Kept(Arc::new(stored));
             let waiters = if keep {
                 cache.fill(key.clone(), Some(read), Reading { value: kept.clone(), sensed_at: started }, now)
@@ -299,7 +383,10 @@ async fn read_origin(s: Arc<Shared>, key: String, read: ReadId) {
                 Err(e) => (e.is_timeout(), e.to_string()),
             };
             let stale = s.config.stale_if_error.and_then(|g| {
-                cache.stale_within(&key, now, nanos(g)).map(|e| (e.reading.value.clone(), e.age(now, AgeFrom::Load)))
+                cache
+                    .peek(&key)
+                    .filter(|e| e.reading.value.stale_within(e.reading.sensed_at, now, nanos(g)))
+                    .map(|e| (e.reading.value.clone(), e.reading.value.age(e.reading.sensed_at, now)))
             });
             (Outcome::Failed { timeout, why, stale }, cache.fail(&key, Some(read)))
         }

@@ -113,8 +113,10 @@ async fn a_crowd_of_misses_makes_one_origin_read_and_a_reader_may_ask_for_freshe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_answer_comes_at_once_while_one_read_refreshes_it() {
     let (o, state) = origin().await;
+    // A response's age counts from when its read started (RFC 9111 §4.2.3: the response delay
+    // is part of it), so 250 ms of freshness is 150 ms after a 100 ms read arrives.
     let g = serve(origin::router(OriginConfig {
-        ttl: Duration::from_millis(150),
+        ttl: Duration::from_millis(250),
         stale_while_revalidate: Some(Duration::from_secs(10)),
         ..config(o)
     }))
@@ -175,4 +177,86 @@ async fn a_private_response_is_passed_on_with_its_headers_and_never_shared() {
         assert_eq!(r.headers().get("x-cache").unwrap(), "miss");
     }
     assert_eq!(state.reads.load(Ordering::SeqCst), 2, "read again: not kept");
+}
+
+/// An origin whose answers carry their own freshness.
+async fn worded_origin() -> (SocketAddr, Arc<Origin>) {
+    let state = Arc::new(Origin::default());
+    let said = |cc: &'static str, extra: Option<(&'static str, String)>| {
+        move |State(o): State<Arc<Origin>>| async move {
+            let n = o.reads.fetch_add(1, Ordering::SeqCst) + 1;
+            let mut r = axum::response::IntoResponse::into_response(format!("#{n}"));
+            if !cc.is_empty() {
+                r.headers_mut().insert("cache-control", cc.parse().unwrap());
+            }
+            if let Some((name, value)) = extra.clone() {
+                r.headers_mut().insert(name, value.parse().unwrap());
+            }
+            r
+        }
+    };
+    let past = httpdate::fmt_http_date(std::time::SystemTime::now() - Duration::from_secs(60));
+    let app = Router::new()
+        .route("/max-age-1", routing::get(said("max-age=1", None)))
+        .route("/s-maxage", routing::get(said("max-age=0, s-maxage=60", None)))
+        .route("/aged", routing::get(said("max-age=2", Some(("age", "2".into())))))
+        .route("/expired", routing::get(said("", Some(("expires", past)))))
+        .route("/silent", routing::get(said("", None)))
+        .with_state(Arc::clone(&state));
+    (serve(app).await, state)
+}
+
+/// The origin's word on freshness decides, not the gateway's default (which used to: a
+/// `max-age=1` response was a fresh hit at Age 3 and 4 under `--ttl 60`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_is_fresh_as_long_as_its_origin_says() {
+    let (o, state) = worded_origin().await;
+    let g = serve(origin::router(config(o))).await;
+    let reads = || state.reads.load(Ordering::SeqCst);
+    // max-age=1: a hit at once, a new read once a second has passed.
+    assert_eq!(get(g, "/max-age-1").await.1, "miss");
+    assert_eq!(get(g, "/max-age-1").await.1, "hit");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (_, how, _, body) = get(g, "/max-age-1").await;
+    assert_eq!((how.as_str(), body.as_str()), ("miss", "#2"), "stale by the origin's word");
+    // s-maxage wins over max-age for a shared cache.
+    assert_eq!(get(g, "/s-maxage").await.1, "miss");
+    assert_eq!(get(g, "/s-maxage").await.1, "hit");
+    // A response that arrived two seconds old with max-age=2 is never fresh here.
+    let before = reads();
+    assert_eq!(get(g, "/aged").await.1, "miss");
+    assert_eq!(get(g, "/aged").await.1, "miss");
+    assert_eq!(reads(), before + 2);
+    // Expires in the past: stale at once.
+    assert_eq!(get(g, "/expired").await.1, "miss");
+    assert_eq!(get(g, "/expired").await.1, "miss");
+    // No word at all: the gateway's default (60 s here) applies.
+    assert_eq!(get(g, "/silent").await.1, "miss");
+    assert_eq!(get(g, "/silent").await.1, "hit");
+    // The Age the origin gave counts in the Age the gateway gives.
+    let r = reqwest::get(format!("http://{g}/aged")).await.unwrap();
+    assert!(r.headers()["age"].to_str().unwrap().parse::<u64>().unwrap() >= 2);
+}
+
+#[test]
+fn freshness_lifetime_reads_the_origin_s_words() {
+    use axum::http::HeaderMap;
+    use switchyard_core::Nanos;
+    let lifetime = |pairs: &[(&'static str, &str)]| {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(axum::http::HeaderName::from_static(k), v.parse().unwrap());
+        }
+        origin::freshness_lifetime(&h, Nanos(7_000_000_000)).0 / 1_000_000_000
+    };
+    assert_eq!(lifetime(&[("cache-control", "public, max-age=30")]), 30);
+    assert_eq!(lifetime(&[("cache-control", "max-age=30, s-maxage=5")]), 5);
+    assert_eq!(lifetime(&[("cache-control", "max-age=\"12\"")]), 12);
+    assert_eq!(lifetime(&[]), 7, "no word: the default");
+    assert_eq!(lifetime(&[("expires", "0")]), 0, "an Expires that does not read is in the past");
+    assert_eq!(
+        lifetime(&[("date", "Sun, 06 Nov 1994 08:49:37 GMT"), ("expires", "Sun, 06 Nov 1994 08:50:37 GMT")]),
+        60,
+        "Expires less Date"
+    );
 }
