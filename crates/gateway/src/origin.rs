@@ -1,6 +1,8 @@
 //! The gateway in front of any HTTP origin: every `GET` is answered from the core's cache by
 //! its path and query, with exact coalescing, a reader's `Cache-Control: max-age`, and RFC
-//! 5861's stale-while-revalidate and stale-if-error.
+//! 5861's stale-while-revalidate and stale-if-error. `HEAD` is the cached `GET` without its
+//! body; every other method is passed through to the origin, and an unsafe one that succeeds
+//! invalidates what it may have changed (RFC 9111 §4.4).
 //!
 //! A kept response stays fresh as long as the origin said (RFC 9111 §4.2.1: `s-maxage`, else
 //! `max-age`, else `Expires` less `Date`), less the `Age` it arrived with; `ttl` is only the
@@ -21,9 +23,9 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{any, get};
 use bytes::Bytes;
 use switchyard_core::Nanos;
 use switchyard_core::cache::{AgeFrom, Alone, Answer, Cache, Lookup, ReadId, Reading};
@@ -221,7 +223,7 @@ pub fn router(config: OriginConfig) -> Router {
     });
     Router::new()
         .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
-        .fallback(get(serve))
+        .fallback(any(route))
         .with_state(shared)
 }
 
@@ -239,6 +241,104 @@ pub fn reader_bound(headers: &HeaderMap) -> Option<Nanos> {
                 .then(|| v.trim().parse::<u64>().ok().map(|s| Nanos(s.saturating_mul(1_000_000_000))))?
         }
     })
+}
+
+/// `GET` from the cache, `HEAD` as the `GET` without its body, every other method passed
+/// through to the origin.
+async fn route(State(s): State<Arc<Shared>>, request: Request) -> Response {
+    let method = request.method().clone();
+    if method == Method::GET {
+        serve(State(s), request).await
+    } else if method == Method::HEAD {
+        let mut r = serve(State(s), request).await;
+        *r.body_mut() = axum::body::Body::empty();
+        r
+    } else {
+        pass(s, request).await
+    }
+}
+
+/// Headers of one connection, never forwarded (RFC 9110 §7.6.1).
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Passes a request the cache does not answer to the origin, and its answer back; an unsafe
+/// method's success invalidates what it may have changed (RFC 9111 §4.4: the target, and the
+/// `Location` and `Content-Location` it names on this origin).
+async fn pass(s: Arc<Shared>, request: Request) -> Response {
+    let key = request.uri().path_and_query().map_or_else(|| "/".to_string(), |pq| pq.as_str().to_string());
+    let method = request.method().clone();
+    let url = format!("{}{key}", s.config.origin.trim_end_matches('/'));
+    let mut headers = request.headers().clone();
+    headers.remove(header::HOST);
+    for h in HOP_BY_HOP {
+        headers.remove(h);
+    }
+    let body = match axum::body::to_bytes(request.into_body(), 64 << 20).await {
+        Ok(b) => b,
+        Err(e) => return failure(StatusCode::PAYLOAD_TOO_LARGE, format!("the request's body: {e}")),
+    };
+    let sent = s.client.request(method.clone(), &url).headers(headers).body(body).send().await;
+    let r = match sent {
+        Ok(r) => r,
+        Err(e) if e.is_timeout() => {
+            return failure(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!("the origin did not answer {method} {key} within {:?}", s.config.upstream_timeout),
+            );
+        }
+        Err(e) => return failure(StatusCode::BAD_GATEWAY, format!("{method} {key} to the origin failed: {e}")),
+    };
+    let status = r.status();
+    let unsafe_method = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE);
+    if unsafe_method && (status.is_success() || status.is_redirection()) {
+        let mut changed = vec![key.clone()];
+        for name in [header::LOCATION, header::CONTENT_LOCATION] {
+            if let Some(path) =
+                r.headers().get(&name).and_then(|v| v.to_str().ok()).and_then(|v| same_origin_path(&s, v))
+            {
+                changed.push(path);
+            }
+        }
+        let mut cache = s.cache.lock().expect("no request panics holding the cache");
+        let now = s.now();
+        for k in &changed {
+            cache.invalidate(k, now);
+        }
+    }
+    let mut out = Response::builder().status(status);
+    for (name, value) in r.headers() {
+        if !HOP_BY_HOP.contains(&name.as_str()) && name != header::CONTENT_LENGTH {
+            out = out.header(name, value);
+        }
+    }
+    let body = match r.bytes().await {
+        Ok(b) => b,
+        Err(e) => {
+            return failure(StatusCode::BAD_GATEWAY, format!("{method} {key}: the origin's answer broke off: {e}"));
+        }
+    };
+    let mut resp =
+        out.body(axum::body::Body::from(body)).unwrap_or_else(|e| failure(StatusCode::BAD_GATEWAY, e.to_string()));
+    resp.headers_mut().insert("x-cache", HeaderValue::from_static("pass"));
+    resp
+}
+
+/// `value` as a key of this origin: a path, or an absolute URL on the origin.
+fn same_origin_path(s: &Shared, value: &str) -> Option<String> {
+    if value.starts_with('/') {
+        return Some(value.to_string());
+    }
+    let base = s.config.origin.trim_end_matches('/');
+    value.strip_prefix(base).filter(|p| p.starts_with('/')).map(str::to_string)
 }
 
 fn respond(kept: &Kept, age: Nanos, how: &str, stale: Option<&str>) -> Response {
@@ -399,6 +499,7 @@ async fn read_origin(s: Arc<Shared>, key: String, read: ReadId) {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::any;
     use proptest::prelude::*;
 
     use super::*;

@@ -260,3 +260,47 @@ fn freshness_lifetime_reads_the_origin_s_words() {
         "Expires less Date"
     );
 }
+
+/// Methods the cache does not answer go to the origin with their bodies (the cache-tests
+/// suite sets up every test with a PUT through the cache); an unsafe one that succeeds
+/// invalidates the target and the Location it names; HEAD is the cached GET without a body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_methods_pass_through_and_invalidate_what_they_change() {
+    let doc = Arc::new(std::sync::Mutex::new(String::from("v1")));
+    let app = Router::new()
+        .route(
+            "/doc",
+            routing::get(|State(d): State<Arc<std::sync::Mutex<String>>>| async move {
+                ([("cache-control", "max-age=60")], d.lock().unwrap().clone())
+            })
+            .put(|State(d): State<Arc<std::sync::Mutex<String>>>, body: String| async move {
+                *d.lock().unwrap() = body;
+                StatusCode::NO_CONTENT
+            }),
+        )
+        .route(
+            "/other",
+            routing::post(|State(d): State<Arc<std::sync::Mutex<String>>>, body: String| async move {
+                *d.lock().unwrap() = body;
+                (StatusCode::CREATED, [("location", "/doc")], "made")
+            }),
+        )
+        .with_state(Arc::clone(&doc));
+    let o = serve(app).await;
+    let g = serve(origin::router(config(o))).await;
+    let client = reqwest::Client::new();
+    assert_eq!(get(g, "/doc").await.3, "v1");
+    assert_eq!(get(g, "/doc").await.1, "hit");
+    let r = client.put(format!("http://{g}/doc")).body("v2").send().await.unwrap();
+    assert_eq!((r.status().as_u16(), r.headers()["x-cache"].to_str().unwrap()), (204, "pass"));
+    let (_, how, _, body) = get(g, "/doc").await;
+    assert_eq!((how.as_str(), body.as_str()), ("miss", "v2"), "the PUT invalidated it");
+    let r = client.post(format!("http://{g}/other")).body("v3").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(get(g, "/doc").await.3, "v3", "the POST's Location was invalidated");
+    let r = client.head(format!("http://{g}/doc")).send().await.unwrap();
+    assert_eq!((r.status().as_u16(), r.headers()["x-cache"].to_str().unwrap()), (200, "hit"));
+    assert!(r.bytes().await.unwrap().is_empty());
+    let r = client.delete(format!("http://{g}/nowhere")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 404, "the origin's own answer, passed on");
+}

@@ -121,6 +121,9 @@ pub struct Cache<K, W, N, V = f64> {
     next_read: u64,
     stats: CacheStats,
     keep_approximations: bool,
+    /// Keys invalidated, with when: a read started before then brings what was invalidated,
+    /// and is answered but not kept.
+    invalidated: BTreeMap<K, Nanos>,
 }
 
 impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, N, V> {
@@ -142,6 +145,7 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
             next_read: 0,
             stats: CacheStats::default(),
             keep_approximations: false,
+            invalidated: BTreeMap::new(),
         }
     }
 
@@ -388,7 +392,9 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
             // A slower read of an older value must not replace a newer one (reads of one key
             // may run side by side).
             let newer = self.entries.get(&key).is_none_or(|e| e.reading.sensed_at <= reading.sensed_at);
-            if newer {
+            let after_invalidation = self.invalidated.get(&key).is_none_or(|at| *at <= reading.sensed_at);
+            if newer && after_invalidation {
+                self.invalidated.remove(&key);
                 self.approximations.remove(&key);
                 self.entries.insert(key, Entry { reading, loaded_at: now });
             }
@@ -403,10 +409,23 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
         self.end(key, read)
     }
 
+    /// Forgets `key`'s entry at `now` (RFC 9111 §4.4: an unsafe request changed it at the
+    /// source): later queries read it again, and a read already under way, having started
+    /// before the change, answers its waiters but is not kept.
+    pub fn invalidate(&mut self, key: &K, now: Nanos) {
+        self.entries.remove(key);
+        self.approximations.remove(key);
+        if self.pending.contains_key(key) {
+            self.invalidated.insert(key.clone(), now);
+        }
+    }
+
     /// Drops entries older than `keep` (counted as the cache counts age), to bound memory.
     pub fn purge(&mut self, now: Nanos, keep: Nanos) {
         let from = self.freshness.age_from;
         self.entries.retain(|_, e| e.age(now, from) < keep);
         self.approximations.retain(|_, (e, _)| e.age(now, from) < keep);
+        let pending = &self.pending;
+        self.invalidated.retain(|k, _| pending.contains_key(k));
     }
 }

@@ -325,3 +325,23 @@ proptest! {
         prop_assert!(waiting.is_empty(), "waiters lost: {:?}", waiting);
     }
 }
+
+/// An invalidated key is read again; a read that started before the invalidation answers its
+/// waiters but does not put back what was invalidated; one started after it is kept.
+#[test]
+fn an_invalidated_entry_is_read_again_and_an_older_read_not_kept() {
+    let mut c = cache(Lookup::Piggyback);
+    assert_eq!(c.query(&0, at(0), None, &mut never), read(0));
+    c.fill(0, Some(ReadId(0)), reading(1.0, 0), at(1));
+    c.invalidate(&0, at(2));
+    assert!(c.peek(&0).is_none());
+    // A read under way (started at 3) when the key is invalidated again at 4.
+    assert_eq!(c.query(&0, at(3), None, &mut never), read(1));
+    c.invalidate(&0, at(4));
+    c.wait(&0, ReadId(1), 0, 9).unwrap();
+    assert_eq!(c.fill(0, Some(ReadId(1)), reading(2.0, 3), at(5)), vec![(9, 0)], "its waiters are answered");
+    assert!(c.peek(&0).is_none(), "but what it brought predates the change");
+    assert_eq!(c.query(&0, at(6), None, &mut never), read(2));
+    c.fill(0, Some(ReadId(2)), reading(3.0, 6), at(7));
+    assert_eq!(c.peek(&0).map(|e| e.reading.value), Some(3.0), "a read after the change is kept");
+}
