@@ -61,12 +61,28 @@ pub struct Stored {
     lifetime: Nanos,
     /// The age it arrived with (the origin's `Age` header).
     initial_age: Nanos,
+    /// `must-revalidate` or `proxy-revalidate`: never served stale (RFC 9111 §5.2.2.2, §5.2.2.8).
+    must_revalidate: bool,
+}
+
+/// Whether the origin's `Cache-Control` carries `directive` (a bare one, or one with a value).
+fn has_directive(headers: &HeaderMap, directive: &str) -> bool {
+    headers
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|d| d.split('=').next().is_some_and(|k| k.trim().eq_ignore_ascii_case(directive))))
 }
 
 /// A response's freshness lifetime (RFC 9111 §4.2.1, for a shared cache): `s-maxage`, else
 /// `max-age`, else `Expires` less `Date` (an `Expires` that does not read is in the past);
 /// `default` when it says none of these.
 pub fn freshness_lifetime(headers: &HeaderMap, default: Nanos) -> Nanos {
+    // no-cache: it may be kept, but not used without asking the origin (§5.2.2.4); with no
+    // revalidation here yet, that is a new read each time, coalesced.
+    if has_directive(headers, "no-cache") {
+        return Nanos::ZERO;
+    }
     let secs = |s: u64| Nanos(s.saturating_mul(1_000_000_000));
     let directive = |name: &str| {
         headers.get_all(header::CACHE_CONTROL).iter().filter_map(|v| v.to_str().ok()).find_map(|v| {
@@ -147,9 +163,10 @@ impl Kept {
         Nanos(self.0.lifetime.0.saturating_sub(self.0.initial_age.0))
     }
 
-    /// Whether it may still be served stale within `grace` past its freshness.
+    /// Whether it may still be served stale within `grace` past its freshness (never, if the
+    /// origin said it must be revalidated).
     fn stale_within(&self, sensed_at: Nanos, now: Nanos, grace: Nanos) -> bool {
-        self.age(sensed_at, now).0 < self.0.lifetime.0.saturating_add(grace.0)
+        !self.0.must_revalidate && self.age(sensed_at, now).0 < self.0.lifetime.0.saturating_add(grace.0)
     }
 }
 
@@ -450,8 +467,10 @@ async fn read_origin(s: Arc<Shared>, key: String, read: ReadId) {
         let headers = PASSED_ON.iter().filter_map(|n| r.headers().get(n).map(|v| (n.clone(), v.clone()))).collect();
         let lifetime = freshness_lifetime(r.headers(), nanos(s.config.ttl));
         let initial_age = initial_age(r.headers());
+        let must_revalidate =
+            has_directive(r.headers(), "must-revalidate") || has_directive(r.headers(), "proxy-revalidate");
         let body = r.bytes().await?;
-        Ok::<_, reqwest::Error>((Stored { status, headers, body, lifetime, initial_age }, shared))
+        Ok::<_, reqwest::Error>((Stored { status, headers, body, lifetime, initial_age, must_revalidate }, shared))
     }
     .await;
     let mut cache = s.cache.lock().expect("no request panics holding the cache");

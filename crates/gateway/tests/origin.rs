@@ -252,6 +252,7 @@ fn freshness_lifetime_reads_the_origin_s_words() {
     assert_eq!(lifetime(&[("cache-control", "public, max-age=30")]), 30);
     assert_eq!(lifetime(&[("cache-control", "max-age=30, s-maxage=5")]), 5);
     assert_eq!(lifetime(&[("cache-control", "max-age=\"12\"")]), 12);
+    assert_eq!(lifetime(&[("cache-control", "max-age=60, no-cache")]), 0, "no-cache: asked again each time");
     assert_eq!(lifetime(&[]), 7, "no word: the default");
     assert_eq!(lifetime(&[("expires", "0")]), 0, "an Expires that does not read is in the past");
     assert_eq!(
@@ -303,4 +304,41 @@ async fn other_methods_pass_through_and_invalidate_what_they_change() {
     assert!(r.bytes().await.unwrap().is_empty());
     let r = client.delete(format!("http://{g}/nowhere")).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 404, "the origin's own answer, passed on");
+}
+
+/// A response the origin says must be revalidated is never served stale, under
+/// stale-while-revalidate or stale-if-error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn must_revalidate_is_never_served_stale() {
+    let reads = Arc::new(AtomicU64::new(0));
+    let failing = Arc::new(AtomicBool::new(false));
+    let (r2, f2) = (Arc::clone(&reads), Arc::clone(&failing));
+    let app = Router::new().route(
+        "/strict",
+        routing::get(move || {
+            let (r, f) = (Arc::clone(&r2), Arc::clone(&f2));
+            async move {
+                if f.load(Ordering::SeqCst) {
+                    return (StatusCode::INTERNAL_SERVER_ERROR, [("cache-control", "no-store")], "down".to_string());
+                }
+                let n = r.fetch_add(1, Ordering::SeqCst) + 1;
+                (StatusCode::OK, [("cache-control", "max-age=1, must-revalidate")], format!("#{n}"))
+            }
+        }),
+    );
+    let o = serve(app).await;
+    let g = serve(origin::router(OriginConfig {
+        stale_while_revalidate: Some(Duration::from_secs(30)),
+        stale_if_error: Some(Duration::from_secs(30)),
+        ..config(o)
+    }))
+    .await;
+    assert_eq!(get(g, "/strict").await.3, "#1");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (_, how, _, body) = get(g, "/strict").await;
+    assert_eq!((how.as_str(), body.as_str()), ("miss", "#2"), "not served stale while revalidating");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    failing.store(true, Ordering::SeqCst);
+    let (status, how, _, _) = get(g, "/strict").await;
+    assert_eq!((status, how.as_str()), (502, "miss"), "not served stale on error either");
 }
