@@ -169,7 +169,11 @@ impl Shared {
 pub async fn router(config: GatewayConfig) -> Result<Router, GatewayError> {
     let client = reqwest::Client::builder().timeout(config.upstream_timeout).build().expect("a plain HTTP client");
     let url = format!("{}/v1/field", config.field.trim_end_matches('/'));
-    let info: FieldInfo = async { client.get(&url).send().await?.error_for_status()?.json().await }
+    // The description is asked once, at start, and is large (every location's neighbours):
+    // the read timeout, meant for one reading, does not bound it (with a 100 ms one, a loaded
+    // machine failed to start the gateway at all).
+    let setup = Duration::from_secs(30).max(config.upstream_timeout);
+    let info: FieldInfo = async { client.get(&url).timeout(setup).send().await?.error_for_status()?.json().await }
         .await
         .map_err(|source| GatewayError::Field { url: url.clone(), source })?;
     let neighbours = Neighbours::from_lists(info.neighbours);
