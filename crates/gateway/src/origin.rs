@@ -13,7 +13,7 @@
 //! seconds (§4.2.3: the age it arrived with, plus its time here), and for a stale answer a `Warning: 110` and `X-Cache-Stale: revalidating | error`.
 //! The origin's status, body and end-to-end headers (type, encoding, validators, `Location`,
 //! `Cache-Control`) are passed on. Responses 2xx, 404 and 410 are kept, unless the origin marks
-//! them `private` or `no-store` or sets a cookie; others are passed on to everyone waiting and
+//! them `private` or `no-store`, sets a cookie or says they vary (`Vary`); others are passed on to everyone waiting and
 //! not kept. A 5xx, a refused connection or a timeout is a failure (502 or 504 with a sentence,
 //! or the stale body under stale-if-error). Entries no answer can use any more are purged every
 //! 1,024 reads.
@@ -125,12 +125,17 @@ const PASSED_ON: [header::HeaderName; 7] = [
 ];
 
 /// Whether the origin allows a response to be kept and shared: not `private` or `no-store`,
-/// and not setting a cookie (a response that does is one user's).
+/// not setting a cookie (a response that does is one user's), and not varying with request
+/// headers.
 fn shareable(headers: &HeaderMap) -> bool {
     let no = headers.get_all(header::CACHE_CONTROL).iter().filter_map(|v| v.to_str().ok()).any(|v| {
         v.split(',').map(str::trim).any(|d| d.eq_ignore_ascii_case("private") || d.eq_ignore_ascii_case("no-store"))
     });
-    !no && !headers.contains_key(header::SET_COOKIE)
+    // A response that varies with request headers matches only requests with the same values
+    // of them (RFC 9111 §4.1; `Vary: *` none at all). The gateway keeps one response per URL
+    // and asks the origin without the readers' headers, so it keeps none that vary: each is
+    // passed on to the requests that waited for it, and read again for the next.
+    !no && !headers.contains_key(header::SET_COOKIE) && !headers.contains_key(header::VARY)
 }
 
 /// A kept response as the cache holds it: shared, and never ordered (only the approximate

@@ -202,6 +202,7 @@ async fn worded_origin() -> (SocketAddr, Arc<Origin>) {
         .route("/aged", routing::get(said("max-age=2", Some(("age", "2".into())))))
         .route("/expired", routing::get(said("", Some(("expires", past)))))
         .route("/silent", routing::get(said("", None)))
+        .route("/varies", routing::get(said("max-age=60", Some(("vary", "accept-encoding".into())))))
         .with_state(Arc::clone(&state));
     (serve(app).await, state)
 }
@@ -230,6 +231,9 @@ async fn a_response_is_fresh_as_long_as_its_origin_says() {
     // Expires in the past: stale at once.
     assert_eq!(get(g, "/expired").await.1, "miss");
     assert_eq!(get(g, "/expired").await.1, "miss");
+    // A response that varies with request headers is not kept (§4.1).
+    assert_eq!(get(g, "/varies").await.1, "miss");
+    assert_eq!(get(g, "/varies").await.1, "miss");
     // No word at all: the gateway's default (60 s here) applies.
     assert_eq!(get(g, "/silent").await.1, "miss");
     assert_eq!(get(g, "/silent").await.1, "hit");
