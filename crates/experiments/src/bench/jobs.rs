@@ -58,6 +58,19 @@ pub struct Round {
     pub tasks: u64,
 }
 
+/// Issue 19's goals for the coordinator on this machine: task assignments a second, and the
+/// 99th percentile of a poll's latency in ms.
+pub const GOAL_RATE: f64 = 5000.0;
+/// See [`GOAL_RATE`].
+pub const GOAL_P99_MS: f64 = 10.0;
+
+impl Round {
+    /// Whether the round reached [`GOAL_RATE`] and [`GOAL_P99_MS`].
+    pub fn goals(&self) -> (bool, bool) {
+        (self.rate >= GOAL_RATE, self.p99_ms <= GOAL_P99_MS)
+    }
+}
+
 /// What the bench measured.
 #[derive(Clone, Debug)]
 pub struct Report {
