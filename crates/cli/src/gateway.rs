@@ -94,16 +94,21 @@ enum Changes {
 /// GET /metrics: hits, approximate hits, misses, coalesced waits, upstream reads and
 /// failures, stale answers, cost.
 ///
-/// With --origin URL it sits in front of any HTTP origin instead: every GET is kept by its
-/// path and query, concurrent misses of one key make one origin read, a request's
-/// `Cache-Control: max-age=N` (or `no-cache`) bounds the age it accepts, and X-Cache, Age and,
-/// for stale answers, Warning and X-Cache-Stale headers say how each answer was made.
+/// With --origin URL it sits in front of any HTTP origin instead, as a shared HTTP cache
+/// (RFC 9111): a response is kept as long as the origin's Surrogate-Control, Cache-Control
+/// (s-maxage, max-age) or Expires says, one per set of the request fields its Vary names;
+/// stale ones are revalidated with If-None-Match / If-Modified-Since; a client's own
+/// conditional or single-range request is answered from what is kept; other methods pass
+/// through, and an unsafe one invalidates its target. Concurrent misses of one URL make one
+/// origin read. X-Cache (hit, miss, coalesced, revalidated, stale, pass), Age, X-Cache-Stale
+/// and, for a response not kept, X-Cache-Store (the reason) say how each answer was made.
+/// `bench/cache-tests.sh` runs the public HTTP cache test suite through it and nginx.
 ///
 /// Examples:
 ///
 ///   switchyard gateway serve --field http://127.0.0.1:7100
 ///
-///   switchyard gateway serve --origin http://127.0.0.1:8080 --ttl 30 --stale-while-revalidate 60
+///   switchyard gateway serve --origin http://127.0.0.1:8080 --stale-while-revalidate 60
 ///
 ///   curl 'http://127.0.0.1:7000/v1/readings/42?max_age=5'
 ///
@@ -180,8 +185,10 @@ struct GatewayServe {
     /// from --field.
     #[arg(long)]
     field_udp: Option<SocketAddr>,
-    /// Sit in front of this HTTP origin instead of a sensor field: every GET is kept by its
-    /// path and query, coalesced, and answered with X-Cache and Age headers.
+    /// Sit in front of this HTTP origin instead of a sensor field, as a shared HTTP cache (RFC
+    /// 9111): responses kept as the origin's Cache-Control, Expires and Vary allow,
+    /// revalidated with ETag and Last-Modified, concurrent misses coalesced; answers carry
+    /// X-Cache and Age.
     #[arg(long, conflicts_with_all = ["field", "field_udp", "policy", "age_from", "keep_approximations"])]
     origin: Option<String>,
     /// With --origin: answer a response this many seconds past its freshness at once, while
@@ -193,10 +200,23 @@ struct GatewayServe {
     #[arg(long, default_value = "piggyback")]
     policy: Lookup,
     /// Yates's T: how long a value stays fresh, in wall seconds (with a field run at
-    /// --time-scale S, the model's T is this over S). With --origin, only the freshness of a
-    /// response that says none of its own (no s-maxage, max-age or Expires).
-    #[arg(long, default_value_t = 80.0 / 9.0)]
-    ttl: f64,
+    /// --time-scale S, the model's T is this over S). Sensor mode only [default: 8.89, the
+    /// thesis's 80/9]. In front of an origin, freshness is the origin's word (see
+    /// --default-ttl).
+    #[arg(long, conflicts_with = "origin")]
+    ttl: Option<f64>,
+    /// With --origin: how long a response that states no freshness of its own (no
+    /// Surrogate-Control or Cache-Control max-age, no s-maxage, no Expires) and has no
+    /// Last-Modified stays fresh, seconds. Applies only where RFC 9111 §4.2.2 allows a
+    /// heuristic: status codes cacheable by default, or `public`. Off by default: such a
+    /// response is stored stale and revalidated.
+    #[arg(long, requires = "origin")]
+    default_ttl: Option<f64>,
+    /// With --origin: a response that states no freshness but has a Last-Modified stays fresh
+    /// for this percentage of its age at arrival (RFC 9111 §4.2.2 suggests 10). Off by
+    /// default.
+    #[arg(long, requires = "origin", value_parser = clap::value_parser!(u8).range(1..=100))]
+    heuristic: Option<u8>,
     /// Count an entry's age from its `load` into the cache or from its `sensor` timestamp.
     #[arg(long, default_value = "load")]
     age_from: AgeFrom,
@@ -311,7 +331,10 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
     if let Some(origin) = &a.origin {
         let config = switchyard_gateway::origin::OriginConfig {
             origin: origin.clone(),
-            ttl: seconds("--ttl", a.ttl)?,
+            heuristic: switchyard_core::cache::http::Heuristic {
+                last_modified_fraction: a.heuristic.map(|p| f64::from(p) / 100.0),
+                default: a.default_ttl.map(|s| seconds("--default-ttl", s)).transpose()?,
+            },
             stale_while_revalidate: a
                 .stale_while_revalidate
                 .map(|s| seconds("--stale-while-revalidate", s))
@@ -323,14 +346,15 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
         return runtime()?.block_on(serve(
             a.listen,
             router,
-            &format!("gateway in front of {origin} (T = {:.2} s)", a.ttl),
+            &format!("gateway (an RFC 9111 shared cache) in front of {origin}"),
         ));
     }
+    let ttl = a.ttl.unwrap_or(80.0 / 9.0);
     let config = GatewayConfig {
         field: a.field.clone(),
         field_udp: a.field_udp,
         lookup: a.policy,
-        ttl: seconds("--ttl", a.ttl)?,
+        ttl: seconds("--ttl", ttl)?,
         age_from: a.age_from,
         keep_approximations: a.keep_approximations,
         upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
@@ -341,6 +365,6 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
     let rt = runtime()?;
     rt.block_on(async {
         let router = switchyard_gateway::gateway::router(config).await?;
-        serve(a.listen, router, &format!("gateway ({}, T = {:.2} s)", a.policy, a.ttl)).await
+        serve(a.listen, router, &format!("gateway ({}, T = {ttl:.2} s)", a.policy)).await
     })
 }

@@ -1,147 +1,113 @@
-//! The gateway in front of any HTTP origin: every `GET` is answered from the core's cache by
-//! its path and query, with exact coalescing, a reader's `Cache-Control: max-age`, and RFC
-//! 5861's stale-while-revalidate and stale-if-error. `HEAD` is the cached `GET` without its
-//! body; every other method is passed through to the origin, and an unsafe one that succeeds
-//! invalidates what it may have changed (RFC 9111 §4.4).
+//! The gateway in front of any HTTP origin, as a shared HTTP cache (RFC 9111): `GET`s are
+//! answered from stored responses by URL and, where a response varies, by the request fields
+//! it names (§4.1); every other method is passed through, an unsafe one that succeeds
+//! invalidating what it may have changed (§4.4); `HEAD` is answered from the stored `GET`.
 //!
-//! A kept response stays fresh as long as the origin said (RFC 9111 §4.2.1: `s-maxage`, else
-//! `max-age`, else `Expires` less `Date`), less the `Age` it arrived with; `ttl` is only the
-//! lifetime of a response that says nothing of its freshness. (Before, `ttl` decided for every
-//! response, and one the origin had said was stale was served as a fresh hit.)
+//! What may be stored, how long it is fresh, its age, which stored response a request may use
+//! and how a `304` updates it are decided in [`switchyard_core::cache::http`]; this module
+//! keeps the responses and does the I/O. A stale response with validators is revalidated with
+//! a conditional request; a client's own `If-None-Match`, `If-Modified-Since` and single
+//! `Range` are answered from what is stored.
 //!
-//! Every answer says how it was made: `X-Cache: hit | miss | coalesced | stale`, `Age` in
-//! seconds (§4.2.3: the age it arrived with, plus its time here), and for a stale answer a `Warning: 110` and `X-Cache-Stale: revalidating | error`.
-//! The origin's status, body and end-to-end headers (type, encoding, validators, `Location`,
-//! `Cache-Control`) are passed on. Responses 2xx, 404 and 410 are kept, unless the origin marks
-//! them `private` or `no-store`, sets a cookie or says they vary (`Vary`); others are passed on to everyone waiting and
-//! not kept. A 5xx, a refused connection or a timeout is a failure (502 or 504 with a sentence,
-//! or the stale body under stale-if-error). Entries no answer can use any more are purged every
-//! 1,024 reads.
+//! Concurrent requests for one URL make one origin read (the core's [`Cache::join`]); a
+//! request that read turns out not to serve (not storable, or varying on fields the request
+//! does not share) reads for itself, so one user's response never reaches another. RFC
+//! 5861's stale-while-revalidate and stale-if-error apply, from the response's own
+//! `Cache-Control` or the gateway's options, never to `must-revalidate`, `proxy-revalidate`,
+//! `s-maxage` or `no-cache` responses.
+//!
+//! Every answer says how it was made: `X-Cache: hit | miss | coalesced | revalidated | stale
+//! | pass`, `Age` in seconds (§4.2.3), for a stale answer `X-Cache-Stale: revalidating |
+//! error | allowed`, and for a response not stored `X-Cache-Store` with the reason.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::response::Response;
 use axum::routing::{any, get};
 use bytes::Bytes;
 use switchyard_core::Nanos;
+use switchyard_core::cache::http::{self as rfc, Fields, Heuristic, Policy, ResponseRules, Use};
 use switchyard_core::cache::{AgeFrom, Alone, Answer, Cache, Lookup, ReadId, Reading};
 use tokio::sync::oneshot;
 
 use crate::http::nanos;
 use crate::metrics::{Count, Metrics};
 
+/// The device token the gateway answers to in `Surrogate-Control` (it announces itself with
+/// `Surrogate-Capability: switchyard="Surrogate/1.0"`).
+pub const SURROGATE: &str = "switchyard";
+
 /// How the gateway runs in front of an origin.
 #[derive(Clone, Debug)]
 pub struct OriginConfig {
     /// The origin's base URL, e.g. `http://127.0.0.1:8080`.
     pub origin: String,
-    /// How long a response that carries no freshness of its own (no `s-maxage`, `max-age` or
-    /// `Expires`) stays fresh.
-    pub ttl: Duration,
-    /// How long past that a stale response is answered at once while a read refreshes it.
+    /// Freshness made up for responses that state none (RFC 9111 §4.2.2); none by default.
+    pub heuristic: Heuristic,
+    /// How long past its freshness a response is answered at once while a read refreshes it,
+    /// where the response does not say (`stale-while-revalidate`).
     pub stale_while_revalidate: Option<Duration>,
-    /// How long past that a stale response is answered when the read fails.
+    /// How long past its freshness a response is answered when the read fails, where the
+    /// response does not say (`stale-if-error`).
     pub stale_if_error: Option<Duration>,
     /// The longest a read of the origin may take.
     pub upstream_timeout: Duration,
 }
 
-/// A kept response.
+/// A message's fields as the core reads them (values that are not text left out).
+fn fields(h: &HeaderMap) -> Vec<(&str, &str)> {
+    h.iter().filter_map(|(n, v)| Some((n.as_str(), v.to_str().ok()?))).collect()
+}
+
+/// One stored response.
 #[derive(Debug)]
-pub struct Stored {
+pub struct Variant {
     status: StatusCode,
-    /// The origin's end-to-end headers a client needs ([`PASSED_ON`]).
-    headers: Vec<(header::HeaderName, HeaderValue)>,
+    /// Its end-to-end fields (those its `no-cache="f"` or `private="f"` name go only to the
+    /// request that read it: see [`answer`]).
+    headers: HeaderMap,
     body: Bytes,
-    /// How long it is fresh, from its origin's words (or the gateway's default).
-    lifetime: Nanos,
-    /// The age it arrived with (the origin's `Age` header).
-    initial_age: Nanos,
-    /// `must-revalidate` or `proxy-revalidate`: never served stale (RFC 9111 §5.2.2.2, §5.2.2.8).
-    must_revalidate: bool,
+    rules: ResponseRules,
+    /// Its age when it arrived (§4.2.3's corrected initial age).
+    initial_age: Duration,
+    /// When it arrived, on the gateway's clock and on the wall clock.
+    arrived: Nanos,
+    received: SystemTime,
+    /// The request fields it was selected with (§4.1).
+    vary: Vec<(String, Option<String>)>,
 }
 
-/// Whether the origin's `Cache-Control` carries `directive` (a bare one, or one with a value).
-fn has_directive(headers: &HeaderMap, directive: &str) -> bool {
-    headers
-        .get_all(header::CACHE_CONTROL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.split(',').any(|d| d.split('=').next().is_some_and(|k| k.trim().eq_ignore_ascii_case(directive))))
-}
-
-/// A response's freshness lifetime (RFC 9111 §4.2.1, for a shared cache): `s-maxage`, else
-/// `max-age`, else `Expires` less `Date` (an `Expires` that does not read is in the past);
-/// `default` when it says none of these.
-pub fn freshness_lifetime(headers: &HeaderMap, default: Nanos) -> Nanos {
-    // no-cache: it may be kept, but not used without asking the origin (§5.2.2.4); with no
-    // revalidation here yet, that is a new read each time, coalesced.
-    if has_directive(headers, "no-cache") {
-        return Nanos::ZERO;
+impl Variant {
+    /// Its age at `now` (§4.2.3: initial age plus resident time).
+    fn age(&self, now: Nanos) -> Duration {
+        self.initial_age + Duration::from_nanos(now.0.saturating_sub(self.arrived.0))
     }
-    let secs = |s: u64| Nanos(s.saturating_mul(1_000_000_000));
-    let directive = |name: &str| {
-        headers.get_all(header::CACHE_CONTROL).iter().filter_map(|v| v.to_str().ok()).find_map(|v| {
-            v.split(',').find_map(|d| {
-                let (k, v) = d.split_once('=')?;
-                k.trim().eq_ignore_ascii_case(name).then(|| v.trim().trim_matches('"').parse::<u64>().ok())?
-            })
-        })
-    };
-    if let Some(s) = directive("s-maxage").or_else(|| directive("max-age")) {
-        return secs(s);
+
+    /// The conditional fields that ask the origin whether it is still current (§4.3.1).
+    fn validators(&self) -> Vec<(HeaderName, HeaderValue)> {
+        let mut out = Vec::new();
+        if let Some(tag) = self.headers.get(header::ETAG) {
+            out.push((header::IF_NONE_MATCH, tag.clone()));
+        }
+        if let Some(lm) = self.headers.get(header::LAST_MODIFIED) {
+            out.push((header::IF_MODIFIED_SINCE, lm.clone()));
+        }
+        out
     }
-    if let Some(expires) = headers.get(header::EXPIRES) {
-        let date = |v: &HeaderValue| v.to_str().ok().and_then(|t| httpdate::parse_http_date(t).ok());
-        let Some(expires) = date(expires) else { return Nanos::ZERO };
-        let now = headers.get(header::DATE).and_then(date).unwrap_or_else(std::time::SystemTime::now);
-        return expires.duration_since(now).map_or(Nanos::ZERO, nanos);
-    }
-    default
 }
 
-/// The `Age` a response arrived with (0 if it has none or it does not read).
-fn initial_age(headers: &HeaderMap) -> Nanos {
-    headers
-        .get(header::AGE)
-        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
-        .map_or(Nanos::ZERO, |s| Nanos(s.saturating_mul(1_000_000_000)))
-}
-
-/// The origin's headers passed on with a response (the body's type and encoding, validators,
-/// a redirect's target, the origin's own caching words).
-const PASSED_ON: [header::HeaderName; 7] = [
-    header::CONTENT_TYPE,
-    header::CONTENT_ENCODING,
-    header::CONTENT_LANGUAGE,
-    header::ETAG,
-    header::LAST_MODIFIED,
-    header::LOCATION,
-    header::CACHE_CONTROL,
-];
-
-/// Whether the origin allows a response to be kept and shared: not `private` or `no-store`,
-/// not setting a cookie (a response that does is one user's), and not varying with request
-/// headers.
-fn shareable(headers: &HeaderMap) -> bool {
-    let no = headers.get_all(header::CACHE_CONTROL).iter().filter_map(|v| v.to_str().ok()).any(|v| {
-        v.split(',').map(str::trim).any(|d| d.eq_ignore_ascii_case("private") || d.eq_ignore_ascii_case("no-store"))
-    });
-    // A response that varies with request headers matches only requests with the same values
-    // of them (RFC 9111 §4.1; `Vary: *` none at all). The gateway keeps one response per URL
-    // and asks the origin without the readers' headers, so it keeps none that vary: each is
-    // passed on to the requests that waited for it, and read again for the next.
-    !no && !headers.contains_key(header::SET_COOKIE) && !headers.contains_key(header::VARY)
-}
-
-/// A kept response as the cache holds it: shared, and never ordered (only the approximate
-/// policies order values, and an origin has no neighbours).
+/// The responses stored for one URL, one per set of selecting request fields, newest first.
 #[derive(Clone, Debug)]
-pub struct Kept(Arc<Stored>);
+pub struct Kept(Arc<Vec<Arc<Variant>>>);
+
+/// Variants kept per URL; the oldest beyond this are dropped.
+const MAX_VARIANTS: usize = 16;
 
 impl PartialEq for Kept {
     fn eq(&self, other: &Self) -> bool {
@@ -156,92 +122,114 @@ impl PartialOrd for Kept {
 }
 
 impl Kept {
-    /// Its age at `now` (RFC 9111 §4.2.3): what it arrived with plus its time since it was
-    /// read (`sensed_at`, the moment the read started, which errs on the older side).
-    fn age(&self, sensed_at: Nanos, now: Nanos) -> Nanos {
-        Nanos(self.0.initial_age.0.saturating_add(now.0.saturating_sub(sensed_at.0)))
+    /// The stored response `req` may use (§4.1).
+    fn find(&self, req: Fields) -> Option<&Arc<Variant>> {
+        self.0.iter().find(|v| rfc::vary_matches(&v.vary, req))
     }
 
-    /// How much longer than its time here so far it may be served fresh: the bound, on time
-    /// since the read, that a query must respect.
-    fn fresh_for(&self) -> Nanos {
-        Nanos(self.0.lifetime.0.saturating_sub(self.0.initial_age.0))
-    }
-
-    /// Whether it may still be served stale within `grace` past its freshness (never, if the
-    /// origin said it must be revalidated).
-    fn stale_within(&self, sensed_at: Nanos, now: Nanos, grace: Nanos) -> bool {
-        !self.0.must_revalidate && self.age(sensed_at, now).0 < self.0.lifetime.0.saturating_add(grace.0)
+    /// `old`'s variants with `v` in place of those the request `req` that brought it would
+    /// have selected.
+    fn with(old: Option<&Self>, v: Arc<Variant>, req: Fields) -> Self {
+        let mut list = vec![v];
+        if let Some(old) = old {
+            list.extend(old.0.iter().filter(|o| !rfc::vary_matches(&o.vary, req)).cloned());
+        }
+        list.truncate(MAX_VARIANTS);
+        Self(Arc::new(list))
     }
 }
 
-/// What a waiter gets: a response to pass on (kept or not), or a failure.
+/// What a waiter gets: the origin's response, or a failure.
 #[derive(Clone, Debug)]
 enum Outcome {
-    Got(Kept),
-    Failed { timeout: bool, why: String, stale: Option<(Kept, Nanos)> },
+    /// The response, and whether it was stored for everyone (if not, only the request that
+    /// asked for it may have it).
+    Got { variant: Arc<Variant>, shared: bool, revalidated: bool, not_stored: Option<&'static str> },
+    /// The read failed; a stale response that may stand in, if any.
+    Failed { timeout: bool, why: String, stale: Option<Arc<Variant>> },
 }
 
-type Waiter = oneshot::Sender<Outcome>;
+/// A waiter: where its outcome goes, and whether its request is the one the read was made for.
+type Waiter = (oneshot::Sender<Outcome>, bool);
 
 struct Counters {
     hits: Count,
     misses: Count,
     coalesced: Count,
+    revalidated: Count,
     stale_revalidating: Count,
     stale_error: Count,
     upstream_reads: Count,
     upstream_failures: Count,
+    not_stored: Count,
 }
 
 struct Shared {
     cache: Mutex<Cache<String, Waiter, Alone, Kept>>,
     config: OriginConfig,
+    policy: Policy,
     client: reqwest::Client,
     start: Instant,
     metrics: Metrics,
     counters: Counters,
     /// Reads since the cache was last purged.
-    reads_since_purge: std::sync::atomic::AtomicU64,
+    reads_since_purge: AtomicU64,
     /// The longest freshness lifetime kept so far, ns: what a purge must leave.
-    longest_lifetime: std::sync::atomic::AtomicU64,
+    longest_lifetime: AtomicU64,
 }
 
 /// Reads between purges of what no answer can use any more.
 const PURGE_EVERY: u64 = 1024;
 
+/// How long past its freshness a stale response is kept for revalidation at least.
+const KEEP_STALE: Duration = Duration::from_secs(600);
+
 impl Shared {
     fn now(&self) -> Nanos {
         Nanos(self.start.elapsed().as_nanos() as u64)
     }
+
+    fn url(&self, key: &str) -> String {
+        format!("{}{key}", self.config.origin.trim_end_matches('/'))
+    }
 }
 
-/// The routes: `/metrics`, and every other `GET` from the cache.
+/// The routes: `/metrics`, and every other request through the cache.
 pub fn router(config: OriginConfig) -> Router {
-    let client = reqwest::Client::builder().timeout(config.upstream_timeout).build().expect("a plain HTTP client");
-    // Each response's own lifetime is the bound its queries carry (see `serve`); the core's T
-    // only has to let the longest through.
+    // A cache passes redirects on; it does not follow them.
+    let client = reqwest::Client::builder()
+        .timeout(config.upstream_timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a plain HTTP client");
+    // Each response's own rules decide freshness (see `serve`); the core keeps them and
+    // coalesces reads, its T only long enough never to decide.
     let cache = Cache::new(Lookup::Piggyback, Nanos(u64::MAX / 4), AgeFrom::Load, Alone);
     let mut metrics = Metrics::default();
     let counters = Counters {
-        hits: metrics.count("gateway_hits", "Answered from a fresh kept response."),
+        hits: metrics.count("gateway_hits", "Answered from a stored response without asking the origin."),
         misses: metrics.count("gateway_misses", "Requests that started a read of the origin."),
         coalesced: metrics.count("gateway_coalesced", "Requests that waited on a read another request started."),
+        revalidated: metrics.count("gateway_revalidated", "Stored responses the origin confirmed with a 304."),
         stale_revalidating: metrics
             .count("gateway_stale_while_revalidate", "Stale answers given while a read refreshed them."),
         stale_error: metrics.count("gateway_stale_if_error", "Stale answers given because a read failed."),
         upstream_reads: metrics.count("gateway_upstream_reads", "Reads of the origin that came back."),
         upstream_failures: metrics.count("gateway_upstream_failures", "Reads of the origin that failed or timed out."),
+        not_stored: metrics
+            .count("gateway_not_stored", "Responses read that RFC 9111 does not let a shared cache store."),
     };
+    let policy = Policy { surrogate: SURROGATE.to_string(), heuristic: config.heuristic };
     let shared = Arc::new(Shared {
         cache: Mutex::new(cache),
         config,
+        policy,
         client,
         start: Instant::now(),
         metrics,
         counters,
-        reads_since_purge: Default::default(),
-        longest_lifetime: Default::default(),
+        reads_since_purge: AtomicU64::new(0),
+        longest_lifetime: AtomicU64::new(0),
     });
     Router::new()
         .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
@@ -249,61 +237,51 @@ pub fn router(config: OriginConfig) -> Router {
         .with_state(shared)
 }
 
-/// The reader's own bound from its request headers: `Cache-Control: max-age=N`, or `no-cache`
-/// (nothing kept will do); `None` for no bound or one that does not read.
+/// A reader's bound on a stored response's age from its request fields: `Cache-Control:
+/// max-age=N`, or `no-cache` (nothing stored will do without asking); `None` for no bound.
 pub fn reader_bound(headers: &HeaderMap) -> Option<Nanos> {
-    let value = headers.get(header::CACHE_CONTROL)?.to_str().ok()?;
-    value.split(',').map(str::trim).find_map(|d| {
-        if d.eq_ignore_ascii_case("no-cache") {
-            Some(Nanos::ZERO)
-        } else {
-            let (k, v) = d.split_once('=')?;
-            k.trim()
-                .eq_ignore_ascii_case("max-age")
-                .then(|| v.trim().parse::<u64>().ok().map(|s| Nanos(s.saturating_mul(1_000_000_000))))?
-        }
-    })
+    let f = fields(headers);
+    let r = rfc::request_rules(Fields(&f));
+    if r.no_cache { Some(Nanos::ZERO) } else { r.max_age.map(nanos) }
 }
 
-/// `GET` from the cache, `HEAD` as the `GET` without its body, every other method passed
-/// through to the origin.
+/// `GET` and `HEAD` through the cache, every other method passed through to the origin.
 async fn route(State(s): State<Arc<Shared>>, request: Request) -> Response {
     let method = request.method().clone();
-    if method == Method::GET {
-        serve(State(s), request).await
-    } else if method == Method::HEAD {
-        let mut r = serve(State(s), request).await;
-        *r.body_mut() = axum::body::Body::empty();
-        r
-    } else {
-        pass(s, request).await
-    }
+    if method == Method::GET || method == Method::HEAD { serve(s, request).await } else { pass(s, request).await }
 }
 
-/// Headers of one connection, never forwarded (RFC 9110 §7.6.1).
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
+/// The request's fields to send to the origin: all but the hop-by-hop ones and `Host`; for a
+/// read others may share, without the conditional and range fields (each request's own are
+/// answered from the response).
+fn forwarded(req: &HeaderMap, shared: bool) -> HeaderMap {
+    let f = fields(req);
+    let mut out = HeaderMap::new();
+    for (name, value) in req {
+        if name == header::HOST
+            || rfc::hop_by_hop(name.as_str(), Fields(&f))
+            || (shared && rfc::CONDITIONAL.contains(&name.as_str()))
+        {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    out
+}
+
+/// The key of a request: its path and query.
+fn key_of(request: &Request) -> String {
+    request.uri().path_and_query().map_or_else(|| "/".to_string(), |pq| pq.as_str().to_string())
+}
 
 /// Passes a request the cache does not answer to the origin, and its answer back; an unsafe
 /// method's success invalidates what it may have changed (RFC 9111 §4.4: the target, and the
 /// `Location` and `Content-Location` it names on this origin).
 async fn pass(s: Arc<Shared>, request: Request) -> Response {
-    let key = request.uri().path_and_query().map_or_else(|| "/".to_string(), |pq| pq.as_str().to_string());
+    let key = key_of(&request);
     let method = request.method().clone();
-    let url = format!("{}{key}", s.config.origin.trim_end_matches('/'));
-    let mut headers = request.headers().clone();
-    headers.remove(header::HOST);
-    for h in HOP_BY_HOP {
-        headers.remove(h);
-    }
+    let url = s.url(&key);
+    let headers = forwarded(request.headers(), false);
     let body = match axum::body::to_bytes(request.into_body(), 64 << 20).await {
         Ok(b) => b,
         Err(e) => return failure(StatusCode::PAYLOAD_TOO_LARGE, format!("the request's body: {e}")),
@@ -336,22 +314,33 @@ async fn pass(s: Arc<Shared>, request: Request) -> Response {
             cache.invalidate(k, now);
         }
     }
-    let mut out = Response::builder().status(status);
-    for (name, value) in r.headers() {
-        if !HOP_BY_HOP.contains(&name.as_str()) && name != header::CONTENT_LENGTH {
-            out = out.header(name, value);
-        }
-    }
+    let headers = end_to_end(r.headers(), &[]);
     let body = match r.bytes().await {
         Ok(b) => b,
         Err(e) => {
             return failure(StatusCode::BAD_GATEWAY, format!("{method} {key}: the origin's answer broke off: {e}"));
         }
     };
-    let mut resp =
-        out.body(axum::body::Body::from(body)).unwrap_or_else(|e| failure(StatusCode::BAD_GATEWAY, e.to_string()));
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
     resp.headers_mut().insert("x-cache", HeaderValue::from_static("pass"));
     resp
+}
+
+/// A response's fields as stored and passed on: without the hop-by-hop ones, those in
+/// `omit`, and `Content-Length` (the body sent sets it).
+fn end_to_end(h: &HeaderMap, omit: &[String]) -> HeaderMap {
+    let f = fields(h);
+    let mut out = HeaderMap::new();
+    for (name, value) in h {
+        let n = name.as_str();
+        if n == "content-length" || rfc::hop_by_hop(n, Fields(&f)) || omit.iter().any(|o| o == n) {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    out
 }
 
 /// `value` as a key of this origin: a path, or an absolute URL on the origin.
@@ -363,17 +352,74 @@ fn same_origin_path(s: &Shared, value: &str) -> Option<String> {
     value.strip_prefix(base).filter(|p| p.starts_with('/')).map(str::to_string)
 }
 
-fn respond(kept: &Kept, age: Nanos, how: &str, stale: Option<&str>) -> Response {
-    let mut r = (kept.0.status, kept.0.body.clone()).into_response();
-    let h = r.headers_mut();
-    for (name, value) in &kept.0.headers {
-        h.insert(name.clone(), value.clone());
+/// How an answer was made, for its `X-Cache` fields.
+struct How<'a> {
+    cache: &'a str,
+    /// Whether this request read the response itself (it alone gets the fields the response
+    /// asked caches not to reuse).
+    first: bool,
+    stale: Option<&'a str>,
+    not_stored: Option<&'a str>,
+}
+
+/// The answer to `req` from `v`: `304` if the request's conditions say the client has it,
+/// `206` (or `416`) for a single byte range of a stored `200`, else `v` whole; no body for
+/// `HEAD`.
+fn answer(v: &Variant, age: Duration, how: How, req: Fields, head: bool) -> Response {
+    let mut r = Response::new(Body::empty());
+    let ok = v.status == StatusCode::OK;
+    let stored = fields(&v.headers);
+    let range =
+        req.get("range").filter(|_| ok && !req.has("if-range")).map(|r| rfc::byte_range(r, v.body.len() as u64));
+    if ok && rfc::not_modified(req, Fields(&stored), v.received) {
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        for name in rfc::NOT_MODIFIED_FIELDS {
+            for value in v.headers.get_all(name) {
+                r.headers_mut().append(HeaderName::from_static(name), value.clone());
+            }
+        }
+    } else {
+        *r.headers_mut() = v.headers.clone();
+        if !how.first {
+            for name in &v.rules.omit {
+                r.headers_mut().remove(name.as_str());
+            }
+        }
+        let len = v.body.len() as u64;
+        match range {
+            Some(Ok(Some((first, last)))) => {
+                *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+                r.headers_mut().insert(
+                    header::CONTENT_RANGE,
+                    HeaderValue::from_str(&format!("bytes {first}-{last}/{len}")).expect("ASCII"),
+                );
+                if !head {
+                    *r.body_mut() = Body::from(v.body.slice(first as usize..=last as usize));
+                }
+            }
+            Some(Err(())) => {
+                *r.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+                r.headers_mut()
+                    .insert(header::CONTENT_RANGE, HeaderValue::from_str(&format!("bytes */{len}")).expect("ASCII"));
+            }
+            _ => {
+                *r.status_mut() = v.status;
+                if head {
+                    r.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+                } else {
+                    *r.body_mut() = Body::from(v.body.clone());
+                }
+            }
+        }
     }
-    h.insert(header::AGE, HeaderValue::from(age.0 / 1_000_000_000));
-    h.insert("x-cache", HeaderValue::from_str(how).expect("ASCII"));
-    if let Some(why) = stale {
-        h.insert(header::WARNING, HeaderValue::from_static("110 - \"Response is Stale\""));
+    let h = r.headers_mut();
+    h.insert(header::AGE, HeaderValue::from(age.as_secs()));
+    h.insert("x-cache", HeaderValue::from_str(how.cache).expect("ASCII"));
+    if let Some(why) = how.stale {
         h.insert("x-cache-stale", HeaderValue::from_str(why).expect("ASCII"));
+    }
+    if let Some(why) = how.not_stored {
+        h.insert("x-cache-store", HeaderValue::from_str(&format!("no ({why})")).expect("ASCII"));
     }
     r
 }
@@ -384,141 +430,273 @@ fn failure(status: StatusCode, error: String) -> Response {
     r
 }
 
-async fn serve(State(s): State<Arc<Shared>>, request: Request) -> Response {
-    let key = request.uri().path_and_query().map_or_else(|| "/".to_string(), |pq| pq.as_str().to_string());
-    let bound = reader_bound(request.headers());
-    let (rx, how) = {
+/// What a request needs from the origin, decided under the cache's lock.
+enum Plan {
+    /// Wait for a read's outcome (`true`: this request started it).
+    Wait(oneshot::Receiver<Outcome>, &'static str),
+    /// Read for itself alone, with a stale response that may stand in on failure.
+    Alone(Option<Arc<Variant>>),
+}
+
+async fn serve(s: Arc<Shared>, request: Request) -> Response {
+    let head = request.method() == Method::HEAD;
+    let key = key_of(&request);
+    let req_headers = request.headers().clone();
+    let rf = fields(&req_headers);
+    let req = Fields(&rf);
+    let rules = rfc::request_rules(req);
+    // One user's requests (Authorization) and those that store nothing read alone: what they
+    // bring may be for them only.
+    let alone = req.has("authorization") || rules.no_store;
+    let plan = {
         let mut cache = s.cache.lock().expect("no request panics holding the cache");
         let now = s.now();
-        // The kept response is fresh as long as its origin said: that bounds the query as a
-        // reader's max-age would, the tighter of the two winning.
-        let origin_bound = cache.peek(&key).map(|e| e.reading.value.fresh_for());
-        let query_bound = match (bound, origin_bound) {
-            (Some(r), Some(o)) => Some(r.min(o)),
-            (r, o) => r.or(o),
-        };
-        let answer = cache.query(&key, now, query_bound, &mut |_| 0);
-        // A reader with a bound of its own gets no stale answer.
-        let revalidate = s.config.stale_while_revalidate.filter(|_| bound.is_none()).and_then(|g| {
-            cache
-                .peek(&key)
-                .filter(|e| e.reading.value.stale_within(e.reading.sensed_at, now, nanos(g)))
-                .map(|e| (e.reading.value.clone(), e.reading.value.age(e.reading.sensed_at, now)))
-        });
-        match answer {
-            Answer::Hit(e) => {
-                s.counters.hits.inc();
-                return respond(&e.reading.value, e.reading.value.age(e.reading.sensed_at, now), "hit", None);
-            }
-            Answer::Approx { .. } => unreachable!("an origin has no neighbours"),
-            Answer::Wait { on, read } => {
-                if let Some((kept, age)) = revalidate {
-                    s.counters.stale_revalidating.inc();
-                    return respond(&kept, age, "stale", Some("revalidating"));
+        let variant = cache.peek(&key).and_then(|e| e.reading.value.find(req).cloned());
+        if let Some(v) = &variant {
+            let age = v.age(now);
+            match rfc::usable(&v.rules, age, &rules) {
+                Use::Fresh => {
+                    s.counters.hits.inc();
+                    return answer(
+                        v,
+                        age,
+                        How { cache: "hit", first: false, stale: None, not_stored: None },
+                        req,
+                        head,
+                    );
                 }
+                Use::StaleAllowed => {
+                    s.counters.hits.inc();
+                    return answer(
+                        v,
+                        age,
+                        How { cache: "stale", first: false, stale: Some("allowed"), not_stored: None },
+                        req,
+                        head,
+                    );
+                }
+                Use::Validate => {}
+            }
+        }
+        if rules.only_if_cached {
+            return failure(StatusCode::GATEWAY_TIMEOUT, format!("only-if-cached: nothing stored answers {key}"));
+        }
+        // Stale-while-revalidate, for a request that set no bound of its own.
+        let revalidating = variant
+            .as_ref()
+            .filter(|_| !rules.no_cache && rules.max_age.is_none() && rules.min_fresh.is_none())
+            .filter(|v| {
+                let grace = v.rules.stale_while_revalidate.max(s.config.stale_while_revalidate);
+                grace.is_some_and(|g| rfc::stale_within(&v.rules, v.age(now), g))
+            })
+            .cloned();
+        if alone {
+            Plan::Alone(variant)
+        } else {
+            let (tx, rx) = oneshot::channel();
+            let how = match cache.join(&key, now) {
+                Answer::Wait { on, read } => {
+                    if cache.wait(&on, read, key.clone(), (tx, false)).is_err() {
+                        unreachable!("the cache named a read under way, under the same lock");
+                    }
+                    "coalesced"
+                }
+                Answer::Read { read: Some(read) } => {
+                    if cache.wait(&key, read, key.clone(), (tx, true)).is_err() {
+                        unreachable!("the read was registered under the same lock");
+                    }
+                    s.counters.misses.inc();
+                    let forward = forwarded(&req_headers, true);
+                    tokio::spawn(read_origin(Arc::clone(&s), key.clone(), Some(read), forward, variant.clone()));
+                    "miss"
+                }
+                _ => unreachable!("join always coalesces"),
+            };
+            if let Some(v) = revalidating {
+                s.counters.stale_revalidating.inc();
+                let how = How { cache: "stale", first: false, stale: Some("revalidating"), not_stored: None };
+                return answer(&v, v.age(now), how, req, head);
+            }
+            if how == "coalesced" {
                 s.counters.coalesced.inc();
-                let (tx, rx) = oneshot::channel();
-                if cache.wait(&on, read, key.clone(), tx).is_err() {
-                    unreachable!("the cache named a read under way, under the same lock");
-                }
-                (rx, "coalesced")
             }
-            Answer::Read { read } => {
-                s.counters.misses.inc();
-                let (tx, rx) = oneshot::channel();
-                let read = read.expect("piggybacked queries coalesce");
-                if cache.wait(&key, read, key.clone(), tx).is_err() {
-                    unreachable!("the read was registered under the same lock");
-                }
-                tokio::spawn(read_origin(Arc::clone(&s), key.clone(), read));
-                if let Some((kept, age)) = revalidate {
-                    s.counters.stale_revalidating.inc();
-                    return respond(&kept, age, "stale", Some("revalidating"));
-                }
-                (rx, "miss")
-            }
+            Plan::Wait(rx, how)
         }
     };
-    match rx.await {
-        Ok(Outcome::Got(kept)) => {
-            let age = kept.0.initial_age;
-            respond(&kept, age, how, None)
+    let (outcome, how, first) = match plan {
+        Plan::Wait(rx, how) => match rx.await {
+            Ok(o) => (o, how, how == "miss"),
+            Err(_) => {
+                return failure(StatusCode::INTERNAL_SERVER_ERROR, "the read was dropped without an answer".into());
+            }
+        },
+        Plan::Alone(stale) => {
+            s.counters.misses.inc();
+            (read_origin(Arc::clone(&s), key.clone(), None, forwarded(&req_headers, false), stale).await, "miss", true)
         }
-        Ok(Outcome::Failed { stale: Some((kept, age)), .. }) => {
+    };
+    let (outcome, first) = match outcome {
+        // A response stored for others, or for this request only, that this request may not
+        // have (it was not the one asking, or its fields select another variant): read alone.
+        Outcome::Got { variant, shared, .. } if !first && (!shared || !rfc::vary_matches(&variant.vary, req)) => {
+            s.counters.misses.inc();
+            (read_origin(Arc::clone(&s), key.clone(), None, forwarded(&req_headers, false), None).await, true)
+        }
+        o => (o, first),
+    };
+    let now = s.now();
+    match outcome {
+        Outcome::Got { variant, revalidated, not_stored, .. } => {
+            let how = How { cache: if revalidated { "revalidated" } else { how }, first, stale: None, not_stored };
+            answer(&variant, variant.age(now), how, req, head)
+        }
+        Outcome::Failed { stale: Some(v), .. } => {
             s.counters.stale_error.inc();
-            respond(&kept, age, "stale", Some("error"))
+            answer(
+                &v,
+                v.age(now),
+                How { cache: "stale", first: false, stale: Some("error"), not_stored: None },
+                req,
+                head,
+            )
         }
-        Ok(Outcome::Failed { timeout: true, .. }) => failure(
+        Outcome::Failed { timeout: true, .. } => failure(
             StatusCode::GATEWAY_TIMEOUT,
             format!("the origin did not answer {key} within {:?}", s.config.upstream_timeout),
         ),
-        Ok(Outcome::Failed { why, .. }) => {
+        Outcome::Failed { why, .. } => {
             failure(StatusCode::BAD_GATEWAY, format!("reading {key} from the origin failed: {why}"))
         }
-        Err(_) => failure(StatusCode::INTERNAL_SERVER_ERROR, "the read was dropped without an answer".into()),
     }
 }
 
-/// Reads `key` from the origin and answers everyone waiting on it.
-async fn read_origin(s: Arc<Shared>, key: String, read: ReadId) {
-    let url = format!("{}{key}", s.config.origin.trim_end_matches('/'));
-    // The response is at least as new as the moment the read started: that is its "sensing"
-    // time, so a slower read of an older answer never replaces a newer one.
+/// A `304`'s fields laid over the stored ones (RFC 9111 §3.2, §4.3.4).
+fn freshened(stored: &HeaderMap, new: &HeaderMap) -> HeaderMap {
+    let fresh = end_to_end(new, &[]);
+    let mut out = stored.clone();
+    for name in fresh.keys() {
+        if rfc::updated_by_304(name.as_str()) {
+            out.remove(name);
+        }
+    }
+    for (name, value) in &fresh {
+        if rfc::updated_by_304(name.as_str()) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+/// Whether an origin's status is an error a stale response may stand in for (RFC 5861 §4).
+fn is_error(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 500 | 502 | 503 | 504)
+}
+
+/// Reads `key` from the origin with the request fields `forward` (and `stale`'s validators,
+/// if it has any), stores what may be stored, and answers everyone waiting on `read` (none if
+/// `None`: the caller alone gets the outcome).
+async fn read_origin(
+    s: Arc<Shared>,
+    key: String,
+    read: Option<ReadId>,
+    forward: HeaderMap,
+    stale: Option<Arc<Variant>>,
+) -> Outcome {
+    let url = s.url(&key);
+    let requested = SystemTime::now();
+    // Reads of one key may overlap: the one started last is kept, whenever it ends.
     let started = s.now();
+    let mut headers = forward.clone();
+    let validating = stale.as_ref().is_some_and(|v| !v.validators().is_empty());
+    if let Some(v) = stale.as_ref().filter(|_| validating) {
+        for (n, value) in v.validators() {
+            headers.insert(n, value);
+        }
+    }
+    headers.insert(
+        HeaderName::from_static("surrogate-capability"),
+        HeaderValue::from_str(&rfc::surrogate_capability(SURROGATE)).expect("a token"),
+    );
     let got = async {
-        let r = s.client.get(&url).send().await?;
-        let status = r.status();
-        let shared = shareable(r.headers());
-        let headers = PASSED_ON.iter().filter_map(|n| r.headers().get(n).map(|v| (n.clone(), v.clone()))).collect();
-        let lifetime = freshness_lifetime(r.headers(), nanos(s.config.ttl));
-        let initial_age = initial_age(r.headers());
-        let must_revalidate =
-            has_directive(r.headers(), "must-revalidate") || has_directive(r.headers(), "proxy-revalidate");
-        let body = r.bytes().await?;
-        Ok::<_, reqwest::Error>((Stored { status, headers, body, lifetime, initial_age, must_revalidate }, shared))
+        let r = s.client.get(&url).headers(headers).send().await?;
+        let (status, h) = (r.status(), r.headers().clone());
+        Ok::<_, reqwest::Error>((status, h, r.bytes().await?))
     }
     .await;
+    let received = SystemTime::now();
+    let rf = fields(&forward);
+    let req = Fields(&rf);
     let mut cache = s.cache.lock().expect("no request panics holding the cache");
     let now = s.now();
-    if s.reads_since_purge.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 >= PURGE_EVERY {
-        // Drop what no answer can use any more, fresh or stale, so distinct URLs do not pile up.
-        s.reads_since_purge.store(0, std::sync::atomic::Ordering::Relaxed);
-        let grace = s.config.stale_while_revalidate.max(s.config.stale_if_error).unwrap_or_default();
-        let longest = Nanos(s.longest_lifetime.load(std::sync::atomic::Ordering::Relaxed)).max(nanos(s.config.ttl));
+    if s.reads_since_purge.fetch_add(1, Ordering::Relaxed) + 1 >= PURGE_EVERY {
+        // Drop what no answer or revalidation can use any more, so distinct URLs do not pile up.
+        s.reads_since_purge.store(0, Ordering::Relaxed);
+        let grace = s.config.stale_while_revalidate.max(s.config.stale_if_error).unwrap_or_default().max(KEEP_STALE);
+        let longest = Nanos(s.longest_lifetime.load(Ordering::Relaxed));
         cache.purge(now, Nanos(longest.0.saturating_add(nanos(grace).0)));
     }
-    let (outcome, waiters) = match got {
-        Ok((stored, shared)) if !stored.status.is_server_error() => {
+    // The stale response that may stand in for a failed read (stale-if-error).
+    let stand_in = || {
+        stale.clone().filter(|v| {
+            let grace = v.rules.stale_if_error.max(s.config.stale_if_error);
+            grace.is_some_and(|g| rfc::stale_within(&v.rules, v.age(now), g))
+        })
+    };
+    let make = |status: StatusCode, h: &HeaderMap, body: Bytes, vary: Vec<(String, Option<String>)>| {
+        let f = fields(h);
+        let rules = rfc::response_rules(status.as_u16(), Fields(&f), &s.policy, received);
+        let initial_age = rfc::initial_age(&rules, Fields(&f), requested, received);
+        let headers = end_to_end(h, &[]);
+        Variant { status, headers, body, rules, initial_age, arrived: now, received, vary }
+    };
+    let (outcome, store) = match got {
+        Ok((status, h, _)) if status == StatusCode::NOT_MODIFIED && validating => {
             s.counters.upstream_reads.inc();
-            let keep = shared && (stored.status.is_success() || matches!(stored.status.as_u16(), 404 | 410));
-            s.longest_lifetime.fetch_max(stored.lifetime.0, std::sync::atomic::Ordering::Relaxed);
-            let kept = Kept(Arc::new(stored));
-            let waiters = if keep {
-                cache.fill(key.clone(), Some(read), Reading { value: kept.clone(), sensed_at: started }, now)
-            } else {
-                cache.fail(&key, Some(read))
-            };
-            (Outcome::Got(kept), waiters)
+            s.counters.revalidated.inc();
+            let old = stale.as_ref().expect("validating a stored response");
+            let v = Arc::new(make(old.status, &freshened(&old.headers, &h), old.body.clone(), old.vary.clone()));
+            (Outcome::Got { variant: Arc::clone(&v), shared: true, revalidated: true, not_stored: None }, Some(v))
         }
-        other => {
+        Ok((status, _, _)) if is_error(status) && stand_in().is_some() => {
             s.counters.upstream_failures.inc();
-            let (timeout, why) = match other {
-                Ok((stored, _)) => (false, format!("it answered {}", stored.status)),
-                Err(e) => (e.is_timeout(), e.to_string()),
-            };
-            let stale = s.config.stale_if_error.and_then(|g| {
-                cache
-                    .peek(&key)
-                    .filter(|e| e.reading.value.stale_within(e.reading.sensed_at, now, nanos(g)))
-                    .map(|e| (e.reading.value.clone(), e.reading.value.age(e.reading.sensed_at, now)))
-            });
-            (Outcome::Failed { timeout, why, stale }, cache.fail(&key, Some(read)))
+            let why = format!("it answered {status}");
+            (Outcome::Failed { timeout: false, why, stale: stand_in() }, None)
+        }
+        Ok((status, h, body)) => {
+            s.counters.upstream_reads.inc();
+            let f = fields(&h);
+            let resp = Fields(&f);
+            let verdict = rfc::storable("GET", status.as_u16(), req, resp, &s.policy);
+            let vary = rfc::vary_names(resp).map(|names| rfc::vary_key(&names, req)).unwrap_or_default();
+            let v = Arc::new(make(status, &h, body, vary));
+            let not_stored = verdict.err().map(rfc::NotStored::as_str);
+            if not_stored.is_some() {
+                s.counters.not_stored.inc();
+            }
+            let outcome =
+                Outcome::Got { variant: Arc::clone(&v), shared: not_stored.is_none(), revalidated: false, not_stored };
+            (outcome, not_stored.is_none().then_some(v))
+        }
+        Err(e) => {
+            s.counters.upstream_failures.inc();
+            (Outcome::Failed { timeout: e.is_timeout(), why: e.to_string(), stale: stand_in() }, None)
         }
     };
+    let waiters = match store {
+        Some(v) => {
+            if let Some(l) = v.rules.lifetime {
+                s.longest_lifetime.fetch_max(nanos(l).0, Ordering::Relaxed);
+            }
+            let kept = Kept::with(cache.peek(&key).map(|e| &e.reading.value), v, req);
+            cache.fill(key, read, Reading { value: kept, sensed_at: started }, now)
+        }
+        None => cache.fail(&key, read),
+    };
     drop(cache);
-    for (w, _) in waiters {
+    for ((w, _), _) in waiters {
         let _ = w.send(outcome.clone());
     }
+    outcome
 }
 
 #[cfg(test)]
@@ -537,7 +715,8 @@ mod tests {
     #[test]
     fn a_reader_s_cache_control_sets_its_bound() {
         assert_eq!(bound("max-age=30"), Some(Nanos(30_000_000_000)));
-        assert_eq!(bound("no-store, Max-Age = 5"), Some(Nanos(5_000_000_000)));
+        assert_eq!(bound("no-store, Max-Age=5"), Some(Nanos(5_000_000_000)));
+        assert_eq!(bound("max-age = 5"), None, "no whitespace around = (RFC 9111 §5.2)");
         assert_eq!(bound("no-cache"), Some(Nanos::ZERO));
         assert_eq!(bound("max-age=abc"), None, "an unreadable bound is no bound");
         assert_eq!(bound("private"), None);

@@ -4,6 +4,8 @@
 //!   of Yates (2006) ch. 5 ([`Lookup`]): the precise ones, request coalescing (piggybacked
 //!   queries), and approximate answers from neighbouring locations. A reader may tighten the
 //!   freshness bound per query (OPC UA's maxAge, TeenyLIME's freshness).
+//! - [`http`]: HTTP caching semantics (RFC 9111) for the gateway in front of an HTTP origin:
+//!   what may be stored, freshness, age, variants, validation.
 //! - [`neighbours`]: which locations may stand in for one another (pluggable; the thesis
 //!   leaves it open).
 //! - [`FieldCost`]: what reading a sensor field costs and how long it takes (Eqs 5.5, 5.6).
@@ -17,6 +19,7 @@
 pub mod cacheflow;
 mod cost;
 mod hit_model;
+pub mod http;
 mod lru;
 pub mod neighbours;
 mod policy;

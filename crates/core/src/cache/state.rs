@@ -360,6 +360,22 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
         }
     }
 
+    /// Joins the newest read of `key` under way, or registers a new one, without looking at
+    /// entries: for a driver that decides freshness itself (the HTTP cache, whose responses
+    /// each carry their own rules) and wants only its reads coalesced. Every query that joins
+    /// gets the answer of a read that started before it was asked.
+    pub fn join(&mut self, key: &K, now: Nanos) -> Answer<K, V> {
+        if let Some(p) = self.pending.get(key).and_then(|reads| reads.last()) {
+            self.stats.waits += 1;
+            return Answer::Wait { on: key.clone(), read: p.read };
+        }
+        let read = ReadId(self.next_read);
+        self.next_read += 1;
+        self.pending.entry(key.clone()).or_default().push(Pending { read, since: now, waiters: Vec::new() });
+        self.stats.reads += 1;
+        Answer::Read { read: Some(read) }
+    }
+
     /// Queues `who`, whose query asked for `asked`, behind the read `read` of `on` that
     /// [`Cache::query`] named. Gives `who` back if that read is no longer under way.
     pub fn wait(&mut self, on: &K, read: ReadId, asked: K, who: W) -> Result<(), W> {

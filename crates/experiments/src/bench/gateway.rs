@@ -89,7 +89,9 @@ fn bench(a: &Setup) -> Result<Report> {
     let start_ours = |ttl: Duration| {
         runtime.block_on(serve(switchyard_gateway::origin::router(OriginConfig {
             origin: format!("http://{origin}"),
-            ttl,
+            // The field's answers state no freshness: the same fixed lifetime nginx is
+            // given with proxy_cache_valid.
+            heuristic: switchyard_core::cache::http::Heuristic { default: Some(ttl), ..Default::default() },
             stale_while_revalidate: None,
             stale_if_error: None,
             upstream_timeout: Duration::from_secs(10),

@@ -1,0 +1,816 @@
+//! HTTP caching as a shared cache does it (RFC 9111), as pure functions of header fields and
+//! times: whether a response may be stored (§3), how long it is fresh (§4.2.1, with
+//! Surrogate-Control from the W3C Edge Architecture note before it), how old it is (§4.2.3),
+//! which stored response a request may use and how (§4, §4.1, §5.2.1), how a client's
+//! conditional request is answered from what is stored (§4.3.2), which fields a `304` updates
+//! (§3.2), and a single byte range (RFC 9110 §14).
+//!
+//! The gateway's origin mode keeps the responses and does the I/O; the choices live here.
+//! Where the RFC leaves a choice, or the public cache test suite (cache-tests.fyi) expects
+//! more than the RFC asks, the choice is documented where it is made.
+
+use std::time::{Duration, SystemTime};
+
+/// A message's header fields: one `(name, value)` pair per field line, in order, names in
+/// lower case (as the `http` crate keeps them). Values that are not text are left out by the
+/// caller.
+#[derive(Clone, Copy, Debug)]
+pub struct Fields<'a>(pub &'a [(&'a str, &'a str)]);
+
+impl<'a> Fields<'a> {
+    /// Every line of field `name` (lower case).
+    pub fn all(self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.0.iter().filter(move |(n, _)| *n == name).map(|(_, v)| *v)
+    }
+
+    /// The first line of field `name`.
+    pub fn get(self, name: &str) -> Option<&'a str> {
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    }
+
+    /// Whether field `name` is present.
+    pub fn has(self, name: &str) -> bool {
+        self.0.iter().any(|(n, _)| *n == name)
+    }
+}
+
+/// Splits a list-valued field (RFC 9110 §5.6.1) at commas outside quoted strings; members are
+/// trimmed of the optional whitespace around them, and empty members dropped.
+fn members(value: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (i, c) in value.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                out.push(&value[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&value[start..]);
+    out.into_iter().map(|m| m.trim_matches([' ', '\t'])).filter(|m| !m.is_empty()).collect()
+}
+
+/// A quoted string's content (RFC 9110 §5.6.4), or `s` itself if it is not quoted.
+fn unquote(s: &str) -> String {
+    match s.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+        Some(inner) => {
+            let mut out = String::with_capacity(inner.len());
+            let mut chars = inner.chars();
+            while let Some(c) = chars.next() {
+                out.push(if c == '\\' { chars.next().unwrap_or('\\') } else { c });
+            }
+            out
+        }
+        None => s.to_string(),
+    }
+}
+
+/// The greatest delta-seconds a cache must represent; larger values are taken as this
+/// (RFC 9111 §1.2.2).
+pub const DELTA_SECONDS_MAX: u64 = 1 << 31;
+
+/// Cache directives (RFC 9111 §5.2), from every line of `Cache-Control` (or of the targeted
+/// `Surrogate-Control`): names in lower case, values unquoted.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Directives(Vec<(String, Option<String>)>);
+
+impl Directives {
+    /// Reads the directives of every line. A directive whose name is not a token, or that has
+    /// whitespace around its `=`, is not one (it is kept under no name, so it matches
+    /// nothing): `max-age = 5` does not set a max-age.
+    pub fn parse<'a>(lines: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut out = Vec::new();
+        for line in lines {
+            for m in members(line) {
+                out.push(Self::directive(m));
+            }
+        }
+        Self(out)
+    }
+
+    fn directive(m: &str) -> (String, Option<String>) {
+        let token =
+            |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic() && !b"\"(),/:;<=>?@[\\]{}".contains(&b));
+        match m.split_once('=') {
+            Some((k, v)) if token(k) && !v.starts_with([' ', '\t']) => (k.to_ascii_lowercase(), Some(unquote(v))),
+            Some(_) => (String::new(), None),
+            None if token(m) => (m.to_ascii_lowercase(), None),
+            None => (String::new(), None),
+        }
+    }
+
+    /// The directives of `Surrogate-Control` lines meant for the surrogate named `target`:
+    /// those with no `;device-token`, and those whose token is `target` (W3C Edge
+    /// Architecture 1.0, §2.2).
+    pub fn parse_targeted<'a>(lines: impl IntoIterator<Item = &'a str>, target: &str) -> Self {
+        let mut out = Vec::new();
+        for line in lines {
+            for m in members(line) {
+                let (d, to) = match m.rsplit_once(';') {
+                    Some((d, t)) if !t.contains('"') => (d.trim_end(), Some(t.trim())),
+                    _ => (m, None),
+                };
+                if to.is_none_or(|t| t.eq_ignore_ascii_case(target)) {
+                    out.push(Self::directive(d));
+                }
+            }
+        }
+        Self(out)
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|(k, _)| k.is_empty())
+    }
+
+    /// Whether directive `name` is present, with or without a value.
+    pub fn has(&self, name: &str) -> bool {
+        self.0.iter().any(|(k, _)| k == name)
+    }
+
+    /// The value of the first `name` that has one.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.0.iter().filter(|(k, _)| k == name).find_map(|(_, v)| v.as_deref())
+    }
+
+    /// `name`'s delta-seconds (RFC 9111 §1.2.2): digits only, the first occurrence (§4.2.1
+    /// lets a cache use the first of several), capped at [`DELTA_SECONDS_MAX`]. `None` if
+    /// absent or not a number (`'3600'`, `-1`, `3600.5`): such a directive is ignored.
+    pub fn seconds(&self, name: &str) -> Option<u64> {
+        let v = self.0.iter().find(|(k, _)| k == name)?.1.as_deref()?;
+        if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let digits = v.trim_start_matches('0');
+        Some(if digits.len() > 10 {
+            DELTA_SECONDS_MAX
+        } else {
+            digits.parse::<u64>().unwrap_or(0).min(DELTA_SECONDS_MAX)
+        })
+    }
+
+    /// The field names a qualified `no-cache="a, b"` or `private="a"` lists, in lower case.
+    pub fn qualified(&self, name: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(k, _)| k == name)
+            .filter_map(|(_, v)| v.as_deref())
+            .flat_map(|v| members(v).into_iter().map(str::to_ascii_lowercase).collect::<Vec<_>>())
+            .collect()
+    }
+
+    /// Whether `name` is present without a value (the unqualified form of `no-cache` and
+    /// `private`).
+    pub fn bare(&self, name: &str) -> bool {
+        self.0.iter().any(|(k, v)| k == name && v.is_none())
+    }
+}
+
+/// Reads an HTTP-date (RFC 9110 §5.6.7: IMF-fixdate, and the obsolete RFC 850 and asctime
+/// forms a recipient must accept).
+pub fn http_date(value: &str) -> Option<SystemTime> {
+    httpdate::parse_http_date(value.trim()).ok()
+}
+
+/// The `Age` a response arrived with (RFC 9111 §5.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgeField {
+    /// None was sent.
+    Absent,
+    /// One non-negative integer, in seconds (capped at [`DELTA_SECONDS_MAX`]).
+    Seconds(u64),
+    /// Anything else: a list, a sign, a fraction, a parameter, not a number.
+    Invalid,
+}
+
+/// Reads `Age`. RFC 9111 §5.1 says to use the first member of a list and to ignore an invalid
+/// value; the public test suite expects a cache to treat both as stale. A cache may always
+/// treat a response as stale (it then asks the origin), so this takes the suite's side: a
+/// response with an `Age` that is not one integer on one line is stale on arrival
+/// ([`AgeField::Invalid`]). The cost is a revalidation, never a wrong answer.
+pub fn age_field(resp: Fields) -> AgeField {
+    let mut lines = resp.all("age");
+    let Some(first) = lines.next() else { return AgeField::Absent };
+    let v = first.trim_matches([' ', '\t']);
+    if lines.next().is_some() || v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return AgeField::Invalid;
+    }
+    let digits = v.trim_start_matches('0');
+    AgeField::Seconds(if digits.len() > 10 {
+        DELTA_SECONDS_MAX
+    } else {
+        digits.parse::<u64>().unwrap_or(0).min(DELTA_SECONDS_MAX)
+    })
+}
+
+/// Status codes heuristically cacheable by default (RFC 9110 §15.1).
+pub fn heuristically_cacheable(status: u16) -> bool {
+    matches!(status, 200 | 203 | 204 | 206 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501)
+}
+
+/// Status codes this cache understands (RFC 9111 §3, §5.2.2.3 must-understand): the final
+/// codes RFC 9110 defines. A response with `must-understand` and any other code is not stored.
+pub fn understood(status: u16) -> bool {
+    matches!(status, 200..=208 | 226 | 300..=305 | 307 | 308 | 400..=418 | 421..=426 | 428 | 429 | 431 | 451 | 500..=508 | 510 | 511)
+}
+
+/// How a cache may make up freshness for a response that states none (RFC 9111 §4.2.2). Both
+/// are off by default: a cache in front of an origin serves what the origin allows.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Heuristic {
+    /// A fraction of the time since `Last-Modified` (10% is the RFC's example), if set.
+    pub last_modified_fraction: Option<f64>,
+    /// A fixed lifetime for a response with no `Last-Modified`, if set.
+    pub default: Option<Duration>,
+}
+
+/// Who is asking: the name this cache answers to in `Surrogate-Control` targets, and its
+/// heuristic.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// This surrogate's device token (`Surrogate-Capability: TOKEN="Surrogate/1.0"`).
+    pub surrogate: String,
+    /// Freshness for responses that state none.
+    pub heuristic: Heuristic,
+}
+
+/// The `Surrogate-Capability` request field announcing `token` (Edge Architecture §2.1).
+pub fn surrogate_capability(token: &str) -> String {
+    format!("{token}=\"Surrogate/1.0\"")
+}
+
+/// What a response's fields say of its caching, read once when it arrives.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResponseRules {
+    /// How long it is fresh from its generation (§4.2.1), `None` if it states nothing and no
+    /// heuristic applies: stale on arrival.
+    pub lifetime: Option<Duration>,
+    /// Whether `lifetime` is heuristic.
+    pub heuristic: bool,
+    /// Unqualified `no-cache`: every use must be validated with the origin (§5.2.2.4).
+    pub no_cache: bool,
+    /// `must-revalidate`, `proxy-revalidate` or `s-maxage`: never served stale (§5.2.2.2,
+    /// §5.2.2.8, §5.2.2.10).
+    pub must_revalidate: bool,
+    /// `stale-while-revalidate=N` (RFC 5861 §3).
+    pub stale_while_revalidate: Option<Duration>,
+    /// `stale-if-error=N` (RFC 5861 §4).
+    pub stale_if_error: Option<Duration>,
+    /// Fields not to be stored: those a qualified `no-cache` or `private` names (§5.2.2.4,
+    /// §5.2.2.7), in lower case.
+    pub omit: Vec<String>,
+    /// `Age` as it arrived.
+    pub age: AgeField,
+}
+
+/// The caching directives that apply: `Surrogate-Control`'s for this surrogate, if it has
+/// any, else `Cache-Control`'s (Edge Architecture §2.2: a surrogate obeys Surrogate-Control
+/// over Cache-Control).
+fn controls(resp: Fields, policy: &Policy) -> (Directives, Directives, bool) {
+    let cc = Directives::parse(resp.all("cache-control"));
+    let sc = Directives::parse_targeted(resp.all("surrogate-control"), &policy.surrogate);
+    let surrogate = !sc.is_empty();
+    (cc, sc, surrogate)
+}
+
+/// Reads a response's caching rules. `received` is when it arrived (wall clock), the date a
+/// response without a valid `Date` is taken to have (RFC 9110 §6.6.1).
+pub fn response_rules(status: u16, resp: Fields, policy: &Policy, received: SystemTime) -> ResponseRules {
+    let (cc, sc, surrogate) = controls(resp, policy);
+    let secs = |s: u64| Duration::from_secs(s);
+    let age = age_field(resp);
+    let mut heuristic = false;
+    let lifetime = if age == AgeField::Invalid {
+        Some(Duration::ZERO)
+    } else if let Some(s) = sc.seconds("max-age") {
+        Some(secs(s))
+    } else if let Some(s) = (!surrogate).then(|| cc.seconds("s-maxage").or_else(|| cc.seconds("max-age"))).flatten() {
+        Some(secs(s))
+    } else if let Some(expires) = resp.get("expires") {
+        // An Expires that does not read is in the past (§5.3); the first of several is used.
+        let date = resp.get("date").and_then(http_date).unwrap_or(received);
+        Some(http_date(expires).map_or(Duration::ZERO, |e| e.duration_since(date).unwrap_or(Duration::ZERO)))
+    } else if heuristically_cacheable(status) || cc.has("public") {
+        // §4.2.2: only without explicit expiry, only for these codes or `public`.
+        heuristic = true;
+        let date = resp.get("date").and_then(http_date).unwrap_or(received);
+        match (resp.get("last-modified").and_then(http_date), policy.heuristic) {
+            (Some(lm), Heuristic { last_modified_fraction: Some(f), .. }) => {
+                Some(date.duration_since(lm).unwrap_or(Duration::ZERO).mul_f64(f.clamp(0.0, 1.0)))
+            }
+            (_, Heuristic { default: Some(d), .. }) => Some(d),
+            _ => {
+                heuristic = false;
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut omit = cc.qualified("no-cache");
+    omit.extend(cc.qualified("private"));
+    ResponseRules {
+        lifetime,
+        heuristic,
+        no_cache: cc.bare("no-cache"),
+        must_revalidate: cc.has("must-revalidate") || cc.has("proxy-revalidate") || cc.has("s-maxage"),
+        stale_while_revalidate: cc.seconds("stale-while-revalidate").map(secs),
+        stale_if_error: cc.seconds("stale-if-error").map(secs),
+        omit,
+        age,
+    }
+}
+
+/// Why a response is not stored (RFC 9111 §3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotStored {
+    /// Only `GET` responses are stored.
+    Method,
+    /// `206`, `304` and interim responses are not stored here.
+    Status,
+    /// `must-understand` with a status code this cache does not understand (§5.2.2.3).
+    NotUnderstood,
+    /// `no-store` in the request or the response (§5.2.1.5, §5.2.2.5).
+    NoStore,
+    /// `private`: for one user only (§5.2.2.7).
+    Private,
+    /// The request carried `Authorization` and the response did not allow sharing it (§3.5).
+    Authorization,
+    /// `Vary: *`: no later request can match it (§4.1).
+    VaryStar,
+    /// Nothing allows storing it: no freshness, not `public`, not heuristically cacheable.
+    Nothing,
+}
+
+impl NotStored {
+    /// A word for the `X-Cache-Store` field and the logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Method => "method",
+            Self::Status => "status",
+            Self::NotUnderstood => "must-understand",
+            Self::NoStore => "no-store",
+            Self::Private => "private",
+            Self::Authorization => "authorization",
+            Self::VaryStar => "vary-star",
+            Self::Nothing => "no-freshness",
+        }
+    }
+}
+
+/// Whether a shared cache may store the response to `method` with `status` (RFC 9111 §3).
+///
+/// `Set-Cookie` does not stop storing (§7.3 leaves it to the origin to mark such responses
+/// `private`), nor does a qualified `private="f"` or `no-cache="f"` (the fields named are
+/// left out instead).
+pub fn storable(method: &str, status: u16, req: Fields, resp: Fields, policy: &Policy) -> Result<(), NotStored> {
+    if method != "GET" {
+        return Err(NotStored::Method);
+    }
+    if !(200..=599).contains(&status) || status == 206 || status == 304 {
+        return Err(NotStored::Status);
+    }
+    let (cc, sc, surrogate) = controls(resp, policy);
+    let must_understand = cc.has("must-understand");
+    if must_understand && !understood(status) {
+        return Err(NotStored::NotUnderstood);
+    }
+    let req_cc = Directives::parse(req.all("cache-control"));
+    if req_cc.has("no-store") || sc.has("no-store") {
+        return Err(NotStored::NoStore);
+    }
+    // With Surrogate-Control for it, a surrogate leaves Cache-Control to the caches after it.
+    if !surrogate && cc.has("no-store") && !must_understand {
+        return Err(NotStored::NoStore);
+    }
+    if !surrogate && cc.bare("private") {
+        return Err(NotStored::Private);
+    }
+    if req.has("authorization") && !(cc.has("public") || cc.has("must-revalidate") || cc.has("s-maxage")) {
+        return Err(NotStored::Authorization);
+    }
+    if vary_names(resp).is_none() {
+        return Err(NotStored::VaryStar);
+    }
+    let explicit = sc.has("max-age") || cc.has("max-age") || cc.has("s-maxage") || resp.has("expires");
+    if !(explicit || cc.has("public") || heuristically_cacheable(status)) {
+        return Err(NotStored::Nothing);
+    }
+    Ok(())
+}
+
+/// The age a response had when it arrived (RFC 9111 §4.2.3): the larger of its apparent age
+/// (`received` less its `Date`) and its `Age` plus the time the request took.
+///
+/// `Date` has a resolution of one second, so the apparent age is counted in whole seconds of
+/// the wall clock (`received` truncated): counted to the nanosecond, a response dated
+/// 12:00:00 that left the origin at 12:00:00.9 would arrive 0.9 s old, and one with
+/// `max-age=1` would be all but stale on arrival.
+pub fn initial_age(rules: &ResponseRules, resp: Fields, requested: SystemTime, received: SystemTime) -> Duration {
+    let whole = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let apparent = resp
+        .get("date")
+        .and_then(http_date)
+        .map_or(Duration::ZERO, |d| Duration::from_secs(whole(received).saturating_sub(whole(d))));
+    let delay = received.duration_since(requested).unwrap_or_default();
+    let age = match rules.age {
+        AgeField::Seconds(s) => Duration::from_secs(s),
+        _ => Duration::ZERO,
+    };
+    apparent.max(age + delay)
+}
+
+/// A request's own caching directives (RFC 9111 §5.2.1), read once.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RequestRules {
+    /// `max-age=N`: no older than this.
+    pub max_age: Option<Duration>,
+    /// `max-stale[=N]`: stale by up to N (by any amount without N).
+    pub max_stale: Option<Option<Duration>>,
+    /// `min-fresh=N`: fresh for at least N more.
+    pub min_fresh: Option<Duration>,
+    /// `no-cache`: validate with the origin first.
+    pub no_cache: bool,
+    /// `no-store`: store nothing of this exchange.
+    pub no_store: bool,
+    /// `only-if-cached`: answer from the cache or with 504.
+    pub only_if_cached: bool,
+}
+
+/// Reads a request's `Cache-Control`. `Pragma: no-cache` is not read: RFC 9111 §5.4 deprecates
+/// it, and the suite's client sends `Pragma` on every request.
+pub fn request_rules(req: Fields) -> RequestRules {
+    let cc = Directives::parse(req.all("cache-control"));
+    let secs = |name: &str| cc.seconds(name).map(Duration::from_secs);
+    RequestRules {
+        max_age: secs("max-age"),
+        max_stale: cc.has("max-stale").then(|| secs("max-stale")),
+        min_fresh: secs("min-fresh"),
+        no_cache: cc.has("no-cache"),
+        no_store: cc.has("no-store"),
+        only_if_cached: cc.has("only-if-cached"),
+    }
+}
+
+/// What a stored response may do for a request (RFC 9111 §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Use {
+    /// Answer with it: it is fresh enough for the request.
+    Fresh,
+    /// Answer with it although stale: the request allows it (`max-stale`).
+    StaleAllowed,
+    /// Ask the origin first (with its validators, if it has any).
+    Validate,
+}
+
+/// How a stored response of `age` with `rules` may serve a request with `req` (RFC 9111 §4.2,
+/// §5.2.1).
+pub fn usable(rules: &ResponseRules, age: Duration, req: &RequestRules) -> Use {
+    if rules.no_cache || req.no_cache || req.max_age.is_some_and(|m| age > m) {
+        return Use::Validate;
+    }
+    let lifetime = rules.lifetime.unwrap_or(Duration::ZERO);
+    let left = lifetime.saturating_sub(age);
+    if age < lifetime && req.min_fresh.is_none_or(|m| left >= m) {
+        return Use::Fresh;
+    }
+    match req.max_stale {
+        Some(bound) if !rules.must_revalidate && age >= lifetime && bound.is_none_or(|b| age - lifetime <= b) => {
+            Use::StaleAllowed
+        }
+        _ => Use::Validate,
+    }
+}
+
+/// Whether a stale response may still be served for `grace` past its lifetime (RFC 5861's
+/// stale-while-revalidate and stale-if-error), given its own rules.
+pub fn stale_within(rules: &ResponseRules, age: Duration, grace: Duration) -> bool {
+    !rules.must_revalidate && !rules.no_cache && age < rules.lifetime.unwrap_or(Duration::ZERO).saturating_add(grace)
+}
+
+/// The request fields a response varies on (RFC 9111 §4.1), in lower case; `None` for
+/// `Vary: *` (on any line, among any others), which no later request matches.
+pub fn vary_names(resp: Fields) -> Option<Vec<String>> {
+    let mut names = Vec::new();
+    for line in resp.all("vary") {
+        for m in members(line) {
+            if m == "*" {
+                return None;
+            }
+            names.push(m.to_ascii_lowercase());
+        }
+    }
+    Some(names)
+}
+
+/// A request's value of field `name`, normalised for comparison (§4.1 allows removing
+/// whitespace, combining lines, and normalising by the field's syntax): its lines' members,
+/// trimmed; for the `Accept-*` fields, in lower case and sorted, since their members are
+/// unordered and case-insensitive tokens. `None` if the request lacks it.
+pub fn vary_value(req: Fields, name: &str) -> Option<String> {
+    let mut ms: Vec<String> = req.all(name).flat_map(members).map(str::to_string).collect();
+    if ms.is_empty() && !req.has(name) {
+        return None;
+    }
+    if name.starts_with("accept") {
+        for m in &mut ms {
+            m.make_ascii_lowercase();
+            m.retain(|c| c != ' ' && c != '\t');
+        }
+        ms.sort();
+    }
+    Some(ms.join(","))
+}
+
+/// The values a stored response was selected with: each name it varies on, with the
+/// request's normalised value.
+pub fn vary_key(names: &[String], req: Fields) -> Vec<(String, Option<String>)> {
+    names.iter().map(|n| (n.clone(), vary_value(req, n))).collect()
+}
+
+/// Whether a request matches a stored response's [`vary_key`] (§4.1).
+pub fn vary_matches(key: &[(String, Option<String>)], req: Fields) -> bool {
+    key.iter().all(|(n, v)| vary_value(req, n) == *v)
+}
+
+/// Weak comparison of entity tags (RFC 9110 §8.8.3.2): equal opaque tags, either weak.
+fn weak_eq(a: &str, b: &str) -> bool {
+    let strip = |t: &str| t.trim().strip_prefix("W/").unwrap_or(t.trim()).to_string();
+    strip(a) == strip(b)
+}
+
+/// Whether a client's conditional `GET` or `HEAD` is answered `304 Not Modified` from a
+/// stored response (RFC 9111 §4.3.2, RFC 9110 §13.1.2, §13.1.3): `If-None-Match` by weak
+/// comparison with the stored `ETag` (`*` matches any); without it, `If-Modified-Since` no
+/// earlier than the stored `Last-Modified` (or its `Date`, or when it arrived).
+pub fn not_modified(req: Fields, stored: Fields, received: SystemTime) -> bool {
+    if req.has("if-none-match") {
+        let Some(etag) = stored.get("etag") else {
+            return req.all("if-none-match").flat_map(members).any(|t| t == "*");
+        };
+        return req.all("if-none-match").flat_map(members).any(|t| t == "*" || weak_eq(t, etag));
+    }
+    let Some(since) = req.get("if-modified-since").and_then(http_date) else { return false };
+    let modified = stored.get("last-modified").or_else(|| stored.get("date")).and_then(http_date).unwrap_or(received);
+    modified <= since
+}
+
+/// The fields a `304` answer to a client carries (RFC 9110 §15.4.5), besides `Age`.
+pub const NOT_MODIFIED_FIELDS: [&str; 6] = ["cache-control", "content-location", "date", "etag", "expires", "vary"];
+
+/// Fields of one connection (RFC 9110 §7.6.1), never stored or forwarded, with the old
+/// `Proxy-Connection` and the proxy authentication fields, which concern the hop too.
+pub const HOP_BY_HOP: [&str; 11] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authentication-info",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "surrogate-capability",
+];
+
+/// Whether field `name` of a message is hop-by-hop: a [`HOP_BY_HOP`] field or one its
+/// `Connection` lines name (RFC 9110 §7.6.1).
+pub fn hop_by_hop(name: &str, fields: Fields) -> bool {
+    HOP_BY_HOP.contains(&name) || fields.all("connection").flat_map(members).any(|c| c.eq_ignore_ascii_case(name))
+}
+
+/// Whether a `304` may replace the stored field `name` (RFC 9111 §3.2): every field but the
+/// hop-by-hop ones and those describing the stored body itself, which a `304` has none of
+/// (its length, encoding, digest and range), and the validator it was matched on.
+pub fn updated_by_304(name: &str) -> bool {
+    !matches!(name, "content-length" | "content-encoding" | "content-md5" | "content-range" | "etag")
+}
+
+/// The request fields that make a request conditional or partial (RFC 9110 §13.1, §14.2),
+/// left off a read other clients wait on (each client's own is answered from the response).
+pub const CONDITIONAL: [&str; 6] =
+    ["if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range", "range"];
+
+/// A single byte range of a body of `len` bytes (RFC 9110 §14.1.2): `Ok(Some(first..=last))`,
+/// `Ok(None)` to send the whole body (several ranges, or a field that does not read, may be
+/// ignored), `Err(())` if it cannot be satisfied (416).
+#[allow(clippy::result_unit_err)]
+pub fn byte_range(value: &str, len: u64) -> Result<Option<(u64, u64)>, ()> {
+    let Some(spec) = value.trim().strip_prefix("bytes=") else { return Ok(None) };
+    if spec.contains(',') {
+        return Ok(None);
+    }
+    let Some((a, b)) = spec.trim().split_once('-') else { return Ok(None) };
+    let num =
+        |s: &str| (!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit())).then(|| s.parse::<u64>().ok()).flatten();
+    match (a.trim(), b.trim()) {
+        ("", n) => match num(n) {
+            Some(0) => Err(()),
+            Some(n) if len > 0 => Ok(Some((len.saturating_sub(n), len - 1))),
+            Some(_) => Err(()),
+            None => Ok(None),
+        },
+        (f, l) => {
+            let Some(first) = num(f) else { return Ok(None) };
+            let last = if l.is_empty() { Some(u64::MAX) } else { num(l) };
+            match last {
+                None => Ok(None),
+                Some(last) if last < first => Ok(None),
+                Some(_) if first >= len => Err(()),
+                Some(last) => Ok(Some((first, last.min(len - 1)))),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn policy() -> Policy {
+        Policy { surrogate: "me".into(), heuristic: Heuristic::default() }
+    }
+
+    fn rules(pairs: &[(&str, &str)]) -> ResponseRules {
+        response_rules(200, Fields(pairs), &policy(), SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000))
+    }
+
+    fn lifetime(pairs: &[(&str, &str)]) -> Option<u64> {
+        rules(pairs).lifetime.map(|d| d.as_secs())
+    }
+
+    #[test]
+    fn freshness_comes_from_the_origin_s_words_in_order() {
+        assert_eq!(lifetime(&[("cache-control", "public, max-age=30")]), Some(30));
+        assert_eq!(lifetime(&[("cache-control", "max-age=30, s-maxage=5")]), Some(5), "s-maxage first");
+        assert_eq!(lifetime(&[("cache-control", "max-age=\"12\"")]), Some(12), "quoted form accepted");
+        assert_eq!(lifetime(&[("cache-control", "max-age='12'")]), None, "not a number");
+        assert_eq!(lifetime(&[("cache-control", "max-age=-1")]), None);
+        assert_eq!(lifetime(&[("cache-control", "max-age =5")]), None, "whitespace around =");
+        assert_eq!(lifetime(&[("cache-control", "max-age=003600")]), Some(3600));
+        assert_eq!(lifetime(&[("cache-control", "max-age=99999999999")]), Some(DELTA_SECONDS_MAX));
+        assert_eq!(lifetime(&[("cache-control", "ext=\"max-age=3600\", max-age=1")]), Some(1));
+        assert_eq!(lifetime(&[("cache-control", "max-age=3600"), ("surrogate-control", "max-age=1")]), Some(1));
+        assert_eq!(lifetime(&[("surrogate-control", "max-age=9;other"), ("cache-control", "max-age=2")]), Some(2));
+        assert_eq!(lifetime(&[("surrogate-control", "max-age=9;me")]), Some(9));
+        assert_eq!(lifetime(&[("expires", "0")]), Some(0), "an Expires that does not read is past");
+        let dated = [("date", "Sun, 06 Nov 1994 08:49:37 GMT"), ("expires", "Sun, 06 Nov 1994 08:50:37 GMT")];
+        assert_eq!(lifetime(&dated), Some(60), "Expires less Date");
+        assert_eq!(lifetime(&[]), None, "no word, no heuristic: stale");
+        assert_eq!(lifetime(&[("cache-control", "max-age=60"), ("age", "0, 0")]), Some(0), "a list Age: stale");
+    }
+
+    #[test]
+    fn a_heuristic_applies_only_where_the_rfc_lets_it() {
+        let p = Policy {
+            surrogate: "me".into(),
+            heuristic: Heuristic { last_modified_fraction: Some(0.1), default: Some(Duration::from_secs(7)) },
+        };
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let lm = httpdate::fmt_http_date(now - Duration::from_secs(1000));
+        let date = httpdate::fmt_http_date(now);
+        let with_lm = [("last-modified", lm.as_str()), ("date", date.as_str())];
+        assert_eq!(response_rules(200, Fields(&with_lm), &p, now).lifetime, Some(Duration::from_secs(100)));
+        assert_eq!(response_rules(200, Fields(&[]), &p, now).lifetime, Some(Duration::from_secs(7)));
+        assert_eq!(response_rules(201, Fields(&with_lm), &p, now).lifetime, None, "201 is not heuristically cacheable");
+        let public = [("cache-control", "public")];
+        assert_eq!(response_rules(599, Fields(&public), &p, now).lifetime, Some(Duration::from_secs(7)));
+    }
+
+    #[test]
+    fn what_a_shared_cache_may_store() {
+        let p = policy();
+        let get = |status, req: &[(&str, &str)], resp: &[(&str, &str)]| {
+            storable("GET", status, Fields(req), Fields(resp), &p)
+        };
+        assert_eq!(get(200, &[], &[("cache-control", "max-age=5")]), Ok(()));
+        assert_eq!(get(200, &[], &[]), Ok(()), "heuristically cacheable: kept for revalidation");
+        assert_eq!(get(201, &[], &[]), Err(NotStored::Nothing));
+        assert_eq!(get(500, &[], &[("expires", "Thu, 01 Jan 2099 00:00:00 GMT")]), Ok(()));
+        assert_eq!(get(206, &[], &[("cache-control", "max-age=5")]), Err(NotStored::Status));
+        assert_eq!(get(200, &[], &[("cache-control", "No-Store")]), Err(NotStored::NoStore));
+        assert_eq!(get(200, &[("cache-control", "no-store")], &[]), Err(NotStored::NoStore));
+        assert_eq!(get(200, &[], &[("cache-control", "private, max-age=5")]), Err(NotStored::Private));
+        assert_eq!(get(200, &[], &[("cache-control", "private=\"x\", max-age=5")]), Ok(()), "qualified: x left out");
+        assert_eq!(
+            get(200, &[("authorization", "x")], &[("cache-control", "max-age=5")]),
+            Err(NotStored::Authorization)
+        );
+        assert_eq!(get(200, &[("authorization", "x")], &[("cache-control", "s-maxage=5")]), Ok(()));
+        assert_eq!(get(599, &[], &[("cache-control", "max-age=5, must-understand")]), Err(NotStored::NotUnderstood));
+        assert_eq!(get(200, &[], &[("cache-control", "no-store, must-understand")]), Ok(()));
+        assert_eq!(get(200, &[], &[("vary", ""), ("vary", "*")]), Err(NotStored::VaryStar));
+        assert_eq!(get(200, &[], &[("cache-control", "no-store"), ("surrogate-control", "max-age=9;me")]), Ok(()));
+        assert_eq!(
+            get(200, &[], &[("cache-control", "max-age=9"), ("surrogate-control", "no-store")]),
+            Err(NotStored::NoStore)
+        );
+        assert_eq!(storable("POST", 200, Fields(&[]), Fields(&[]), &p), Err(NotStored::Method));
+    }
+
+    #[test]
+    fn a_request_s_directives_bound_what_it_accepts() {
+        let r = rules(&[("cache-control", "max-age=100")]);
+        let req = |cc: &str| request_rules(Fields(&[("cache-control", cc)]));
+        let s = Duration::from_secs;
+        assert_eq!(usable(&r, s(10), &req("nothing-to-see-here")), Use::Fresh);
+        assert_eq!(usable(&r, s(100), &req("")), Use::Validate, "fresh only while age < lifetime");
+        assert_eq!(usable(&r, s(10), &req("max-age=5")), Use::Validate);
+        assert_eq!(usable(&r, s(10), &req("min-fresh=95")), Use::Validate);
+        assert_eq!(usable(&r, s(10), &req("no-cache")), Use::Validate);
+        assert_eq!(usable(&r, s(150), &req("max-stale=60")), Use::StaleAllowed);
+        assert_eq!(usable(&r, s(170), &req("max-stale=60")), Use::Validate);
+        assert_eq!(usable(&r, s(1_000_000), &req("max-stale")), Use::StaleAllowed);
+        let strict = rules(&[("cache-control", "max-age=100, must-revalidate")]);
+        assert_eq!(usable(&strict, s(150), &req("max-stale")), Use::Validate);
+        assert!(!stale_within(&strict, s(150), s(1000)));
+        assert!(
+            !stale_within(&rules(&[("cache-control", "s-maxage=100")]), s(150), s(1000)),
+            "s-maxage implies proxy-revalidate"
+        );
+        assert!(stale_within(&r, s(150), s(60)) && !stale_within(&r, s(170), s(60)));
+    }
+
+    #[test]
+    fn variants_match_on_normalised_fields() {
+        let names = vary_names(Fields(&[("vary", "Foo, Accept-Language")])).unwrap();
+        let key = vary_key(&names, Fields(&[("foo", "1, 2"), ("accept-language", "en, de")]));
+        assert!(vary_matches(&key, Fields(&[("foo", "1"), ("foo", "2"), ("accept-language", "DE,en")])));
+        assert!(
+            !vary_matches(&key, Fields(&[("foo", "2, 1"), ("accept-language", "en, de")])),
+            "order matters for Foo"
+        );
+        assert!(!vary_matches(&key, Fields(&[("accept-language", "en, de")])), "absent is not empty");
+        assert_eq!(vary_names(Fields(&[("vary", "Foo, *")])), None);
+    }
+
+    #[test]
+    fn a_client_s_conditions_are_answered() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let stored = [("etag", "W/\"a\""), ("last-modified", "Sun, 06 Nov 1994 08:49:37 GMT")];
+        let nm = |req: &[(&str, &str)]| not_modified(Fields(req), Fields(&stored), at);
+        assert!(nm(&[("if-none-match", "\"x\", \"a\"")]), "weak comparison");
+        assert!(nm(&[("if-none-match", "*")]));
+        assert!(
+            !nm(&[("if-none-match", "\"b\""), ("if-modified-since", "Sun, 06 Nov 1994 08:49:37 GMT")]),
+            "INM first"
+        );
+        assert!(nm(&[("if-modified-since", "Sunday, 06-Nov-94 08:49:37 GMT")]), "RFC 850 dates read");
+        assert!(!nm(&[("if-modified-since", "Sun, 06 Nov 1994 08:49:36 GMT")]));
+        assert!(!nm(&[]));
+    }
+
+    #[test]
+    fn byte_ranges() {
+        assert_eq!(byte_range("bytes=0-1", 10), Ok(Some((0, 1))));
+        assert_eq!(byte_range("bytes=5-", 10), Ok(Some((5, 9))));
+        assert_eq!(byte_range("bytes=-3", 10), Ok(Some((7, 9))));
+        assert_eq!(byte_range("bytes=-30", 10), Ok(Some((0, 9))));
+        assert_eq!(byte_range("bytes=8-100", 10), Ok(Some((8, 9))));
+        assert_eq!(byte_range("bytes=10-", 10), Err(()));
+        assert_eq!(byte_range("bytes=0-1,3-4", 10), Ok(None), "several ranges: the whole body");
+        assert_eq!(byte_range("items=0-1", 10), Ok(None));
+        assert_eq!(byte_range("bytes=5-2", 10), Ok(None));
+    }
+
+    #[test]
+    fn the_fields_a_cache_keeps_to_itself() {
+        let f = [("connection", "close, a"), ("a", "1")];
+        assert!(hop_by_hop("a", Fields(&f)) && hop_by_hop("keep-alive", Fields(&f)) && !hop_by_hop("b", Fields(&f)));
+        assert!(!updated_by_304("content-length") && !updated_by_304("etag") && updated_by_304("cache-control"));
+    }
+
+    proptest! {
+        /// Every field is outside input: any values read without a panic, and the decisions
+        /// hang together (a fresh response is usable; an unstorable one is never fresh for a
+        /// no-cache request).
+        #[test]
+        fn any_fields_read_without_panic(
+            cc in "[ -~]{0,40}", sc in "[ -~]{0,20}", age in "[ -~]{0,8}", expires in "[ -~]{0,30}",
+            vary in "[ -~]{0,12}", range in "[ -~]{0,16}", status in 100u16..700, secs in 0u64..10_000,
+        ) {
+            let resp = [("cache-control", cc.as_str()), ("surrogate-control", sc.as_str()), ("age", age.as_str()), ("expires", expires.as_str()), ("vary", vary.as_str())];
+            let at = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000);
+            let r = response_rules(status, Fields(&resp), &policy(), at);
+            let _ = storable("GET", status, Fields(&[("cache-control", cc.as_str())]), Fields(&resp), &policy());
+            let _ = initial_age(&r, Fields(&resp), at, at);
+            let _ = vary_names(Fields(&resp));
+            let _ = byte_range(&range, secs);
+            let age = Duration::from_secs(secs);
+            let u = usable(&r, age, &RequestRules::default());
+            prop_assert_eq!(u == Use::Fresh, !r.no_cache && r.lifetime.is_some_and(|l| age < l));
+            prop_assert_eq!(usable(&r, age, &RequestRules { no_cache: true, ..Default::default() }), Use::Validate);
+            if let Ok(Some((a, b))) = byte_range(&range, secs) {
+                prop_assert!(a <= b && b < secs);
+            }
+        }
+    }
+}
