@@ -629,6 +629,70 @@ pub fn byte_range(value: &str, len: u64) -> Result<Option<(u64, u64)>, ()> {
     }
 }
 
+/// The fuzz target `http_fields` and its corpus's replay on stable: any bytes, read as a
+/// request's and a response's header fields, go through every decision here without a panic,
+/// and the decisions hang together.
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::*;
+
+    /// Lines `name: value`; the first line that is `--` ends the request's fields and starts
+    /// the response's; a leading byte picks the status code and the age.
+    pub fn check(data: &[u8]) {
+        let Some((&first, rest)) = data.split_first() else { return };
+        let text = String::from_utf8_lossy(rest);
+        let (mut req, mut resp, mut in_resp) = (Vec::new(), Vec::new(), false);
+        let lowered: Vec<(String, String)> = text
+            .lines()
+            .filter_map(|l| {
+                if l == "--" {
+                    return Some((String::from("--"), String::new()));
+                }
+                let (n, v) = l.split_once(':')?;
+                Some((n.trim().to_ascii_lowercase(), v.trim().to_string()))
+            })
+            .collect();
+        for (n, v) in &lowered {
+            if n == "--" {
+                in_resp = true;
+            } else if in_resp {
+                resp.push((n.as_str(), v.as_str()));
+            } else {
+                req.push((n.as_str(), v.as_str()));
+            }
+        }
+        let (req, resp) = (Fields(&req), Fields(&resp));
+        let status = [200, 203, 204, 206, 301, 304, 404, 410, 500, 503, 599, 201][usize::from(first % 12)];
+        let policy = Policy {
+            surrogate: "switchyard".into(),
+            heuristic: Heuristic { last_modified_fraction: Some(0.1), default: Some(Duration::from_secs(5)) },
+        };
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let rules = response_rules(status, resp, &policy, at);
+        let verdict = storable("GET", status, req, resp, &policy);
+        if verdict.is_ok() {
+            assert!(vary_names(resp).is_some(), "stored with Vary: *");
+        }
+        let age = initial_age(&rules, resp, at, at) + Duration::from_secs(u64::from(first));
+        let r = request_rules(req);
+        match usable(&rules, age, &r) {
+            Use::Fresh => assert!(!rules.no_cache && !r.no_cache && rules.lifetime.is_some_and(|l| age < l)),
+            Use::StaleAllowed => assert!(!rules.must_revalidate && r.max_stale.is_some()),
+            Use::Validate => {}
+        }
+        if let Some(names) = vary_names(resp) {
+            let key = vary_key(&names, req);
+            assert!(vary_matches(&key, req), "a request matches the variant it selected");
+        }
+        let _ = not_modified(req, resp, at);
+        for v in req.all("range") {
+            if let Ok(Some((a, b))) = byte_range(v, u64::from(first)) {
+                assert!(a <= b && b < u64::from(first));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -812,5 +876,17 @@ mod tests {
                 prop_assert!(a <= b && b < secs);
             }
         }
+    }
+
+    /// The `http_fields` fuzz corpus, replayed on stable.
+    #[test]
+    fn the_fuzz_corpus_reads_without_panic() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/http_fields");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).expect("the corpus is in the tree") {
+            fuzzing::check(&std::fs::read(entry.unwrap().path()).unwrap());
+            n += 1;
+        }
+        assert!(n >= 10, "{n} inputs");
     }
 }
