@@ -78,10 +78,7 @@ async fn the_public_cache_test_suite_passes_through_the_gateway() {
             .env("npm_config_base", format!("http://{gateway}"))
             .env("npm_package_config_id", "")
             .output()
-            .map(|o| {
-                std::fs::write(&results2, &o.stdout).unwrap();
-                o
-            })
+            .inspect(|o| std::fs::write(&results2, &o.stdout).unwrap())
     })
     .await
     .unwrap()
