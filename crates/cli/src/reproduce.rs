@@ -75,7 +75,7 @@ pub(crate) struct ReproduceArgs {
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
 
-    /// yates-cache, dou-cacheflow, dou-miscort, ko-worker-centric: the root seed (in yates-cache every policy in a table sees
+    /// yates-cache, dou-cacheflow, dou-miscort, ko-worker-centric, figurehead: the root seed (in yates-cache every policy in a table sees
     /// the same field and queries).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -99,6 +99,15 @@ pub(crate) struct ReproduceArgs {
     /// …; default 5 and 3).
     #[arg(long)]
     runs: Option<u64>,
+
+    /// figurehead: requests per simulated run (9 scenarios × 9 policy runs).
+    #[arg(long, default_value_t = 20_000)]
+    figurehead_requests: u64,
+
+    /// figurehead: plan Base and OptWait from the back-ends' model CDFs (the paper's "oracle
+    /// CDFs") instead of from latencies observed during the run.
+    #[arg(long)]
+    oracle: bool,
 
     /// ko-worker-centric: the workload's and the stores' size against the paper's (1: 6,000
     /// tasks and 6,000-file stores; a run's time grows with the square of it).
@@ -180,6 +189,12 @@ const KO: (&str, &str) = (
     "Ko et al. (Middleware 2007): worker-centric locality against storage affinity; makespan and transfers by store capacity, workers per site and computation cost",
 );
 
+/// Figurehead's latency SLA at least cost over several back-ends, in the simulator.
+const FIGUREHEAD: (&str, &str) = (
+    "figurehead",
+    "Figurehead (Middleware 2007): Table 2's Base against OptWait, and every routing policy (hedging, P2C, least outstanding) for cost and SLA attainment as load and tails change",
+);
+
 /// The reproduction that runs real TCP on the link emulator rather than in the simulator.
 const EMULATED: (&str, &str) = (
     "iwashima-m",
@@ -199,6 +214,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         writeln!(out, "{:<20} {}", CLP.0, CLP.1)?;
         writeln!(out, "{:<20} {}", MISCORT.0, MISCORT.1)?;
         writeln!(out, "{:<20} {}", KO.0, KO.1)?;
+        writeln!(out, "{:<20} {}", FIGUREHEAD.0, FIGUREHEAD.1)?;
         return Ok(());
     }
     let name = args.name.as_deref().unwrap_or_default();
@@ -223,6 +239,10 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
             threads,
             args.out.as_deref(),
         );
+    }
+    if name == FIGUREHEAD.0 {
+        drop(out);
+        return crate::reproduce_figurehead::run(args.figurehead_requests, args.oracle, args.seed, args.out.as_deref());
     }
     if name == KO.0 {
         let runs = args.runs.unwrap_or(3);

@@ -7,6 +7,8 @@
 //!
 //! - [`clp`]: yates-clp's measurements of the delivery server on real threads and sockets:
 //!   fairness against threads, soft and hard throughput-based scheduling.
+//! - [`figurehead`]: Figurehead's Base and OptWait (Middleware 2007) against today's hedging and
+//!   load-balancing policies over back-ends of different speed and price, in the simulator.
 //! - [`iwashima`]: Iwashima ch. 7, channels striped or pinned over m connections through an
 //!   emulated bottleneck (real TCP in network namespaces; needs root).
 //! - [`keys`]: the keys placement experiments place: the shipped sample, generators, captures
@@ -38,6 +40,7 @@
 pub mod bench;
 pub mod cacheflow;
 pub mod clp;
+pub mod figurehead;
 pub mod iwashima;
 pub mod keys;
 pub mod ko;

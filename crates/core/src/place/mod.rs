@@ -41,6 +41,7 @@ pub mod rebalance;
 mod ring;
 mod round_robin;
 pub mod score;
+pub mod sla;
 pub mod tasks;
 mod weighted;
 

@@ -2,6 +2,7 @@
 
 pub mod cacheflow;
 pub mod clp;
+pub mod figurehead;
 pub mod grid;
 pub mod jobs;
 pub mod mmc;
