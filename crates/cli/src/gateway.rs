@@ -7,8 +7,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use switchyard_core::cache::{AgeFrom, Lookup};
+use switchyard_core::place::sla::{RouteKind, Sla};
 use switchyard_gateway::field::FieldConfig;
 use switchyard_gateway::gateway::GatewayConfig;
+use switchyard_gateway::origins::{OriginSpec, parse_sla};
 use switchyard_sim::models::sensor::{ChangeModel, FieldSpec, Stations};
 
 /// Serve a sensor field over HTTP: the simulator's field in real time, with its access
@@ -188,9 +190,23 @@ struct GatewayServe {
     /// Sit in front of this HTTP origin instead of a sensor field, as a shared HTTP cache (RFC
     /// 9111): responses kept as the origin's Cache-Control, Expires and Vary allow,
     /// revalidated with ETag and Last-Modified, concurrent misses coalesced; answers carry
-    /// X-Cache and Age.
-    #[arg(long, conflicts_with_all = ["field", "field_udp", "policy", "age_from", "keep_approximations"])]
-    origin: Option<String>,
+    /// X-Cache and Age. Give it several times, as URL@PRICE, for origins holding the same
+    /// content at different speeds and prices: each read then goes to them as --route says.
+    #[arg(long, value_name = "URL[@PRICE]", conflicts_with_all = ["field", "field_udp", "policy", "age_from", "keep_approximations"])]
+    origin: Vec<String>,
+    /// With several --origin: how reads are spread. base and optwait are Figurehead's
+    /// (Middleware 2007): Base splits reads over at most two origins, OptWait tries them in
+    /// order of price, each after an optimised wait; both plan from the latencies seen, for
+    /// --sla, at least price. hedge95 (the cheapest, then the next once the first has taken
+    /// its 95th percentile), hedge:MS (a fixed hedging delay, as Envoy and gRPC), least-
+    /// outstanding and p2c (peak-EWMA latency) are today's peers. The first answer wins; the
+    /// other attempts are cancelled.
+    #[arg(long, default_value = "optwait", value_parser = parse_route, requires = "origin")]
+    route: RouteKind,
+    /// With several --origin: the latency guarantee base and optwait plan for, as
+    /// PERCENT:LATENCY (95:600ms: 95 % of reads within 600 ms); /metrics counts how many met it.
+    #[arg(long, default_value = "95:1s", value_parser = parse_sla, requires = "origin")]
+    sla: Sla,
     /// With --origin: answer a response this many seconds past its freshness at once, while
     /// one read refreshes it (RFC 5861 stale-while-revalidate).
     #[arg(long, requires = "origin")]
@@ -328,9 +344,24 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
         GatewayCommand::Serve(a) => a,
         GatewayCommand::Coop(c) => return run_coop(c),
     };
-    if let Some(origin) = &a.origin {
+    if !a.origin.is_empty() {
+        let origins: Vec<OriginSpec> =
+            a.origin.iter().map(|o| OriginSpec::parse(o)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
+        let what = if origins.len() == 1 {
+            format!("gateway (an RFC 9111 shared cache) in front of {}", origins[0].url)
+        } else {
+            format!(
+                "gateway (an RFC 9111 shared cache) over {} origins, route {}, SLA {:.1} % within {:?}",
+                origins.len(),
+                a.route.name(),
+                a.sla.percent * 100.0,
+                a.sla.within
+            )
+        };
         let config = switchyard_gateway::origin::OriginConfig {
-            origin: origin.clone(),
+            origins,
+            route: a.route,
+            sla: a.sla,
             heuristic: switchyard_core::cache::http::Heuristic {
                 last_modified_fraction: a.heuristic.map(|p| f64::from(p) / 100.0),
                 default: a.default_ttl.map(|s| seconds("--default-ttl", s)).transpose()?,
@@ -343,11 +374,7 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
             upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
         };
         let router = switchyard_gateway::origin::router(config);
-        return runtime()?.block_on(serve(
-            a.listen,
-            router,
-            &format!("gateway (an RFC 9111 shared cache) in front of {origin}"),
-        ));
+        return runtime()?.block_on(serve(a.listen, router, &what));
     }
     let ttl = a.ttl.unwrap_or(80.0 / 9.0);
     let config = GatewayConfig {
@@ -367,4 +394,8 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
         let router = switchyard_gateway::gateway::router(config).await?;
         serve(a.listen, router, &format!("gateway ({}, T = {ttl:.2} s)", a.policy)).await
     })
+}
+
+fn parse_route(s: &str) -> Result<RouteKind, String> {
+    RouteKind::parse(s).ok_or_else(|| format!("no route `{s}`: use one of {}", RouteKind::NAMES))
 }

@@ -26,3 +26,4 @@ pub mod gateway;
 mod http;
 mod metrics;
 pub mod origin;
+pub mod origins;

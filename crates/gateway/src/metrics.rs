@@ -4,6 +4,7 @@ use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 /// A whole-number counter.
@@ -30,6 +31,23 @@ impl Metrics {
         let c = Amount::default();
         self.registry.register(name, help, c.clone());
         c
+    }
+
+    /// A family of metrics of kind `M` told apart by labels (e.g. one per origin).
+    pub(crate) fn family<M>(&mut self, name: &str, help: &str) -> Family<Vec<(String, String)>, M>
+    where
+        M: prometheus_client::metrics::TypedMetric
+            + prometheus_client::encoding::EncodeMetric
+            + Default
+            + Clone
+            + Send
+            + Sync
+            + std::fmt::Debug
+            + 'static,
+    {
+        let f = Family::<Vec<(String, String)>, M>::default();
+        self.registry.register(name, help, f.clone());
+        f
     }
 
     /// The text a scraper reads.

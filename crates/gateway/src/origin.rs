@@ -34,20 +34,27 @@ use bytes::Bytes;
 use switchyard_core::Nanos;
 use switchyard_core::cache::http::{self as rfc, Fields, Heuristic, Policy, ResponseRules, Use};
 use switchyard_core::cache::{AgeFrom, Alone, Answer, Cache, Lookup, ReadId, Reading};
+use switchyard_core::place::sla::{RouteKind, Sla};
 use tokio::sync::oneshot;
 
 use crate::http::nanos;
 use crate::metrics::{Count, Metrics};
+use crate::origins::{FetchError, Fetched, OriginSpec, Origins};
 
 /// The device token the gateway answers to in `Surrogate-Control` (it announces itself with
 /// `Surrogate-Capability: switchyard="Surrogate/1.0"`).
 pub const SURROGATE: &str = "switchyard";
 
-/// How the gateway runs in front of an origin.
+/// How the gateway runs in front of an origin (or several).
 #[derive(Clone, Debug)]
 pub struct OriginConfig {
-    /// The origin's base URL, e.g. `http://127.0.0.1:8080`.
-    pub origin: String,
+    /// The origins, each with its price per request. With more than one, they are taken to
+    /// hold the same content, and each read goes to them as `route` says.
+    pub origins: Vec<OriginSpec>,
+    /// How reads are spread over several origins.
+    pub route: RouteKind,
+    /// The latency SLA Base and OptWait plan for (and `/metrics` counts attainment against).
+    pub sla: Sla,
     /// Freshness made up for responses that state none (RFC 9111 §4.2.2); none by default.
     pub heuristic: Heuristic,
     /// How long past its freshness a response is answered at once while a read refreshes it,
@@ -58,6 +65,22 @@ pub struct OriginConfig {
     pub stale_if_error: Option<Duration>,
     /// The longest a read of the origin may take.
     pub upstream_timeout: Duration,
+}
+
+impl OriginConfig {
+    /// One origin at `url`, with the defaults: no heuristic freshness, no stale answers, a
+    /// 10 s read timeout (and, should more origins be added, OptWait for 95 % within 1 s).
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            origins: vec![OriginSpec { url: url.into().trim_end_matches('/').to_string(), price: 1.0 }],
+            route: RouteKind::OptWait,
+            sla: Sla { percent: 0.95, within: Duration::from_secs(1) },
+            heuristic: Heuristic::default(),
+            stale_while_revalidate: None,
+            stale_if_error: None,
+            upstream_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 /// A message's fields as the core reads them (values that are not text left out).
@@ -169,6 +192,8 @@ struct Shared {
     config: OriginConfig,
     policy: Policy,
     client: reqwest::Client,
+    /// The router over several origins (unused with one).
+    origins: Origins,
     start: Instant,
     metrics: Metrics,
     counters: Counters,
@@ -189,8 +214,16 @@ impl Shared {
         Nanos(self.start.elapsed().as_nanos() as u64)
     }
 
-    fn url(&self, key: &str) -> String {
-        format!("{}{key}", self.config.origin.trim_end_matches('/'))
+    /// Sends `method key` to the origin, or over the origins as the route says.
+    async fn fetch(&self, method: Method, key: &str, headers: HeaderMap, body: Bytes) -> Result<Fetched, FetchError> {
+        if let [one] = self.config.origins.as_slice() {
+            let failed = |e: reqwest::Error| FetchError { timeout: e.is_timeout(), why: e.to_string() };
+            let url = format!("{}{key}", one.url);
+            let r = self.client.request(method, &url).headers(headers).body(body).send().await.map_err(failed)?;
+            let (status, headers) = (r.status(), r.headers().clone());
+            return Ok(Fetched { status, headers, body: r.bytes().await.map_err(failed)?, origin: 0 });
+        }
+        self.origins.fetch(&self.client, method, key, headers, body).await
     }
 }
 
@@ -220,11 +253,13 @@ pub fn router(config: OriginConfig) -> Router {
             .count("gateway_not_stored", "Responses read that RFC 9111 does not let a shared cache store."),
     };
     let policy = Policy { surrogate: SURROGATE.to_string(), heuristic: config.heuristic };
+    let origins = Origins::new(config.origins.clone(), config.route, config.sla, &mut metrics);
     let shared = Arc::new(Shared {
         cache: Mutex::new(cache),
         config,
         policy,
         client,
+        origins,
         start: Instant::now(),
         metrics,
         counters,
@@ -280,16 +315,14 @@ fn key_of(request: &Request) -> String {
 async fn pass(s: Arc<Shared>, request: Request) -> Response {
     let key = key_of(&request);
     let method = request.method().clone();
-    let url = s.url(&key);
     let headers = forwarded(request.headers(), false);
     let body = match axum::body::to_bytes(request.into_body(), 64 << 20).await {
         Ok(b) => b,
         Err(e) => return failure(StatusCode::PAYLOAD_TOO_LARGE, format!("the request's body: {e}")),
     };
-    let sent = s.client.request(method.clone(), &url).headers(headers).body(body).send().await;
-    let r = match sent {
+    let r = match s.fetch(method.clone(), &key, headers, body).await {
         Ok(r) => r,
-        Err(e) if e.is_timeout() => {
+        Err(e) if e.timeout => {
             return failure(
                 StatusCode::GATEWAY_TIMEOUT,
                 format!("the origin did not answer {method} {key} within {:?}", s.config.upstream_timeout),
@@ -297,13 +330,12 @@ async fn pass(s: Arc<Shared>, request: Request) -> Response {
         }
         Err(e) => return failure(StatusCode::BAD_GATEWAY, format!("{method} {key} to the origin failed: {e}")),
     };
-    let status = r.status();
+    let status = r.status;
     let unsafe_method = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE);
     if unsafe_method && (status.is_success() || status.is_redirection()) {
         let mut changed = vec![key.clone()];
         for name in [header::LOCATION, header::CONTENT_LOCATION] {
-            if let Some(path) =
-                r.headers().get(&name).and_then(|v| v.to_str().ok()).and_then(|v| same_origin_path(&s, v))
+            if let Some(path) = r.headers.get(&name).and_then(|v| v.to_str().ok()).and_then(|v| same_origin_path(&s, v))
             {
                 changed.push(path);
             }
@@ -314,13 +346,8 @@ async fn pass(s: Arc<Shared>, request: Request) -> Response {
             cache.invalidate(k, now);
         }
     }
-    let headers = end_to_end(r.headers(), &[]);
-    let body = match r.bytes().await {
-        Ok(b) => b,
-        Err(e) => {
-            return failure(StatusCode::BAD_GATEWAY, format!("{method} {key}: the origin's answer broke off: {e}"));
-        }
-    };
+    let headers = end_to_end(&r.headers, &[]);
+    let body = r.body;
     let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
@@ -348,8 +375,10 @@ fn same_origin_path(s: &Shared, value: &str) -> Option<String> {
     if value.starts_with('/') {
         return Some(value.to_string());
     }
-    let base = s.config.origin.trim_end_matches('/');
-    value.strip_prefix(base).filter(|p| p.starts_with('/')).map(str::to_string)
+    s.config
+        .origins
+        .iter()
+        .find_map(|o| value.strip_prefix(o.url.as_str()).filter(|p| p.starts_with('/')).map(str::to_string))
 }
 
 /// How an answer was made, for its `X-Cache` fields.
@@ -602,7 +631,6 @@ async fn read_origin(
     forward: HeaderMap,
     stale: Option<Arc<Variant>>,
 ) -> Outcome {
-    let url = s.url(&key);
     let requested = SystemTime::now();
     // Reads of one key may overlap: the one started last is kept, whenever it ends.
     let started = s.now();
@@ -617,12 +645,7 @@ async fn read_origin(
         HeaderName::from_static("surrogate-capability"),
         HeaderValue::from_str(&rfc::surrogate_capability(SURROGATE)).expect("a token"),
     );
-    let got = async {
-        let r = s.client.get(&url).headers(headers).send().await?;
-        let (status, h) = (r.status(), r.headers().clone());
-        Ok::<_, reqwest::Error>((status, h, r.bytes().await?))
-    }
-    .await;
+    let got = s.fetch(Method::GET, &key, headers, Bytes::new()).await.map(|f| (f.status, f.headers, f.body));
     let received = SystemTime::now();
     let rf = fields(&forward);
     let req = Fields(&rf);
@@ -679,7 +702,7 @@ async fn read_origin(
         }
         Err(e) => {
             s.counters.upstream_failures.inc();
-            (Outcome::Failed { timeout: e.is_timeout(), why: e.to_string(), stale: stand_in() }, None)
+            (Outcome::Failed { timeout: e.timeout, why: e.why, stale: stand_in() }, None)
         }
     };
     let waiters = match store {

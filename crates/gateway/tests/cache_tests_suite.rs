@@ -60,13 +60,7 @@ async fn the_public_cache_test_suite_passes_through_the_gateway() {
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let gateway = listener.local_addr().unwrap();
-    let router = origin::router(OriginConfig {
-        origin: format!("http://127.0.0.1:{port}"),
-        heuristic: Default::default(),
-        stale_while_revalidate: None,
-        stale_if_error: None,
-        upstream_timeout: Duration::from_secs(10),
-    });
+    let router = origin::router(OriginConfig::new(format!("http://127.0.0.1:{port}")));
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
 
     let results = dir.join("switchyard.json");

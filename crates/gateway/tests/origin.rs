@@ -68,11 +68,9 @@ fn heuristic(d: Duration) -> Heuristic {
 
 fn config(origin: SocketAddr) -> OriginConfig {
     OriginConfig {
-        origin: format!("http://{origin}"),
         heuristic: heuristic(Duration::from_secs(60)),
-        stale_while_revalidate: None,
-        stale_if_error: None,
         upstream_timeout: Duration::from_secs(5),
+        ..OriginConfig::new(format!("http://{origin}"))
     }
 }
 

@@ -88,13 +88,10 @@ fn bench(a: &Setup) -> Result<Report> {
     let dir = std::env::temp_dir().join(format!("switchyard-bench-nginx-{}", std::process::id()));
     let start_ours = |ttl: Duration| {
         runtime.block_on(serve(switchyard_gateway::origin::router(OriginConfig {
-            origin: format!("http://{origin}"),
             // The field's answers state no freshness: the same fixed lifetime nginx is
             // given with proxy_cache_valid.
             heuristic: switchyard_core::cache::http::Heuristic { default: Some(ttl), ..Default::default() },
-            stale_while_revalidate: None,
-            stale_if_error: None,
-            upstream_timeout: Duration::from_secs(10),
+            ..OriginConfig::new(format!("http://{origin}"))
         })))
     };
     let (ours, ours_short) = (start_ours(Duration::from_secs(3600))?, start_ours(Duration::from_secs(2))?);

@@ -1,0 +1,322 @@
+//! Several origins holding the same content, of different speed and price (Figurehead's
+//! back-ends, notes 004b §1): each read goes where the core's [`SlaRouter`] says — Base's
+//! split, OptWait's chain, or a modern peer — the first answer wins and the attempts still
+//! under way are cancelled (the paper lets them run; cancelling frees the origins' time and,
+//! where origins bill only what they serve, their price). Per-origin latency quantiles,
+//! attempts, price paid and SLA attainment are counted for `/metrics`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::{HeaderMap, Method, StatusCode};
+use bytes::Bytes;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use switchyard_core::place::sla::{Ended, Plan, RouteKind, Sla, SlaRouter};
+use tokio::task::JoinSet;
+
+use crate::metrics::{Amount, Count, Metrics};
+
+/// One origin: its base URL and its price per request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OriginSpec {
+    /// Base URL, e.g. `http://10.0.0.2:8080`.
+    pub url: String,
+    /// Price per request sent to it.
+    pub price: f64,
+}
+
+impl OriginSpec {
+    /// Reads `URL` or `URL@PRICE` (a price of 1 when none is given).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (url, price) = match s.rsplit_once('@') {
+            Some((u, p)) if !p.contains('/') => {
+                let price: f64 = p
+                    .parse()
+                    .map_err(|_| format!("`{p}` in `{s}` is not a price (URL@PRICE, e.g. http://a:80@0.4)"))?;
+                if !(price >= 0.0 && price.is_finite()) {
+                    return Err(format!("the price in `{s}` must be a number ≥ 0"));
+                }
+                (u, price)
+            }
+            _ => (s, 1.0),
+        };
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(format!("`{url}` is not an http:// or https:// URL"));
+        }
+        Ok(Self { url: url.trim_end_matches('/').to_string(), price })
+    }
+}
+
+/// Reads an SLA `P:L`, e.g. `95:600ms` (95 % within 600 ms); L in `ms` or `s`.
+pub fn parse_sla(s: &str) -> Result<Sla, String> {
+    let bad = || format!("`{s}` is not an SLA: write PERCENT:LATENCY, e.g. 95:600ms or 99.9:2s");
+    let (p, l) = s.split_once(':').ok_or_else(bad)?;
+    let percent: f64 = p.trim_end_matches('%').parse().map_err(|_| bad())?;
+    let within = if let Some(ms) = l.strip_suffix("ms") {
+        Duration::from_secs_f64(ms.parse::<f64>().map_err(|_| bad())? / 1e3)
+    } else if let Some(secs) = l.strip_suffix('s') {
+        Duration::from_secs_f64(secs.parse::<f64>().map_err(|_| bad())?)
+    } else {
+        return Err(bad());
+    };
+    if !(percent > 0.0 && percent <= 100.0) || within.is_zero() {
+        return Err(bad());
+    }
+    Ok(Sla { percent: percent / 100.0, within })
+}
+
+/// An origin's answer.
+#[derive(Debug)]
+pub struct Fetched {
+    /// Its status.
+    pub status: StatusCode,
+    /// Its fields.
+    pub headers: HeaderMap,
+    /// Its body, whole.
+    pub body: Bytes,
+    /// Which origin answered.
+    pub origin: usize,
+}
+
+/// Why no origin answered.
+#[derive(Debug, thiserror::Error)]
+#[error("{why}")]
+pub struct FetchError {
+    /// Whether the last attempt timed out.
+    pub timeout: bool,
+    /// What the last attempt said.
+    pub why: String,
+}
+
+struct PerOrigin {
+    sent: Family<Vec<(String, String)>, Count>,
+    answered: Family<Vec<(String, String)>, Count>,
+    cancelled: Family<Vec<(String, String)>, Count>,
+    cost: Family<Vec<(String, String)>, Amount>,
+    latency: Family<Vec<(String, String)>, Gauge<f64, AtomicU64>>,
+}
+
+/// The origins and the router between them.
+pub struct Origins {
+    specs: Vec<OriginSpec>,
+    router: Arc<Mutex<SlaRouter>>,
+    probes: Family<Vec<(String, String)>, Count>,
+    requests: Count,
+    within: Count,
+    per: PerOrigin,
+    routed: AtomicU64,
+    rng: Mutex<u64>,
+}
+
+/// Requests between re-plans (and between refreshes of the latency quantiles in `/metrics`).
+const REPLAN_EVERY: u64 = 100;
+
+/// Reads between probes (each probe goes to the next origin in turn), and the latencies an
+/// origin needs before it is probed only in turn. A route that never sends to an origin
+/// would otherwise never learn that it got faster, and Base and OptWait could not plan
+/// before every origin has answered.
+const PROBE_EVERY: u64 = 20;
+const PROBE_UNTIL: u64 = 20;
+
+impl Origins {
+    /// The origins `specs`, routed by `route` for `sla`, their counters registered in
+    /// `metrics`.
+    pub(crate) fn new(specs: Vec<OriginSpec>, route: RouteKind, sla: Sla, metrics: &mut Metrics) -> Self {
+        let router = SlaRouter::new(route, sla, specs.iter().map(|s| s.price).collect(), 1000);
+        let per = PerOrigin {
+            sent: metrics.family("gateway_origin_attempts", "Attempts sent to each origin."),
+            answered: metrics.family("gateway_origin_answers", "Attempts that answered first."),
+            cancelled: metrics.family("gateway_origin_cancelled", "Attempts cancelled or failed."),
+            cost: metrics.family("gateway_origin_cost", "Price paid to each origin (every attempt sent)."),
+            latency: metrics.family(
+                "gateway_origin_latency_seconds",
+                "Each origin's latency at quantile 0.5, 0.95 and 0.99 (attempts cancelled count as slowest).",
+            ),
+        };
+        Self {
+            router: Arc::new(Mutex::new(router)),
+            probes: metrics.family(
+                "gateway_origin_probes",
+                "Reads copied to an origin only to learn its latency (as Figurehead's monitoring probes; their price is not in gateway_origin_cost).",
+            ),
+            requests: metrics.count("gateway_routed_requests", "Reads routed over the origins."),
+            within: metrics.count("gateway_sla_within", "Routed reads answered within the SLA's latency."),
+            per,
+            specs,
+            routed: AtomicU64::new(0),
+            rng: Mutex::new(0x9e37_79b9_7f4a_7c15),
+        }
+    }
+
+    /// The origins.
+    pub fn specs(&self) -> &[OriginSpec] {
+        &self.specs
+    }
+
+    /// The plan Base or OptWait follows now, as text (empty for the others).
+    pub fn plan(&self) -> String {
+        let r = self.router.lock().expect("no panic under the router's lock");
+        match r.plan() {
+            Plan::Split(s) => {
+                s.p.iter()
+                    .enumerate()
+                    .filter(|(_, p)| **p > 0.0)
+                    .map(|(i, p)| format!("{} {:.0}%", self.specs[i].url, p * 100.0))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+            Plan::Chain(c) => c
+                .steps
+                .iter()
+                .map(|(i, at)| format!("{} at {} ms", self.specs[*i].url, at.as_millis()))
+                .collect::<Vec<_>>()
+                .join(" → "),
+            Plan::Infeasible(e, b) => format!("{e}; all to {}", self.specs[*b].url),
+            Plan::None => String::new(),
+        }
+    }
+
+    fn label(&self, i: usize) -> Vec<(String, String)> {
+        vec![("origin".into(), self.specs[i].url.clone())]
+    }
+
+    /// Two uniform draws in [0, 1) (splitmix64; the routing draws need no cryptography).
+    fn draws(&self) -> (f64, f64) {
+        let mut s = self.rng.lock().expect("no panic under the draw's lock");
+        let mut next = || {
+            *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = *s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        };
+        (next(), next())
+    }
+
+    /// Copies a `GET` to an origin that has few latencies yet, or every [`PROBE_EVERY`] reads
+    /// to the next origin in turn, in the background; its latency goes to the router, its
+    /// answer nowhere.
+    fn probe(&self, client: &reqwest::Client, n: u64, path: &str, headers: &HeaderMap) {
+        let target = {
+            let r = self.router.lock().expect("no panic under the router's lock");
+            let starved =
+                (0..self.specs.len()).filter(|&i| r.tracker(i).len() < PROBE_UNTIL).min_by_key(|&i| r.tracker(i).len());
+            starved.or_else(|| n.is_multiple_of(PROBE_EVERY).then(|| (n / PROBE_EVERY) as usize % self.specs.len()))
+        };
+        let Some(b) = target else { return };
+        self.probes.get_or_create(&self.label(b)).inc();
+        let (client, headers, router) = (client.clone(), headers.clone(), Arc::clone(&self.router));
+        let url = format!("{}{path}", self.specs[b].url);
+        tokio::spawn(async move {
+            let sent = Instant::now();
+            let got = async { client.get(&url).headers(headers).send().await?.bytes().await }.await;
+            let took = sent.elapsed();
+            let mut r = router.lock().expect("no panic under the router's lock");
+            r.observed(b, if got.is_ok() { Ended::Answered(took) } else { Ended::Abandoned(took) });
+        });
+    }
+
+    /// Sends `method path` with `headers` and `body` as the router plans, and returns the
+    /// first answer (any status); cancels the attempts still under way. An attempt that fails
+    /// starts the next one at once.
+    pub async fn fetch(
+        &self,
+        client: &reqwest::Client,
+        method: Method,
+        path: &str,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Fetched, FetchError> {
+        let n = self.routed.fetch_add(1, Ordering::Relaxed);
+        if method == Method::GET {
+            self.probe(client, n, path, &headers);
+        }
+        let (u1, u2) = self.draws();
+        let (plan, sla) = {
+            let mut r = self.router.lock().expect("no panic under the router's lock");
+            if n.is_multiple_of(REPLAN_EVERY) {
+                r.replan();
+                for i in 0..self.specs.len() {
+                    for q in [0.5, 0.95, 0.99] {
+                        let v = r.tracker(i).quantile(q).map_or(f64::NAN, |d| d.as_secs_f64());
+                        let mut l = self.label(i);
+                        l.push(("quantile".into(), q.to_string()));
+                        self.per.latency.get_or_create(&l).set(v);
+                    }
+                }
+            }
+            (r.route(u1, u2), r.sla())
+        };
+        self.requests.inc();
+        let start = Instant::now();
+        let mut attempts: JoinSet<(usize, Instant, Result<Fetched, reqwest::Error>)> = JoinSet::new();
+        let mut under_way: Vec<(usize, Instant)> = Vec::new();
+        let mut next = 0;
+        let mut skip_wait = false;
+        let mut last = FetchError { timeout: false, why: "no origin to ask".into() };
+        loop {
+            let due = plan.get(next).map(|a| if skip_wait { start } else { start + a.at });
+            tokio::select! {
+                () = async { tokio::time::sleep_until(due.expect("guarded").into()).await }, if due.is_some() => {
+                    skip_wait = false;
+                    let b = plan[next].backend;
+                    next += 1;
+                    let (client, method, headers, body) = (client.clone(), method.clone(), headers.clone(), body.clone());
+                    let url = format!("{}{path}", self.specs[b].url);
+                    let sent = Instant::now();
+                    under_way.push((b, sent));
+                    self.router.lock().expect("no panic under the router's lock").sent(b);
+                    self.per.sent.get_or_create(&self.label(b)).inc();
+                    self.per.cost.get_or_create(&self.label(b)).inc_by(self.specs[b].price);
+                    attempts.spawn(async move {
+                        let got = async {
+                            let r = client.request(method, &url).headers(headers).body(body).send().await?;
+                            let (status, headers) = (r.status(), r.headers().clone());
+                            Ok(Fetched { status, headers, body: r.bytes().await?, origin: b })
+                        }
+                        .await;
+                        (b, sent, got)
+                    });
+                }
+                Some(joined) = attempts.join_next(), if !attempts.is_empty() => {
+                    let Ok((b, sent, got)) = joined else { continue };
+                    if let Some(at) = under_way.iter().position(|(o, s)| *o == b && *s == sent) {
+                        under_way.swap_remove(at);
+                    }
+                    let took = sent.elapsed();
+                    let mut router = self.router.lock().expect("no panic under the router's lock");
+                    match got {
+                        Ok(f) => {
+                            router.ended(b, Ended::Answered(took));
+                            self.per.answered.get_or_create(&self.label(b)).inc();
+                            for (o, s) in under_way.drain(..) {
+                                router.ended(o, Ended::Abandoned(s.elapsed()));
+                                self.per.cancelled.get_or_create(&self.label(o)).inc();
+                            }
+                            drop(router);
+                            attempts.abort_all();
+                            if start.elapsed() <= sla.within {
+                                self.within.inc();
+                            }
+                            return Ok(f);
+                        }
+                        Err(e) => {
+                            router.ended(b, Ended::Abandoned(took));
+                            self.per.cancelled.get_or_create(&self.label(b)).inc();
+                            last = FetchError { timeout: e.is_timeout(), why: format!("{}: {e}", self.specs[b].url) };
+                            if attempts.is_empty() {
+                                if next >= plan.len() {
+                                    return Err(last);
+                                }
+                                skip_wait = true;
+                            }
+                        }
+                    }
+                }
+                else => return Err(last),
+            }
+        }
+    }
+}
