@@ -23,6 +23,7 @@ enum BenchWhat {
     Gateway(crate::bench_gateway::GatewayBench),
     Deliver(crate::bench_deliver::DeliverBench),
     Jobs(crate::bench_jobs::JobsBench),
+    Figurehead(crate::bench_figurehead::FigureheadBench),
 }
 
 /// The DPI pipeline on a uniform and a skewed generated trace: single thread, then static hash,
@@ -84,6 +85,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         BenchWhat::Gateway(a) => crate::bench_gateway::run(a),
         BenchWhat::Deliver(a) => crate::bench_deliver::run(a),
         BenchWhat::Jobs(a) => crate::bench_jobs::run(a),
+        BenchWhat::Figurehead(a) => crate::bench_figurehead::run_bench(a),
     }
 }
 

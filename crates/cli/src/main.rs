@@ -7,6 +7,7 @@
 
 mod bench;
 mod bench_deliver;
+mod bench_figurehead;
 mod bench_gateway;
 mod bench_jobs;
 mod bench_mux;

@@ -148,3 +148,34 @@ fn jobs_assigns_tasks_through_the_coordinator_and_times_its_polls() {
     let bad = jobs::Setup { workers: 0, ..setup };
     assert!(jobs::run(&bad, &mut |_, _| {}).unwrap_err().to_string().contains("at least one worker"));
 }
+
+/// The Figurehead bench, small: two routes through the gateway over four loopback origins,
+/// each beside the simulator's prediction; a fixed-delay hedge sends more attempts a read.
+#[test]
+fn the_figurehead_bench_runs_routes_beside_their_prediction() {
+    use std::time::Duration;
+
+    use switchyard_core::place::sla::RouteKind;
+    use switchyard_experiments::bench::figurehead::{Setup, run};
+    use switchyard_experiments::figurehead::SWEEP_SLA;
+
+    let setup = Setup {
+        requests: 200,
+        rate: 200.0,
+        routes: vec![
+            (RouteKind::LeastOutstanding, SWEEP_SLA.within),
+            (RouteKind::HedgeFixed(Duration::from_millis(30)), SWEEP_SLA.within),
+        ],
+        ..Setup::default()
+    };
+    let rows = run(&setup, &|_| {}).unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!(r.real.failed, 0, "{r:?}");
+        assert!(r.real.attained > 0.5 && r.real.cost > 0.0, "{r:?}");
+        assert!((r.real.share.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{r:?}");
+        assert!(r.predicted.attained > 0.5, "{r:?}");
+    }
+    assert!(rows[1].predicted.attempts > rows[0].predicted.attempts);
+    assert!(run(&Setup { requests: 0, ..setup }, &|_| {}).is_err());
+}

@@ -7,6 +7,8 @@
 //! - [`gateway`]: the caching gateway against nginx's `proxy_cache`, and the core's cache against
 //!   moka.
 //! - [`deliver`]: the delivery server against a tokio server and nginx's `limit_rate`.
+//! - [`figurehead`]: the gateway over four origins of different speed and price, every routing
+//!   policy for SLA attainment and price per read, beside the simulator's prediction.
 //! - [`jobs`]: the jobs coordinator's task assignments per second and poll latency against
 //!   Celery with Redis.
 //!
@@ -14,6 +16,7 @@
 //! wrk); none of the drivers depends on them.
 
 pub mod deliver;
+pub mod figurehead;
 pub mod gateway;
 pub mod inspect;
 pub mod jobs;
