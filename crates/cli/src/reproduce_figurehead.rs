@@ -7,7 +7,10 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use switchyard_experiments::figurehead::{self, SweepRow, WHY};
+use switchyard_experiments::figurehead::{self, SweepRow, Table2Row, WHY};
+use switchyard_sim::report::{Series, Style, line_chart};
+
+use crate::report::series_by_name;
 
 pub(crate) fn run(requests: u64, oracle: bool, seed: u64, dir: Option<&Path>) -> Result<()> {
     let mut out = std::io::stdout().lock();
@@ -24,7 +27,8 @@ pub(crate) fn run(requests: u64, oracle: bool, seed: u64, dir: Option<&Path>) ->
     let diff = |ours: Option<f64>, published: f64| ours.map_or("-".to_string(), |o| format!("{:+.2}", o - published));
     let show = |v: Option<f64>| v.map_or("infeas.".to_string(), |v| format!("{v:.2}"));
     let mut search_us: f64 = 0.0;
-    for r in figurehead::table2(seed) {
+    let table = figurehead::table2(seed);
+    for r in table.iter().cloned() {
         let p = r.published;
         search_us = search_us.max(r.optwait_us);
         writeln!(
@@ -111,7 +115,12 @@ pub(crate) fn run(requests: u64, oracle: bool, seed: u64, dir: Option<&Path>) ->
     }
     if let Some(d) = dir {
         write_csv(d, &rows)?;
-        writeln!(out, "\nwrote figurehead.csv in {}", d.display())?;
+        write_charts(d, &rows, &table)?;
+        writeln!(
+            out,
+            "\nwrote figurehead.csv, figurehead-table2.svg and figurehead-{{cost,attained}}.svg in {}",
+            d.display()
+        )?;
     }
     Ok(())
 }
@@ -141,4 +150,53 @@ fn write_csv(dir: &Path, rows: &[SweepRow]) -> Result<()> {
     }
     let path = dir.join("figurehead.csv");
     std::fs::write(&path, csv).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Table 2 (ours and published, prices 5/10/15, against L), and the sweep at the middle tail
+/// (price and attainment against load, a line per route).
+fn write_charts(dir: &Path, rows: &[SweepRow], table: &[Table2Row]) -> Result<()> {
+    let same = |r: &&Table2Row| r.published.prices == [5.0, 10.0, 15.0];
+    let pts = |f: &dyn Fn(&Table2Row) -> Option<f64>| -> Vec<(f64, f64)> {
+        table.iter().filter(same).filter_map(|r| Some((r.published.within_ms as f64, f(r)?))).collect()
+    };
+    let series = vec![
+        Series { name: "Base (ours)".into(), points: pts(&|r| r.base), style: Style::Measured },
+        Series { name: "OptWait (ours)".into(), points: pts(&|r| r.optwait), style: Style::Measured },
+        Series { name: "Base (published)".into(), points: pts(&|r| Some(r.published.base)), style: Style::Published },
+        Series {
+            name: "OptWait (published)".into(),
+            points: pts(&|r| Some(r.published.optwait)),
+            style: Style::Published,
+        },
+    ];
+    let svg =
+        line_chart("Table 2: price per read for 95 % within L (prices 5, 10, 15)", "L, ms", "price per read", &series)
+            .map_err(anyhow::Error::msg)?;
+    std::fs::write(dir.join("figurehead-table2.svg"), svg).context("writing figurehead-table2.svg")?;
+    let mid: Vec<&SweepRow> = rows.iter().filter(|r| (r.tail - 0.08).abs() < 1e-9).collect();
+    let name = |r: &&SweepRow| if r.cancel { format!("{} (cancel)", r.route) } else { r.route.clone() };
+    let names: Vec<String> = mid.iter().map(name).collect();
+    for (file, title, y, f) in [
+        (
+            "figurehead-cost.svg",
+            "Price per read against load (heavy tail 8 %)",
+            "price per read",
+            (&|r: &SweepRow| r.outcome.cost) as &dyn Fn(&SweepRow) -> f64,
+        ),
+        (
+            "figurehead-attained.svg",
+            "Reads within 100 ms against load (heavy tail 8 %)",
+            "% within the SLA's latency",
+            &|r: &SweepRow| r.outcome.attained * 100.0,
+        ),
+    ] {
+        let series = series_by_name(
+            &mid,
+            |r| names[mid.iter().position(|m| std::ptr::eq(*m, *r)).unwrap_or(0)].as_str(),
+            |r| Some((r.rate, f(r))),
+        );
+        let svg = line_chart(title, "reads per second", y, &series).map_err(anyhow::Error::msg)?;
+        std::fs::write(dir.join(file), svg).with_context(|| format!("writing {file}"))?;
+    }
+    Ok(())
 }

@@ -675,3 +675,20 @@ fn reproduce_ko_worker_centric_prints_the_sweeps_and_writes_csv_and_charts() {
     assert!(dir.join("ko-worker-centric-capacity.svg").is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Origin mode's options say what is wrong with them: a price that is not one, an SLA that
+/// does not read, a route that does not exist, and Yates's --ttl where it means nothing.
+#[test]
+fn origin_mode_options_teach_when_wrong() {
+    let o = switchyard(&["gateway", "serve", "--origin", "http://127.0.0.1:1@cheap", "--origin", "http://127.0.0.1:2"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("is not a price (URL@PRICE"), "{}", stderr(&o));
+    let o = switchyard(&["gateway", "serve", "--origin", "http://127.0.0.1:1", "--sla", "95%"]);
+    assert!(stderr(&o).contains("write PERCENT:LATENCY, e.g. 95:600ms"), "{}", stderr(&o));
+    let o = switchyard(&["gateway", "serve", "--origin", "http://127.0.0.1:1", "--route", "fastest"]);
+    assert!(stderr(&o).contains("no route `fastest`: use one of base, optwait"), "{}", stderr(&o));
+    let o = switchyard(&["gateway", "serve", "--origin", "http://127.0.0.1:1", "--ttl", "5"]);
+    assert!(!o.status.success() && stderr(&o).contains("--ttl"), "{}", stderr(&o));
+    let o = switchyard(&["reproduce", "--list"]);
+    assert!(stdout(&o).contains("figurehead"), "{}", stdout(&o));
+}

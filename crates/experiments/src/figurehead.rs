@@ -144,6 +144,8 @@ pub struct Scenario {
     pub sla: Sla,
     /// Requests per second.
     pub rate: f64,
+    /// The heavy-tailed back-end's share of tail answers.
+    pub tail: f64,
 }
 
 /// The gateway bench's four origins, in the simulator: one fast and dear, two slow and cheap,
@@ -194,6 +196,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 backends: four_origins(tail),
                 sla: SWEEP_SLA,
                 rate,
+                tail,
             });
         }
     }
@@ -205,6 +208,10 @@ pub fn scenarios() -> Vec<Scenario> {
 pub struct SweepRow {
     /// The scenario's name.
     pub scenario: String,
+    /// Its requests per second.
+    pub rate: f64,
+    /// Its heavy-tailed back-end's share of tail answers.
+    pub tail: f64,
     /// The policy.
     pub route: String,
     /// Whether other attempts were cancelled at the first answer.
@@ -242,7 +249,15 @@ pub fn sweep(
                 let router = SlaRouter::new(route, sc.sla, sc.backends.iter().map(|b| b.price).collect(), 2000);
                 let plan = plan_text(&router, &sc.backends, oracle, seed);
                 let outcome = simulate(&setup, router)?;
-                rows.push(SweepRow { scenario: sc.name.clone(), route: route.name(), cancel, outcome, plan });
+                rows.push(SweepRow {
+                    scenario: sc.name.clone(),
+                    rate: sc.rate,
+                    tail: sc.tail,
+                    route: route.name(),
+                    cancel,
+                    outcome,
+                    plan,
+                });
                 progress(rows.len());
             }
         }

@@ -9,9 +9,13 @@
 //!   read per key at a time, whose waiters survive the cancellation of whoever asked first,
 //!   because the read runs in a task of its own. A failed or late read is answered with a
 //!   clear status, or with the stale value marked as such. `/metrics` in Prometheus text.
-//! - [`origin`]: the same gateway in front of any HTTP origin: every `GET` cached by path and
-//!   query, coalesced exactly, with a reader's `Cache-Control: max-age`, stale-while-revalidate
-//!   and stale-if-error, the staleness stated in the response.
+//! - [`origin`]: the same gateway in front of any HTTP origin, as a shared HTTP cache: RFC
+//!   9111's rules (`switchyard_core::cache::http`) carried out, coalesced exactly, with
+//!   revalidation, variants, stale-while-revalidate and stale-if-error.
+//! - [`origins`]: several origins of different speed and price behind it, each read sent as
+//!   the core's SLA router says (`switchyard_core::place::sla`: Figurehead's Base and OptWait,
+//!   hedging, P2C), the first answer kept and the rest cancelled, the price counted.
+//! - [`coop`]: one of Cacheflow's cooperating gateways.
 //! - [`field`]: `switchyard field serve`: the sensor field model (`switchyard-models`) served in real time
 //!   over HTTP, with the model's link queues, delays and costs.
 //!
