@@ -27,8 +27,13 @@ fn the_published_plans_cost_exactly_what_the_paper_says() {
 
 #[test]
 fn at_low_load_optwait_meets_the_sla_for_less() {
-    let scenarios =
-        vec![Scenario { name: "50/s".into(), backends: figurehead::four_origins(0.08), sla: SWEEP_SLA, rate: 50.0 }];
+    let scenarios = vec![Scenario {
+        name: "50/s".into(),
+        backends: figurehead::four_origins(0.08),
+        sla: SWEEP_SLA,
+        rate: 50.0,
+        tail: 0.08,
+    }];
     let rows = figurehead::sweep(&scenarios, 6000, false, 3, &|_| {}).unwrap();
     assert_eq!(rows.len(), 9, "six policies, three of them with and without cancelling");
     let get =
