@@ -223,7 +223,11 @@ impl Shared {
             let (status, headers) = (r.status(), r.headers().clone());
             return Ok(Fetched { status, headers, body: r.bytes().await.map_err(failed)?, origin: 0 });
         }
-        self.origins.fetch(&self.client, method, key, headers, body).await
+        if matches!(method, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE) {
+            self.origins.fetch(&self.client, method, key, headers, body).await
+        } else {
+            self.origins.replicate(&self.client, method, key, headers, body).await
+        }
     }
 }
 

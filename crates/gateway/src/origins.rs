@@ -2,7 +2,8 @@
 //! back-ends, notes 004b §1): each read goes where the core's [`SlaRouter`] says — Base's
 //! split, OptWait's chain, or a modern peer — the first answer wins and the attempts still
 //! under way are cancelled (the paper lets them run; cancelling frees the origins' time and,
-//! where origins bill only what they serve, their price). Per-origin latency quantiles,
+//! where origins bill only what they serve, their price). Writes go to every origin, answered
+//! at the first acknowledgement, as Figurehead's do. Per-origin latency quantiles,
 //! attempts, price paid and SLA attainment are counted for `/metrics`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -193,6 +194,53 @@ impl Origins {
             ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
         };
         (next(), next())
+    }
+
+    /// Sends an unsafe request (`PUT`, `POST`, `DELETE`, …) to every origin at once and
+    /// answers with the first that accepts it (2xx or 3xx), as Figurehead writes: to every
+    /// back-end of the file, the client answered at the first acknowledgement. The other
+    /// copies run to the end in the background, so every origin gets the write; a request
+    /// is never hedged, since a second copy of a non-idempotent request sent late would be
+    /// a second request. If none accepts, the first refusal is answered (or the last error).
+    pub async fn replicate(
+        &self,
+        client: &reqwest::Client,
+        method: Method,
+        path: &str,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Fetched, FetchError> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(self.specs.len().max(1));
+        for (b, spec) in self.specs.iter().enumerate() {
+            self.per.sent.get_or_create(&self.label(b)).inc();
+            self.per.cost.get_or_create(&self.label(b)).inc_by(spec.price);
+            let (client, method, headers, body, tx) =
+                (client.clone(), method.clone(), headers.clone(), body.clone(), tx.clone());
+            let url = format!("{}{path}", spec.url);
+            tokio::spawn(async move {
+                let got = async {
+                    let r = client.request(method, &url).headers(headers).body(body).send().await?;
+                    let (status, headers) = (r.status(), r.headers().clone());
+                    Ok(Fetched { status, headers, body: r.bytes().await?, origin: b })
+                }
+                .await
+                .map_err(|e: reqwest::Error| FetchError { timeout: e.is_timeout(), why: format!("{url}: {e}") });
+                let _ = tx.send(got).await;
+            });
+        }
+        drop(tx);
+        let (mut refused, mut last) = (None, FetchError { timeout: false, why: "no origin to ask".into() });
+        while let Some(got) = rx.recv().await {
+            match got {
+                Ok(f) if f.status.is_success() || f.status.is_redirection() => {
+                    self.per.answered.get_or_create(&self.label(f.origin)).inc();
+                    return Ok(f);
+                }
+                Ok(f) => refused = refused.or(Some(f)),
+                Err(e) => last = e,
+            }
+        }
+        refused.ok_or(last)
     }
 
     /// Copies a `GET` to an origin that has few latencies yet, or every [`PROBE_EVERY`] reads

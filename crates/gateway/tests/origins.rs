@@ -1,6 +1,7 @@
 //! The gateway over several origins of different speed and price (Figurehead's setting),
 //! over loopback: a hedge's late attempt is cancelled when the first answer arrives, every
-//! attempt is paid for in /metrics, and OptWait learns to meet its SLA cheaply.
+//! attempt is paid for in /metrics, OptWait learns to meet its SLA cheaply, and a write
+//! reaches every origin.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -136,4 +137,43 @@ async fn optwait_meets_its_sla_for_less_than_the_dear_origin_alone() {
         .sum();
     assert!(within >= 180, "{within} of the last 200 within 150 ms");
     assert!(cost / 400.0 < 6.0, "{} per read: OptWait leaned on the cheap origin\n{m}", cost / 400.0);
+}
+
+/// A write goes to every origin, as Figurehead writes to every back-end, and is answered at
+/// the first acknowledgement; the slower copy still lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_reaches_every_origin_and_is_answered_at_the_first_ack() {
+    let mut origins = Vec::new();
+    let mut counts = Vec::new();
+    for delay in [Duration::from_millis(5), Duration::from_millis(300)] {
+        let n = Arc::new(AtomicU64::new(0));
+        let n2 = Arc::clone(&n);
+        let app = Router::new().route(
+            "/doc",
+            routing::put(move |body: String| {
+                let n = Arc::clone(&n2);
+                async move {
+                    tokio::time::sleep(delay).await;
+                    assert_eq!(body, "v2");
+                    n.fetch_add(1, Ordering::SeqCst);
+                    axum::http::StatusCode::NO_CONTENT
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        origins.push(OriginSpec { url: format!("http://{}", listener.local_addr().unwrap()), price: 1.0 });
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        counts.push(n);
+    }
+    let g = gateway(origins, RouteKind::OptWait, parse_sla("95:100ms").unwrap()).await;
+    let t = Instant::now();
+    let r = reqwest::Client::new().put(format!("http://{g}/doc")).body("v2").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 204);
+    assert!(t.elapsed() < Duration::from_millis(250), "answered at the first ack: {:?}", t.elapsed());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        counts.iter().map(|c| c.load(Ordering::SeqCst)).collect::<Vec<_>>(),
+        [1, 1],
+        "every origin has the write, once"
+    );
 }

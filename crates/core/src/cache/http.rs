@@ -74,6 +74,16 @@ fn unquote(s: &str) -> String {
 /// (RFC 9111 §1.2.2).
 pub const DELTA_SECONDS_MAX: u64 = 1 << 31;
 
+/// A delta-seconds value (RFC 9111 §1.2.2): digits only, capped at [`DELTA_SECONDS_MAX`];
+/// `None` for anything else.
+fn delta_seconds(v: &str) -> Option<u64> {
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits = v.trim_start_matches('0');
+    Some(if digits.len() > 10 { DELTA_SECONDS_MAX } else { digits.parse::<u64>().unwrap_or(0).min(DELTA_SECONDS_MAX) })
+}
+
 /// Cache directives (RFC 9111 §5.2), from every line of `Cache-Control` (or of the targeted
 /// `Surrogate-Control`): names in lower case, values unquoted.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -142,16 +152,7 @@ impl Directives {
     /// lets a cache use the first of several), capped at [`DELTA_SECONDS_MAX`]. `None` if
     /// absent or not a number (`'3600'`, `-1`, `3600.5`): such a directive is ignored.
     pub fn seconds(&self, name: &str) -> Option<u64> {
-        let v = self.0.iter().find(|(k, _)| k == name)?.1.as_deref()?;
-        if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let digits = v.trim_start_matches('0');
-        Some(if digits.len() > 10 {
-            DELTA_SECONDS_MAX
-        } else {
-            digits.parse::<u64>().unwrap_or(0).min(DELTA_SECONDS_MAX)
-        })
+        delta_seconds(self.0.iter().find(|(k, _)| k == name)?.1.as_deref()?)
     }
 
     /// The field names a qualified `no-cache="a, b"` or `private="a"` lists, in lower case.
@@ -196,16 +197,10 @@ pub enum AgeField {
 pub fn age_field(resp: Fields) -> AgeField {
     let mut lines = resp.all("age");
     let Some(first) = lines.next() else { return AgeField::Absent };
-    let v = first.trim_matches([' ', '\t']);
-    if lines.next().is_some() || v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
-        return AgeField::Invalid;
+    match delta_seconds(first.trim_matches([' ', '\t'])) {
+        Some(s) if lines.next().is_none() => AgeField::Seconds(s),
+        _ => AgeField::Invalid,
     }
-    let digits = v.trim_start_matches('0');
-    AgeField::Seconds(if digits.len() > 10 {
-        DELTA_SECONDS_MAX
-    } else {
-        digits.parse::<u64>().unwrap_or(0).min(DELTA_SECONDS_MAX)
-    })
 }
 
 /// Status codes heuristically cacheable by default (RFC 9110 §15.1).
