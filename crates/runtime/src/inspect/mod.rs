@@ -224,6 +224,25 @@ mod tests {
         }
     }
 
+    /// NetBIOS name service was named `dns` (its queries fit DNS's header), and a NetBIOS
+    /// session on port 139 was `no-match`: both are named now, a name service answer without
+    /// its query too, and a DNS name with a 32-character hashed first label is still DNS.
+    #[test]
+    fn netbios_is_told_from_dns() {
+        let inspector = Inspector::new();
+        let name = |b: &[u8]| inspector.classify(b).map(Protocol::name);
+        let mut answer = b"\x80\x01\x85\x00\x00\x00\x00\x01\x00\x00\x00\x00".to_vec();
+        answer.extend_from_slice(
+            b"\x20FHEPFCELEHFCEPFFFACACACACACACABN\x00\x00\x20\x00\x01\x00\x04\x93\xe0\x00\x06\x00\x00\x0a\x00\x00\x02",
+        );
+        assert_eq!(name(&answer), Some("netbios-ns"), "a positive name query response alone");
+        let mut hashed = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x20".to_vec();
+        hashed.extend_from_slice(b"d41d8cd98f00b204e9800998ecf8427e\x07example\x03org\x00\x00\x01\x00\x01");
+        assert_eq!(name(&hashed), Some("dns"));
+        assert_eq!(name(b"\x82\x00\x00\x00"), Some("netbios-ssn"), "a positive session response");
+        assert_eq!(name(b"\x82\x00\x00\x00\x00"), None, "not when more follows in the same buffer");
+    }
+
     #[test]
     fn the_sequential_engine_names_what_the_combined_one_names() {
         let (combined, sequential) = (Inspector::new(), Inspector::with_engine(Engine::Sequential));

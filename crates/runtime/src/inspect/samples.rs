@@ -14,6 +14,12 @@ pub fn openings() -> Vec<(&'static str, Vec<u8>)> {
         ("http", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_vec()),
         ("tls", super::tls::client_hello(Some("example.org"))),
         ("ssh", b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n".to_vec()),
+        // A broadcast name query for WORKGROUP<1D> (the master browser), RFC 1002 §4.2.12.
+        (
+            "netbios-ns",
+            b"\x80\x01\x01\x10\x00\x01\x00\x00\x00\x00\x00\x00\x20FHEPFCELEHFCEPFFFACACACACACACABN\x00\x00\x20\x00\x01"
+                .to_vec(),
+        ),
         ("dns", b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03org\x00\x00\x01\x00\x01".to_vec()),
         ("ftp", b"220 ProFTPD Server (Debian) [::ffff:10.0.0.2]\r\n".to_vec()),
         ("smtp", b"220 mail.example.org ESMTP Postfix (Debian/GNU)\r\n".to_vec()),
@@ -26,6 +32,15 @@ pub fn openings() -> Vec<(&'static str, Vec<u8>)> {
         ("redis", b"*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n".to_vec()),
         ("postgresql", b"\x00\x00\x00\x29\x00\x03\x00\x00user\x00postgres\x00database\x00app\x00\x00".to_vec()),
         ("mysql", b"\x4a\x00\x00\x00\x0a8.0.36\x00\x08\x00\x00\x00abcdefgh\x00".to_vec()),
+        // A session request from CLIENT<00> to FILESERVER<20>, RFC 1002 §4.3.2.
+        (
+            "netbios-ssn",
+            [
+                &b"\x81\x00\x00\x44\x20EGEJEMEFFDEFFCFGEFFCCACACACACACA\x00"[..],
+                &b"\x20EDEMEJEFEOFECACACACACACACACACAAA\x00"[..],
+            ]
+            .concat(),
+        ),
         ("smb", b"\x00\x00\x00\x54\xfeSMB\x40\x00\x00\x00\x00\x00\x00\x00".to_vec()),
         ("rdp", b"\x03\x00\x00\x13\x0e\xe0\x00\x00\x00\x00\x00\x01\x00\x08\x00\x03\x00\x00\x00".to_vec()),
         ("bittorrent", b"\x13BitTorrent protocol\x00\x00\x00\x00\x00\x10\x00\x05".to_vec()),

@@ -31,8 +31,10 @@ signatures! {
         r"(?s-u)\A\x16\x03[\x00-\x04]..\x01...\x03[\x00-\x04]";
     "ssh", "SSH identification string (RFC 4253 §4.2)",
         r"(?s-u)\ASSH-(?:2\.0|1\.99|1\.5)-[!-~]";
-    "dns", "DNS query header: one question, no answers (RFC 1035 §4.1.1), over UDP or with TCP's length prefix",
-        r"(?s-u)\A(?:..)?..[\x00\x01][\x00\x10\x20]\x00\x01\x00\x00\x00\x00\x00[\x00\x01][\x01-\x3f][-0-9A-Za-z_]";
+    "netbios-ns", "NetBIOS name service packet (RFC 1002 §4.2): a DNS-shaped header, then a question name of 32 letters A–P (the first-level encoding of a 16-byte NetBIOS name, RFC 1001 §14.1) of type NB or NBSTAT, class IN. Before dns, whose signature its queries also match",
+        r"(?s-u)\A.{12}\x20[A-P]{32}(?:[\x01-\x3f][!-~]{1,63})*\x00\x00[\x20\x21]\x00\x01";
+    "dns", "DNS query header: one question, no answers (RFC 1035 §4.1.1), over UDP or with TCP's length prefix. A first label of 32 characters may not start with A–P: that is NetBIOS's encoding (netbios-ns), and signatures must not overlap (the combined engine takes the first to match, not the first listed). The cost: a DNS name whose first label is 32 characters from an upper-case A–P is missed",
+        r"(?s-u)\A(?:..)?..[\x00\x01][\x00\x10\x20]\x00\x01\x00\x00\x00\x00\x00[\x00\x01](?:[\x01-\x1f\x21-\x3f][-0-9A-Za-z_]|\x20[-0-9Q-Za-z_])";
     "ftp", "FTP server greeting naming FTP (RFC 959 §4.2)",
         r"(?s-u)\A220[ -][^\r\n]*(?i:ftp)";
     "smtp", "SMTP greeting naming (E)SMTP, or a client's EHLO/HELO (RFC 5321 §4.2, §4.1.1.1)",
@@ -53,6 +55,8 @@ signatures! {
         r"(?s-u)\A(?:....\x00\x03\x00\x00(?:user|database|options|application_name)\x00|\x00\x00\x00\x08\x04\xd2\x16\x2f)";
     "mysql", "MySQL server greeting, protocol 10 (Initial Handshake Packet)",
         r"(?s-u)\A...\x00\x0a[0-9]{1,2}\.[0-9]{1,2}\.[0-9]{1,3}[\x20-\x7e]*\x00";
+    "netbios-ssn", "NetBIOS session request with the called name (RFC 1002 §4.3.2), or a positive session response (§4.3.3)",
+        r"(?s-u)\A(?:\x81\x00..\x20[A-P]{32}|\x82\x00\x00\x00\z)";
     "smb", "SMB1 or SMB2/3 header after a NetBIOS session header (MS-SMB2 §2.2.1)",
         r"(?s-u)\A\x00...[\xfe\xff]SMB";
     "rdp", "TPKT with an X.224 Connection Request (MS-RDPBCGR §2.2.1.1)",
