@@ -243,6 +243,23 @@ mod tests {
         assert_eq!(name(b"\x82\x00\x00\x00\x00"), None, "not when more follows in the same buffer");
     }
 
+    /// Captures that show only the server's side, or start after the handshake, were `open`:
+    /// a ServerHello, a record mid-stream and a Telnet subnegotiation are named now; bytes that
+    /// only look like a record header with a length no record has are not.
+    #[test]
+    fn one_sided_and_mid_stream_captures_are_named() {
+        let inspector = Inspector::new();
+        let name = |b: &[u8]| inspector.classify(b).map(Protocol::name);
+        let mut server_hello = b"\x16\x03\x03\x00\x5a\x02\x00\x00\x56\x03\x03".to_vec();
+        server_hello.extend_from_slice(&[0x42; 32]);
+        assert_eq!(name(&server_hello), Some("tls"));
+        assert_eq!(tls::server_name(&server_hello), None, "no SNI in a ServerHello, and no panic");
+        assert_eq!(name(b"\x15\x03\x03\x00\x02\x02\x28"), Some("tls"), "an alert");
+        assert_eq!(name(b"\x17\x03\x03\x49\x00\x00"), None, "longer than any record");
+        assert_eq!(name(b"\x17\x03\x05\x00\x10\x00"), None, "no such version");
+        assert_eq!(name(b"\xff\xfa\x1f\x00\x50\x00\x18\xff\xf0"), Some("telnet"), "NAWS subnegotiation");
+    }
+
     #[test]
     fn the_sequential_engine_names_what_the_combined_one_names() {
         let (combined, sequential) = (Inspector::new(), Inspector::with_engine(Engine::Sequential));

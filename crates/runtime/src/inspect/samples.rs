@@ -13,6 +13,8 @@ pub fn openings() -> Vec<(&'static str, Vec<u8>)> {
         ("http", b"GET /index.html HTTP/1.1\r\nHost: example.org\r\n\r\n".to_vec()),
         ("http", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_vec()),
         ("tls", super::tls::client_hello(Some("example.org"))),
+        // A capture that starts mid-connection: a TLS 1.3 application_data record.
+        ("tls", b"\x17\x03\x03\x00\x45\x8f\x2a\x91\x0c".to_vec()),
         ("ssh", b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n".to_vec()),
         // A broadcast name query for WORKGROUP<1D> (the master browser), RFC 1002 §4.2.12.
         (
@@ -21,6 +23,8 @@ pub fn openings() -> Vec<(&'static str, Vec<u8>)> {
                 .to_vec(),
         ),
         ("dns", b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03org\x00\x00\x01\x00\x01".to_vec()),
+        // A response whose query the capture does not hold: example.org's address.
+        ("dns", b"\x12\x34\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00\x07example\x03org\x00\x00\x01\x00\x01\xc0\x0c\x00\x01\x00\x01\x00\x00\x0e\x10\x00\x04\x5d\xb8\xd7\x0e".to_vec()),
         ("ftp", b"220 ProFTPD Server (Debian) [::ffff:10.0.0.2]\r\n".to_vec()),
         ("smtp", b"220 mail.example.org ESMTP Postfix (Debian/GNU)\r\n".to_vec()),
         ("smtp", b"EHLO client.example.org\r\n".to_vec()),
@@ -48,6 +52,8 @@ pub fn openings() -> Vec<(&'static str, Vec<u8>)> {
         ("ntp", ntp),
         ("dhcp", dhcp),
         ("telnet", b"\xff\xfd\x18\xff\xfd\x20\xff\xfd\x23".to_vec()),
+        // A session whose capture starts with a subnegotiation: the terminal type, RFC 1091.
+        ("telnet", b"\xff\xfa\x18\x00XTERM\xff\xf0".to_vec()),
         ("xmpp", b"<?xml version='1.0'?><stream:stream to='example.org' xmlns='jabber:client'>".to_vec()),
     ]
 }

@@ -27,14 +27,14 @@ macro_rules! signatures {
 signatures! {
     "http", "HTTP/1.x request line or status line (RFC 9112 §3, §4)",
         r"(?s-u)\A(?:(?:GET|POST|HEAD|PUT|DELETE|OPTIONS|PATCH|CONNECT|TRACE) [!-~]+ HTTP/1\.[01]\r?\n|HTTP/1\.[01] [1-5][0-9][0-9])";
-    "tls", "TLS record of type handshake carrying a ClientHello (RFC 8446 §5.1, §4.1.2)",
-        r"(?s-u)\A\x16\x03[\x00-\x04]..\x01...\x03[\x00-\x04]";
+    "tls", "TLS record of type handshake carrying a ClientHello or a ServerHello (RFC 8446 §5.1, §4.1.2, §4.1.3); or, for a capture that starts mid-connection or shows one side, any record (change_cipher_spec, alert, handshake, application_data) whose record-layer version is 1.0–1.2 (1.3 records say 1.2, §5.1) and whose length fits a record (at most 2^14 + 256 bytes, §5.2)",
+        r"(?s-u)\A(?:\x16\x03[\x00-\x04]..[\x01\x02]...\x03[\x00-\x04]|[\x14-\x17]\x03[\x01-\x03][\x00-\x48].)";
     "ssh", "SSH identification string (RFC 4253 §4.2)",
         r"(?s-u)\ASSH-(?:2\.0|1\.99|1\.5)-[!-~]";
     "netbios-ns", "NetBIOS name service packet (RFC 1002 §4.2): a DNS-shaped header, then a question name of 32 letters A–P (the first-level encoding of a 16-byte NetBIOS name, RFC 1001 §14.1) of type NB or NBSTAT, class IN. Before dns, whose signature its queries also match",
         r"(?s-u)\A.{12}\x20[A-P]{32}(?:[\x01-\x3f][!-~]{1,63})*\x00\x00[\x20\x21]\x00\x01";
-    "dns", "DNS query header: one question, no answers (RFC 1035 §4.1.1), over UDP or with TCP's length prefix. A first label of 32 characters may not start with A–P: that is NetBIOS's encoding (netbios-ns), and signatures must not overlap (the combined engine takes the first to match, not the first listed). The cost: a DNS name whose first label is 32 characters from an upper-case A–P is missed",
-        r"(?s-u)\A(?:..)?..[\x00\x01][\x00\x10\x20]\x00\x01\x00\x00\x00\x00\x00[\x00\x01](?:[\x01-\x1f\x21-\x3f][-0-9A-Za-z_]|\x20[-0-9Q-Za-z_])";
+    "dns", "DNS query or, for a response whose query is not in the capture, response header: one question, no answers (RFC 1035 §4.1.1), over UDP or with TCP's length prefix. A first label of 32 characters may not start with A–P: that is NetBIOS's encoding (netbios-ns), and signatures must not overlap (the combined engine takes the first to match, not the first listed). The cost: a DNS name whose first label is 32 characters from an upper-case A–P is missed",
+        r"(?s-u)\A(?:..)?..(?:[\x00\x01][\x00\x10\x20]\x00\x01\x00\x00\x00\x00\x00[\x00\x01]|[\x80-\x87][\x00-\x05\x80-\x85\xa0-\xa5]\x00\x01\x00[\x00-\x3f]\x00[\x00-\x0f]\x00[\x00-\x0f])(?:[\x01-\x1f\x21-\x3f][-0-9A-Za-z_]|\x20[-0-9Q-Za-z_])";
     "ftp", "FTP server greeting naming FTP (RFC 959 §4.2)",
         r"(?s-u)\A220[ -][^\r\n]*(?i:ftp)";
     "smtp", "SMTP greeting naming (E)SMTP, or a client's EHLO/HELO (RFC 5321 §4.2, §4.1.1.1)",
@@ -69,8 +69,8 @@ signatures! {
         r"(?s-u)\A[\x1b\x1c\x23\x24\xe3\xe4\xdb\xdc][\x00-\x10].{46}\z";
     "dhcp", "BOOTP message with the DHCP magic cookie (RFC 2131 §2, §3)",
         r"(?s-u)\A[\x01\x02]\x01\x06.{233}\x63\x82\x53\x63";
-    "telnet", "Telnet option negotiation (RFC 854)",
-        r"(?s-u)\A\xff[\xfb-\xfe][\x00-\x2f]";
+    "telnet", "Telnet option negotiation (RFC 854), or a subnegotiation (RFC 855) where a capture starts with one",
+        r"(?s-u)\A\xff(?:[\xfb-\xfe]|\xfa)[\x00-\x2f]";
     "xmpp", "XMPP stream header (RFC 6120 §4.2)",
         r"(?s-u)\A(?:<\?xml[^>]{0,100}\?>\s*)?<stream:stream[\s>]";
 }
