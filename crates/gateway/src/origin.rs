@@ -217,11 +217,10 @@ impl Shared {
     /// Sends `method key` to the origin, or over the origins as the route says.
     async fn fetch(&self, method: Method, key: &str, headers: HeaderMap, body: Bytes) -> Result<Fetched, FetchError> {
         if let [one] = self.config.origins.as_slice() {
-            let failed = |e: reqwest::Error| FetchError { timeout: e.is_timeout(), why: e.to_string() };
             let url = format!("{}{key}", one.url);
-            let r = self.client.request(method, &url).headers(headers).body(body).send().await.map_err(failed)?;
-            let (status, headers) = (r.status(), r.headers().clone());
-            return Ok(Fetched { status, headers, body: r.bytes().await.map_err(failed)?, origin: 0 });
+            return crate::origins::send(&self.client, method, &url, headers, body, 0)
+                .await
+                .map_err(|e| FetchError { timeout: e.is_timeout(), why: e.to_string() });
         }
         if matches!(method, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE) {
             self.origins.fetch(&self.client, method, key, headers, body).await

@@ -81,6 +81,20 @@ pub struct Fetched {
     pub origin: usize,
 }
 
+/// Sends one request to origin number `origin` at `url` and reads its answer whole.
+pub(crate) async fn send(
+    client: &reqwest::Client,
+    method: Method,
+    url: &str,
+    headers: HeaderMap,
+    body: Bytes,
+    origin: usize,
+) -> Result<Fetched, reqwest::Error> {
+    let r = client.request(method, url).headers(headers).body(body).send().await?;
+    let (status, headers) = (r.status(), r.headers().clone());
+    Ok(Fetched { status, headers, body: r.bytes().await?, origin })
+}
+
 /// Why no origin answered.
 #[derive(Debug, thiserror::Error)]
 #[error("{why}")]
@@ -218,13 +232,9 @@ impl Origins {
                 (client.clone(), method.clone(), headers.clone(), body.clone(), tx.clone());
             let url = format!("{}{path}", spec.url);
             tokio::spawn(async move {
-                let got = async {
-                    let r = client.request(method, &url).headers(headers).body(body).send().await?;
-                    let (status, headers) = (r.status(), r.headers().clone());
-                    Ok(Fetched { status, headers, body: r.bytes().await?, origin: b })
-                }
-                .await
-                .map_err(|e: reqwest::Error| FetchError { timeout: e.is_timeout(), why: format!("{url}: {e}") });
+                let got = send(&client, method, &url, headers, body, b)
+                    .await
+                    .map_err(|e: reqwest::Error| FetchError { timeout: e.is_timeout(), why: format!("{url}: {e}") });
                 let _ = tx.send(got).await;
             });
         }
@@ -319,12 +329,7 @@ impl Origins {
                     self.per.sent.get_or_create(&self.label(b)).inc();
                     self.per.cost.get_or_create(&self.label(b)).inc_by(self.specs[b].price);
                     attempts.spawn(async move {
-                        let got = async {
-                            let r = client.request(method, &url).headers(headers).body(body).send().await?;
-                            let (status, headers) = (r.status(), r.headers().clone());
-                            Ok(Fetched { status, headers, body: r.bytes().await?, origin: b })
-                        }
-                        .await;
+                        let got = send(&client, method, &url, headers, body, b).await;
                         (b, sent, got)
                     });
                 }
