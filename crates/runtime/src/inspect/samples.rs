@@ -54,6 +54,20 @@ pub fn openings() -> Vec<(&'static str, Vec<u8>)> {
         ("telnet", b"\xff\xfd\x18\xff\xfd\x20\xff\xfd\x23".to_vec()),
         // A session whose capture starts with a subnegotiation: the terminal type, RFC 1091.
         ("telnet", b"\xff\xfa\x18\x00XTERM\xff\xf0".to_vec()),
+        ("ssdp", b"M-SEARCH * HTTP/1.1\r\nHOST: 239.255.255.250:1900\r\nMAN: \"ssdp:discover\"\r\nMX: 1\r\nST: ssdp:all\r\n\r\n".to_vec()),
+        ("syslog", b"<34>1 2003-10-11T22:14:15.003Z mymachine.example.com su - ID47 - 'su root' failed for lonvick on /dev/pts/8".to_vec()),
+        ("syslog", b"<13>Feb  5 17:32:18 10.0.0.99 Use the BFG!".to_vec()),
+        // GetRequest for sysDescr.0 with community "public", SNMPv2c.
+        ("snmp", b"\x30\x29\x02\x01\x01\x04\x06public\xa0\x1c\x02\x04\x1a\x2b\x3c\x4d\x02\x01\x00\x02\x01\x00\x30\x0e\x30\x0c\x06\x08\x2b\x06\x01\x02\x01\x01\x01\x00\x05\x00".to_vec()),
+        // An anonymous simple bindRequest, LDAPv3.
+        ("ldap", b"\x30\x0c\x02\x01\x01\x60\x07\x02\x01\x03\x04\x00\x80\x00".to_vec()),
+        // The start of an AS-REQ over UDP: pvno 5, msg-type 10.
+        ("kerberos", b"\x6a\x81\xb0\x30\x81\xad\xa1\x03\x02\x01\x05\xa2\x03\x02\x01\x0a\xa3\x0e\x30\x0c".to_vec()),
+        // A Binding Request with no attributes.
+        ("stun", b"\x00\x01\x00\x00\x21\x12\xa4\x42\xb7\xe7\xa7\x01\xbc\x34\xd6\x86\xfa\x87\xdf\xae".to_vec()),
+        ("tftp", b"\x00\x01rfc1350.txt\x00octet\x00".to_vec()),
+        // A KEEPALIVE.
+        ("bgp", b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x00\x13\x04".to_vec()),
         ("xmpp", b"<?xml version='1.0'?><stream:stream to='example.org' xmlns='jabber:client'>".to_vec()),
     ]
 }

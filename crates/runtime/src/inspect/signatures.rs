@@ -71,6 +71,22 @@ signatures! {
         r"(?s-u)\A[\x01\x02]\x01\x06.{233}\x63\x82\x53\x63";
     "telnet", "Telnet option negotiation (RFC 854), or a subnegotiation (RFC 855) where a capture starts with one",
         r"(?s-u)\A\xff(?:[\xfb-\xfe]|\xfa)[\x00-\x2f]";
+    "ssdp", "SSDP search or announcement (UPnP Device Architecture 2.0 §1.2.2, §1.3.2): HTTP over UDP with the methods HTTP does not have",
+        r"(?s-u)\A(?:M-SEARCH|NOTIFY) \* HTTP/1\.1\r\n";
+    "syslog", "syslog message: a priority in angle brackets, then version 1 (RFC 5424 §6.2) or a BSD timestamp (RFC 3164 §4.1.2)",
+        r"(?s-u)\A<(?:[0-9]|[1-9][0-9]|1[0-8][0-9]|19[01])>(?:1 |(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ 0-3][0-9] [0-2][0-9]:)";
+    "snmp", "SNMP message: a BER SEQUENCE holding version 1, 2c (then the community string) or 3 (then its global data) (RFC 3416 §3, RFC 3412 §6)",
+        r"(?s-u)\A\x30(?:[\x00-\x7f]|\x81.|\x82..)\x02\x01(?:[\x00\x01]\x04|\x03\x30)";
+    "ldap", "LDAP message: a BER SEQUENCE, a message ID, then a protocol operation's application tag (RFC 4511 §4.1.1, §4.2)",
+        r"(?s-u)\A\x30(?:[\x00-\x7f]|\x81.|\x82..|\x84....)\x02(?:\x01.|\x02..|\x03...|\x04....)[\x42\x4a\x60-\x78]";
+    "kerberos", "Kerberos 5 KDC request (AS-REQ, TGS-REQ: pvno 5 at tag [1]), reply or error (pvno at tag [0]), over UDP or with TCP's length prefix (RFC 4120 §5.4.1, §5.4.2, §5.9.1, §7.2.2)",
+        r"(?s-u)\A(?:\x00...)?(?:[\x6a\x6c](?:[\x00-\x7f]|\x81.|\x82..)\x30(?:[\x00-\x7f]|\x81.|\x82..)\xa1\x03\x02\x01\x05\xa2\x03\x02\x01[\x0a\x0c]|[\x6b\x6d\x7e](?:[\x00-\x7f]|\x81.|\x82..)\x30(?:[\x00-\x7f]|\x81.|\x82..)\xa0\x03\x02\x01\x05\xa1\x03\x02\x01[\x0b\x0d\x1e])";
+    "stun", "STUN message: class and method, a length that is a multiple of 4, the magic cookie 0x2112A442 (RFC 8489 §5)",
+        r"(?s-u)\A[\x00\x01].[\x00-\x0f][\x00\x04\x08\x0c\x10\x14\x18\x1c\x20\x24\x28\x2c\x30\x34\x38\x3c\x40\x44\x48\x4c\x50\x54\x58\x5c\x60\x64\x68\x6c\x70\x74\x78\x7c\x80\x84\x88\x8c\x90\x94\x98\x9c\xa0\xa4\xa8\xac\xb0\xb4\xb8\xbc\xc0\xc4\xc8\xcc\xd0\xd4\xd8\xdc\xe0\xe4\xe8\xec\xf0\xf4\xf8\xfc]\x21\x12\xa4\x42";
+    "tftp", "TFTP read or write request: opcode 1 or 2, a file name, a mode (RFC 1350 §5)",
+        r"(?s-u)\A\x00[\x01\x02][!-~]{1,255}\x00(?i:netascii|octet|mail)\x00";
+    "bgp", "BGP message header: 16-byte marker of all ones, a length, a type 1–5 (RFC 4271 §4.1, RFC 2918)",
+        r"(?s-u)\A\xff{16}[\x00-\x10].[\x01-\x05]";
     "xmpp", "XMPP stream header (RFC 6120 §4.2)",
         r"(?s-u)\A(?:<\?xml[^>]{0,100}\?>\s*)?<stream:stream[\s>]";
 }
