@@ -10,7 +10,7 @@ use switchyard_runtime::tracegen::{TraceSpec, generate, write_labels};
 
 /// Write a capture of connections of known protocols, with the ground truth beside it.
 ///
-/// Each connection speaks one of the 32 protocols `switchyard inspect` names, opening with that
+/// Each connection speaks one of the 40 protocols `switchyard inspect` names, opening with that
 /// protocol's real first message, then carries a heavy-tailed amount of bulk data. With
 /// --elephants, that fraction of connections carries 20 times as much: the skewed trace on which
 /// static hashing overloads some workers. The same options give the same bytes.

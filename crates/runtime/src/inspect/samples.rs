@@ -68,6 +68,15 @@ pub fn openings() -> Vec<(&'static str, Vec<u8>)> {
         ("tftp", b"\x00\x01rfc1350.txt\x00octet\x00".to_vec()),
         // A KEEPALIVE.
         ("bgp", b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x00\x13\x04".to_vec()),
+        ("amqp", b"AMQP\x00\x00\x09\x01".to_vec()),
+        ("vnc", b"RFB 003.008\n".to_vec()),
+        ("irc", b"NICK alice\r\nUSER alice 0 * :Alice Example\r\n".to_vec()),
+        ("git", b"0032git-upload-pack /project.git\x00host=example.org\x00".to_vec()),
+        ("wireguard", [&b"\x01\x00\x00\x00"[..], &[0x5a; 144][..]].concat()),
+        ("memcached", b"get session:1234\r\n".to_vec()),
+        ("nats", b"INFO {\"server_id\":\"NCXMJZYQEWUDJFLYLSTTE745I2WUNCVG3LJJ3NRKSFJXEG6RGK7753DJ\",\"version\":\"2.10.7\"}\r\n".to_vec()),
+        // An OP_MSG of 41 bytes: flags 0, a body section holding {ping: 1}.
+        ("mongodb", b"\x29\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\xdd\x07\x00\x00\x00\x00\x00\x00\x00\x13\x00\x00\x00\x10ping\x00\x01\x00\x00\x00\x00".to_vec()),
         ("xmpp", b"<?xml version='1.0'?><stream:stream to='example.org' xmlns='jabber:client'>".to_vec()),
     ]
 }

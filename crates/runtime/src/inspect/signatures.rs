@@ -87,6 +87,22 @@ signatures! {
         r"(?s-u)\A\x00[\x01\x02][!-~]{1,255}\x00(?i:netascii|octet|mail)\x00";
     "bgp", "BGP message header: 16-byte marker of all ones, a length, a type 1–5 (RFC 4271 §4.1, RFC 2918)",
         r"(?s-u)\A\xff{16}[\x00-\x10].[\x01-\x05]";
+    "amqp", "AMQP protocol header: the letters AMQP, then protocol id and version (AMQP 0-9-1 §4.2.2; AMQP 1.0 §2.2)",
+        r"(?s-u)\AAMQP[\x00-\x03](?:\x00\x09\x01|\x01\x00\x00)";
+    "vnc", "RFB protocol version handshake (RFC 6143 §7.1.1)",
+        r"(?s-u)\ARFB 00[34]\.00[0-9]\n";
+    "irc", "IRC registration (NICK, USER) or a server's first NOTICE (RFC 2812 §3.1)",
+        r"(?s-u)\A(?:NICK [!-~]{1,64}\r?\n|USER [!-~]+ [!-~]+ [!-~]+ :|:[!-~]+ NOTICE (?:AUTH|\*) :)";
+    "git", "Git protocol request: a pkt-line naming git-upload-pack or git-receive-pack (gitprotocol-pack, \"Git Transport\")",
+        r"(?s-u)\A[0-9a-f]{4}git-(?:upload|receive|upload-archive)-pack ";
+    "wireguard", "WireGuard handshake initiation: type 1, three zero bytes, 148 bytes in all (WireGuard whitepaper §5.4.2)",
+        r"(?s-u)\A\x01\x00\x00\x00.{144}\z";
+    "memcached", "memcached text protocol command (protocol.txt, \"Commands\")",
+        r"(?s-u)\A(?:(?:get|gets|gat|gats|set|add|replace|append|prepend|cas|delete|incr|decr|touch) [!-~]{1,250}(?: [0-9]+){0,4}(?: noreply)?\r\n|(?:stats|version|flush_all)\r\n)";
+    "nats", "NATS server greeting: INFO and a JSON object (NATS client protocol, \"INFO\")",
+        r"(?s-u)\AINFO \{";
+    "mongodb", "MongoDB wire protocol message header: a length of 16 bytes to 4 MB, then opcode OP_MSG (2013) or OP_QUERY (2004) (MongoDB Wire Protocol, \"Standard Message Header\")",
+        r"(?s-u)\A(?:[\x10-\xff].|[\x00-\x0f][\x01-\xff])[\x00-\x3f]\x00.{8}[\xd4\xdd]\x07\x00\x00";
     "xmpp", "XMPP stream header (RFC 6120 §4.2)",
         r"(?s-u)\A(?:<\?xml[^>]{0,100}\?>\s*)?<stream:stream[\s>]";
 }
