@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::Result;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use switchyard_experiments::bench::figurehead::{Setup, origins, run};
+use switchyard_experiments::bench::figurehead::{AIMED, Setup, goal, origins, row, run};
 use switchyard_experiments::figurehead::SWEEP_SLA;
 
 /// The gateway over four origins on loopback — fast-dear (price 10), slow-cheap-a (1),
@@ -95,33 +95,20 @@ pub(crate) fn run_bench(a: &FigureheadBench) -> Result<()> {
             writeln!(out, "  ({} reads failed)", x.failed)?;
         }
     }
-    let get = |name: &str| rows.iter().find(|r| r.route == name);
-    if let (Some(w), Some(b), Some(f)) = (get("optwait"), get("base"), get("hedge:50ms")) {
-        let met = |r: &switchyard_experiments::bench::figurehead::Row| r.real.attained >= SWEEP_SLA.percent;
-        let aimed = get("optwait (aim 95 ms)").filter(|r| met(r));
-        let verdict = if !met(w)
-            && aimed.is_some_and(|a| (!met(b) || a.real.cost < b.real.cost) && (!met(f) || a.real.cost < f.real.cost))
-        {
-            "OptWait aimed at the SLA's latency missed it by the delay outside the gateway; aimed 5 ms lower it met it at a lower price than Base and fixed-delay hedging (or they miss it)"
-        } else if !met(w) {
-            "OptWait missed the SLA here"
-        } else if (!met(b) || w.real.cost < b.real.cost) && (!met(f) || w.real.cost < f.real.cost) {
-            "goal met: OptWait meets the SLA at a lower price than Base and fixed-delay hedging (or they miss it)"
-        } else {
-            "goal NOT met: OptWait met the SLA but not at the lowest price of the three"
-        };
+    if let (Some(w), Some(b), Some(f)) = (row(&rows, "optwait"), row(&rows, "base"), row(&rows, "hedge:50ms")) {
         writeln!(
             out,
-            "\nOptWait {:.2} at {:.2}%, Base {:.2} at {:.2}%, hedge:50ms {:.2} at {:.2}%: {verdict}",
+            "\nOptWait {:.2} at {:.2}%, Base {:.2} at {:.2}%, hedge:50ms {:.2} at {:.2}%: {}",
             w.real.cost,
             w.real.attained * 100.0,
             b.real.cost,
             b.real.attained * 100.0,
             f.real.cost,
-            f.real.attained * 100.0
+            f.real.attained * 100.0,
+            goal(&rows).says()
         )?;
     }
-    if let Some(a) = get("optwait (aim 95 ms)") {
+    if let Some(a) = row(&rows, AIMED) {
         writeln!(out, "OptWait aimed at 95 ms: {:.2} at {:.2}%", a.real.cost, a.real.attained * 100.0)?;
     }
     writeln!(

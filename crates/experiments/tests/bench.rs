@@ -179,3 +179,34 @@ fn the_figurehead_bench_runs_routes_beside_their_prediction() {
     assert!(rows[1].predicted.attempts > rows[0].predicted.attempts);
     assert!(run(&Setup { requests: 0, ..setup }, &|_| {}).is_err());
 }
+
+/// The Figurehead bench's goal, read off rows: met, met only with the margin, dearer, missed.
+#[test]
+fn the_figurehead_goal_is_read_off_the_rows() {
+    use std::time::Duration;
+
+    use switchyard_experiments::bench::figurehead::{AIMED, Goal, Real, Row, goal};
+    use switchyard_sim::models::figurehead::Outcome;
+
+    let row = |route: &str, attained: f64, cost: f64| Row {
+        route: route.into(),
+        real: Real { attained, cost, p50: Duration::ZERO, p99: Duration::ZERO, share: vec![], probes: 0.0, failed: 0 },
+        predicted: Outcome {
+            attained,
+            cost,
+            p50: Duration::ZERO,
+            p99: Duration::ZERO,
+            attempts: 1.0,
+            share: vec![],
+            utilisation: vec![],
+            wasted: Duration::ZERO,
+        },
+    };
+    let base = [row("base", 0.96, 4.0), row("hedge:50ms", 0.90, 2.0)];
+    let with = |w: Row, a: Option<Row>| base.iter().cloned().chain([w]).chain(a).collect::<Vec<_>>();
+    assert_eq!(goal(&with(row("optwait", 0.96, 1.8), None)), Goal::Met);
+    assert_eq!(goal(&with(row("optwait", 0.96, 4.5), None)), Goal::Dearer);
+    assert_eq!(goal(&with(row("optwait", 0.94, 1.8), Some(row(AIMED, 0.97, 2.1)))), Goal::MetWithMargin);
+    assert_eq!(goal(&with(row("optwait", 0.94, 1.8), Some(row(AIMED, 0.97, 4.5)))), Goal::Missed);
+    assert_eq!(goal(&base), Goal::NotRun);
+}

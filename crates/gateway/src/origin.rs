@@ -619,11 +619,6 @@ fn freshened(stored: &HeaderMap, new: &HeaderMap) -> HeaderMap {
     out
 }
 
-/// Whether an origin's status is an error a stale response may stand in for (RFC 5861 §4).
-fn is_error(status: StatusCode) -> bool {
-    matches!(status.as_u16(), 500 | 502 | 503 | 504)
-}
-
 /// Reads `key` from the origin with the request fields `forward` (and `stale`'s validators,
 /// if it has any), stores what may be stored, and answers everyone waiting on `read` (none if
 /// `None`: the caller alone gets the outcome).
@@ -683,7 +678,7 @@ async fn read_origin(
             let v = Arc::new(make(old.status, &freshened(&old.headers, &h), old.body.clone(), old.vary.clone()));
             (Outcome::Got { variant: Arc::clone(&v), shared: true, revalidated: true, not_stored: None }, Some(v))
         }
-        Ok((status, _, _)) if is_error(status) && stand_in().is_some() => {
+        Ok((status, _, _)) if rfc::stale_may_answer(status.as_u16()) && stand_in().is_some() => {
             s.counters.upstream_failures.inc();
             let why = format!("it answered {status}");
             (Outcome::Failed { timeout: false, why, stale: stand_in() }, None)

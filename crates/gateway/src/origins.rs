@@ -128,13 +128,6 @@ pub struct Origins {
 /// Requests between re-plans (and between refreshes of the latency quantiles in `/metrics`).
 const REPLAN_EVERY: u64 = 100;
 
-/// Reads between probes (each probe goes to the next origin in turn), and the latencies an
-/// origin needs before it is probed only in turn. A route that never sends to an origin
-/// would otherwise never learn that it got faster, and Base and OptWait could not plan
-/// before every origin has answered.
-const PROBE_EVERY: u64 = 20;
-const PROBE_UNTIL: u64 = 20;
-
 impl Origins {
     /// The origins `specs`, routed by `route` for `sla`, their counters registered in
     /// `metrics`.
@@ -197,6 +190,12 @@ impl Origins {
         vec![("origin".into(), self.specs[i].url.clone())]
     }
 
+    /// Counts an attempt sent to origin `b`, and its price.
+    fn charge(&self, b: usize) {
+        self.per.sent.get_or_create(&self.label(b)).inc();
+        self.per.cost.get_or_create(&self.label(b)).inc_by(self.specs[b].price);
+    }
+
     /// Two uniform draws in [0, 1) (splitmix64; the routing draws need no cryptography).
     fn draws(&self) -> (f64, f64) {
         let mut s = self.rng.lock().expect("no panic under the draw's lock");
@@ -226,8 +225,7 @@ impl Origins {
     ) -> Result<Fetched, FetchError> {
         let (tx, mut rx) = tokio::sync::mpsc::channel(self.specs.len().max(1));
         for (b, spec) in self.specs.iter().enumerate() {
-            self.per.sent.get_or_create(&self.label(b)).inc();
-            self.per.cost.get_or_create(&self.label(b)).inc_by(spec.price);
+            self.charge(b);
             let (client, method, headers, body, tx) =
                 (client.clone(), method.clone(), headers.clone(), body.clone(), tx.clone());
             let url = format!("{}{path}", spec.url);
@@ -253,16 +251,11 @@ impl Origins {
         refused.ok_or(last)
     }
 
-    /// Copies a `GET` to an origin that has few latencies yet, or every [`PROBE_EVERY`] reads
-    /// to the next origin in turn, in the background; its latency goes to the router, its
+    /// Copies a `GET`, in the background, to the origin the router wants to learn about
+    /// ([`SlaRouter::probe_target`]); its latency goes to the router, its
     /// answer nowhere.
     fn probe(&self, client: &reqwest::Client, n: u64, path: &str, headers: &HeaderMap) {
-        let target = {
-            let r = self.router.lock().expect("no panic under the router's lock");
-            let starved =
-                (0..self.specs.len()).filter(|&i| r.tracker(i).len() < PROBE_UNTIL).min_by_key(|&i| r.tracker(i).len());
-            starved.or_else(|| n.is_multiple_of(PROBE_EVERY).then(|| (n / PROBE_EVERY) as usize % self.specs.len()))
-        };
+        let target = self.router.lock().expect("no panic under the router's lock").probe_target(n);
         let Some(b) = target else { return };
         self.probes.get_or_create(&self.label(b)).inc();
         let (client, headers, router) = (client.clone(), headers.clone(), Arc::clone(&self.router));
@@ -326,8 +319,7 @@ impl Origins {
                     let sent = Instant::now();
                     under_way.push((b, sent));
                     self.router.lock().expect("no panic under the router's lock").sent(b);
-                    self.per.sent.get_or_create(&self.label(b)).inc();
-                    self.per.cost.get_or_create(&self.label(b)).inc_by(self.specs[b].price);
+                    self.charge(b);
                     attempts.spawn(async move {
                         let got = send(&client, method, &url, headers, body, b).await;
                         (b, sent, got)

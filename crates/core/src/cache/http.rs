@@ -482,6 +482,12 @@ pub fn usable(rules: &ResponseRules, age: Duration, req: &RequestRules) -> Use {
     }
 }
 
+/// Whether the origin's `status` is an error a stale response may stand in for under
+/// stale-if-error (RFC 5861 §4: 500, 502, 503 and 504).
+pub fn stale_may_answer(status: u16) -> bool {
+    matches!(status, 500 | 502 | 503 | 504)
+}
+
 /// Whether a stale response may still be served for `grace` past its lifetime (RFC 5861's
 /// stale-while-revalidate and stale-if-error), given its own rules.
 pub fn stale_within(rules: &ResponseRules, age: Duration, grace: Duration) -> bool {

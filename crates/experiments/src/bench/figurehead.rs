@@ -229,3 +229,62 @@ fn bench(s: &Setup, progress: &dyn Fn(usize)) -> Result<Vec<Row>> {
     }
     Ok(rows)
 }
+
+/// The issue's goal read off a run: where the SLA is feasible, OptWait meets it at a lower
+/// price than fixed-delay hedging and Base, or the run shows when not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Goal {
+    /// OptWait met the SLA, cheaper than Base and the fixed-delay hedge (or they missed it).
+    Met,
+    /// OptWait planned for the SLA's latency missed it, but planned lower it met it, cheaper
+    /// than the others (or they missed it): the delay outside the gateway.
+    MetWithMargin,
+    /// OptWait met the SLA but not at the lowest price of the three.
+    Dearer,
+    /// OptWait missed the SLA, with or without the margin.
+    Missed,
+    /// The run lacks one of the routes compared.
+    NotRun,
+}
+
+impl Goal {
+    /// A sentence for the report.
+    pub fn says(self) -> &'static str {
+        match self {
+            Self::Met => {
+                "goal met: OptWait meets the SLA at a lower price than Base and fixed-delay hedging (or they miss it)"
+            }
+            Self::MetWithMargin => {
+                "OptWait aimed at the SLA's latency missed it by the delay outside the gateway; aimed 5 ms lower it met \
+                 it at a lower price than Base and fixed-delay hedging (or they miss it)"
+            }
+            Self::Dearer => "goal NOT met: OptWait met the SLA but not at the lowest price of the three",
+            Self::Missed => "OptWait missed the SLA here",
+            Self::NotRun => "OptWait, Base and hedge:50ms were not all run",
+        }
+    }
+}
+
+/// The named route's row.
+pub fn row<'a>(rows: &'a [Row], route: &str) -> Option<&'a Row> {
+    rows.iter().find(|r| r.route == route)
+}
+
+/// Reads the goal off `rows` (the default set-up's routes).
+pub fn goal(rows: &[Row]) -> Goal {
+    let (Some(w), Some(b), Some(f)) = (row(rows, "optwait"), row(rows, "base"), row(rows, "hedge:50ms")) else {
+        return Goal::NotRun;
+    };
+    let met = |r: &Row| r.real.attained >= SWEEP_SLA.percent;
+    let cheapest = |o: &Row| (!met(b) || o.real.cost < b.real.cost) && (!met(f) || o.real.cost < f.real.cost);
+    let aimed = row(rows, AIMED).filter(|r| met(r));
+    match (met(w), aimed) {
+        (true, _) if cheapest(w) => Goal::Met,
+        (true, _) => Goal::Dearer,
+        (false, Some(a)) if cheapest(a) => Goal::MetWithMargin,
+        _ => Goal::Missed,
+    }
+}
+
+/// The name of the OptWait row planned 5 ms under the SLA's latency.
+pub const AIMED: &str = "optwait (aim 95 ms)";

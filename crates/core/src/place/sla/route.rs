@@ -91,6 +91,11 @@ pub enum Plan {
     Infeasible(Infeasible, usize),
 }
 
+/// Reads between probes of the next back-end in turn ([`SlaRouter::probe_target`]).
+pub const PROBE_EVERY: u64 = 20;
+/// Latencies a back-end needs before it is probed only in turn.
+pub const PROBE_UNTIL: u64 = 20;
+
 /// The router: one per set of back-ends.
 #[derive(Clone, Debug)]
 pub struct SlaRouter {
@@ -250,6 +255,17 @@ impl SlaRouter {
                 now(if load(b) < load(a) { b } else { a })
             }
         }
+    }
+
+    /// Which back-end, if any, read number `n` should also be copied to, only to learn its
+    /// latency (as Figurehead's monitoring module probes every back-end): one with fewer than
+    /// [`PROBE_UNTIL`] latencies (the fewest first), else every [`PROBE_EVERY`] reads the next
+    /// in turn. A route that never sends to a back-end would otherwise never learn that it got
+    /// faster, and Base and OptWait could not plan before every back-end has answered.
+    pub fn probe_target(&self, n: u64) -> Option<usize> {
+        let k = self.trackers.len();
+        let starved = (0..k).filter(|&i| self.trackers[i].len() < PROBE_UNTIL).min_by_key(|&i| self.trackers[i].len());
+        starved.or_else(|| (k > 0 && n.is_multiple_of(PROBE_EVERY)).then(|| (n / PROBE_EVERY) as usize % k))
     }
 
     /// An attempt was sent to `backend`.

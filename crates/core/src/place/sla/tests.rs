@@ -127,6 +127,16 @@ fn routes_follow_their_policy() {
     let base = SlaRouter::new(RouteKind::Base, sla, vec![1.0, 3.0], 100).with_oracle(oracle);
     let to_first = (0..1000).filter(|i| base.route(f64::from(*i) / 1000.0, 0.0)[0].backend == 0).count();
     assert_eq!(to_first, 500, "Base's split, drawn");
+    let mut probed = SlaRouter::new(RouteKind::OptWait, sla, vec![1.0, 2.0], 100);
+    probed.observed(0, Ended::Answered(ms(5)));
+    assert_eq!(probed.probe_target(7), Some(1), "the one with fewest latencies first");
+    for b in 0..2 {
+        for _ in 0..route::PROBE_UNTIL {
+            probed.observed(b, Ended::Answered(ms(5)));
+        }
+    }
+    assert_eq!(probed.probe_target(7), None);
+    assert_eq!(probed.probe_target(route::PROBE_EVERY), Some(1), "then each in turn");
     assert_eq!(RouteKind::parse("hedge:25ms"), Some(RouteKind::HedgeFixed(ms(25))));
     assert_eq!(RouteKind::parse(&RouteKind::OptWait.name()), Some(RouteKind::OptWait));
 }
