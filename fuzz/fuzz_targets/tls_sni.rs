@@ -1,17 +1,32 @@
 #![no_main]
-//! Any bytes as a connection buffer: the TLS server-name reader and the protocol inspector
-//! return, never panic, and a name found is printable ASCII lying inside the input.
+//! Any bytes as a connection buffer: the TLS hello readers, the JA4 fingerprint and the protocol
+//! inspector return, never panic; a name found is printable ASCII lying inside the input, and a
+//! fingerprint has JA4's shape.
 
 use libfuzzer_sys::fuzz_target;
-use switchyard_runtime::inspect::{Inspector, tls};
+use switchyard_runtime::inspect::{Inspector, Ports, tls};
 
 fuzz_target!(|data: &[u8]| {
     if let Some(name) = tls::server_name(data) {
         assert!(name.bytes().all(|c| c.is_ascii_graphic()));
         assert!(name.len() <= data.len());
     }
+    if let Some(hello) = tls::client_hello(data) {
+        let ja4 = tls::ja4(&hello);
+        assert_eq!(ja4.len(), 36, "{ja4}");
+        assert!(ja4.is_ascii());
+    }
+    let _ = tls::server_hello(data);
+    let mut seen = tls::Seen::default();
+    let half = data.len() / 2;
+    let _ = seen.read(data, [Some(0), Some(half)]);
     thread_local!(static INSPECTOR: Inspector = Inspector::new());
     INSPECTOR.with(|i| {
         let _ = i.classify(data);
+        let mut scratch = i.scratch();
+        for (proto, port) in [(17, 5353), (17, 1812), (17, 5683), (6, 1080), (6, 80)] {
+            let ports = Ports { proto, client: port, server: port };
+            let _ = i.classify_conn(&mut scratch, data, [Some(0), Some(half)], ports);
+        }
     });
 });

@@ -14,7 +14,7 @@ use switchyard_core::measure::balance;
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{Policy, Topology, WorkerId};
 use switchyard_ingest::{CaptureBytes, ConnConfig, SliceReader};
-use switchyard_runtime::inspect::{Engine, Inspector};
+use switchyard_runtime::inspect::{Engine, Inspector, Needs, Ports, SIGNATURES};
 use switchyard_runtime::pipeline::{self, OnFull, PipelineConfig, RunReport};
 use switchyard_runtime::serial::ConnResult;
 
@@ -26,21 +26,41 @@ use crate::report::Format;
 /// finished captures (one truncated while mapped would fault). One producer reads each packet,
 /// tracks its connection, and for each of a connection's first packets makes a buffer unit; the
 /// placement policy puts each unit on a worker's bounded queue. The worker reassembles the
-/// connection's TCP in sequence order as far as that packet, then matches 22 protocol
-/// signatures (in one automaton; one at a time with `--kernel sequential`); buffers of
-/// connections already classified are skipped.
+/// connection's TCP in sequence order as far as that packet, then matches the protocol
+/// signatures (`switchyard inspect --list` shows them; in one automaton, or one at a time with
+/// `--kernel sequential`) from each direction's first byte, so a capture that starts
+/// mid-connection or holds one side is still named; buffers of connections already classified
+/// are skipped. TLS connections are read on to their ServerHello, for the version negotiated.
 /// The verdicts are the same for any policy and any number of workers.
+///
+/// Evidence: a protocol is named by its payload. A few (mDNS, LLMNR, RADIUS, CoAP, SOCKS) are
+/// named by their payload on their own port only, as `payload+port`; with `--guess`, a
+/// connection nothing matched is named by its port alone, shown `(guessed)`.
 ///
 /// Examples:
 ///
 ///   switchyard inspect data/traces/labelled.pcap --labels data/traces/labelled.csv
+///
+///   switchyard inspect site.pcapng --guess --results conns.csv   (with SNI, ALPN, JA4)
 ///
 ///   switchyard inspect big.pcap --workers 2 --policy ahrw --results conns.csv
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct InspectArgs {
     /// The capture (pcap or pcapng).
-    file: PathBuf,
+    #[arg(required_unless_present = "list")]
+    file: Option<PathBuf>,
+
+    /// List the protocols: name, transports, which end opens, ports, evidence needed, and the
+    /// specification each signature is written from; then exit.
+    #[arg(long)]
+    list: bool,
+
+    /// Name a connection that no signature matched by its well-known port, shown as
+    /// `(guessed)` and with evidence `port` in `--results`. Off by default: a port is not
+    /// evidence of what a connection carries.
+    #[arg(long)]
+    guess: bool,
 
     /// Worker threads (default: the machine's cores). With fewer workers than cores the
     /// producer gets a core of its own; with as many, it shares one. On a 2-core machine,
@@ -162,6 +182,9 @@ struct Totals {
 }
 
 pub(crate) fn run(args: &InspectArgs) -> Result<()> {
+    let Some(path) = args.file.as_ref().filter(|_| !args.list) else {
+        return list_protocols(&mut std::io::stdout().lock());
+    };
     let policy: Policy = args.policy.parse()?;
     let n = args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
     if n == 0 {
@@ -174,8 +197,8 @@ pub(crate) fn run(args: &InspectArgs) -> Result<()> {
     let config = PlaceConfig { topology, ..PlaceConfig::default() };
     let ids: Vec<WorkerId> = (0..n).map(WorkerId).collect();
     let mut placer = place::build(policy, &config, &ids)?;
-    let shown = args.file.display().to_string();
-    let file = File::open(&args.file).with_context(|| format!("cannot open capture `{shown}`"))?;
+    let shown = path.display().to_string();
+    let file = File::open(path).with_context(|| format!("cannot open capture `{shown}`"))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let pipeline_config = PipelineConfig {
         conn: ConnConfig { max_packets: args.packets, max_bytes: args.bytes, ..ConnConfig::default() },
@@ -200,7 +223,12 @@ pub(crate) fn run(args: &InspectArgs) -> Result<()> {
         bar.set_position(at as u64)
     });
     bar.finish_and_clear();
-    let report = report.with_context(|| format!("reading `{shown}`"))?;
+    let mut report = report.with_context(|| format!("reading `{shown}`"))?;
+    if args.guess {
+        for c in &mut report.summary.conns {
+            c.verdict = c.verdict.guessed(Ports::of(&c.key));
+        }
+    }
     if let Some(path) = &args.results {
         write_results(&report.summary.conns, path)?;
     }
@@ -275,15 +303,15 @@ fn print_table(out: &mut impl Write, name: &str, r: &RunReport, t: &Totals) -> R
         "buffers inspected {}, skipped as classified {}, packets only marked {}, dropped {}; left out by the reader: {}",
         t.inspected, t.skipped_classified, t.marked, t.dropped, s.skipped
     )?;
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut counts: BTreeMap<(std::borrow::Cow<'static, str>, &str), usize> = BTreeMap::new();
     for c in &s.conns {
-        *counts.entry(c.verdict.name()).or_default() += 1;
+        *counts.entry((c.verdict.shown(), c.verdict.evidence().unwrap_or("-"))).or_default() += 1;
     }
     let mut by_count: Vec<_> = counts.into_iter().collect();
-    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    writeln!(out, "\nprotocol       connections")?;
-    for (name, n) in by_count {
-        writeln!(out, "{name:<14} {n:>11}")?;
+    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    writeln!(out, "\nprotocol             connections  evidence")?;
+    for ((name, evidence), n) in by_count {
+        writeln!(out, "{name:<20} {n:>11}  {evidence}")?;
     }
     writeln!(out, "\nworker  core  scanned   skipped  busy ms  duplicated")?;
     for (i, w) in r.workers.iter().enumerate() {
@@ -305,6 +333,22 @@ fn print_table(out: &mut impl Write, name: &str, r: &RunReport, t: &Totals) -> R
     if let (Some(checked), Some(missed)) = (t.labels_checked, t.labels_missed) {
         writeln!(out, "labels: {} of {checked} connections named as labelled", checked - missed)?;
     }
+    Ok(())
+}
+
+fn list_protocols(out: &mut impl Write) -> Result<()> {
+    writeln!(out, "{:<12} {:<5} {:<7} {:<28} {:<13} specification", "protocol", "over", "opens", "ports", "needs")?;
+    for s in SIGNATURES {
+        let ports = s.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
+        let needs = match s.needs {
+            Needs::Payload => "payload",
+            Needs::PayloadOnPort => "payload+port",
+        };
+        let over = format!("{:?}", s.over).to_lowercase();
+        let opens = format!("{:?}", s.opens).to_lowercase();
+        writeln!(out, "{:<12} {over:<5} {opens:<7} {ports:<28} {needs:<13} {}", s.name, s.what)?;
+    }
+    writeln!(out, "\n{} protocols", SIGNATURES.len())?;
     Ok(())
 }
 

@@ -20,13 +20,18 @@ pub struct Assembly {
     buffer: Vec<u8>,
     streams: [Stream; 2],
     dropped_segments: u64,
+    /// Where each direction's first byte lies in the buffer (client's, server's), as `u32 + 1`
+    /// with 0 for none yet: a capture that starts mid-connection, or shows one side, may open
+    /// with either, and the inspector tries both.
+    starts: [u32; 2],
 }
 
 impl Assembly {
     /// Takes in one packet of the connection (`from_client`: sent by the connection's client),
     /// and returns the buffer's length after it.
     pub fn push(&mut self, config: &ConnConfig, from_client: bool, tcp: Option<Tcp>, payload: &[u8]) -> usize {
-        let room = config.max_bytes.saturating_sub(self.buffer.len());
+        let before = self.buffer.len();
+        let room = config.max_bytes.saturating_sub(before);
         match tcp {
             Some(tcp) => {
                 let stream = &mut self.streams[usize::from(!from_client)];
@@ -36,7 +41,16 @@ impl Assembly {
             }
             None => self.buffer.extend_from_slice(&payload[..payload.len().min(room)]),
         }
+        let start = &mut self.starts[usize::from(!from_client)];
+        if *start == 0 && self.buffer.len() > before {
+            *start = before as u32 + 1;
+        }
         self.buffer.len()
+    }
+
+    /// Where the client's and the server's first bytes lie in the buffer, if they have come.
+    pub fn starts(&self) -> [Option<usize>; 2] {
+        self.starts.map(|s| s.checked_sub(1).map(|s| s as usize))
     }
 
     /// The buffer: the connection's first bytes, in conversation order.
@@ -75,5 +89,18 @@ mod tests {
         assert_eq!(a.buffer(), b"one two ");
         a.push(&config, true, seg(14), b"three ");
         assert_eq!(a.buffer(), b"one two three four ");
+    }
+
+    #[test]
+    fn each_direction_s_first_byte_is_found() {
+        let config = ConnConfig::default();
+        let mut a = Assembly::default();
+        assert_eq!(a.starts(), [None, None]);
+        a.push(&config, false, None, b"");
+        assert_eq!(a.starts(), [None, None], "no bytes, no start");
+        a.push(&config, false, None, b"220 ready\r\n");
+        a.push(&config, true, None, b"USER x\r\n");
+        a.push(&config, false, None, b"331\r\n");
+        assert_eq!(a.starts(), [Some(11), Some(0)]);
     }
 }

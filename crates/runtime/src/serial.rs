@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use switchyard_core::flow::FiveTuple;
 use switchyard_ingest::{Assembly, ConnConfig, ConnTable, IngestError, Packets, SkipCounts, Step};
 
-use crate::inspect::{Inspector, Protocol, tls};
+use crate::inspect::{Found, Inspector, Needs, Ports, Protocol, tls};
 
 /// How a connection ended up (Guo §2.4's three states).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +20,9 @@ pub enum Verdict {
     /// Unmatched, but some of its buffers were dropped at full queues (`on_full = drop`)
     /// unscanned: no verdict.
     Incomplete,
+    /// Nothing matched, and `--guess` named it by its ports alone ([`Inspector::guess`]), as
+    /// nDPI's "guessed" does.
+    Guessed(Protocol),
 }
 
 impl Verdict {
@@ -33,10 +36,38 @@ impl Verdict {
         }
     }
 
-    /// The protocol's name, `no-match`, `open` or `incomplete`.
+    /// With `--guess`: a connection nothing matched named by its ports, if they are a
+    /// protocol's well-known ones; any other verdict as it is.
+    pub fn guessed(self, ports: Ports) -> Self {
+        match self {
+            Self::NoMatch | Self::Open => Inspector::guess(ports).map_or(self, Self::Guessed),
+            v => v,
+        }
+    }
+
+    /// What the verdict rests on: `payload`, `payload+port` (a signature that needs its port,
+    /// [`Needs::PayloadOnPort`]), `port` (guessed), or nothing for no protocol.
+    pub fn evidence(self) -> Option<&'static str> {
+        match self {
+            Self::Matched(p) if p.signature().needs == Needs::PayloadOnPort => Some("payload+port"),
+            Self::Matched(_) => Some("payload"),
+            Self::Guessed(_) => Some("port"),
+            _ => None,
+        }
+    }
+
+    /// How reports show it: the name, and ` (guessed)` after a guessed one.
+    pub fn shown(self) -> std::borrow::Cow<'static, str> {
+        match self {
+            Self::Guessed(p) => format!("{} (guessed)", p.name()).into(),
+            v => v.name().into(),
+        }
+    }
+
+    /// The protocol's name (a guessed one's too), `no-match`, `open` or `incomplete`.
     pub fn name(self) -> &'static str {
         match self {
-            Self::Matched(p) => p.name(),
+            Self::Matched(p) | Self::Guessed(p) => p.name(),
             Self::NoMatch => "no-match",
             Self::Open => "open",
             Self::Incomplete => "incomplete",
@@ -49,18 +80,33 @@ impl Verdict {
 pub struct ConnResult {
     /// Number of the connection, in order of first packet.
     pub id: u64,
-    /// Client to server.
+    /// Client to server: the first sender is taken for the client unless the signature that
+    /// matched says otherwise (a server's greeting on its bytes, [`Found::roles_reversed`]).
     pub key: FiveTuple,
     /// The outcome.
     pub verdict: Verdict,
-    /// The TLS server name, for TLS.
-    pub server_name: Option<String>,
+    /// For TLS, what its handshake showed.
+    pub tls: Option<Box<tls::Seen>>,
     /// The packet (numbered from 0 in the connection) whose buffer matched.
     pub matched_at: Option<u32>,
     /// Packets seen.
     pub packets: u64,
     /// Payload bytes seen.
     pub bytes: u64,
+}
+
+impl ConnResult {
+    /// The TLS server name, for TLS with one.
+    pub fn server_name(&self) -> Option<&str> {
+        self.tls.as_ref()?.server_name.as_deref()
+    }
+
+    /// The result of a connection of the table (`key`: first sender to other end) whose match,
+    /// if any, is `found`; its counts are left for the caller.
+    pub fn new(id: u64, key: FiveTuple, found: Option<Found>, verdict: Verdict, tls: Option<Box<tls::Seen>>) -> Self {
+        let key = if found.is_some_and(Found::roles_reversed) { key.reversed() } else { key };
+        Self { id, key, verdict, tls, matched_at: None, packets: 0, bytes: 0 }
+    }
 }
 
 /// A connection as a row of the results CSV (`switchyard inspect --results`).
@@ -71,7 +117,14 @@ struct ResultRow<'a> {
     client: String,
     server: String,
     protocol: &'a str,
+    /// `payload`, `payload+port` or `port` (guessed).
+    evidence: Option<&'a str>,
     server_name: Option<&'a str>,
+    /// The ClientHello's ALPN protocols, joined by `;`.
+    alpn: Option<String>,
+    /// The version the ServerHello negotiated (`1.3`, `1.2`, …).
+    tls_version: Option<String>,
+    ja4: Option<&'a str>,
     /// The packet, counted from 1 in the connection, whose buffer matched.
     matched_packet: Option<u32>,
     packets: u64,
@@ -79,7 +132,8 @@ struct ResultRow<'a> {
 }
 
 /// Writes one CSV row per connection, with a header: `id, proto, client, server, protocol,
-/// server_name, matched_packet` (counted from 1), `packets, bytes`.
+/// evidence, server_name, alpn, tls_version, ja4, matched_packet` (counted from 1),
+/// `packets, bytes`.
 pub fn write_results(conns: &[ConnResult], out: impl std::io::Write) -> Result<(), csv::Error> {
     let mut w = csv::Writer::from_writer(out);
     for c in conns {
@@ -89,7 +143,11 @@ pub fn write_results(conns: &[ConnResult], out: impl std::io::Write) -> Result<(
             client: c.key.src().to_string(),
             server: c.key.dst().to_string(),
             protocol: c.verdict.name(),
-            server_name: c.server_name.as_deref(),
+            evidence: c.verdict.evidence(),
+            server_name: c.server_name(),
+            alpn: c.tls.as_ref().filter(|t| !t.alpn.is_empty()).map(|t| t.alpn.join(";")),
+            tls_version: c.tls.as_ref().and_then(|t| t.version).map(tls::version_name),
+            ja4: c.tls.as_ref().and_then(|t| t.ja4.as_deref()),
             matched_packet: c.matched_at.map(|i| i + 1),
             packets: c.packets,
             bytes: c.bytes,
@@ -124,9 +182,11 @@ pub struct Summary {
 #[derive(Clone, Debug, Default)]
 struct State {
     assembly: Assembly,
-    verdict: Option<Protocol>,
+    found: Option<Found>,
     matched_at: Option<u32>,
-    server_name: Option<String>,
+    tls: Option<Box<tls::Seen>>,
+    /// A TLS connection whose ServerHello is still to come: its later buffers are read for it.
+    tls_pending: bool,
 }
 
 /// Reads `reader` to the end, inspecting each connection's buffers in order until one matches.
@@ -161,23 +221,33 @@ fn serial(
         s.packets += 1;
         s.payload_bytes += p.payload.len() as u64;
         match table.on_packet(&p) {
-            Step::Buffer { conn, .. } if conn.data.verdict.is_some() => s.skipped_classified += 1,
+            Step::Buffer { conn, .. } if conn.data.found.is_some() && !conn.data.tls_pending => {
+                s.skipped_classified += 1
+            }
             Step::Buffer { conn, from_client, index, .. } => {
+                let ports = Ports::of(&conn.key);
                 let state = &mut conn.data;
                 let started = on_scan.is_some().then(Instant::now);
                 state.assembly.push(&config, from_client, p.tcp, p.payload);
-                let buffer = state.assembly.buffer();
+                let (buffer, starts) = (state.assembly.buffer(), state.assembly.starts());
                 s.inspected += 1;
                 s.scanned_bytes += buffer.len() as u64;
-                let found = inspector.classify_with(&mut scratch, buffer);
+                let found = if let Some(seen) = state.tls.as_mut().filter(|_| state.tls_pending) {
+                    state.tls_pending = seen.read(buffer, starts);
+                    None
+                } else {
+                    inspector.classify_conn(&mut scratch, buffer, starts, ports)
+                };
                 if let (Some(on_scan), Some(started)) = (on_scan.as_mut(), started) {
                     on_scan(buffer.len(), started.elapsed());
                 }
-                if let Some(proto) = found {
-                    state.verdict = Some(proto);
+                if let Some(found) = found {
+                    state.found = Some(found);
                     state.matched_at = Some(index);
-                    if proto.name() == "tls" {
-                        state.server_name = tls::server_name(buffer).map(str::to_owned);
+                    if found.protocol.name() == "tls" {
+                        let mut seen = Box::<tls::Seen>::default();
+                        state.tls_pending = seen.read(buffer, starts);
+                        state.tls = Some(seen);
                     }
                 }
             }
@@ -194,14 +264,14 @@ fn serial(
     ended.sort_by_key(|c| c.id);
     s.conns = ended
         .into_iter()
-        .map(|c| ConnResult {
-            id: c.id,
-            key: c.key,
-            verdict: Verdict::of(c.data.verdict, c.packets, &config),
-            server_name: c.data.server_name,
-            matched_at: c.data.matched_at,
-            packets: c.packets,
-            bytes: c.bytes,
+        .map(|c| {
+            let verdict = Verdict::of(c.data.found.map(|f| f.protocol), c.packets, &config);
+            ConnResult {
+                matched_at: c.data.matched_at,
+                packets: c.packets,
+                bytes: c.bytes,
+                ..ConnResult::new(c.id, c.key, c.data.found, verdict, c.data.tls)
+            }
         })
         .collect();
     Ok(s)

@@ -24,6 +24,7 @@ use rand_distr::{Distribution, Exp, Pareto};
 use thiserror::Error;
 
 use crate::inspect::samples::openings;
+use crate::inspect::{Opens, Over};
 
 /// What to generate.
 #[derive(Clone, Debug, PartialEq)]
@@ -78,36 +79,11 @@ pub enum TraceGenError {
     Write(String),
 }
 
-/// Protocols carried over UDP, and those whose servers speak first.
-const UDP: &[&str] = &["dns", "ntp", "dhcp", "quic", "sip"];
-const SERVER_FIRST: &[&str] = &["ftp", "imap", "pop3", "mysql", "telnet"];
-
-fn port(protocol: &str) -> u16 {
-    match protocol {
-        "http" => 80,
-        "tls" => 443,
-        "ssh" => 22,
-        "dns" => 53,
-        "ftp" => 21,
-        "smtp" => 25,
-        "imap" => 143,
-        "pop3" => 110,
-        "sip" => 5060,
-        "rtsp" => 554,
-        "mqtt" => 1883,
-        "redis" => 6379,
-        "postgresql" => 5432,
-        "mysql" => 3306,
-        "smb" => 445,
-        "rdp" => 3389,
-        "bittorrent" => 6881,
-        "quic" => 443,
-        "ntp" => 123,
-        "dhcp" => 67,
-        "telnet" => 23,
-        "xmpp" => 5222,
-        _ => 9,
-    }
+/// Whether `protocol` is carried over UDP, its server speaks first, and its port: from its
+/// signature (TCP where it runs over both).
+fn shape(protocol: &str) -> (bool, bool, u16) {
+    let s = crate::inspect::Protocol::by_name(protocol).expect("openings name shipped protocols").signature();
+    (s.over == Over::Udp, s.opens == Opens::Server, s.ports[0])
 }
 
 struct Frame {
@@ -178,14 +154,15 @@ pub fn generate(spec: &TraceSpec, out: impl Write) -> Result<Vec<Label>, TraceGe
         let base = ((bulk.sample(&mut rng) - 1.0) as u32).min(spec.max_bulk);
         let n_bulk = if elephant { base.max(1) * 20 } else { base };
         let client = SocketAddrV4::new(Ipv4Addr::new(10, 1, (i >> 8) as u8, i as u8), 32_768 + (i % 28_000) as u16);
-        let server = SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 1 + (i % 200) as u8), port(protocol));
+        let (udp, server_first, port) = shape(protocol);
+        let server = SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 1 + (i % 200) as u8), port);
         let mut at = t;
         let start = frames.len();
         let mut push = |at: &mut f64, bytes: Vec<u8>, rng: &mut ChaCha8Rng| {
             frames.push(Frame { at_us: (*at * 1e6) as u64, bytes });
             *at += gaps.sample(rng);
         };
-        if UDP.contains(protocol) {
+        if udp {
             push(&mut at, udp_frame(client, server, opening), &mut rng);
             for k in 0..n_bulk.min(4) {
                 let reply = vec![b'r'; 64 + (k as usize * 37) % 400];
@@ -201,7 +178,7 @@ pub fn generate(spec: &TraceSpec, out: impl Write) -> Result<Vec<Label>, TraceGe
             let ack = tcp_frame(&mut c, &s, false, false, &[]);
             push(&mut at, ack, &mut rng);
             let filler = b"\x00filler-reply-\x00\x01\x02".to_vec();
-            let (first, second) = if SERVER_FIRST.contains(protocol) {
+            let (first, second) = if server_first {
                 (tcp_frame(&mut s, &c, false, false, opening), tcp_frame(&mut c, &s, false, false, &filler))
             } else {
                 (tcp_frame(&mut c, &s, false, false, opening), tcp_frame(&mut s, &c, false, false, &filler))
@@ -222,7 +199,7 @@ pub fn generate(spec: &TraceSpec, out: impl Write) -> Result<Vec<Label>, TraceGe
         }
         labels.push(Label {
             id: u64::from(i),
-            proto: if UDP.contains(protocol) { 17 } else { 6 },
+            proto: if udp { 17 } else { 6 },
             client: SocketAddr::V4(client),
             server: SocketAddr::V4(server),
             protocol,

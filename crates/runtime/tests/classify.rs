@@ -2,7 +2,7 @@
 //! its label says, and every packet is accounted for.
 
 use switchyard_ingest::{CaptureReader, ConnConfig};
-use switchyard_runtime::inspect::Inspector;
+use switchyard_runtime::inspect::{Inspector, Ports, tls};
 use switchyard_runtime::serial::{Verdict, inspect_serial};
 use switchyard_runtime::tracegen::{TraceSpec, generate};
 
@@ -26,7 +26,7 @@ fn every_generated_connection_is_classified_as_labelled() {
             assert_eq!(c.verdict.name(), l.protocol, "connection {} ({:?})", l.id, c.key);
             assert!(matches!(c.verdict, Verdict::Matched(_)));
             if l.protocol == "tls" {
-                assert_eq!(c.server_name.as_deref(), Some("example.org"));
+                assert_eq!(c.server_name(), Some("example.org"));
             }
         }
     }
@@ -41,19 +41,27 @@ fn the_same_spec_gives_the_same_bytes() {
     assert_eq!(a, b);
 }
 
-/// The fuzzer's corpus for the TLS server-name reader and the inspector (fuzz/corpus/tls_sni),
+/// The fuzzer's corpus for the TLS hello readers and the inspector (fuzz/corpus/tls_sni),
 /// replayed on stable Rust in every test run.
 #[test]
 fn the_fuzz_corpus_is_handled() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/tls_sni");
     let inspector = Inspector::new();
+    let mut scratch = inspector.scratch();
     let mut files = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-        if let Some(name) = switchyard_runtime::inspect::tls::server_name(&bytes) {
+        if let Some(name) = tls::server_name(&bytes) {
             assert!(name.bytes().all(|c| c.is_ascii_graphic()));
         }
+        if let Some(hello) = tls::client_hello(&bytes) {
+            assert_eq!(tls::ja4(&hello).len(), 36);
+        }
+        let _ = tls::server_hello(&bytes);
+        let _ = tls::Seen::default().read(&bytes, [Some(0), Some(bytes.len() / 2)]);
         let _ = inspector.classify(&bytes);
+        let ports = Ports { proto: 17, client: 5353, server: 1812 };
+        let _ = inspector.classify_conn(&mut scratch, &bytes, [Some(0), Some(bytes.len() / 2)], ports);
         files += 1;
     }
     assert!(files > 50, "the corpus is in the repository: {files} files");

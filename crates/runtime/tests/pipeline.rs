@@ -21,7 +21,7 @@ fn any_policy_and_any_worker_count_gives_the_serial_verdicts() {
     let inspector = Inspector::new();
     let serial = inspect_serial(CaptureReader::new(&pcap[..]).unwrap(), ConnConfig::default(), &inspector).unwrap();
     let verdicts = |s: &switchyard_runtime::serial::Summary| {
-        s.conns.iter().map(|c| (c.id, c.verdict, c.server_name.clone())).collect::<Vec<_>>()
+        s.conns.iter().map(|c| (c.id, c.key, c.verdict, c.tls.clone())).collect::<Vec<_>>()
     };
     for policy in [Policy::RoundRobin, Policy::Hrw, Policy::Ahrw, Policy::Affinity, Policy::Bounded] {
         for workers in [1u32, 2, 4] {
@@ -47,7 +47,7 @@ fn the_sequential_kernel_gives_the_same_results_serially_and_on_workers() {
     let combined = Inspector::new();
     let sequential = Inspector::with_engine(Engine::Sequential);
     let rows = |s: &switchyard_runtime::serial::Summary| {
-        s.conns.iter().map(|c| (c.id, c.verdict, c.matched_at, c.server_name.clone())).collect::<Vec<_>>()
+        s.conns.iter().map(|c| (c.id, c.key, c.verdict, c.matched_at, c.tls.clone())).collect::<Vec<_>>()
     };
     let reference = inspect_serial(CaptureReader::new(&pcap[..]).unwrap(), ConnConfig::default(), &combined).unwrap();
     assert!(reference.conns.iter().filter(|c| matches!(c.verdict, Verdict::Matched(_))).count() > 250);

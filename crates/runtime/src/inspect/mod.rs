@@ -9,6 +9,13 @@
 //! A connection ends MATCHED(protocol) when a buffer matches, NO_MATCH when its last inspected
 //! buffer did not, or stays open (Guo §2.4's three states). For TLS the ClientHello's server name
 //! is read too ([`tls::server_name`]).
+//!
+//! A connection is tried from each direction's first byte ([`Inspector::classify_conn`]): a
+//! capture that starts mid-connection, or holds one side only, may open with the server's bytes
+//! or with bytes no signature knows, and the other direction's first payload can still tell.
+//! Where the match was tells which end is the server ([`Opens`]). A few protocols need their
+//! port as well as their payload ([`Needs::PayloadOnPort`]); a port alone names nothing unless
+//! asked ([`Inspector::guess`], `--guess`), and then the verdict says it was guessed.
 
 pub mod samples;
 pub mod signatures;
@@ -20,7 +27,9 @@ use regex_automata::meta::{Cache, Regex};
 use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input};
 
-pub use signatures::{SIGNATURES, Signature};
+pub use signatures::{Needs, Opens, Over, SIGNATURES, Signature};
+
+use switchyard_core::flow::FiveTuple;
 
 /// Index of a protocol in [`SIGNATURES`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -36,6 +45,57 @@ impl Protocol {
     pub fn by_name(name: &str) -> Option<Self> {
         SIGNATURES.iter().position(|s| s.name == name).map(|i| Self(i as u16))
     }
+
+    /// Its signature.
+    pub fn signature(self) -> &'static Signature {
+        &SIGNATURES[self.0 as usize]
+    }
+}
+
+/// What the inspector knows of a connection besides its bytes: its transport and its ports,
+/// client's and server's as the connection table saw them (the first sender is the client).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ports {
+    /// IP protocol number (6 TCP, 17 UDP).
+    pub proto: u8,
+    /// The first sender's port.
+    pub client: u16,
+    /// The other end's port.
+    pub server: u16,
+}
+
+impl Ports {
+    /// The ports of `key` (client to server).
+    pub fn of(key: &FiveTuple) -> Self {
+        Self { proto: key.proto, client: key.src().port(), server: key.dst().port() }
+    }
+
+    /// Whether either end uses one of `ports` (mDNS and NetBIOS send from their port too, and a
+    /// capture may have seen the server speak first).
+    fn either_in(self, ports: &[u16]) -> bool {
+        ports.contains(&self.server) || ports.contains(&self.client)
+    }
+}
+
+/// A signature that matched, and on which direction's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// The protocol.
+    pub protocol: Protocol,
+    /// The bytes were the connection's client's (its first sender's), not the other end's.
+    pub from_client: bool,
+}
+
+impl Found {
+    /// Whether the connection's first sender is in fact its server: the match was a server's
+    /// greeting on the first sender's bytes, or a client's request on the other end's.
+    pub fn roles_reversed(self) -> bool {
+        match self.protocol.signature().opens {
+            Opens::Server => self.from_client,
+            Opens::Client => !self.from_client,
+            Opens::Either => false,
+        }
+    }
 }
 
 /// One thread's matching space for an [`Inspector`] (the regexes' caches).
@@ -43,6 +103,7 @@ impl Protocol {
 pub struct Scratch {
     combined: Cache,
     one_by_one: Vec<Cache>,
+    on_port: Vec<Cache>,
 }
 
 /// How the signatures are matched. Both name the same protocol for every buffer (tested); they
@@ -64,9 +125,15 @@ pub enum Engine {
 /// The compiled signatures. Cheap to share between threads (`&Inspector` is all a worker needs).
 #[derive(Debug)]
 pub struct Inspector {
+    /// Every [`Needs::Payload`] signature, in one automaton.
     regex: Regex,
-    /// For [`Engine::Sequential`]: one regex per signature, in priority order.
+    /// The protocol of each of `regex`'s patterns.
+    ids: Vec<u16>,
+    /// For [`Engine::Sequential`]: one regex per [`Needs::Payload`] signature, in priority order.
     one_by_one: Vec<Regex>,
+    /// The [`Needs::PayloadOnPort`] signatures, each on its own (a handful, tried only on their
+    /// ports), with their protocols.
+    on_port: Vec<(Protocol, Regex)>,
     /// Scratch given back by threads that finished, kept for the next: a lazy DFA builds its
     /// states as it meets them, so fresh scratch is slow at first (on the 3,155-packet sample,
     /// a run's workers with fresh scratch were a quarter slower than with scratch used before).
@@ -75,7 +142,13 @@ pub struct Inspector {
 
 impl Clone for Inspector {
     fn clone(&self) -> Self {
-        Self { regex: self.regex.clone(), one_by_one: self.one_by_one.clone(), spare: Mutex::default() }
+        Self {
+            regex: self.regex.clone(),
+            ids: self.ids.clone(),
+            one_by_one: self.one_by_one.clone(),
+            on_port: self.on_port.clone(),
+            spare: Mutex::default(),
+        }
     }
 }
 
@@ -102,7 +175,9 @@ impl Inspector {
     ///
     /// As [`Inspector::new`].
     pub fn with_engine(engine: Engine) -> Self {
-        let patterns: Vec<&str> = SIGNATURES.iter().map(|s| s.pattern).collect();
+        let payload_only = |s: &&Signature| s.needs == Needs::Payload;
+        let patterns: Vec<&str> = SIGNATURES.iter().filter(payload_only).map(|s| s.pattern).collect();
+        let ids = (0..SIGNATURES.len() as u16).filter(|&i| payload_only(&&SIGNATURES[i as usize])).collect();
         // Payloads are bytes, not text: `.` and classes may match any byte, and an empty match
         // need not fall on a UTF-8 boundary.
         let bytes = || Regex::config().utf8_empty(false);
@@ -122,7 +197,12 @@ impl Inspector {
                 .map(|p| build(bytes().dfa(false).hybrid(false).onepass(false).backtrack(false), &[p]))
                 .collect(),
         };
-        Self { regex, one_by_one, spare: Mutex::default() }
+        let on_port = (0..SIGNATURES.len() as u16)
+            .map(Protocol)
+            .filter(|p| p.signature().needs == Needs::PayloadOnPort)
+            .map(|p| (p, build(bytes(), &[p.signature().pattern])))
+            .collect();
+        Self { regex, ids, one_by_one, on_port, spare: Mutex::default() }
     }
 
     /// The engine this inspector matches with.
@@ -138,6 +218,7 @@ impl Inspector {
         spare.unwrap_or_else(|| Scratch {
             combined: self.regex.create_cache(),
             one_by_one: self.one_by_one.iter().map(Regex::create_cache).collect(),
+            on_port: self.on_port.iter().map(|(_, r)| r.create_cache()).collect(),
         })
     }
 
@@ -148,7 +229,8 @@ impl Inspector {
         }
     }
 
-    /// The protocol whose signature matches the start of `buffer`.
+    /// The protocol whose [`Needs::Payload`] signature matches the start of `buffer`, whatever
+    /// the transport and ports: the payload alone.
     ///
     /// Each call takes scratch from the inspector and gives it back: a thread that classifies
     /// many buffers should keep a [`Scratch`] and call [`Inspector::classify_with`].
@@ -169,19 +251,62 @@ impl Inspector {
     /// [`Inspector::scratch`].
     pub fn classify_with(&self, scratch: &mut Scratch, buffer: &[u8]) -> Option<Protocol> {
         let input = Input::new(buffer).anchored(Anchored::Yes).earliest(true);
-        if self.one_by_one.is_empty() {
-            return self
-                .regex
-                .search_with(&mut scratch.combined, &input)
-                .map(|m| Protocol(m.pattern().as_usize() as u16));
+        let pattern = if self.one_by_one.is_empty() {
+            self.regex.search_with(&mut scratch.combined, &input).map(|m| m.pattern().as_usize())
+        } else {
+            // In priority order, the first that matches; the signatures do not overlap, so this
+            // names what the combined automaton names.
+            self.one_by_one
+                .iter()
+                .zip(&mut scratch.one_by_one)
+                .position(|(r, cache)| r.search_with(cache, &input).is_some())
+        };
+        pattern.map(|i| Protocol(self.ids[i]))
+    }
+
+    /// The protocol of a connection whose buffer is `buffer`: tried from each direction's first
+    /// byte (`starts`: where the client's and the server's first bytes lie in the buffer, as
+    /// [`switchyard_ingest::Assembly::starts`] gives them), the earlier first. At each, the
+    /// signatures that need a port are tried first where `ports` has theirs, then every other;
+    /// a match whose protocol does not run over the connection's transport is none.
+    pub fn classify_conn(
+        &self,
+        scratch: &mut Scratch,
+        buffer: &[u8],
+        starts: [Option<usize>; 2],
+        ports: Ports,
+    ) -> Option<Found> {
+        let mut order = [(starts[0], true), (starts[1], false)];
+        order.sort_by_key(|(at, _)| at.unwrap_or(usize::MAX));
+        for (start, from_client) in order {
+            let Some(at) = start.filter(|&at| at < buffer.len()) else { continue };
+            let bytes = &buffer[at..];
+            let input = Input::new(bytes).anchored(Anchored::Yes).earliest(true);
+            for ((p, regex), cache) in self.on_port.iter().zip(&mut scratch.on_port) {
+                let s = p.signature();
+                if s.over.carries(ports.proto) && ports.either_in(s.ports) && regex.search_with(cache, &input).is_some()
+                {
+                    return Some(Found { protocol: *p, from_client });
+                }
+            }
+            if let Some(p) = self.classify_with(scratch, bytes).filter(|p| p.signature().over.carries(ports.proto)) {
+                return Some(Found { protocol: p, from_client });
+            }
         }
-        // In priority order, the first that matches; the signatures do not overlap, so this
-        // names what the combined automaton names.
-        self.one_by_one
-            .iter()
-            .zip(&mut scratch.one_by_one)
-            .position(|(r, cache)| r.search_with(cache, &input).is_some())
-            .map(|i| Protocol(i as u16))
+        None
+    }
+
+    /// With `--guess`: the protocol a connection that nothing matched is named by its ports
+    /// alone, the first signature (in priority order) over its transport with the server's
+    /// port among its well-known ones, else with the client's. Not evidence: the verdict says
+    /// it was guessed.
+    pub fn guess(ports: Ports) -> Option<Protocol> {
+        [ports.server, ports.client].into_iter().find_map(|port| {
+            SIGNATURES
+                .iter()
+                .position(|s| s.over.carries(ports.proto) && s.ports.contains(&port))
+                .map(|i| Protocol(i as u16))
+        })
     }
 
     /// Every protocol whose signature matches `buffer` (for checking that signatures do not
@@ -190,7 +315,7 @@ impl Inspector {
         let mut set = regex_automata::PatternSet::new(self.regex.pattern_len());
         let input = Input::new(buffer).anchored(Anchored::Yes);
         self.regex.which_overlapping_matches(&input, &mut set);
-        set.iter().map(|p| Protocol(p.as_usize() as u16)).collect()
+        set.iter().map(|p| Protocol(self.ids[p.as_usize()])).collect()
     }
 }
 
@@ -199,6 +324,7 @@ mod tests {
     use super::*;
 
     use super::samples::openings;
+    use super::signatures::{Needs, Over};
 
     #[test]
     fn every_signature_compiles_and_there_are_at_least_twenty_protocols() {
@@ -210,18 +336,76 @@ mod tests {
         assert_eq!(names.len(), SIGNATURES.len(), "names are unique");
     }
 
+    /// The ports of a connection to `name`'s first well-known port, over its transport (TCP
+    /// where it has both).
+    fn ports_of(name: &str) -> Ports {
+        let s = Protocol::by_name(name).expect("a protocol").signature();
+        Ports { proto: if s.over == Over::Udp { 17 } else { 6 }, client: 40_000, server: s.ports[0] }
+    }
+
     #[test]
     fn each_opening_is_named_by_its_own_signature_and_no_other() {
         let inspector = Inspector::new();
         let openings = openings();
+        let mut scratch = inspector.scratch();
         for s in SIGNATURES {
             assert!(openings.iter().any(|(n, _)| *n == s.name), "no opening for {}", s.name);
+            assert!(!s.ports.is_empty(), "{} has a well-known port", s.name);
         }
         for (name, bytes) in openings {
+            let shown = String::from_utf8_lossy(&bytes);
+            let ports = ports_of(name);
+            let mut on = |ports| inspector.classify_conn(&mut scratch, &bytes, [Some(0), None], ports);
+            assert_eq!(on(ports).map(|f| f.protocol.name()), Some(name), "{shown}");
             let all: Vec<&str> = inspector.all_matches(&bytes).into_iter().map(Protocol::name).collect();
-            assert_eq!(all, [name], "{}", String::from_utf8_lossy(&bytes));
-            assert_eq!(inspector.classify(&bytes).map(Protocol::name), Some(name));
+            if Protocol::by_name(name).expect("listed").signature().needs == Needs::Payload {
+                assert_eq!(all, [name], "{shown}");
+                assert_eq!(inspector.classify(&bytes).map(Protocol::name), Some(name));
+            } else {
+                // Off its port, it is what its payload alone says: DNS for mDNS and LLMNR,
+                // nothing for the others.
+                let elsewhere = on(Ports { server: 9, client: 40_000, ..ports }).map(|f| f.protocol.name());
+                let expected = ["mdns", "llmnr"].contains(&name).then_some("dns");
+                assert_eq!(elsewhere, expected, "{name} off its port");
+                assert_eq!(all, Vec::from_iter(expected), "{shown}");
+            }
         }
+    }
+
+    /// Either direction's first bytes can name a connection, and a server's greeting on the
+    /// first sender's bytes says the first sender was the server.
+    #[test]
+    fn either_direction_names_and_tells_which_end_is_the_server() {
+        let inspector = Inspector::new();
+        let mut scratch = inspector.scratch();
+        let ports = ports_of("ftp");
+        let mid_stream = b"xq\x00\x01 not an opening\r\n220 ProFTPD Server ready\r\n";
+        let found = inspector.classify_conn(&mut scratch, mid_stream, [Some(0), Some(21)], ports);
+        assert_eq!(found, Some(Found { protocol: Protocol::by_name("ftp").expect("listed"), from_client: false }));
+        assert!(!found.is_some_and(Found::roles_reversed), "the second sender greeted: it is the server");
+        let one_sided = b"220 ProFTPD Server ready\r\n";
+        let found = inspector.classify_conn(&mut scratch, one_sided, [Some(0), None], ports);
+        assert!(found.is_some_and(Found::roles_reversed), "only the server was seen, and it spoke first");
+        let (_, pg) = openings().into_iter().find(|(n, _)| *n == "postgresql").expect("listed");
+        let found = inspector.classify_conn(&mut scratch, &pg, [None, Some(0)], ports_of("postgresql"));
+        assert!(found.is_some_and(Found::roles_reversed), "a StartupMessage from the table's server");
+        let udp_only = openings().into_iter().find(|(n, _)| *n == "ntp").expect("listed").1;
+        assert_eq!(
+            inspector.classify_conn(&mut scratch, &udp_only, [Some(0), None], ports_of("http")),
+            None,
+            "NTP over TCP"
+        );
+    }
+
+    #[test]
+    fn a_guess_takes_the_server_s_port_then_the_client_s_and_the_transport() {
+        let name = |proto, client, server| Inspector::guess(Ports { proto, client, server }).map(Protocol::name);
+        assert_eq!(name(6, 50_000, 443), Some("tls"));
+        assert_eq!(name(17, 50_000, 443), Some("quic"));
+        assert_eq!(name(17, 53, 50_000), Some("dns"), "a response seen first");
+        assert_eq!(name(17, 5353, 5353), Some("mdns"));
+        assert_eq!(name(6, 50_000, 50_001), None);
+        assert_eq!(name(6, 50_000, 123), None, "NTP is UDP");
     }
 
     /// NetBIOS name service was named `dns` (its queries fit DNS's header), and a NetBIOS

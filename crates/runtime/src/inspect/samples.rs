@@ -12,7 +12,7 @@ pub fn openings() -> Vec<(&'static str, Vec<u8>)> {
     vec![
         ("http", b"GET /index.html HTTP/1.1\r\nHost: example.org\r\n\r\n".to_vec()),
         ("http", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_vec()),
-        ("tls", super::tls::client_hello(Some("example.org"))),
+        ("tls", super::tls::sample_client_hello(Some("example.org"))),
         // A capture that starts mid-connection: a TLS 1.3 application_data record.
         ("tls", b"\x17\x03\x03\x00\x45\x8f\x2a\x91\x0c".to_vec()),
         ("ssh", b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n".to_vec()),
@@ -78,5 +78,20 @@ pub fn openings() -> Vec<(&'static str, Vec<u8>)> {
         // An OP_MSG of 41 bytes: flags 0, a body section holding {ping: 1}.
         ("mongodb", b"\x29\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\xdd\x07\x00\x00\x00\x00\x00\x00\x00\x13\x00\x00\x00\x10ping\x00\x01\x00\x00\x00\x00".to_vec()),
         ("xmpp", b"<?xml version='1.0'?><stream:stream to='example.org' xmlns='jabber:client'>".to_vec()),
+        // The preface, then an empty SETTINGS frame.
+        ("http2", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00".to_vec()),
+        // A DNS-SD browse: PTR _services._dns-sd._udp.local, ID 0 (RFC 6763 §9).
+        ("mdns", b"\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x09_services\x07_dns-sd\x04_udp\x05local\x00\x00\x0c\x00\x01".to_vec()),
+        // A query for wpad's address.
+        ("llmnr", b"\x8a\x3c\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x04wpad\x00\x00\x01\x00\x01".to_vec()),
+        // An Access-Request of 45 bytes: User-Name "alice", then a User-Password.
+        (
+            "radius",
+            [&b"\x01\x2a\x00\x2d"[..], &[0x3c; 16][..], b"\x01\x07alice\x02\x12", &[0x9e; 16][..]].concat(),
+        ),
+        // GET /.well-known/core, confirmable, no token (RFC 6690 §4).
+        ("coap", b"\x40\x01\x12\x34\xbb.well-known\x04core".to_vec()),
+        // SOCKS 5: one method offered, no authentication.
+        ("socks", b"\x05\x01\x00".to_vec()),
     ]
 }

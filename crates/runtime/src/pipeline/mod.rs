@@ -48,7 +48,7 @@ use switchyard_core::{FlowId, FlowKey, LoadView, Placer, Unit, WorkerId};
 use switchyard_ingest::{ConnConfig, ConnTable, IngestError, Packets, SliceReader, Step};
 use typed_arena::Arena;
 
-use crate::inspect::{Inspector, Protocol};
+use crate::inspect::{Inspector, Ports};
 use crate::serial::{ConnResult, Summary, Verdict};
 
 mod shared;
@@ -275,19 +275,23 @@ pub fn run_with_progress(
                     shared_arena.alloc(Shared {
                         first_match: AtomicU64::new(u64::MAX),
                         lost: AtomicBool::new(false),
+                        ports: Ports::of(&conn.key),
                         pieces,
                         work: Padded::default(),
                     })
                 });
-                if shared.first_match.load(Ordering::Acquire) != u64::MAX {
+                let piece = Piece { from_client, tcp: p.tcp, payload: p.payload };
+                // SAFETY: this thread is the producer; the table numbers each packet of a connection
+                // once; and the unit of this index, if any, is made below, after the write. Set
+                // even when no unit is made, so that a later unit (a TLS connection's, whose
+                // ServerHello is still looked for) reassembles every packet before it.
+                unsafe { shared.pieces[index as usize].set(piece) };
+                let first = shared.first_match.load(Ordering::Acquire);
+                if first != u64::MAX && first & shared::MORE == 0 {
                     // Classified before this buffer was made: it is only marked (Guo §2.4, step 2).
                     s.skipped_classified += 1;
                     continue;
                 }
-                let piece = Piece { from_client, tcp: p.tcp, payload: p.payload };
-                // SAFETY: this thread is the producer; the table numbers each packet of a connection
-                // once; and the unit of this index is made below, after the write.
-                unsafe { shared.pieces[index as usize].set(piece) };
                 let size = conn.bytes.min(config.conn.max_bytes as u64) as u32;
                 let key = conn.key;
                 let flow = *conn.data.flow.get_or_insert_with(|| FlowKey::Tuple(key.undirected()).id());
@@ -350,7 +354,8 @@ pub fn run_with_progress(
                 .into_iter()
                 .map(|c| {
                     let first = c.data.shared.map_or(u64::MAX, |sh| sh.first_match.load(Ordering::Acquire));
-                    let matched = (first != u64::MAX).then_some(Protocol((first & 0xffff) as u16));
+                    let found = (first != u64::MAX).then(|| shared::found_of(first));
+                    let matched = found.map(|f| f.protocol);
                     let lost = c.data.shared.is_some_and(|sh| sh.lost.load(Ordering::Acquire));
                     // A buffer dropped at a full queue was never scanned: without a match,
                     // nothing can be said of the connection (it was judged no-match).
@@ -359,19 +364,14 @@ pub fn run_with_progress(
                     } else {
                         Verdict::of(matched, c.packets, &config.conn)
                     };
-                    let server_name = c
-                        .data
-                        .shared
-                        .and_then(|sh| sh.work.0.lock().expect("workers are done").as_mut()?.server_name.take());
+                    let tls =
+                        c.data.shared.and_then(|sh| sh.work.0.lock().expect("workers are done").as_mut()?.tls.take());
                     let matched_at = matched.map(|_| shared::index_of(first) as u32);
                     ConnResult {
-                        id: c.id,
-                        key: c.key,
-                        verdict,
-                        server_name,
                         matched_at,
                         packets: c.packets,
                         bytes: c.bytes,
+                        ..ConnResult::new(c.id, c.key, found, verdict, tls)
                     }
                 })
                 .collect();

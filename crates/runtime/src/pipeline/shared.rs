@@ -7,11 +7,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use switchyard_ingest::{Assembly, ConnConfig, Tcp};
 
+use crate::inspect::{Found, Ports, Protocol, tls};
+
 /// The shared state of one connection, allocated in the run's arena.
 ///
-/// `first_match` is the earliest matching buffer, packed as `index << 16 | protocol` in 64
+/// `first_match` is the earliest matching buffer, packed as `index << 16 | match` in 64
 /// bits (so every u32 index fits; 32 bits wrapped indices of 65,536 and more), or `u64::MAX`
-/// while none has matched. `lost` says a buffer of the connection was dropped at a full
+/// while none has matched; `match` is the protocol, [`FROM_SERVER`] where the server's bytes
+/// matched, and [`MORE`] while a TLS connection's ServerHello is still to come (its later
+/// buffers are read for it, not skipped). `lost` says a buffer of the connection was dropped at a full
 /// queue, so that no match is no verdict. The producer reads it for every packet and writes each
 /// of `pieces` once; workers take `work`'s lock, feed the assembly from `pieces` and scan. The
 /// lock sits on cache lines of its own so that taking it does not evict what the producer reads.
@@ -21,6 +25,8 @@ pub(super) struct Shared<'s, 'a> {
     pub(super) lost: AtomicBool,
     /// The connection's buffered packets, by number: slot `i` is set before buffer `i` is sent.
     pub(super) pieces: &'s [PieceSlot<'a>],
+    /// The connection's transport and ports, for signatures that need a port.
+    pub(super) ports: Ports,
     /// Made by the first worker to take the connection: allocating it is a worker's work, not
     /// the producer's (whose time per packet bounds the pipeline).
     pub(super) work: Padded<Mutex<Option<Box<Assembled>>>>,
@@ -80,13 +86,13 @@ impl std::fmt::Debug for PieceSlot<'_> {
     }
 }
 
-/// The connection's assembly, its length after each packet fed to it, and the TLS server name
-/// if a worker found one.
+/// The connection's assembly, its length after each packet fed to it, and what a TLS
+/// connection's handshake showed.
 #[derive(Debug, Default)]
 pub(super) struct Assembled {
     pub(super) assembly: Assembly,
     pub(super) len_after: Vec<u32>,
-    pub(super) server_name: Option<String>,
+    pub(super) tls: Option<Box<tls::Seen>>,
 }
 
 impl Assembled {
@@ -111,9 +117,21 @@ pub(super) struct Job<'s, 'a> {
     pub(super) size: u32,
 }
 
-/// `first_match`'s packing of a matching buffer's index and protocol.
-pub(super) fn pack(index: u32, protocol: u16) -> u64 {
-    (u64::from(index) << 16) | u64::from(protocol)
+/// In `first_match`: the match was on the server's bytes.
+pub(super) const FROM_SERVER: u64 = 1 << 15;
+/// In `first_match`: a TLS connection's ServerHello is still to come.
+pub(super) const MORE: u64 = 1 << 14;
+
+/// `first_match`'s packing of a matching buffer's index and match (protocols number fewer than
+/// 2^14, which a test checks).
+pub(super) fn pack(index: u32, found: Found, more: bool) -> u64 {
+    let side = if found.from_client { 0 } else { FROM_SERVER };
+    (u64::from(index) << 16) | u64::from(found.protocol.0) | side | if more { MORE } else { 0 }
+}
+
+/// The match of a packed `first_match` that is not `u64::MAX`.
+pub(super) fn found_of(packed: u64) -> Found {
+    Found { protocol: Protocol((packed & (MORE - 1)) as u16), from_client: packed & FROM_SERVER == 0 }
 }
 
 /// The buffer index of a packed `first_match`.
@@ -127,11 +145,19 @@ mod tests {
 
     #[test]
     fn packing_orders_by_index_for_every_u32_index() {
+        assert!(crate::inspect::SIGNATURES.len() < MORE as usize);
+        let found = |p, from_client| Found { protocol: Protocol(p), from_client };
+        let last = found((MORE - 1) as u16, false);
         for (a, b) in [(0u32, 1u32), (65_535, 65_536), (65_536, 70_000), (1 << 20, u32::MAX)] {
-            assert!(pack(a, u16::MAX) < pack(b, 0), "{a} {b}");
-            assert_eq!(index_of(pack(b, 7)), u64::from(b));
-            assert_eq!(pack(b, 7) & 0xffff, 7);
+            assert!(pack(a, last, true) < pack(b, found(0, true), false), "{a} {b}");
+            assert_eq!(index_of(pack(b, found(7, true), false)), u64::from(b));
+            for f in [found(7, true), found(7, false), last] {
+                for more in [false, true] {
+                    assert_eq!(found_of(pack(b, f, more)), f);
+                    assert_eq!(pack(b, f, more) & MORE != 0, more);
+                }
+            }
         }
-        assert!(pack(u32::MAX, u16::MAX) < u64::MAX, "no buffer looks unmatched");
+        assert!(pack(u32::MAX, last, true) < u64::MAX, "no buffer looks unmatched");
     }
 }

@@ -95,7 +95,8 @@ pub(super) fn inspect(
     stats: &mut WorkerStats,
 ) {
     let first = job.shared.first_match.load(Ordering::Acquire);
-    if super::shared::index_of(first) < u64::from(job.index) {
+    let details_only = super::shared::index_of(first) < u64::from(job.index);
+    if details_only && first & super::shared::MORE == 0 {
         stats.skipped += 1;
         return;
     }
@@ -104,17 +105,28 @@ pub(super) fn inspect(
     assembled.take_in(job.shared.pieces, job.index as usize, config);
     let len = assembled.len_after[job.index as usize] as usize;
     let buffer = &assembled.assembly.buffer()[..len];
+    let starts = assembled.assembly.starts();
     stats.scanned += 1;
     stats.scanned_bytes += len as u64;
-    if let Some(p) = inspector.classify_with(scratch, buffer) {
-        let packed = super::shared::pack(job.index, p.0);
+    if details_only {
+        // A TLS connection matched on an earlier buffer: only its ServerHello is looked for.
+        if let Some(seen) = assembled.tls.as_mut()
+            && !seen.read(buffer, starts)
+        {
+            job.shared.first_match.fetch_and(!super::shared::MORE, Ordering::AcqRel);
+        }
+        return;
+    }
+    if let Some(found) = inspector.classify_conn(scratch, buffer, starts, job.shared.ports) {
+        let mut seen = (found.protocol.name() == "tls").then(Box::<tls::Seen>::default);
+        let more = seen.as_mut().is_some_and(|s| s.read(buffer, starts));
+        let packed = super::shared::pack(job.index, found, more);
         let before = job.shared.first_match.fetch_min(packed, Ordering::AcqRel);
         if before < packed {
             stats.duplicated += 1;
-        } else if p.name() == "tls"
-            && let Some(name) = tls::server_name(buffer)
-        {
-            assembled.server_name = Some(name.to_owned());
+        } else if assembled.tls.is_none() {
+            // A later buffer's match, scanned first on another worker, may have read more.
+            assembled.tls = seen;
         }
     }
 }
