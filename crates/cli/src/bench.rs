@@ -76,6 +76,25 @@ struct InspectBench {
     /// The shipped sample capture, benchmarked first (skipped with a note if it is not there).
     #[arg(long, default_value = "data/traces/labelled.pcap")]
     sample: std::path::PathBuf,
+
+    /// Instead of the pipeline's benchmark, compare with a peer on the same captures: `ndpi`
+    /// runs nDPI's ndpiReader (Debian's libndpi-bin, from bench/install-peers.sh) with its
+    /// per-flow report beside `inspect` on one thread, and prints agreement per protocol, what
+    /// only one side names, and both sides' packets per second. The captures: the sample, a
+    /// generated trace of `--connections`, and each `--capture`.
+    #[arg(long, value_enum)]
+    peer: Option<Peer>,
+
+    /// A capture to compare on as well (with `--peer`; repeat for more).
+    #[arg(long)]
+    capture: Vec<std::path::PathBuf>,
+}
+
+/// A DPI engine to compare with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Peer {
+    /// nDPI 4.2's ndpiReader.
+    Ndpi,
 }
 
 pub(crate) fn run(args: &BenchArgs) -> Result<()> {
@@ -90,6 +109,9 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
 }
 
 fn run_inspect(a: &InspectBench) -> Result<()> {
+    if a.peer == Some(Peer::Ndpi) {
+        return crate::bench_ndpi::run(a.connections, &a.sample, &a.capture, a.repeat);
+    }
     let mut out = std::io::stdout().lock();
     writeln!(out, "kernel {}\n", a.kernel.describe())?;
     let sample = match std::fs::read(&a.sample) {

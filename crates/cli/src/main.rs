@@ -11,6 +11,7 @@ mod bench_figurehead;
 mod bench_gateway;
 mod bench_jobs;
 mod bench_mux;
+mod bench_ndpi;
 mod deliver;
 mod gateway;
 mod inspect;

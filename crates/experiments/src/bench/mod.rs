@@ -3,6 +3,7 @@
 //! ratio is always taken between runs that met the machine in the same mood.
 //!
 //! - [`inspect`]: the DPI pipeline against its single thread and the simulator's prediction.
+//! - [`ndpi`]: the inspector's verdicts and single-thread speed beside nDPI's ndpiReader.
 //! - [`mux`]: the multiplexed session against raw TCP, HTTP/2 (h2) and QUIC (quinn).
 //! - [`gateway`]: the caching gateway against nginx's `proxy_cache`, and the core's cache against
 //!   moka.
@@ -21,6 +22,7 @@ pub mod gateway;
 pub mod inspect;
 pub mod jobs;
 pub mod mux;
+pub mod ndpi;
 pub mod peers;
 
 use std::time::Duration;

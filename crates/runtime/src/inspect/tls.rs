@@ -47,19 +47,23 @@ fn u16s(b: &[u8]) -> Option<Vec<u16>> {
     (b.len().is_multiple_of(2)).then(|| b.chunks_exact(2).map(|x| u16::from_be_bytes([x[0], x[1]])).collect())
 }
 
+/// The body of the handshake message of type `kind` in the record that opens `buffer`, as far
+/// as the buffer goes, and the length its header gives (RFC 8446 §5.1, §4).
+fn handshake(buffer: &[u8], kind: u8) -> Option<(&[u8], usize)> {
+    let mut b = buffer;
+    if take(&mut b, 5)?[0] != 0x16 {
+        return None;
+    }
+    let header = take(&mut b, 4)?;
+    (header[0] == kind)
+        .then(|| (b, usize::from(header[1]) << 16 | usize::from(header[2]) << 8 | usize::from(header[3])))
+}
+
 /// The ClientHello in the handshake record that opens `buffer`. The hello may be cut short by
 /// the buffer, as long as its extensions' block starts within it; an extension cut short, and
 /// those after it, are left out.
 pub fn client_hello(buffer: &[u8]) -> Option<ClientHello<'_>> {
-    let mut b = buffer;
-    let record = take(&mut b, 5)?;
-    if record[0] != 0x16 {
-        return None;
-    }
-    let header = take(&mut b, 4)?;
-    if header[0] != 0x01 {
-        return None;
-    }
+    let (mut b, _) = handshake(buffer, 0x01)?;
     let version = take(&mut b, 2)?;
     let mut hello =
         ClientHello { legacy_version: u16::from_be_bytes([version[0], version[1]]), ..ClientHello::default() };
@@ -142,17 +146,9 @@ pub struct ServerHello<'a> {
 /// negotiates nothing yet.
 pub fn server_hello(buffer: &[u8]) -> Option<ServerHello<'_>> {
     const RETRY: [u8; 8] = [0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e];
-    let mut b = buffer;
-    let record = take(&mut b, 5)?;
-    if record[0] != 0x16 {
-        return None;
-    }
-    let header = take(&mut b, 4)?;
-    if header[0] != 0x02 {
-        return None;
-    }
+    let (mut b, length) = handshake(buffer, 0x02)?;
     // Whole, or nothing: a hello cut before its extensions would read as one without any.
-    let mut b = take(&mut b, usize::from(header[1]) << 16 | usize::from(header[2]) << 8 | usize::from(header[3]))?;
+    let mut b = take(&mut b, length)?;
     let version = take(&mut b, 2)?;
     let random = take(&mut b, 32)?;
     if random[..8] == RETRY {

@@ -1,0 +1,434 @@
+//! `bench inspect --peer ndpi`: the inspector beside nDPI's `ndpiReader` (Debian's
+//! `libndpi-bin`, nDPI 4.2), on the same captures in the same run: which protocol each names for
+//! every connection, and how fast each goes on one thread.
+//!
+//! ndpiReader is run as users run it, with its per-flow report (`-v 2`), and its report is read
+//! back: one line per flow, with the flow's ends, nDPI's protocol (`master.app`) and how sure it
+//! is (`Confidence: DPI`, or `Match by port` where it guessed). Names are mapped to ours by
+//! [`NAME_MAP`]; agreement is counted on the connections both name from their payload, and the
+//! connections only one side names are listed apart.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use switchyard_ingest::{ConnConfig, SliceReader};
+use switchyard_runtime::inspect::Inspector;
+use switchyard_runtime::serial::{ConnResult, Verdict, inspect_serial, write_results};
+
+use super::median;
+
+/// nDPI's protocol names (the master protocol of `master.app`) beside ours. NetBIOS is one name
+/// in nDPI and two here (`netbios-ns` over UDP, `netbios-ssn` over TCP); nDPI names TLS on
+/// mail and DNS ports apart (IMAPS, POPS, SMTPS, DoH_DoT), which are TLS here. Ours without an
+/// nDPI name: `http2` (a prior-knowledge preface; nDPI 4.2 has no HTTP/2 of its own).
+pub const NAME_MAP: &[(&str, &str)] = &[
+    ("HTTP", "http"),
+    ("HTTP_Connect", "http"),
+    ("HTTP_Proxy", "http"),
+    ("TLS", "tls"),
+    ("IMAPS", "tls"),
+    ("POPS", "tls"),
+    ("SMTPS", "tls"),
+    ("DoH_DoT", "tls"),
+    ("SSH", "ssh"),
+    ("DNS", "dns"),
+    ("FTP_CONTROL", "ftp"),
+    ("SMTP", "smtp"),
+    ("IMAP", "imap"),
+    ("POP3", "pop3"),
+    ("SIP", "sip"),
+    ("RTSP", "rtsp"),
+    ("MQTT", "mqtt"),
+    ("Redis", "redis"),
+    ("PostgreSQL", "postgresql"),
+    ("MySQL", "mysql"),
+    ("SMBv1", "smb"),
+    ("SMBv23", "smb"),
+    ("RDP", "rdp"),
+    ("BitTorrent", "bittorrent"),
+    ("QUIC", "quic"),
+    ("NTP", "ntp"),
+    ("DHCP", "dhcp"),
+    ("Telnet", "telnet"),
+    ("SSDP", "ssdp"),
+    ("Syslog", "syslog"),
+    ("SNMP", "snmp"),
+    ("LDAP", "ldap"),
+    ("Kerberos", "kerberos"),
+    ("STUN", "stun"),
+    ("TFTP", "tftp"),
+    ("BGP", "bgp"),
+    ("AMQP", "amqp"),
+    ("VNC", "vnc"),
+    ("IRC", "irc"),
+    ("Git", "git"),
+    ("WireGuard", "wireguard"),
+    ("Memcached", "memcached"),
+    ("Nats", "nats"),
+    ("MongoDB", "mongodb"),
+    ("Jabber", "xmpp"),
+    ("MDNS", "mdns"),
+    ("LLMNR", "llmnr"),
+    ("Radius", "radius"),
+    ("COAP", "coap"),
+    ("SOCKS", "socks"),
+];
+
+/// Our name for nDPI's `name` (`master.app` or `app`) on IP protocol `proto`, if it is in our set.
+pub fn ours_for(name: &str, proto: u8) -> Option<&'static str> {
+    let master = name.split('.').next().unwrap_or(name);
+    if master == "NetBIOS" {
+        return Some(if proto == 17 { "netbios-ns" } else { "netbios-ssn" });
+    }
+    NAME_MAP.iter().find(|(n, _)| *n == master).map(|(_, ours)| *ours)
+}
+
+/// One flow of ndpiReader's `-v 2` report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NdpiFlow {
+    /// 6 (TCP) or 17 (UDP).
+    pub proto: u8,
+    /// Its two ends, as nDPI printed them (client first).
+    pub ends: (SocketAddr, SocketAddr),
+    /// nDPI's protocol, `master.app` or `app`, `Unknown` for none.
+    pub name: String,
+    /// nDPI's confidence: `DPI`, `DPI (cache)`, `Match by port`, `Unknown`, ….
+    pub confidence: String,
+}
+
+impl NdpiFlow {
+    /// Whether nDPI named it from its payload, not its port.
+    pub fn by_payload(&self) -> bool {
+        self.confidence.starts_with("DPI")
+    }
+}
+
+/// An endpoint as ndpiReader prints it: `10.0.0.1:80` or `[2001:db8::1]:80`.
+fn endpoint(text: &str) -> Option<SocketAddr> {
+    let (ip, port) = text.rsplit_once(':')?;
+    let ip: IpAddr = ip.trim_start_matches('[').trim_end_matches(']').parse().ok()?;
+    Some(SocketAddr::new(ip, port.parse().ok()?))
+}
+
+/// The flows of ndpiReader's `-v 2` report; lines of any other kind (statistics, ICMP flows)
+/// are skipped.
+pub fn parse_flows(report: &str) -> Vec<NdpiFlow> {
+    let field = |line: &str, key: &str| -> Option<String> {
+        let at = line.find(key)? + key.len();
+        Some(line[at..].split(']').next()?.to_string())
+    };
+    report
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            words.next()?.parse::<u64>().ok()?;
+            let proto = match words.next()? {
+                "TCP" => 6,
+                "UDP" => 17,
+                _ => return None,
+            };
+            let a = endpoint(words.next()?)?;
+            // `->` for a flow seen one way only.
+            matches!(words.next()?, "<->" | "->").then_some(())?;
+            let b = endpoint(words.next()?)?;
+            let proto_field = field(line, "[proto: ")?;
+            let name = proto_field.split_once('/')?.1.to_string();
+            let confidence = field(line, "[Confidence: ").unwrap_or_else(|| "Unknown".into());
+            Some(NdpiFlow { proto, ends: (a, b), name, confidence })
+        })
+        .collect()
+}
+
+/// How the two sides' verdicts compare on one capture.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Agreement {
+    /// By our protocol name: connections both named from payload, and how many of those nDPI
+    /// named the same.
+    pub per_protocol: BTreeMap<String, (usize, usize)>,
+    /// (ours, nDPI's) for connections both named differently, with counts.
+    pub disagreements: BTreeMap<(String, String), usize>,
+    /// Connections we named that nDPI did not name from payload: by our name.
+    pub ours_only: BTreeMap<String, usize>,
+    /// Connections nDPI named from payload, in our set, that we did not: by nDPI's name.
+    pub theirs_only: BTreeMap<String, usize>,
+    /// nDPI names outside our set (named from payload), by name.
+    pub theirs_outside: BTreeMap<String, usize>,
+    /// Connections nDPI named by port alone ("Match by port").
+    pub theirs_by_port: usize,
+    /// Connections only one side reported at all (flow tables differ: time-outs, non-IP).
+    pub unpaired: usize,
+}
+
+impl Agreement {
+    /// Connections both named from payload, and how many alike.
+    pub fn totals(&self) -> (usize, usize) {
+        self.per_protocol.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y))
+    }
+
+    /// The agreed share of connections both named, if any were.
+    pub fn share(&self) -> Option<f64> {
+        let (agree, both) = self.totals();
+        (both > 0).then(|| agree as f64 / both as f64)
+    }
+}
+
+/// A connection's identity whichever end is first: protocol and the two ends in order.
+fn pair(proto: u8, a: SocketAddr, b: SocketAddr) -> (u8, SocketAddr, SocketAddr) {
+    if a <= b { (proto, a, b) } else { (proto, b, a) }
+}
+
+/// Compares our verdicts with nDPI's flows, connection by connection.
+pub fn compare(ours: &[ConnResult], theirs: &[NdpiFlow]) -> Agreement {
+    let mut ndpi: BTreeMap<_, &NdpiFlow> = BTreeMap::new();
+    for f in theirs {
+        ndpi.entry(pair(f.proto, f.ends.0, f.ends.1)).or_insert(f);
+    }
+    let mut a = Agreement::default();
+    let mut seen = std::collections::BTreeSet::new();
+    for c in ours {
+        let key = pair(c.key.proto, c.key.src(), c.key.dst());
+        if !seen.insert(key) {
+            continue; // a later connection on the same ends: nDPI's flow table merged them
+        }
+        let ours = match c.verdict {
+            Verdict::Matched(p) => Some(p.name()),
+            _ => None,
+        };
+        let Some(f) = ndpi.get(&key) else {
+            a.unpaired += 1;
+            continue;
+        };
+        let theirs = f.by_payload().then(|| ours_for(&f.name, f.proto));
+        if !f.by_payload() && f.confidence != "Unknown" {
+            a.theirs_by_port += 1;
+        }
+        match (ours, theirs) {
+            (Some(o), Some(Some(t))) => {
+                let e = a.per_protocol.entry(o.to_string()).or_default();
+                e.1 += 1;
+                if o == t {
+                    e.0 += 1;
+                } else {
+                    *a.disagreements.entry((o.to_string(), f.name.clone())).or_default() += 1;
+                }
+            }
+            (Some(o), Some(None)) => {
+                *a.theirs_outside.entry(f.name.clone()).or_default() += 1;
+                *a.ours_only.entry(o.to_string()).or_default() += 1;
+            }
+            (Some(o), None) => *a.ours_only.entry(o.to_string()).or_default() += 1,
+            (None, Some(Some(_))) => *a.theirs_only.entry(f.name.clone()).or_default() += 1,
+            (None, Some(None)) => *a.theirs_outside.entry(f.name.clone()).or_default() += 1,
+            (None, None) => {}
+        }
+    }
+    a.unpaired += ndpi.len().saturating_sub(seen.len());
+    a
+}
+
+/// One capture's figures.
+#[derive(Clone, Debug)]
+pub struct PeerRun {
+    /// The capture's name.
+    pub capture: String,
+    /// Packets in it.
+    pub packets: u64,
+    /// Ours on one thread, packets per second (median round): building the inspector, reading,
+    /// inspecting and writing the per-connection CSV, as `inspect --workers 1 --results` does.
+    pub ours_pps: f64,
+    /// The same without building the inspector and writing results: reading and inspecting.
+    pub ours_inspect_pps: f64,
+    /// ndpiReader's whole run with its per-flow report, packets per second (median round).
+    pub ndpi_pps: f64,
+    /// ndpiReader's own figure, "nDPI throughput" (its packet processing alone).
+    pub ndpi_reported_pps: Option<f64>,
+    /// How the verdicts compare.
+    pub agreement: Agreement,
+}
+
+/// The packets per second ndpiReader's report gives ("nDPI throughput: 252.18 K pps").
+fn reported_pps(report: &str) -> Option<f64> {
+    let line = report.lines().find(|l| l.contains("nDPI throughput:"))?;
+    let mut words = line.split_once(':')?.1.split_whitespace();
+    let value: f64 = words.next()?.parse().ok()?;
+    let scale = match words.next()? {
+        "K" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "pps" => return Some(value),
+        _ => return None,
+    };
+    Some(value * scale)
+}
+
+/// Runs ndpiReader on `capture` with its per-flow report, returning the report and the time
+/// the whole run took.
+fn run_ndpi(ndpi: &Path, capture: &Path) -> Result<(String, Duration)> {
+    let started = Instant::now();
+    let out = Command::new(ndpi)
+        .args(["-i", &capture.display().to_string(), "-v", "2"])
+        .output()
+        .with_context(|| format!("running {}", ndpi.display()))?;
+    let took = started.elapsed();
+    if !out.status.success() {
+        bail!("{} on {} failed: {}", ndpi.display(), capture.display(), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok((String::from_utf8_lossy(&out.stdout).into_owned(), took))
+}
+
+/// Our single thread on `bytes`, as `inspect --workers 1 --results` runs: the whole, and
+/// reading and inspecting alone.
+fn run_ours(bytes: &[u8]) -> Result<(Vec<ConnResult>, u64, Duration, Duration)> {
+    let started = Instant::now();
+    let inspector = Inspector::new();
+    let inspecting = Instant::now();
+    let summary = inspect_serial(SliceReader::new(bytes)?, ConnConfig::default(), &inspector)?;
+    let inspected = inspecting.elapsed();
+    let mut csv = Vec::with_capacity(summary.conns.len() * 96);
+    write_results(&summary.conns, &mut csv)?;
+    std::hint::black_box(&csv);
+    Ok((summary.conns, summary.packets, started.elapsed(), inspected))
+}
+
+/// Both sides on each capture, `rounds` times in turn (the median round is reported).
+pub fn run(ndpi: &Path, captures: &[(String, std::path::PathBuf)], rounds: usize) -> Result<Vec<PeerRun>> {
+    let mut runs = Vec::new();
+    for (name, path) in captures {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let (mut ours_t, mut inspect_t, mut ndpi_t, mut reported) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut last = None;
+        for _ in 0..rounds.max(1) {
+            let (conns, packets, whole, inspected) = run_ours(&bytes)?;
+            let (report, took) = run_ndpi(ndpi, path)?;
+            ours_t.push(whole);
+            inspect_t.push(inspected);
+            ndpi_t.push(took);
+            reported.extend(reported_pps(&report));
+            last = Some((conns, packets, report));
+        }
+        let (conns, packets, report) = last.expect("at least one round");
+        let pps = |d: Duration| packets as f64 / d.as_secs_f64().max(1e-9);
+        reported.sort_by(f64::total_cmp);
+        runs.push(PeerRun {
+            capture: name.clone(),
+            packets,
+            ours_pps: pps(median(ours_t)),
+            ours_inspect_pps: pps(median(inspect_t)),
+            ndpi_pps: pps(median(ndpi_t)),
+            ndpi_reported_pps: reported.get(reported.len() / 2).copied(),
+            agreement: compare(&conns, &parse_flows(&report)),
+        });
+    }
+    Ok(runs)
+}
+
+/// Issue 21's goals: agreement on connections both name, and our single thread's speed.
+pub const AGREEMENT_GOAL: f64 = 0.98;
+/// Ours over ndpiReader's packets per second, each on one thread with its per-connection output.
+pub const SPEED_GOAL: f64 = 3.0;
+
+/// The goals' lines, read off the runs: agreement over every capture's connections both
+/// named, and the speed ratio on each capture; each with whether it was met.
+pub fn goals(runs: &[PeerRun]) -> Vec<(String, bool)> {
+    let (agree, both) = runs.iter().map(|r| r.agreement.totals()).fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+    let mut lines = Vec::new();
+    if both > 0 {
+        let share = agree as f64 / both as f64;
+        lines.push((
+            format!(
+                "agreement on connections both name from payload: {agree} of {both}, {:.1}% (goal ≥ {:.0}%)",
+                share * 100.0,
+                AGREEMENT_GOAL * 100.0
+            ),
+            share >= AGREEMENT_GOAL,
+        ));
+    }
+    for r in runs {
+        let ratio = r.ours_pps / r.ndpi_pps;
+        let reported = r.ndpi_reported_pps.map_or(String::new(), |p| {
+            format!("; reading and inspecting alone {:.1}× nDPI's own throughput figure", r.ours_inspect_pps / p)
+        });
+        lines.push((
+            format!(
+                "{}: one thread, whole runs with per-connection output: {ratio:.1}× ndpiReader (goal ≥ {SPEED_GOAL:.0}×){reported}",
+                r.capture
+            ),
+            ratio >= SPEED_GOAL,
+        ));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REPORT: &str = "\
+\tnDPI throughput:       252.18 K pps / 691.88 Mb/sec
+\t1\tTCP 10.1.0.160:32928 <-> 192.0.2.161:443 [proto: 91/TLS][Encrypted][Confidence: DPI][cat: Web/5][6 pkts/603 bytes]
+\t2\tTCP 10.1.0.236:33004 <-> 192.0.2.37:143 [proto: 4/IMAP][ClearText][Confidence: Match by port][cat: Email/3]
+\t3\tUDP [2001:db8::1]:5353 <-> [ff02::fb]:5353 [proto: 8/MDNS][ClearText][Confidence: DPI][cat: Network/14]
+\t4\tUDP 10.0.0.9:40000 <-> 10.0.0.1:53 [proto: 5.126/DNS.Google][ClearText][Confidence: DPI]
+\t5\tTCP 10.1.1.57:33081 <-> 192.0.2.114:5222 [proto: 0/Unknown][ClearText][Confidence: Unknown][5 pkts/445 bytes]
+\t6\tICMP 10.0.0.1:0 <-> 10.0.0.2:0 [proto: 81/ICMP][ClearText][Confidence: DPI]
+\t7\tUDP 10.1.0.6:32774 -> 192.0.2.7:1812 [proto: 146/Radius][ClearText][Confidence: DPI][cat: Network/14]
+";
+
+    #[test]
+    fn the_per_flow_report_is_read() {
+        let flows = parse_flows(REPORT);
+        assert_eq!(flows.len(), 6, "ICMP and statistics are skipped");
+        assert_eq!(ours_for(&flows[5].name, 17), Some("radius"), "a flow seen one way");
+        assert_eq!(flows[0].name, "TLS");
+        assert!(flows[0].by_payload() && !flows[1].by_payload());
+        assert_eq!(flows[2].ends.0, "[2001:db8::1]:5353".parse().unwrap());
+        assert_eq!(ours_for(&flows[3].name, 17), Some("dns"), "master of master.app");
+        assert_eq!(ours_for("NetBIOS", 17), Some("netbios-ns"));
+        assert_eq!(ours_for("NetBIOS", 6), Some("netbios-ssn"));
+        assert_eq!(ours_for("Skype_Teams", 17), None);
+        assert_eq!(reported_pps(REPORT), Some(252_180.0));
+    }
+
+    #[test]
+    fn every_mapped_name_is_one_of_ours() {
+        for (theirs, ours) in NAME_MAP {
+            assert!(switchyard_runtime::inspect::Protocol::by_name(ours).is_some(), "{ours} (for {theirs})");
+        }
+    }
+
+    #[test]
+    fn agreement_counts_only_what_both_name_from_payload() {
+        use switchyard_core::flow::FiveTuple;
+        use switchyard_runtime::inspect::Protocol;
+        let flows = parse_flows(REPORT);
+        let conn = |f: &NdpiFlow, verdict| ConnResult {
+            id: 0,
+            key: FiveTuple::new(f.proto, f.ends.1, f.ends.0),
+            verdict,
+            tls: None,
+            matched_at: None,
+            packets: 1,
+            bytes: 1,
+        };
+        let named = |n| Verdict::Matched(Protocol::by_name(n).unwrap());
+        let ours = vec![
+            conn(&flows[0], named("tls")),
+            conn(&flows[1], named("imap")),
+            conn(&flows[2], named("dns")),
+            conn(&flows[3], Verdict::NoMatch),
+            conn(&flows[4], named("xmpp")),
+        ];
+        let a = compare(&ours, &flows[..5]);
+        assert_eq!(a.totals(), (1, 2), "tls alike; mdns called dns by us");
+        assert_eq!(a.disagreements.get(&("dns".into(), "MDNS".into())), Some(&1));
+        assert_eq!(a.theirs_by_port, 1);
+        assert_eq!(a.ours_only.get("imap"), Some(&1), "nDPI only guessed it");
+        assert_eq!(a.ours_only.get("xmpp"), Some(&1));
+        assert_eq!(a.theirs_only.get("DNS.Google"), Some(&1));
+        assert_eq!(a.unpaired, 0);
+    }
+}
