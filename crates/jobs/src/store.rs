@@ -206,7 +206,42 @@ impl Location {
 
 enum Conn {
     Sqlite(Connection),
-    Postgres(Box<postgres::Client>),
+    Postgres(Pg),
+}
+
+/// A PostgreSQL client that is safe to drop anywhere.
+///
+/// PostgreSQL's blocking client closes its connection by blocking on a runtime of its own,
+/// which panics on a thread that drives a tokio runtime (and aborts the process if that thread
+/// was already unwinding). Whichever thread drops the last handle of a store (the server's, a
+/// connection task's, a test's), a client dropped inside a runtime is closed on a thread of its
+/// own. The jobs server's `serve` put its own last handle on the blocking pool, but a
+/// connection task could still hold the router, and with it the store, after `serve` returned:
+/// a CI run aborted there (`tests/postgres.rs`, a tokio-rt-worker dropping the router).
+struct Pg(Option<Box<postgres::Client>>);
+
+impl std::ops::Deref for Pg {
+    type Target = postgres::Client;
+    fn deref(&self) -> &postgres::Client {
+        self.0.as_deref().expect("taken only when dropped")
+    }
+}
+
+impl std::ops::DerefMut for Pg {
+    fn deref_mut(&mut self) -> &mut postgres::Client {
+        self.0.as_deref_mut().expect("taken only when dropped")
+    }
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            // Joined, so the connection is closed when the drop returns, as elsewhere.
+            let _ = std::thread::spawn(move || drop(client)).join();
+        }
+    }
 }
 
 /// The database.
@@ -255,9 +290,9 @@ fn connect(at: &Location, sync: Sync) -> Result<Conn, StoreError> {
             };
             open().map(Conn::Sqlite).map_err(|e| err(&e))
         }
-        Location::Postgres(url) => {
-            postgres::Client::connect(url, postgres::NoTls).map(|c| Conn::Postgres(Box::new(c))).map_err(|e| err(&e))
-        }
+        Location::Postgres(url) => postgres::Client::connect(url, postgres::NoTls)
+            .map(|c| Conn::Postgres(Pg(Some(Box::new(c)))))
+            .map_err(|e| err(&e)),
     }
 }
 
