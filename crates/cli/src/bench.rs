@@ -88,6 +88,13 @@ struct InspectBench {
     /// A capture to compare on as well (with `--peer`; repeat for more).
     #[arg(long)]
     capture: Vec<std::path::PathBuf>,
+
+    /// Instead of the pipeline's benchmark, inspect live: the sample replayed by tcpreplay into
+    /// a veth pair in a namespace made for the run, at rising rates, with 1 and 2 workers;
+    /// prints the highest rate at which the rings dropped nothing (needs root and tcpreplay,
+    /// from bench/install-peers.sh).
+    #[arg(long, conflicts_with = "peer")]
+    live: bool,
 }
 
 /// A DPI engine to compare with.
@@ -109,6 +116,12 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
 }
 
 fn run_inspect(a: &InspectBench) -> Result<()> {
+    if a.live {
+        #[cfg(target_os = "linux")]
+        return crate::bench_live::run(&a.sample);
+        #[cfg(not(target_os = "linux"))]
+        anyhow::bail!("--live: live capture is for Linux only");
+    }
     if a.peer == Some(Peer::Ndpi) {
         return crate::bench_ndpi::run(a.connections, &a.sample, &a.capture, a.repeat);
     }

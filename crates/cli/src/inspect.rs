@@ -43,13 +43,22 @@ use crate::report::Format;
 ///
 ///   switchyard inspect site.pcapng --guess --results conns.csv   (with SNI, ALPN, JA4)
 ///
+///   switchyard inspect --interface eth0 --workers 2   (live; Ctrl-C for the summary)
+///
 ///   switchyard inspect big.pcap --workers 2 --policy ahrw --results conns.csv
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct InspectArgs {
     /// The capture (pcap or pcapng).
-    #[arg(required_unless_present = "list")]
+    #[arg(required_unless_present_any = ["list", "interface"], conflicts_with = "interface")]
     file: Option<PathBuf>,
+
+    /// Inspect a live interface instead of a file (Linux, root or CAP_NET_RAW): each worker
+    /// reads an AF_PACKET ring of its own (TPACKET_V3), the kernel sharing the frames between
+    /// them by flow hash (PACKET_FANOUT). Prints the protocols named and the frames received
+    /// and dropped every second; Ctrl-C stops it with the summary a file gives.
+    #[arg(long, short = 'i', value_name = "IF")]
+    interface: Option<String>,
 
     /// List the protocols: name, transports, which end opens, ports, evidence needed, and the
     /// specification each signature is written from; then exit.
@@ -60,14 +69,14 @@ pub(crate) struct InspectArgs {
     /// `(guessed)` and with evidence `port` in `--results`. Off by default: a port is not
     /// evidence of what a connection carries.
     #[arg(long)]
-    guess: bool,
+    pub(crate) guess: bool,
 
     /// Worker threads (default: the machine's cores). With fewer workers than cores the
     /// producer gets a core of its own; with as many, it shares one. On a 2-core machine,
     /// where the producer's work is most of the total, 1 worker can beat 2 (`switchyard bench
     /// inspect` measures both).
     #[arg(long, short)]
-    workers: Option<u32>,
+    pub(crate) workers: Option<u32>,
 
     /// Placement policy for connection buffers (see `switchyard place --help`).
     #[arg(long, short, default_value = "affinity")]
@@ -79,15 +88,15 @@ pub(crate) struct InspectArgs {
 
     /// Packets per connection that are inspected (Guo: 8; upstream l7-filter: 10).
     #[arg(long, default_value_t = 8)]
-    packets: u32,
+    pub(crate) packets: u32,
 
     /// Bytes per connection buffer (upstream l7-filter: 12,000).
     #[arg(long, default_value_t = 12_000)]
-    bytes: usize,
+    pub(crate) bytes: usize,
 
     /// How the signatures are matched (the verdicts are the same; the cost is not).
     #[arg(long, value_enum, default_value_t = Kernel::Combined)]
-    kernel: Kernel,
+    pub(crate) kernel: Kernel,
 
     /// Buffers each worker's queue holds.
     #[arg(long, default_value_t = PipelineConfig::default().queue_capacity)]
@@ -109,11 +118,11 @@ pub(crate) struct InspectArgs {
 
     /// Write one CSV row per connection here (id, client, server, protocol, server name, …).
     #[arg(long)]
-    results: Option<PathBuf>,
+    pub(crate) results: Option<PathBuf>,
 
     /// Check the verdicts against a labels CSV from `switchyard trace-gen`, and report misses.
     #[arg(long)]
-    labels: Option<PathBuf>,
+    pub(crate) labels: Option<PathBuf>,
 
     /// Output format.
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
@@ -182,8 +191,17 @@ struct Totals {
 }
 
 pub(crate) fn run(args: &InspectArgs) -> Result<()> {
-    let Some(path) = args.file.as_ref().filter(|_| !args.list) else {
+    if args.list {
         return list_protocols(&mut std::io::stdout().lock());
+    }
+    if let Some(interface) = &args.interface {
+        #[cfg(target_os = "linux")]
+        return crate::inspect_live::run(args, interface);
+        #[cfg(not(target_os = "linux"))]
+        bail!("--interface {interface}: live capture is for Linux only");
+    }
+    let Some(path) = args.file.as_ref() else {
+        bail!("a capture file or --interface is needed (see --help)");
     };
     let policy: Policy = args.policy.parse()?;
     let n = args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
@@ -303,16 +321,7 @@ fn print_table(out: &mut impl Write, name: &str, r: &RunReport, t: &Totals) -> R
         "buffers inspected {}, skipped as classified {}, packets only marked {}, dropped {}; left out by the reader: {}",
         t.inspected, t.skipped_classified, t.marked, t.dropped, s.skipped
     )?;
-    let mut counts: BTreeMap<(std::borrow::Cow<'static, str>, &str), usize> = BTreeMap::new();
-    for c in &s.conns {
-        *counts.entry((c.verdict.shown(), c.verdict.evidence().unwrap_or("-"))).or_default() += 1;
-    }
-    let mut by_count: Vec<_> = counts.into_iter().collect();
-    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    writeln!(out, "\nprotocol             connections  evidence")?;
-    for ((name, evidence), n) in by_count {
-        writeln!(out, "{name:<20} {n:>11}  {evidence}")?;
-    }
+    print_protocols(out, &s.conns)?;
     writeln!(out, "\nworker  core  scanned   skipped  busy ms  duplicated")?;
     for (i, w) in r.workers.iter().enumerate() {
         let core = w.core.map_or_else(|| "-".to_string(), |c| c.to_string());
@@ -336,6 +345,21 @@ fn print_table(out: &mut impl Write, name: &str, r: &RunReport, t: &Totals) -> R
     Ok(())
 }
 
+/// The connections by verdict, most first, with what each verdict rests on.
+pub(crate) fn print_protocols(out: &mut impl Write, conns: &[ConnResult]) -> Result<()> {
+    let mut counts: BTreeMap<(std::borrow::Cow<'static, str>, &str), usize> = BTreeMap::new();
+    for c in conns {
+        *counts.entry((c.verdict.shown(), c.verdict.evidence().unwrap_or("-"))).or_default() += 1;
+    }
+    let mut by_count: Vec<_> = counts.into_iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    writeln!(out, "\nprotocol             connections  evidence")?;
+    for ((name, evidence), n) in by_count {
+        writeln!(out, "{name:<20} {n:>11}  {evidence}")?;
+    }
+    Ok(())
+}
+
 fn list_protocols(out: &mut impl Write) -> Result<()> {
     writeln!(out, "{:<12} {:<5} {:<7} {:<28} {:<13} specification", "protocol", "over", "opens", "ports", "needs")?;
     for s in SIGNATURES {
@@ -352,14 +376,14 @@ fn list_protocols(out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
-fn write_results(conns: &[ConnResult], path: &PathBuf) -> Result<()> {
+pub(crate) fn write_results(conns: &[ConnResult], path: &PathBuf) -> Result<()> {
     let f = File::create(path).with_context(|| format!("cannot create `{}`", path.display()))?;
     switchyard_runtime::serial::write_results(conns, std::io::BufWriter::new(f))
         .with_context(|| format!("cannot write `{}`", path.display()))
 }
 
 /// Compares verdicts with a labels CSV: the number checked, and a line per miss.
-fn check_labels(conns: &[ConnResult], path: &PathBuf) -> Result<(usize, Vec<String>)> {
+pub(crate) fn check_labels(conns: &[ConnResult], path: &PathBuf) -> Result<(usize, Vec<String>)> {
     let shown = path.display();
     let file = File::open(path).with_context(|| format!("cannot read labels `{shown}`"))?;
     let check = switchyard_runtime::tracegen::check_labels(conns, BufReader::new(file))

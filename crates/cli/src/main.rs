@@ -10,11 +10,15 @@ mod bench_deliver;
 mod bench_figurehead;
 mod bench_gateway;
 mod bench_jobs;
+#[cfg(target_os = "linux")]
+mod bench_live;
 mod bench_mux;
 mod bench_ndpi;
 mod deliver;
 mod gateway;
 mod inspect;
+#[cfg(target_os = "linux")]
+mod inspect_live;
 mod jobs;
 mod place;
 mod report;

@@ -7,7 +7,8 @@
 //! [`Skip`] reason and left out, never a panic. Above the reader, sans-IO: the connection table
 //! that numbers each connection's packets ([`conn`]), and TCP reassembly ([`stream`]) into the
 //! growing buffer a DPI engine inspects ([`assemble`]), kept apart so that a producer can track
-//! while workers reassemble. What does not live here: anything that decides where work goes (that is
+//! while workers reassemble. Live interfaces are read like captures, from `AF_PACKET` rings
+//! ([`live`], Linux). What does not live here: anything that decides where work goes (that is
 //! the core's) or runs it (the runtime's). Beside packets, [`labdata`] reads the Intel Berkeley
 //! Research Lab sensor trace that drives the sensor-field experiments, and makes synthetic ones.
 //!
@@ -25,6 +26,8 @@ pub mod assemble;
 pub mod conn;
 mod decode;
 pub mod labdata;
+#[cfg(target_os = "linux")]
+pub mod live;
 mod mapped;
 mod read;
 mod slice;

@@ -41,6 +41,14 @@ pub enum IngestError {
         /// What the parser found.
         what: String,
     },
+    /// A live interface could not be opened or read.
+    #[error("live capture on `{interface}`: {what}")]
+    Live {
+        /// The interface.
+        interface: String,
+        /// What failed, and why.
+        what: String,
+    },
 }
 
 /// A packet of the capture.
@@ -71,6 +79,13 @@ impl SkipCounts {
     /// Packets left out for any reason.
     pub fn total(&self) -> u64 {
         self.0.iter().sum()
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn merge(&mut self, other: &Self) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a += b;
+        }
     }
 
     pub(crate) fn add(&mut self, reason: Skip) {

@@ -28,6 +28,16 @@ pub trait Packets {
     fn skipped(&self) -> SkipCounts;
 }
 
+impl<P: Packets + ?Sized> Packets for &mut P {
+    fn next_packet(&mut self) -> Result<Option<Packet<'_>>, IngestError> {
+        (**self).next_packet()
+    }
+
+    fn skipped(&self) -> SkipCounts {
+        (**self).skipped()
+    }
+}
+
 impl Packets for crate::CaptureReader<'_> {
     fn next_packet(&mut self) -> Result<Option<Packet<'_>>, IngestError> {
         Self::next_packet(self)

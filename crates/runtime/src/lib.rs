@@ -9,7 +9,10 @@
 //!   bulk and rate-promised streams, soft rebalancing, pacing and admission carried out for the
 //!   core — and the clients that measure it.
 //! - [`inspect`]: the worker kernel, protocol identification by one multi-pattern automaton over
-//!   a connection's first bytes, and the TLS server name.
+//!   a connection's first bytes, from either direction, and what a TLS handshake shows (SNI,
+//!   ALPN, the version negotiated, JA4).
+//! - [`live`]: inspection of a live interface, each worker on an `AF_PACKET` ring of its own
+//!   (Linux).
 //! - [`pipeline`]: the parallel pipeline, one producer placing connection buffers with a core
 //!   policy on bounded queues of pinned worker threads.
 //! - [`serial`]: the single-threaded reference pipeline, capture to per-connection verdicts.
@@ -26,6 +29,8 @@
 pub mod affinity;
 pub mod deliver;
 pub mod inspect;
+#[cfg(target_os = "linux")]
+pub mod live;
 pub mod pipeline;
 pub mod serial;
 pub mod tracegen;

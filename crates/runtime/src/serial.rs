@@ -191,7 +191,18 @@ struct State {
 
 /// Reads `reader` to the end, inspecting each connection's buffers in order until one matches.
 pub fn inspect_serial(reader: impl Packets, config: ConnConfig, inspector: &Inspector) -> Result<Summary, IngestError> {
-    serial(reader, config, inspector, None)
+    serial(reader, config, inspector, None, None)
+}
+
+/// [`inspect_serial`], calling `on_match` with each connection's protocol as it is matched (for
+/// a live view of a capture that has no end, `switchyard inspect --interface`).
+pub fn inspect_serial_counting(
+    reader: impl Packets,
+    config: ConnConfig,
+    inspector: &Inspector,
+    on_match: &mut dyn FnMut(Protocol),
+) -> Result<Summary, IngestError> {
+    serial(reader, config, inspector, None, Some(on_match))
 }
 
 /// [`inspect_serial`], calling `on_scan(buffer length, time taken)` after each buffer, timing
@@ -204,7 +215,7 @@ pub fn inspect_serial_timed(
     inspector: &Inspector,
     on_scan: &mut dyn FnMut(usize, Duration),
 ) -> Result<Summary, IngestError> {
-    serial(reader, config, inspector, Some(on_scan))
+    serial(reader, config, inspector, Some(on_scan), None)
 }
 
 fn serial(
@@ -212,6 +223,7 @@ fn serial(
     config: ConnConfig,
     inspector: &Inspector,
     mut on_scan: Option<&mut dyn FnMut(usize, Duration)>,
+    mut on_match: Option<&mut dyn FnMut(Protocol)>,
 ) -> Result<Summary, IngestError> {
     let mut table: ConnTable<State> = ConnTable::new(config);
     let mut scratch = inspector.scratch();
@@ -242,6 +254,9 @@ fn serial(
                     on_scan(buffer.len(), started.elapsed());
                 }
                 if let Some(found) = found {
+                    if let Some(on_match) = on_match.as_mut() {
+                        on_match(found.protocol);
+                    }
                     state.found = Some(found);
                     state.matched_at = Some(index);
                     if found.protocol.name() == "tls" {

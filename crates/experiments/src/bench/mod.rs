@@ -4,6 +4,8 @@
 //!
 //! - [`inspect`]: the DPI pipeline against its single thread and the simulator's prediction.
 //! - [`ndpi`]: the inspector's verdicts and single-thread speed beside nDPI's ndpiReader.
+//! - [`live`]: live inspection of a veth pair fed by tcpreplay, and the highest rate at which
+//!   nothing is dropped.
 //! - [`mux`]: the multiplexed session against raw TCP, HTTP/2 (h2) and QUIC (quinn).
 //! - [`gateway`]: the caching gateway against nginx's `proxy_cache`, and the core's cache against
 //!   moka.
@@ -21,6 +23,8 @@ pub mod figurehead;
 pub mod gateway;
 pub mod inspect;
 pub mod jobs;
+#[cfg(target_os = "linux")]
+pub mod live;
 pub mod mux;
 pub mod ndpi;
 pub mod peers;

@@ -1,0 +1,132 @@
+//! Live inspection (`switchyard inspect --interface`): connections inspected as they cross an
+//! interface, read from `AF_PACKET` rings ([`switchyard_ingest::live`]).
+//!
+//! One worker reads one ring and runs the serial kernel on it. With several, each worker has a
+//! ring of its own in one fanout group: the kernel shares the interface's frames between them
+//! by flow hash, the same for both directions of a connection, so every connection is whole on
+//! one worker and the workers share nothing. (The file pipeline's producer design, one reader
+//! placing buffers by a core policy, borrows payloads from a mapped capture for the whole run;
+//! a ring's blocks go back to the kernel, so live capture places by the kernel's hash instead.)
+//! Matches are counted as they happen for a live view; the run ends when `stop` is set, with
+//! the same summary a file gives, and the kernel's counts of frames received and dropped.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use switchyard_ingest::live::{Ring, RingConfig, RingCounters, RingStats};
+use switchyard_ingest::{ConnConfig, IngestError};
+
+use crate::inspect::{Inspector, Protocol, SIGNATURES};
+use crate::serial::{Summary, inspect_serial_counting};
+
+/// What a live run has counted so far, readable while it runs.
+#[derive(Debug)]
+pub struct LiveCounts {
+    /// Connections matched, by protocol (indexed as [`SIGNATURES`]).
+    pub matched: Vec<AtomicU64>,
+    /// Each ring's counts from the kernel, once the rings are open.
+    pub rings: std::sync::Mutex<Vec<Arc<RingCounters>>>,
+}
+
+impl Default for LiveCounts {
+    fn default() -> Self {
+        Self { matched: SIGNATURES.iter().map(|_| AtomicU64::new(0)).collect(), rings: Default::default() }
+    }
+}
+
+impl LiveCounts {
+    /// The protocols matched so far, most first, with their counts.
+    pub fn by_protocol(&self) -> Vec<(Protocol, u64)> {
+        let mut v: Vec<(Protocol, u64)> = self
+            .matched
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (Protocol(i as u16), n.load(Ordering::Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v
+    }
+
+    /// Frames received and dropped so far, every ring's, as the kernel last said.
+    pub fn ring_totals(&self) -> RingStats {
+        let rings = self.rings.lock().map(|r| r.clone()).unwrap_or_default();
+        rings.iter().fold(RingStats::default(), |t, r| RingStats {
+            packets: t.packets + r.packets.load(Ordering::Relaxed),
+            drops: t.drops + r.drops.load(Ordering::Relaxed),
+        })
+    }
+}
+
+/// A live run's result.
+#[derive(Clone, Debug)]
+pub struct LiveReport {
+    /// Every worker's connections and counts, as a file's run gives them (connections numbered
+    /// anew across workers, worker by worker).
+    pub summary: Summary,
+    /// The kernel's counts, every ring's.
+    pub ring: RingStats,
+    /// How long it ran.
+    pub elapsed: Duration,
+}
+
+/// Inspects `interface` on `workers` threads until `stop` is set.
+pub fn inspect_live(
+    interface: &str,
+    workers: usize,
+    ring: RingConfig,
+    conn: ConnConfig,
+    inspector: &Inspector,
+    stop: &Arc<AtomicBool>,
+    counts: &LiveCounts,
+) -> Result<LiveReport, IngestError> {
+    let workers = workers.max(1);
+    let group = (workers > 1).then(|| (std::process::id() & 0xffff) as u16);
+    // Every ring is open before any frame is read, so none misses a connection's start.
+    let rings = (0..workers)
+        .map(|_| Ring::open(interface, RingConfig { fanout: group, ..ring }, Arc::clone(stop)))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Ok(mut watched) = counts.rings.lock() {
+        *watched = rings.iter().map(Ring::counters).collect();
+    }
+    let started = Instant::now();
+    let results: Vec<Result<(Summary, RingStats), IngestError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = rings
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut ring)| {
+                std::thread::Builder::new()
+                    .name(format!("sy-live-{i}"))
+                    .spawn_scoped(scope, move || {
+                        let summary = inspect_serial_counting(&mut ring, conn, inspector, &mut |p| {
+                            counts.matched[p.0 as usize].fetch_add(1, Ordering::Relaxed);
+                        })?;
+                        Ok((summary, ring.stats()))
+                    })
+                    .expect("a thread can be started")
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("live workers do not panic")).collect()
+    });
+    let elapsed = started.elapsed();
+    let mut summary = Summary::default();
+    let mut total = RingStats::default();
+    for r in results {
+        let (s, stats) = r?;
+        total.packets += stats.packets;
+        total.drops += stats.drops;
+        summary.packets += s.packets;
+        summary.inspected += s.inspected;
+        summary.scanned_bytes += s.scanned_bytes;
+        summary.skipped_classified += s.skipped_classified;
+        summary.marked += s.marked;
+        summary.payload_bytes += s.payload_bytes;
+        summary.skipped.merge(&s.skipped);
+        summary.conns.extend(s.conns);
+    }
+    for (i, c) in summary.conns.iter_mut().enumerate() {
+        c.id = i as u64;
+    }
+    Ok(LiveReport { summary, ring: total, elapsed })
+}
