@@ -177,23 +177,24 @@ fn print_trace(out: &mut impl Write, t: &TraceRun, workers: u32, cores: usize) -
     )?;
     writeln!(
         out,
-        "{:<12} {:>12} {:>9} {:>11} {:>10} {:>10} {:>10} {:>10}",
-        "", "", "", "", "sim ×1", "", "sim/real", ""
+        "{:<12} {:>12} {:>9} {:>8} {:>11} {:>10} {:>10} {:>10} {:>10}",
+        "", "", "", "", "", "sim ×1", "", "sim/real", ""
     )?;
     writeln!(
         out,
-        "{:<12} {:>12} {:>9} {:>11} {:>10} {:>10} {:>10} {:>10}",
-        "policy", "packets/s", "×1 thread", "producer ns", "own core", "floating", "own core", "floating"
+        "{:<12} {:>12} {:>9} {:>8} {:>11} {:>10} {:>10} {:>10} {:>10}",
+        "policy", "packets/s", "×1 thread", "cpu ×1", "producer ns", "own core", "floating", "own core", "floating"
     )?;
     let or_dash = |v: Option<f64>, digits: usize| v.map_or("-".to_owned(), |v| format!("{v:.digits$}"));
     let mut waits = Vec::new();
     for p in &t.policies {
         writeln!(
             out,
-            "{:<12} {:>12.0} {:>9.2} {:>11} {:>10.2} {:>10} {:>10.2} {:>10}",
+            "{:<12} {:>12.0} {:>9.2} {:>8.2} {:>11} {:>10.2} {:>10} {:>10.2} {:>10}",
             p.policy.name(),
             p.packets_per_s,
             p.over_serial,
+            p.cpu_over_serial,
             or_dash(p.producer_ns, 0),
             p.sim_own,
             or_dash(p.sim_floating, 2),
@@ -232,9 +233,17 @@ fn trace_goals(t: &TraceRun, workers: u32, has_sample: bool) -> Vec<String> {
         let lone = t.lone_ns.map_or(String::new(), |ns| {
             format!("; dispatching to 1 worker from a core of its own {:.1}%", percent(ns))
         });
+        let cpu = t.policies.iter().map(|p| p.cpu_over_serial).fold(f64::MAX, f64::min);
         vec![
             format!(
-                "{workers} workers over 1 thread on the {name} trace: {best:.2}× (goal ≥ 1.8×; ceiling {:.2}×{}){}",
+                "producer alone on the {name} trace: {:.0} ns/packet (issue 21's goal ≤ 50 ns)",
+                t.producer_ns
+            ),
+            format!(
+                "CPU time per packet, {workers} workers over the single thread: {cpu:.2}× at best (issue 21's goal ≤ 1.15×)"
+            ),
+            format!(
+                "{workers} workers over 1 thread on the {name} trace: {best:.2}× (issue 21's goal with --kernel sequential ≥ 1.7×; ceiling {:.2}×{}){}",
                 t.ceiling,
                 t.dispatch_ceiling.map_or(String::new(), |c| format!(", {c:.2}× with the producer's in-pipeline cost")),
                 t.lone_ratio.map_or(String::new(), |r| format!(
@@ -242,7 +251,7 @@ fn trace_goals(t: &TraceRun, workers: u32, has_sample: bool) -> Vec<String> {
                 )),
             ),
             format!(
-                "producer on the {name} trace: alone {:.1}% of a core per 10^6 packets/s{lone}{inside} (goal < 10%)",
+                "producer on the {name} trace: alone {:.1}% of a core per 10^6 packets/s{lone}{inside} (issue 4's goal < 10%)",
                 percent(t.producer_ns)
             ),
         ]

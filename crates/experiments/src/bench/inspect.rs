@@ -25,7 +25,7 @@ use switchyard_sim::Nanos;
 use switchyard_sim::models::server::{OnFull, ProducerCore, Server, ServerParams, Workload};
 use switchyard_sim::models::trace::{Trace, TraceReplay};
 
-use super::{cores, median};
+use super::{cores, median, process_cpu};
 use crate::ExperimentError;
 
 /// The policies benchmarked, in order; static hash (mod-N) is the reference of the skewed goal.
@@ -97,6 +97,9 @@ pub struct PolicyRow {
     pub over_serial: f64,
     /// Times faster than static hash, within a round (median round).
     pub over_static: f64,
+    /// The whole process's CPU time (producer, workers, their idle spinning) over the single
+    /// thread's, within a round (median round): the pipeline's overhead per packet.
+    pub cpu_over_serial: f64,
     /// The producer's CPU per packet in this policy's runs, where the OS could say.
     pub producer_ns: Option<f64>,
     /// Share of the run the producer waited on a full queue.
@@ -118,6 +121,8 @@ type Piece<'a> = (bool, Option<Tcp>, &'a [u8]);
 /// One round of every case on one trace.
 struct Round {
     serial: Duration,
+    /// The process's CPU seconds in the single thread's run.
+    serial_cpu: f64,
     producer: Duration,
     /// By policy, in the order benchmarked.
     runs: Vec<Timed>,
@@ -128,6 +133,8 @@ struct Round {
 
 struct Timed {
     elapsed: Duration,
+    /// The process's CPU seconds in the run: producer, workers, and their idle spinning.
+    cpu: f64,
     /// Placing time per buffer placed, and per packet read.
     place_ns: f64,
     placing_ns: f64,
@@ -262,17 +269,19 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
     let enough = MIN_CASE_TIME * (2 + POLICIES.len() as u32);
     while rounds.len() < s.repeat.max(1) || begun.elapsed() < enough {
         // The single thread and the producer alone run pinned, as the workers do.
-        let (serial, producer) = on_core(0, || -> Result<(Duration, Duration)> {
-            let t = Instant::now();
+        let (serial, serial_cpu, producer) = on_core(0, || -> Result<(Duration, f64, Duration)> {
+            let (t, cpu) = (Instant::now(), process_cpu());
             inspect_serial(SliceReader::new(pcap)?, conn, &inspector)?;
-            Ok((t.elapsed(), producer_alone(pcap, conn)?))
+            Ok((t.elapsed(), process_cpu() - cpu, producer_alone(pcap, conn)?))
         })?;
         let mut runs = Vec::with_capacity(POLICIES.len());
         for policy in POLICIES {
             let mut placer = place::build(policy, &PlaceConfig::default(), &ids)?;
+            let cpu = process_cpu();
             let r = pipeline::run(SliceReader::new(pcap)?, placer.as_mut(), &config, &inspector)?;
             runs.push(Timed {
                 elapsed: r.elapsed,
+                cpu: process_cpu() - cpu,
                 // Per buffer placed: those scanned and those the workers found stale.
                 place_ns: r.placing.as_nanos() as f64
                     / (r.summary.inspected + r.workers.iter().map(|w| w.skipped).sum::<u64>()).max(1) as f64,
@@ -290,7 +299,7 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
         } else {
             None
         };
-        rounds.push(Round { serial, producer, runs, lone });
+        rounds.push(Round { serial, serial_cpu, producer, runs, lone });
     }
     let per_packet = |d: Duration| d.as_nanos() as f64 / packets.max(1) as f64;
     let serial = median(rounds.iter().map(|r| r.serial).collect());
@@ -313,6 +322,7 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
         let elapsed = median(rounds.iter().map(|r| r.runs[k].elapsed).collect());
         let over_serial =
             median_of_rounds(rounds.iter().map(|r| r.serial.as_secs_f64() / r.runs[k].elapsed.as_secs_f64()).collect());
+        let cpu_over_serial = median_of_rounds(rounds.iter().map(|r| r.runs[k].cpu / r.serial_cpu.max(1e-9)).collect());
         let over_static = median_of_rounds(
             rounds.iter().map(|r| r.runs[static_at].elapsed.as_secs_f64() / r.runs[k].elapsed.as_secs_f64()).collect(),
         );
@@ -361,6 +371,7 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
             packets_per_s: real,
             over_serial,
             over_static,
+            cpu_over_serial,
             producer_ns: cpu_ns,
             blocked: median_of_rounds(rounds.iter().map(|r| r.runs[k].blocked).collect()),
             sim_own: own / sim_serial,
