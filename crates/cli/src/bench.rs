@@ -208,7 +208,30 @@ fn print_trace(out: &mut impl Write, t: &TraceRun, workers: u32, cores: usize) -
             p.sim_floating_blocked.map_or(String::new(), |b| format!(" (simulated, floating: {:.0}%)", b * 100.0))
         ));
     }
-    writeln!(out, "producer waiting on full queues: {}\n", waits.join(", "))
+    writeln!(out, "producer waiting on full queues: {}", waits.join(", "))?;
+    writeln!(
+        out,
+        "sharded, no producer: each of {workers} workers reads every packet and keeps its own (reading and placing one it leaves: {:.0} ns)",
+        t.read_place_ns
+    )?;
+    writeln!(
+        out,
+        "{:<12} {:>12} {:>9} {:>8} {:>10} {:>10}",
+        "policy", "packets/s", "×1 thread", "cpu ×1", "model ×1", "model/real"
+    )?;
+    for r in &t.shards {
+        writeln!(
+            out,
+            "{:<12} {:>12.0} {:>9.2} {:>8.2} {:>10.2} {:>10.2}",
+            r.policy.name(),
+            r.packets_per_s,
+            r.over_serial,
+            r.cpu_over_serial,
+            r.predicted,
+            r.predicted / r.over_serial
+        )?;
+    }
+    writeln!(out)
 }
 
 /// The issue's goals, as this trace bears on them.
@@ -234,16 +257,21 @@ fn trace_goals(t: &TraceRun, workers: u32, has_sample: bool) -> Vec<String> {
             format!("; dispatching to 1 worker from a core of its own {:.1}%", percent(ns))
         });
         let cpu = t.policies.iter().map(|p| p.cpu_over_serial).fold(f64::MAX, f64::min);
+        let shard_cpu = t.shards.iter().map(|p| p.cpu_over_serial).fold(f64::MAX, f64::min);
+        let shard_best = t.shards.iter().map(|p| p.over_serial).fold(0.0, f64::max);
         vec![
             format!(
-                "producer alone on the {name} trace: {:.0} ns/packet (issue 21's goal ≤ 50 ns)",
-                t.producer_ns
+                "producer alone on the {name} trace: {:.0} ns/packet (issue 21's goal ≤ 50 ns); sharded, a worker's cost of a packet it leaves to another: {:.0} ns",
+                t.producer_ns, t.read_place_ns
             ),
             format!(
-                "CPU time per packet, {workers} workers over the single thread: {cpu:.2}× at best (issue 21's goal ≤ 1.15×)"
+                "CPU time per packet, {workers} workers over the single thread: producer design {cpu:.2}×, sharded {shard_cpu:.2}× at best (issue 21's goal ≤ 1.15×)"
             ),
             format!(
-                "{workers} workers over 1 thread on the {name} trace: {best:.2}× (issue 21's goal with --kernel sequential ≥ 1.7×; ceiling {:.2}×{}){}",
+                "{workers} workers over 1 thread on the {name} trace, sharded: {shard_best:.2}× at best (issue 21's goal with --kernel sequential ≥ 1.7×)"
+            ),
+            format!(
+                "{workers} workers over 1 thread on the {name} trace, producer design: {best:.2}× (issue 21's goal with --kernel sequential ≥ 1.7×; ceiling {:.2}×{}){}",
                 t.ceiling,
                 t.dispatch_ceiling.map_or(String::new(), |c| format!(", {c:.2}× with the producer's in-pipeline cost")),
                 t.lone_ratio.map_or(String::new(), |r| format!(

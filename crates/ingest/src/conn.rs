@@ -134,6 +134,14 @@ impl<T: Default> ConnTable<T> {
         self.live.is_empty()
     }
 
+    /// Numbers the next connection made `id`, and those after it on from there. A reader that
+    /// tracks only some of a capture's connections (a shard) numbers each by the capture's
+    /// count of packets before its first, so that shards' numbers merge into the order a table
+    /// of every connection gives.
+    pub fn number_next(&mut self, id: u64) {
+        self.next_id = id;
+    }
+
     /// Takes in a packet.
     pub fn on_packet(&mut self, p: &Packet<'_>) -> Step<'_, T> {
         let cfg = self.config;

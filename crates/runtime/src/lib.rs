@@ -16,6 +16,8 @@
 //! - [`pipeline`]: the parallel pipeline, one producer placing connection buffers with a core
 //!   policy on bounded queues of pinned worker threads.
 //! - [`serial`]: the single-threaded reference pipeline, capture to per-connection verdicts.
+//! - [`sharded`]: the design without a producer: every worker reads the capture and keeps the
+//!   connections a stateless core policy gives it.
 //! - [`tracegen`]: labelled captures of known protocols, for checking classification and
 //!   measuring placement on realistic traffic.
 //!
@@ -33,4 +35,5 @@ pub mod inspect;
 pub mod live;
 pub mod pipeline;
 pub mod serial;
+pub mod sharded;
 pub mod tracegen;

@@ -191,7 +191,32 @@ struct State {
 
 /// Reads `reader` to the end, inspecting each connection's buffers in order until one matches.
 pub fn inspect_serial(reader: impl Packets, config: ConnConfig, inspector: &Inspector) -> Result<Summary, IngestError> {
-    serial(reader, config, inspector, None, None)
+    serial(reader, config, inspector, Hooks::default())
+}
+
+/// [`inspect_serial`] of one shard: only the connections whose packets `mine` keeps (it must
+/// keep both directions of a connection alike) are tracked and inspected; every packet is read.
+/// Connections are numbered by the count of the capture's packets before their first, so that
+/// shards' results sorted by id are in the order [`inspect_serial`] numbers them; `packets` and
+/// `payload_bytes` count the shard's packets only, `skipped` every packet the reader left out.
+pub fn inspect_shard(
+    reader: impl Packets,
+    config: ConnConfig,
+    inspector: &Inspector,
+    mine: &mut dyn FnMut(&FiveTuple) -> bool,
+) -> Result<Summary, IngestError> {
+    serial(reader, config, inspector, Hooks { mine: Some(mine), ..Hooks::default() })
+}
+
+/// What a caller of the serial loop asks of it beside the verdicts.
+#[derive(Default)]
+struct Hooks<'h> {
+    /// Called after each buffer with its length and the time taken.
+    on_scan: Option<&'h mut dyn FnMut(usize, Duration)>,
+    /// Called with each connection's protocol as it is matched.
+    on_match: Option<&'h mut dyn FnMut(Protocol)>,
+    /// Which packets are this shard's.
+    mine: Option<&'h mut dyn FnMut(&FiveTuple) -> bool>,
 }
 
 /// [`inspect_serial`], calling `on_match` with each connection's protocol as it is matched (for
@@ -202,7 +227,7 @@ pub fn inspect_serial_counting(
     inspector: &Inspector,
     on_match: &mut dyn FnMut(Protocol),
 ) -> Result<Summary, IngestError> {
-    serial(reader, config, inspector, None, Some(on_match))
+    serial(reader, config, inspector, Hooks { on_match: Some(on_match), ..Hooks::default() })
 }
 
 /// [`inspect_serial`], calling `on_scan(buffer length, time taken)` after each buffer, timing
@@ -215,28 +240,42 @@ pub fn inspect_serial_timed(
     inspector: &Inspector,
     on_scan: &mut dyn FnMut(usize, Duration),
 ) -> Result<Summary, IngestError> {
-    serial(reader, config, inspector, Some(on_scan), None)
+    serial(reader, config, inspector, Hooks { on_scan: Some(on_scan), ..Hooks::default() })
 }
 
 fn serial(
     mut reader: impl Packets,
     config: ConnConfig,
     inspector: &Inspector,
-    mut on_scan: Option<&mut dyn FnMut(usize, Duration)>,
-    mut on_match: Option<&mut dyn FnMut(Protocol)>,
+    hooks: Hooks<'_>,
 ) -> Result<Summary, IngestError> {
+    let Hooks { mut on_scan, mut on_match, mut mine } = hooks;
     let mut table: ConnTable<State> = ConnTable::new(config);
     let mut scratch = inspector.scratch();
     let mut s = Summary::default();
     let mut ended = Vec::new();
+    // Every packet read, the shard's or not: connections' numbers and the expiry cadence.
+    let mut read = 0u64;
     while let Some(p) = reader.next_packet()? {
-        s.packets += 1;
-        s.payload_bytes += p.payload.len() as u64;
-        match table.on_packet(&p) {
-            Step::Buffer { conn, .. } if conn.data.found.is_some() && !conn.data.tls_pending => {
+        read += 1;
+        let own = match mine.as_mut() {
+            Some(mine) => mine(&p.key),
+            None => true,
+        };
+        if own {
+            if mine.is_some() {
+                table.number_next(read - 1);
+            }
+            s.packets += 1;
+            s.payload_bytes += p.payload.len() as u64;
+        }
+        // Another shard's packet is read, and left to its shard.
+        let step = own.then(|| table.on_packet(&p));
+        match step {
+            Some(Step::Buffer { conn, .. }) if conn.data.found.is_some() && !conn.data.tls_pending => {
                 s.skipped_classified += 1
             }
-            Step::Buffer { conn, from_client, index, .. } => {
+            Some(Step::Buffer { conn, from_client, index, .. }) => {
                 let ports = Ports::of(&conn.key);
                 let state = &mut conn.data;
                 let started = on_scan.is_some().then(Instant::now);
@@ -266,9 +305,10 @@ fn serial(
                     }
                 }
             }
-            Step::Beyond { .. } => s.marked += 1,
+            Some(Step::Beyond { .. }) => s.marked += 1,
+            None => {}
         }
-        if s.packets % 65_536 == 0 {
+        if read.is_multiple_of(65_536) {
             table.expire(p.time_ns);
             ended.extend(table.take_ended());
         }

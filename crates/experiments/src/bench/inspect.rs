@@ -20,6 +20,7 @@ use switchyard_runtime::affinity::on_core;
 use switchyard_runtime::inspect::{Engine, Inspector};
 use switchyard_runtime::pipeline::{self, PipelineConfig};
 use switchyard_runtime::serial::{Verdict, inspect_serial, inspect_serial_timed};
+use switchyard_runtime::sharded;
 use switchyard_runtime::tracegen::{TraceSpec, generate};
 use switchyard_sim::Nanos;
 use switchyard_sim::models::server::{OnFull, ProducerCore, Server, ServerParams, Workload};
@@ -84,6 +85,28 @@ pub struct TraceRun {
     pub lone_ratio: Option<f64>,
     /// By policy, in the order of [`POLICIES`].
     pub policies: Vec<PolicyRow>,
+    /// The sharded design (no producer), by stateless policy, in the order of
+    /// [`sharded::STATELESS`].
+    pub shards: Vec<ShardRow>,
+    /// Each shard's cost of reading and placing a packet it leaves to another, ns.
+    pub read_place_ns: f64,
+}
+
+/// The sharded design's figures for one policy on one trace, beside the model's prediction.
+#[derive(Clone, Debug)]
+pub struct ShardRow {
+    /// The policy that shards the connections.
+    pub policy: Policy,
+    /// Packets per second (median round).
+    pub packets_per_s: f64,
+    /// Times faster than the single thread, within a round (median round).
+    pub over_serial: f64,
+    /// The process's CPU time over the single thread's, within a round (median round).
+    pub cpu_over_serial: f64,
+    /// The model's speed-up: each shard reads and places every packet at the measured cost,
+    /// and does the rest of its own packets' work at the single thread's cost per packet, on
+    /// as many cores as the machine has.
+    pub predicted: f64,
 }
 
 /// One policy's figures on one trace, real beside simulated.
@@ -126,6 +149,10 @@ struct Round {
     producer: Duration,
     /// By policy, in the order benchmarked.
     runs: Vec<Timed>,
+    /// The sharded design, by stateless policy: wall time, process CPU seconds, packets per shard.
+    sharded: Vec<(Duration, f64, Vec<u64>)>,
+    /// One shard reading and placing every packet and keeping none.
+    read_place: Duration,
     /// The producer's CPU time in a one-worker pipeline, on a core of its own, and how many
     /// times faster than the single thread that pipeline ran.
     lone: Option<(Duration, f64)>,
@@ -290,6 +317,13 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
                 blocked: r.producer_blocked.as_secs_f64() / r.elapsed.as_secs_f64().max(1e-9),
             });
         }
+        let mut sharded_runs = Vec::with_capacity(sharded::STATELESS.len());
+        for policy in sharded::STATELESS {
+            let cpu = process_cpu();
+            let r = sharded::run(pcap, s.workers, policy, conn, &inspector, true)?;
+            sharded_runs.push((r.elapsed, process_cpu() - cpu, r.shards.iter().map(|x| x.packets).collect()));
+        }
+        let read_place = on_core(0, || sharded::leave_all(pcap, s.workers, Policy::Hrw, conn, &inspector))?;
         // The producer's own cost of dispatching, on a core no worker shares: one worker, so
         // that a core is free for the producer (where the machine has two).
         let lone = if cores > 1 {
@@ -299,7 +333,7 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
         } else {
             None
         };
-        rounds.push(Round { serial, serial_cpu, producer, runs, lone });
+        rounds.push(Round { serial, serial_cpu, producer, runs, sharded: sharded_runs, read_place, lone });
     }
     let per_packet = |d: Duration| d.as_nanos() as f64 / packets.max(1) as f64;
     let serial = median(rounds.iter().map(|r| r.serial).collect());
@@ -380,6 +414,30 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
             sim_floating_blocked: floating.map(|f| f.1),
         });
     }
+    let read_place_ns = per_packet(median(rounds.iter().map(|r| r.read_place).collect()));
+    let rest_ns = (per_packet(serial) - read_place_ns).max(0.0);
+    let shards = sharded::STATELESS
+        .into_iter()
+        .enumerate()
+        .map(|(k, policy)| {
+            let elapsed = median(rounds.iter().map(|r| r.sharded[k].0).collect());
+            let over_serial = median_of_rounds(
+                rounds.iter().map(|r| r.serial.as_secs_f64() / r.sharded[k].0.as_secs_f64().max(1e-9)).collect(),
+            );
+            let cpu_over_serial =
+                median_of_rounds(rounds.iter().map(|r| r.sharded[k].1 / r.serial_cpu.max(1e-9)).collect());
+            // Each shard's time: every packet read and placed, its own packets' other work.
+            let times: Vec<f64> = rounds[0].sharded[k]
+                .2
+                .iter()
+                .map(|&own| packets as f64 * read_place_ns + own as f64 * rest_ns)
+                .collect();
+            let longest = times.iter().copied().fold(0.0, f64::max);
+            let shared = times.iter().sum::<f64>() / cores as f64;
+            let predicted = per_packet(serial) * packets as f64 / longest.max(shared).max(1e-9);
+            ShardRow { policy, packets_per_s: pps(elapsed), over_serial, cpu_over_serial, predicted }
+        })
+        .collect();
     Ok(TraceRun {
         name: name.to_owned(),
         packets,
@@ -393,5 +451,7 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
         lone_ns,
         lone_ratio,
         policies,
+        shards,
+        read_place_ns,
     })
 }
