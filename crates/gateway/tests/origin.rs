@@ -221,6 +221,7 @@ async fn a_response_is_fresh_as_long_as_its_origin_says() {
     let g = serve(origin::router(config(o))).await;
     let reads = || state.reads.load(Ordering::SeqCst);
     // max-age=1: a hit at once, a new read once a second has passed.
+    just_after_a_second_turns().await;
     assert_eq!(get(g, "/max-age-1").await.1, "miss");
     assert_eq!(get(g, "/max-age-1").await.1, "hit");
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -382,6 +383,15 @@ async fn validating_origin() -> (SocketAddr, Arc<Origin>, Arc<AtomicU64>) {
 
 /// A stale response with an `ETag` is revalidated: the origin's `304` freshens it, its
 /// fields replace the stored ones, and the body is the stored one.
+/// Waits until just after the wall clock's second turns. Ages are whole seconds of the wall
+/// clock (`Date` has no finer resolution; `cache::http::initial_age`), so a `max-age=1`
+/// exchange that straddles a turn arrives a second old, already stale: a test that expects a
+/// hit right after it must start it just after a turn (CI failed once without).
+async fn just_after_a_second_turns() {
+    let into = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    tokio::time::sleep(Duration::from_nanos(u64::from(1_000_000_000 - into) + 5_000_000)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_response_is_revalidated_and_its_fields_updated() {
     let (o, _, not_modified) = validating_origin().await;
@@ -389,6 +399,8 @@ async fn a_stale_response_is_revalidated_and_its_fields_updated() {
     let r = reqwest::get(format!("http://{g}/tagged")).await.unwrap();
     assert_eq!(r.headers()["x-seen"], "first");
     tokio::time::sleep(Duration::from_millis(1100)).await;
+    // The revalidation is followed by a request that must find it fresh.
+    just_after_a_second_turns().await;
     let r = reqwest::get(format!("http://{g}/tagged")).await.unwrap();
     assert_eq!(r.status().as_u16(), 200);
     assert_eq!(r.headers()["x-cache"], "revalidated");
