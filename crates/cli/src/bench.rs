@@ -81,7 +81,8 @@ struct InspectBench {
     /// runs nDPI's ndpiReader (Debian's libndpi-bin, from bench/install-peers.sh) with its
     /// per-flow report beside `inspect` on one thread, and prints agreement per protocol, what
     /// only one side names, and both sides' packets per second. The captures: the sample, a
-    /// generated trace of `--connections`, and each `--capture`.
+    /// generated trace of `--connections`, the recorded conversations beside the sample
+    /// (`conversations.pcap`), and each `--capture`.
     #[arg(long, value_enum)]
     peer: Option<Peer>,
 

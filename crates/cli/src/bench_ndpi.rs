@@ -26,6 +26,11 @@ pub(crate) fn run(connections: u32, sample: &Path, extra: &[PathBuf], rounds: us
         writeln!(out, "sample {}: not there; comparing on the others", sample.display())?;
     }
     captures.push((format!("uniform ({connections} connections)"), generated));
+    // Real clients and servers, recorded by tcpdump (bench/record-conversations.sh).
+    let recorded = sample.with_file_name("conversations.pcap");
+    if recorded.is_file() {
+        captures.push(("conversations (recorded)".to_string(), recorded));
+    }
     captures.extend(extra.iter().map(|p| (p.display().to_string(), p.clone())));
     writeln!(out, "nDPI: {} (-v 2, its per-flow report); ours: inspect on one thread, --results\n", reader.display())?;
     let runs = ndpi::run(&reader, &captures, rounds);

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Records real conversations between Debian's clients and servers into a capture written by
+# tcpdump: the test data of `switchyard inspect` on traffic it did not generate (issue 21).
+#
+# In a network namespace of its own (nothing else on its loopback), it starts nginx (HTTP/1.1,
+# h2c, and TLS with a self-signed certificate), dnsmasq, redis-server, memcached, mosquitto,
+# sshd and Python's SMTP debugging server; runs curl, dig, redis-cli, mosquitto_pub, ssh and
+# Python clients against them while tcpdump listens; then labels each connection by the
+# server's port (not by its payload) into a CSV that `switchyard inspect --labels` reads.
+# Needs root and the packages below (installed if missing). Usage:
+#   bench/record-conversations.sh [OUT_PREFIX]   (default data/traces/conversations)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-data/traces/conversations}"
+need=(tcpdump:tcpdump dig:bind9-dnsutils dnsmasq:dnsmasq-base memcached:memcached mosquitto:mosquitto
+  mosquitto_pub:mosquitto-clients sshd:openssh-server nginx:nginx-light redis-server:redis-server curl:curl)
+missing=()
+for pair in "${need[@]}"; do
+  bin="${pair%%:*}"
+  command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/sbin/$bin" ] || missing+=("${pair#*:}")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+cargo build --release -q -p switchyard
+ns="syrec$$"
+work="$(mktemp -d)"
+cleanup() {
+  ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
+  sleep 0.3
+  ip netns del "$ns" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+ip netns add "$ns"
+ip -n "$ns" link set lo up
+in_ns() { ip netns exec "$ns" "$@"; }
+
+# Servers.
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+mkdir -p "$work/www" && echo "hello from nginx" >"$work/www/index.html"
+cat >"$work/nginx.conf" <<EOF
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/error.log;
+user root;
+events { worker_connections 64; }
+http {
+  access_log off;
+  server { listen 127.0.0.1:8080; root $work/www; }
+  server { listen 127.0.0.1:8082 http2; root $work/www; }
+  server {
+    listen 127.0.0.1:8443 ssl http2;
+    ssl_certificate $work/cert.pem; ssl_certificate_key $work/key.pem;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    root $work/www;
+  }
+}
+EOF
+in_ns /usr/sbin/nginx -c "$work/nginx.conf"
+in_ns /usr/sbin/dnsmasq --port=53 --listen-address=127.0.0.1 --bind-interfaces --no-resolv --no-hosts \
+  --address=/example.org/192.0.2.7 --pid-file="$work/dnsmasq.pid" --user=root
+in_ns redis-server --port 6379 --save '' --appendonly no --daemonize yes --logfile "$work/redis.log" >/dev/null
+in_ns memcached -u root -l 127.0.0.1 -p 11211 -U 0 -d
+in_ns /usr/sbin/mosquitto -p 1883 -d
+mkdir -p /run/sshd
+ssh-keygen -q -t ed25519 -N '' -f "$work/hostkey"
+in_ns /usr/sbin/sshd -p 2222 -h "$work/hostkey" -o PidFile="$work/sshd.pid" -o ListenAddress=127.0.0.1
+in_ns python3 -W ignore -c '
+import smtpd, asyncore
+smtpd.DebuggingServer(("127.0.0.1", 2525), None)
+asyncore.loop()' >/dev/null 2>&1 &
+sleep 1
+
+# The conversations, recorded.
+in_ns tcpdump -q -i lo -w "$out.pcap" -U 'tcp or udp' 2>/dev/null &
+sleep 1
+in_ns curl -s -o /dev/null http://127.0.0.1:8080/
+in_ns curl -s -o /dev/null --http2-prior-knowledge http://127.0.0.1:8082/
+in_ns curl -sk -o /dev/null https://localhost:8443/
+in_ns curl -sk -o /dev/null --tls-max 1.2 --http1.1 https://localhost:8443/
+in_ns dig +short @127.0.0.1 example.org A >/dev/null
+in_ns dig +short +tcp @127.0.0.1 example.org A >/dev/null
+in_ns redis-cli -p 6379 SET greeting hello >/dev/null
+in_ns redis-cli -p 6379 GET greeting >/dev/null
+in_ns mosquitto_pub -p 1883 -t switchyard/test -m hello
+in_ns python3 -c '
+import socket
+s = socket.create_connection(("127.0.0.1", 11211))
+s.sendall(b"set greeting 0 0 5\r\nhello\r\nget greeting\r\n")
+s.recv(4096); s.close()'
+in_ns ssh -p 2222 -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null nobody@127.0.0.1 true 2>/dev/null || true
+in_ns python3 -c '
+import smtplib
+with smtplib.SMTP("127.0.0.1", 2525) as s:
+    s.sendmail("a@example.org", ["b@example.org"], "Subject: hi\r\n\r\nhello\r\n")'
+sleep 1
+in_ns pkill -INT tcpdump || true
+sleep 0.5
+
+# Labels by the server's port, as the conversations were made.
+target/release/switchyard inspect "$out.pcap" --workers 1 --results "$work/conns.csv" >/dev/null
+python3 - "$work/conns.csv" "$out.csv" <<'EOF'
+import csv, sys
+by_port = {8080: "http", 8082: "http2", 8443: "tls", 53: "dns", 6379: "redis", 11211: "memcached",
+           1883: "mqtt", 2222: "ssh", 2525: "smtp"}
+rows = []
+for r in csv.DictReader(open(sys.argv[1])):
+    # The end on a server's port is the server, whichever end the inspector took it for: a
+    # label names the true client, so a connection turned round is a miss.
+    ends = [r["client"], r["server"]]
+    servers = [e for e in ends if int(e.rsplit(":", 1)[1]) in by_port]
+    if len(servers) != 1:
+        continue
+    server = servers[0]
+    client = ends[1] if server == ends[0] else ends[0]
+    rows.append({"id": len(rows), "proto": r["proto"], "client": client, "server": server,
+                 "protocol": by_port[int(server.rsplit(":", 1)[1])], "packets": r["packets"], "elephant": "false"})
+with open(sys.argv[2], "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=["id", "proto", "client", "server", "protocol", "packets", "elephant"])
+    w.writeheader()
+    w.writerows(rows)
+print(f"record-conversations: {len(rows)} labelled connections in {sys.argv[2]}")
+EOF
+echo "record-conversations: $(tcpdump -r "$out.pcap" 2>/dev/null | wc -l) packets in $out.pcap"
