@@ -116,17 +116,10 @@ pub fn inspect_live(
         let (s, stats) = r?;
         total.packets += stats.packets;
         total.drops += stats.drops;
-        summary.packets += s.packets;
-        summary.inspected += s.inspected;
-        summary.scanned_bytes += s.scanned_bytes;
-        summary.skipped_classified += s.skipped_classified;
-        summary.marked += s.marked;
-        summary.payload_bytes += s.payload_bytes;
-        summary.skipped.merge(&s.skipped);
-        summary.conns.extend(s.conns);
+        // Each ring reads frames of its own: what the readers left out adds up.
+        let skipped = summary.absorb(s);
+        summary.skipped.merge(&skipped);
     }
-    for (i, c) in summary.conns.iter_mut().enumerate() {
-        c.id = i as u64;
-    }
+    summary.renumber();
     Ok(LiveReport { summary, ring: total, elapsed })
 }

@@ -178,6 +178,29 @@ pub struct Summary {
     pub conns: Vec<ConnResult>,
 }
 
+impl Summary {
+    /// Adds the counts and connections of a part of a run (a live worker's, a shard's) to
+    /// these, and gives back the part's reader counts: whether they add up (live rings each
+    /// read their own frames) or not (shards each read every packet) is the caller's to say.
+    pub fn absorb(&mut self, part: Self) -> SkipCounts {
+        self.packets += part.packets;
+        self.inspected += part.inspected;
+        self.scanned_bytes += part.scanned_bytes;
+        self.skipped_classified += part.skipped_classified;
+        self.marked += part.marked;
+        self.payload_bytes += part.payload_bytes;
+        self.conns.extend(part.conns);
+        part.skipped
+    }
+
+    /// Numbers the connections from 0, in the order they stand.
+    pub fn renumber(&mut self) {
+        for (i, c) in self.conns.iter_mut().enumerate() {
+            c.id = i as u64;
+        }
+    }
+}
+
 /// Per-connection state kept in the table.
 #[derive(Clone, Debug, Default)]
 struct State {

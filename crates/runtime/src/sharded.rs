@@ -152,23 +152,15 @@ pub fn run(
     let mut shards = Vec::with_capacity(results.len());
     for (i, r) in results.into_iter().enumerate() {
         let (s, stats) = r?;
+        let skipped = summary.absorb(s);
         if i == 0 {
             // Every shard reads every packet: the reader's counts are one shard's.
-            summary.skipped = s.skipped;
+            summary.skipped = skipped;
         }
-        summary.packets += s.packets;
-        summary.inspected += s.inspected;
-        summary.scanned_bytes += s.scanned_bytes;
-        summary.skipped_classified += s.skipped_classified;
-        summary.marked += s.marked;
-        summary.payload_bytes += s.payload_bytes;
-        summary.conns.extend(s.conns);
         shards.push(stats);
     }
     summary.conns.sort_by_key(|c| c.id);
-    for (i, c) in summary.conns.iter_mut().enumerate() {
-        c.id = i as u64;
-    }
+    summary.renumber();
     Ok(ShardedReport { summary, shards, elapsed })
 }
 
