@@ -4,16 +4,19 @@
 #
 # In a network namespace of its own (nothing else on its loopback), it starts nginx (HTTP/1.1,
 # h2c, and TLS with a self-signed certificate), dnsmasq, redis-server, memcached, mosquitto,
-# sshd and Python's SMTP debugging server; runs curl, dig, redis-cli, mosquitto_pub, ssh and
-# Python clients against them while tcpdump listens; then labels each connection by the
-# server's port (not by its payload) into a CSV that `switchyard inspect --labels` reads.
+# sshd, Python's SMTP debugging server, vsftpd, tftpd-hpa, snmpd, chronyd and PostgreSQL (where
+# its server is installed); runs curl, dig, redis-cli, mosquitto_pub, ssh, tftp, snmpget, sntp,
+# psql and Python clients against them while tcpdump listens; then labels each connection by
+# the server's port (not by its payload) into a CSV that `switchyard inspect --labels` reads.
 # Needs root and the packages below (installed if missing). Usage:
 #   bench/record-conversations.sh [OUT_PREFIX]   (default data/traces/conversations)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-data/traces/conversations}"
 need=(tcpdump:tcpdump dig:bind9-dnsutils dnsmasq:dnsmasq-base memcached:memcached mosquitto:mosquitto
-  mosquitto_pub:mosquitto-clients sshd:openssh-server nginx:nginx-light redis-server:redis-server curl:curl)
+  mosquitto_pub:mosquitto-clients sshd:openssh-server nginx:nginx-light redis-server:redis-server curl:curl
+  vsftpd:vsftpd in.tftpd:tftpd-hpa tftp:tftp-hpa snmpd:snmpd snmpget:snmp chronyd:chrony sntp:sntp
+  psql:postgresql-client)
 missing=()
 for pair in "${need[@]}"; do
   bin="${pair%%:*}"
@@ -25,7 +28,12 @@ fi
 cargo build --release -q -p switchyard
 ns="syrec$$"
 work="$(mktemp -d)"
+chmod 755 "$work"
+pg_bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)"
 cleanup() {
+  if [ -n "$pg_bin" ] && [ -d "$work/pg" ]; then
+    runuser -u postgres -- "$pg_bin/pg_ctl" -D "$work/pg" -m immediate stop >/dev/null 2>&1 || true
+  fi
   ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
   sleep 0.3
   ip netns del "$ns" 2>/dev/null || true
@@ -34,6 +42,12 @@ cleanup() {
 trap cleanup EXIT
 ip netns add "$ns"
 ip -n "$ns" link set lo up
+# An address besides loopback's: servers that look up their address with AI_ADDRCONFIG
+# (tftpd-hpa) find none on a namespace with loopback alone, and exit.
+ip -n "$ns" link add syrec-a type veth peer name syrec-b
+ip -n "$ns" addr add 10.99.0.1/24 dev syrec-a
+ip -n "$ns" link set syrec-a up
+ip -n "$ns" link set syrec-b up
 in_ns() { ip netns exec "$ns" "$@"; }
 
 # Servers.
@@ -70,6 +84,23 @@ in_ns python3 -W ignore -c '
 import smtpd, asyncore
 smtpd.DebuggingServer(("127.0.0.1", 2525), None)
 asyncore.loop()' >/dev/null 2>&1 &
+mkdir -p "$work/ftp" /var/run/vsftpd/empty && echo "hello over ftp" >"$work/ftp/hello.txt"
+printf '%s\n' listen=YES listen_ipv6=NO listen_address=127.0.0.1 listen_port=2121 anonymous_enable=YES \
+  "anon_root=$work/ftp" no_anon_password=YES local_enable=NO background=YES \
+  secure_chroot_dir=/var/run/vsftpd/empty >"$work/vsftpd.conf"
+in_ns /usr/sbin/vsftpd "$work/vsftpd.conf"
+mkdir -p "$work/tftp" && echo "hello over tftp" >"$work/tftp/hello.txt"
+in_ns /usr/sbin/in.tftpd --listen --address 127.0.0.1:69 --secure "$work/tftp"
+echo "rocommunity public 127.0.0.1" >"$work/snmpd.conf"
+in_ns /usr/sbin/snmpd -C -c "$work/snmpd.conf" -Lf /dev/null -p "$work/snmpd.pid" udp:127.0.0.1:161
+printf '%s\n' "allow 127.0.0.1" "local stratum 8" "port 123" "cmdport 0" "pidfile $work/chronyd.pid" >"$work/chrony.conf"
+in_ns /usr/sbin/chronyd -f "$work/chrony.conf" -x
+if [ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ]; then
+  mkdir -p "$work/pg" && chown postgres "$work/pg"
+  runuser -u postgres -- "$pg_bin/initdb" -A trust -U postgres -D "$work/pg" >/dev/null
+  in_ns runuser -u postgres -- "$pg_bin/pg_ctl" -D "$work/pg" -l "$work/pg/server.log" -w \
+    -o "-c listen_addresses=127.0.0.1 -p 5432 -k $work/pg" start >/dev/null
+fi
 sleep 1
 
 # The conversations, recorded.
@@ -90,6 +121,11 @@ s = socket.create_connection(("127.0.0.1", 11211))
 s.sendall(b"set greeting 0 0 5\r\nhello\r\nget greeting\r\n")
 s.recv(4096); s.close()'
 in_ns ssh -p 2222 -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null nobody@127.0.0.1 true 2>/dev/null || true
+in_ns curl -s -o /dev/null ftp://127.0.0.1:2121/hello.txt
+(cd "$work" && in_ns tftp 127.0.0.1 69 -c get hello.txt "$work/got.txt")
+in_ns snmpget -v2c -c public -On 127.0.0.1:161 1.3.6.1.2.1.1.1.0 >/dev/null
+in_ns sntp 127.0.0.1 >/dev/null 2>&1 || true
+if [ -n "$pg_bin" ]; then in_ns psql -h 127.0.0.1 -p 5432 -U postgres -c 'select 1' >/dev/null; fi
 in_ns python3 -c '
 import smtplib
 with smtplib.SMTP("127.0.0.1", 2525) as s:
@@ -103,7 +139,8 @@ target/release/switchyard inspect "$out.pcap" --workers 1 --results "$work/conns
 python3 - "$work/conns.csv" "$out.csv" <<'EOF'
 import csv, sys
 by_port = {8080: "http", 8082: "http2", 8443: "tls", 53: "dns", 6379: "redis", 11211: "memcached",
-           1883: "mqtt", 2222: "ssh", 2525: "smtp"}
+           1883: "mqtt", 2222: "ssh", 2525: "smtp", 2121: "ftp", 69: "tftp", 161: "snmp", 123: "ntp",
+           5432: "postgresql"}
 rows = []
 for r in csv.DictReader(open(sys.argv[1])):
     # The end on a server's port is the server, whichever end the inspector took it for: a

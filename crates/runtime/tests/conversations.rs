@@ -1,7 +1,8 @@
 //! Real conversations, recorded by tcpdump between Debian's clients and servers
 //! (`bench/record-conversations.sh`: curl and nginx over HTTP/1.1, h2c and TLS 1.3 and 1.2, dig
 //! and dnsmasq over UDP and TCP, redis-cli, mosquitto_pub, memcached, ssh and sshd, Python's
-//! smtplib). Labelled by the server's port, not by payload, and checked by hand: every design
+//! smtplib, curl and vsftpd, tftp-hpa, snmpget and snmpd, sntp and chronyd, psql and
+//! PostgreSQL). Labelled by the server's port, not by payload, and checked by hand: every design
 //! names every connection as labelled, and reads the TLS handshakes' details.
 
 use switchyard_core::place::{self, PlaceConfig};
@@ -18,7 +19,7 @@ const LABELS: &[u8] = include_bytes!("../../../data/traces/conversations.csv");
 
 fn all_named(conns: &[ConnResult], design: &str) {
     let check = check_labels(conns, LABELS).unwrap();
-    assert_eq!(check.checked, 12, "{design}");
+    assert_eq!(check.checked, 17, "{design}");
     assert!(check.missed.is_empty(), "{design}: {:?}", check.missed);
 }
 
