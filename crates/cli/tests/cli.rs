@@ -566,13 +566,23 @@ fn bench_mux_reports_every_case_and_the_goals() {
 /// clients asking for streams, the summary and the JSON a script reads.
 #[test]
 fn deliver_serve_and_load_hold_a_stream_rate() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = format!("127.0.0.1:{port}");
+    // The server picks its own port and says which: a port reserved by binding and dropping a
+    // TCP listener could be taken before the server binds it, for TCP or for the UDP socket the
+    // server opens on the same number (this test failed once, without a message kept).
     let mut server = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["deliver", "serve", "--threads", "2", "--listen", &addr, "--seconds", "8"])
+        .args(["deliver", "serve", "--threads", "2", "--listen", "127.0.0.1:0", "--seconds", "8"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stderr.take().unwrap()));
+    let addr = loop {
+        let line = lines.next().expect("the server says where it serves").unwrap();
+        if let Some(rest) = line.strip_prefix("serving on ") {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    // The rest of what it says is drained, so that a full pipe never holds it up.
+    std::thread::spawn(move || lines.for_each(drop));
     let dir = std::env::temp_dir().join(format!("switchyard-deliver-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("load.json");
