@@ -81,14 +81,15 @@ pub(crate) struct InspectArgs {
     pub(crate) workers: Option<u32>,
 
     /// Placement policy for connection buffers (see `switchyard place --help`); default
-    /// affinity, or hrw with `--design sharded`, which takes only mod-n and hrw.
+    /// affinity, or hrw with `--design sharded`, which takes only policies that place by the
+    /// flow alone (mod-n, hrw, hrw-classic, jump, maglev).
     #[arg(long, short)]
     policy: Option<String>,
 
     /// How the work is shared out. `producer`: one thread reads and places each connection's
     /// buffers on the workers' queues by the policy, which may follow their load. `sharded`:
-    /// no producer; every worker reads the whole capture and keeps the connections a
-    /// stateless policy (mod-n, hrw) gives it, and nothing is handed over. On two cores, with
+    /// no producer; every worker reads the whole capture and keeps the connections a policy
+    /// that places by the flow alone gives it, and nothing is handed over. On two cores, with
     /// the default kernel on captures of many connections, sharded is the faster (1.3× the
     /// single thread against 1.1×); on a small capture, starting threads outweighs the work
     /// (`switchyard bench inspect` measures both).

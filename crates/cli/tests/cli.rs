@@ -305,7 +305,7 @@ fn bench_inspect_reports_every_policy_and_the_goals() {
         assert!(out.contains(trace), "{trace} missing:\n{out}");
     }
     for policy in ["mod-n", "affinity", "hrw", "ahrw", "bounded"] {
-        // The stateless ones run in the sharded design as well.
+        // Those that place by the flow alone run in the sharded design as well.
         let times = if ["mod-n", "hrw"].contains(&policy) { 6 } else { 3 };
         assert_eq!(out.lines().filter(|l| l.starts_with(policy)).count(), times, "{policy} on each trace:\n{out}");
     }

@@ -17,7 +17,7 @@
 //!   policy on bounded queues of pinned worker threads.
 //! - [`serial`]: the single-threaded reference pipeline, capture to per-connection verdicts.
 //! - [`sharded`]: the design without a producer: every worker reads the capture and keeps the
-//!   connections a stateless core policy gives it.
+//!   connections a core policy that places by the flow alone gives it.
 //! - [`tracegen`]: labelled captures of known protocols, for checking classification and
 //!   measuring placement on realistic traffic.
 //!

@@ -1,6 +1,7 @@
 //! The sharded design: no producer. Every worker reads the whole capture (mapped, so the bytes
-//! are shared, not copied) and keeps only its own connections, those a stateless placement
-//! policy of the core (static hash or HRW over the connection's undirected 5-tuple) gives it;
+//! are shared, not copied) and keeps only its own connections, those a placement policy of
+//! the core (one that places by the flow alone, [`Policy::by_flow_alone`]: static
+//! hash, HRW, jump or Maglev hashing of the connection's undirected 5-tuple) gives it;
 //! it tracks, reassembles and scans them as the single thread does, and the shards' results are
 //! merged into the single thread's numbering. Nothing is handed over and nothing is shared
 //! while the run goes: each worker's only extra cost is reading and placing the other shards'
@@ -26,11 +27,16 @@ use crate::serial::{Summary, inspect_shard};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ShardError {
-    /// The policy places by load, which shards cannot share.
+    /// The policy places by load or by earlier placements, which shards cannot share.
     #[error(
-        "policy {0} places by load, which the sharded design cannot see while it runs: use mod-n or hrw, or the producer design"
+        "policy {policy} places by load or by earlier placements, which the sharded design cannot see while it runs: use one of {by_flow}, or the producer design"
     )]
-    NeedsLoad(&'static str),
+    NeedsLoad {
+        /// The policy asked for.
+        policy: &'static str,
+        /// Those the sharded design takes.
+        by_flow: String,
+    },
     /// The policy could not be built.
     #[error("{0}")]
     Policy(String),
@@ -38,10 +44,6 @@ pub enum ShardError {
     #[error(transparent)]
     Ingest(#[from] IngestError),
 }
-
-/// The policies a shard can follow alone: their choice is a function of the flow and the set of
-/// workers.
-pub const STATELESS: [Policy; 2] = [Policy::ModN, Policy::Hrw];
 
 /// A shard's memo of which connections are its own, by the connection's undirected tuple: a
 /// connection's packets come close together, and the flow's digest and the policy's choice
@@ -110,8 +112,8 @@ pub fn run(
     inspector: &Inspector,
     pin: bool,
 ) -> Result<ShardedReport, ShardError> {
-    if !STATELESS.contains(&policy) {
-        return Err(ShardError::NeedsLoad(policy.name()));
+    if !policy.by_flow_alone() {
+        return Err(ShardError::NeedsLoad { policy: policy.name(), by_flow: Policy::by_flow_alone_names() });
     }
     let workers = workers.max(1);
     let ids: Vec<WorkerId> = (0..workers).map(WorkerId).collect();
@@ -228,7 +230,7 @@ mod tests {
     use crate::tracegen::{TraceSpec, generate};
 
     #[test]
-    fn shards_give_the_single_thread_s_results_for_every_count_and_stateless_policy() {
+    fn shards_give_the_single_thread_s_results_for_every_count_and_policy_by_flow() {
         let mut pcap = Vec::new();
         generate(&TraceSpec { connections: 300, elephants: 0.05, ..TraceSpec::default() }, &mut pcap).unwrap();
         let inspector = Inspector::new();
@@ -236,7 +238,7 @@ mod tests {
         let view = |s: &Summary| {
             s.conns.iter().map(|c| (c.id, c.key, c.verdict, c.matched_at, c.packets, c.tls.clone())).collect::<Vec<_>>()
         };
-        for policy in STATELESS {
+        for policy in Policy::ALL.iter().copied().filter(|p| p.by_flow_alone()) {
             for workers in [1, 2, 3, 5] {
                 let r = run(&pcap, workers, policy, ConnConfig::default(), &inspector, false).unwrap();
                 assert_eq!(view(&r.summary), view(&reference), "{} on {workers}", policy.name());

@@ -236,6 +236,20 @@ impl Policy {
     pub fn uses_topology(self) -> bool {
         matches!(self, Self::HHrw | Self::HAhrw | Self::CaAhrw | Self::HCahrw | Self::PsHrw)
     }
+
+    /// Whether the policy's choice is a function of the flow and the set of workers alone,
+    /// not of their load, the order units arrive in or earlier placements: separate instances
+    /// over the same workers then agree without talking to each other, which is what a
+    /// runtime needs to share work out with no dispatcher (each worker deciding which flows
+    /// are its own). Tested on many flows under different loads.
+    pub fn by_flow_alone(self) -> bool {
+        matches!(self, Self::ModN | Self::Hrw | Self::HrwClassic | Self::Jump | Self::Maglev)
+    }
+
+    /// The names of the policies that choose [`Policy::by_flow_alone`], comma-separated.
+    pub fn by_flow_alone_names() -> String {
+        Self::ALL.iter().filter(|p| p.by_flow_alone()).map(|p| p.name()).collect::<Vec<_>>().join(", ")
+    }
 }
 
 impl fmt::Display for Policy {

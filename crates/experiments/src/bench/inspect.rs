@@ -29,6 +29,9 @@ use switchyard_sim::models::trace::{Trace, TraceReplay};
 use super::{cores, median, process_cpu};
 use crate::ExperimentError;
 
+/// The policies the sharded design is benchmarked with (of those that place by the flow alone).
+pub const SHARDED: [Policy; 2] = [Policy::ModN, Policy::Hrw];
+
 /// The policies benchmarked, in order; static hash (mod-N) is the reference of the skewed goal.
 pub const POLICIES: [Policy; 5] = [Policy::ModN, Policy::Affinity, Policy::Hrw, Policy::Ahrw, Policy::Bounded];
 
@@ -85,8 +88,7 @@ pub struct TraceRun {
     pub lone_ratio: Option<f64>,
     /// By policy, in the order of [`POLICIES`].
     pub policies: Vec<PolicyRow>,
-    /// The sharded design (no producer), by stateless policy, in the order of
-    /// [`sharded::STATELESS`].
+    /// The sharded design (no producer), by policy, in the order of [`SHARDED`].
     pub shards: Vec<ShardRow>,
     /// Each shard's cost of reading and placing a packet it leaves to another, ns.
     pub read_place_ns: f64,
@@ -149,7 +151,7 @@ struct Round {
     producer: Duration,
     /// By policy, in the order benchmarked.
     runs: Vec<Timed>,
-    /// The sharded design, by stateless policy: wall time, process CPU seconds, packets per shard.
+    /// The sharded design, by policy: wall time, process CPU seconds, packets per shard.
     sharded: Vec<(Duration, f64, Vec<u64>)>,
     /// One shard reading and placing every packet and keeping none.
     read_place: Duration,
@@ -317,8 +319,8 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
                 blocked: r.producer_blocked.as_secs_f64() / r.elapsed.as_secs_f64().max(1e-9),
             });
         }
-        let mut sharded_runs = Vec::with_capacity(sharded::STATELESS.len());
-        for policy in sharded::STATELESS {
+        let mut sharded_runs = Vec::with_capacity(SHARDED.len());
+        for policy in SHARDED {
             let cpu = process_cpu();
             let r = sharded::run(pcap, s.workers, policy, conn, &inspector, true)?;
             sharded_runs.push((r.elapsed, process_cpu() - cpu, r.shards.iter().map(|x| x.packets).collect()));
@@ -416,7 +418,7 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
     }
     let read_place_ns = per_packet(median(rounds.iter().map(|r| r.read_place).collect()));
     let rest_ns = (per_packet(serial) - read_place_ns).max(0.0);
-    let shards = sharded::STATELESS
+    let shards = SHARDED
         .into_iter()
         .enumerate()
         .map(|(k, policy)| {
