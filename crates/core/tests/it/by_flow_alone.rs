@@ -16,7 +16,7 @@ fn instances_built_apart_agree_under_any_load() {
         let mut b = place::build(policy, &PlaceConfig::default(), &ids).unwrap();
         // b places in reverse order, under another load, after placing every flow once.
         for f in flows.iter().rev() {
-            b.place(&Unit::of_flow(*f, 100), &LoadView::new(&busy, &busy));
+            let _ = b.place(&Unit::of_flow(*f, 100), &LoadView::new(&busy, &busy));
         }
         for f in &flows {
             let here = a.place(&Unit::of_flow(*f, 100), &LoadView::new(&quiet, &quiet));
