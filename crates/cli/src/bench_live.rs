@@ -4,29 +4,22 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::{Context, Result};
-use switchyard_experiments::bench::live::{LiveRun, RATES, Veth, clean_rates};
-use switchyard_ingest::{CaptureBytes, SliceReader};
+use anyhow::Result;
+use switchyard_experiments::bench::live::{Bench, LiveRun, RATES, Veth};
 
 pub(crate) fn run(sample: &Path) -> Result<()> {
-    let file = std::fs::File::open(sample).with_context(|| format!("cannot open `{}`", sample.display()))?;
-    let bytes = CaptureBytes::open(&file)?;
-    let mut reader = SliceReader::new(bytes.bytes())?;
-    let mut packets = 0u64;
-    while reader.next_packet()?.is_some() {
-        packets += 1;
-    }
-    let veth = Veth::new()?;
+    let bench = Bench::new(sample)?;
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "replaying {} ({packets} packets) into {} in namespace {}, looped for about 1 s at each rate\n",
+        "replaying {} ({} packets) into {} in namespace {}, looped for about 1 s at each rate\n",
         sample.display(),
+        bench.packets,
         Veth::CAPTURE,
-        veth.namespace()
+        bench.veth.namespace()
     )?;
     writeln!(out, "workers  asked pps   sent pps  packets read    frames  dropped")?;
-    let results = clean_rates(&veth, sample, packets, &[1, 2], &RATES, &mut |w, rate, run: &LiveRun| {
+    let results = bench.clean_rates(&[1, 2], &RATES, &mut |w, rate, run: &LiveRun| {
         let _ = writeln!(
             out,
             "{w:>7}  {:>9}  {:>9.0}  {:>12}  {:>8}  {:>7}",

@@ -4,42 +4,25 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use switchyard_experiments::bench::ndpi::{self, PeerRun};
-use switchyard_experiments::bench::peers::found;
-use switchyard_runtime::tracegen::{TraceSpec, generate};
 
 pub(crate) fn run(connections: u32, sample: &Path, extra: &[PathBuf], rounds: usize) -> Result<()> {
-    let Some(reader) = found("ndpiReader") else {
-        bail!("ndpiReader is not installed: bench/install-peers.sh installs it (Debian's libndpi-bin)");
-    };
+    let suite = ndpi::suite(connections, sample, extra, rounds)?;
     let mut out = std::io::stdout().lock();
-    let dir = std::env::temp_dir().join(format!("switchyard-ndpi-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let generated = dir.join("uniform.pcap");
-    let spec = TraceSpec { connections, ..TraceSpec::default() };
-    generate(&spec, std::io::BufWriter::new(std::fs::File::create(&generated)?)).context("writing a trace")?;
-    let mut captures = Vec::new();
-    if sample.is_file() {
-        captures.push(("sample".to_string(), sample.to_path_buf()));
-    } else {
-        writeln!(out, "sample {}: not there; comparing on the others", sample.display())?;
+    writeln!(
+        out,
+        "nDPI: {} (-v 2, its per-flow report); ours: inspect on one thread, --results",
+        suite.reader.display()
+    )?;
+    for note in &suite.left_out {
+        writeln!(out, "left out: {note}")?;
     }
-    captures.push((format!("uniform ({connections} connections)"), generated));
-    // Real clients and servers, recorded by tcpdump (bench/record-conversations.sh).
-    let recorded = sample.with_file_name("conversations.pcap");
-    if recorded.is_file() {
-        captures.push(("conversations (recorded)".to_string(), recorded));
-    }
-    captures.extend(extra.iter().map(|p| (p.display().to_string(), p.clone())));
-    writeln!(out, "nDPI: {} (-v 2, its per-flow report); ours: inspect on one thread, --results\n", reader.display())?;
-    let runs = ndpi::run(&reader, &captures, rounds);
-    let _ = std::fs::remove_dir_all(&dir);
-    let runs = runs?;
-    for r in &runs {
+    writeln!(out)?;
+    for r in &suite.runs {
         print_run(&mut out, r)?;
     }
-    for (line, met) in ndpi::goals(&runs) {
+    for (line, met) in ndpi::goals(&suite.runs) {
         writeln!(out, "{} {line}", if met { "met:    " } else { "NOT MET:" })?;
     }
     Ok(())

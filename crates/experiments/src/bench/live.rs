@@ -165,6 +165,40 @@ pub type CleanRun = (Option<u64>, LiveRun);
 pub const RATES: [Option<u64>; 8] =
     [Some(25_000), Some(50_000), Some(100_000), Some(200_000), Some(400_000), Some(800_000), Some(1_600_000), None];
 
+/// The live benchmark's test bed: a veth pair made for it, and the capture it replays.
+#[derive(Debug)]
+pub struct Bench {
+    /// The pair.
+    pub veth: Veth,
+    /// The capture replayed.
+    pub capture: std::path::PathBuf,
+    /// Its TCP and UDP packets, which each loop of a replay sends.
+    pub packets: u64,
+}
+
+impl Bench {
+    /// Reads `capture` (for its packet count) and makes the pair; says why where it cannot.
+    pub fn new(capture: &Path) -> Result<Self> {
+        let bytes = std::fs::read(capture).with_context(|| format!("cannot read `{}`", capture.display()))?;
+        let mut reader = switchyard_ingest::SliceReader::new(&bytes)?;
+        let mut packets = 0u64;
+        while reader.next_packet()?.is_some() {
+            packets += 1;
+        }
+        Ok(Self { veth: Veth::new()?, capture: capture.to_path_buf(), packets })
+    }
+
+    /// [`clean_rates`] on this test bed.
+    pub fn clean_rates(
+        &self,
+        workers: &[usize],
+        rates: &[Option<u64>],
+        on_run: &mut dyn FnMut(usize, Option<u64>, &LiveRun),
+    ) -> Result<Vec<(usize, Option<CleanRun>)>> {
+        clean_rates(&self.veth, &self.capture, self.packets, workers, rates, on_run)
+    }
+}
+
 /// Loops of a capture of `packets` that make about a second at `rate` (200 at full speed).
 pub fn loops_for(packets: u64, rate: Option<u64>) -> u32 {
     rate.map_or(200, |r| r.div_ceil(packets.max(1)).max(1) as u32)

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use anyhow::{Context, Result, bail};
 use switchyard_ingest::{ConnConfig, SliceReader};
 use switchyard_runtime::inspect::Inspector;
 use switchyard_runtime::serial::{ConnResult, Verdict, inspect_serial, write_results};
+use switchyard_runtime::tracegen::{TraceSpec, generate};
 
 use super::median;
 
@@ -295,7 +296,7 @@ fn run_ours(bytes: &[u8]) -> Result<(Vec<ConnResult>, u64, Duration, Duration)> 
 }
 
 /// Both sides on each capture, `rounds` times in turn (the median round is reported).
-pub fn run(ndpi: &Path, captures: &[(String, std::path::PathBuf)], rounds: usize) -> Result<Vec<PeerRun>> {
+pub fn run(ndpi: &Path, captures: &[(String, PathBuf)], rounds: usize) -> Result<Vec<PeerRun>> {
     let mut runs = Vec::new();
     for (name, path) in captures {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -324,6 +325,51 @@ pub fn run(ndpi: &Path, captures: &[(String, std::path::PathBuf)], rounds: usize
         });
     }
     Ok(runs)
+}
+
+/// What `bench inspect --peer ndpi` compared, and what it could not.
+#[derive(Clone, Debug)]
+pub struct Suite {
+    /// ndpiReader, as found.
+    pub reader: PathBuf,
+    /// One per capture.
+    pub runs: Vec<PeerRun>,
+    /// A sentence for each capture left out, and why.
+    pub left_out: Vec<String>,
+}
+
+/// The comparison `switchyard bench inspect --peer ndpi` makes: ndpiReader as installed
+/// (`bench/install-peers.sh`), on the shipped `sample`, a generated trace of `connections`,
+/// the recorded conversations beside the sample (`conversations.pcap`), and each of `extra`;
+/// `rounds` rounds of each.
+pub fn suite(connections: u32, sample: &Path, extra: &[PathBuf], rounds: usize) -> Result<Suite> {
+    let Some(reader) = super::peers::found("ndpiReader") else {
+        bail!("ndpiReader is not installed: bench/install-peers.sh installs it (Debian's libndpi-bin)");
+    };
+    let dir = std::env::temp_dir().join(format!("switchyard-ndpi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let generated = dir.join("uniform.pcap");
+    let spec = TraceSpec { connections, ..TraceSpec::default() };
+    let file = std::fs::File::create(&generated)?;
+    generate(&spec, std::io::BufWriter::new(file)).context("writing a trace")?;
+    let (mut captures, mut left_out) = (Vec::new(), Vec::new());
+    if sample.is_file() {
+        captures.push(("sample".to_string(), sample.to_path_buf()));
+    } else {
+        left_out.push(format!("sample {}: not there", sample.display()));
+    }
+    captures.push((format!("uniform ({connections} connections)"), generated));
+    // Real clients and servers, recorded by tcpdump (bench/record-conversations.sh).
+    let recorded = sample.with_file_name("conversations.pcap");
+    if recorded.is_file() {
+        captures.push(("conversations (recorded)".to_string(), recorded));
+    } else {
+        left_out.push(format!("{}: not there", recorded.display()));
+    }
+    captures.extend(extra.iter().map(|p| (p.display().to_string(), p.clone())));
+    let runs = run(&reader, &captures, rounds);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Suite { reader, runs: runs?, left_out })
 }
 
 /// Issue 21's goals: agreement on connections both name, and our single thread's speed.
