@@ -6,8 +6,10 @@ use std::net::{IpAddr, SocketAddr};
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use switchyard_core::flow::FiveTuple;
 
+use crate::glimpse::Glimpse;
+
 /// Link-layer types this reader decodes (tcpdump.org LINKTYPE_ values).
-const ETHERNET: i32 = 1;
+pub(crate) const ETHERNET: i32 = 1;
 const NULL: i32 = 0;
 const RAW: i32 = 101;
 const LINUX_SLL: i32 = 113;
@@ -118,36 +120,72 @@ fn be16(b: &[u8], at: usize) -> u16 {
 /// and extension header it knows, each checked) was a quarter of reading a packet; this reads
 /// the dozen fields the dispatcher needs.
 fn plain_ipv4(frame: &[u8]) -> Option<Decoded<'_>> {
-    const ETH: usize = 14;
-    if frame.len() < ETH + 20 || be16(frame, 12) != 0x0800 {
-        return None;
-    }
-    let ip = &frame[ETH..];
-    let (version, ihl) = (ip[0] >> 4, usize::from(ip[0] & 0x0f) * 4);
-    let total = usize::from(be16(ip, 2));
-    let fragmented = be16(ip, 6) & 0x3fff != 0;
-    if version != 4 || ihl < 20 || total < ihl || total > ip.len() || fragmented {
-        return None;
-    }
-    let src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
-    let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
-    let l4 = &ip[ihl..total];
-    let (proto, sport, dport, payload, tcp) = match ip[9] {
-        6 if l4.len() >= 20 => {
-            let offset = usize::from(l4[12] >> 4) * 4;
-            if offset < 20 || offset > l4.len() {
-                return None;
-            }
-            let flags = l4[13];
-            let seq = u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]);
-            let tcp = Tcp { seq, syn: flags & 0x02 != 0, fin: flags & 0x01 != 0, rst: flags & 0x04 != 0 };
-            (6, be16(l4, 0), be16(l4, 2), &l4[offset..], Some(tcp))
+    Plain::of(frame).map(Plain::decoded)
+}
+
+/// A plain frame's fields ([`plain_ipv4`]'s case), before they are made into a [`Decoded`]:
+/// a reader that only needs to know whose packet it is reads these and stops (the wide
+/// [`FiveTuple`] and [`Decoded`] cost more to build and move than the fields cost to read).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Plain<'a> {
+    proto: u8,
+    src: u32,
+    sport: u16,
+    dst: u32,
+    dport: u16,
+    payload: &'a [u8],
+    tcp: Option<Tcp>,
+}
+
+impl<'a> Plain<'a> {
+    /// The fields of an Ethernet II frame that [`plain_ipv4`] reads directly, `None` for any
+    /// other frame.
+    #[inline]
+    pub(crate) fn of(frame: &'a [u8]) -> Option<Self> {
+        const ETH: usize = 14;
+        if frame.len() < ETH + 20 || be16(frame, 12) != 0x0800 {
+            return None;
         }
-        17 if l4.len() >= 8 && usize::from(be16(l4, 4)) == l4.len() => (17, be16(l4, 0), be16(l4, 2), &l4[8..], None),
-        _ => return None,
-    };
-    let key = FiveTuple::v4(proto, src, sport, dst, dport);
-    Some(Decoded { key, payload, tcp })
+        let ip = &frame[ETH..];
+        let (version, ihl) = (ip[0] >> 4, usize::from(ip[0] & 0x0f) * 4);
+        let total = usize::from(be16(ip, 2));
+        let fragmented = be16(ip, 6) & 0x3fff != 0;
+        if version != 4 || ihl < 20 || total < ihl || total > ip.len() || fragmented {
+            return None;
+        }
+        let src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
+        let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
+        let l4 = &ip[ihl..total];
+        let (proto, sport, dport, payload, tcp) = match ip[9] {
+            6 if l4.len() >= 20 => {
+                let offset = usize::from(l4[12] >> 4) * 4;
+                if offset < 20 || offset > l4.len() {
+                    return None;
+                }
+                let flags = l4[13];
+                let seq = u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]);
+                let tcp = Tcp { seq, syn: flags & 0x02 != 0, fin: flags & 0x01 != 0, rst: flags & 0x04 != 0 };
+                (6, be16(l4, 0), be16(l4, 2), &l4[offset..], Some(tcp))
+            }
+            17 if l4.len() >= 8 && usize::from(be16(l4, 4)) == l4.len() => {
+                (17, be16(l4, 0), be16(l4, 2), &l4[8..], None)
+            }
+            _ => return None,
+        };
+        Some(Self { proto, src, sport, dst, dport, payload, tcp })
+    }
+
+    /// Whose packet this is, either way round.
+    #[inline]
+    pub(crate) fn glimpse(&self) -> Glimpse {
+        Glimpse::v4(self.proto, self.src, self.sport, self.dst, self.dport)
+    }
+
+    #[inline]
+    pub(crate) fn decoded(self) -> Decoded<'a> {
+        let key = FiveTuple::v4(self.proto, self.src, self.sport, self.dst, self.dport);
+        Decoded { key, payload: self.payload, tcp: self.tcp }
+    }
 }
 
 /// Decodes one frame through etherparse's full slicing only: the reference [`decode`]'s direct

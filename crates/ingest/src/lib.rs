@@ -25,6 +25,7 @@
 pub mod assemble;
 pub mod conn;
 mod decode;
+pub mod glimpse;
 pub mod labdata;
 #[cfg(target_os = "linux")]
 pub mod live;
@@ -36,6 +37,7 @@ pub mod stream;
 pub use assemble::Assembly;
 pub use conn::{Conn, ConnConfig, ConnTable, Step};
 pub use decode::{Decoded, Skip, Tcp, decode, decode_thorough};
+pub use glimpse::Glimpse;
 pub use mapped::CaptureBytes;
 pub use read::{CaptureReader, IngestError, Packet, SkipCounts};
-pub use slice::{Packets, SliceReader};
+pub use slice::{Kept, Packets, SliceReader};

@@ -16,8 +16,20 @@ use pcap_parser::pcap::parse_pcap_header;
 use pcap_parser::pcapng::{Block, parse_block_be, parse_block_le, parse_sectionheaderblock};
 use pcap_parser::{PcapBlockOwned, PcapError};
 
-use crate::decode::{Skip, decode};
+use crate::decode::{Plain, Skip, decode};
+use crate::glimpse::Glimpse;
 use crate::read::{IngestError, Packet, SHB_MAGIC, SkipCounts, State, check_block_length, trouble};
+
+/// What [`Packets::next_kept`] read.
+#[derive(Clone, Copy, Debug)]
+pub enum Kept<'a> {
+    /// A packet the caller keeps.
+    Packet(Packet<'a>),
+    /// Packets were left and none kept yet: ask again.
+    Passed,
+    /// The end of the packets.
+    End,
+}
 
 /// Anything packets can be read from, one at a time.
 pub trait Packets {
@@ -26,11 +38,31 @@ pub trait Packets {
 
     /// Packets left out so far, by reason.
     fn skipped(&self) -> SkipCounts;
+
+    /// The next packet the caller keeps: `leave` is shown a [`Glimpse`] of each packet's
+    /// connection and its capture time, and says whether the caller leaves it. A reader that
+    /// can glimpse a packet without decoding it (a legacy pcap in memory, for plain IPv4
+    /// frames) does not decode the packets left, and passes over them until it keeps one: no
+    /// value is built or moved for a left packet (returning one cost as much as the glimpse).
+    /// Any other reader decodes each packet, then asks, and may return [`Kept::Passed`] after
+    /// leaving one. Packets left out for damage are counted in [`Packets::skipped`] either way,
+    /// and are not shown.
+    fn next_kept(&mut self, leave: &mut dyn FnMut(&Glimpse, u64) -> bool) -> Result<Kept<'_>, IngestError> {
+        Ok(match self.next_packet()? {
+            None => Kept::End,
+            Some(p) if leave(&Glimpse::of(&p.key), p.time_ns) => Kept::Passed,
+            Some(p) => Kept::Packet(p),
+        })
+    }
 }
 
 impl<P: Packets + ?Sized> Packets for &mut P {
     fn next_packet(&mut self) -> Result<Option<Packet<'_>>, IngestError> {
         (**self).next_packet()
+    }
+
+    fn next_kept(&mut self, leave: &mut dyn FnMut(&Glimpse, u64) -> bool) -> Result<Kept<'_>, IngestError> {
+        (**self).next_kept(leave)
     }
 
     fn skipped(&self) -> SkipCounts {
@@ -146,7 +178,15 @@ impl<'a> SliceReader<'a> {
     /// The next TCP or UDP packet of a legacy pcap capture. A record cut short by the end of the
     /// input is counted as [`Skip::TruncatedRecord`] and ends the capture, as pcap-parser's
     /// `Incomplete` does in the streaming reader.
+    #[inline]
     fn next_legacy(&mut self, f: Legacy) -> Option<Packet<'a>> {
+        self.next_legacy_kept(f, |_, _| false)
+    }
+
+    /// [`Self::next_legacy`], glimpsing each plain frame before decoding it and passing over,
+    /// undecoded, those `leave` says.
+    #[inline]
+    fn next_legacy_kept(&mut self, f: Legacy, mut leave: impl FnMut(&Glimpse, u64) -> bool) -> Option<Packet<'a>> {
         while !self.rest.is_empty() {
             let Some((header, after)) = self.rest.split_at_checked(f.record_header) else {
                 self.truncated();
@@ -165,10 +205,21 @@ impl<'a> SliceReader<'a> {
             prefetch(rest);
             let frac_ns = if f.nanos { u64::from(frac) } else { u64::from(frac) * 1_000 };
             let time_ns = u64::from(secs) * 1_000_000_000 + frac_ns;
-            match decode(f.linktype, frame) {
-                Ok(d) => return Some(Packet { time_ns, key: d.key, wire_len, payload: d.payload, tcp: d.tcp }),
-                Err(reason) => self.state.skipped.add(reason),
-            }
+            // The common frame is glimpsed from its fields; any other is decoded in full first.
+            let plain = if f.linktype == crate::decode::ETHERNET { Plain::of(frame) } else { None };
+            let d = match plain {
+                Some(plain) if leave(&plain.glimpse(), time_ns) => continue,
+                Some(plain) => plain.decoded(),
+                None => match decode(f.linktype, frame) {
+                    Ok(d) if leave(&Glimpse::of(&d.key), time_ns) => continue,
+                    Ok(d) => d,
+                    Err(reason) => {
+                        self.state.skipped.add(reason);
+                        continue;
+                    }
+                },
+            };
+            return Some(Packet { time_ns, key: d.key, wire_len, payload: d.payload, tcp: d.tcp });
         }
         None
     }
@@ -209,6 +260,19 @@ struct Legacy {
 impl Packets for SliceReader<'_> {
     fn next_packet(&mut self) -> Result<Option<Packet<'_>>, IngestError> {
         SliceReader::next_packet(self)
+    }
+
+    fn next_kept(&mut self, leave: &mut dyn FnMut(&Glimpse, u64) -> bool) -> Result<Kept<'_>, IngestError> {
+        if let Format::Pcap(legacy) = self.format {
+            return Ok(self.next_legacy_kept(legacy, leave).map_or(Kept::End, Kept::Packet));
+        }
+        // Packets borrow the input, not the reader: the loop can return one.
+        while let Some(p) = self.next_packet()? {
+            if !leave(&Glimpse::of(&p.key), p.time_ns) {
+                return Ok(Kept::Packet(p));
+            }
+        }
+        Ok(Kept::End)
     }
 
     fn skipped(&self) -> SkipCounts {

@@ -10,7 +10,7 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
-use switchyard_ingest::{CaptureReader, IngestError, Packets, Skip, SliceReader};
+use switchyard_ingest::{CaptureReader, IngestError, Kept, Packets, Skip, SliceReader};
 
 fn tcp(port: u16, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -227,4 +227,61 @@ fn the_in_memory_reader_agrees_with_the_streaming_one() {
     let sample = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/sample.pcap")).unwrap();
     same(&sample, "sample.pcap");
     assert_eq!(sliced(&sample).unwrap().0.len(), 2503);
+}
+
+/// Everything a reader makes of its input when asked to leave every other connection (by the
+/// parity of its flow id, from the glimpse): kept packets in full, left ones as their times,
+/// skips, and whether it ended in an error; and how often it asked.
+fn glimpsed(mut r: impl Packets) -> (Vec<String>, String, bool, usize) {
+    let (mut out, mut asked) = (Vec::new(), 0);
+    loop {
+        let mut leave = |g: &switchyard_ingest::Glimpse, time_ns: u64| {
+            asked += 1;
+            let leave = switchyard_core::FlowKey::Tuple(g.undirected()).id().0 % 2 == 1;
+            if leave {
+                out.push(format!("left {time_ns}"));
+            }
+            leave
+        };
+        match r.next_kept(&mut leave) {
+            Ok(Kept::Packet(p)) => {
+                out.push(format!("{} {:?} {} {:?} {:?}", p.time_ns, p.key, p.wire_len, p.payload, p.tcp))
+            }
+            Ok(Kept::Passed) => {}
+            Ok(Kept::End) => return (out, r.skipped().to_string(), false, asked),
+            Err(_) => return (out, r.skipped().to_string(), true, asked),
+        }
+    }
+}
+
+/// The in-memory reader's glimpse (read from a plain frame's fields, before decoding) leaves
+/// and keeps what a glimpse of the decoded packet does (the streaming reader's, which decodes
+/// first), asking once a packet, on whole and cut captures, the sample and the fuzz corpus.
+#[test]
+fn glimpsing_before_decoding_keeps_and_leaves_what_decoding_first_does() {
+    let same = |bytes: &[u8], what: &str| {
+        let (Ok(a), Ok(b)) = (CaptureReader::new(bytes).map(glimpsed), SliceReader::new(bytes).map(glimpsed)) else {
+            return;
+        };
+        if !a.2 && !b.2 {
+            assert_eq!(a, b, "{what}");
+            assert_eq!(b.3, b.0.len(), "{what}: asked once a packet");
+        }
+    };
+    let bytes = legacy(true);
+    for cut in 0..=bytes.len() {
+        same(&bytes[..cut], &format!("legacy cut at {cut}"));
+    }
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/capture");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        same(&std::fs::read(&path).unwrap(), &path.display().to_string());
+    }
+    for name in ["sample.pcap", "labelled.pcap", "conversations.pcap"] {
+        let bytes = std::fs::read(format!("{}/../../data/traces/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        same(&bytes, name);
+        let (out, _, _, _) = glimpsed(SliceReader::new(&bytes).unwrap());
+        let left = out.iter().filter(|l| l.starts_with("left")).count();
+        assert!(left > out.len() / 5 && left < out.len() * 4 / 5, "{name}: {left} of {} left", out.len());
+    }
 }

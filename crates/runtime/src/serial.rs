@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use switchyard_core::flow::FiveTuple;
-use switchyard_ingest::{Assembly, ConnConfig, ConnTable, IngestError, Packets, SkipCounts, Step};
+use switchyard_ingest::{Assembly, ConnConfig, ConnTable, Glimpse, IngestError, Kept, Packets, SkipCounts, Step};
 
 use crate::inspect::{Found, Inspector, Needs, Ports, Protocol, tls};
 
@@ -217,8 +217,9 @@ pub fn inspect_serial(reader: impl Packets, config: ConnConfig, inspector: &Insp
     serial(reader, config, inspector, Hooks::default())
 }
 
-/// [`inspect_serial`] of one shard: only the connections whose packets `mine` keeps (it must
-/// keep both directions of a connection alike) are tracked and inspected; every packet is read.
+/// [`inspect_serial`] of one shard: only the connections whose packets `mine` keeps, judged by a
+/// [`Glimpse`] of each packet's connection, are tracked and inspected; every packet is read, and
+/// only the shard's are decoded.
 /// Connections are numbered by the count of the capture's packets before their first, so that
 /// shards' results sorted by id are in the order [`inspect_serial`] numbers them; `packets` and
 /// `payload_bytes` count the shard's packets only, `skipped` every packet the reader left out.
@@ -226,7 +227,7 @@ pub fn inspect_shard(
     reader: impl Packets,
     config: ConnConfig,
     inspector: &Inspector,
-    mine: &mut dyn FnMut(&FiveTuple) -> bool,
+    mine: &mut dyn FnMut(&Glimpse) -> bool,
 ) -> Result<Summary, IngestError> {
     serial(reader, config, inspector, Hooks { mine: Some(mine), ..Hooks::default() })
 }
@@ -239,7 +240,7 @@ struct Hooks<'h> {
     /// Called with each connection's protocol as it is matched.
     on_match: Option<&'h mut dyn FnMut(Protocol)>,
     /// Which packets are this shard's.
-    mine: Option<&'h mut dyn FnMut(&FiveTuple) -> bool>,
+    mine: Option<&'h mut dyn FnMut(&Glimpse) -> bool>,
 }
 
 /// [`inspect_serial`], calling `on_match` with each connection's protocol as it is matched (for
@@ -279,26 +280,44 @@ fn serial(
     let mut ended = Vec::new();
     // Every packet read, the shard's or not: connections' numbers and the expiry cadence.
     let mut read = 0u64;
-    while let Some(p) = reader.next_packet()? {
-        read += 1;
-        let own = match mine.as_mut() {
-            Some(mine) => mine(&p.key),
-            None => true,
-        };
-        if own {
-            if mine.is_some() {
-                table.number_next(read - 1);
+    // A shard's packets left to other shards: the time of the one at which the table is due
+    // to be swept (every 65,536 packets read, kept or left), if it was left.
+    let mut due = None;
+    loop {
+        // A shard glimpses each packet's connection and decodes only its own.
+        let next = match mine.as_mut() {
+            Some(mine) => reader.next_kept(&mut |g, time_ns| {
+                read += 1;
+                let leave = !mine(g);
+                if leave && read.is_multiple_of(65_536) {
+                    due = Some(time_ns);
+                }
+                leave
+            })?,
+            None => {
+                read += 1;
+                reader.next_packet()?.map_or(Kept::End, Kept::Packet)
             }
-            s.packets += 1;
-            s.payload_bytes += p.payload.len() as u64;
+        };
+        if let Some(time_ns) = due.take() {
+            table.expire(time_ns);
+            ended.extend(table.take_ended());
         }
-        // Another shard's packet is read, and left to its shard.
-        let step = own.then(|| table.on_packet(&p));
-        match step {
-            Some(Step::Buffer { conn, .. }) if conn.data.found.is_some() && !conn.data.tls_pending => {
+        let p = match next {
+            Kept::Packet(p) => p,
+            Kept::Passed => continue,
+            Kept::End => break,
+        };
+        if mine.is_some() {
+            table.number_next(read - 1);
+        }
+        s.packets += 1;
+        s.payload_bytes += p.payload.len() as u64;
+        match table.on_packet(&p) {
+            Step::Buffer { conn, .. } if conn.data.found.is_some() && !conn.data.tls_pending => {
                 s.skipped_classified += 1
             }
-            Some(Step::Buffer { conn, from_client, index, .. }) => {
+            Step::Buffer { conn, from_client, index, .. } => {
                 let ports = Ports::of(&conn.key);
                 let state = &mut conn.data;
                 let started = on_scan.is_some().then(Instant::now);
@@ -328,8 +347,7 @@ fn serial(
                     }
                 }
             }
-            Some(Step::Beyond { .. }) => s.marked += 1,
-            None => {}
+            Step::Beyond { .. } => s.marked += 1,
         }
         if read.is_multiple_of(65_536) {
             table.expire(p.time_ns);
