@@ -7,7 +7,7 @@
 use switchyard_core::flow::FiveTuple;
 
 /// A packet's connection, the same whichever way the packet goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Glimpse {
     /// IPv4: each endpoint as its address above its port (`address << 16 | port`), the lower
     /// endpoint first. Endpoints ordered so are ordered as [`FiveTuple::undirected`] orders
@@ -34,13 +34,11 @@ impl Glimpse {
     }
 
     /// The glimpse of a packet with flow key `key` (either direction).
+    #[inline]
     pub fn of(key: &FiveTuple) -> Self {
-        let u = key.undirected();
-        match (u.src(), u.dst()) {
-            (std::net::SocketAddr::V4(s), std::net::SocketAddr::V4(d)) => {
-                Self::v4(u.proto, s.ip().to_bits(), s.port(), d.ip().to_bits(), d.port())
-            }
-            _ => Self::Tuple(u),
+        match key.v4_parts() {
+            Some((proto, src, sport, dst, dport)) => Self::v4(proto, src, sport, dst, dport),
+            None => Self::Tuple(key.undirected()),
         }
     }
 

@@ -18,7 +18,9 @@
 //!   (every [`PUBLISH_EVERY`] buffers and at the end of each batch) on a cache line of its own,
 //!   which only it writes. The placer reads the difference through a [`LoadView`], as in the
 //!   simulator. One counter that both sides added to and took from moved its cache line between
-//!   the cores twice a buffer.
+//!   the cores twice a buffer. A policy that places by the flow alone
+//!   ([`Policy::by_flow_alone`](switchyard_core::Policy::by_flow_alone)) is asked once a
+//!   connection and reads no load view.
 //! - **Nothing shared is counted.** A connection's shared state lives in an arena that outlives
 //!   the workers, so a buffer unit carries a plain reference to it: no reference count for the
 //!   producer and the worker to pass back and forth. The producer hands a packet over by writing
@@ -226,6 +228,7 @@ pub fn run_with_progress(
     // and 102 pinned, on the labelled sample). With no core to spare it stays free: pinned
     // beside a worker it waited on that worker's full queue a quarter of the time.
     let producer_core = (n < cores.len()).then(|| cores[n].id);
+    let by_flow_alone = placer.policy().by_flow_alone();
     let mut run = || {
         std::thread::scope(|scope| {
             let mut senders = Vec::with_capacity(n);
@@ -303,8 +306,17 @@ pub fn run_with_progress(
                     }
                     placer.place(&unit, &LoadView::new(&queues, &queue_bytes))
                 };
-                let w = if placements % PLACING_SAMPLE == 0 { timed(place, &mut placing) } else { place() };
-                placements += 1;
+                // A policy that places by the flow alone gives a connection's every buffer the
+                // worker it gave the first: asked once, it reads no load view (each read of a
+                // worker's counters can miss in the cache, since the worker writes them).
+                let w = match conn.data.last_worker {
+                    Some(w) if by_flow_alone => w,
+                    _ => {
+                        let w = if placements % PLACING_SAMPLE == 0 { timed(place, &mut placing) } else { place() };
+                        placements += 1;
+                        w
+                    }
+                };
                 if conn.data.last_worker.is_some_and(|prev| prev != w) {
                     migrations += 1;
                 }
