@@ -7,7 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use switchyard_core::flow::FiveTuple;
 use switchyard_core::FlowKey;
-use switchyard_ingest::{CaptureReader, Glimpse, Kept, Packets, SliceReader, Tcp};
+use switchyard_ingest::{CaptureReader, Glimpse, Packets, SliceReader, Tcp};
 
 /// What a reader returned of a packet: time, tuple, payload, TCP header, wire length.
 type Packet = (u64, FiveTuple, Vec<u8>, Option<Tcp>, u32);
@@ -25,22 +25,21 @@ fn all(mut r: impl Packets) -> (Vec<Packet>, bool, String) {
 
 /// Packets kept (as above) or left (time only), skips, and a clean end.
 fn every_other(mut r: impl Packets) -> (Vec<Result<Packet, u64>>, String, bool) {
-    let mut out = Vec::new();
-    loop {
-        let mut leave = |g: &Glimpse, time_ns: u64| {
-            let leave = FlowKey::Tuple(g.undirected()).id().0 % 2 == 1;
-            if leave {
-                out.push(Err(time_ns));
-            }
-            leave
-        };
-        match r.next_kept(&mut leave) {
-            Ok(Kept::Packet(p)) => out.push(Ok((p.time_ns, p.key, p.payload.to_vec(), p.tcp, p.wire_len))),
-            Ok(Kept::Passed) => {}
-            Ok(Kept::End) => return (out, r.skipped().to_string(), true),
-            Err(_) => return (out, String::new(), false),
+    let out = std::cell::RefCell::new(Vec::new());
+    let leave = |g: &Glimpse, time_ns: u64| {
+        let leave = FlowKey::Tuple(g.undirected()).id().0 % 2 == 1;
+        if leave {
+            out.borrow_mut().push(Err(time_ns));
         }
-    }
+        leave
+    };
+    let each = |p: switchyard_ingest::Packet<'_>| {
+        out.borrow_mut().push(Ok((p.time_ns, p.key, p.payload.to_vec(), p.tcp, p.wire_len)));
+        std::ops::ControlFlow::Continue(())
+    };
+    let clean = r.for_each_kept(leave, each).is_ok();
+    let skipped = if clean { r.skipped().to_string() } else { String::new() };
+    (out.into_inner(), skipped, clean)
 }
 
 fuzz_target!(|data: &[u8]| {

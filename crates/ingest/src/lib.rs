@@ -40,4 +40,4 @@ pub use decode::{Decoded, Skip, Tcp, decode, decode_thorough};
 pub use glimpse::Glimpse;
 pub use mapped::CaptureBytes;
 pub use read::{CaptureReader, IngestError, Packet, SkipCounts};
-pub use slice::{Kept, Packets, SliceReader};
+pub use slice::{Packets, SliceReader};

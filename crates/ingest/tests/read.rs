@@ -10,7 +10,7 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
-use switchyard_ingest::{CaptureReader, IngestError, Kept, Packets, Skip, SliceReader};
+use switchyard_ingest::{CaptureReader, IngestError, Packets, Skip, SliceReader};
 
 fn tcp(port: u16, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -233,25 +233,21 @@ fn the_in_memory_reader_agrees_with_the_streaming_one() {
 /// parity of its flow id, from the glimpse): kept packets in full, left ones as their times,
 /// skips, and whether it ended in an error; and how often it asked.
 fn glimpsed(mut r: impl Packets) -> (Vec<String>, String, bool, usize) {
-    let (mut out, mut asked) = (Vec::new(), 0);
-    loop {
-        let mut leave = |g: &switchyard_ingest::Glimpse, time_ns: u64| {
-            asked += 1;
-            let leave = switchyard_core::FlowKey::Tuple(g.undirected()).id().0 % 2 == 1;
-            if leave {
-                out.push(format!("left {time_ns}"));
-            }
-            leave
-        };
-        match r.next_kept(&mut leave) {
-            Ok(Kept::Packet(p)) => {
-                out.push(format!("{} {:?} {} {:?} {:?}", p.time_ns, p.key, p.wire_len, p.payload, p.tcp))
-            }
-            Ok(Kept::Passed) => {}
-            Ok(Kept::End) => return (out, r.skipped().to_string(), false, asked),
-            Err(_) => return (out, r.skipped().to_string(), true, asked),
+    let (out, asked) = (std::cell::RefCell::new(Vec::new()), std::cell::Cell::new(0));
+    let leave = |g: &switchyard_ingest::Glimpse, time_ns: u64| {
+        asked.set(asked.get() + 1);
+        let leave = switchyard_core::FlowKey::Tuple(g.undirected()).id().0 % 2 == 1;
+        if leave {
+            out.borrow_mut().push(format!("left {time_ns}"));
         }
-    }
+        leave
+    };
+    let each = |p: switchyard_ingest::Packet<'_>| {
+        out.borrow_mut().push(format!("{} {:?} {} {:?} {:?}", p.time_ns, p.key, p.wire_len, p.payload, p.tcp));
+        std::ops::ControlFlow::Continue(())
+    };
+    let failed = r.for_each_kept(leave, each).is_err();
+    (out.into_inner(), r.skipped().to_string(), failed, asked.get())
 }
 
 /// The in-memory reader's glimpse (read from a plain frame's fields, before decoding) leaves
@@ -266,6 +262,7 @@ fn glimpsing_before_decoding_keeps_and_leaves_what_decoding_first_does() {
         if !a.2 && !b.2 {
             assert_eq!(a, b, "{what}");
             assert_eq!(b.3, b.0.len(), "{what}: asked once a packet");
+            assert_eq!(a.3, a.0.len(), "{what}: asked once a packet");
         }
     };
     let bytes = legacy(true);

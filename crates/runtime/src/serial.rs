@@ -1,10 +1,12 @@
 //! The single-threaded reference pipeline: every buffer inspected in capture order on the calling
 //! thread. It is the baseline the parallel runtime is measured against and must agree with.
 
+use std::cell::Cell;
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use switchyard_core::flow::FiveTuple;
-use switchyard_ingest::{Assembly, ConnConfig, ConnTable, Glimpse, IngestError, Kept, Packets, SkipCounts, Step};
+use switchyard_ingest::{Assembly, ConnConfig, ConnTable, Glimpse, IngestError, Packet, Packets, SkipCounts, Step};
 
 use crate::inspect::{Found, Inspector, Needs, Ports, Protocol, tls};
 
@@ -268,48 +270,55 @@ pub fn inspect_serial_timed(
 }
 
 fn serial(
-    mut reader: impl Packets,
+    reader: impl Packets,
     config: ConnConfig,
     inspector: &Inspector,
     hooks: Hooks<'_>,
 ) -> Result<Summary, IngestError> {
-    let Hooks { mut on_scan, mut on_match, mut mine } = hooks;
+    let Hooks { on_scan, on_match, mine } = hooks;
+    // Monomorphised apart, so that the single thread's loop carries no shard's test.
+    match mine {
+        Some(mine) => serial_of(reader, config, inspector, on_scan, on_match, Some(|g: &Glimpse| mine(g))),
+        None => serial_of(reader, config, inspector, on_scan, on_match, None::<fn(&Glimpse) -> bool>),
+    }
+}
+
+/// The serial loop; `mine`, for a shard, says which connections are the shard's.
+fn serial_of(
+    mut reader: impl Packets,
+    config: ConnConfig,
+    inspector: &Inspector,
+    mut on_scan: Option<&mut dyn FnMut(usize, Duration)>,
+    mut on_match: Option<&mut dyn FnMut(Protocol)>,
+    mut mine: Option<impl FnMut(&Glimpse) -> bool>,
+) -> Result<Summary, IngestError> {
+    let sharded = mine.is_some();
     let mut table: ConnTable<State> = ConnTable::new(config);
     let mut scratch = inspector.scratch();
     let mut s = Summary::default();
     let mut ended = Vec::new();
     // Every packet read, the shard's or not: connections' numbers and the expiry cadence.
-    let mut read = 0u64;
+    let read = Cell::new(0u64);
     // A shard's packets left to other shards: the time of the one at which the table is due
     // to be swept (every 65,536 packets read, kept or left), if it was left.
-    let mut due = None;
-    loop {
-        // A shard glimpses each packet's connection and decodes only its own.
-        let next = match mine.as_mut() {
-            Some(mine) => reader.next_kept(&mut |g, time_ns| {
-                read += 1;
-                let leave = !mine(g);
-                if leave && read.is_multiple_of(65_536) {
-                    due = Some(time_ns);
-                }
-                leave
-            })?,
-            None => {
-                read += 1;
-                reader.next_packet()?.map_or(Kept::End, Kept::Packet)
-            }
-        };
+    let due = Cell::new(None);
+    // A shard glimpses each packet's connection and decodes only its own.
+    let leave = |g: &Glimpse, time_ns: u64| {
+        let n = read.get() + 1;
+        read.set(n);
+        let leave = mine.as_mut().is_some_and(|mine| !mine(g));
+        if leave && n.is_multiple_of(65_536) {
+            due.set(Some(time_ns));
+        }
+        leave
+    };
+    let each = |p: Packet<'_>| {
         if let Some(time_ns) = due.take() {
             table.expire(time_ns);
             ended.extend(table.take_ended());
         }
-        let p = match next {
-            Kept::Packet(p) => p,
-            Kept::Passed => continue,
-            Kept::End => break,
-        };
-        if mine.is_some() {
-            table.number_next(read - 1);
+        if sharded {
+            table.number_next(read.get() - 1);
         }
         s.packets += 1;
         s.payload_bytes += p.payload.len() as u64;
@@ -349,11 +358,13 @@ fn serial(
             }
             Step::Beyond { .. } => s.marked += 1,
         }
-        if read.is_multiple_of(65_536) {
+        if read.get().is_multiple_of(65_536) {
             table.expire(p.time_ns);
             ended.extend(table.take_ended());
         }
-    }
+        ControlFlow::Continue(())
+    };
+    reader.for_each_kept(leave, each)?;
     inspector.give_back(scratch);
     s.skipped = reader.skipped();
     ended.extend(table.finish());

@@ -161,3 +161,36 @@ fn reassembly_by_whichever_worker_gets_a_buffer_gives_the_serial_bytes() {
         assert_eq!(verdicts(&r.summary), verdicts(&serial));
     }
 }
+
+/// The producer reads in stretches of 65,536 packets, sweeping the table and reporting
+/// progress between them: a capture several stretches long is read whole, with idle
+/// connections ended and started again mid-capture, and gives the serial results; progress
+/// rises to the capture's length.
+#[test]
+fn a_long_capture_is_read_whole_across_the_producer_s_stretches() {
+    let mut pcap = Vec::new();
+    generate(&TraceSpec { connections: 24_000, rate: 20_000.0, seed: 3, ..TraceSpec::default() }, &mut pcap).unwrap();
+    let conn = ConnConfig { idle_timeout_ns: 2_000_000, ..ConnConfig::default() };
+    let inspector = Inspector::new();
+    let serial = inspect_serial(SliceReader::new(&pcap).unwrap(), conn, &inspector).unwrap();
+    assert!(serial.packets > 2 * 65_536, "{} packets: too few for the test", serial.packets);
+    let ids = [WorkerId(0), WorkerId(1)];
+    let mut placer = place::build(Policy::Hrw, &PlaceConfig::default(), &ids).unwrap();
+    let config = PipelineConfig { conn, pin: false, ..PipelineConfig::default() };
+    let mut reports = Vec::new();
+    let r = switchyard_runtime::pipeline::run_with_progress(
+        SliceReader::new(&pcap).unwrap(),
+        placer.as_mut(),
+        &config,
+        &inspector,
+        &mut |at| reports.push(at),
+    )
+    .unwrap();
+    let rows = |s: &switchyard_runtime::serial::Summary| {
+        s.conns.iter().map(|c| (c.id, c.key, c.verdict, c.packets)).collect::<Vec<_>>()
+    };
+    assert_eq!(r.summary.packets, serial.packets);
+    assert_eq!(rows(&r.summary), rows(&serial));
+    assert_eq!(reports.len() as u64, serial.packets / 65_536, "{reports:?}");
+    assert!(reports.windows(2).all(|w| w[0] < w[1]) && reports.iter().all(|&at| at < pcap.len()), "{reports:?}");
+}

@@ -208,16 +208,21 @@ fn producer_alone(pcap: &[u8], conn: ConnConfig) -> Result<Duration> {
     let mut table: ConnTable<Option<(FlowId, usize)>> = ConnTable::new(conn);
     let mut slots: Vec<Piece<'_>> = Vec::new();
     let per_conn = conn.max_packets as usize;
-    while let Some(p) = reader.next_packet()? {
-        if let Step::Buffer { conn: c, from_client, index, .. } = table.on_packet(&p) {
-            let key = c.key;
-            let (_, base) = *c.data.get_or_insert_with(|| {
-                slots.resize(slots.len() + per_conn, (false, None, &[]));
-                (FlowKey::Tuple(key.undirected()).id(), slots.len() - per_conn)
-            });
-            slots[base + index as usize] = (from_client, p.tcp, p.payload);
-        }
-    }
+    // Read as the producer reads, each packet handed to the loop's body.
+    reader.for_each_kept(
+        |_, _| false,
+        |p| {
+            if let Step::Buffer { conn: c, from_client, index, .. } = table.on_packet(&p) {
+                let key = c.key;
+                let (_, base) = *c.data.get_or_insert_with(|| {
+                    slots.resize(slots.len() + per_conn, (false, None, &[]));
+                    (FlowKey::Tuple(key.undirected()).id(), slots.len() - per_conn)
+                });
+                slots[base + index as usize] = (from_client, p.tcp, p.payload);
+            }
+            std::ops::ControlFlow::Continue(())
+        },
+    )?;
     std::hint::black_box((table.len(), slots.len()));
     Ok(t.elapsed())
 }

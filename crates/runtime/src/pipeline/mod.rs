@@ -42,12 +42,13 @@
 //! connection's shared state and packet slots, the buffer units) is in `shared`; the workers'
 //! loop in `worker`.
 
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
 
 use switchyard_core::{FlowId, FlowKey, LoadView, Placer, Unit, WorkerId};
-use switchyard_ingest::{ConnConfig, ConnTable, IngestError, Packets, SliceReader, Step};
+use switchyard_ingest::{ConnConfig, ConnTable, IngestError, Packet, Packets, SliceReader, Step};
 use typed_arena::Arena;
 
 use crate::inspect::{Inspector, Ports};
@@ -201,8 +202,8 @@ pub fn run(
 }
 
 /// [`run`], calling `progress(bytes of the capture read so far)` now and then.
-pub fn run_with_progress(
-    mut reader: SliceReader<'_>,
+pub fn run_with_progress<'a>(
+    mut reader: SliceReader<'a>,
     placer: &mut dyn Placer,
     config: &PipelineConfig,
     inspector: &Inspector,
@@ -258,19 +259,16 @@ pub fn run_with_progress(
             let mut ended = Vec::new();
             let start = Instant::now();
             let cpu_start = thread_cpu();
-            let read = loop {
-                let p = match reader.next_packet() {
-                    Ok(Some(p)) => p,
-                    Ok(None) => break Ok(()),
-                    Err(e) => break Err(e),
-                };
+            // The reader stops every 65,536 packets, for the sweep and a progress report.
+            let paused = std::cell::Cell::new(false);
+            let mut each = |p: Packet<'a>| {
                 s.packets += 1;
                 s.payload_bytes += p.payload.len() as u64;
                 let (conn, index, from_client) = match table.on_packet(&p) {
                     Step::Buffer { conn, index, from_client, .. } => (conn, index, from_client),
                     Step::Beyond { .. } => {
                         s.marked += 1;
-                        continue;
+                        return ControlFlow::Continue(());
                     }
                 };
                 let shared: &Shared<'_, '_> = conn.data.shared.get_or_insert_with(|| {
@@ -293,7 +291,7 @@ pub fn run_with_progress(
                 if first != u64::MAX && first & shared::MORE == 0 {
                     // Classified before this buffer was made: it is only marked (Guo §2.4, step 2).
                     s.skipped_classified += 1;
-                    continue;
+                    return ControlFlow::Continue(());
                 }
                 let size = conn.bytes.min(config.conn.max_bytes as u64) as u32;
                 let key = conn.key;
@@ -342,8 +340,19 @@ pub fn run_with_progress(
                 if s.packets % 65_536 == 0 {
                     table.expire(p.time_ns);
                     ended.extend(table.take_ended());
-                    progress(reader.position());
+                    paused.set(true);
+                    return ControlFlow::Break(());
                 }
+                ControlFlow::Continue(())
+            };
+            let read = loop {
+                if let Err(e) = reader.for_each_kept(|_, _| false, &mut each) {
+                    break Err(e);
+                }
+                if !paused.replace(false) {
+                    break Ok(());
+                }
+                progress(reader.position());
             };
             for (tx, jobs) in senders.iter().zip(pending) {
                 if !jobs.is_empty() {
