@@ -30,21 +30,26 @@ pub struct OriginSpec {
 
 impl OriginSpec {
     /// Reads `URL` or `URL@PRICE` (a price of 1 when none is given).
+    ///
+    /// What follows the last `@` is a price only when it is a number and what comes before it
+    /// is a URL with a host: otherwise the whole is the URL, so that a URL's user part
+    /// (`http://user@10.0.0.2:8080`, `http://user:secret@host`) is not taken for a price. One
+    /// form stays ambiguous, a user part before a host that is a bare number (`http://user@9`):
+    /// it reads as `http://user` at price 9; give such a URL a price (`http://user@9@1`).
     pub fn parse(s: &str) -> Result<Self, String> {
-        let (url, price) = match s.rsplit_once('@') {
-            Some((u, p)) if !p.contains('/') => {
-                let price: f64 = p
-                    .parse()
-                    .map_err(|_| format!("`{p}` in `{s}` is not a price (URL@PRICE, e.g. http://a:80@0.4)"))?;
-                if !(price >= 0.0 && price.is_finite()) {
-                    return Err(format!("the price in `{s}` must be a number ≥ 0"));
-                }
-                (u, price)
-            }
-            _ => (s, 1.0),
-        };
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
+        let host = |u: &str| reqwest::Url::parse(u).is_ok_and(|u| u.host().is_some());
+        let priced = s.rsplit_once('@').and_then(|(u, p)| Some((u, p.parse::<f64>().ok()?))).filter(|&(u, _)| host(u));
+        let (url, price) = priced.unwrap_or((s, 1.0));
+        if !(price >= 0.0 && price.is_finite()) {
+            return Err(format!("the price in `{s}` must be a number ≥ 0"));
+        }
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|e| format!("`{url}` is not a URL ({e}): write URL or URL@PRICE, e.g. http://a:80@0.4"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
             return Err(format!("`{url}` is not an http:// or https:// URL"));
+        }
+        if parsed.host().is_none() {
+            return Err(format!("`{url}` names no host"));
         }
         Ok(Self { url: url.trim_end_matches('/').to_string(), price })
     }
@@ -362,6 +367,48 @@ impl Origins {
                 }
                 else => return Err(last),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(s: &str) -> (String, f64) {
+        let o = OriginSpec::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        (o.url, o.price)
+    }
+
+    #[test]
+    fn a_price_follows_the_last_at_sign() {
+        assert_eq!(parsed("http://a:80@0.4"), ("http://a:80".into(), 0.4));
+        assert_eq!(parsed("https://cdn.example/@3"), ("https://cdn.example".into(), 3.0));
+        assert_eq!(parsed("http://10.0.0.2:8080"), ("http://10.0.0.2:8080".into(), 1.0));
+        assert_eq!(parsed("http://u@h:9@0.5"), ("http://u@h:9".into(), 0.5));
+    }
+
+    /// The user part of a URL is not a price: these were refused (`127.0.0.1:9` is not a
+    /// price) or, with a numeric host, read as a different origin.
+    #[test]
+    fn a_user_part_is_part_of_the_url() {
+        assert_eq!(parsed("http://user@127.0.0.1:8080"), ("http://user@127.0.0.1:8080".into(), 1.0));
+        assert_eq!(parsed("http://u:pw@h"), ("http://u:pw@h".into(), 1.0));
+        assert_eq!(parsed("http://user@10.0.0.2:8080/@2"), ("http://user@10.0.0.2:8080".into(), 2.0));
+    }
+
+    #[test]
+    fn bad_origins_are_refused_with_the_reason() {
+        for (s, why) in [
+            ("ftp://a", "not an http"),
+            ("a:80", "not an http"),
+            ("10.0.0.2:80", "not a URL"),
+            ("http://a@-1", "≥ 0"),
+            ("http://a@inf", "≥ 0"),
+            ("http://", "not a URL"),
+        ] {
+            let e = OriginSpec::parse(s).unwrap_err();
+            assert!(e.contains(why), "{s}: {e}");
         }
     }
 }
