@@ -111,6 +111,24 @@ fn a_bad_request_is_answered_not_dropped() {
     assert!(line.starts_with("refused bad stream rate \"fast\""), "{line}");
 }
 
+/// A request whose newline never comes (the client shut its side after `bulk`) did not all
+/// arrive: it is refused, as a line too long is, rather than answered `ok` and served for one
+/// burst before the hang-up is noticed.
+#[test]
+fn a_request_cut_short_is_refused() {
+    use std::io::{Read, Write};
+    let server = Server::start(ServerConfig::default()).unwrap();
+    for cut in [&b"bulk"[..], b"stream 40"] {
+        let mut s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        s.write_all(cut).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("refused a request is one line"), "{answer:?}");
+    }
+    assert_eq!(server.totals().accepted, 0);
+}
+
 #[test]
 fn connections_moved_by_soft_scheduling_keep_being_served() {
     // Three workers and bulk connections: the balancer moves one every 200 ms. Every connection

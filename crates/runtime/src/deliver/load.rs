@@ -192,7 +192,9 @@ fn open_tcp(cfg: &LoadConfig) -> Result<(Sock, Opened), String> {
             BufReader::with_capacity(1, (&s).take(512))
                 .read_until(b'\n', &mut line)
                 .map_err(|e| format!("no answer: {e}"))?;
-            match Answer::parse(&line) {
+            // An answer cut short by the end of the stream is no answer (`ok w1` of `ok w12`).
+            let whole = line.ends_with(b"\n").then(|| Answer::parse(&line)).flatten();
+            match whole {
                 Some(Answer::Ok { worker }) => Opened::Accepted(Some(worker)),
                 Some(Answer::Refused(why)) => {
                     return Ok((Sock::Tcp(mio::net::TcpStream::from_std(s)), Opened::Refused(why)));

@@ -174,8 +174,23 @@ impl Shared {
 
     fn send(&self, to: usize, cmd: Cmd) {
         let link = &self.links[to];
-        if link.tx.send(cmd).is_ok() {
-            let _ = link.waker.wake();
+        match link.tx.send(cmd) {
+            // A failed wake only delays the command to the worker's next tick.
+            Ok(()) => drop(link.waker.wake()),
+            // The worker is gone (the server is stopping, or the worker failed, which stops it):
+            // what it was given is undone here, so that the counts do not keep a connection
+            // nobody serves (the connection itself is closed as the command is dropped).
+            Err(std::sync::mpsc::SendError(cmd)) => {
+                match cmd {
+                    Cmd::Add(conn) => self.closed(conn.id, to),
+                    Cmd::Take { conn, .. } => self.take_missed(conn, to),
+                    #[cfg(test)]
+                    Cmd::Panic => {}
+                }
+                if !self.stopping() {
+                    self.fail(format!("worker {to} is gone"));
+                }
+            }
         }
     }
 
@@ -325,20 +340,35 @@ impl Server {
             let pin = s.cfg.pin;
             let t =
                 std::thread::Builder::new().name(format!("deliver-w{i}")).stack_size(256 * 1024).spawn(move || {
-                    if pin {
-                        crate::affinity::on_core(i % cores, || worker::run(i, s, poll, rx));
-                    } else {
-                        worker::run(i, s, poll, rx);
-                    }
+                    let guard = Arc::clone(&s);
+                    guarded(&guard, &format!("worker {i}"), || {
+                        if pin {
+                            crate::affinity::on_core(i % cores, || worker::run(i, s, poll, rx));
+                        } else {
+                            worker::run(i, s, poll, rx);
+                        }
+                    });
                 })?;
             threads.push(t);
         }
         let s = Arc::clone(&shared);
-        threads.push(std::thread::Builder::new().name("deliver-tcp".into()).spawn(move || accept_tcp(&s, tcp))?);
+        threads.push(
+            std::thread::Builder::new()
+                .name("deliver-tcp".into())
+                .spawn(move || guarded(&s, "the TCP acceptor", || accept_tcp(&s, tcp)))?,
+        );
         let s = Arc::clone(&shared);
-        threads.push(std::thread::Builder::new().name("deliver-udp".into()).spawn(move || accept_udp(&s, &udp))?);
+        threads.push(
+            std::thread::Builder::new()
+                .name("deliver-udp".into())
+                .spawn(move || guarded(&s, "the UDP acceptor", || accept_udp(&s, &udp)))?,
+        );
         let s = Arc::clone(&shared);
-        threads.push(std::thread::Builder::new().name("deliver-control".into()).spawn(move || control_loop(&s))?);
+        threads.push(
+            std::thread::Builder::new()
+                .name("deliver-control".into())
+                .spawn(move || guarded(&s, "the control thread", || control_loop(&s)))?,
+        );
         Ok(Self { shared, threads, addr })
     }
 
@@ -410,6 +440,20 @@ impl Drop for Server {
     }
 }
 
+/// Runs a server thread's body. A panic fails the server with what the panic said, which stops
+/// every thread: a server that went on without a worker gave new connections to the dead
+/// worker (they were answered `ok`, then closed) and kept its streams' promises for ever.
+fn guarded(shared: &Shared, what: &str, body: impl FnOnce()) {
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        let said = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        shared.fail(format!("{what} panicked: {said}"));
+    }
+}
+
 /// A connection whose request line has not all arrived.
 struct Opening {
     stream: mio::net::TcpStream,
@@ -471,7 +515,7 @@ fn accept_tcp(shared: &Shared, listener: TcpListener) {
             let mut buf = [0u8; MAX_LINE + 1];
             let done = loop {
                 match o.stream.read(&mut buf[..MAX_LINE + 1 - o.line.len().min(MAX_LINE)]) {
-                    // A line without its newline, then the write side shut: parse what came.
+                    // The write side shut: a line without its newline is refused below.
                     Ok(0) => break Some(!o.line.is_empty()),
                     Ok(n) => {
                         o.line.extend_from_slice(&buf[..n]);
@@ -490,8 +534,15 @@ fn accept_tcp(shared: &Shared, listener: TcpListener) {
                 Some(true) => {
                     let mut o = opening.remove(&token).expect("present");
                     let _ = poll.registry().deregister(&mut o.stream);
-                    let end = o.line.iter().position(|&b| b == b'\n').map_or(o.line.len(), |p| p + 1);
-                    open_tcp(shared, o.stream, &o.line[..end]);
+                    match o.line.iter().position(|&b| b == b'\n') {
+                        Some(end) => open_tcp(shared, o.stream, &o.line[..=end]),
+                        // Cut short (the peer shut its side first) or too long: a request that
+                        // did not all come is not served (it was, as far as it went).
+                        None => {
+                            let why = request::RequestError::NotALine.to_string();
+                            let _ = o.stream.write_all(Answer::Refused(why).line().as_bytes());
+                        }
+                    }
                 }
             }
         }
@@ -625,5 +676,29 @@ fn control_loop(shared: &Shared) {
             shared.send(m.from.0 as usize, Cmd::Take { conn: m.conn, to: m.to.0 as usize });
         }
         shared.history.lock().expect("history lock").push(sample);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker that panics fails the server, saying which and why, and the server stops (it
+    /// went on without the worker, answering `ok` to connections given to it).
+    #[test]
+    fn a_panicking_worker_fails_the_server() {
+        let server = Server::start(ServerConfig { workers: 2, ..Default::default() }).unwrap();
+        server.shared.send(0, Cmd::Panic);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.failure().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let failure = server.failure().expect("the failure is reported");
+        assert!(failure.starts_with("worker 0 panicked: told to"), "{failure}");
+        assert!(server.shared.stopping());
+        // What is sent to the dead worker now is undone, not lost in a channel nobody reads.
+        server.shared.send(0, Cmd::Take { conn: ConnId(7), to: 1 });
+        assert_eq!(server.failure().as_deref(), Some(failure.as_str()), "the first failure is the one kept");
+        server.stop();
     }
 }

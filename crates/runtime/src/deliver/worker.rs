@@ -54,6 +54,9 @@ pub(crate) enum Cmd {
     Add(Conn),
     /// Hand this connection to worker `to` (a rebalancing move).
     Take { conn: ConnId, to: usize },
+    /// Panic (tests of how a worker's failure is handled).
+    #[cfg(test)]
+    Panic,
 }
 
 /// What one attempt to send came to.
@@ -334,6 +337,8 @@ impl Worker {
     fn command(&mut self, cmd: Cmd, now: Nanos) {
         match cmd {
             Cmd::Add(conn) => self.add(conn, now),
+            #[cfg(test)]
+            Cmd::Panic => panic!("told to"),
             Cmd::Take { conn, to } => {
                 // Not here (it closed, or its Add has not arrived): the controller must put it
                 // back where it is, or its record and the workers' would disagree.
