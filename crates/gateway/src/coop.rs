@@ -8,12 +8,14 @@
 //!   it holds, loads from the origin what no neighbour's view shows, and names in
 //!   `X-Cacheflow-Ignore` the neighbours too thin to wait for.
 //! - `POST /v1/coop/remote`: a neighbour. It answers what it holds of the keys.
-//! - `POST /v1/coop/updates`: a neighbour's adds and evictions.
+//! - `POST /v1/coop/updates`: a neighbour's adds and evictions (JSON, [`Updates`]). A gateway
+//!   that starts sends each neighbour everything it holds, marked to replace what the neighbour
+//!   knew of it, and asks for the same back (ours, not Cacheflow's: see [`Updates`]).
 //! - `GET /v1/coop/neighbours`: the neighbours a client should also ask.
 //!
 //! Answers are framed objects: for each, the key's length (2 bytes, big-endian), the key, the
 //! body's length (4 bytes) and the body. A header `X-Cacheflow-Loaded` counts the objects loaded
-//! from the origin.
+//! from the origin. `GET /metrics` in Prometheus text.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,7 +29,7 @@ use axum::{Json, body::Bytes};
 use serde::{Deserialize, Serialize};
 use switchyard_core::cache::cacheflow::{Batch, Merged, Server, merge};
 
-use crate::metrics::{Count, Metrics};
+use crate::metrics::{Count, Level, Metrics};
 
 /// How one cooperating gateway runs.
 #[derive(Clone, Debug)]
@@ -49,12 +51,27 @@ pub struct CoopConfig {
 }
 
 /// A neighbour's report of what it added (`true`) and evicted.
+///
+/// Changes alone cannot survive a restart: a restarted gateway holds nothing but never reports
+/// evicting what it held before, so its neighbours would leave requests for those objects to it
+/// for good (mispredicted, never delivered), and its own views of them would start empty. So a
+/// gateway that starts sends each neighbour a `reset` holding everything it holds, with
+/// `want_snapshot`, and the neighbour answers with a `reset` of its own (ours, not Cacheflow's;
+/// the core's [`Server::forget`] and [`Server::snapshot`]). Both flags default to `false`, so
+/// gateways without them still interoperate (without the resynchronisation).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Updates {
     /// The neighbour's own URL.
     pub from: String,
     /// (key, added) in the order they happened.
     pub changes: Vec<(String, bool)>,
+    /// Forget the view of the neighbour before applying `changes`: they are everything it holds.
+    #[serde(default)]
+    pub reset: bool,
+    /// Answer with a `reset` of everything this gateway holds: the neighbour (re)started and
+    /// knows nothing of it.
+    #[serde(default)]
+    pub want_snapshot: bool,
 }
 
 struct Node {
@@ -76,6 +93,7 @@ struct Shared {
     loads: Count,
     remote_served: Count,
     updates_sent: Count,
+    viewed: Level,
 }
 
 /// One cooperating gateway.
@@ -154,6 +172,7 @@ impl CoopNode {
         let remote_served =
             metrics.count("coop_remote_served", "Objects of neighbours' clients answered from this cache.");
         let updates_sent = metrics.count("coop_update_batches_sent", "Batches of changes sent to neighbours.");
+        let viewed = metrics.level("coop_viewed_keys", "Objects the views of the neighbours show, summed.");
         let state = Node {
             server: Server::new(config.capacity, config.dedup, 0, config.link_buffer),
             bodies: Default::default(),
@@ -169,10 +188,13 @@ impl CoopNode {
             loads,
             remote_served,
             updates_sent,
+            viewed,
         }))
     }
 
-    /// Its neighbours (their base URLs); their views start empty.
+    /// Its neighbours (their base URLs), with an empty cache; their views start empty. Each
+    /// neighbour is told to forget what it knew of this gateway (which may have restarted) and
+    /// asked for everything it holds (see [`Updates`]).
     pub fn set_neighbours(&self, neighbours: Vec<String>) {
         let mut senders = Vec::new();
         for url in &neighbours {
@@ -207,6 +229,10 @@ impl CoopNode {
             Server::new(self.0.config.capacity, self.0.config.dedup, neighbours.len(), self.0.config.link_buffer);
         st.bodies.clear();
         st.neighbours = neighbours.iter().map(|n| n.trim_end_matches('/').to_string()).collect();
+        self.0.viewed.set(0);
+        // Queued under the state's lock, ahead of any change the cache makes from now on.
+        let snapshots = (0..neighbours.len()).map(|i| st.server.snapshot(i)).collect();
+        send(&self.0, snapshots, Resync::Ask);
     }
 
     /// The routes.
@@ -226,13 +252,54 @@ impl CoopNode {
     }
 }
 
-/// Sends batches of changes to the neighbours they are due to, each neighbour's in order.
-fn send(s: &Arc<Shared>, due: Vec<Batch<String>>) {
+/// What batches sent together are: changes, or everything held (see [`Updates`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Resync {
+    /// Changes since the last batch.
+    No,
+    /// Everything held, answering a neighbour that asked.
+    Answer,
+    /// Everything held, asking the neighbour for the same.
+    Ask,
+}
+
+/// The most bytes of changes (as JSON) one request carries, well within the 2 MB body axum
+/// takes by default: a larger batch, such as everything a large cache holds, would be refused.
+const MAX_UPDATE_BYTES: usize = 1 << 20;
+
+/// `changes` in pieces of at most [`MAX_UPDATE_BYTES`] (a change is at most 50 KiB, its key
+/// being at most [`MAX_KEY_BYTES`]), in order; always at least one piece, perhaps empty.
+fn pieces(changes: Vec<(String, bool)>) -> Vec<Vec<(String, bool)>> {
+    let mut out = vec![Vec::new()];
+    let mut bytes = 0;
+    for change in changes {
+        let n = serde_json::to_vec(&change).expect("a string and a bool serialise").len() + 1;
+        if bytes + n > MAX_UPDATE_BYTES && out.last().is_some_and(|p| !p.is_empty()) {
+            out.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += n;
+        out.last_mut().expect("never empty").push(change);
+    }
+    out
+}
+
+/// Sends batches to the neighbours they are due to, each neighbour's in order, a large one in
+/// pieces whose first alone carries the [`Resync`] flags. Callers hold the state's lock, so
+/// that batches are queued in the order the cache made them.
+fn send(s: &Shared, due: Vec<Batch<String>>, resync: Resync) {
     let outboxes = s.outboxes.lock().expect("not poisoned");
     for (i, changes) in due {
         if let Some(tx) = outboxes.get(i) {
-            s.updates_sent.inc();
-            let _ = tx.send(Updates { from: s.config.me.trim_end_matches('/').to_string(), changes });
+            for (j, changes) in pieces(changes).into_iter().enumerate() {
+                s.updates_sent.inc();
+                let _ = tx.send(Updates {
+                    from: s.config.me.trim_end_matches('/').to_string(),
+                    changes,
+                    reset: j == 0 && resync != Resync::No,
+                    want_snapshot: j == 0 && resync == Resync::Ask,
+                });
+            }
         }
     }
 }
@@ -284,7 +351,7 @@ async fn local(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
         // Queued under the state's lock: two requests that change the cache queue their
         // batches in the order they changed it, or a neighbour could apply an eviction before
         // the addition it undoes and keep a key this server no longer holds.
-        send(&s, due);
+        send(&s, due, Resync::No);
         drop(st);
     }
     let n_loaded = loaded.len();
@@ -317,7 +384,17 @@ async fn updates(State(s): State<Arc<Shared>>, Json(u): Json<Updates>) -> Respon
         return (axum::http::StatusCode::FORBIDDEN, format!("{} is not a neighbour of {}", u.from, s.config.me))
             .into_response();
     };
+    if u.reset {
+        st.server.forget(i);
+    }
     st.server.apply(i, u.changes);
+    s.viewed.set(i64::try_from(st.server.viewed()).unwrap_or(i64::MAX));
+    if u.want_snapshot {
+        // Under the state's lock, like every batch, so that no change made before it arrives
+        // after it (and none made after it, before).
+        let snapshot = st.server.snapshot(i);
+        send(&s, vec![snapshot], Resync::Answer);
+    }
     axum::http::StatusCode::NO_CONTENT.into_response()
 }
 
@@ -332,6 +409,21 @@ mod tests {
         let items = vec![("/files/1".to_string(), Bytes::from_static(b"abc")), ("/files/22".to_string(), Bytes::new())];
         assert_eq!(unframe(&frame(&items)), Some(vec![("/files/1".into(), 3), ("/files/22".into(), 0)]));
         assert_eq!(unframe(&frame(&items)[..5]), None, "cut short");
+    }
+
+    #[test]
+    fn a_large_batch_goes_in_pieces_within_the_body_limit() {
+        assert_eq!(pieces(Vec::new()), vec![Vec::<(String, bool)>::new()], "a snapshot of nothing is still sent");
+        let changes: Vec<(String, bool)> =
+            (0..400).map(|i| (format!("/{i}/{}", "\"".repeat(MAX_KEY_BYTES / 2 - 8)), i % 3 == 0)).collect();
+        let whole = serde_json::to_vec(&changes).unwrap().len();
+        assert!(whole > 2_000_000, "unsplit, axum would refuse it: {whole} bytes");
+        let split = pieces(changes.clone());
+        assert!(split.len() > 1);
+        for p in &split {
+            assert!(serde_json::to_vec(p).unwrap().len() <= MAX_UPDATE_BYTES);
+        }
+        assert_eq!(split.concat(), changes, "the same changes in the same order");
     }
 
     proptest! {

@@ -5,12 +5,15 @@ use std::sync::atomic::AtomicU64;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 /// A whole-number counter.
 pub(crate) type Count = Counter;
 /// A counter of fractional amounts (cost, deviation).
 pub(crate) type Amount = Counter<f64, AtomicU64>;
+/// A whole number that goes up and down.
+pub(crate) type Level = Gauge;
 
 /// A registry and its text rendering.
 #[derive(Debug, Default)]
@@ -31,6 +34,13 @@ impl Metrics {
         let c = Amount::default();
         self.registry.register(name, help, c.clone());
         c
+    }
+
+    /// A gauge named `name`.
+    pub(crate) fn level(&mut self, name: &str, help: &str) -> Level {
+        let g = Level::default();
+        self.registry.register(name, help, g.clone());
+        g
     }
 
     /// A family of metrics of kind `M` told apart by labels (e.g. one per origin).

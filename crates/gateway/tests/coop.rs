@@ -123,3 +123,100 @@ async fn an_update_batch_a_neighbour_missed_is_sent_again() {
     assert_eq!(r.status(), 400);
     assert!(r.text().await.unwrap().contains("at most"));
 }
+
+/// The `coop_viewed_keys` gauge of the gateway at `url`: the objects its views of its
+/// neighbours show.
+async fn viewed(http: &reqwest::Client, url: &str) -> Option<i64> {
+    let text = http.get(format!("{url}/metrics")).send().await.ok()?.text().await.ok()?;
+    text.lines().find_map(|l| l.strip_prefix("coop_viewed_keys ")).and_then(|v| v.trim().parse().ok())
+}
+
+/// Waits, up to ten seconds, until each gateway's views show as many objects as paired with it;
+/// whether they came to.
+async fn views_settle(http: &reqwest::Client, want: &[(&str, i64)]) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut all = true;
+        for (url, n) in want {
+            all &= viewed(http, url).await == Some(*n);
+        }
+        if all {
+            return true;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A neighbour that restarts holds nothing, yet never reports evicting what it held: A stops
+/// leaving B's old objects to B (which would not deliver them), and B learns again what A holds
+/// (or it loads A's objects from the origin again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_neighbour_is_resynchronised() {
+    use switchyard_gateway::coop::{CoopConfig, CoopNode, ask_set};
+    let origin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin_url = format!("http://{}", origin.local_addr().unwrap());
+    let app = axum::Router::new().fallback(|| async { "value" });
+    tokio::spawn(async move { axum::serve(origin, app).await });
+    let la = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // B's socket outlives B: a copy of it serves each of B's lives, so B comes back on its port.
+    let lb = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    lb.set_nonblocking(true).unwrap();
+    let (ua, ub) = (format!("http://{}", la.local_addr().unwrap()), format!("http://{}", lb.local_addr().unwrap()));
+    let node = |me: &str, neighbour: &str| {
+        let n = CoopNode::new(CoopConfig {
+            me: me.into(),
+            origin: origin_url.clone(),
+            capacity: 10,
+            dedup: true,
+            link_buffer: 0,
+            threshold: 0,
+            upstream_timeout: Duration::from_millis(300),
+        });
+        n.set_neighbours(vec![neighbour.to_string()]);
+        n
+    };
+    // Serves a life of B until told to stop; its task ends once its connections have closed.
+    let serve_b = |b: CoopNode| {
+        let listener = tokio::net::TcpListener::from_std(lb.try_clone().unwrap()).unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, b.router())
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        (stop, task)
+    };
+    let ra = node(&ua, &ub).router();
+    tokio::spawn(async move { axum::serve(la, ra).await });
+    let (stop_b, b_task) = serve_b(node(&ub, &ua));
+    // No pooled connections: B's first life closes its own.
+    let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let load = |url: &str, key: &'static str| {
+        let (http, url) = (http.clone(), format!("{url}/v1/coop/local"));
+        async move {
+            let r = http.post(url).body(key).send().await.unwrap();
+            r.headers()["x-cacheflow-loaded"].to_str().unwrap().to_string()
+        }
+    };
+    assert_eq!(load(&ua, "/k").await, "1");
+    assert_eq!(load(&ub, "/j").await, "1");
+    assert!(views_settle(&http, &[(&ua, 1), (&ub, 1)]).await, "A and B never learnt of /j and /k");
+    let before = ask_set(&http, &ua, std::slice::from_ref(&ub), &["/j".to_string()]).await.unwrap();
+    assert_eq!((before.remote_hits, before.mispredicted), (1, 0), "A leaves /j to B: {before:?}");
+
+    // B restarts, empty, on the same port.
+    stop_b.send(()).unwrap();
+    b_task.await.unwrap().unwrap();
+    let (_stop_b, _b_task) = serve_b(node(&ub, &ua));
+    // A forgets /j, B learns /k; if they never do, the assertions below say which went wrong.
+    views_settle(&http, &[(&ua, 0), (&ub, 1)]).await;
+    let after = ask_set(&http, &ua, std::slice::from_ref(&ub), &["/j".to_string()]).await.unwrap();
+    assert_eq!(after.mispredicted, 0, "A still left /j to B, which lost it when it restarted: {after:?}");
+    assert_eq!(after.loads, 1, "A loads /j itself: {after:?}");
+    assert_eq!(load(&ub, "/k").await, "0", "B loaded /k from the origin: it never learnt that A holds it");
+}

@@ -8,6 +8,14 @@
 //! and tells the client to ignore that neighbour, which does not answer. Views lag the caches
 //! (updates travel and are batched), so an object a view shows may be gone: a misprediction,
 //! which the thesis accepts (the object is not delivered).
+//!
+//! Rebuilding a view when a neighbour restarts is ours, not Cacheflow's. A view is built only
+//! from the neighbour's reported changes, and a restarted neighbour reports no evictions of what
+//! it lost: the view would show those objects for good, every request for them mispredicted
+//! (and, with de-duplication, those objects evicted here first), while the restarted neighbour's
+//! view of this server would lack what this server held before. So a server forgets a
+//! neighbour's view when the neighbour says its changes start afresh ([`Server::forget`]), and
+//! answers a neighbour that asks with everything it holds ([`Server::snapshot`]).
 
 use std::collections::BTreeSet;
 
@@ -180,6 +188,33 @@ impl<K: Ord + Clone> Server<K> {
         (evicted, due)
     }
 
+    /// Keys its views of its neighbours show, summed over the neighbours.
+    pub fn viewed(&self) -> usize {
+        self.views.iter().map(BTreeSet::len).sum()
+    }
+
+    /// Forgets its view of neighbour `neighbour`, as if the neighbour had reported evicting
+    /// everything the view shows (so the de-duplicating eviction forgets it too): the neighbour
+    /// restarted, and the changes it reports next start from nothing.
+    pub fn forget(&mut self, neighbour: usize) {
+        let Some(view) = self.views.get_mut(neighbour) else { return };
+        for k in std::mem::take(view) {
+            self.cache.neighbour_evicted(&k);
+        }
+    }
+
+    /// Everything it holds, as additions owed to neighbour `neighbour`, for a neighbour that
+    /// forgets its view first (a restarted one). It replaces the changes still buffered for that
+    /// neighbour, which it already includes; the batch must be sent after every batch sent
+    /// before, or an older one could undo it.
+    #[must_use = "the changes buffered for the neighbour are dropped: the batch replaces them"]
+    pub fn snapshot(&mut self, neighbour: usize) -> Batch<K> {
+        if let Some(out) = self.outbox.get_mut(neighbour) {
+            out.clear();
+        }
+        (neighbour, self.cache.keys().map(|k| (k.clone(), true)).collect())
+    }
+
     /// Applies neighbour `neighbour`'s changes to its view and to the de-duplicating eviction.
     pub fn apply(&mut self, neighbour: usize, changes: impl IntoIterator<Item = (K, bool)>) {
         let Some(view) = self.views.get_mut(neighbour) else { return };
@@ -274,6 +309,10 @@ pub fn merge<K: Ord + Clone>(
 
 #[cfg(test)]
 mod server_tests {
+    use std::collections::VecDeque;
+
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -293,6 +332,107 @@ mod server_tests {
         // A neighbour's copy of 3 makes it go first.
         s.apply(1, [(3, true)]);
         assert_eq!(s.keep(&[4]).0, vec![3]);
+    }
+
+    #[test]
+    fn a_forgotten_neighbour_holds_nothing_and_a_snapshot_replaces_what_is_buffered() {
+        let mut s = Server::new(3, true, 2, 2);
+        assert_eq!(s.keep(&[1, 2]), (vec![], vec![]), "two changes, buffer of two: held");
+        s.apply(0, [(2, true), (7, true)]);
+        assert_eq!(s.plan(&[7], 0).loads, Vec::<u32>::new(), "7 is left to neighbour 0");
+        s.forget(0);
+        assert_eq!(s.viewed(), 0);
+        assert_eq!(s.plan(&[7], 0).loads, vec![7], "neighbour 0 restarted: 7 is loaded here");
+        // Neighbour 1 restarted: it gets everything held, and the two changes buffered for it
+        // are dropped (the snapshot has them); neighbour 0's still go out.
+        assert_eq!(s.snapshot(1), (1, vec![(1, true), (2, true)]));
+        assert_eq!(s.keep(&[3]), (vec![], vec![(0, vec![(1, true), (2, true), (3, true)])]));
+        // 2 is no longer shared, so plain LRU evicts 1 (before the forgetting, 2 went first).
+        assert_eq!(s.keep(&[4]).0, vec![1]);
+        // A neighbour out of range is no one.
+        s.forget(5);
+        assert_eq!(s.snapshot(5).0, 5);
+    }
+
+    /// One step of two servers, neighbours of each other (each the other's neighbour 0).
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// Server `.0` loads key `.1`.
+        Keep(usize, u8),
+        /// The oldest batch from server `.0` reaches the other.
+        Deliver(usize),
+        /// Server `.0` restarts: empty, its batches in flight lost.
+        Restart(usize),
+    }
+
+    /// A batch on the wire: whether the receiver forgets its view first, whether it answers
+    /// with a snapshot, and the changes (the gateway's `Updates`).
+    type Wire = (bool, bool, Vec<(u8, bool)>);
+
+    fn start(servers: &mut [Server<u8>], wires: &mut [VecDeque<Wire>], n: usize, capacity: usize, buffer: usize) {
+        servers[n] = Server::new(capacity, true, 1, buffer);
+        wires[n].clear();
+        let (_, held) = servers[n].snapshot(0);
+        wires[n].push_back((true, true, held));
+    }
+
+    fn deliver(servers: &mut [Server<u8>], wires: &mut [VecDeque<Wire>], from: usize) {
+        let Some((reset, want_snapshot, changes)) = wires[from].pop_front() else { return };
+        let to = 1 - from;
+        if reset {
+            servers[to].forget(0);
+        }
+        servers[to].apply(0, changes);
+        if want_snapshot {
+            let (_, held) = servers[to].snapshot(0);
+            wires[to].push_back((true, false, held));
+        }
+    }
+
+    proptest! {
+        /// However keys, deliveries and restarts interleave, once every batch has arrived (and
+        /// what is still buffered too) each server's view of the other is exactly what the
+        /// other holds.
+        #[test]
+        fn views_match_the_caches_once_batches_arrive_across_restarts(
+            capacity in 1usize..6,
+            buffer in 0usize..3,
+            steps in prop::collection::vec(
+                prop_oneof![
+                    6 => (0usize..2, 0u8..10).prop_map(|(n, k)| Step::Keep(n, k)),
+                    6 => (0usize..2).prop_map(Step::Deliver),
+                    1 => (0usize..2).prop_map(Step::Restart),
+                ],
+                0..80,
+            ),
+        ) {
+            let mut servers = vec![Server::new(capacity, true, 1, buffer); 2];
+            let mut wires = vec![VecDeque::new(); 2];
+            start(&mut servers, &mut wires, 0, capacity, buffer);
+            start(&mut servers, &mut wires, 1, capacity, buffer);
+            for step in steps {
+                match step {
+                    Step::Keep(n, k) => {
+                        let (_, due) = servers[n].keep(&[k]);
+                        wires[n].extend(due.into_iter().map(|(_, changes)| (false, false, changes)));
+                    }
+                    Step::Deliver(from) => deliver(&mut servers, &mut wires, from),
+                    Step::Restart(n) => start(&mut servers, &mut wires, n, capacity, buffer),
+                }
+            }
+            while !(wires[0].is_empty() && wires[1].is_empty()) {
+                let from = usize::from(wires[0].is_empty());
+                deliver(&mut servers, &mut wires, from);
+            }
+            for n in 0..2 {
+                let buffered = std::mem::take(&mut servers[n].outbox[0]);
+                servers[1 - n].apply(0, buffered);
+            }
+            for n in 0..2 {
+                let held: BTreeSet<u8> = servers[n].cache().keys().copied().collect();
+                prop_assert_eq!(&servers[1 - n].views[0], &held, "server {}'s view of server {}", 1 - n, n);
+            }
+        }
     }
 
     #[test]
