@@ -163,6 +163,14 @@ pub(crate) enum Kernel {
 }
 
 impl Kernel {
+    /// Its name on the command line.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Combined => "combined",
+            Self::Sequential => "sequential",
+        }
+    }
+
     /// What the kernel does, for reports.
     pub(crate) fn describe(self) -> &'static str {
         match self {
