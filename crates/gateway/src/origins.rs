@@ -31,15 +31,26 @@ pub struct OriginSpec {
 impl OriginSpec {
     /// Reads `URL` or `URL@PRICE` (a price of 1 when none is given).
     ///
-    /// What follows the last `@` is a price only when it is a number and what comes before it
-    /// is a URL with a host: otherwise the whole is the URL, so that a URL's user part
-    /// (`http://user@10.0.0.2:8080`, `http://user:secret@host`) is not taken for a price. One
-    /// form stays ambiguous, a user part before a host that is a bare number (`http://user@9`):
-    /// it reads as `http://user` at price 9; give such a URL a price (`http://user@9@1`).
+    /// What follows the last `@` is a price when it is a number and what comes before it is a
+    /// URL with a host. A URL with a user part (`http://user@10.0.0.2:8080`) is told from a
+    /// URL followed by a mistyped price (`http://10.0.0.2:8080@cheap`) by nothing in its text,
+    /// so such a URL is refused unless a price follows it (`http://user@10.0.0.2:8080@1`), with
+    /// an error that says so; it used to be refused with only "not a price". One form stays
+    /// ambiguous, a user part before a host that is a bare number (`http://user@9`): it reads
+    /// as `http://user` at price 9.
     pub fn parse(s: &str) -> Result<Self, String> {
         let host = |u: &str| reqwest::Url::parse(u).is_ok_and(|u| u.host().is_some());
-        let priced = s.rsplit_once('@').and_then(|(u, p)| Some((u, p.parse::<f64>().ok()?))).filter(|&(u, _)| host(u));
-        let (url, price) = priced.unwrap_or((s, 1.0));
+        let (url, price) = match s.rsplit_once('@') {
+            Some((u, p)) if host(u) => match p.parse::<f64>() {
+                Ok(price) => (u, price),
+                Err(_) => {
+                    return Err(format!(
+                        "`{p}` in `{s}` is not a price (URL@PRICE, e.g. http://a:80@0.4); a URL with a user part takes its price after it: {s}@1"
+                    ));
+                }
+            },
+            _ => (s, 1.0),
+        };
         if !(price >= 0.0 && price.is_finite()) {
             return Err(format!("the price in `{s}` must be a number ≥ 0"));
         }
@@ -388,13 +399,17 @@ mod tests {
         assert_eq!(parsed("http://u@h:9@0.5"), ("http://u@h:9".into(), 0.5));
     }
 
-    /// The user part of a URL is not a price: these were refused (`127.0.0.1:9` is not a
-    /// price) or, with a numeric host, read as a different origin.
+    /// A URL with a user part takes its price after it; without one, the error says so (it
+    /// said only that the host was not a price).
     #[test]
-    fn a_user_part_is_part_of_the_url() {
-        assert_eq!(parsed("http://user@127.0.0.1:8080"), ("http://user@127.0.0.1:8080".into(), 1.0));
-        assert_eq!(parsed("http://u:pw@h"), ("http://u:pw@h".into(), 1.0));
+    fn a_user_part_is_part_of_the_url_when_a_price_follows() {
+        assert_eq!(parsed("http://user@127.0.0.1:8080@1"), ("http://user@127.0.0.1:8080".into(), 1.0));
+        assert_eq!(parsed("http://u:pw@h@0.2"), ("http://u:pw@h".into(), 0.2));
         assert_eq!(parsed("http://user@10.0.0.2:8080/@2"), ("http://user@10.0.0.2:8080".into(), 2.0));
+        let e = OriginSpec::parse("http://user@127.0.0.1:8080").unwrap_err();
+        assert!(e.contains("takes its price after it: http://user@127.0.0.1:8080@1"), "{e}");
+        let e = OriginSpec::parse("http://127.0.0.1:1@cheap").unwrap_err();
+        assert!(e.contains("`cheap` in `http://127.0.0.1:1@cheap` is not a price"), "{e}");
     }
 
     #[test]
