@@ -92,6 +92,11 @@ pub struct TraceRun {
     pub shards: Vec<ShardRow>,
     /// Each shard's cost of reading and placing a packet it leaves to another, ns.
     pub read_place_ns: f64,
+    /// The machine's own ceiling for the workers on its cores: as many copies of the single
+    /// thread as workers (no more than the cores) run at once, one per core, the copies' count
+    /// times the single thread's time over their time together (median round). No design
+    /// splitting the work across those cores can beat it.
+    pub machine_ceiling: f64,
 }
 
 /// The sharded design's figures for one policy on one trace, beside the model's prediction.
@@ -158,6 +163,8 @@ struct Round {
     /// The producer's CPU time in a one-worker pipeline, on a core of its own, and how many
     /// times faster than the single thread that pipeline ran.
     lone: Option<(Duration, f64)>,
+    /// Copies of the single thread run at once, one per core, until the last is done.
+    copies: Duration,
 }
 
 struct Timed {
@@ -272,6 +279,7 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
     let inspector = Inspector::with_engine(s.engine);
     let conn = ConnConfig::default();
     let cores = cores();
+    let used_cores = (s.workers as usize).clamp(1, cores.max(1));
     let ids: Vec<WorkerId> = (0..s.workers).map(WorkerId).collect();
     let config = PipelineConfig { conn, queue_capacity: s.queue, batch: s.batch, ..PipelineConfig::default() };
     // One timed single-thread run fits the kernel's cost and says where each connection
@@ -340,9 +348,13 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
         } else {
             None
         };
-        rounds.push(Round { serial, serial_cpu, producer, runs, sharded: sharded_runs, read_place, lone });
+        let copies = copies_at_once(pcap, used_cores, conn, &inspector)?;
+        rounds.push(Round { serial, serial_cpu, producer, runs, sharded: sharded_runs, read_place, lone, copies });
     }
     let per_packet = |d: Duration| d.as_nanos() as f64 / packets.max(1) as f64;
+    let machine_ceiling = median_of_rounds(
+        rounds.iter().map(|r| used_cores as f64 * r.serial.as_secs_f64() / r.copies.as_secs_f64().max(1e-9)).collect(),
+    );
     let serial = median(rounds.iter().map(|r| r.serial).collect());
     let producer_ns = per_packet(median(rounds.iter().map(|r| r.producer).collect()));
     let (base, per_kib) = fit.line();
@@ -460,5 +472,21 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
         policies,
         shards,
         read_place_ns,
+        machine_ceiling,
     })
+}
+
+/// Runs `copies` copies of the single thread at once, each pinned to a core of its own, and
+/// times them until the last is done: with nothing shared but the machine, the slowdown of each
+/// against the single thread alone is what the machine takes from parallel work (shared caches,
+/// memory bandwidth, clock speed with every core busy) before any cost of splitting it.
+fn copies_at_once(pcap: &[u8], copies: usize, conn: ConnConfig, inspector: &Inspector) -> Result<Duration> {
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..copies)
+            .map(|core| scope.spawn(move || on_core(core, || inspect_serial(SliceReader::new(pcap)?, conn, inspector))))
+            .collect();
+        runs.into_iter().try_for_each(|r| r.join().expect("a copy does not panic").map(drop))
+    })?;
+    Ok(start.elapsed())
 }
