@@ -271,9 +271,10 @@ fn trace_goals(t: &TraceRun, workers: u32, has_sample: bool, kernel: &str) -> Ve
             t.machine_ceiling,
         ),
         format!(
-            "{name} trace, kernel {kernel}: CPU time per packet, {workers} workers over the single thread, producer design {}, sharded {} (issue 21's goal ≤ 1.15×)",
+            "{name} trace, kernel {kernel}: CPU time per packet, {workers} workers over the single thread, producer design {}, sharded {}, the machine's floor {:.2}× (issue 21's goal ≤ 1.15×)",
             best(&mut t.policies.iter().map(|r| (r.policy, r.cpu_over_serial)), lower),
             best(&mut t.shards.iter().map(|r| (r.policy, r.cpu_over_serial)), lower),
+            t.machine_cpu_floor,
         ),
     ];
     if name == "sample" || (name == "uniform" && !has_sample) {

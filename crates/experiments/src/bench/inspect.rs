@@ -97,6 +97,9 @@ pub struct TraceRun {
     /// times the single thread's time over their time together (median round). No design
     /// splitting the work across those cores can beat it.
     pub machine_ceiling: f64,
+    /// Those copies' CPU time over as many single threads' alone (median round): what a packet
+    /// costs when every core works, before any cost of splitting the work.
+    pub machine_cpu_floor: f64,
 }
 
 /// The sharded design's figures for one policy on one trace, beside the model's prediction.
@@ -163,8 +166,9 @@ struct Round {
     /// The producer's CPU time in a one-worker pipeline, on a core of its own, and how many
     /// times faster than the single thread that pipeline ran.
     lone: Option<(Duration, f64)>,
-    /// Copies of the single thread run at once, one per core, until the last is done.
-    copies: Duration,
+    /// Copies of the single thread run at once, one per core, until the last is done, and the
+    /// process's CPU seconds in that time.
+    copies: (Duration, f64),
 }
 
 struct Timed {
@@ -348,13 +352,19 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
         } else {
             None
         };
-        let copies = copies_at_once(pcap, used_cores, conn, &inspector)?;
+        let cpu = process_cpu();
+        let copies = (copies_at_once(pcap, used_cores, conn, &inspector)?, process_cpu() - cpu);
         rounds.push(Round { serial, serial_cpu, producer, runs, sharded: sharded_runs, read_place, lone, copies });
     }
     let per_packet = |d: Duration| d.as_nanos() as f64 / packets.max(1) as f64;
     let machine_ceiling = median_of_rounds(
-        rounds.iter().map(|r| used_cores as f64 * r.serial.as_secs_f64() / r.copies.as_secs_f64().max(1e-9)).collect(),
+        rounds
+            .iter()
+            .map(|r| used_cores as f64 * r.serial.as_secs_f64() / r.copies.0.as_secs_f64().max(1e-9))
+            .collect(),
     );
+    let machine_cpu_floor =
+        median_of_rounds(rounds.iter().map(|r| r.copies.1 / (used_cores as f64 * r.serial_cpu).max(1e-9)).collect());
     let serial = median(rounds.iter().map(|r| r.serial).collect());
     let producer_ns = per_packet(median(rounds.iter().map(|r| r.producer).collect()));
     let (base, per_kib) = fit.line();
@@ -473,6 +483,7 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
         shards,
         read_place_ns,
         machine_ceiling,
+        machine_cpu_floor,
     })
 }
 
