@@ -4,9 +4,10 @@
 #
 # In a network namespace of its own (nothing else on its loopback), it starts nginx (HTTP/1.1,
 # h2c, and TLS with a self-signed certificate), dnsmasq, redis-server, memcached, mosquitto,
-# sshd, Python's SMTP debugging server, vsftpd, tftpd-hpa, snmpd, chronyd and PostgreSQL (where
-# its server is installed); runs curl, dig, redis-cli, mosquitto_pub, ssh, tftp, snmpget, sntp,
-# psql and Python clients against them while tcpdump listens; then labels each connection by
+# sshd, Python's SMTP debugging server, vsftpd, tftpd-hpa, snmpd, chronyd, Dovecot (IMAP and
+# POP3), ngIRCd, git daemon and PostgreSQL (where its server is installed); runs curl, dig,
+# redis-cli, mosquitto_pub, ssh, tftp, snmpget, sntp, psql, git, logger (syslog) and Python
+# clients against them while tcpdump listens; then labels each connection by
 # the server's port (not by its payload) into a CSV that `switchyard inspect --labels` reads.
 # Needs root and the packages below (installed if missing). Usage:
 #   bench/record-conversations.sh [OUT_PREFIX]   (default data/traces/conversations)
@@ -16,11 +17,11 @@ out="${1:-data/traces/conversations}"
 need=(tcpdump:tcpdump dig:bind9-dnsutils dnsmasq:dnsmasq-base memcached:memcached mosquitto:mosquitto
   mosquitto_pub:mosquitto-clients sshd:openssh-server nginx:nginx-light redis-server:redis-server curl:curl
   vsftpd:vsftpd in.tftpd:tftpd-hpa tftp:tftp-hpa snmpd:snmpd snmpget:snmp chronyd:chrony sntp:sntp
-  psql:postgresql-client)
+  psql:postgresql-client dovecot:dovecot-imapd /usr/lib/dovecot/pop3:dovecot-pop3d ngircd:ngircd)
 missing=()
 for pair in "${need[@]}"; do
   bin="${pair%%:*}"
-  command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/sbin/$bin" ] || missing+=("${pair#*:}")
+  command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/sbin/$bin" ] || [ -x "$bin" ] || missing+=("${pair#*:}")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
@@ -101,6 +102,60 @@ if [ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ]; then
   in_ns runuser -u postgres -- "$pg_bin/pg_ctl" -D "$work/pg" -l "$work/pg/server.log" -w \
     -o "-c listen_addresses=127.0.0.1 -p 5432 -k $work/pg" start >/dev/null
 fi
+# Dovecot, IMAP on 1143 and POP3 on 1110, one static user whose mail lives in the work
+# directory (Dovecot refuses to deliver as root, so as nobody).
+mkdir -p "$work/mail/box/Maildir/"{cur,new,tmp} "$work/dovecot"
+printf 'From: a@example.org\nSubject: hi\n\nhello\n' >"$work/mail/box/Maildir/new/1.mail"
+chown -R nobody "$work/mail"
+cat >"$work/dovecot.conf" <<EOF
+protocols = imap pop3
+listen = 127.0.0.1
+base_dir = $work/dovecot
+ssl = no
+disable_plaintext_auth = no
+auth_mechanisms = plain
+log_path = $work/dovecot.log
+passdb {
+  driver = static
+  args = password=secret
+}
+userdb {
+  driver = static
+  args = uid=nobody gid=nogroup home=$work/mail/box
+}
+mail_location = maildir:~/Maildir
+service imap-login {
+  inet_listener imap {
+    port = 1143
+  }
+}
+service pop3-login {
+  inet_listener pop3 {
+    port = 1110
+  }
+}
+EOF
+in_ns /usr/sbin/dovecot -c "$work/dovecot.conf"
+# ngIRCd on 6667.
+cat >"$work/ngircd.conf" <<EOF
+[Global]
+Name = irc.example.org
+Info = switchyard recording
+Listen = 127.0.0.1
+Ports = 6667
+PidFile = $work/ngircd.pid
+ServerUID = nobody
+ServerGID = nogroup
+[Options]
+Ident = no
+PAM = no
+DNS = no
+EOF
+in_ns /usr/sbin/ngircd -f "$work/ngircd.conf"
+# git daemon on 9418, serving one repository.
+git init -q --bare "$work/git/repo.git"
+in_ns git daemon --export-all --base-path="$work/git" --listen=127.0.0.1 --port=9418 --reuseaddr --detach \
+  --pid-file="$work/git.pid"
 sleep 1
 
 # The conversations, recorded.
@@ -130,6 +185,15 @@ in_ns python3 -c '
 import smtplib
 with smtplib.SMTP("127.0.0.1", 2525) as s:
     s.sendmail("a@example.org", ["b@example.org"], "Subject: hi\r\n\r\nhello\r\n")'
+in_ns curl -s -o /dev/null -u box:secret 'imap://127.0.0.1:1143/INBOX;UID=1'
+in_ns curl -s -o /dev/null -u box:secret pop3://127.0.0.1:1110/1
+in_ns python3 -c '
+import socket, time
+s = socket.create_connection(("127.0.0.1", 6667))
+s.sendall(b"NICK switchyard\r\nUSER switchyard 0 * :Switchyard\r\n")
+time.sleep(0.5); s.sendall(b"QUIT :bye\r\n"); s.recv(65536); s.close()'
+in_ns git ls-remote git://127.0.0.1:9418/repo.git >/dev/null 2>&1 || true
+in_ns logger --server 127.0.0.1 --port 514 --udp --rfc5424 "hello from switchyard's recording"
 sleep 1
 in_ns pkill -INT tcpdump || true
 sleep 0.5
@@ -140,7 +204,7 @@ python3 - "$work/conns.csv" "$out.csv" <<'EOF'
 import csv, sys
 by_port = {8080: "http", 8082: "http2", 8443: "tls", 53: "dns", 6379: "redis", 11211: "memcached",
            1883: "mqtt", 2222: "ssh", 2525: "smtp", 2121: "ftp", 69: "tftp", 161: "snmp", 123: "ntp",
-           5432: "postgresql"}
+           5432: "postgresql", 1143: "imap", 1110: "pop3", 6667: "irc", 9418: "git", 514: "syslog"}
 rows = []
 for r in csv.DictReader(open(sys.argv[1])):
     # The end on a server's port is the server, whichever end the inspector took it for: a
