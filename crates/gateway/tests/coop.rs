@@ -78,27 +78,14 @@ async fn keys_must_be_paths_at_the_origin() {
 /// loaded `/k`, later knows A holds it (and plans it as A's, not as a load).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_batch_a_neighbour_missed_is_sent_again() {
-    use switchyard_gateway::coop::{CoopConfig, CoopNode, MAX_KEY_BYTES};
-    let origin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let origin_url = format!("http://{}", origin.local_addr().unwrap());
-    let app = axum::Router::new().fallback(|| async { "value" });
-    tokio::spawn(async move { axum::serve(origin, app).await });
+    use switchyard_gateway::coop::{CoopNode, MAX_KEY_BYTES};
+    let origin_url = origin().await;
     let (la, lb) = (
         tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
         tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
     );
     let (ua, ub) = (format!("http://{}", la.local_addr().unwrap()), format!("http://{}", lb.local_addr().unwrap()));
-    let node = |me: &str| {
-        CoopNode::new(CoopConfig {
-            me: me.into(),
-            origin: origin_url.clone(),
-            capacity: 10,
-            dedup: true,
-            link_buffer: 0,
-            threshold: 0,
-            upstream_timeout: Duration::from_millis(300),
-        })
-    };
+    let node = |me: &str| CoopNode::new(small_node(me, &origin_url));
     let (a, b) = (node(&ua), node(&ub));
     a.set_neighbours(vec![ub.clone()]);
     b.set_neighbours(vec![ua.clone()]);
@@ -126,6 +113,28 @@ async fn an_update_batch_a_neighbour_missed_is_sent_again() {
 
 /// The `coop_viewed_keys` gauge of the gateway at `url`: the objects its views of its
 /// neighbours show.
+/// A node at `me` of ten objects, de-duplicating, sending every change at once.
+fn small_node(me: &str, origin: &str) -> switchyard_gateway::coop::CoopConfig {
+    switchyard_gateway::coop::CoopConfig {
+        me: me.into(),
+        origin: origin.into(),
+        capacity: 10,
+        dedup: true,
+        link_buffer: 0,
+        threshold: 0,
+        upstream_timeout: Duration::from_millis(300),
+    }
+}
+
+/// An origin that answers `value` to every path; its URL.
+async fn origin() -> String {
+    let origin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", origin.local_addr().unwrap());
+    let app = axum::Router::new().fallback(|| async { "value" });
+    tokio::spawn(async move { axum::serve(origin, app).await });
+    url
+}
+
 async fn viewed(http: &reqwest::Client, url: &str) -> Option<i64> {
     let text = http.get(format!("{url}/metrics")).send().await.ok()?.text().await.ok()?;
     text.lines().find_map(|l| l.strip_prefix("coop_viewed_keys ")).and_then(|v| v.trim().parse().ok())
@@ -155,26 +164,15 @@ async fn views_settle(http: &reqwest::Client, want: &[(&str, i64)]) -> bool {
 /// (or it loads A's objects from the origin again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_neighbour_is_resynchronised() {
-    use switchyard_gateway::coop::{CoopConfig, CoopNode, ask_set};
-    let origin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let origin_url = format!("http://{}", origin.local_addr().unwrap());
-    let app = axum::Router::new().fallback(|| async { "value" });
-    tokio::spawn(async move { axum::serve(origin, app).await });
+    use switchyard_gateway::coop::{CoopNode, ask_set};
+    let origin_url = origin().await;
     let la = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     // B's socket outlives B: a copy of it serves each of B's lives, so B comes back on its port.
     let lb = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     lb.set_nonblocking(true).unwrap();
     let (ua, ub) = (format!("http://{}", la.local_addr().unwrap()), format!("http://{}", lb.local_addr().unwrap()));
     let node = |me: &str, neighbour: &str| {
-        let n = CoopNode::new(CoopConfig {
-            me: me.into(),
-            origin: origin_url.clone(),
-            capacity: 10,
-            dedup: true,
-            link_buffer: 0,
-            threshold: 0,
-            upstream_timeout: Duration::from_millis(300),
-        });
+        let n = CoopNode::new(small_node(me, &origin_url));
         n.set_neighbours(vec![neighbour.to_string()]);
         n
     };
