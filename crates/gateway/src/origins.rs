@@ -35,21 +35,28 @@ impl OriginSpec {
     /// URL with a host. A URL with a user part (`http://user@10.0.0.2:8080`) is told from a
     /// URL followed by a mistyped price (`http://10.0.0.2:8080@cheap`) by nothing in its text,
     /// so such a URL is refused unless a price follows it (`http://user@10.0.0.2:8080@1`), with
-    /// an error that says so; it used to be refused with only "not a price". One form stays
+    /// an error that shows both forms; it used to be refused with only "not a price". Text after
+    /// the last `@` with a `/`, `?` or `#` is the URL's own. One form stays
     /// ambiguous, a user part before a host that is a bare number (`http://user@9`): it reads
     /// as `http://user` at price 9.
     pub fn parse(s: &str) -> Result<Self, String> {
+        let s = s.trim();
         let host = |u: &str| reqwest::Url::parse(u).is_ok_and(|u| u.host().is_some());
-        let (url, price) = match s.rsplit_once('@') {
-            Some((u, p)) if host(u) => match p.parse::<f64>() {
+        // Text after the last `@` with a `/`, `?` or `#` is the URL's path, query or fragment.
+        let suffix = s.rsplit_once('@').filter(|&(u, p)| !p.contains(['/', '?', '#']) && host(u));
+        let (url, price) = match suffix {
+            Some((u, p)) => match p.parse::<f64>() {
                 Ok(price) => (u, price),
+                Err(_) if p.is_empty() => return Err(format!("`{s}` ends in `@` with no price after it")),
+                // Which was meant, a price or a user part, the text cannot say: the error shows
+                // both forms rather than a corrected line, which would be wrong for one of them.
                 Err(_) => {
                     return Err(format!(
-                        "`{p}` in `{s}` is not a price (URL@PRICE, e.g. http://a:80@0.4); a URL with a user part takes its price after it: {s}@1"
+                        "`{p}` in `{s}` is not a price (URL@PRICE, e.g. http://a:80@0.4; a URL with a user part takes its price after it, e.g. http://user@a:80@1)"
                     ));
                 }
             },
-            _ => (s, 1.0),
+            None => (s, 1.0),
         };
         if !(price >= 0.0 && price.is_finite()) {
             return Err(format!("the price in `{s}` must be a number ≥ 0"));
@@ -62,7 +69,8 @@ impl OriginSpec {
         if parsed.host().is_none() {
             return Err(format!("`{url}` names no host"));
         }
-        Ok(Self { url: url.trim_end_matches('/').to_string(), price })
+        // A price of -0 is 0.
+        Ok(Self { url: url.trim_end_matches('/').to_string(), price: price.abs() })
     }
 }
 
@@ -407,9 +415,21 @@ mod tests {
         assert_eq!(parsed("http://u:pw@h@0.2"), ("http://u:pw@h".into(), 0.2));
         assert_eq!(parsed("http://user@10.0.0.2:8080/@2"), ("http://user@10.0.0.2:8080".into(), 2.0));
         let e = OriginSpec::parse("http://user@127.0.0.1:8080").unwrap_err();
-        assert!(e.contains("takes its price after it: http://user@127.0.0.1:8080@1"), "{e}");
+        assert!(e.contains("a URL with a user part takes its price after it, e.g. http://user@a:80@1"), "{e}");
+        // Not corrected for the user: `http://127.0.0.1:1@cheap@1` would make `cheap` a host.
         let e = OriginSpec::parse("http://127.0.0.1:1@cheap").unwrap_err();
         assert!(e.contains("`cheap` in `http://127.0.0.1:1@cheap` is not a price"), "{e}");
+        assert!(!e.contains("@cheap@1"), "{e}");
+    }
+
+    /// An `@` in the path is the path's; an empty price is said to be missing.
+    #[test]
+    fn an_at_sign_in_the_path_or_with_nothing_after_it() {
+        assert_eq!(parsed("http://cdn.example/@scope/pkg"), ("http://cdn.example/@scope/pkg".into(), 1.0));
+        assert_eq!(parsed("http://cdn.example/@scope/pkg@2"), ("http://cdn.example/@scope/pkg".into(), 2.0));
+        assert_eq!(parsed(" http://a:80@-0 "), ("http://a:80".into(), 0.0));
+        let e = OriginSpec::parse("http://a:80@").unwrap_err();
+        assert!(e.contains("no price after it"), "{e}");
     }
 
     #[test]

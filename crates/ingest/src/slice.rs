@@ -60,9 +60,17 @@ pub trait Packets {
     }
 }
 
-impl<P: Packets + ?Sized> Packets for &mut P {
+impl<P: Packets> Packets for &mut P {
     fn next_packet(&mut self) -> Result<Option<Packet<'_>>, IngestError> {
         (**self).next_packet()
+    }
+
+    fn for_each_kept(
+        &mut self,
+        leave: impl FnMut(&Glimpse, u64) -> bool,
+        each: impl FnMut(Packet<'_>) -> ControlFlow<()>,
+    ) -> Result<(), IngestError> {
+        (**self).for_each_kept(leave, each)
     }
 
     fn skipped(&self) -> SkipCounts {

@@ -163,17 +163,20 @@ fn reassembly_by_whichever_worker_gets_a_buffer_gives_the_serial_bytes() {
 }
 
 /// The producer reads in stretches of 65,536 packets, sweeping the table and reporting
-/// progress between them: a capture several stretches long is read whole, with idle
-/// connections ended and started again mid-capture, and gives the serial results; progress
-/// rises to the capture's length.
+/// progress between them, whatever becomes of the packet that ends a stretch: a capture several
+/// stretches long is read whole, with idle connections ended and started again mid-capture, and
+/// gives the serial results; progress rises to the capture's length.
 #[test]
 fn a_long_capture_is_read_whole_across_the_producer_s_stretches() {
     let mut pcap = Vec::new();
     generate(&TraceSpec { connections: 24_000, rate: 20_000.0, seed: 3, ..TraceSpec::default() }, &mut pcap).unwrap();
-    let conn = ConnConfig { idle_timeout_ns: 2_000_000, ..ConnConfig::default() };
+    // Two packets a connection inspected: most packets are only marked, and the pause must
+    // come on those too.
+    let conn = ConnConfig { idle_timeout_ns: 2_000_000, max_packets: 2, ..ConnConfig::default() };
     let inspector = Inspector::new();
     let serial = inspect_serial(SliceReader::new(&pcap).unwrap(), conn, &inspector).unwrap();
     assert!(serial.packets > 2 * 65_536, "{} packets: too few for the test", serial.packets);
+    assert!(serial.marked > serial.packets / 2, "{} of {} marked", serial.marked, serial.packets);
     let ids = [WorkerId(0), WorkerId(1)];
     let mut placer = place::build(Policy::Hrw, &PlaceConfig::default(), &ids).unwrap();
     let config = PipelineConfig { conn, pin: false, ..PipelineConfig::default() };

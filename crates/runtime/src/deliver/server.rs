@@ -177,20 +177,16 @@ impl Shared {
         match link.tx.send(cmd) {
             // A failed wake only delays the command to the worker's next tick.
             Ok(()) => drop(link.waker.wake()),
-            // The worker is gone (the server is stopping, or the worker failed, which stops it):
-            // what it was given is undone here, so that the counts do not keep a connection
-            // nobody serves (the connection itself is closed as the command is dropped).
-            Err(std::sync::mpsc::SendError(cmd)) => {
-                match cmd {
-                    Cmd::Add(conn) => self.closed(conn.id, to),
-                    Cmd::Take { conn, .. } => self.take_missed(conn, to),
-                    #[cfg(test)]
-                    Cmd::Panic => {}
-                }
-                if !self.stopping() {
-                    self.fail(format!("worker {to} is gone"));
-                }
-            }
+            // The worker is gone (the server is stopping, or the worker failed, which fails the
+            // server with its own reason, perhaps a moment after its channel closed): what it was
+            // given is undone here, so that the counts do not keep a connection nobody serves
+            // (the connection itself is closed as the command is dropped).
+            Err(std::sync::mpsc::SendError(cmd)) => match cmd {
+                Cmd::Add(conn) => self.closed(conn.id, to),
+                Cmd::Take { conn, .. } => self.take_missed(conn, to),
+                #[cfg(test)]
+                Cmd::Panic => {}
+            },
         }
     }
 

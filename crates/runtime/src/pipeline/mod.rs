@@ -264,76 +264,79 @@ pub fn run_with_progress<'a>(
             let mut each = |p: Packet<'a>| {
                 s.packets += 1;
                 s.payload_bytes += p.payload.len() as u64;
-                let (conn, index, from_client) = match table.on_packet(&p) {
-                    Step::Buffer { conn, index, from_client, .. } => (conn, index, from_client),
-                    Step::Beyond { .. } => {
-                        s.marked += 1;
-                        return ControlFlow::Continue(());
+                // Every packet, placed or not, counts toward the pause.
+                'placed: {
+                    let (conn, index, from_client) = match table.on_packet(&p) {
+                        Step::Buffer { conn, index, from_client, .. } => (conn, index, from_client),
+                        Step::Beyond { .. } => {
+                            s.marked += 1;
+                            break 'placed;
+                        }
+                    };
+                    let shared: &Shared<'_, '_> = conn.data.shared.get_or_insert_with(|| {
+                        let pieces = piece_arena.alloc_extend((0..max_packets).map(|_| PieceSlot::empty()));
+                        shared_arena.alloc(Shared {
+                            first_match: AtomicU64::new(u64::MAX),
+                            lost: AtomicBool::new(false),
+                            ports: Ports::of(&conn.key),
+                            pieces,
+                            work: Padded::default(),
+                        })
+                    });
+                    let piece = Piece { from_client, tcp: p.tcp, payload: p.payload };
+                    // SAFETY: this thread is the producer; the table numbers each packet of a connection
+                    // once; and the unit of this index, if any, is made below, after the write. Set
+                    // even when no unit is made, so that a later unit (a TLS connection's, whose
+                    // ServerHello is still looked for) reassembles every packet before it.
+                    unsafe { shared.pieces[index as usize].set(piece) };
+                    let first = shared.first_match.load(Ordering::Acquire);
+                    if first != u64::MAX && first & shared::MORE == 0 {
+                        // Classified before this buffer was made: it is only marked (Guo §2.4, step 2).
+                        s.skipped_classified += 1;
+                        break 'placed;
                     }
-                };
-                let shared: &Shared<'_, '_> = conn.data.shared.get_or_insert_with(|| {
-                    let pieces = piece_arena.alloc_extend((0..max_packets).map(|_| PieceSlot::empty()));
-                    shared_arena.alloc(Shared {
-                        first_match: AtomicU64::new(u64::MAX),
-                        lost: AtomicBool::new(false),
-                        ports: Ports::of(&conn.key),
-                        pieces,
-                        work: Padded::default(),
-                    })
-                });
-                let piece = Piece { from_client, tcp: p.tcp, payload: p.payload };
-                // SAFETY: this thread is the producer; the table numbers each packet of a connection
-                // once; and the unit of this index, if any, is made below, after the write. Set
-                // even when no unit is made, so that a later unit (a TLS connection's, whose
-                // ServerHello is still looked for) reassembles every packet before it.
-                unsafe { shared.pieces[index as usize].set(piece) };
-                let first = shared.first_match.load(Ordering::Acquire);
-                if first != u64::MAX && first & shared::MORE == 0 {
-                    // Classified before this buffer was made: it is only marked (Guo §2.4, step 2).
-                    s.skipped_classified += 1;
-                    return ControlFlow::Continue(());
-                }
-                let size = conn.bytes.min(config.conn.max_bytes as u64) as u32;
-                let key = conn.key;
-                let flow = *conn.data.flow.get_or_insert_with(|| FlowKey::Tuple(key.undirected()).id());
-                let unit = Unit::of_flow(flow, u64::from(size)).with_seq(u64::from(index));
-                let mut place = || {
-                    for (i, w) in ids.iter().enumerate() {
-                        queues[w.0 as usize] = given[i] - done[i].units.load(Ordering::Acquire);
-                        queue_bytes[w.0 as usize] = given_bytes[i] - done[i].bytes.load(Ordering::Acquire);
+                    let size = conn.bytes.min(config.conn.max_bytes as u64) as u32;
+                    let key = conn.key;
+                    let flow = *conn.data.flow.get_or_insert_with(|| FlowKey::Tuple(key.undirected()).id());
+                    let unit = Unit::of_flow(flow, u64::from(size)).with_seq(u64::from(index));
+                    let mut place = || {
+                        for (i, w) in ids.iter().enumerate() {
+                            queues[w.0 as usize] = given[i] - done[i].units.load(Ordering::Acquire);
+                            queue_bytes[w.0 as usize] = given_bytes[i] - done[i].bytes.load(Ordering::Acquire);
+                        }
+                        placer.place(&unit, &LoadView::new(&queues, &queue_bytes))
+                    };
+                    // A policy that places by the flow alone gives a connection's every buffer the
+                    // worker it gave the first: asked once, it reads no load view (each read of a
+                    // worker's counters can miss in the cache, since the worker writes them).
+                    let w = match conn.data.last_worker {
+                        Some(w) if by_flow_alone => w,
+                        _ => {
+                            let w = if placements % PLACING_SAMPLE == 0 { timed(place, &mut placing) } else { place() };
+                            placements += 1;
+                            w
+                        }
+                    };
+                    if conn.data.last_worker.is_some_and(|prev| prev != w) {
+                        migrations += 1;
                     }
-                    placer.place(&unit, &LoadView::new(&queues, &queue_bytes))
-                };
-                // A policy that places by the flow alone gives a connection's every buffer the
-                // worker it gave the first: asked once, it reads no load view (each read of a
-                // worker's counters can miss in the cache, since the worker writes them).
-                let w = match conn.data.last_worker {
-                    Some(w) if by_flow_alone => w,
-                    _ => {
-                        let w = if placements % PLACING_SAMPLE == 0 { timed(place, &mut placing) } else { place() };
-                        placements += 1;
-                        w
-                    }
-                };
-                if conn.data.last_worker.is_some_and(|prev| prev != w) {
-                    migrations += 1;
-                }
-                conn.data.last_worker = Some(w);
-                let slot = slot_of[w.0 as usize];
-                let job = Job { shared, index, size };
-                given[slot] += 1;
-                given_bytes[slot] += u64::from(size);
-                s.inspected += 1;
-                pending[slot].push(job);
-                if pending[slot].len() >= batch {
-                    let jobs = std::mem::replace(&mut pending[slot], Vec::with_capacity(batch));
-                    if let Err(jobs) = hand_over(&senders[slot], jobs, config.on_full, &mut blocked) {
-                        given[slot] -= jobs.len() as u64;
-                        given_bytes[slot] -= jobs.iter().map(|j| u64::from(j.size)).sum::<u64>();
-                        s.inspected -= jobs.len() as u64;
-                        dropped += jobs.len() as u64;
-                        for j in &jobs {
-                            j.shared.lost.store(true, Ordering::Release);
+                    conn.data.last_worker = Some(w);
+                    let slot = slot_of[w.0 as usize];
+                    let job = Job { shared, index, size };
+                    given[slot] += 1;
+                    given_bytes[slot] += u64::from(size);
+                    s.inspected += 1;
+                    pending[slot].push(job);
+                    if pending[slot].len() >= batch {
+                        let jobs = std::mem::replace(&mut pending[slot], Vec::with_capacity(batch));
+                        if let Err(jobs) = hand_over(&senders[slot], jobs, config.on_full, &mut blocked) {
+                            given[slot] -= jobs.len() as u64;
+                            given_bytes[slot] -= jobs.iter().map(|j| u64::from(j.size)).sum::<u64>();
+                            s.inspected -= jobs.len() as u64;
+                            dropped += jobs.len() as u64;
+                            for j in &jobs {
+                                j.shared.lost.store(true, Ordering::Release);
+                            }
                         }
                     }
                 }
