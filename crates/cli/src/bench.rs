@@ -252,28 +252,24 @@ fn print_trace(out: &mut impl Write, t: &TraceRun, workers: u32, cores: usize) -
 fn trace_goals(t: &TraceRun, workers: u32, has_sample: bool, kernel: &str) -> Vec<String> {
     let name = &t.name;
     let by = |p: Policy| t.policies.iter().find(|r| r.policy == p);
-    let best = |rows: &mut dyn Iterator<Item = (Policy, f64)>, better: fn(f64, f64) -> bool| {
-        rows.fold(None, |acc: Option<(Policy, f64)>, (p, v)| match acc {
-            Some((_, a)) if !better(v, a) => acc,
-            _ => Some((p, v)),
-        })
-        .map_or("-".to_string(), |(p, v)| format!("{v:.2}× ({})", p.name()))
+    // The first policy with the highest score (the ratio, or less CPU), as `1.23× (hrw)`.
+    let best = |rows: &mut dyn Iterator<Item = (Policy, f64)>, score: fn(f64) -> f64| {
+        rows.min_by(|a, b| score(b.1).total_cmp(&score(a.1)))
+            .map_or("-".to_string(), |(p, v)| format!("{v:.2}× ({})", p.name()))
     };
-    type Better = fn(f64, f64) -> bool;
-    let (higher, lower): (Better, Better) = (|v, a| v > a, |v, a| v < a);
     let serial_ms = t.packets as f64 / t.serial_pps.max(1e-9) * 1e3;
     let mut goals = vec![
         format!(
             "{name} trace ({} packets, {serial_ms:.1} ms on the single thread), kernel {kernel}: {workers} workers over 1 thread, producer design {}, sharded {}, the machine's ceiling {:.2}× (issue 21's goal with --kernel sequential ≥ 1.7×)",
             t.packets,
-            best(&mut t.policies.iter().map(|r| (r.policy, r.over_serial)), higher),
-            best(&mut t.shards.iter().map(|r| (r.policy, r.over_serial)), higher),
+            best(&mut t.policies.iter().map(|r| (r.policy, r.over_serial)), |v| v),
+            best(&mut t.shards.iter().map(|r| (r.policy, r.over_serial)), |v| v),
             t.machine_ceiling,
         ),
         format!(
             "{name} trace, kernel {kernel}: CPU time per packet, {workers} workers over the single thread, producer design {}, sharded {}, the machine's floor {:.2}× (issue 21's goal ≤ 1.15×)",
-            best(&mut t.policies.iter().map(|r| (r.policy, r.cpu_over_serial)), lower),
-            best(&mut t.shards.iter().map(|r| (r.policy, r.cpu_over_serial)), lower),
+            best(&mut t.policies.iter().map(|r| (r.policy, r.cpu_over_serial)), |v| -v),
+            best(&mut t.shards.iter().map(|r| (r.policy, r.cpu_over_serial)), |v| -v),
             t.machine_cpu_floor,
         ),
     ];

@@ -284,15 +284,7 @@ pub(crate) fn run(args: &InspectArgs) -> Result<()> {
     };
     bar.finish_and_clear();
     let mut report = report?;
-    if args.guess {
-        for c in &mut report.summary.conns {
-            c.verdict = c.verdict.guessed(Ports::of(&c.key));
-        }
-    }
-    if let Some(path) = &args.results {
-        write_results(&report.summary.conns, path)?;
-    }
-    let check = args.labels.as_ref().map(|p| check_labels(&report.summary.conns, p)).transpose()?;
+    let check = finish(args, &mut report.summary.conns)?;
     let mut totals = totals(policy, &report, check.as_ref().map(|c| (c.0, c.1.len())));
     if args.design == Design::Sharded {
         totals.policy = format!("{} (sharded)", totals.policy);
@@ -428,7 +420,22 @@ pub(crate) fn write_results(conns: &[ConnResult], path: &PathBuf) -> Result<()> 
 }
 
 /// Compares verdicts with a labels CSV: the number checked, and a line per miss.
-pub(crate) fn check_labels(conns: &[ConnResult], path: &PathBuf) -> Result<(usize, Vec<String>)> {
+/// What an inspection does with its connections once the run is over, whether they came from
+/// a file or an interface: `--guess` names the unnamed by port, `--results` writes them, and
+/// `--labels` checks them (how many were checked, and the misses).
+pub(crate) fn finish(args: &InspectArgs, conns: &mut [ConnResult]) -> Result<Option<(usize, Vec<String>)>> {
+    if args.guess {
+        for c in conns.iter_mut() {
+            c.verdict = c.verdict.guessed(Ports::of(&c.key));
+        }
+    }
+    if let Some(path) = &args.results {
+        write_results(conns, path)?;
+    }
+    args.labels.as_ref().map(|p| check_labels(conns, p)).transpose()
+}
+
+fn check_labels(conns: &[ConnResult], path: &PathBuf) -> Result<(usize, Vec<String>)> {
     let shown = path.display();
     let file = File::open(path).with_context(|| format!("cannot read labels `{shown}`"))?;
     let check = switchyard_runtime::tracegen::check_labels(conns, BufReader::new(file))

@@ -9,10 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use switchyard_ingest::ConnConfig;
 use switchyard_ingest::live::RingConfig;
-use switchyard_runtime::inspect::Ports;
 use switchyard_runtime::live::{LiveCounts, inspect_live};
 
-use crate::inspect::{InspectArgs, check_labels, print_protocols, write_results};
+use crate::inspect::{InspectArgs, finish, print_protocols};
 
 pub(crate) fn run(args: &InspectArgs, interface: &str) -> Result<()> {
     let workers = args.workers.unwrap_or(1) as usize;
@@ -55,14 +54,7 @@ pub(crate) fn run(args: &InspectArgs, interface: &str) -> Result<()> {
         reading.join().expect("the live run does not panic")
     });
     let mut report = report.with_context(|| format!("inspecting `{interface}`"))?;
-    if args.guess {
-        for c in &mut report.summary.conns {
-            c.verdict = c.verdict.guessed(Ports::of(&c.key));
-        }
-    }
-    if let Some(path) = &args.results {
-        write_results(&report.summary.conns, path)?;
-    }
+    let check = finish(args, &mut report.summary.conns)?;
     let s = &report.summary;
     let mut out = std::io::stdout().lock();
     writeln!(
@@ -81,8 +73,7 @@ pub(crate) fn run(args: &InspectArgs, interface: &str) -> Result<()> {
         s.inspected, s.skipped_classified, s.marked, s.skipped
     )?;
     print_protocols(&mut out, &s.conns)?;
-    if let Some(path) = &args.labels {
-        let (checked, missed) = check_labels(&s.conns, path)?;
+    if let Some((checked, missed)) = check {
         writeln!(out, "labels: {} of {checked} connections named as labelled", checked - missed.len())?;
         for m in missed.iter().take(10) {
             writeln!(out, "  miss: {m}")?;

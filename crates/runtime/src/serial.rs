@@ -270,28 +270,12 @@ pub fn inspect_serial_timed(
 }
 
 fn serial(
-    reader: impl Packets,
+    mut reader: impl Packets,
     config: ConnConfig,
     inspector: &Inspector,
     hooks: Hooks<'_>,
 ) -> Result<Summary, IngestError> {
-    let Hooks { on_scan, on_match, mine } = hooks;
-    // Monomorphised apart, so that the single thread's loop carries no shard's test.
-    match mine {
-        Some(mine) => serial_of(reader, config, inspector, on_scan, on_match, Some(|g: &Glimpse| mine(g))),
-        None => serial_of(reader, config, inspector, on_scan, on_match, None::<fn(&Glimpse) -> bool>),
-    }
-}
-
-/// The serial loop; `mine`, for a shard, says which connections are the shard's.
-fn serial_of(
-    mut reader: impl Packets,
-    config: ConnConfig,
-    inspector: &Inspector,
-    mut on_scan: Option<&mut dyn FnMut(usize, Duration)>,
-    mut on_match: Option<&mut dyn FnMut(Protocol)>,
-    mut mine: Option<impl FnMut(&Glimpse) -> bool>,
-) -> Result<Summary, IngestError> {
+    let Hooks { mut on_scan, mut on_match, mut mine } = hooks;
     let sharded = mine.is_some();
     let mut table: ConnTable<State> = ConnTable::new(config);
     let mut scratch = inspector.scratch();
