@@ -23,7 +23,7 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 pub const DIGEST_SEED: u64 = 0x5357_4954_4348_5944; // "SWITCHYD"
 
 /// The 64-bit digest of a [`FlowKey`]: what placement policies hash.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FlowId(pub u64);
 
 /// A flow's identity: a transport 5-tuple, an opaque byte string, or a number.

@@ -313,7 +313,7 @@ fn serial(
                 s.skipped_classified += 1
             }
             Step::Buffer { conn, from_client, index, .. } => {
-                let ports = Ports::of(&conn.key);
+                let ports = Ports::of(&conn.key());
                 let state = &mut conn.data;
                 let started = on_scan.is_some().then(Instant::now);
                 state.assembly.push(&config, from_client, p.tcp, p.payload);
@@ -363,7 +363,7 @@ fn serial(
                 matched_at: c.data.matched_at,
                 packets: c.packets,
                 bytes: c.bytes,
-                ..ConnResult::new(c.id, c.key, c.data.found, verdict, c.data.tls)
+                ..ConnResult::new(c.id, c.key(), c.data.found, verdict, c.data.tls)
             }
         })
         .collect();

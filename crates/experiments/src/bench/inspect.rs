@@ -224,7 +224,7 @@ fn producer_alone(pcap: &[u8], conn: ConnConfig) -> Result<Duration> {
         |_, _| false,
         |p| {
             if let Step::Buffer { conn: c, from_client, index, .. } = table.on_packet(&p) {
-                let key = c.key;
+                let key = c.key();
                 let (_, slots) = c.data.get_or_insert_with(|| {
                     let slots = arena.alloc_extend((0..per_conn).map(|_| (false, None, &[][..])));
                     (FlowKey::Tuple(key.undirected()).id(), slots)

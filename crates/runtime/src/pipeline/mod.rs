@@ -95,7 +95,7 @@ struct Slot<'s, 'a> {
     /// Allocated at the connection's first buffer.
     shared: Option<&'s Shared<'s, 'a>>,
     /// The connection's flow id, computed at its first buffer.
-    flow: Option<FlowId>,
+    flow: FlowId,
     last_worker: Option<WorkerId>,
 }
 
@@ -273,16 +273,21 @@ pub fn run_with_progress<'a>(
                             break 'placed;
                         }
                     };
-                    let shared: &Shared<'_, '_> = conn.data.shared.get_or_insert_with(|| {
+                    // A connection's first buffer makes its shared state and flow id: the only
+                    // use of its tuple, which the table keeps compact and rebuilds on request.
+                    if conn.data.shared.is_none() {
+                        let key = conn.key();
                         let pieces = piece_arena.alloc_extend((0..max_packets).map(|_| PieceSlot::empty()));
-                        shared_arena.alloc(Shared {
+                        conn.data.shared = Some(shared_arena.alloc(Shared {
                             first_match: AtomicU64::new(u64::MAX),
                             lost: AtomicBool::new(false),
-                            ports: Ports::of(&conn.key),
+                            ports: Ports::of(&key),
                             pieces,
                             work: Padded::default(),
-                        })
-                    });
+                        }));
+                        conn.data.flow = FlowKey::Tuple(key.undirected()).id();
+                    }
+                    let shared: &Shared<'_, '_> = conn.data.shared.expect("made at the connection's first buffer");
                     let piece = Piece { from_client, tcp: p.tcp, payload: p.payload };
                     // SAFETY: this thread is the producer; the table numbers each packet of a connection
                     // once; and the unit of this index, if any, is made below, after the write. Set
@@ -296,9 +301,7 @@ pub fn run_with_progress<'a>(
                         break 'placed;
                     }
                     let size = conn.bytes.min(config.conn.max_bytes as u64) as u32;
-                    let key = conn.key;
-                    let flow = *conn.data.flow.get_or_insert_with(|| FlowKey::Tuple(key.undirected()).id());
-                    let unit = Unit::of_flow(flow, u64::from(size)).with_seq(u64::from(index));
+                    let unit = Unit::of_flow(conn.data.flow, u64::from(size)).with_seq(u64::from(index));
                     let mut place = || {
                         for (i, w) in ids.iter().enumerate() {
                             queues[w.0 as usize] = given[i] - done[i].units.load(Ordering::Acquire);
@@ -395,7 +398,7 @@ pub fn run_with_progress<'a>(
                         matched_at,
                         packets: c.packets,
                         bytes: c.bytes,
-                        ..ConnResult::new(c.id, c.key, found, verdict, tls)
+                        ..ConnResult::new(c.id, c.key(), found, verdict, tls)
                     }
                 })
                 .collect();
