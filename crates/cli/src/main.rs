@@ -30,6 +30,7 @@ mod reproduce_figurehead;
 mod reproduce_ko;
 mod reproduce_miscort;
 mod reproduce_mux;
+mod reproduce_rgedf;
 mod sim;
 mod tracegen;
 mod tunnel;

@@ -75,7 +75,7 @@ pub(crate) struct ReproduceArgs {
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
 
-    /// yates-cache, dou-cacheflow, dou-miscort, ko-worker-centric, figurehead: the root seed (in yates-cache every policy in a table sees
+    /// yates-cache, dou-cacheflow, dou-miscort, dou-rgedf, ko-worker-centric, figurehead: the root seed (in yates-cache every policy in a table sees
     /// the same field and queries).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -95,8 +95,8 @@ pub(crate) struct ReproduceArgs {
     #[command(flatten)]
     clp: crate::reproduce_clp::ClpArgs,
 
-    /// dou-miscort, ko-worker-centric: runs per point and scheduler (seeds --seed, --seed + 1,
-    /// …; default 5 and 3).
+    /// dou-miscort, dou-rgedf, ko-worker-centric: runs per point and scheduler (seeds --seed,
+    /// --seed + 1, …; default 5, 10 and 3).
     #[arg(long)]
     runs: Option<u64>,
 
@@ -183,6 +183,12 @@ const MISCORT: (&str, &str) = (
     "Dou ch. 3: MiscoRT against EDF and other task schedulers on 30 unreliable workers (miss rate, end-to-end time, waste)",
 );
 
+/// G-EDF and RG-EDF on the thesis's sensor node, in the simulator's flash model.
+const RGEDF: (&str, &str) = (
+    "dou-rgedf",
+    "Dou ch. 2: G-EDF and RG-EDF against FIFO and EDF writing records to an SD card on a sensor node (Figs. 2.6–2.9), on its 8051 and on a modern core",
+);
+
 /// Worker-centric scheduling of data-intensive bags of tasks, in the simulator's grid model.
 const KO: (&str, &str) = (
     "ko-worker-centric",
@@ -213,6 +219,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         writeln!(out, "{:<20} {}", CACHEFLOW.0, CACHEFLOW.1)?;
         writeln!(out, "{:<20} {}", CLP.0, CLP.1)?;
         writeln!(out, "{:<20} {}", MISCORT.0, MISCORT.1)?;
+        writeln!(out, "{:<20} {}", RGEDF.0, RGEDF.1)?;
         writeln!(out, "{:<20} {}", KO.0, KO.1)?;
         writeln!(out, "{:<20} {}", FIGUREHEAD.0, FIGUREHEAD.1)?;
         return Ok(());
@@ -239,6 +246,9 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
             threads,
             args.out.as_deref(),
         );
+    }
+    if name == RGEDF.0 {
+        return crate::reproduce_rgedf::run(args.runs.unwrap_or(10), args.seed, threads, args.out.as_deref());
     }
     if name == FIGUREHEAD.0 {
         drop(out);
@@ -280,7 +290,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         let names: Vec<&str> = scenarios::REPRODUCTIONS
             .iter()
             .map(|(n, _)| *n)
-            .chain([EMULATED.0, CACHE.0, CACHEFLOW.0, CLP.0, MISCORT.0, KO.0])
+            .chain([EMULATED.0, CACHE.0, CACHEFLOW.0, CLP.0, MISCORT.0, RGEDF.0, KO.0, FIGUREHEAD.0])
             .collect();
         bail!("no reproduction `{name}`; there are: {}", names.join(", "));
     };

@@ -691,6 +691,35 @@ fn reproduce_dou_miscort_prints_the_figures_and_writes_csv_and_charts() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `reproduce dou-rgedf` prints every sweep for both CPUs, the thesis's claims beside ours and how
+/// the ranking moves on a modern core, and writes its CSV and charts.
+#[test]
+fn reproduce_dou_rgedf_prints_the_sweeps_and_writes_csv_and_charts() {
+    let dir = std::env::temp_dir().join(format!("switchyard-rgedf-{}", std::process::id()));
+    let o = switchyard(&["reproduce", "dou-rgedf", "--runs", "1", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    for needle in [
+        "all swept (period of all three, ms), dropping predicted misses, steady",
+        "size swept (record size, bytes)",
+        "published beside ours (8051",
+        "published beside ours (modern",
+        "Fig. 2.8a",
+        "Fig. 2.9",
+        "how the ranking changes on a modern core",
+        "Why ours may differ",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    let csv = std::fs::read_to_string(dir.join("dou-rgedf.csv")).unwrap();
+    // (9 + 7 + 8 points) × 4 variants × 2 CPUs, 4 policies each, and the header.
+    assert_eq!(csv.lines().count(), 24 * 4 * 2 * 4 + 1, "{csv}");
+    assert!(dir.join("dou-rgedf-all-8051.svg").is_file() && dir.join("dou-rgedf-size-modern.svg").is_file());
+    let list = stdout(&switchyard(&["reproduce", "--list"]));
+    assert!(list.lines().any(|l| l.starts_with("dou-rgedf")), "{list}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `reproduce ko-worker-centric` prints its sweeps and the paper's findings, and writes its CSV
 /// and charts (at a small scale here).
 #[test]

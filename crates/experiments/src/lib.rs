@@ -21,6 +21,8 @@
 //!   compressed time, beside the simulator, with both rankings of the schedulers.
 //! - [`placement`]: `switchyard place`'s measurement of a policy: balance, keys moved when a
 //!   worker leaves or joins, and the cost of a decision.
+//! - [`rgedf`]: G-EDF and RG-EDF against FIFO and EDF on the thesis's sensor node (Dou 2011
+//!   ch. 2) in the simulator's flash model, charged for an 8051's scheduling and a modern core's.
 //! - [`scenarios`]: the reproductions that are simulator scenarios (Guo ch. 4–7: DPI affinity,
 //!   the Niagara hierarchy, cache-aware GOP placement, PS-HRW's shares), built in by name.
 //! - [`cacheflow`]: Cacheflow's hit rates (Dou 2011 ch. 4) in the simulator and on real
@@ -47,6 +49,7 @@ pub mod ko;
 pub mod miscort;
 pub mod miscort_real;
 pub mod placement;
+pub mod rgedf;
 pub mod scenarios;
 mod sweep;
 pub mod yates_cache;

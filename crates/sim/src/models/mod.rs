@@ -3,6 +3,7 @@
 pub mod cacheflow;
 pub mod clp;
 pub mod figurehead;
+pub mod flash;
 pub mod grid;
 pub mod jobs;
 pub mod mmc;
