@@ -6,6 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use switchyard_core::order::blocks::BlockPolicy;
 use switchyard_experiments::rgedf::{self, Cpu, POLICIES, Point, Row, Setup, Sweep, WHY};
 use switchyard_sim::report::{Series, Style, line_chart};
 
@@ -138,6 +139,32 @@ fn ranking_change(out: &mut impl Write, rows: &[Row]) -> Result<()> {
         }
     }
     writeln!(out, "the order is the same at {same} points and differs at {changed}")?;
+    // The two pairs whose order the 8051's costs decided in the thesis.
+    for (a, b) in [(BlockPolicy::Edf, BlockPolicy::Fifo), (BlockPolicy::RgEdf, BlockPolicy::GEdf)] {
+        for cpu in [Cpu::Cc1010, Cpu::Modern] {
+            let (mut below, mut tie, mut above) = (0, 0, 0);
+            for ra in rows.iter().filter(|r| r.point.cpu == cpu && r.policy == a) {
+                let Some(rb) = rows.iter().find(|r| r.point == ra.point && r.policy == b) else { continue };
+                if ra.throughput < rb.throughput * 0.99 {
+                    below += 1;
+                } else if ra.throughput > rb.throughput * 1.01 {
+                    above += 1;
+                } else {
+                    tie += 1;
+                }
+            }
+            writeln!(
+                out,
+                "{} against {} {}: below at {below} points, within 1% at {tie}, above at {above}",
+                a.name(),
+                b.name(),
+                match cpu {
+                    Cpu::Cc1010 => "on the 8051",
+                    Cpu::Modern => "on a modern core",
+                }
+            )?;
+        }
+    }
     Ok(())
 }
 
