@@ -21,9 +21,11 @@
 //!
 //! The thesis kept every request in one binary heap by deadline and scanned the heap for a
 //! group; on its 8051 the scan cost more than the grouping won (notes 003 §5.1). Here each stream
-//! has a queue, and an ordered index over the streams' heads (a `BTreeSet`, which is a heap that
-//! can also be walked to its second element) gives the earliest in O(log streams); a group is the
-//! front of one queue. What the thesis's structure would have cost is the simulator's to charge
+//! has a queue, and an ordered index over the streams (a `BTreeSet`, which is a heap that can
+//! also be walked to its second element) gives the earliest in O(log streams); a group is the
+//! front of one queue. A stream's key is the earliest deadline among its records (or its
+//! oldest arrival), found by a scan of its queue when the queue changes: queues are short (the
+//! scheduler is bounded), and deadlines need not be in order within a stream. What the thesis's structure would have cost is the simulator's to charge
 //! (`sim::models::flash`), not this code's.
 //!
 //! # Errata and choices
@@ -32,10 +34,11 @@
 //!   `t_{i,k}` the request's *issue* time, which is never in the future, so the reordering could
 //!   never happen. The default ([`Slack::Corrected`]) reads it as the absolute deadline, and
 //!   leaves room for both writes, the other stream's and then this one's:
-//!   `deadline > now + 2·write_time + buffer_time + extra`, where `buffer_time` covers how much
-//!   longer than `write_time` two writes can take, and `extra` is a first write into a new
-//!   sector (60–140 ms on the thesis's SD card) among the two, which the driver knows from the
-//!   block number and passes in ([`BlockScheduler::next_write_with`]). Folding the sector's
+//!   `deadline > now + 2·write_time + extra + buffer_time`, where `extra` is what the driver
+//!   knows the two writes will take beyond `write_time` ([`Ahead`]: a first write into a new
+//!   sector, 60–140 ms on the thesis's SD card, whose block number the driver knows and the
+//!   scheduler does not; [`BlockScheduler::next_write_with`]) and `buffer_time` the margin for
+//!   what it cannot know (longer writes, CPU time between them). Folding the sector's
 //!   penalty into `buffer_time` for every write, as the notes suggest, would forbid reordering
 //!   altogether at the thesis's 70 ms deadlines (158 ms of room needed). [`Slack::Printed`] is
 //!   the formula as printed (RG-EDF is then G-EDF, which a test checks).
@@ -45,7 +48,8 @@
 //!   implementation does.
 //! - **Dropping predicted misses** (an option, as in the thesis): the records of a chosen block
 //!   whose deadline falls before the write would end (`now + write_time`) are dropped and
-//!   counted; the rest are written. The thesis does not say what a stream's urgency is when its
+//!   counted; the rest are written. A pass whose records are all dropped counts toward
+//!   mq-deadline's batch. The thesis does not say what a stream's urgency is when its
 //!   deadlines are not in order; here it is the earliest deadline among its queued records.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -206,6 +210,16 @@ pub enum Refused {
     },
 }
 
+/// What the driver knows of the next two writes beyond [`BlockConfig::write_time`] each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ahead {
+    /// Extra time the next write will take (a new sector's first write).
+    pub first: Nanos,
+    /// Extra time until the write after it is done: its own penalty, and any time the driver
+    /// knows it will spend between the two (a node's CPU converting and choosing).
+    pub second: Nanos,
+}
+
 /// The next block to write: records in the order they go into it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Write {
@@ -346,19 +360,24 @@ impl BlockScheduler {
     /// The next block to write, called when the device is free; `None` when nothing is held or
     /// the policy would rather wait (see [`Self::wake_at`]).
     pub fn next_write(&mut self, now: Nanos) -> Option<Write> {
-        self.next_write_with(now, Nanos::ZERO)
+        self.next_write_with(now, Ahead::default())
     }
 
-    /// [`Self::next_write`], where the driver knows that the next two writes will take `extra`
-    /// more than [`BlockConfig::write_time`] between them (a first write into a new sector,
-    /// whose block number the driver knows and the scheduler does not): RG-EDF's slack must
-    /// leave room for it.
-    pub fn next_write_with(&mut self, now: Nanos, extra: Nanos) -> Option<Write> {
+    /// [`Self::next_write`], where the driver knows that the next writes will take longer than
+    /// [`BlockConfig::write_time`] (a first write into a new sector, whose block number the
+    /// driver knows and the scheduler does not): RG-EDF's slack is measured with it.
+    ///
+    /// A predicted miss is judged without it. Some block has to pay a new sector's penalty, and
+    /// where the penalty is longer than the deadlines (the thesis's 60–140 ms against 70 ms),
+    /// counting it would drop every record offered to that write, for ever: the device would
+    /// never reach the new sector.
+    pub fn next_write_with(&mut self, now: Nanos, ahead: Ahead) -> Option<Write> {
+        let done_by = now.0.saturating_add(self.cfg.write_time.0);
         loop {
-            let chosen = self.choose(now, extra)?;
+            let (chosen, reordered) = self.choose(now, ahead)?;
             let mut write = Write::default();
             for q in chosen {
-                if self.cfg.drop_predicted_misses && q.deadline.0 < now.0.saturating_add(self.cfg.write_time.0) {
+                if self.cfg.drop_predicted_misses && q.deadline.0 < done_by {
                     self.stats.dropped_late += 1;
                     self.dropped.push(q);
                 } else {
@@ -368,15 +387,18 @@ impl BlockScheduler {
             }
             if !write.records.is_empty() {
                 self.stats.writes += 1;
+                self.stats.reordered += u64::from(reordered);
                 return Some(write);
             }
         }
     }
 
-    /// Takes the records of the next block out of the queues.
-    fn choose(&mut self, now: Nanos, extra: Nanos) -> Option<Vec<Queued>> {
+    /// Takes the records of the next block out of the queues, and says whether RG-EDF gave the
+    /// block to another stream than the earliest deadline's.
+    fn choose(&mut self, now: Nanos, ahead: Ahead) -> Option<(Vec<Queued>, bool)> {
         let &(_, first) = self.index.first()?;
         let block = self.cfg.block_size;
+        let mut reordered = false;
         let taken = match self.policy {
             BlockPolicy::Fifo | BlockPolicy::Edf => self.take(first, 1, block),
             BlockPolicy::GEdf => self.take(first, usize::MAX, block),
@@ -386,13 +408,16 @@ impl BlockScheduler {
                 let slack = match self.cfg.slack {
                     Slack::Corrected => {
                         let earliest = self.earliest_deadline(first);
-                        earliest.0 > now.0 + 2 * self.cfg.write_time.0 + self.cfg.buffer_time.0 + extra.0
+                        let both = 2 * self.cfg.write_time.0 + ahead.first.0 + ahead.second.0;
+                        earliest.0 > now.0 + both + self.cfg.buffer_time.0
                     }
-                    Slack::Printed => head.offered.0 > now.0 + self.cfg.write_time.0 + self.cfg.buffer_time.0 + extra.0,
+                    Slack::Printed => {
+                        head.offered.0 > now.0 + self.cfg.write_time.0 + ahead.first.0 + self.cfg.buffer_time.0
+                    }
                 };
                 let stream = match other {
                     Some(j) if slack && self.group_bytes(first) < self.group_bytes(j) => {
-                        self.stats.reordered += 1;
+                        reordered = true;
                         j
                     }
                     _ => first,
@@ -427,30 +452,34 @@ impl BlockScheduler {
             BlockPolicy::MqDeadline { fifo_batch, write_expire } => {
                 let oldest = *self.streams[&first].queue.front().expect("an indexed stream has records");
                 let expired = now.0.saturating_sub(oldest.offered.0) >= write_expire.0;
-                let stream = if self.batch >= fifo_batch || self.cursor.is_none() {
-                    self.batch = 0;
-                    if expired { first } else { self.after_cursor() }
-                } else {
-                    self.after_cursor()
+                // A batch ends after `fifo_batch` blocks, or where nothing lies ahead of the
+                // cursor; the next starts at the oldest record if it has expired or if the sweep
+                // would have to wrap round (Linux's `deadline_check_fifo(...) || !next_rq`).
+                let ahead_of_cursor = self.after_cursor();
+                let stream = match ahead_of_cursor {
+                    Some(s) if self.batch < fifo_batch => s,
+                    Some(s) if !expired => {
+                        self.batch = 0;
+                        s
+                    }
+                    _ => {
+                        self.batch = 0;
+                        first
+                    }
                 };
                 self.batch += 1;
                 self.cursor = Some(stream);
                 self.take(stream, usize::MAX, block)
             }
         };
-        Some(taken)
+        Some((taken, reordered))
     }
 
-    /// mq-deadline's next position: the first stream with records at or after the cursor, or the
-    /// first of all (the elevator wraps round).
-    fn after_cursor(&self) -> u32 {
-        let from = self.cursor.unwrap_or(0);
-        let has = |(&id, s): (&u32, &Stream)| (!s.queue.is_empty()).then_some(id);
-        self.streams
-            .range(from..)
-            .find_map(has)
-            .or_else(|| self.streams.iter().find_map(has))
-            .expect("called with records held")
+    /// mq-deadline's next position: the first stream with records at or after the cursor (none
+    /// before the first block).
+    fn after_cursor(&self) -> Option<u32> {
+        let from = self.cursor?;
+        self.streams.range(from..).find_map(|(&id, s)| (!s.queue.is_empty()).then_some(id))
     }
 
     /// Bytes of the group a block would take from `stream`'s front.
@@ -549,7 +578,8 @@ mod tests {
         // Due in 150 ms: room for 2 × 9 ms + 8 ms, but not for a new sector's 140 ms as well.
         let mut s = BlockScheduler::new(BlockPolicy::RgEdf, cfg);
         offer(&mut s, 150);
-        assert_eq!(ids(&s.next_write_with(Nanos::ZERO, Nanos::from_millis(140)).unwrap()), [(1, 0)]);
+        let sector = Ahead { first: Nanos::ZERO, second: Nanos::from_millis(140) };
+        assert_eq!(ids(&s.next_write_with(Nanos::ZERO, sector).unwrap()), [(1, 0)]);
         // Due in 20 ms: no room for two writes.
         let mut s = BlockScheduler::new(BlockPolicy::RgEdf, cfg);
         offer(&mut s, 20);
@@ -631,18 +661,27 @@ mod tests {
 
     #[test]
     fn mq_deadline_sweeps_positions_and_breaks_off_for_an_expired_record() {
-        let expire = Nanos::from_millis(100);
-        let policy = BlockPolicy::MqDeadline { fifo_batch: 2, write_expire: expire };
-        let mut s =
-            BlockScheduler::new(policy, BlockConfig { capacity: 100, block_size: 64, ..BlockConfig::default() });
-        s.offer(rec(5, 64, 0), Nanos::ZERO).unwrap(); // the oldest, at the highest position
-        for stream in [1, 2, 3] {
-            s.offer(rec(stream, 64, 0), Nanos::from_millis(1)).unwrap();
-        }
-        let order: Vec<u32> = (0..2).map(|_| s.next_write(Nanos::from_millis(2)).unwrap().records[0].stream).collect();
-        assert_eq!(order, [1, 2], "ascending positions while nothing has expired");
-        // The batch is over and stream 5's record has waited past its expiry.
-        assert_eq!(s.next_write(Nanos::from_millis(150)).unwrap().records[0].stream, 5);
+        let policy = BlockPolicy::MqDeadline { fifo_batch: 2, write_expire: Nanos::from_millis(100) };
+        let cfg = BlockConfig { capacity: 100, block_size: 64, ..BlockConfig::default() };
+        let ms = Nanos::from_millis;
+        let at = |s: &mut BlockScheduler, t| s.next_write(ms(t)).unwrap().records[0].stream;
+        let setup = || {
+            let mut s = BlockScheduler::new(policy, cfg);
+            s.offer(rec(3, 64, 0), ms(0)).unwrap();
+            s.offer(rec(1, 64, 0), ms(1)).unwrap();
+            assert_eq!(at(&mut s, 2), 3, "the first batch starts at the oldest");
+            for stream in [4, 5, 6] {
+                s.offer(rec(stream, 64, 0), ms(2)).unwrap();
+            }
+            assert_eq!(at(&mut s, 3), 4, "then the sweep goes on upwards");
+            s
+        };
+        // The batch of two is over: stream 1's record, 149 ms old, has expired.
+        assert_eq!(at(&mut setup(), 150), 1);
+        // Not yet expired: the sweep goes on, and where nothing lies ahead a batch starts at
+        // the oldest instead of wrapping round.
+        let mut s = setup();
+        assert_eq!([at(&mut s, 50), at(&mut s, 51), at(&mut s, 52)], [5, 6, 1]);
     }
 
     fn policies() -> impl Strategy<Value = BlockPolicy> {
@@ -674,16 +713,30 @@ mod tests {
             let mut now = Nanos::ZERO;
             let mut accepted = Vec::new();
             let mut out: Vec<Queued> = Vec::new();
-            let check = |w: Write, out: &mut Vec<Queued>| -> Result<(), TestCaseError> {
-                prop_assert!(w.bytes <= cfg.block_size);
-                prop_assert_eq!(w.bytes, w.records.iter().map(|q| q.size).sum::<u32>());
-                if policy != BlockPolicy::GroupCommit {
-                    prop_assert!(w.records.iter().all(|q| q.stream == w.records[0].stream));
+            // The highest number of each stream that has left so far.
+            let mut last: BTreeMap<u32, u64> = BTreeMap::new();
+            let mut check = |w: Option<Write>, dropped: Vec<Queued>, out: &mut Vec<Queued>| -> Result<(), TestCaseError> {
+                let mut leaving = dropped;
+                if let Some(w) = w {
+                    prop_assert!(w.bytes <= cfg.block_size);
+                    prop_assert_eq!(w.bytes, w.records.iter().map(|q| q.size).sum::<u32>());
+                    if policy != BlockPolicy::GroupCommit {
+                        prop_assert!(w.records.iter().all(|q| q.stream == w.records[0].stream));
+                    }
+                    if matches!(policy, BlockPolicy::Fifo | BlockPolicy::Edf) {
+                        prop_assert_eq!(w.records.len(), 1);
+                    }
+                    leaving.extend(w.records);
                 }
-                if matches!(policy, BlockPolicy::Fifo | BlockPolicy::Edf) {
-                    prop_assert_eq!(w.records.len(), 1);
+                // What leaves now comes after all that left before, in each stream.
+                for q in &leaving {
+                    prop_assert!(last.get(&q.stream).is_none_or(|&l| q.seq > l), "{:?} after {:?}", q, last.get(&q.stream));
                 }
-                out.extend(w.records);
+                for q in &leaving {
+                    let l = last.entry(q.stream).or_insert(q.seq);
+                    *l = (*l).max(q.seq);
+                }
+                out.extend(leaving);
                 Ok(())
             };
             for (stream, size, due, action) in steps {
@@ -692,19 +745,24 @@ mod tests {
                     if let Ok(seq) = s.offer(Record { stream, size, deadline: Nanos(now.0 + due * 1_000_000) }, now) {
                         accepted.push((stream, seq));
                     }
-                } else if let Some(w) = s.next_write(now) {
-                    check(w, &mut out)?;
+                } else {
+                    let w = s.next_write(now);
+                    check(w, s.take_dropped(), &mut out)?;
                 }
                 prop_assert!(s.len() <= capacity);
             }
             // Drain: time moves on, so that lingering batches go.
             while !s.is_empty() {
                 now = Nanos(now.0 + 100_000_000);
-                while let Some(w) = s.next_write(now) {
-                    check(w, &mut out)?;
+                loop {
+                    let w = s.next_write(now);
+                    let more = w.is_some();
+                    check(w, s.take_dropped(), &mut out)?;
+                    if !more {
+                        break;
+                    }
                 }
             }
-            out.extend(s.take_dropped());
             let mut left: Vec<(u32, u64)> = out.iter().map(|q| (q.stream, q.seq)).collect();
             left.sort_unstable();
             accepted.sort_unstable();
