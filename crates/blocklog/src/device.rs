@@ -77,18 +77,20 @@ impl std::fmt::Display for DeviceInfo {
         let direct = if self.direct { "O_DIRECT" } else { "buffered (O_DIRECT refused)" };
         let sync = if self.dsync { "O_DSYNC" } else { "fdatasync" };
         write!(f, "{direct}, {sync}")?;
-        match self.paced {
-            Some(p) => write!(
-                f,
-                ", paced: {}–{} ms a block, +{}–{} ms on the first write into each {}-block sector (emulated slow device)",
-                p.write.0.as_millis(),
-                p.write.1.as_millis(),
-                p.sector_extra.0.as_millis(),
-                p.sector_extra.1.as_millis(),
-                p.sector_blocks
-            ),
-            None => write!(f, ", not paced"),
+        let Some(p) = self.paced else {
+            return write!(f, ", not paced");
+        };
+        write!(f, ", paced (emulated slow device): {}–{} ms a block", p.write.0.as_millis(), p.write.1.as_millis())?;
+        if p.sector_blocks == 0 {
+            return write!(f, ", no sector penalty");
         }
+        write!(
+            f,
+            ", +{}–{} ms on the first write into each {}-block sector",
+            p.sector_extra.0.as_millis(),
+            p.sector_extra.1.as_millis(),
+            p.sector_blocks
+        )
     }
 }
 

@@ -24,6 +24,7 @@ enum BenchWhat {
     Deliver(crate::bench_deliver::DeliverBench),
     Jobs(crate::bench_jobs::JobsBench),
     Figurehead(crate::bench_figurehead::FigureheadBench),
+    Blocklog(crate::bench_blocklog::BlocklogBench),
 }
 
 /// The DPI pipeline on a uniform and a skewed generated trace: single thread, then static hash,
@@ -113,6 +114,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         BenchWhat::Deliver(a) => crate::bench_deliver::run(a),
         BenchWhat::Jobs(a) => crate::bench_jobs::run(a),
         BenchWhat::Figurehead(a) => crate::bench_figurehead::run_bench(a),
+        BenchWhat::Blocklog(a) => crate::bench_blocklog::run(a),
     }
 }
 

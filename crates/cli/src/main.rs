@@ -6,6 +6,7 @@
 //! which this binary prints).
 
 mod bench;
+mod bench_blocklog;
 mod bench_deliver;
 mod bench_figurehead;
 mod bench_gateway;
@@ -14,6 +15,7 @@ mod bench_jobs;
 mod bench_live;
 mod bench_mux;
 mod bench_ndpi;
+mod blocklog;
 mod deliver;
 mod gateway;
 mod inspect;
@@ -61,6 +63,7 @@ enum Command {
     Gateway(gateway::GatewayArgs),
     Deliver(deliver::DeliverArgs),
     Jobs(jobs::JobsArgs),
+    Blocklog(blocklog::BlocklogArgs),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
         Command::Gateway(args) => gateway::run_gateway(&args),
         Command::Deliver(args) => deliver::run(&args),
         Command::Jobs(args) => jobs::run(&args),
+        Command::Blocklog(args) => blocklog::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -14,10 +14,13 @@
 //!   policy for SLA attainment and price per read, beside the simulator's prediction.
 //! - [`jobs`]: the jobs coordinator's task assignments per second and poll latency against
 //!   Celery with Redis.
+//! - [`blocklog`]: the write coalescer on a paced file, every block policy at several loads,
+//!   for deadline misses and write amplification.
 //!
 //! The peers that only benchmarks need live here ([`peers`]: finding and launching nginx and
 //! wrk); none of the drivers depends on them.
 
+pub mod blocklog;
 pub mod deliver;
 pub mod figurehead;
 pub mod gateway;
