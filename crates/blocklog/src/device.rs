@@ -4,7 +4,7 @@
 //! Durability: the file is opened with `O_DSYNC`, so a write returns only once its data (and the
 //! metadata needed to read it back) is on stable storage; where the open refuses the flag, each
 //! write is followed by `fdatasync`. `O_DIRECT` is asked for as well, to keep the page cache out
-//! of the measurement; a filesystem that refuses it (tmpfs) gets buffered writes, still
+//! of the measurement; a filesystem that refuses it (tmpfs before Linux 6.6) gets buffered writes, still
 //! synchronised, and [`DeviceInfo`] says so.
 //!
 //! Pacing: this machine's kernel has no device-mapper (`/dev/mapper` is absent and `dmsetup`

@@ -42,6 +42,8 @@
 
 pub mod device;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod load;
 pub mod read;
 pub mod writer;

@@ -60,7 +60,7 @@ pub(crate) struct BlocklogBench {
     /// deadline: no policy can hide it).
     #[arg(long)]
     no_sector_penalty: bool,
-    /// Where the log file goes (ext4 takes O_DIRECT; tmpfs does not).
+    /// Where the log file goes (a filesystem that refuses O_DIRECT gets synchronised buffered writes, and the output says so).
     #[arg(long, default_value = "/tmp")]
     dir: PathBuf,
 }

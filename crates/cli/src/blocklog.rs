@@ -45,7 +45,7 @@ enum BlocklogCommand {
 /// how the device was opened.
 ///
 /// The file is truncated; a block device is written from its start (its old blocks after the
-/// log's end are told apart by the log's id). Without O_DIRECT support (tmpfs) the writes are
+/// log's end are told apart by the log's id). Without O_DIRECT support (tmpfs before Linux 6.6) the writes are
 /// buffered and still synchronised, and the summary says so.
 ///
 /// With --acks, every durable record is printed as `ack STREAM SEQ K` as soon as its block is

@@ -2,6 +2,7 @@
 //! stream's order, under every policy; and a writer killed mid-run loses nothing it
 //! acknowledged.
 
+mod corpus;
 mod crash;
 mod policies;
 

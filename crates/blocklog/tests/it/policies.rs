@@ -95,3 +95,26 @@ fn a_full_writer_refuses_and_an_oversized_payload_is_an_error() {
     assert!(stats.device.paced.is_some());
     assert_eq!(stats.refused, fates.iter().filter(|f| **f == Fate::Refused).count() as u64);
 }
+
+#[test]
+fn a_log_on_tmpfs_is_durable_and_says_whether_o_direct_was_taken() {
+    // Older kernels' tmpfs refuses O_DIRECT; where there is no /dev/shm this says so.
+    let dir = std::path::Path::new("/dev/shm");
+    if !dir.is_dir() {
+        eprintln!("SKIPPED: no /dev/shm");
+        return;
+    }
+    let path = dir.join(format!("blocklog-test-{}.log", std::process::id()));
+    let log = Log::open(&path, LogConfig::default()).unwrap();
+    let receipt = log.append(1, b"on tmpfs", Duration::from_secs(1)).unwrap();
+    let stats = log.close().unwrap();
+    assert!(matches!(receipt.wait().fate, Fate::Durable { .. }));
+    if stats.device.direct {
+        // Linux 6.6 and later give tmpfs O_DIRECT; then there is no fallback to see here.
+        eprintln!("SKIPPED the fallback check: tmpfs took O_DIRECT on this kernel");
+    } else {
+        assert!(stats.device.to_string().contains("buffered (O_DIRECT refused)"));
+    }
+    assert_eq!(read_log(&path, None).unwrap().entries.len(), 1);
+    std::fs::remove_file(&path).unwrap();
+}
