@@ -36,6 +36,8 @@ pub struct Recovery {
     pub out_of_order: u64,
     /// Records per stream.
     pub per_stream: BTreeMap<u32, u64>,
+    /// The last intact block's index.
+    pub last_intact: Option<u64>,
     last_seq: BTreeMap<u32, u64>,
 }
 
@@ -65,6 +67,7 @@ impl Recovery {
             return;
         }
         self.intact += 1;
+        self.last_intact = Some(index);
         for e in block.entries {
             if self.last_seq.get(&e.stream).is_some_and(|&last| e.seq <= last) {
                 self.out_of_order += 1;
@@ -75,10 +78,12 @@ impl Recovery {
         }
     }
 
-    /// Whether every block is intact or never written: no torn, corrupt or stale block.
+    /// Whether the log is whole: no torn or corrupt block, no record out of its stream's order,
+    /// and no stale block before the log's last intact one (stale blocks after it are what an
+    /// earlier log left on a reused device).
     #[must_use]
     pub fn is_clean(&self) -> bool {
-        self.bad.is_empty() && self.stale.is_empty() && self.out_of_order == 0
+        self.bad.is_empty() && self.out_of_order == 0 && self.stale.iter().all(|&i| Some(i) > self.last_intact)
     }
 }
 
@@ -172,6 +177,13 @@ mod tests {
         assert_eq!(r.intact, 2);
         assert_eq!(r.stale, [2, 3]);
         assert_eq!(r.entries.len(), 2);
+        assert!(r.is_clean(), "an earlier log's blocks after this one's end");
+        let mut with_gap = log(&[&[(1, 0)]], 5);
+        with_gap.extend(log(&[&[(1, 7)]], 6));
+        let mut next = vec![0; 512];
+        frame::encode(5, 2, [(1, 1, b"x".as_slice())], &mut next).unwrap();
+        with_gap.extend(next);
+        assert!(!recover(&with_gap, None).is_clean(), "a stale block inside the log");
     }
 
     #[test]
