@@ -188,6 +188,9 @@ pub struct LogStats {
     pub reordered: u64,
     /// Longest time from append to durable.
     pub max_latency: Duration,
+    /// Longest block write, pacing included: how far the real device strayed above the paced
+    /// time (an ext4 journal commit under `O_DSYNC` can take tens of milliseconds).
+    pub max_write: Duration,
     /// From open to close.
     pub elapsed: Duration,
 }
@@ -270,6 +273,7 @@ impl Log {
                 payload_bytes: 0,
                 reordered: 0,
                 max_latency: Duration::ZERO,
+                max_write: Duration::ZERO,
                 elapsed: Duration::ZERO,
             },
         };
@@ -462,8 +466,10 @@ impl Writer {
         let entries = records.iter().map(|q| (q.stream, q.seq, pending[&(q.stream, q.seq)].payload.as_slice()));
         frame::encode(self.log_id, number, entries, buf.bytes_mut())
             .expect("the scheduler packs framed sizes into the room after the header");
+        let started = self.now();
         self.device.write_block(number, buf)?;
         let at = self.now();
+        self.stats.max_write = self.stats.max_write.max(Duration::from_nanos(at.0 - started.0));
         self.stats.blocks += 1;
         self.stats.bytes_written += self.block_size as u64;
         for q in records {

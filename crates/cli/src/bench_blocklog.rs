@@ -92,8 +92,20 @@ pub(crate) fn run(a: &BlocklogBench) -> Result<()> {
     )?;
     writeln!(
         out,
-        "\n{:>7} {:<8} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>6} {:>8} {:>10}",
-        "period", "policy", "on-time/s", "missed", "late", "refused", "dropped", "blocks", "WA", "max ms", "predicted"
+        "\n{:>7} {:<8} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8} {:>8} {:>10}",
+        "period",
+        "policy",
+        "on-time/s",
+        "missed",
+        "late",
+        "refused",
+        "dropped",
+        "blocks",
+        "reord",
+        "WA",
+        "max ms",
+        "max wr",
+        "predicted"
     )?;
     let mut failed = None;
     let report = bench(&setup, &mut |r| {
@@ -109,7 +121,9 @@ pub(crate) fn run(a: &BlocklogBench) -> Result<()> {
     }
     writeln!(
         out,
-        "missed = late + refused + dropped, as a share of records appended; WA = bytes written / payload bytes"
+        "missed = late + refused + dropped, as a share of records appended; reord = blocks RG-EDF gave to another \
+         stream than the earliest deadline's; WA = bytes written / payload bytes; max ms = longest append to \
+         durable; max wr = longest block write, pacing included"
     )?;
     match report.goal {
         Some(g) => writeln!(
@@ -135,7 +149,7 @@ fn line(out: &mut impl Write, r: &Row) -> std::io::Result<()> {
     let predicted = r.predicted.map_or_else(|| "-".to_owned(), |p| format!("{:.0}%", 100.0 * p.miss_ratio));
     writeln!(
         out,
-        "{:>5}ms {:<8} {:>9.1} {:>7.1}% {:>7} {:>7} {:>7} {:>7} {:>6.2} {:>8.1} {:>10}",
+        "{:>5}ms {:<8} {:>9.1} {:>7.1}% {:>7} {:>7} {:>7} {:>7} {:>6} {:>6.2} {:>8.1} {:>8.1} {:>10}",
         r.period.as_millis(),
         r.policy.name(),
         s.on_time_per_second(),
@@ -144,8 +158,10 @@ fn line(out: &mut impl Write, r: &Row) -> std::io::Result<()> {
         s.refused,
         s.dropped,
         s.blocks,
+        s.reordered,
         s.write_amplification(),
         s.max_latency.as_secs_f64() * 1e3,
+        s.max_write.as_secs_f64() * 1e3,
         predicted
     )
 }

@@ -212,7 +212,7 @@ fn summary(s: &switchyard_blocklog::LogStats) -> String {
          failed    {:>8}\n  \
          missed    {:>8} ({:.1}% of records not durable by their deadline)\n  \
          blocks    {:>8} ({} RG-EDF reorderings), {} bytes written for {} payload bytes: write amplification {:.2}\n  \
-         longest append-to-durable {:.1} ms\n  \
+         longest append-to-durable {:.1} ms, longest block write {:.1} ms\n  \
          device: {}",
         s.policy,
         s.appended,
@@ -235,6 +235,7 @@ fn summary(s: &switchyard_blocklog::LogStats) -> String {
         s.payload_bytes,
         s.write_amplification(),
         s.max_latency.as_secs_f64() * 1e3,
+        s.max_write.as_secs_f64() * 1e3,
         s.device,
     )
 }

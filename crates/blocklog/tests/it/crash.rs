@@ -38,13 +38,15 @@ fn child_writer() {
 fn a_killed_writer_loses_no_acknowledged_record_and_a_torn_block_is_caught() {
     let dir = scratch("crash");
     let path = dir.join("crash.log");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash::child_writer", "--nocapture", "--test-threads=1"])
-        .env(CHILD, &path)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut child = Killed(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "crash::child_writer", "--nocapture", "--test-threads=1"])
+            .env(CHILD, &path)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(child.0.stdout.take().unwrap()).lines();
     let mut acked = BTreeMap::new();
     for line in lines.by_ref() {
         parse(&line.unwrap(), &mut acked);
@@ -52,8 +54,7 @@ fn a_killed_writer_loses_no_acknowledged_record_and_a_torn_block_is_caught() {
             break;
         }
     }
-    child.kill().unwrap(); // SIGKILL: no flush, no destructor
-    child.wait().unwrap();
+    drop(child); // SIGKILL: no flush, no destructor
     for line in lines {
         parse(&line.unwrap(), &mut acked);
     }
@@ -84,6 +85,16 @@ fn a_killed_writer_loses_no_acknowledged_record_and_a_torn_block_is_caught() {
     );
     assert_eq!(torn.intact, r.intact - 1);
     assert!(torn.entries.len() < r.entries.len(), "the torn block's records are not read");
+}
+
+/// A child killed with SIGKILL when dropped: at the kill, or when the test fails before it.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Takes an `ack stream seq k` line (the test harness's own lines are passed over).

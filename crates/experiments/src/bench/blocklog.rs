@@ -184,6 +184,7 @@ mod tests {
             payload_bytes: (appended - missed) * 64,
             reordered: 0,
             max_latency: Duration::ZERO,
+            max_write: Duration::ZERO,
             elapsed: Duration::from_secs(1),
         };
         Row { period: Duration::from_millis(period_ms), policy, stats, predicted: None }

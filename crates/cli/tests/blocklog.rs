@@ -1,0 +1,61 @@
+//! `switchyard blocklog` as a user runs it: a short write with acknowledgements, the log read
+//! back, and the errors bad arguments get.
+
+use std::process::{Command, Output};
+
+fn switchyard(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_switchyard")).args(args).output().expect("the binary runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn a_short_write_acknowledges_what_read_then_finds() {
+    let dir = std::env::temp_dir().join(format!("blocklog-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cli.log");
+    let path = path.to_str().unwrap();
+    let o = switchyard(&[
+        "blocklog",
+        "write",
+        "--path",
+        path,
+        "--policy",
+        "g-edf",
+        "--period",
+        "5ms",
+        "--duration",
+        "400ms",
+        "--acks",
+    ]);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    let acks = out.lines().filter(|l| l.starts_with("ack ")).count();
+    assert!(acks > 100, "{acks} acknowledgements\n{out}");
+    assert!(err.contains("policy g-edf:") && err.contains("write amplification"), "{err}");
+    assert!(err.contains("O_DSYNC") && err.contains("not paced"), "{err}");
+
+    let o = switchyard(&["blocklog", "read", "--path", path]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(out.contains(&format!("  records       {acks}\n")), "every acknowledged record, no more:\n{out}");
+    assert!(out.contains("torn/corrupt  0") && out.trim_end().ends_with("clean"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_wrong_policy_or_duration_names_what_is_accepted() {
+    let o = switchyard(&["blocklog", "write", "--path", "/tmp/unused.log", "--policy", "rgedf"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("one of: fifo, edf, g-edf, rg-edf, linger"), "{}", text(&o.stderr));
+    let o = switchyard(&["blocklog", "write", "--path", "/tmp/unused.log", "--period", "4 fortnights"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("not a unit"), "{}", text(&o.stderr));
+    let o =
+        switchyard(&["blocklog", "write", "--path", "/tmp/blocklog-cli-big.log", "--size", "600", "--duration", "1ms"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("at most 464 bytes"), "{}", text(&o.stderr));
+    let _ = std::fs::remove_file("/tmp/blocklog-cli-big.log");
+}
