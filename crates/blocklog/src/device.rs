@@ -53,6 +53,16 @@ impl Pacing {
         }
     }
 
+    /// How much longer than plain writes the writes of blocks `next` and `next + 1` can take
+    /// between them: the longest sector penalty if either opens a sector. RG-EDF's slack must
+    /// leave room for it, and only the device knows its block numbers (the same rule as the
+    /// simulator's sensor node, `sim::models::flash`).
+    #[must_use]
+    pub fn extra_ahead(&self, next: u64) -> Duration {
+        let opens = |k: u64| self.sector_blocks > 0 && (next + k).is_multiple_of(self.sector_blocks);
+        if opens(0) || opens(1) { self.sector_extra.1 } else { Duration::ZERO }
+    }
+
     /// The same card without the sector penalty: what a scheduler that cannot hide 140 ms
     /// stalls inside a 70 ms deadline is measured on.
     #[must_use]
@@ -240,4 +250,17 @@ fn draw(rng: &mut ChaCha8Rng, (lo, hi): (Duration, Duration)) -> Duration {
         return lo;
     }
     Duration::from_nanos(rng.random_range(lo.as_nanos() as u64..=hi.as_nanos() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sector_penalty_is_ahead_when_either_of_the_next_two_writes_opens_a_sector() {
+        let card = Pacing::sd_card(0);
+        let ahead = |n| card.extra_ahead(n).as_millis();
+        assert_eq!([ahead(0), ahead(1), ahead(254), ahead(255), ahead(256), ahead(257)], [140, 0, 0, 140, 140, 0]);
+        assert_eq!(Pacing::sd_card_without_sectors(0).extra_ahead(255), Duration::ZERO);
+    }
 }

@@ -30,7 +30,8 @@ pub struct LogConfig {
     pub block_size: usize,
     /// What the scheduler expects a block write to take (RG-EDF's slack, the drop prediction).
     pub write_time: Duration,
-    /// RG-EDF's margin beyond two writes.
+    /// RG-EDF's margin beyond two writes of `write_time`. A paced device's sector penalty is
+    /// added only before the writes that pay it ([`Pacing::extra_ahead`]).
     pub buffer_time: Duration,
     /// Drop records the scheduler predicts will miss, instead of writing them late.
     pub drop_predicted_misses: bool,
@@ -41,8 +42,8 @@ pub struct LogConfig {
 }
 
 impl Default for LogConfig {
-    /// RG-EDF on 512-byte blocks, with the core's defaults (9 ms writes, 140 ms buffer time, 24
-    /// records held, nothing dropped), not paced.
+    /// RG-EDF on 512-byte blocks, with the core's defaults (`BlockConfig::default()`: its
+    /// write time, buffer time and capacity; nothing dropped), not paced.
     fn default() -> Self {
         let core = BlockConfig::default();
         Self {
@@ -390,7 +391,8 @@ impl Writer {
                 }
             }
             let now = self.now();
-            let write = self.scheduler.next_write(now);
+            let extra = self.device.info().paced.map_or(Duration::ZERO, |p| p.extra_ahead(self.stats.blocks));
+            let write = self.scheduler.next_write_with(now, nanos(extra));
             self.report_dropped();
             if let Some(write) = write {
                 if let Err(e) = self.write(&write.records, &mut buf) {

@@ -53,9 +53,10 @@ pub(crate) struct BlocklogBench {
     /// Records the writer holds at most.
     #[arg(long, default_value_t = 48)]
     capacity: usize,
-    /// RG-EDF's margin beyond two writes (the core's default covers the worst sector penalty).
-    #[arg(long, default_value = "140ms", value_parser = parse_duration)]
-    buffer_time: Duration,
+    /// RG-EDF's margin beyond two writes (default: the core's); a coming sector penalty is added
+    /// where one of the next two writes opens a sector.
+    #[arg(long, value_parser = parse_duration)]
+    buffer_time: Option<Duration>,
     /// Leave out the SD card's sector penalty (60-140 ms every 256 blocks, longer than the
     /// deadline: no policy can hide it).
     #[arg(long)]
@@ -73,7 +74,9 @@ pub(crate) fn run(a: &BlocklogBench) -> Result<()> {
     setup.profile.deadline = a.deadline;
     setup.profile.bursty = a.bursty;
     setup.log.capacity = a.capacity;
-    setup.log.buffer_time = a.buffer_time;
+    if let Some(b) = a.buffer_time {
+        setup.log.buffer_time = b;
+    }
     if a.no_sector_penalty {
         setup.pacing = Pacing::sd_card_without_sectors(setup.pacing.seed);
     }

@@ -95,9 +95,11 @@ struct WriteArgs {
     /// What the scheduler expects a block write to take.
     #[arg(long, default_value = "9ms", value_parser = parse_duration)]
     write_time: Duration,
-    /// RG-EDF's margin beyond two writes before it lets a fuller group go first.
-    #[arg(long, default_value = "140ms", value_parser = parse_duration)]
-    buffer_time: Duration,
+    /// RG-EDF's margin beyond two writes before it lets a fuller group go first (default: the
+    /// core's). With --paced-sd, a coming sector penalty is added where one of the next two
+    /// writes opens a sector.
+    #[arg(long, value_parser = parse_duration)]
+    buffer_time: Option<Duration>,
     /// Pace each block write like the thesis's SD card: 9-13 ms a block, 60-140 ms more on the
     /// first write into each 256-block sector (this kernel has no dm-delay, so the slow device
     /// is emulated by the writer).
@@ -142,7 +144,7 @@ fn write(a: &WriteArgs) -> Result<()> {
         policy,
         block_size: a.block_size,
         write_time: a.write_time,
-        buffer_time: a.buffer_time,
+        buffer_time: a.buffer_time.unwrap_or(LogConfig::default().buffer_time),
         drop_predicted_misses: a.drop,
         capacity: a.capacity,
         pacing,
