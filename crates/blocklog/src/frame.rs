@@ -17,7 +17,9 @@
 //! ```
 //!
 //! A record is `stream u32, length u32, seq u64` (16 bytes) and then `length` bytes of payload.
-//! All integers are little-endian.
+//! All integers are little-endian. The record's deadline is not stored: once the record is
+//! durable no reader needs it, and 8 more bytes a record would leave room for five 64-byte
+//! records in a 512-byte block instead of six (write amplification 1.6 instead of 1.33).
 //!
 //! # Why one checksum per block and none per record
 //!

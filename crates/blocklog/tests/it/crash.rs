@@ -85,6 +85,7 @@ fn a_killed_writer_loses_no_acknowledged_record_and_a_torn_block_is_caught() {
     );
     assert_eq!(torn.intact, r.intact - 1);
     assert!(torn.entries.len() < r.entries.len(), "the torn block's records are not read");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A child killed with SIGKILL when dropped: at the kill, or when the test fails before it.

@@ -59,6 +59,7 @@ fn every_durable_record_is_read_back_once_in_its_streams_order_under_every_polic
             assert_eq!(stats.blocks, durable.len() as u64, "one record a block");
         }
     }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -77,6 +78,7 @@ fn close_writes_a_lingering_batch_and_a_receipt_says_when() {
     let r = read_log(&path, None).unwrap();
     assert_eq!(r.entries.len(), 1);
     assert_eq!(r.entries[0].payload, b"one record, not a full block");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -94,6 +96,7 @@ fn a_full_writer_refuses_and_an_oversized_payload_is_an_error() {
     let stats = log.close().unwrap();
     assert!(stats.device.paced.is_some());
     assert_eq!(stats.refused, fates.iter().filter(|f| **f == Fate::Refused).count() as u64);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
