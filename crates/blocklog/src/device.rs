@@ -53,14 +53,16 @@ impl Pacing {
         }
     }
 
-    /// How much longer than plain writes the writes of blocks `next` and `next + 1` can take
-    /// between them: the longest sector penalty if either opens a sector. RG-EDF's slack must
-    /// leave room for it, and only the device knows its block numbers (the same rule as the
+    /// How much longer than a plain write each of the writes of blocks `next` and `next + 1`
+    /// will take: the sector penalty's mean where one opens a sector. RG-EDF's slack is
+    /// measured with it, and only the device knows its block numbers (the same rule as the
     /// simulator's sensor node, `sim::models::flash`).
     #[must_use]
-    pub fn extra_ahead(&self, next: u64) -> Duration {
+    pub fn ahead(&self, next: u64) -> (Duration, Duration) {
+        let penalty = (self.sector_extra.0 + self.sector_extra.1) / 2;
         let opens = |k: u64| self.sector_blocks > 0 && (next + k).is_multiple_of(self.sector_blocks);
-        if opens(0) || opens(1) { self.sector_extra.1 } else { Duration::ZERO }
+        let extra = |k| if opens(k) { penalty } else { Duration::ZERO };
+        (extra(0), extra(1))
     }
 
     /// The same card without the sector penalty: what a scheduler that cannot hide 140 ms
@@ -259,8 +261,11 @@ mod tests {
     #[test]
     fn the_sector_penalty_is_ahead_when_either_of_the_next_two_writes_opens_a_sector() {
         let card = Pacing::sd_card(0);
-        let ahead = |n| card.extra_ahead(n).as_millis();
-        assert_eq!([ahead(0), ahead(1), ahead(254), ahead(255), ahead(256), ahead(257)], [140, 0, 0, 140, 140, 0]);
-        assert_eq!(Pacing::sd_card_without_sectors(0).extra_ahead(255), Duration::ZERO);
+        let ms = |n| {
+            let (first, second) = card.ahead(n);
+            (first.as_millis(), second.as_millis())
+        };
+        assert_eq!([ms(0), ms(1), ms(254), ms(255), ms(256)], [(100, 0), (0, 0), (0, 0), (0, 100), (100, 0)]);
+        assert_eq!(Pacing::sd_card_without_sectors(0).ahead(255), (Duration::ZERO, Duration::ZERO));
     }
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use switchyard_core::Nanos;
 use switchyard_core::order::BlockScheduler;
-use switchyard_core::order::blocks::{BlockConfig, BlockPolicy, Queued, Record, Refused};
+use switchyard_core::order::blocks::{Ahead, BlockConfig, BlockPolicy, Queued, Record, Refused};
 
 use crate::device::{BlockBuf, Device, DeviceError, DeviceInfo, Pacing};
 use crate::frame;
@@ -31,7 +31,7 @@ pub struct LogConfig {
     /// What the scheduler expects a block write to take (RG-EDF's slack, the drop prediction).
     pub write_time: Duration,
     /// RG-EDF's margin beyond two writes of `write_time`. A paced device's sector penalty is
-    /// added only before the writes that pay it ([`Pacing::extra_ahead`]).
+    /// added only before the writes that pay it ([`Pacing::ahead`]).
     pub buffer_time: Duration,
     /// Drop records the scheduler predicts will miss, instead of writing them late.
     pub drop_predicted_misses: bool,
@@ -391,8 +391,9 @@ impl Writer {
                 }
             }
             let now = self.now();
-            let extra = self.device.info().paced.map_or(Duration::ZERO, |p| p.extra_ahead(self.stats.blocks));
-            let write = self.scheduler.next_write_with(now, nanos(extra));
+            let (first, second) = self.device.info().paced.map(|p| p.ahead(self.stats.blocks)).unwrap_or_default();
+            let ahead = Ahead { first: nanos(first), second: nanos(second) };
+            let write = self.scheduler.next_write_with(now, ahead);
             self.report_dropped();
             if let Some(write) = write {
                 if let Err(e) = self.write(&write.records, &mut buf) {
