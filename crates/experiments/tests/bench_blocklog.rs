@@ -21,11 +21,17 @@ fn grouping_writes_more_records_on_time_than_one_record_a_block() {
         let s = &r.stats;
         assert_eq!(s.appended, s.on_time + s.late + s.refused + s.dropped + s.failed, "{s:?}");
         assert!(s.device.paced.is_some());
-        assert_eq!(r.predicted, None, "the simulator's column is not filled in yet");
+        let p = r.predicted.expect("a paced device's run is predicted");
+        assert!((0.0..=1.0).contains(&p.miss_ratio), "{p:?}");
     }
     // One 64-byte record in each 512-byte block, 300 records a second against ~90 blocks.
     assert!((fifo.stats.write_amplification() - 8.0).abs() < 1e-9);
     assert!(fifo.stats.miss_ratio() > 0.5, "{:?}", fifo.stats);
     assert!(gedf.stats.on_time > 2 * fifo.stats.on_time, "{:?} against {:?}", gedf.stats, fifo.stats);
     assert!(gedf.stats.write_amplification() < 4.0, "{:?}", gedf.stats);
+    // The simulator agrees on the shape: FIFO behind, grouping ahead.
+    let (pf, pg) = (fifo.predicted.unwrap(), gedf.predicted.unwrap());
+    assert!(pf.miss_ratio > 0.5 && pg.on_time_per_second > 2.0 * pf.on_time_per_second, "{pf:?} {pg:?}");
+    // (A block still being written when the short run ends counts, its records do not.)
+    assert!((pf.write_amplification - 8.0).abs() < 0.4, "{pf:?}");
 }

@@ -135,7 +135,8 @@ pub enum Slack {
 /// The scheduler's settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BlockConfig {
-    /// Bytes a block holds (the thesis's SD card: 512).
+    /// Bytes a block holds for records (the thesis's SD card: 512): a device's block less any
+    /// header the driver writes into it.
     pub block_size: u32,
     /// What one block write is expected to take (the thesis: 9–13 ms).
     pub write_time: Nanos,
@@ -359,6 +360,7 @@ impl BlockScheduler {
 
     /// The next block to write, called when the device is free; `None` when nothing is held or
     /// the policy would rather wait (see [`Self::wake_at`]).
+    #[must_use = "the records handed out have left the scheduler"]
     pub fn next_write(&mut self, now: Nanos) -> Option<Write> {
         self.next_write_with(now, Ahead::default())
     }
@@ -371,6 +373,7 @@ impl BlockScheduler {
     /// where the penalty is longer than the deadlines (the thesis's 60–140 ms against 70 ms),
     /// counting it would drop every record offered to that write, for ever: the device would
     /// never reach the new sector.
+    #[must_use = "the records handed out have left the scheduler"]
     pub fn next_write_with(&mut self, now: Nanos, ahead: Ahead) -> Option<Write> {
         let done_by = now.0.saturating_add(self.cfg.write_time.0);
         loop {

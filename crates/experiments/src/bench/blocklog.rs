@@ -11,9 +11,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use switchyard_blocklog::load::{self, Profile};
-use switchyard_blocklog::{DeviceInfo, Log, LogConfig, LogError, LogStats, Pacing};
+use switchyard_blocklog::{DeviceInfo, Log, LogConfig, LogError, LogStats, Pacing, frame};
 use switchyard_core::Nanos;
-use switchyard_core::order::blocks::BlockPolicy;
+use switchyard_core::order::blocks::{BlockConfig, BlockPolicy};
+use switchyard_sim::models::flash::{CpuCost, Flash, FlashParams, Process, SdCard};
 
 /// The goal's bound on write amplification (issue 22).
 pub const GOAL_WA: f64 = 1.5;
@@ -80,10 +81,8 @@ pub struct Row {
     pub policy: BlockPolicy,
     /// What the real writer did.
     pub stats: LogStats,
-    /// The simulator's prediction for the same policy, load and device timings.
-    ///
-    /// **Not filled in yet**: the simulator's flash-log model is being written separately
-    /// (issue 22, the simulator's half); until it is, this is `None` and the report says so.
+    /// The simulator's prediction for the same policy, load and device timings ([`predict`];
+    /// `None` for a device that is not paced, whose timings the simulator cannot know).
     pub predicted: Option<Prediction>,
 }
 
@@ -133,13 +132,64 @@ pub fn run(setup: &Setup, on_row: &mut dyn FnMut(&Row)) -> Result<Report, LogErr
             load::run(&log, &Profile { period, ..setup.profile }, |_| {})?;
             let stats = log.close()?;
             let _ = std::fs::remove_file(&path);
-            let row = Row { period, policy, stats, predicted: None };
+            let predicted = predict(setup, period, policy);
+            let row = Row { period, policy, stats, predicted };
             on_row(&row);
             rows.push(row);
         }
     }
     let goal = goal(&rows);
     Ok(Report { device, rows, goal })
+}
+
+/// The simulator's sensor node (`sim::models::flash`) run as the writer runs: the same streams,
+/// framed record sizes, block room, scheduler settings and device timings (a paced device's;
+/// the real disk's own time under the pacing is not modelled), with a present-day core's
+/// scheduling cost, for the same length of injections. A record still held when injections
+/// stop is not counted, where the writer's close flushes it.
+#[must_use]
+pub fn predict(setup: &Setup, period: Duration, policy: BlockPolicy) -> Option<Prediction> {
+    let pacing = setup.pacing;
+    let ns = |d: Duration| Nanos(d.as_nanos() as u64);
+    let record = Process {
+        period: ns(period),
+        size: frame::framed_len(setup.profile.size) as u32,
+        deadline: ns(setup.profile.deadline),
+    };
+    let params = FlashParams {
+        policy,
+        block: BlockConfig {
+            block_size: frame::room(setup.log.block_size) as u32,
+            write_time: ns(setup.log.write_time),
+            buffer_time: ns(setup.log.buffer_time),
+            drop_predicted_misses: setup.log.drop_predicted_misses,
+            capacity: setup.log.capacity,
+            ..BlockConfig::default()
+        },
+        processes: vec![record; setup.profile.streams as usize],
+        bursty: setup.profile.bursty,
+        // No sectors (`sector_blocks` 0): a penalty of nothing, once.
+        card: SdCard {
+            write: (ns(pacing.write.0), ns(pacing.write.1)),
+            new_sector: if pacing.sector_blocks == 0 {
+                (Nanos::ZERO, Nanos::ZERO)
+            } else {
+                (ns(pacing.sector_extra.0), ns(pacing.sector_extra.1))
+            },
+            blocks_per_sector: if pacing.sector_blocks == 0 { u64::MAX } else { pacing.sector_blocks },
+        },
+        cpu: CpuCost::modern(),
+        duration: ns(setup.profile.duration),
+        seed: pacing.seed,
+    };
+    let o = Flash::simulate(&params).ok()?;
+    let done = o.injected - o.left;
+    let payload = (o.on_time + o.late) * setup.profile.size as u64;
+    Some(Prediction {
+        on_time_per_second: o.throughput(),
+        miss_ratio: (o.late + o.refused + o.dropped) as f64 / done.max(1) as f64,
+        write_amplification: (o.blocks * setup.log.block_size as u64) as f64 / payload.max(1) as f64,
+    })
 }
 
 /// The heaviest load (shortest period) at which FIFO misses more than half its records and

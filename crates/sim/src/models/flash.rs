@@ -194,7 +194,7 @@ pub struct FlashOutcome {
     pub left: u64,
     /// Mean time from injection to the end of the write, over records written, in seconds.
     pub mean_end_to_end: f64,
-    /// Blocks written.
+    /// Blocks written, and the one being written at the end, if any.
     pub blocks: u64,
     /// Bytes of records written.
     pub record_bytes: u64,
