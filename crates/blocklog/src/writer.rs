@@ -437,7 +437,9 @@ impl Writer {
     fn offer(&mut self, a: Append) {
         self.stats.appended += 1;
         let record = Record { stream: a.stream, size: frame::framed_len(a.payload.len()) as u32, deadline: a.deadline };
-        match self.scheduler.offer(record, self.now()) {
+        // Offered as of its append, so that linger and mq-deadline count its age from then, not
+        // from when this thread got to it after a long write.
+        match self.scheduler.offer(record, a.appended) {
             Ok(seq) => {
                 let p = Pending {
                     payload: a.payload,

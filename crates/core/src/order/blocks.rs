@@ -320,6 +320,10 @@ impl BlockScheduler {
     }
 
     /// Takes a record in, or refuses it (counted when full). Returns its number in its stream.
+    ///
+    /// `now` is when the record arrived: a driver that queues records before offering them (a
+    /// writer thread busy with a write) passes the time each was appended, so that linger and
+    /// mq-deadline count its age from then.
     pub fn offer(&mut self, r: Record, now: Nanos) -> Result<u64, Refused> {
         if r.size > self.cfg.block_size {
             return Err(Refused::TooLarge { size: r.size, block: self.cfg.block_size });

@@ -46,8 +46,8 @@
 //! The node knows its card's block numbers, so it tells the scheduler ([`Ahead`]) when the next
 //! write, or the one after, opens a sector (the penalty's mean, 100 ms), and what CPU time will
 //! pass before the second (one choice at most its size, and one conversion per process). A
-//! record's `offered` time in the scheduler is its conversion, not its injection: linger and
-//! mq-deadline's expiry count from there.
+//! record is offered as of its injection, so that linger and mq-deadline count its age from
+//! there.
 
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
@@ -359,7 +359,7 @@ impl Flash {
                 cost += self.insert_cost(self.sched.len());
                 let q = self.p.processes[process];
                 let r = Record { stream: process as u32, size: q.size, deadline: Nanos(injected.0 + q.deadline.0) };
-                match self.sched.offer(r, now) {
+                match self.sched.offer(r, injected) {
                     Ok(_) => {}
                     // Injection checked the room already; a refusal here would be a bug in the
                     // model's accounting, counted rather than hidden.
