@@ -53,6 +53,13 @@ const SPINS: u32 = 2000;
 /// dies (or misbehaves) without ringing.
 const NAP: Duration = Duration::from_millis(100);
 
+/// The most either end copies before publishing its index: a quarter of the ring, so a peer
+/// waiting on a full (or empty) ring can start on the first quarter while the rest is being
+/// copied, instead of the two ends taking turns a whole ring at a time.
+fn step(capacity: usize) -> usize {
+    (capacity / 4).max(1)
+}
+
 /// Creates a ring whose data area holds `capacity` bytes (a power of two) and returns its two
 /// ends.
 ///
@@ -131,14 +138,17 @@ impl Writer {
         if n == 0 {
             return Ok(0);
         }
-        self.map.copy_in(self.head, &src[..n]);
-        self.head = self.head.wrapping_add(n as u64);
-        // Release: the bytes just copied are visible to a reader that acquires this head.
-        self.map.word(Word::Head).store(self.head, Ordering::Release);
-        // Dekker with the reader's sleep (module docs): our head store before its flag load.
-        fence(Ordering::SeqCst);
-        if self.map.word(Word::ReaderWaits).load(Ordering::Relaxed) != 0 {
-            self.data_ready.ring();
+        for piece in src[..n].chunks(step(self.map.capacity())) {
+            self.map.copy_in(self.head, piece);
+            self.head = self.head.wrapping_add(piece.len() as u64);
+            // Release: the bytes just copied are visible to a reader that acquires this head.
+            self.map.word(Word::Head).store(self.head, Ordering::Release);
+            // Dekker with the reader's sleep (module docs): our head store before its flag
+            // load.
+            fence(Ordering::SeqCst);
+            if self.map.word(Word::ReaderWaits).load(Ordering::Relaxed) != 0 {
+                self.data_ready.ring();
+            }
         }
         Ok(n)
     }
@@ -253,14 +263,16 @@ impl Reader {
         if n == 0 {
             return Ok(0);
         }
-        self.map.copy_out(self.tail, &mut dst[..n]);
-        self.tail = self.tail.wrapping_add(n as u64);
-        // Release: our copy out is finished before the writer may reuse the space.
-        self.map.word(Word::Tail).store(self.tail, Ordering::Release);
-        // Dekker with the writer's sleep (module docs).
-        fence(Ordering::SeqCst);
-        if self.map.word(Word::WriterWaits).load(Ordering::Relaxed) != 0 {
-            self.space_ready.ring();
+        for piece in dst[..n].chunks_mut(step(self.map.capacity())) {
+            self.map.copy_out(self.tail, piece);
+            self.tail = self.tail.wrapping_add(piece.len() as u64);
+            // Release: our copy out is finished before the writer may reuse the space.
+            self.map.word(Word::Tail).store(self.tail, Ordering::Release);
+            // Dekker with the writer's sleep (module docs).
+            fence(Ordering::SeqCst);
+            if self.map.word(Word::WriterWaits).load(Ordering::Relaxed) != 0 {
+                self.space_ready.ring();
+            }
         }
         Ok(n)
     }
