@@ -24,6 +24,15 @@ impl Doorbell {
         Ok(Self(OwnedFd::from(efd)))
     }
 
+    /// Takes a descriptor received from a peer as a doorbell, made non-blocking first: if it
+    /// is not an eventfd at all, a `ring` or `wait` on it still cannot block for good.
+    pub(crate) fn adopt(fd: OwnedFd) -> Result<Self, Errno> {
+        use nix::fcntl::{FcntlArg, OFlag, fcntl};
+        let flags = OFlag::from_bits_truncate(fcntl(&fd, FcntlArg::F_GETFL)?);
+        fcntl(&fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+        Ok(Self(fd))
+    }
+
     pub(crate) fn try_clone(&self) -> std::io::Result<Self> {
         Ok(Self(self.0.try_clone()?))
     }

@@ -5,6 +5,8 @@
 //! # What lives here
 //!
 //! - [`channel`]: a ring in a sealed `memfd`, returned as its two ends.
+//! - [`RingFds`]: a ring as its three descriptors (the file and two eventfds), to create in
+//!   one process and send to another over a Unix socket (SCM_RIGHTS), then open as one end.
 //! - [`Writer`] and [`Reader`]: blocking `write`/`write_all` and `read`, and non-blocking
 //!   `try_write`/`try_read`. A side that must wait spins briefly, then sleeps on an `eventfd`
 //!   that the other side rings only when told someone sleeps.
@@ -17,9 +19,8 @@
 //! # What does not
 //!
 //! No policy: which bytes go on the ring, in what order, framed how, is the core's business
-//! (`switchyard_core::carry`) and the callers'. Not yet here: passing the ring's descriptors to
-//! another process over a Unix socket (SCM_RIGHTS), async integration, and use from the mux or
-//! tunnel.
+//! (`switchyard_core::carry`) and the callers'. Not yet here: async integration, and use from
+//! the mux or tunnel.
 //!
 //! # Why a one-way ring
 //!
@@ -31,10 +32,12 @@
 #![deny(unsafe_code)]
 
 mod doorbell;
+mod handoff;
 #[allow(unsafe_code)] // the one module allowed: see its docs
 mod raw;
 mod ring;
 
+pub use handoff::RingFds;
 pub use ring::{Reader, Writer, channel};
 
 /// What can go wrong with a ring.
@@ -52,6 +55,22 @@ pub enum RingError {
     /// stays failed: every later call returns the same error.
     #[error("the peer corrupted the ring: {0}")]
     Corrupt(Corruption),
+    /// The file is not a ring made by [`RingFds::create`]: wrong magic number, or a capacity
+    /// word that disagrees with the file's size. A check against mistakes, not against a
+    /// hostile peer, who can write a correct header as easily as a wrong one.
+    #[error("the file is not a ring (magic {magic:#x}, capacity word {capacity}, file capacity {file_capacity})")]
+    NotARing {
+        /// The magic word found.
+        magic: u64,
+        /// The capacity word found.
+        capacity: u64,
+        /// The capacity implied by the file's size.
+        file_capacity: u64,
+    },
+    /// What arrived on the socket was not one ring's three descriptors (too few or too many,
+    /// truncated, or without the expected tag byte). Whatever descriptors did arrive are closed.
+    #[error("the peer did not send a ring's descriptors")]
+    BadHandoff,
     /// The reader has gone, so nothing written now would ever be read.
     #[error("the reader has closed the ring")]
     ReaderClosed,

@@ -86,7 +86,12 @@ impl Mapping {
     /// Maps a ring file after checking that its size fits the layout (a header page plus a
     /// power-of-two data area) and that it is sealed against resizing.
     pub(crate) fn open(fd: &OwnedFd) -> Result<Self, RingError> {
-        let seals = SealFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GET_SEALS)?);
+        let seals = match fcntl(fd, FcntlArg::F_GET_SEALS) {
+            Ok(bits) => SealFlag::from_bits_truncate(bits),
+            // EINVAL: a file that cannot carry seals at all (not a memfd or shmem file).
+            Err(nix::errno::Errno::EINVAL) => return Err(RingError::Unsealed),
+            Err(e) => return Err(e.into()),
+        };
         if !seals.contains(SEALS) {
             return Err(RingError::Unsealed);
         }
@@ -174,4 +179,35 @@ impl Mapping {
         let first = len.min(self.capacity - self.offset(pos));
         (first, len - first)
     }
+}
+
+/// What one `recvmsg` brought: how many data bytes, whether the control data was cut short,
+/// and every descriptor it carried, now owned (closed on drop).
+pub(crate) struct Received {
+    pub(crate) bytes: usize,
+    pub(crate) truncated: bool,
+    pub(crate) fds: Vec<OwnedFd>,
+}
+
+/// Receives one message with room for up to three descriptors (SCM_RIGHTS) from `socket`.
+///
+/// It lives here because turning the received numbers into `OwnedFd`s is `unsafe`; doing the
+/// `recvmsg` in the same function keeps the reason it is sound in one place.
+pub(crate) fn recv_fds(socket: &std::os::unix::net::UnixStream, data: &mut [u8]) -> Result<Received, RingError> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+
+    let mut iov = [std::io::IoSliceMut::new(data)];
+    let mut space = nix::cmsg_space!([RawFd; 3]);
+    let msg = recvmsg::<()>(socket.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)?;
+    let mut fds = Vec::new();
+    for cmsg in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(raw) = cmsg {
+            // SAFETY: the kernel installed each of these descriptors in our table during the
+            // `recvmsg` just above; nothing else in this process knows them yet, so each
+            // becomes owned exactly once, here.
+            fds.extend(raw.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+        }
+    }
+    Ok(Received { bytes: msg.bytes, truncated: msg.flags.contains(MsgFlags::MSG_CTRUNC), fds })
 }

@@ -39,8 +39,8 @@ use std::sync::atomic::{Ordering, fence};
 use std::time::Duration;
 
 use crate::doorbell::Doorbell;
-use crate::raw::{self, Mapping, Word};
-use crate::{Corruption, RingError};
+use crate::raw::{Mapping, Word};
+use crate::{Corruption, RingError, RingFds};
 
 /// "SYRING01": lets a process that is handed a file check it holds a ring.
 const MAGIC: u64 = u64::from_le_bytes(*b"SYRING01");
@@ -64,29 +64,32 @@ fn step(capacity: usize) -> usize {
 /// ends.
 ///
 /// Each end maps the shared file separately, as a peer process would: they share only the
-/// file's pages and two eventfds.
+/// file's pages and two eventfds. For two processes, use [`RingFds`] directly.
 pub fn channel(capacity: usize) -> Result<(Writer, Reader), RingError> {
-    if !capacity.is_power_of_two() || capacity.checked_add(raw::HEADER).is_none() {
-        return Err(RingError::Capacity(capacity));
+    let fds = RingFds::create(capacity)?;
+    let reader = Reader::open(fds.try_clone()?)?;
+    Ok((Writer::open(fds)?, reader))
+}
+
+/// Writes the header words a fresh ring file starts with (the indices start at zero with the
+/// file).
+pub(crate) fn write_header(file: &OwnedFd) -> Result<(), RingError> {
+    let map = Mapping::open(file)?;
+    map.word(Word::Capacity).store(map.capacity() as u64, Ordering::Relaxed);
+    map.word(Word::Magic).store(MAGIC, Ordering::Release);
+    Ok(())
+}
+
+/// Maps a ring file as one end, after the checks `Mapping::open` makes (size, seals) and a
+/// check of the header against mistakes.
+fn open(file: &OwnedFd) -> Result<Mapping, RingError> {
+    let map = Mapping::open(file)?;
+    let magic = map.word(Word::Magic).load(Ordering::Acquire);
+    let capacity = map.word(Word::Capacity).load(Ordering::Relaxed);
+    if magic != MAGIC || capacity != map.capacity() as u64 {
+        return Err(RingError::NotARing { magic, capacity, file_capacity: map.capacity() as u64 });
     }
-    let file = raw::create_file(capacity)?;
-    let writer_map = Mapping::open(&file)?;
-    writer_map.word(Word::Capacity).store(capacity as u64, Ordering::Relaxed);
-    writer_map.word(Word::Magic).store(MAGIC, Ordering::Release);
-    let reader_map = Mapping::open(&file)?;
-    let data_ready = Doorbell::new()?;
-    let space_ready = Doorbell::new()?;
-    let reader = Reader {
-        map: reader_map,
-        file: file.try_clone()?,
-        tail: 0,
-        head_seen: 0,
-        data_ready: data_ready.try_clone()?,
-        space_ready: space_ready.try_clone()?,
-        failed: None,
-    };
-    let writer = Writer { map: writer_map, file, head: 0, tail_seen: 0, data_ready, space_ready, failed: None };
-    Ok((writer, reader))
+    Ok(map)
 }
 
 /// The sending end of a ring.
@@ -104,6 +107,21 @@ pub struct Writer {
 }
 
 impl Writer {
+    /// Opens a ring's descriptors as its writer. A ring has one writer: a second one would
+    /// corrupt it (safely: see [`RingError::Corrupt`]).
+    pub fn open(fds: RingFds) -> Result<Self, RingError> {
+        let map = open(&fds.file)?;
+        Ok(Self {
+            map,
+            file: fds.file,
+            head: 0,
+            tail_seen: 0,
+            data_ready: fds.data_ready,
+            space_ready: fds.space_ready,
+            failed: None,
+        })
+    }
+
     /// Copies as much of `src` as fits into the ring without waiting; `Ok(0)` means the ring is
     /// full (or `src` empty).
     pub fn try_write(&mut self, src: &[u8]) -> Result<usize, RingError> {
@@ -233,6 +251,20 @@ pub struct Reader {
 }
 
 impl Reader {
+    /// Opens a ring's descriptors as its reader (one reader per ring).
+    pub fn open(fds: RingFds) -> Result<Self, RingError> {
+        let map = open(&fds.file)?;
+        Ok(Self {
+            map,
+            file: fds.file,
+            tail: 0,
+            head_seen: 0,
+            data_ready: fds.data_ready,
+            space_ready: fds.space_ready,
+            failed: None,
+        })
+    }
+
     /// Copies as many bytes as are ready (up to `dst.len()`) without waiting; `Ok(0)` means
     /// nothing is ready (use [`read`](Self::read) to tell an empty ring from the end).
     pub fn try_read(&mut self, dst: &mut [u8]) -> Result<usize, RingError> {
