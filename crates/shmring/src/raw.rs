@@ -1,4 +1,5 @@
-//! The one place with `unsafe`: the shared mapping, its header words and the byte copies.
+//! The one place with `unsafe`: the shared mapping, its header words and the byte copies, and
+//! taking ownership of descriptors received over a socket.
 //!
 //! Everything outside this module sees only safe accessors. The module's promise is memory
 //! safety *whatever the peer writes into the shared file*: the peer can make us copy garbage
