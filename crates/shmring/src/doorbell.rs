@@ -1,0 +1,65 @@
+//! Wake-ups between the two ends: an `eventfd` each way, rung only when the other side said it
+//! is about to sleep.
+//!
+//! XenSocket used one Xen event channel for both directions and slept "with timeout" (notes
+//! 004a §10 (c)); an eventfd is the host-local equivalent, and its counter is sticky, so a ring
+//! that lands between a sleeper's last check and its `poll` is not lost. The timeout stays:
+//! it bounds the damage of a peer that never rings (hostile, or killed before it could).
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+
+/// One direction's eventfd (non-blocking; the sleeper blocks in `poll`, not in `read`).
+#[derive(Debug)]
+pub(crate) struct Doorbell(OwnedFd);
+
+impl Doorbell {
+    pub(crate) fn new() -> Result<Self, Errno> {
+        let efd = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
+        // A plain descriptor, so both ends can hold a duplicate (`EventFd` has no safe clone).
+        Ok(Self(OwnedFd::from(efd)))
+    }
+
+    /// Takes a descriptor received from a peer as a doorbell, made non-blocking first: if it
+    /// is not an eventfd at all, a `ring` or `wait` on it still cannot block for good.
+    pub(crate) fn adopt(fd: OwnedFd) -> Result<Self, Errno> {
+        use nix::fcntl::{FcntlArg, OFlag, fcntl};
+        let flags = OFlag::from_bits_truncate(fcntl(&fd, FcntlArg::F_GETFL)?);
+        fcntl(&fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+        Ok(Self(fd))
+    }
+
+    pub(crate) fn try_clone(&self) -> std::io::Result<Self> {
+        Ok(Self(self.0.try_clone()?))
+    }
+
+    /// Wakes the sleeper, or the next one to sleep.
+    pub(crate) fn ring(&self) {
+        // EAGAIN means the counter is near u64::MAX: the sleeper is certainly awake already.
+        let _ = nix::unistd::write(&self.0, &1u64.to_ne_bytes());
+    }
+
+    /// Sleeps until rung or `timeout` passes, then clears the counter. Spurious returns are
+    /// fine: every caller re-checks the ring.
+    pub(crate) fn wait(&self, timeout: Duration) -> Result<(), Errno> {
+        let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+        let mut buf = [0u8; 8];
+        match nix::unistd::read(&self.0, &mut buf) {
+            Ok(_) | Err(Errno::EAGAIN) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
