@@ -43,18 +43,28 @@ impl Doorbell {
         let _ = nix::unistd::write(&self.0, &1u64.to_ne_bytes());
     }
 
-    /// Sleeps until rung or `timeout` passes, then clears the counter. Spurious returns are
-    /// fine: every caller re-checks the ring.
-    pub(crate) fn wait(&self, timeout: Duration) -> Result<(), Errno> {
+    /// Sleeps until rung, `timeout` passes or `lifeline` hangs up, then clears the counter;
+    /// returns whether the lifeline hung up (the peer is gone). Spurious returns are fine:
+    /// every caller re-checks the ring.
+    pub(crate) fn wait(&self, timeout: Duration, lifeline: Option<BorrowedFd<'_>>) -> Result<bool, Errno> {
         let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
-        let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+        let bell = PollFd::new(self.0.as_fd(), PollFlags::POLLIN);
+        // No events asked of the lifeline: only a hang-up (always reported) counts, and data on
+        // it is not ours to read. A Unix stream socket hangs up when its peer's end is closed,
+        // which a process's death does.
+        let mut fds: Vec<PollFd<'_>> =
+            std::iter::once(bell).chain(lifeline.map(|fd| PollFd::new(fd, PollFlags::empty()))).collect();
         match poll(&mut fds, PollTimeout::from(ms)) {
             Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => return Err(e),
         }
+        let gone = fds
+            .get(1)
+            .and_then(PollFd::revents)
+            .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL));
         let mut buf = [0u8; 8];
         match nix::unistd::read(&self.0, &mut buf) {
-            Ok(_) | Err(Errno::EAGAIN) => Ok(()),
+            Ok(_) | Err(Errno::EAGAIN) => Ok(gone),
             Err(e) => Err(e),
         }
     }

@@ -9,7 +9,9 @@
 //!   one process and send to another over a Unix socket (SCM_RIGHTS), then open as one end.
 //! - [`Writer`] and [`Reader`]: blocking `write`/`write_all` and `read`, and non-blocking
 //!   `try_write`/`try_read`. A side that must wait spins briefly, then sleeps on an `eventfd`
-//!   that the other side rings only when told someone sleeps.
+//!   that the other side rings only when told someone sleeps. A peer killed without closing
+//!   its end is noticed through a lifeline that hangs up when it dies (the socket the ring came
+//!   over: [`Writer::watch`], [`Reader::watch`]), as [`RingError::PeerGone`].
 //! - [`RingError`]: among others, [`RingError::Corrupt`]: the reader and writer never trust the
 //!   peer's index for their own safety, so a peer that scribbles on the shared header gets a
 //!   typed error back, never undefined behaviour, a panic or an out-of-bounds copy.
@@ -74,6 +76,11 @@ pub enum RingError {
     /// The reader has gone, so nothing written now would ever be read.
     #[error("the reader has closed the ring")]
     ReaderClosed,
+    /// The peer's lifeline hung up (see [`Writer::watch`]) without the peer closing its end:
+    /// it was killed, or exited without dropping it. A reader gets this once it has read
+    /// everything the peer wrote; the last write may have been cut short.
+    #[error("the peer went away without closing the ring (killed?)")]
+    PeerGone,
     /// A system call failed (memfd, seals, eventfd, poll).
     #[error("system call failed: {0}")]
     Os(#[from] nix::errno::Errno),

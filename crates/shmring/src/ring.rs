@@ -34,7 +34,7 @@
 //! else is [`RingError::Corrupt`], and the end stays failed.
 
 use std::hint::spin_loop;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{Ordering, fence};
 use std::time::Duration;
 
@@ -104,6 +104,7 @@ pub struct Writer {
     data_ready: Doorbell,
     space_ready: Doorbell,
     failed: Option<Corruption>,
+    lifeline: Option<OwnedFd>,
 }
 
 impl Writer {
@@ -119,6 +120,7 @@ impl Writer {
             data_ready: fds.data_ready,
             space_ready: fds.space_ready,
             failed: None,
+            lifeline: None,
         })
     }
 
@@ -193,10 +195,13 @@ impl Writer {
             fence(Ordering::SeqCst);
             let tail = self.map.word(Word::Tail).load(Ordering::Acquire);
             let closed = self.map.word(Word::ReaderClosed).load(Ordering::Acquire);
-            if tail == self.tail_seen && closed == 0 {
-                self.space_ready.wait(NAP)?;
-            }
+            let gone = tail == self.tail_seen
+                && closed == 0
+                && self.space_ready.wait(NAP, self.lifeline.as_ref().map(AsFd::as_fd))?;
             self.map.word(Word::WriterWaits).store(0, Ordering::Relaxed);
+            if gone {
+                return Err(RingError::PeerGone);
+            }
         }
     }
 
@@ -214,11 +219,18 @@ impl Writer {
         self.map.capacity() as u64
     }
 
+    /// Watches `lifeline` while waiting: a descriptor that hangs up when the reader is gone,
+    /// such as this end of the Unix socket the ring was handed over (the peer keeping its end
+    /// open while it lives). Without one, a reader killed without closing leaves a waiting
+    /// writer asleep for good; with one, the wait ends in [`RingError::PeerGone`].
+    pub fn watch(&mut self, lifeline: OwnedFd) {
+        self.lifeline = Some(lifeline);
+    }
+
     /// The shared ring file: what a peer process needs (with the two eventfds) to map the
     /// ring. Writing into it is exactly what a hostile peer can do, which is how the tests
     /// play one.
     pub fn file(&self) -> BorrowedFd<'_> {
-        use std::os::fd::AsFd;
         self.file.as_fd()
     }
 
@@ -248,6 +260,7 @@ pub struct Reader {
     data_ready: Doorbell,
     space_ready: Doorbell,
     failed: Option<Corruption>,
+    lifeline: Option<OwnedFd>,
 }
 
 impl Reader {
@@ -262,6 +275,7 @@ impl Reader {
             data_ready: fds.data_ready,
             space_ready: fds.space_ready,
             failed: None,
+            lifeline: None,
         })
     }
 
@@ -335,10 +349,17 @@ impl Reader {
             fence(Ordering::SeqCst);
             let head = self.map.word(Word::Head).load(Ordering::Acquire);
             let closed = self.map.word(Word::WriterClosed).load(Ordering::Acquire);
-            if head == self.head_seen && closed == 0 {
-                self.data_ready.wait(NAP)?;
-            }
+            let gone = head == self.head_seen
+                && closed == 0
+                && self.data_ready.wait(NAP, self.lifeline.as_ref().map(AsFd::as_fd))?;
             self.map.word(Word::ReaderWaits).store(0, Ordering::Relaxed);
+            if gone {
+                // Whatever the peer published before it went is still ours to read.
+                return match self.try_read(dst)? {
+                    0 => Err(RingError::PeerGone),
+                    n => Ok(n),
+                };
+            }
         }
     }
 
@@ -347,9 +368,14 @@ impl Reader {
         self.map.capacity() as u64
     }
 
+    /// Watches `lifeline` while waiting (see [`Writer::watch`]): once it hangs up and
+    /// everything the writer published has been read, `read` returns [`RingError::PeerGone`].
+    pub fn watch(&mut self, lifeline: OwnedFd) {
+        self.lifeline = Some(lifeline);
+    }
+
     /// The shared ring file (see [`Writer::file`]).
     pub fn file(&self) -> BorrowedFd<'_> {
-        use std::os::fd::AsFd;
         self.file.as_fd()
     }
 

@@ -19,19 +19,19 @@ fn byte(n: u64) -> u8 {
 
 /// A separate process (this test binary, run again) reads the ring it was handed and exits 0
 /// only if every byte arrived in order.
-#[test]
-fn a_ring_handed_to_a_child_process_carries_every_byte() {
-    let dir = std::env::temp_dir().join(format!("shmring-{}", std::process::id()));
+/// Starts this test binary again running only `test`, with `CHILD_SOCKET` set, and accepts its
+/// connection (without hanging if it dies first). The socket's directory goes with `dir`.
+fn spawn_child(test: &str, name: &str) -> (std::process::Child, UnixStream, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("shmring-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("handoff.sock");
     let _ = std::fs::remove_file(&path);
     let listener = UnixListener::bind(&path).unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_reader", "--nocapture"])
+        .args(["--exact", test, "--nocapture"])
         .env(CHILD_SOCKET, &path)
         .spawn()
         .unwrap();
-    // Accept without hanging if the child dies before it connects.
     listener.set_nonblocking(true).unwrap();
     let socket = loop {
         match listener.accept() {
@@ -44,6 +44,14 @@ fn a_ring_handed_to_a_child_process_carries_every_byte() {
         }
     };
     socket.set_nonblocking(false).unwrap();
+    (child, socket, dir)
+}
+
+/// A separate process (this test binary, run again) reads the ring it was handed and exits 0
+/// only if every byte arrived in order.
+#[test]
+fn a_ring_handed_to_a_child_process_carries_every_byte() {
+    let (mut child, socket, dir) = spawn_child("child_reader", "carry");
     let fds = RingFds::create(1 << 16).unwrap();
     fds.send(&socket).unwrap();
     let mut writer = Writer::open(fds).unwrap();
@@ -77,6 +85,84 @@ fn child_reader() {
         }
     }
     assert_eq!(received, 50_000 * TOTAL.div_ceil(50_000));
+}
+
+/// A child that takes the ring's writing end, writes `HALF` bytes and then waits to be killed,
+/// holding its end of the socket (its lifeline) while it lives.
+#[test]
+fn child_writer_then_killed() {
+    let Some(path) = std::env::var_os(CHILD_SOCKET) else { return };
+    let socket = UnixStream::connect(path).unwrap();
+    let mut writer = Writer::open(RingFds::recv(&socket).unwrap()).unwrap();
+    writer.write_all(&(0..HALF).map(byte).collect::<Vec<_>>()).unwrap();
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+/// A child that takes the reading end and never reads, until it is killed.
+#[test]
+fn child_reader_then_killed() {
+    let Some(path) = std::env::var_os(CHILD_SOCKET) else { return };
+    let socket = UnixStream::connect(path).unwrap();
+    let _reader = Reader::open(RingFds::recv(&socket).unwrap()).unwrap();
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+const HALF: u64 = 100_000;
+
+/// Runs `f` on a thread of its own and fails the test if it has not returned within `secs`
+/// seconds (a missed hang-up would otherwise leave the test asleep for good).
+fn within_seconds<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs)).expect("the end that waited never noticed its peer was gone")
+}
+
+/// A writer killed mid-transfer: the reader watching the socket gets every byte the writer
+/// published, then `PeerGone`, soon (not a sleep for ever).
+#[test]
+fn a_killed_writer_is_detected_after_its_bytes_are_read() {
+    let (mut child, socket, dir) = spawn_child("child_writer_then_killed", "killed-writer");
+    let fds = RingFds::create(1 << 20).unwrap();
+    fds.send(&socket).unwrap();
+    let mut reader = Reader::open(fds).unwrap();
+    reader.watch(OwnedFd::from(socket));
+    let mut buf = vec![0u8; 4096];
+    let mut got = 0;
+    while got < HALF {
+        let n = reader.read(&mut buf).unwrap();
+        assert!(buf[..n].iter().zip(got..).all(|(&b, i)| b == byte(i)));
+        got += n as u64;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let r = within_seconds(5, move || reader.read(&mut buf));
+    assert!(matches!(r, Err(RingError::PeerGone)), "{r:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A reader killed while the writer waits on a full ring: the writer gets `PeerGone`.
+#[test]
+fn a_killed_reader_is_detected_by_a_waiting_writer() {
+    let (mut child, socket, dir) = spawn_child("child_reader_then_killed", "killed-reader");
+    let fds = RingFds::create(1 << 12).unwrap();
+    fds.send(&socket).unwrap();
+    let mut writer = Writer::open(fds).unwrap();
+    writer.watch(OwnedFd::from(socket));
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    });
+    let r = within_seconds(5, move || writer.write_all(&vec![7u8; 1 << 16]));
+    assert!(matches!(r, Err(RingError::PeerGone)), "{r:?}");
+    killer.join().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Sends `fds` with the handoff's tag byte, as `RingFds::send` would.
