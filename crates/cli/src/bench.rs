@@ -25,6 +25,7 @@ enum BenchWhat {
     Jobs(crate::bench_jobs::JobsBench),
     Figurehead(crate::bench_figurehead::FigureheadBench),
     Blocklog(crate::bench_blocklog::BlocklogBench),
+    Shm(crate::bench_shm::ShmBench),
 }
 
 /// The DPI pipeline on a uniform and a skewed generated trace: single thread, then static hash,
@@ -115,6 +116,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         BenchWhat::Jobs(a) => crate::bench_jobs::run(a),
         BenchWhat::Figurehead(a) => crate::bench_figurehead::run_bench(a),
         BenchWhat::Blocklog(a) => crate::bench_blocklog::run(a),
+        BenchWhat::Shm(a) => crate::bench_shm::run(a),
     }
 }
 

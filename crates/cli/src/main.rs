@@ -15,6 +15,7 @@ mod bench_jobs;
 mod bench_live;
 mod bench_mux;
 mod bench_ndpi;
+mod bench_shm;
 mod blocklog;
 mod deliver;
 mod gateway;

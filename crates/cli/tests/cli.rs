@@ -720,6 +720,22 @@ fn reproduce_dou_rgedf_prints_the_sweeps_and_writes_csv_and_charts() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `bench shm` prints each message size's throughput and CPU per byte for the ring and the Unix
+/// socket, XenSocket's published shape, and whether issue 25's goals were met.
+#[test]
+fn bench_shm_prints_both_carries_and_the_goals() {
+    let o = switchyard(&["bench", "shm", "--mib", "4", "--runs", "1", "--ring-kib", "64"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let size_rows = text.lines().filter(|l| {
+        l.split_whitespace().next().is_some_and(|t| t.strip_suffix('K').is_some_and(|n| n.parse::<u32>().is_ok()))
+    });
+    assert_eq!(size_rows.count(), 8, "{text}");
+    for needle in ["uds Gb/s", "ring Gb/s", "published: XenSocket", "issue 25's goals"] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+}
+
 /// `reproduce ko-worker-centric` prints its sweeps and the paper's findings, and writes its CSV
 /// and charts (at a small scale here).
 #[test]

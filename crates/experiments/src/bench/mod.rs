@@ -16,6 +16,8 @@
 //!   Celery with Redis.
 //! - [`blocklog`]: the write coalescer on a paced file, every block policy at several loads,
 //!   for deadline misses and write amplification.
+//! - [`shm`]: the shared-memory ring against a Unix socket pair, throughput and each side's CPU
+//!   per byte.
 //!
 //! The peers that only benchmarks need live here ([`peers`]: finding and launching nginx and
 //! wrk); none of the drivers depends on them.
@@ -31,6 +33,7 @@ pub mod live;
 pub mod mux;
 pub mod ndpi;
 pub mod peers;
+pub mod shm;
 
 use std::time::Duration;
 
