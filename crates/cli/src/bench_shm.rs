@@ -6,7 +6,7 @@ use std::io::Write;
 
 use anyhow::Result;
 use clap::Args;
-use switchyard_experiments::bench::shm::{self, PUBLISHED, Row, Setup};
+use switchyard_experiments::bench::shm::{self, GOAL_CPU, GOAL_THROUGHPUT, PUBLISHED, Row, Setup, Summary};
 
 /// The shared-memory ring (`switchyard-shmring`) against a Unix domain socket pair: one writer
 /// and one reader thread in this process, messages of 16 KiB to 2 MiB, each size run in
@@ -57,12 +57,8 @@ pub(crate) fn run(a: &ShmBench) -> Result<()> {
     if let Some(e) = failed {
         return Err(e.into());
     }
-    let ratio = |f: fn(&Row) -> f64| {
-        let v: Vec<f64> = rows.iter().map(f).collect();
-        (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(0.0, f64::max))
-    };
-    let (lo, hi) = ratio(|r| r.ring.gbps / r.uds.gbps);
-    let (clo, chi) = ratio(cpu_ratio);
+    let Some(sum) = Summary::of(&rows) else { return Ok(()) };
+    let ((lo, hi), (clo, chi)) = (sum.throughput, sum.cpu);
     writeln!(out, "\npublished: {PUBLISHED}")?;
     writeln!(
         out,
@@ -70,16 +66,11 @@ pub(crate) fn run(a: &ShmBench) -> Result<()> {
     )?;
     writeln!(
         out,
-        "issue 25's goals (≥ 2× the throughput, ≤ 0.5× the CPU per byte, at every size): throughput {}, CPU {}",
-        if lo >= 2.0 { "met" } else { "NOT met" },
-        if chi <= 0.5 { "met" } else { "NOT met" }
+        "issue 25's goals (≥ {GOAL_THROUGHPUT}× the throughput, ≤ {GOAL_CPU}× the CPU per byte, at every size): throughput {}, CPU {}",
+        if sum.throughput_met() { "met" } else { "NOT met" },
+        if sum.cpu_met() { "met" } else { "NOT met" }
     )?;
     Ok(())
-}
-
-/// Both sides' CPU per byte, the ring's over the socket's.
-fn cpu_ratio(r: &Row) -> f64 {
-    (r.ring.writer_ns_per_byte + r.ring.reader_ns_per_byte) / (r.uds.writer_ns_per_byte + r.uds.reader_ns_per_byte)
 }
 
 fn line(out: &mut impl Write, r: &Row) -> std::io::Result<()> {
@@ -89,11 +80,11 @@ fn line(out: &mut impl Write, r: &Row) -> std::io::Result<()> {
         r.size >> 10,
         r.uds.gbps,
         r.ring.gbps,
-        r.ring.gbps / r.uds.gbps,
+        r.throughput_ratio(),
         r.uds.writer_ns_per_byte,
         r.uds.reader_ns_per_byte,
         r.ring.writer_ns_per_byte,
         r.ring.reader_ns_per_byte,
-        cpu_ratio(r)
+        r.cpu_ratio()
     )
 }

@@ -95,73 +95,38 @@ fn table(out: &mut impl Write, rows: &[Row], at: Point) -> Result<()> {
 /// Where the policies' order by throughput differs between the 8051 and a modern core.
 fn ranking_change(out: &mut impl Write, rows: &[Row]) -> Result<()> {
     writeln!(out, "=== how the ranking changes on a modern core (throughput, best first; within 1% a tie) ===")?;
-    // Best first; throughputs within 1% of the one before are a tie ("=").
-    let rank = |point: Point| {
-        let mut rs: Vec<&Row> = rows.iter().filter(|r| r.point == point).collect();
-        rs.sort_by(|a, b| b.throughput.total_cmp(&a.throughput).then(a.policy.name().cmp(b.policy.name())));
-        let mut groups: Vec<Vec<&'static str>> = Vec::new();
-        let mut last = f64::INFINITY;
-        for r in rs {
-            match groups.last_mut() {
-                Some(g) if r.throughput >= last * 0.99 => g.push(r.policy.name()),
-                _ => groups.push(vec![r.policy.name()]),
-            }
-            last = r.throughput;
-        }
-        groups.iter_mut().for_each(|g| g.sort_unstable());
-        groups.iter().map(|g| g.join(" = ")).collect::<Vec<_>>()
-    };
-    let (mut same, mut changed) = (0, 0);
-    for sweep in [Sweep::All, Sweep::One, Sweep::Size] {
-        for &x in sweep.xs() {
-            for (drop, bursty) in [(false, false), (true, false), (false, true), (true, true)] {
-                let at = |cpu| Point { sweep, x, drop, bursty, cpu };
-                let (a, b) = (rank(at(Cpu::Cc1010)), rank(at(Cpu::Modern)));
-                if a.is_empty() || b.is_empty() {
-                    continue;
-                }
-                if a == b {
-                    same += 1;
-                } else {
-                    changed += 1;
-                    writeln!(
-                        out,
-                        "{:>4} {:>4}{}{}: 8051 {} | modern {}",
-                        sweep.name(),
-                        x,
-                        if drop { " drop" } else { "" },
-                        if bursty { " bursty" } else { "" },
-                        a.join(" > "),
-                        b.join(" > ")
-                    )?;
-                }
-            }
-        }
+    let (shifts, same) = rgedf::shifts(rows);
+    let order = |tiers: &[Vec<&str>]| tiers.iter().map(|t| t.join(" = ")).collect::<Vec<_>>().join(" > ");
+    for s in &shifts {
+        let p = s.point;
+        writeln!(
+            out,
+            "{:>4} {:>4}{}{}: 8051 {} | modern {}",
+            p.sweep.name(),
+            p.x,
+            if p.drop { " drop" } else { "" },
+            if p.bursty { " bursty" } else { "" },
+            order(&s.cc1010),
+            order(&s.modern)
+        )?;
     }
-    writeln!(out, "the order is the same at {same} points and differs at {changed}")?;
+    writeln!(out, "the order is the same at {same} points and differs at {}", shifts.len())?;
     // The two pairs whose order the 8051's costs decided in the thesis.
     for (a, b) in [(BlockPolicy::Edf, BlockPolicy::Fifo), (BlockPolicy::RgEdf, BlockPolicy::GEdf)] {
         for cpu in [Cpu::Cc1010, Cpu::Modern] {
-            let (mut below, mut tie, mut above) = (0, 0, 0);
-            for ra in rows.iter().filter(|r| r.point.cpu == cpu && r.policy == a) {
-                let Some(rb) = rows.iter().find(|r| r.point == ra.point && r.policy == b) else { continue };
-                if ra.throughput < rb.throughput * 0.99 {
-                    below += 1;
-                } else if ra.throughput > rb.throughput * 1.01 {
-                    above += 1;
-                } else {
-                    tie += 1;
-                }
-            }
+            let v = rgedf::versus(rows, a, b, |p| p.cpu == cpu);
             writeln!(
                 out,
-                "{} against {} {}: below at {below} points, within 1% at {tie}, above at {above}",
+                "{} against {} {}: below at {} points, within 1% at {}, above at {}",
                 a.name(),
                 b.name(),
                 match cpu {
                     Cpu::Cc1010 => "on the 8051",
                     Cpu::Modern => "on a modern core",
-                }
+                },
+                v.below,
+                v.tie,
+                v.above
             )?;
         }
     }

@@ -56,6 +56,54 @@ pub struct Row {
     pub ring: Carry,
 }
 
+impl Row {
+    /// The ring's throughput over the socket's.
+    pub fn throughput_ratio(&self) -> f64 {
+        self.ring.gbps / self.uds.gbps
+    }
+
+    /// Both sides' CPU per byte, the ring's over the socket's.
+    pub fn cpu_ratio(&self) -> f64 {
+        (self.ring.writer_ns_per_byte + self.ring.reader_ns_per_byte)
+            / (self.uds.writer_ns_per_byte + self.uds.reader_ns_per_byte)
+    }
+}
+
+/// Issue 25's goals, at every message size: at least this times the socket's throughput...
+pub const GOAL_THROUGHPUT: f64 = 2.0;
+/// ...and at most this times its CPU per byte.
+pub const GOAL_CPU: f64 = 0.5;
+
+/// The ratios' ranges over every size, and whether the goals were met.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Summary {
+    /// The ring's throughput over the socket's, lowest and highest.
+    pub throughput: (f64, f64),
+    /// The ring's CPU per byte over the socket's, lowest and highest.
+    pub cpu: (f64, f64),
+}
+
+impl Summary {
+    /// Over `rows`; `None` when there are none.
+    pub fn of(rows: &[Row]) -> Option<Self> {
+        let range = |f: fn(&Row) -> f64| {
+            let lo = rows.iter().map(f).reduce(f64::min)?;
+            Some((lo, rows.iter().map(f).fold(lo, f64::max)))
+        };
+        Some(Self { throughput: range(Row::throughput_ratio)?, cpu: range(Row::cpu_ratio)? })
+    }
+
+    /// At least [`GOAL_THROUGHPUT`] at every size.
+    pub fn throughput_met(&self) -> bool {
+        self.throughput.0 >= GOAL_THROUGHPUT
+    }
+
+    /// At most [`GOAL_CPU`] at every size.
+    pub fn cpu_met(&self) -> bool {
+        self.cpu.1 <= GOAL_CPU
+    }
+}
+
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ShmError {
