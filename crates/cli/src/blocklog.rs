@@ -280,13 +280,16 @@ fn list(blocks: &[u64]) -> String {
     format!(": blocks {}{more}", shown.join(", "))
 }
 
-const POLICIES: [&str; 7] = ["fifo", "edf", "g-edf", "rg-edf", "linger", "group-commit", "mq-deadline"];
+/// Every policy's name, as the core names them.
+fn names() -> Vec<&'static str> {
+    BlockPolicy::all(Nanos::ZERO, Nanos::ZERO).map(BlockPolicy::name).to_vec()
+}
 
 fn parse_policy_name(s: &str) -> Result<String, String> {
-    if POLICIES.contains(&s) {
+    if names().contains(&s) {
         Ok(s.to_owned())
     } else {
-        Err(format!("`{s}` is not a policy; one of: {}", POLICIES.join(", ")))
+        Err(format!("`{s}` is not a policy; one of: {}", names().join(", ")))
     }
 }
 
@@ -296,7 +299,7 @@ pub(crate) fn policy(name: &str, linger: Duration) -> Result<BlockPolicy> {
     BlockPolicy::all(ns(linger), Nanos::from_millis(5_000))
         .into_iter()
         .find(|p| p.name() == name)
-        .with_context(|| format!("`{name}` is not a policy; one of: {}", POLICIES.join(", ")))
+        .with_context(|| format!("`{name}` is not a policy; one of: {}", names().join(", ")))
 }
 
 /// A duration as `40ms`, `10s`, `500us` or `2m`; a bare number is milliseconds.
@@ -331,7 +334,7 @@ mod tests {
 
     #[test]
     fn every_policy_name_is_known_and_a_wrong_one_lists_them() {
-        for name in POLICIES {
+        for name in names() {
             assert_eq!(policy(name, Duration::from_millis(5)).unwrap().name(), name);
         }
         assert!(parse_policy_name("rgedf").unwrap_err().contains("rg-edf"));

@@ -233,11 +233,6 @@ impl Writer {
     pub fn file(&self) -> BorrowedFd<'_> {
         self.file.as_fd()
     }
-
-    /// The eventfd this end rings when data arrives, and the one it sleeps on for space.
-    pub fn doorbells(&self) -> (BorrowedFd<'_>, BorrowedFd<'_>) {
-        (self.data_ready.fd(), self.space_ready.fd())
-    }
 }
 
 impl Drop for Writer {
@@ -377,11 +372,6 @@ impl Reader {
     /// The shared ring file (see [`Writer::file`]).
     pub fn file(&self) -> BorrowedFd<'_> {
         self.file.as_fd()
-    }
-
-    /// The eventfd this end sleeps on for data, and the one it rings when space frees up.
-    pub fn doorbells(&self) -> (BorrowedFd<'_>, BorrowedFd<'_>) {
-        (self.data_ready.fd(), self.space_ready.fd())
     }
 }
 
