@@ -13,7 +13,7 @@
 //!   its end is noticed through a lifeline that hangs up when it dies (the socket the ring came
 //!   over: [`Writer::watch`], [`Reader::watch`]), as [`RingError::PeerGone`].
 //! - With the `tokio` feature (on by default): `AsyncWriter` and `AsyncReader`
-//!   ([`Writer::into_async`], [`Reader::into_async`]), the ends as tokio's `AsyncWrite` and
+//!   (`Writer::into_async`, `Reader::into_async`), the ends as tokio's `AsyncWrite` and
 //!   `AsyncRead`, which touch the kernel only when the ring is full or empty; and `Duplex`, a
 //!   two-way stream as two rings (`duplex` in one process, `Duplex::offer`/`Duplex::accept`
 //!   across two over a Unix socket).
@@ -36,7 +36,8 @@
 //! RUSTFLAGS="--cfg loom" cargo test -p switchyard-shmring --test loom --release
 //! ```
 //!
-//! (`--release` because loom is slow unoptimised; `LOOM_MAX_PREEMPTIONS` is set by the test.)
+//! (`--release` because loom is slow unoptimised; the test bounds preemptions at 3 unless
+//! `LOOM_MAX_PREEMPTIONS` says otherwise.)
 //! Under `--cfg loom` the mapping and the doorbells are heap-backed models (see `raw` and
 //! `doorbell`), and the `tokio` ends and the descriptor handoff are not built.
 //!
