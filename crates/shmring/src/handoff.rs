@@ -5,24 +5,29 @@
 //! §10 (b)); on one host the kernel can carry the descriptors themselves, and a receiver can
 //! check what it got instead of trusting a number.
 
+#[cfg(not(loom))]
 use std::io::IoSlice;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+#[cfg(not(loom))]
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+#[cfg(not(loom))]
 use std::os::unix::net::UnixStream;
 
+#[cfg(not(loom))]
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 
 use crate::RingError;
 use crate::doorbell::Doorbell;
-use crate::raw;
+use crate::raw::{self, RingFile};
 
 /// The one byte sent with the descriptors (a message must carry some data), and a version
 /// check on the way.
+#[cfg(not(loom))]
 const TAG: u8 = b'R';
 
 /// A ring not yet opened as either end: the shared file and the two eventfds.
 #[derive(Debug)]
 pub struct RingFds {
-    pub(crate) file: OwnedFd,
+    pub(crate) file: RingFile,
     /// Rung by the writer when it publishes data to a sleeping reader.
     pub(crate) data_ready: Doorbell,
     /// Rung by the reader when it frees space for a sleeping writer.
@@ -50,6 +55,7 @@ impl RingFds {
         })
     }
 
+    #[cfg(not(loom))]
     /// Sends the three descriptors to the peer at the other end of `socket`.
     pub fn send(&self, socket: &UnixStream) -> Result<(), RingError> {
         let fds = [self.file.as_raw_fd(), self.data_ready.fd().as_raw_fd(), self.space_ready.fd().as_raw_fd()];
@@ -58,6 +64,7 @@ impl RingFds {
         Ok(())
     }
 
+    #[cfg(not(loom))]
     /// Receives a ring's descriptors from `socket`, as sent by [`send`](Self::send). What
     /// arrives is only checked as far as descriptors can be: the file when it is opened as an
     /// end ([`RingError::Unsealed`], [`RingError::NotARing`]), the eventfds by being made
@@ -75,6 +82,7 @@ impl RingFds {
         }
     }
 
+    #[cfg(not(loom))]
     /// The shared ring file.
     pub fn file(&self) -> BorrowedFd<'_> {
         self.file.as_fd()

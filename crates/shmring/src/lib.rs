@@ -12,17 +12,39 @@
 //!   that the other side rings only when told someone sleeps. A peer killed without closing
 //!   its end is noticed through a lifeline that hangs up when it dies (the socket the ring came
 //!   over: [`Writer::watch`], [`Reader::watch`]), as [`RingError::PeerGone`].
+//! - With the `tokio` feature (on by default): `AsyncWriter` and `AsyncReader`
+//!   (`Writer::into_async`, `Reader::into_async`), the ends as tokio's `AsyncWrite` and
+//!   `AsyncRead`, which touch the kernel only when the ring is full or empty; and `Duplex`, a
+//!   two-way stream as two rings (`duplex` in one process, `Duplex::offer`/`Duplex::accept`
+//!   across two over a Unix socket).
 //! - [`RingError`]: among others, [`RingError::Corrupt`]: the reader and writer never trust the
 //!   peer's index for their own safety, so a peer that scribbles on the shared header gets a
 //!   typed error back, never undefined behaviour, a panic or an out-of-bounds copy.
 //!
 //! All `unsafe` code is in one private module (`raw`), which owns the mapping.
 //!
+//! # The model check
+//!
+//! `tests/loom.rs` runs the ring's protocol (the code in `ring`, unchanged) under
+//! [loom](https://docs.rs/loom), which explores every interleaving and every reordering the
+//! memory model allows of a writer and a reader on a tiny ring: every byte must arrive once
+//! and in order, no copy may race with the peer's, and no sleep may miss its wake-up (a lost
+//! wake-up is a loom deadlock, because under loom a doorbell waits without a timeout). Run it
+//! with
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" cargo test -p switchyard-shmring --test loom --release
+//! ```
+//!
+//! (`--release` because loom is slow unoptimised; the test bounds preemptions at 3 unless
+//! `LOOM_MAX_PREEMPTIONS` says otherwise.)
+//! Under `--cfg loom` the mapping and the doorbells are heap-backed models (see `raw` and
+//! `doorbell`), and the `tokio` ends and the descriptor handoff are not built.
+//!
 //! # What does not
 //!
 //! No policy: which bytes go on the ring, in what order, framed how, is the core's business
-//! (`switchyard_core::carry`) and the callers'. Not yet here: async integration, and use from
-//! the mux or tunnel.
+//! (`switchyard_core::carry`) and the callers'. Not yet here: use from the mux or tunnel.
 //!
 //! # Why a one-way ring
 //!
@@ -33,12 +55,20 @@
 
 #![deny(unsafe_code)]
 
+#[cfg(all(feature = "tokio", not(loom)))]
+mod async_io;
 mod doorbell;
+#[cfg(all(feature = "tokio", not(loom)))]
+mod duplex;
 mod handoff;
 #[allow(unsafe_code)] // the one module allowed: see its docs
 mod raw;
 mod ring;
 
+#[cfg(all(feature = "tokio", not(loom)))]
+pub use async_io::{AsyncReader, AsyncWriter};
+#[cfg(all(feature = "tokio", not(loom)))]
+pub use duplex::{Duplex, duplex};
 pub use handoff::RingFds;
 pub use ring::{Reader, Writer, channel};
 
@@ -87,6 +117,25 @@ pub enum RingError {
     /// Mapping the ring file, or duplicating a descriptor, failed.
     #[error("mapping the ring failed: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// For `std::io` callers (and the async ends): the error keeps the [`RingError`] as its inner
+/// error (`get_ref().and_then(|e| e.downcast_ref::<RingError>())`), under the kind a caller of
+/// `Read`/`Write` would test for.
+impl From<RingError> for std::io::Error {
+    fn from(e: RingError) -> Self {
+        use std::io::ErrorKind;
+        let kind = match &e {
+            RingError::Capacity(_) => ErrorKind::InvalidInput,
+            RingError::Corrupt(_) | RingError::NotARing { .. } | RingError::BadHandoff => ErrorKind::InvalidData,
+            RingError::Unsealed => ErrorKind::PermissionDenied,
+            // Nobody is left to read what we write: as writing to a pipe nobody reads.
+            RingError::ReaderClosed | RingError::PeerGone => ErrorKind::BrokenPipe,
+            RingError::Os(errno) => Self::from(*errno).kind(),
+            RingError::Io(io) => io.kind(),
+        };
+        Self::new(kind, e)
+    }
 }
 
 /// An impossible shared index, as seen by one end.

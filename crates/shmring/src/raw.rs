@@ -27,16 +27,40 @@
 //! atomic read-modify-write on every operation (notes 004a §10 (c)): here a side only ever
 //! *loads* the other side's line, so there is no read-modify-write and no line ping-pong on
 //! writes. 128-byte spacing also keeps the lines apart under adjacent-line prefetch.
+//!
+//! # Under `--cfg loom`
+//!
+//! The model check (`tests/loom.rs`) swaps the mapping for a heap copy of the same layout
+//! (`model`): loom atomics for the header words, a `loom::cell::UnsafeCell` per data byte (so
+//! loom reports a copy that races with the peer's), and a [`RingFile`] that is the shared
+//! memory itself instead of a descriptor. Everything above this module, the protocol in
+//! `ring`, is the same code in both builds: that is what the model check checks.
 
+#[cfg(not(loom))]
 use std::os::fd::{AsFd, OwnedFd};
+#[cfg(not(loom))]
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU64;
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicU64, fence};
 
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, fence};
+#[cfg(not(loom))]
 use memmap2::{MmapMut, MmapOptions};
+#[cfg(not(loom))]
 use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+#[cfg(not(loom))]
 use nix::sys::memfd::{MFdFlags, memfd_create};
 
+#[cfg(loom)]
+pub(crate) use model::{Mapping, RingFile, create_file};
+
+#[cfg(not(loom))]
 use crate::RingError;
+
+/// What holds the shared memory: the ring file's descriptor (a heap copy under loom).
+#[cfg(not(loom))]
+pub(crate) type RingFile = OwnedFd;
 
 /// Bytes before the data area: one page, so the data area starts page-aligned.
 pub(crate) const HEADER: usize = 4096;
@@ -56,10 +80,12 @@ pub(crate) enum Word {
 
 /// The seals every ring file carries: its size can never change, so no peer can `ftruncate`
 /// it under our mapping (which would turn our next copy into SIGBUS).
+#[cfg(not(loom))]
 const SEALS: SealFlag = SealFlag::F_SEAL_SHRINK.union(SealFlag::F_SEAL_GROW).union(SealFlag::F_SEAL_SEAL);
 
 /// Creates the shared file: an anonymous memfd of `HEADER + capacity` bytes, sealed against
 /// resizing. The caller writes the header words through [`Mapping::open`].
+#[cfg(not(loom))]
 pub(crate) fn create_file(capacity: usize) -> Result<OwnedFd, RingError> {
     let fd = memfd_create(c"switchyard-shmring", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)?;
     let len = i64::try_from(HEADER + capacity).map_err(|_| RingError::Capacity(capacity))?;
@@ -68,6 +94,7 @@ pub(crate) fn create_file(capacity: usize) -> Result<OwnedFd, RingError> {
     Ok(fd)
 }
 
+#[cfg(not(loom))]
 /// One side's mapping of the ring file.
 #[derive(Debug)]
 pub(crate) struct Mapping {
@@ -79,10 +106,12 @@ pub(crate) struct Mapping {
     capacity: usize,
 }
 
+#[cfg(not(loom))]
 // SAFETY: `Mapping` owns its mapping outright; `base` points into it and is only used through
 // atomics (header) or raw byte copies (data), neither of which depends on the thread.
 unsafe impl Send for Mapping {}
 
+#[cfg(not(loom))]
 impl Mapping {
     /// Maps a ring file after checking that its size fits the layout (a header page plus a
     /// power-of-two data area) and that it is sealed against resizing.
@@ -182,6 +211,7 @@ impl Mapping {
     }
 }
 
+#[cfg(not(loom))]
 /// What one `recvmsg` brought: how many data bytes, whether the control data was cut short,
 /// and every descriptor it carried, now owned (closed on drop).
 pub(crate) struct Received {
@@ -190,6 +220,7 @@ pub(crate) struct Received {
     pub(crate) fds: Vec<OwnedFd>,
 }
 
+#[cfg(not(loom))]
 /// Receives one message with room for up to three descriptors (SCM_RIGHTS) from `socket`.
 ///
 /// It lives here because turning the received numbers into `OwnedFd`s is `unsafe`; doing the
@@ -211,4 +242,123 @@ pub(crate) fn recv_fds(socket: &std::os::unix::net::UnixStream, data: &mut [u8])
         }
     }
     Ok(Received { bytes: msg.bytes, truncated: msg.flags.contains(MsgFlags::MSG_CTRUNC), fds })
+}
+
+/// A descriptor type that owns its descriptor outright: the one promise
+/// [`register`] needs from it.
+#[cfg(all(feature = "tokio", not(loom)))]
+pub(crate) trait OwnsFd: std::os::fd::AsRawFd {}
+
+#[cfg(all(feature = "tokio", not(loom)))]
+impl OwnsFd for OwnedFd {}
+
+#[cfg(all(feature = "tokio", not(loom)))]
+impl OwnsFd for crate::doorbell::Doorbell {}
+
+/// Registers `inner` with the current tokio runtime's reactor, for readability.
+///
+/// It lives here because tokio's registration is `unsafe` (it cannot check that the
+/// descriptor outlives the registration).
+///
+/// # Errors
+///
+/// Outside a tokio runtime, an error (where tokio itself would panic).
+#[cfg(all(feature = "tokio", not(loom)))]
+pub(crate) fn register<T: OwnsFd>(inner: T) -> std::io::Result<tokio::io::unix::AsyncFd<T>> {
+    use tokio::io::Interest;
+    use tokio::io::unix::AsyncFd;
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(std::io::Error::other("a ring's async end must be made within a tokio runtime"));
+    }
+    // SAFETY: tokio needs the descriptor to stay open, and `as_raw_fd` to keep returning it,
+    // for as long as the `AsyncFd` owns `inner`. `OwnsFd` types (`OwnedFd`, and `Doorbell`,
+    // a wrapper of one) own their descriptor, close it only on drop, and always return the
+    // same one; the `AsyncFd` owns `inner`, and this crate never swaps it through `get_mut`.
+    unsafe { AsyncFd::register_with_interest(inner, Interest::READABLE) }.map_err(std::io::Error::from)
+}
+
+/// The ring's memory for the model check: the same header words and data area as the file,
+/// on the heap, shared by the two ends of one `loom::model` run.
+#[cfg(loom)]
+mod model {
+    use std::sync::Arc;
+
+    use loom::cell::UnsafeCell;
+
+    use super::{AtomicU64, Word};
+    use crate::RingError;
+
+    /// The shared memory itself: what a descriptor to the file stands for outside loom.
+    #[derive(Clone, Debug)]
+    pub(crate) struct RingFile(Arc<Shared>);
+
+    impl RingFile {
+        /// A second handle on the same memory, as `OwnedFd::try_clone` is on the same file.
+        pub(crate) fn try_clone(&self) -> std::io::Result<Self> {
+            Ok(self.clone())
+        }
+    }
+
+    #[derive(Debug)]
+    struct Shared {
+        /// One atomic per 8-byte header slot, indexed by `Word as usize / 8`.
+        words: Vec<AtomicU64>,
+        /// One cell per byte, so loom tracks (and reports) a racing access to any one byte.
+        data: Vec<UnsafeCell<u8>>,
+    }
+
+    // SAFETY: the header words are loom atomics. The data bytes are loom `UnsafeCell`s, which
+    // are only reached through `with`/`with_mut`; loom checks every such access against the
+    // happens-before order of the run and fails the model on a race instead of letting it
+    // happen, which is exactly the check the model exists to make.
+    unsafe impl Sync for Shared {}
+    // SAFETY: as above; nothing in `Shared` is tied to the thread that made it.
+    unsafe impl Send for Shared {}
+
+    pub(crate) fn create_file(capacity: usize) -> Result<RingFile, RingError> {
+        Ok(RingFile(Arc::new(Shared {
+            // Up to the last word in use: loom tracks every atomic, and the rest of the page
+            // is padding.
+            words: (0..=Word::ReaderClosed as usize / 8).map(|_| AtomicU64::new(0)).collect(),
+            data: (0..capacity).map(|_| UnsafeCell::new(0)).collect(),
+        })))
+    }
+
+    #[derive(Debug)]
+    pub(crate) struct Mapping {
+        shared: Arc<Shared>,
+        capacity: usize,
+    }
+
+    impl Mapping {
+        pub(crate) fn open(file: &RingFile) -> Result<Self, RingError> {
+            Ok(Self { shared: file.0.clone(), capacity: file.0.data.len() })
+        }
+
+        pub(crate) fn capacity(&self) -> usize {
+            self.capacity
+        }
+
+        pub(crate) fn word(&self, word: Word) -> &AtomicU64 {
+            &self.shared.words[word as usize / 8]
+        }
+
+        pub(crate) fn copy_in(&self, pos: u64, src: &[u8]) {
+            assert!(src.len() <= self.capacity, "copy of {} bytes into a ring of {}", src.len(), self.capacity);
+            for (i, &b) in src.iter().enumerate() {
+                let cell = &self.shared.data[(pos as usize).wrapping_add(i) & (self.capacity - 1)];
+                // SAFETY: loom checks this write against every other access to the byte.
+                cell.with_mut(|p| unsafe { *p = b });
+            }
+        }
+
+        pub(crate) fn copy_out(&self, pos: u64, dst: &mut [u8]) {
+            assert!(dst.len() <= self.capacity, "copy of {} bytes out of a ring of {}", dst.len(), self.capacity);
+            for (i, b) in dst.iter_mut().enumerate() {
+                let cell = &self.shared.data[(pos as usize).wrapping_add(i) & (self.capacity - 1)];
+                // SAFETY: loom checks this read against every other access to the byte.
+                *b = cell.with(|p| unsafe { *p });
+            }
+        }
+    }
 }

@@ -22,6 +22,8 @@
 //!   fence, and loads the flag. The two fences guarantee that at least one side sees the
 //!   other's store, so either the sleeper sees progress and does not sleep, or its peer sees
 //!   the flag and rings the eventfd (whose counter keeps the ring until the sleeper polls).
+//!   Both halves are written once, below (`announce_wait`, `publish`), and shared by the
+//!   blocking ends and the async ones (`async_io`), which differ only in how they sleep.
 //! - `closed` is stored with `Release` after the last `head`/`tail`, and loaded with `Acquire`
 //!   before the final re-check, so a reader that sees the writer closed also sees all of its
 //!   data.
@@ -34,12 +36,14 @@
 //! else is [`RingError::Corrupt`], and the end stays failed.
 
 use std::hint::spin_loop;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{Ordering, fence};
+#[cfg(not(loom))]
+use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::doorbell::Doorbell;
-use crate::raw::{Mapping, Word};
+use crate::raw::{Mapping, RingFile, Word, fence};
 use crate::{Corruption, RingError, RingFds};
 
 /// "SYRING01": lets a process that is handed a file check it holds a ring.
@@ -47,11 +51,16 @@ const MAGIC: u64 = u64::from_le_bytes(*b"SYRING01");
 
 /// Polls of the peer's index before going to sleep: about a microsecond or two of spinning,
 /// enough to ride out a peer that is mid-copy without paying two system calls.
+#[cfg(not(loom))]
 const SPINS: u32 = 2000;
+/// None under the model check: every spin is another branch of loom's state space, and
+/// spinning changes nothing about the handshake it checks.
+#[cfg(loom)]
+const SPINS: u32 = 0;
 
 /// The longest sleep before re-checking the ring on our own: bounds the stall when a peer
 /// dies (or misbehaves) without ringing.
-const NAP: Duration = Duration::from_millis(100);
+pub(crate) const NAP: Duration = Duration::from_millis(100);
 
 /// The most either end copies before publishing its index: a quarter of the ring, so a peer
 /// waiting on a full (or empty) ring can start on the first quarter while the rest is being
@@ -73,7 +82,7 @@ pub fn channel(capacity: usize) -> Result<(Writer, Reader), RingError> {
 
 /// Writes the header words a fresh ring file starts with (the indices start at zero with the
 /// file).
-pub(crate) fn write_header(file: &OwnedFd) -> Result<(), RingError> {
+pub(crate) fn write_header(file: &RingFile) -> Result<(), RingError> {
     let map = Mapping::open(file)?;
     map.word(Word::Capacity).store(map.capacity() as u64, Ordering::Relaxed);
     map.word(Word::Magic).store(MAGIC, Ordering::Release);
@@ -82,7 +91,7 @@ pub(crate) fn write_header(file: &OwnedFd) -> Result<(), RingError> {
 
 /// Maps a ring file as one end, after the checks `Mapping::open` makes (size, seals) and a
 /// check of the header against mistakes.
-fn open(file: &OwnedFd) -> Result<Mapping, RingError> {
+fn open(file: &RingFile) -> Result<Mapping, RingError> {
     let map = Mapping::open(file)?;
     let magic = map.word(Word::Magic).load(Ordering::Acquire);
     let capacity = map.word(Word::Capacity).load(Ordering::Relaxed);
@@ -92,11 +101,42 @@ fn open(file: &OwnedFd) -> Result<Mapping, RingError> {
     Ok(map)
 }
 
+/// The sleeper's half of the Dekker handshake (module docs), for both ends and both kinds of
+/// sleep: raise our `waits` flag, fence, and re-check the peer's index and `closed` word.
+/// Returns whether sleeping is safe: the peer's index is still `seen` and the peer still open,
+/// so any later move of either comes with a ring. `false` means something moved: look again
+/// instead of sleeping. Either way the flag stays raised until [`end_wait`].
+fn announce_wait(map: &Mapping, waits: Word, peer_index: Word, seen: u64, peer_closed: Word) -> bool {
+    map.word(waits).store(1, Ordering::Relaxed);
+    // Our flag store before our re-load of the peer's index; pairs with the fence in
+    // `publish`, so we see its new index or it sees our flag (or both).
+    fence(Ordering::SeqCst);
+    // Acquire, as the non-blocking paths load these: the re-check may be what lets us go on.
+    map.word(peer_index).load(Ordering::Acquire) == seen && map.word(peer_closed).load(Ordering::Acquire) == 0
+}
+
+/// Lowers our `waits` flag once awake, so a busy peer stops paying for rings nobody needs.
+fn end_wait(map: &Mapping, waits: Word) {
+    map.word(waits).store(0, Ordering::Relaxed);
+}
+
+/// The waker's half: store our index (`Release`, so what it covers is visible to whoever
+/// acquires it), fence, and ring the peer's doorbell only if it said it waits.
+fn publish(map: &Mapping, index: Word, value: u64, peer_waits: Word, bell: &Doorbell) {
+    map.word(index).store(value, Ordering::Release);
+    // Our index store before our load of the peer's flag; pairs with `announce_wait`.
+    fence(Ordering::SeqCst);
+    if map.word(peer_waits).load(Ordering::Relaxed) != 0 {
+        bell.ring();
+    }
+}
+
 /// The sending end of a ring.
 #[derive(Debug)]
 pub struct Writer {
     map: Mapping,
-    file: OwnedFd,
+    #[cfg_attr(loom, allow(dead_code))] // read only by `file()`, which loom has no use for
+    file: RingFile,
     /// Authoritative: the shared `head` is only ever a copy of this.
     head: u64,
     /// The last shared `tail` that passed the checks; the reader may not move it back.
@@ -161,20 +201,51 @@ impl Writer {
         for piece in src[..n].chunks(step(self.map.capacity())) {
             self.map.copy_in(self.head, piece);
             self.head = self.head.wrapping_add(piece.len() as u64);
-            // Release: the bytes just copied are visible to a reader that acquires this head.
-            self.map.word(Word::Head).store(self.head, Ordering::Release);
-            // Dekker with the reader's sleep (module docs): our head store before its flag
-            // load.
-            fence(Ordering::SeqCst);
-            if self.map.word(Word::ReaderWaits).load(Ordering::Relaxed) != 0 {
-                self.data_ready.ring();
-            }
+            // The bytes just copied are visible to a reader that acquires this head.
+            publish(&self.map, Word::Head, self.head, Word::ReaderWaits, &self.data_ready);
         }
         Ok(n)
     }
 
+    /// Raises the "writer waits" flag and re-checks: whether sleeping on `space_ready` is
+    /// safe now (see `announce_wait`). Call after a `try_write` that found the ring full.
+    pub(crate) fn announce_wait(&self) -> bool {
+        announce_wait(&self.map, Word::WriterWaits, Word::Tail, self.tail_seen, Word::ReaderClosed)
+    }
+
+    /// Lowers the flag `announce_wait` raised.
+    pub(crate) fn end_wait(&self) {
+        end_wait(&self.map, Word::WriterWaits);
+    }
+
+    /// The doorbell the reader rings when it frees space.
+    #[cfg(all(feature = "tokio", not(loom)))]
+    pub(crate) fn space_ready(&self) -> &Doorbell {
+        &self.space_ready
+    }
+
+    /// The lifeline given to [`watch`](Self::watch), if any.
+    #[cfg(all(feature = "tokio", not(loom)))]
+    pub(crate) fn lifeline(&self) -> Option<BorrowedFd<'_>> {
+        self.lifeline.as_ref().map(AsFd::as_fd)
+    }
+
+    /// Marks the writer closed: once the reader has read everything published so far, its
+    /// reads return the end. Dropping the writer does this too.
+    #[cfg(all(feature = "tokio", not(loom)))]
+    pub(crate) fn close(&self) {
+        self.mark_closed();
+    }
+
+    fn mark_closed(&self) {
+        // Release after the last head store: a reader that sees this sees all the data.
+        self.map.word(Word::WriterClosed).store(1, Ordering::Release);
+        self.data_ready.ring();
+    }
+
     /// Copies at least one byte of a non-empty `src` into the ring, waiting for space if the
     /// ring is full; returns how many.
+    #[cfg_attr(loom, allow(clippy::absurd_extreme_comparisons))] // SPINS is 0 under loom
     pub fn write(&mut self, src: &[u8]) -> Result<usize, RingError> {
         if src.is_empty() {
             return Ok(0);
@@ -190,16 +261,14 @@ impl Writer {
                 spin_loop();
                 continue;
             }
-            self.map.word(Word::WriterWaits).store(1, Ordering::Relaxed);
-            // Dekker with the reader's tail store (module docs): our flag before its tail.
-            fence(Ordering::SeqCst);
-            let tail = self.map.word(Word::Tail).load(Ordering::Acquire);
-            let closed = self.map.word(Word::ReaderClosed).load(Ordering::Acquire);
-            let gone = tail == self.tail_seen
-                && closed == 0
-                && self.space_ready.wait(NAP, self.lifeline.as_ref().map(AsFd::as_fd))?;
-            self.map.word(Word::WriterWaits).store(0, Ordering::Relaxed);
-            if gone {
+            // The peer's lifeline hung up: true only if we slept and it ended the sleep.
+            let gone = if self.announce_wait() {
+                self.space_ready.wait(NAP, self.lifeline.as_ref().map(AsFd::as_fd))
+            } else {
+                Ok(false)
+            };
+            self.end_wait();
+            if gone? {
                 return Err(RingError::PeerGone);
             }
         }
@@ -230,6 +299,7 @@ impl Writer {
     /// The shared ring file: what a peer process needs (with the two eventfds) to map the
     /// ring. Writing into it is exactly what a hostile peer can do, which is how the tests
     /// play one.
+    #[cfg(not(loom))]
     pub fn file(&self) -> BorrowedFd<'_> {
         self.file.as_fd()
     }
@@ -237,9 +307,7 @@ impl Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        // Release after the last head store: a reader that sees this sees all the data.
-        self.map.word(Word::WriterClosed).store(1, Ordering::Release);
-        self.data_ready.ring();
+        self.mark_closed();
     }
 }
 
@@ -247,7 +315,8 @@ impl Drop for Writer {
 #[derive(Debug)]
 pub struct Reader {
     map: Mapping,
-    file: OwnedFd,
+    #[cfg_attr(loom, allow(dead_code))] // read only by `file()`, which loom has no use for
+    file: RingFile,
     /// Authoritative: the shared `tail` is only ever a copy of this.
     tail: u64,
     /// The last shared `head` that passed the checks; the writer may not move it back.
@@ -307,53 +376,82 @@ impl Reader {
         for piece in dst[..n].chunks_mut(step(self.map.capacity())) {
             self.map.copy_out(self.tail, piece);
             self.tail = self.tail.wrapping_add(piece.len() as u64);
-            // Release: our copy out is finished before the writer may reuse the space.
-            self.map.word(Word::Tail).store(self.tail, Ordering::Release);
-            // Dekker with the writer's sleep (module docs).
-            fence(Ordering::SeqCst);
-            if self.map.word(Word::WriterWaits).load(Ordering::Relaxed) != 0 {
-                self.space_ready.ring();
-            }
+            // Our copy out is finished before the writer may reuse the space.
+            publish(&self.map, Word::Tail, self.tail, Word::WriterWaits, &self.space_ready);
         }
         Ok(n)
     }
 
+    /// What `read` makes of the ring without waiting: `Some(n)` bytes read, `Some(0)` the
+    /// end (the writer closed and everything it published has been read), `None` nothing
+    /// yet.
+    pub(crate) fn read_ready(&mut self, dst: &mut [u8]) -> Result<Option<usize>, RingError> {
+        let n = self.try_read(dst)?;
+        if n > 0 {
+            return Ok(Some(n));
+        }
+        if self.map.word(Word::WriterClosed).load(Ordering::Acquire) != 0 {
+            // The head stored before `closed` is visible now: one last look.
+            return self.try_read(dst).map(Some);
+        }
+        Ok(None)
+    }
+
+    /// What `read` returns once the lifeline has hung up: whatever the writer published
+    /// before it went is still ours to read, then the end if it closed first, else
+    /// [`RingError::PeerGone`].
+    pub(crate) fn read_remains(&mut self, dst: &mut [u8]) -> Result<usize, RingError> {
+        self.read_ready(dst)?.ok_or(RingError::PeerGone)
+    }
+
+    /// Raises the "reader waits" flag and re-checks: whether sleeping on `data_ready` is safe
+    /// now (see `announce_wait`). Call after `read_ready` found nothing.
+    pub(crate) fn announce_wait(&self) -> bool {
+        announce_wait(&self.map, Word::ReaderWaits, Word::Head, self.head_seen, Word::WriterClosed)
+    }
+
+    /// Lowers the flag `announce_wait` raised.
+    pub(crate) fn end_wait(&self) {
+        end_wait(&self.map, Word::ReaderWaits);
+    }
+
+    /// The doorbell the writer rings when it publishes data (or closes).
+    #[cfg(all(feature = "tokio", not(loom)))]
+    pub(crate) fn data_ready(&self) -> &Doorbell {
+        &self.data_ready
+    }
+
+    /// The lifeline given to [`watch`](Self::watch), if any.
+    #[cfg(all(feature = "tokio", not(loom)))]
+    pub(crate) fn lifeline(&self) -> Option<BorrowedFd<'_>> {
+        self.lifeline.as_ref().map(AsFd::as_fd)
+    }
+
     /// Copies at least one byte into a non-empty `dst`, waiting for data; `Ok(0)` means the
     /// writer has closed and everything it wrote has been read.
+    #[cfg_attr(loom, allow(clippy::absurd_extreme_comparisons))] // SPINS is 0 under loom
     pub fn read(&mut self, dst: &mut [u8]) -> Result<usize, RingError> {
         if dst.is_empty() {
             return Ok(0);
         }
         let mut spins = 0;
         loop {
-            let n = self.try_read(dst)?;
-            if n > 0 {
+            if let Some(n) = self.read_ready(dst)? {
                 return Ok(n);
-            }
-            if self.map.word(Word::WriterClosed).load(Ordering::Acquire) != 0 {
-                // The head stored before `closed` is visible now: one last look.
-                return self.try_read(dst);
             }
             if spins < SPINS {
                 spins += 1;
                 spin_loop();
                 continue;
             }
-            self.map.word(Word::ReaderWaits).store(1, Ordering::Relaxed);
-            // Dekker with the writer's head store (module docs).
-            fence(Ordering::SeqCst);
-            let head = self.map.word(Word::Head).load(Ordering::Acquire);
-            let closed = self.map.word(Word::WriterClosed).load(Ordering::Acquire);
-            let gone = head == self.head_seen
-                && closed == 0
-                && self.data_ready.wait(NAP, self.lifeline.as_ref().map(AsFd::as_fd))?;
-            self.map.word(Word::ReaderWaits).store(0, Ordering::Relaxed);
-            if gone {
-                // Whatever the peer published before it went is still ours to read.
-                return match self.try_read(dst)? {
-                    0 => Err(RingError::PeerGone),
-                    n => Ok(n),
-                };
+            let gone = if self.announce_wait() {
+                self.data_ready.wait(NAP, self.lifeline.as_ref().map(AsFd::as_fd))
+            } else {
+                Ok(false)
+            };
+            self.end_wait();
+            if gone? {
+                return self.read_remains(dst);
             }
         }
     }
@@ -370,6 +468,7 @@ impl Reader {
     }
 
     /// The shared ring file (see [`Writer::file`]).
+    #[cfg(not(loom))]
     pub fn file(&self) -> BorrowedFd<'_> {
         self.file.as_fd()
     }
