@@ -720,19 +720,26 @@ fn reproduce_dou_rgedf_prints_the_sweeps_and_writes_csv_and_charts() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `bench shm` prints each message size's throughput and CPU per byte for the ring and the Unix
-/// socket, XenSocket's published shape, and whether issue 25's goals were met.
+/// `bench shm` prints each message size's throughput and CPU per byte for every carry, the
+/// ping-pong's round trips, XenSocket's published shape, and whether issue 25's goals were met.
 #[test]
-fn bench_shm_prints_both_carries_and_the_goals() {
-    let o = switchyard(&["bench", "shm", "--mib", "4", "--runs", "1", "--ring-kib", "64"]);
+fn bench_shm_prints_every_carry_the_ping_pong_and_the_goals() {
+    let o = switchyard(&["bench", "shm", "--mib", "4", "--runs", "1", "--sizes", "512,16K,1M", "--pings", "200"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
-    let size_rows = text.lines().filter(|l| {
-        l.split_whitespace().next().is_some_and(|t| t.strip_suffix('K').is_some_and(|n| n.parse::<u32>().is_ok()))
-    });
-    assert_eq!(size_rows.count(), 8, "{text}");
-    for needle in ["uds Gb/s", "ring Gb/s", "published: XenSocket", "issue 25's goals"] {
+    // Each size appears in the throughput table and in the per-side CPU table.
+    for size in ["512B", "16K", "1M"] {
+        let rows = text.lines().filter(|l| l.split_whitespace().next() == Some(size)).count();
+        assert_eq!(rows, 2, "{size}: {text}");
+    }
+    for needle in ["ring", "unix", "tcp", "memfd+pipe", "ping-pong", "published: XenSocket", "issue 25's goals"] {
         assert!(text.contains(needle), "{needle}: {text}");
+    }
+    // A ping-pong row for each carry, with a positive median.
+    let pings = text.lines().skip_while(|l| !l.contains("ping-pong")).skip(2).take(4);
+    for l in pings {
+        let median: f64 = l.split_whitespace().nth(1).and_then(|m| m.parse().ok()).unwrap_or(0.0);
+        assert!(median > 0.0, "{l}: {text}");
     }
 }
 
