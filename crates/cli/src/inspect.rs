@@ -46,20 +46,32 @@ use crate::report::Format;
 ///
 ///   switchyard inspect --interface eth0 --workers 2   (live; Ctrl-C for the summary)
 ///
+///   switchyard inspect --feed /tmp/dpi.sock --workers 2   (then, in another process:
+///   switchyard feed capture.pcap --to /tmp/dpi.sock, or tcpdump -w - | switchyard feed - ...)
+///
 ///   switchyard inspect big.pcap --workers 2 --policy ahrw --results conns.csv
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct InspectArgs {
     /// The capture (pcap or pcapng).
-    #[arg(required_unless_present_any = ["list", "interface"], conflicts_with = "interface")]
+    #[arg(required_unless_present_any = ["list", "interface", "feed"], conflicts_with_all = ["interface", "feed"])]
     file: Option<PathBuf>,
 
     /// Inspect a live interface instead of a file (Linux, root or CAP_NET_RAW): each worker
     /// reads an AF_PACKET ring of its own (TPACKET_V3), the kernel sharing the frames between
     /// them by flow hash (PACKET_FANOUT). Prints the protocols named and the frames received
     /// and dropped every second; Ctrl-C stops it with the summary a file gives.
-    #[arg(long, short = 'i', value_name = "IF")]
+    #[arg(long, short = 'i', value_name = "IF", conflicts_with = "feed")]
     interface: Option<String>,
+    /// Inspect what another process feeds (Linux): listen on the Unix socket PATH, wait for
+    /// `switchyard feed CAPTURE --to PATH`, and read the capture it sends through shared-memory
+    /// rings, one per worker, the feeder placing each connection on a ring by flow. Nothing is
+    /// dropped: a full ring makes the feeder wait. Ends when the feeder has sent everything.
+    #[arg(long, value_name = "PATH")]
+    feed: Option<PathBuf>,
+    /// Each feed ring's size in KiB (a power of two).
+    #[arg(long, value_name = "KIB", default_value_t = 4096, requires = "feed")]
+    feed_ring_kib: usize,
 
     /// List the protocols: name, transports, which end opens, ports, evidence needed, and the
     /// specification each signature is written from; then exit.
@@ -231,8 +243,14 @@ pub(crate) fn run(args: &InspectArgs) -> Result<()> {
         #[cfg(not(target_os = "linux"))]
         bail!("--interface {interface}: live capture is for Linux only");
     }
+    if let Some(feed) = &args.feed {
+        #[cfg(target_os = "linux")]
+        return crate::inspect_live::run_feed(args, feed, args.feed_ring_kib);
+        #[cfg(not(target_os = "linux"))]
+        bail!("--feed {}: feeds are for Linux only", feed.display());
+    }
     let Some(path) = args.file.as_ref() else {
-        bail!("a capture file or --interface is needed (see --help)");
+        bail!("a capture file, --interface or --feed is needed (see --help)");
     };
     let default_policy = if args.design == Design::Sharded { "hrw" } else { "affinity" };
     let policy: Policy = args.policy.as_deref().unwrap_or(default_policy).parse()?;

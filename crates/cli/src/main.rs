@@ -18,6 +18,8 @@ mod bench_ndpi;
 mod bench_shm;
 mod blocklog;
 mod deliver;
+#[cfg(target_os = "linux")]
+mod feed;
 mod gateway;
 mod inspect;
 #[cfg(target_os = "linux")]
@@ -56,6 +58,8 @@ enum Command {
     Place(place::PlaceArgs),
     Sim(sim::SimArgs),
     Inspect(inspect::InspectArgs),
+    #[cfg(target_os = "linux")]
+    Feed(feed::FeedArgs),
     Bench(bench::BenchArgs),
     Reproduce(reproduce::ReproduceArgs),
     TraceGen(tracegen::TraceGenArgs),
@@ -73,6 +77,8 @@ fn main() -> ExitCode {
         Command::Place(args) => place::run(&args),
         Command::Sim(args) => sim::run(&args),
         Command::Inspect(args) => inspect::run(&args),
+        #[cfg(target_os = "linux")]
+        Command::Feed(args) => feed::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Reproduce(args) => reproduce::run(&args),
         Command::TraceGen(args) => tracegen::run(&args),

@@ -786,3 +786,82 @@ fn origin_mode_options_teach_when_wrong() {
     let o = switchyard(&["reproduce", "--list"]);
     assert!(stdout(&o).contains("figurehead"), "{}", stdout(&o));
 }
+
+/// Starts `switchyard inspect --feed PATH` (extra arguments after) and waits for its socket.
+#[cfg(target_os = "linux")]
+fn feed_inspector(path: &std::path::Path, extra: &[&str]) -> std::process::Child {
+    let _ = std::fs::remove_file(path);
+    let child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["inspect", "--feed", path.to_str().unwrap()])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let t = std::time::Instant::now();
+    while !path.exists() {
+        assert!(t.elapsed() < std::time::Duration::from_secs(20), "the inspector never listened at {path:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
+}
+
+/// Waits for `child` at most `limit`, killing it (and failing) if it is still running.
+#[cfg(target_os = "linux")]
+fn finish_within(child: std::process::Child, limit: std::time::Duration, what: &str) -> Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    match rx.recv_timeout(limit) {
+        Ok(output) => output.expect("the output is read"),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("{what} still ran after {} s", limit.as_secs());
+        }
+    }
+}
+
+/// A capture fed by another process through shared-memory rings gets the file's verdicts:
+/// every labelled connection named, every packet read.
+#[cfg(target_os = "linux")]
+#[test]
+fn inspect_feed_names_every_labelled_connection_a_feeder_process_sends() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/");
+    let (pcap, labels) = (format!("{dir}labelled.pcap"), format!("{dir}labelled.csv"));
+    let sock = std::env::temp_dir().join(format!("switchyard-feed-{}.sock", std::process::id()));
+    let inspector = feed_inspector(&sock, &["--workers", "2", "--labels", &labels, "--feed-ring-kib", "64"]);
+    let fed = switchyard(&["feed", &pcap, "--to", sock.to_str().unwrap()]);
+    assert!(fed.status.success(), "{}", stderr(&fed));
+    assert!(stdout(&fed).contains("fed 3155 frames"), "{}", stdout(&fed));
+    let o = finish_within(inspector, std::time::Duration::from_secs(60), "the inspector");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("3155 packets, 500 connections"), "{text}");
+    assert!(text.contains("labels: 500 of 500 connections named as labelled"), "{text}");
+    assert!(!sock.exists(), "the inspector removes its socket");
+}
+
+/// A feeder killed mid-capture ends the inspector with an error that says so, not a hang and
+/// not a quiet partial result.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_feeder_killed_mid_capture_ends_the_inspector_with_an_error() {
+    let pcap = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/labelled.pcap")).unwrap();
+    let sock = std::env::temp_dir().join(format!("switchyard-feed-kill-{}.sock", std::process::id()));
+    let inspector = feed_inspector(&sock, &["--workers", "2"]);
+    let mut feeder = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["feed", "-", "--to", sock.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the binary runs");
+    // Half the capture, cut inside a record; the feeder then waits for the rest.
+    feeder.stdin.as_mut().unwrap().write_all(&pcap[..pcap.len() / 2 + 7]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    feeder.kill().unwrap();
+    let _ = feeder.wait();
+    let o = finish_within(inspector, std::time::Duration::from_secs(20), "the inspector of a killed feeder");
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(stderr(&o).contains("the feeder went away"), "{}", stderr(&o));
+}

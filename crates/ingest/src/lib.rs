@@ -39,5 +39,5 @@ pub use conn::{Conn, ConnConfig, ConnTable, Step};
 pub use decode::{Decoded, Skip, Tcp, decode, decode_thorough};
 pub use glimpse::Glimpse;
 pub use mapped::CaptureBytes;
-pub use read::{CaptureReader, IngestError, Packet, SkipCounts};
+pub use read::{CaptureReader, Frame, IngestError, Packet, SkipCounts};
 pub use slice::{Packets, SliceReader};

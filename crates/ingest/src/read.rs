@@ -66,6 +66,19 @@ pub struct Packet<'a> {
     pub tcp: Option<Tcp>,
 }
 
+/// A frame of the capture as captured (see [`CaptureReader::next_frame`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Frame<'a> {
+    /// The capture's link type for it (1 is Ethernet; tcpdump.org's LINKTYPE_ values).
+    pub linktype: i32,
+    /// Capture time, nanoseconds since the Unix epoch.
+    pub time_ns: u64,
+    /// Length on the wire.
+    pub wire_len: u32,
+    /// The bytes captured (perhaps fewer than `wire_len`).
+    pub data: &'a [u8],
+}
+
 /// Packets left out, by reason.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SkipCounts([u64; Skip::ALL.len()]);
@@ -133,6 +146,8 @@ pub(crate) struct State {
     interfaces: Vec<Interface>,
     last_time: u64,
     payload: Vec<u8>,
+    /// The last frame [`CaptureReader::next_frame`] returned.
+    frame: Vec<u8>,
     pub(crate) skipped: SkipCounts,
 }
 
@@ -171,6 +186,25 @@ impl<'r> CaptureReader<'r> {
     /// The next TCP or UDP packet, `None` at the end of the capture. Other packets are counted
     /// in [`CaptureReader::skipped`] and passed over.
     pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, IngestError> {
+        let Some((time_ns, key, wire_len, tcp)) = self.advance(State::take)? else { return Ok(None) };
+        Ok(Some(Packet { time_ns, key, wire_len, payload: &self.state.payload, tcp }))
+    }
+
+    /// The next captured frame, not decoded: for passing a capture on (to a file, or to
+    /// another process) rather than reading it. Frames of any protocol are returned; only
+    /// blocks that are not frames at all (headers, statistics) are passed over. `None` at the
+    /// end of the capture.
+    pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, IngestError> {
+        let Some((linktype, time_ns, wire_len)) = self.advance(State::take_frame)? else { return Ok(None) };
+        Ok(Some(Frame { linktype, time_ns, wire_len, data: &self.state.frame }))
+    }
+
+    /// Reads blocks until `take` makes something of one (counted in [`packets`](Self::packets)),
+    /// or the capture ends.
+    fn advance<T>(
+        &mut self,
+        mut take: impl FnMut(&mut State, PcapBlockOwned<'_>) -> Option<T>,
+    ) -> Result<Option<T>, IngestError> {
         while !self.done {
             let offset = self.inner.consumed();
             if let Some(big_endian) = self.state.section_big_endian
@@ -179,7 +213,7 @@ impl<'r> CaptureReader<'r> {
                 return Err(e);
             }
             let (len, found) = match self.inner.next() {
-                Ok((len, block)) => (len, self.state.take(block)),
+                Ok((len, block)) => (len, take(&mut self.state, block)),
                 Err(PcapError::Eof) => {
                     self.done = true;
                     break;
@@ -208,10 +242,9 @@ impl<'r> CaptureReader<'r> {
                 Err(e) => return Err(trouble(offset, e)),
             };
             self.inner.consume(len);
-            if let Some(packet) = found {
+            if found.is_some() {
                 self.packets += 1;
-                let (time_ns, key, wire_len, tcp) = packet;
-                return Ok(Some(Packet { time_ns, key, wire_len, payload: &self.state.payload, tcp }));
+                return Ok(found);
             }
         }
         Ok(None)
@@ -258,9 +291,31 @@ impl State {
         Some((time, d.key, wire_len, d.tcp))
     }
 
+    /// Takes in a block: headers update the reader's state; a frame is copied into
+    /// `self.frame` and returned as (link type, time, wire length).
+    fn take_frame(&mut self, block: PcapBlockOwned<'_>) -> Option<(i32, u64, u32)> {
+        let (linktype, time, wire_len, data) = self.frame(block)?;
+        self.frame.clear();
+        self.frame.extend_from_slice(data);
+        Some((linktype, time, wire_len))
+    }
+
     /// Takes in a block: headers update the reader's state; a packet is decoded in place and
     /// returned as (time, wire length, decoded), or counted as skipped.
     pub(crate) fn packet<'b>(&mut self, block: PcapBlockOwned<'b>) -> Option<(u64, u32, Decoded<'b>)> {
+        let (linktype, time, wire_len, data) = self.frame(block)?;
+        match decode(linktype, data) {
+            Ok(d) => Some((time, wire_len, d)),
+            Err(reason) => {
+                self.skipped.add(reason);
+                None
+            }
+        }
+    }
+
+    /// Takes in a block: headers update the reader's state; a frame is returned as (link type,
+    /// time, wire length, bytes as captured).
+    fn frame<'b>(&mut self, block: PcapBlockOwned<'b>) -> Option<(i32, u64, u32, &'b [u8])> {
         let (linktype, time, wire_len, data) = match block {
             PcapBlockOwned::LegacyHeader(h) => {
                 self.legacy = Some((h.network.0, h.is_nanosecond_precision()));
@@ -308,12 +363,6 @@ impl State {
         };
         let time = time.unwrap_or(self.last_time);
         self.last_time = time;
-        match decode(linktype, data) {
-            Ok(d) => Some((time, wire_len, d)),
-            Err(reason) => {
-                self.skipped.add(reason);
-                None
-            }
-        }
+        Some((linktype, time, wire_len, data))
     }
 }

@@ -8,6 +8,8 @@
 //! - [`deliver`]: the delivery server of Yates ch. 2–4 — connections sharded over worker threads,
 //!   bulk and rate-promised streams, soft rebalancing, pacing and admission carried out for the
 //!   core — and the clients that measure it.
+//! - [`feed`]: a capture process feeding an inspector on the same host through shared-memory
+//!   rings, a ring per worker, connections placed on them by a core policy (Linux).
 //! - [`inspect`]: the worker kernel, protocol identification by one multi-pattern automaton over
 //!   a connection's first bytes, from either direction, and what a TLS handshake shows (SNI,
 //!   ALPN, the version negotiated, JA4).
@@ -30,6 +32,8 @@
 
 pub mod affinity;
 pub mod deliver;
+#[cfg(target_os = "linux")]
+pub mod feed;
 pub mod inspect;
 #[cfg(target_os = "linux")]
 pub mod live;

@@ -91,35 +91,49 @@ pub fn inspect_live(
         *watched = rings.iter().map(Ring::counters).collect();
     }
     let started = Instant::now();
-    let results: Vec<Result<(Summary, RingStats), IngestError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = rings
-            .into_iter()
+    let (summary, mut rings) = inspect_each(rings, "sy-live", counts, |ring, on_match| {
+        inspect_serial_counting(&mut *ring, conn, inspector, on_match)
+    })?;
+    let total = rings
+        .iter_mut()
+        .map(Ring::stats)
+        .fold(RingStats::default(), |t, s| RingStats { packets: t.packets + s.packets, drops: t.drops + s.drops });
+    Ok(LiveReport { summary, ring: total, elapsed: started.elapsed() })
+}
+
+/// Runs `work` on each source on a thread of its own (named `name-i`), counting each match in
+/// `counts`, and merges the summaries as a file's run numbers its connections; gives the
+/// sources back, for their own counts.
+pub(crate) fn inspect_each<S: Send>(
+    mut sources: Vec<S>,
+    name: &str,
+    counts: &LiveCounts,
+    work: impl Fn(&mut S, &mut dyn FnMut(Protocol)) -> Result<Summary, IngestError> + Sync,
+) -> Result<(Summary, Vec<S>), IngestError> {
+    let results: Vec<Result<Summary, IngestError>> = std::thread::scope(|scope| {
+        let work = &work;
+        let handles: Vec<_> = sources
+            .iter_mut()
             .enumerate()
-            .map(|(i, mut ring)| {
+            .map(|(i, source)| {
                 std::thread::Builder::new()
-                    .name(format!("sy-live-{i}"))
+                    .name(format!("{name}-{i}"))
                     .spawn_scoped(scope, move || {
-                        let summary = inspect_serial_counting(&mut ring, conn, inspector, &mut |p| {
+                        work(source, &mut |p: Protocol| {
                             counts.matched[p.0 as usize].fetch_add(1, Ordering::Relaxed);
-                        })?;
-                        Ok((summary, ring.stats()))
+                        })
                     })
                     .expect("a thread can be started")
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("live workers do not panic")).collect()
+        handles.into_iter().map(|h| h.join().expect("inspection workers do not panic")).collect()
     });
-    let elapsed = started.elapsed();
     let mut summary = Summary::default();
-    let mut total = RingStats::default();
     for r in results {
-        let (s, stats) = r?;
-        total.packets += stats.packets;
-        total.drops += stats.drops;
-        // Each ring reads frames of its own: what the readers left out adds up.
-        let skipped = summary.absorb(s);
+        // Each source reads packets of its own: what the readers left out adds up.
+        let skipped = summary.absorb(r?);
         summary.skipped.merge(&skipped);
     }
     summary.renumber();
-    Ok(LiveReport { summary, ring: total, elapsed })
+    Ok((summary, sources))
 }

@@ -11,7 +11,8 @@
 //!   `try_write`/`try_read`. A side that must wait spins briefly, then sleeps on an `eventfd`
 //!   that the other side rings only when told someone sleeps. A peer killed without closing
 //!   its end is noticed through a lifeline that hangs up when it dies (the socket the ring came
-//!   over: [`Writer::watch`], [`Reader::watch`]), as [`RingError::PeerGone`].
+//!   over: [`Writer::watch`], [`Reader::watch`]), as [`RingError::PeerGone`]. They are also
+//!   `std::io::Write` and `std::io::Read` (`std_io`), for code written for files and pipes.
 //! - With the `tokio` feature (on by default): `AsyncWriter` and `AsyncReader`
 //!   (`Writer::into_async`, `Reader::into_async`), the ends as tokio's `AsyncWrite` and
 //!   `AsyncRead`, which touch the kernel only when the ring is full or empty; and `Duplex`, a
@@ -64,6 +65,7 @@ mod handoff;
 #[allow(unsafe_code)] // the one module allowed: see its docs
 mod raw;
 mod ring;
+mod std_io;
 
 #[cfg(all(feature = "tokio", not(loom)))]
 pub use async_io::{AsyncReader, AsyncWriter};
