@@ -2,8 +2,8 @@
 //! connections, and carries out the core's decisions on them.
 //!
 //! The driver reads and writes the connections' links (TCP or Unix sockets, or shared-memory
-//! rings: `link.rs`) itself, without blocking: it waits until one of them is readable (or writable, with bytes waiting for it), a command comes from a channel,
-//! or the tick. Frames read are handed to the core as they are decoded; frames the core
+//! rings: `link.rs`) itself, without blocking: it waits until one of them is readable (or
+//! writable, with bytes waiting for it), a command comes from a channel, or the tick. Frames read are handed to the core as they are decoded; frames the core
 //! chooses for a connection are written with vectored I/O, header beside payload, so a
 //! payload is never copied in user space on the way out (with TLS, rustls encrypts and
 //! decrypts between the frames and the socket; see `conn.rs`). The socket's `TCP_NOTSENT_LOWAT`
