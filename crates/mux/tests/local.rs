@@ -398,3 +398,56 @@ fn peers_parse_from_the_three_forms_and_bad_ones_say_what_is_expected() {
     assert!(!Peer::Tcp("127.0.0.1:1".parse().unwrap()).is_local());
     assert!(Peer::Shm("/x".into()).is_local());
 }
+
+/// CPU seconds this process has used (user + system), from /proc (in clock ticks of 10 ms).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+/// Not a check: one backlogged channel's throughput, and the CPU both ends spend per byte,
+/// over TCP loopback, a Unix socket and rings, with 1 and 5 connections. Run it with
+/// `cargo test --release -p switchyard-mux --test local -- --ignored --nocapture throughput`.
+#[ignore = "a measurement, not a check"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throughput_of_one_channel_over_each_transport() {
+    for connections in [1, 5] {
+        for kind in ["tcp", "unix", "shm"] {
+            let peer = match kind {
+                "tcp" => Peer::Tcp("127.0.0.1:0".parse().unwrap()),
+                kind => peer(kind, "throughput"),
+            };
+            let mut listener = Listener::bind_to(peer, config(connections)).await.unwrap();
+            let peer = listener.local().clone();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let session = listener.accept().await.unwrap();
+                let mut ch = session.accept().await.unwrap();
+                let _ = tx.send(session);
+                while let Ok(Some(_)) = ch.recv().await {}
+            });
+            let session = Session::connect_to(peer, config(connections)).await.unwrap();
+            let ch = session.open(1.0, true).await.unwrap();
+            let chunk = Bytes::from(vec![7u8; 1 << 20]);
+            ch.send(chunk.clone()).await.unwrap();
+            let server = rx.await.unwrap();
+            let writer = tokio::spawn(async move { while ch.send(chunk.clone()).await.is_ok() {} });
+            let delivered =
+                |r: switchyard_mux::SessionReport| r.channels.iter().map(|c| c.received.delivered_bytes).sum::<u64>();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let (t0, c0, b0) = (std::time::Instant::now(), cpu_seconds(), delivered(server.report().await.unwrap()));
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let (t1, c1, b1) = (std::time::Instant::now(), cpu_seconds(), delivered(server.report().await.unwrap()));
+            writer.abort();
+            let bytes = (b1 - b0) as f64;
+            println!(
+                "{kind:>4}, {connections} connection(s): {:7.0} MB/s, {:.3} CPU ns/byte (both ends)",
+                bytes / (t1 - t0).as_secs_f64() / 1e6,
+                (c1 - c0) * 1e9 / bytes
+            );
+        }
+    }
+}
