@@ -2,16 +2,15 @@
 //! several TCP connections, with each channel's rate shown live.
 
 use std::io::{IsTerminal, Write};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use switchyard_mux::tunnel::{self, Forward};
-use switchyard_mux::{ConnChoice, Listener, MuxConfig, Scheme, SendConfig, Session, SessionReport, Tls};
+use switchyard_mux::{ConnChoice, Listener, MuxConfig, Peer, Scheme, SendConfig, Session, SessionReport, Tls};
 
-/// Carry local TCP ports to another machine as weighted channels over several TCP connections.
+/// Carry local TCP ports to another machine (or process) as weighted channels over several connections.
 ///
 /// The two ends share a key (a file, or the SWITCHYARD_KEY environment variable; never a
 /// command-line argument, where other users could read it). Every TCP connection to a
@@ -30,6 +29,16 @@ use switchyard_mux::{ConnChoice, Listener, MuxConfig, Scheme, SendConfig, Sessio
 ///           --tls-ca cert.pem \
 ///           --forward 127.0.0.1:8873=backup.internal:873@1 \
 ///           --forward 127.0.0.1:2222=127.0.0.1:22@8
+///
+/// Between two processes on one host, the session can run over shared-memory rings
+/// (shm:/PATH) or a Unix socket (unix:/PATH) instead of TCP, with the same channels, weights
+/// and schedulers. The listening end makes a Unix socket at PATH (its permissions say who may
+/// connect; TLS is for networks and is refused here); with shm:, each connection is two rings
+/// the connecting end allocates and hands over through that socket:
+///
+///   $ switchyard tunnel listen --bind shm:/run/user/1000/sy.sock --key-file tunnel.key
+///   $ switchyard tunnel connect --to shm:/run/user/1000/sy.sock --key-file tunnel.key \
+///       --forward 127.0.0.1:8080=127.0.0.1:80@4 --forward 127.0.0.1:8873=127.0.0.1:873@1
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct TunnelArgs {
@@ -86,9 +95,10 @@ impl KeyArgs {
 
 #[derive(Args, Debug)]
 struct ListenArgs {
-    /// Address to accept sessions on.
-    #[arg(long, default_value = "0.0.0.0:7000")]
-    bind: SocketAddr,
+    /// Where to accept sessions: ADDR:PORT (TCP), unix:/PATH (a Unix socket) or shm:/PATH
+    /// (shared-memory rings handed over a Unix socket at PATH; it takes unix: clients too).
+    #[arg(long, default_value = "0.0.0.0:7000", value_name = "ADDR:PORT|unix:/PATH|shm:/PATH")]
+    bind: Peer,
 
     /// Targets channels may connect to (`host:port`, repeatable). Without it, any target.
     #[arg(long = "allow", value_name = "HOST:PORT")]
@@ -126,16 +136,18 @@ enum SchemeArg {
 
 #[derive(Args, Debug)]
 struct ConnectArgs {
-    /// The listening end.
-    #[arg(long)]
+    /// The listening end: HOST:PORT (TCP), unix:/PATH or shm:/PATH (a process on this host,
+    /// over a Unix socket or over shared-memory rings).
+    #[arg(long, value_name = "HOST:PORT|unix:/PATH|shm:/PATH")]
     to: String,
 
     /// LOCAL=TARGET[@WEIGHT]: listen on LOCAL here; the far end connects to TARGET (repeatable).
     #[arg(long = "forward", value_name = "LOCAL=TARGET[@WEIGHT]", required = true)]
     forwards: Vec<Forward>,
 
-    /// TCP connections in the session (m). More take a larger share of a shared bottleneck
-    /// from competing flows: about m/(m+k) against k others.
+    /// Connections in the session (m): TCP connections, Unix socket connections, or pairs of
+    /// rings. Over TCP, more take a larger share of a shared bottleneck from competing flows:
+    /// about m/(m+k) against k others.
     #[arg(long, default_value_t = 5)]
     connections: usize,
 
@@ -183,10 +195,14 @@ async fn listen(a: &ListenArgs) -> Result<()> {
         (Some(cert), Some(key)) => Some(Tls::server_from_pem(cert, key)?),
         _ => None,
     };
-    let encrypted = if tls.is_some() { "TLS" } else { "in the clear (no --tls-cert)" };
+    let encrypted = match (&tls, a.bind.is_local()) {
+        (Some(_), _) => "TLS",
+        (None, true) => "on this host only",
+        (None, false) => "in the clear (no --tls-cert)",
+    };
     let config = MuxConfig { key: a.key.key()?, tls, ..MuxConfig::default() };
-    let mut listener = Listener::bind(a.bind, config).await?;
-    eprintln!("switchyard tunnel: listening on {}, {encrypted}", listener.local_addr());
+    let mut listener = Listener::bind_to(a.bind.clone(), config).await?;
+    eprintln!("switchyard tunnel: listening on {}, {encrypted}", listener.local());
     let every = a.show.every;
     while let Some(session) = listener.accept().await {
         eprintln!("switchyard tunnel: a session joined");
@@ -199,11 +215,8 @@ async fn listen(a: &ListenArgs) -> Result<()> {
 }
 
 async fn connect(a: &ConnectArgs) -> Result<()> {
-    let to = tokio::net::lookup_host(&a.to)
-        .await
-        .with_context(|| format!("looking up {}", a.to))?
-        .next()
-        .with_context(|| format!("{} has no address", a.to))?;
+    // A host name is looked up here, once, before anything else runs.
+    let to: Peer = a.to.parse().map_err(anyhow::Error::msg)?;
     let scheme = match a.scheme {
         SchemeArg::Stripe => Scheme::Stripe(ConnChoice::LeastQueued),
         SchemeArg::Earliest => Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }),
@@ -219,7 +232,11 @@ async fn connect(a: &ConnectArgs) -> Result<()> {
         }
         None => None,
     };
-    let encrypted = if tls.is_some() { "TLS" } else { "in the clear (no --tls-ca)" };
+    let encrypted = match (&tls, to.is_local()) {
+        (Some(_), _) => "TLS",
+        (None, true) => "on this host only",
+        (None, false) => "in the clear (no --tls-ca)",
+    };
     let config = MuxConfig {
         key: a.key.key()?,
         connections: a.connections,
@@ -227,7 +244,7 @@ async fn connect(a: &ConnectArgs) -> Result<()> {
         tls,
         ..MuxConfig::default()
     };
-    let session = Session::connect(to, config).await?;
+    let session = Session::connect_to(to.clone(), config).await?;
     eprintln!("switchyard tunnel: session with {to} over {} connections, {encrypted}", a.connections);
     let mut forwards = tokio::task::JoinSet::new();
     for f in &a.forwards {

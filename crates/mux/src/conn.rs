@@ -1,23 +1,25 @@
-//! One connection of a session as the driver holds it: its socket, and with TLS the rustls state
-//! that encrypts it; the frames waiting to be written and the bytes read and not yet decoded.
+//! One connection of a session as the driver holds it: its link (a socket or two rings), and with
+//! TLS the rustls state that encrypts it; the frames waiting to be written and the bytes read and
+//! not yet decoded.
 //!
-//! The driver does the socket I/O itself, without blocking, when tokio says a socket is ready:
-//! a task per connection cost a wake-up or two per frame, which on loopback was most of the work.
+//! The driver does the I/O itself, without blocking, when the link says it is ready: a task per
+//! connection cost a wake-up or two per frame, which on loopback was most of the work.
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::time::Instant;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use switchyard_core::carry::Frame;
 use switchyard_core::carry::frame::DEFAULT_MAX_PAYLOAD;
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-/// A joined connection: the TCP stream and, with TLS, rustls's state after the handshake (which
-/// may already hold bytes the peer sent after its hello).
+use crate::link::Link;
+
+/// A joined connection: its link and, with TLS, rustls's state after the handshake (which may
+/// already hold bytes the peer sent after its hello).
 pub(crate) struct Wire {
-    pub(crate) stream: TcpStream,
+    pub(crate) link: Link,
     pub(crate) tls: Option<Box<rustls::Connection>>,
 }
 
@@ -34,7 +36,7 @@ impl Wire {
                 (io, rustls::Connection::Server(c))
             }
         };
-        Self { stream, tls: Some(Box::new(tls)) }
+        Self { link: Link::tcp(stream), tls: Some(Box::new(tls)) }
     }
 }
 
@@ -65,7 +67,7 @@ pub(crate) enum Io {
 }
 
 pub(crate) struct Conn {
-    pub(crate) stream: TcpStream,
+    pub(crate) link: Link,
     tls: Option<Box<rustls::Connection>>,
     /// Bytes read (decrypted, with TLS) and not yet decoded.
     inbox: BytesMut,
@@ -107,9 +109,9 @@ fn consume(out: &mut VecDeque<(Bytes, bool)>, queued: &mut usize, mut n: usize) 
     }
 }
 
-/// rustls reads and writes through `std::io`; this hands it the socket without blocking (a
+/// rustls reads and writes through `std::io`; this hands it the link without blocking (a
 /// `WouldBlock` also tells tokio to wait for the socket's next readiness).
-struct Sock<'a>(&'a TcpStream);
+struct Sock<'a>(&'a mut Link);
 
 impl Read for Sock<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -134,12 +136,12 @@ impl Write for Sock<'_> {
 impl Conn {
     /// A connection whose peer sends frames of up to `frame` bytes.
     pub(crate) fn new(wire: Wire, frame: usize) -> Self {
-        let Wire { stream, mut tls } = wire;
+        let Wire { link, mut tls } = wire;
         if let Some(tls) = &mut tls {
             tls.set_buffer_limit(Some(TLS_BUFFER));
         }
         Self {
-            stream,
+            link,
             tls,
             read_budget: (READ_FRAMES * frame).max(64 << 10),
             inbox: BytesMut::new(),
@@ -187,7 +189,7 @@ impl Conn {
                 *slice = std::io::IoSlice::new(piece);
                 count += 1;
             }
-            match self.stream.try_write_vectored(&slices[..count]) {
+            match self.link.try_write_vectored(&slices[..count]) {
                 Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     wrote_any = true;
@@ -220,7 +222,7 @@ impl Conn {
             if self.full || !tls.wants_write() {
                 return Ok(wrote_any);
             }
-            match tls.write_tls(&mut Sock(&self.stream)) {
+            match tls.write_tls(&mut Sock(&mut self.link)) {
                 Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
                 Ok(_) => wrote_any = true,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.full = true,
@@ -241,25 +243,15 @@ impl Conn {
             if self.inbox.capacity() - self.inbox.len() < budget - taken {
                 self.inbox.reserve(READ_ROOM * budget);
             }
-            let room = budget - taken;
-            // A read that leaves room emptied the socket's queue: tokio is told the socket
-            // would block, so that it waits for the next arrival instead of the driver asking
-            // again for nothing (one system call in two, on loopback). Data arriving after the
-            // read is a new readiness event, which tokio keeps.
-            let mut got = 0;
-            let read = self.stream.try_io(tokio::io::Interest::READABLE, || {
-                got = self.stream.try_read_buf(&mut (&mut self.inbox).limit(room))?;
-                if got > 0 && got < room { Err(std::io::ErrorKind::WouldBlock.into()) } else { Ok(()) }
-            });
-            match read {
-                Ok(()) if got == 0 => return Io::Lost,
-                Ok(()) => taken += got,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if got > 0 {
-                        self.heard = Instant::now();
-                    }
+            // A read that emptied what had arrived ends the turn: the link says when more comes.
+            match self.link.read_into(&mut self.inbox, budget - taken) {
+                Ok((0, _)) => return Io::Lost,
+                Ok((got, false)) => taken += got,
+                Ok((_, true)) => {
+                    self.heard = Instant::now();
                     taken = budget;
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => taken = budget,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => return Io::Lost,
             }
@@ -298,7 +290,7 @@ impl Conn {
                 return Io::Fine;
             }
             let tls = self.tls.as_mut().expect("a TLS connection");
-            match tls.read_tls(&mut Sock(&self.stream)) {
+            match tls.read_tls(&mut Sock(&mut self.link)) {
                 Ok(0) => return Io::Lost,
                 Ok(_) => self.heard = Instant::now(),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Io::Fine,
@@ -338,9 +330,9 @@ pub(crate) async fn finish(mut conn: Conn) {
                 _ => break,
             }
         }
-        if conn.stream.writable().await.is_err() {
+        if conn.link.writable().await.is_err() {
             return;
         }
     }
-    let _ = conn.stream.shutdown().await;
+    let _ = conn.link.shutdown().await;
 }

@@ -1,4 +1,5 @@
-//! The handshake that binds a TCP connection to a session, and keeps strangers out.
+//! The handshake that binds a connection (TCP, Unix socket or rings) to a session, and keeps
+//! strangers out.
 //!
 //! The thesis leaves this out entirely: nothing tells the receiver that m sockets belong to one
 //! sender (notes §2.8). Ours, before any frame, on every connection:

@@ -1,9 +1,9 @@
 //! A session's driver: one task owns the core's [`Sender`] and [`Receiver`] and the session's
 //! connections, and carries out the core's decisions on them.
 //!
-//! The driver reads and writes the sockets itself, without blocking: it waits until one of
-//! them is readable (or writable, with bytes waiting for it), a command comes from a channel,
-//! or the tick. Frames read are handed to the core as they are decoded; frames the core
+//! The driver reads and writes the connections' links (TCP or Unix sockets, or shared-memory
+//! rings: `link.rs`) itself, without blocking: it waits until one of them is readable (or
+//! writable, with bytes waiting for it), a command comes from a channel, or the tick. Frames read are handed to the core as they are decoded; frames the core
 //! chooses for a connection are written with vectored I/O, header beside payload, so a
 //! payload is never copied in user space on the way out (with TLS, rustls encrypts and
 //! decrypts between the frames and the socket; see `conn.rs`). The socket's `TCP_NOTSENT_LOWAT`
@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,13 +28,14 @@ use switchyard_core::carry::choose::ConnView;
 use switchyard_core::carry::{
     ChannelEnd, ChannelStats, Cut, Frame, Receiver, RecvConfig, RecvStats, SendConfig, Sender,
 };
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::channel::Channel;
 use crate::conn::{Conn, Io, Wire, finish};
 use crate::hello::{self, Answer, HelloError, SessionId};
-use crate::sockopt;
+use crate::link::Link;
+use crate::peer::Peer;
 use crate::tls::Tls;
 
 /// How a session runs.
@@ -47,7 +49,8 @@ pub struct MuxConfig {
     pub send: SendConfig,
     /// The receiving half: per-channel window.
     pub recv: RecvConfig,
-    /// `TCP_NOTSENT_LOWAT` for every connection, in bytes.
+    /// `TCP_NOTSENT_LOWAT` for every connection, in bytes; over `shm:`, the same mark on the
+    /// bytes a ring holds unread (`AsyncWriter::set_low_water`).
     pub notsent_lowat: u32,
     /// Frames queued in user space per connection, ahead of the socket.
     pub queue_frames: usize,
@@ -59,7 +62,10 @@ pub struct MuxConfig {
     pub reconnect: bool,
     /// Longest a handshake may take.
     pub handshake_timeout: Duration,
-    /// `SO_SNDBUF` for a client's connections, which also turns off the kernel's buffer
+    /// Bytes in each of the two rings of an `shm:` client's connection (a power of two): the
+    /// client allocates them, the server maps them.
+    pub ring_capacity: usize,
+    /// `SO_SNDBUF` for a client's TCP connections, which also turns off the kernel's buffer
     /// autotuning. `None` leaves the kernel's. Iwashima sized it by hand (Eq 7.5:
     /// `max(5000, B·RTT/(m+2))`), which caps each connection's window; `TCP_NOTSENT_LOWAT`
     /// replaces that by default, and this reproduces it.
@@ -80,7 +86,9 @@ pub struct MuxConfig {
     pub dead_after: Duration,
     /// TLS for every connection: a client's settings for [`Session::connect`], a server's for
     /// [`Listener::bind`]. `None`: frames travel in the clear (the keyed hello still keeps
-    /// strangers out).
+    /// strangers out). TCP only: TLS is for networks, and a `unix:` or `shm:` peer is refused
+    /// with it ([`MuxError::Config`]); on one host the socket file's permissions say who may
+    /// connect.
     pub tls: Option<Tls>,
 }
 
@@ -97,6 +105,7 @@ impl Default for MuxConfig {
             rebalance_every: Duration::from_secs(1),
             reconnect: true,
             handshake_timeout: Duration::from_secs(5),
+            ring_capacity: 256 << 10,
             send_buffer: None,
             idle_timeout: Duration::from_secs(60),
             linger: Duration::from_secs(60),
@@ -122,7 +131,7 @@ pub enum MuxError {
     Hello(#[from] HelloError),
     /// The handshake took too long.
     #[error("the handshake with {0} timed out")]
-    Timeout(SocketAddr),
+    Timeout(Peer),
     /// The TLS handshake failed: the server's certificate is not trusted or does not carry the
     /// expected name, or the peer does not speak TLS.
     #[error("TLS with {addr}: {source}")]
@@ -225,17 +234,26 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// Opens a session of `config.connections` connections to `addr`.
+    /// Opens a session of `config.connections` connections to `addr` over TCP.
     pub async fn connect(addr: SocketAddr, config: MuxConfig) -> Result<Self, MuxError> {
+        Self::connect_to(Peer::Tcp(addr), config).await
+    }
+
+    /// Opens a session of `config.connections` connections to `peer`: over TCP, over a Unix
+    /// socket, or over shared-memory rings (two per connection, of
+    /// [`MuxConfig::ring_capacity`] bytes, handed over a Unix socket). The channels, their
+    /// weights and the scheduling are the same over each.
+    pub async fn connect_to(peer: Peer, config: MuxConfig) -> Result<Self, MuxError> {
         if config.connections == 0 || config.connections > usize::from(u16::MAX) {
             return Err(MuxError::Config(format!("{} connections: a session has 1 to 65,535", config.connections)));
         }
+        refuse_local_tls(&peer, &config)?;
         let id = hello::new_session_id();
         let mut wires = Vec::with_capacity(config.connections);
         for index in 0..config.connections {
-            wires.push(dial(addr, &config, &id, index as u16, true).await?);
+            wires.push(dial(&peer, &config, &id, index as u16, true).await?);
         }
-        let (session, events, driver) = Driver::new(config, true, Some((addr, id)));
+        let (session, events, driver) = Driver::new(config, true, Some((peer, id)));
         for (slot, wire) in wires.into_iter().enumerate() {
             events.send(Event::Up { slot, wire }).await.map_err(|_| MuxError::Ended)?;
         }
@@ -264,8 +282,42 @@ impl Session {
     }
 }
 
+/// TLS runs on TCP only (see [`MuxConfig::tls`]).
+fn refuse_local_tls(peer: &Peer, config: &MuxConfig) -> Result<(), MuxError> {
+    if peer.is_local() && config.tls.is_some() {
+        return Err(MuxError::Config(format!(
+            "TLS with {peer}: TLS is for networks, and this peer is on this host (the socket file's \
+             permissions say who may connect); leave TLS unset, or use a TCP address"
+        )));
+    }
+    Ok(())
+}
+
 /// Connects and joins connection `index` of session `id`, which it may start if `new`.
-async fn dial(addr: SocketAddr, config: &MuxConfig, id: &SessionId, index: u16, new: bool) -> Result<Wire, MuxError> {
+async fn dial(peer: &Peer, config: &MuxConfig, id: &SessionId, index: u16, new: bool) -> Result<Wire, MuxError> {
+    let (path, shm) = match peer {
+        Peer::Tcp(addr) => return dial_tcp(*addr, config, id, index, new).await,
+        Peer::Unix(path) => (path, false),
+        Peer::Shm(path) => (path, true),
+    };
+    let join = async {
+        let mut link = Link::connect_local(path, shm, config.ring_capacity)
+            .await
+            .map_err(|source| MuxError::Io { what: format!("connecting to {peer}"), source })?;
+        hello::join(&mut link, &config.key, id, index, new).await?;
+        Ok(Wire { link, tls: None })
+    };
+    tokio::time::timeout(config.handshake_timeout, join).await.map_err(|_| MuxError::Timeout(peer.clone()))?
+}
+
+/// [`dial`] over TCP.
+async fn dial_tcp(
+    addr: SocketAddr,
+    config: &MuxConfig,
+    id: &SessionId,
+    index: u16,
+    new: bool,
+) -> Result<Wire, MuxError> {
     let io = |what: &str| {
         let what = format!("{what} {addr}");
         move |source| MuxError::Io { what, source }
@@ -280,7 +332,7 @@ async fn dial(addr: SocketAddr, config: &MuxConfig, id: &SessionId, index: u16, 
         match &config.tls {
             None => {
                 hello::join(&mut stream, &config.key, id, index, new).await?;
-                Ok(Wire { stream, tls: None })
+                Ok(Wire { link: Link::tcp(stream), tls: None })
             }
             Some(tls @ Tls::Client { .. }) => {
                 let mut stream = tls.handshake(stream).await.map_err(|source| MuxError::Tls { addr, source })?;
@@ -292,34 +344,69 @@ async fn dial(addr: SocketAddr, config: &MuxConfig, id: &SessionId, index: u16, 
             }
         }
     };
-    tokio::time::timeout(config.handshake_timeout, join).await.map_err(|_| MuxError::Timeout(addr))?
+    tokio::time::timeout(config.handshake_timeout, join).await.map_err(|_| MuxError::Timeout(Peer::Tcp(addr)))?
 }
 
 /// Accepts sessions: each client's connections, joined by session id.
 #[derive(Debug)]
 pub struct Listener {
-    local: SocketAddr,
+    local: Peer,
     sessions: mpsc::Receiver<Session>,
 }
 
 impl Listener {
-    /// Listens on `addr`.
+    /// Listens on `addr` over TCP.
     pub async fn bind(addr: SocketAddr, config: MuxConfig) -> Result<Self, MuxError> {
+        Self::bind_to(Peer::Tcp(addr), config).await
+    }
+
+    /// Listens at `peer`: a TCP address, or for `unix:PATH` and `shm:PATH` alike a Unix
+    /// socket at `PATH`, which takes clients of both kinds. A socket file left at `PATH` by a
+    /// server that has gone is replaced; one that a live server answers on, or a file that is
+    /// not a socket, is refused. The file is removed once the listener, and every session it
+    /// accepted, has ended.
+    pub async fn bind_to(peer: Peer, config: MuxConfig) -> Result<Self, MuxError> {
         if matches!(config.tls, Some(Tls::Client { .. })) {
             return Err(MuxError::Config("a server needs a server's TLS settings (its certificate and key)".into()));
         }
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| MuxError::Io { what: format!("listening on {addr}"), source })?;
-        let local = listener.local_addr().map_err(|source| MuxError::Io { what: "local address".into(), source })?;
+        refuse_local_tls(&peer, &config)?;
+        let (acceptor, local) = match &peer {
+            Peer::Tcp(addr) => {
+                let listener = TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| MuxError::Io { what: format!("listening on {addr}"), source })?;
+                let local =
+                    listener.local_addr().map_err(|source| MuxError::Io { what: "local address".into(), source })?;
+                (Acceptor::Tcp(listener), Peer::Tcp(local))
+            }
+            Peer::Unix(path) | Peer::Shm(path) => {
+                let listener = bind_unix(path)?;
+                // The file is removed at the end only if it is still ours.
+                let inode = std::fs::metadata(path).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).ok();
+                (Acceptor::Unix(listener, path.clone(), inode), peer.clone())
+            }
+        };
         let (tx, sessions) = mpsc::channel(16);
-        tokio::spawn(accept_loop(listener, config, tx));
+        tokio::spawn(accept_loop(acceptor, config, tx));
         Ok(Self { local, sessions })
     }
 
-    /// The address it listens on.
+    /// The TCP address it listens on (with the port chosen, if it was bound to port 0).
+    ///
+    /// # Panics
+    ///
+    /// For a listener on a Unix socket (`unix:` or `shm:`), which has no such address: see
+    /// [`local`](Self::local).
     pub fn local_addr(&self) -> SocketAddr {
-        self.local
+        match &self.local {
+            Peer::Tcp(addr) => *addr,
+            local => panic!("{local} is not a TCP address: use Listener::local"),
+        }
+    }
+
+    /// Where it listens, as a client would name it.
+    pub fn local(&self) -> &Peer {
+        &self.local
     }
 
     /// The next new session.
@@ -328,7 +415,75 @@ impl Listener {
     }
 }
 
-async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::Sender<Session>) {
+/// Binds a Unix socket at `path`, replacing a stale socket file: one whose server has gone
+/// (nobody answers on it).
+fn bind_unix(path: &Path) -> Result<UnixListener, MuxError> {
+    let io = |what: String| move |source| MuxError::Io { what, source };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => {
+            use std::os::unix::fs::FileTypeExt;
+            if !meta.file_type().is_socket() {
+                return Err(MuxError::Config(format!(
+                    "{}: exists and is not a socket; choose another path (nothing was removed)",
+                    path.display()
+                )));
+            }
+            match std::os::unix::net::UnixStream::connect(path) {
+                Ok(_) => {
+                    return Err(MuxError::Config(format!(
+                        "{}: a server is listening there already; stop it or choose another path",
+                        path.display()
+                    )));
+                }
+                // Nobody listens: left by a server that has gone.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    std::fs::remove_file(path).map_err(io(format!("removing the stale socket {}", path.display())))?;
+                }
+                Err(e) => return Err(io(format!("checking the socket {}", path.display()))(e)),
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(format!("looking at {}", path.display()))(e)),
+    }
+    UnixListener::bind(path).map_err(io(format!("listening on {}", path.display())))
+}
+
+/// What a server accepts connections from.
+enum Acceptor {
+    Tcp(TcpListener),
+    /// The socket, its file and the file's inode: the file is removed when the server is done
+    /// with it, unless another has replaced it since.
+    Unix(UnixListener, PathBuf, Option<u64>),
+}
+
+/// An accepted connection before its handshake.
+enum Accepted {
+    Tcp(tokio::net::TcpStream, SocketAddr),
+    Unix(tokio::net::UnixStream),
+}
+
+impl Acceptor {
+    async fn accept(&self) -> std::io::Result<Accepted> {
+        match self {
+            Self::Tcp(l) => l.accept().await.map(|(s, peer)| Accepted::Tcp(s, peer)),
+            Self::Unix(l, ..) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
+        }
+    }
+}
+
+impl Drop for Acceptor {
+    fn drop(&mut self) {
+        if let Self::Unix(_, path, Some(inode)) = self {
+            let still_ours =
+                std::fs::symlink_metadata(&*path).is_ok_and(|m| std::os::unix::fs::MetadataExt::ino(&m) == *inode);
+            if still_ours {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+async fn accept_loop(listener: Acceptor, config: MuxConfig, sessions: mpsc::Sender<Session>) {
     let known: Arc<Mutex<HashMap<SessionId, mpsc::Sender<Event>>>> = Arc::default();
     loop {
         // Once the application has dropped its listener, connections are still taken for the
@@ -343,17 +498,26 @@ async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::S
                 continue;
             }
         };
-        let Ok((mut stream, peer)) = accepted else { continue };
+        let Ok(accepted) = accepted else { continue };
         let (config, known, sessions) = (config.clone(), Arc::clone(&known), sessions.clone());
         // Each handshake on its own task, so a slow or silent stranger holds up no one.
         tokio::spawn(async move {
             let join = async {
-                let (claim, mut stream) = match &config.tls {
-                    None => (hello::accept(&mut stream, &config.key).await?, Stream::Plain(stream)),
-                    Some(tls) => {
+                let (claim, mut stream) = match (accepted, &config.tls) {
+                    (Accepted::Tcp(stream, _), None) => {
+                        let mut link = Link::tcp(stream);
+                        (hello::accept(&mut link, &config.key).await?, Stream::Plain(link))
+                    }
+                    (Accepted::Tcp(stream, peer), Some(tls)) => {
                         let mut stream =
                             tls.handshake(stream).await.map_err(|source| MuxError::Tls { addr: peer, source })?;
                         (hello::accept(&mut stream, &config.key).await?, Stream::Tls(Box::new(stream)))
+                    }
+                    (Accepted::Unix(stream), _) => {
+                        let mut link = Link::accept_local(stream, config.handshake_timeout)
+                            .await
+                            .map_err(|source| MuxError::Io { what: "a local client's link".into(), source })?;
+                        (hello::accept(&mut link, &config.key).await?, Stream::Plain(link))
                     }
                 };
                 // Looked up and, if new, created under one hold of the lock: two connections
@@ -401,7 +565,7 @@ async fn accept_loop(listener: TcpListener, config: MuxConfig, sessions: mpsc::S
 
 /// A server's side of a connection between its hello and its answer.
 enum Stream {
-    Plain(tokio::net::TcpStream),
+    Plain(Link),
     Tls(Box<tokio_rustls::TlsStream<tokio::net::TcpStream>>),
 }
 
@@ -416,7 +580,7 @@ impl Stream {
 
     fn into_wire(self) -> Wire {
         match self {
-            Self::Plain(stream) => Wire { stream, tls: None },
+            Self::Plain(link) => Wire { link, tls: None },
             Self::Tls(s) => Wire::from_tls(*s),
         }
     }
@@ -438,14 +602,14 @@ const VIEW_IDLE: Duration = Duration::from_millis(50);
 
 /// Connections the driver should work on: those readable, and those writable with bytes
 /// waiting. Registers to be woken for the others.
-fn poll_ready(conns: &[Option<Conn>], cx: &mut std::task::Context<'_>) -> std::task::Poll<Vec<Ready>> {
+fn poll_ready(conns: &mut [Option<Conn>], cx: &mut std::task::Context<'_>) -> std::task::Poll<Vec<Ready>> {
     let ready: Vec<Ready> = conns
-        .iter()
+        .iter_mut()
         .enumerate()
         .filter_map(|(slot, c)| {
-            let c = c.as_ref()?;
-            let readable = c.stream.poll_read_ready(cx).is_ready();
-            let writable = c.full && c.stream.poll_write_ready(cx).is_ready();
+            let c = c.as_mut()?;
+            let readable = c.link.poll_read_ready(cx).is_ready();
+            let writable = c.full && c.link.poll_write_ready(cx).is_ready();
             (readable || writable).then_some(Ready { slot, readable, writable })
         })
         .collect();
@@ -499,7 +663,7 @@ struct Driver {
     room: Arc<Notify>,
     started: Instant,
     /// The client's peer and session, for re-opening connections.
-    redial: Option<(SocketAddr, SessionId)>,
+    redial: Option<(Peer, SessionId)>,
     /// Per slot, how long the next re-open waits: it doubles while re-opened connections die
     /// young, so that a peer that takes connections and drops them is not dialled in a loop.
     backoff: Vec<Duration>,
@@ -508,11 +672,7 @@ struct Driver {
 }
 
 impl Driver {
-    fn new(
-        config: MuxConfig,
-        client: bool,
-        redial: Option<(SocketAddr, SessionId)>,
-    ) -> (Session, mpsc::Sender<Event>, Self) {
+    fn new(config: MuxConfig, client: bool, redial: Option<(Peer, SessionId)>) -> (Session, mpsc::Sender<Event>, Self) {
         let (command_tx, commands) = mpsc::channel(64);
         let (event_tx, events) = mpsc::channel(256);
         let (incoming, incoming_rx) = mpsc::channel(64);
@@ -569,7 +729,7 @@ impl Driver {
                     Event::Up { slot, wire } => self.connection_up(slot, wire),
                     Event::Refused(why) => self.stopped = Some(Stopped::Refused(why.to_string())),
                 },
-                ready = std::future::poll_fn(|cx| poll_ready(&self.conns, cx)) => {
+                ready = std::future::poll_fn(|cx| poll_ready(&mut self.conns, cx)) => {
                     self.on_ready(&ready);
                     busy = true;
                 }
@@ -802,9 +962,8 @@ impl Driver {
         self.receiver.connection_lost();
     }
 
-    fn connection_up(&mut self, slot: usize, wire: Wire) {
-        let _ = wire.stream.set_nodelay(true);
-        let _ = sockopt::set_notsent_lowat(&wire.stream, self.config.notsent_lowat);
+    fn connection_up(&mut self, slot: usize, mut wire: Wire) {
+        wire.link.tune(self.config.notsent_lowat);
         if self.conns.len() <= slot {
             self.conns.resize_with(slot + 1, || None);
         }
@@ -823,7 +982,7 @@ impl Driver {
     /// A client re-opens a lost connection in the background after `wait`, backing off while
     /// it fails. A server that answers that it no longer has the session ends this one.
     fn redial(&self, slot: usize, mut wait: Duration) {
-        let Some((addr, id)) = self.redial else { return };
+        let Some((peer, id)) = self.redial.clone() else { return };
         if !self.config.reconnect {
             return;
         }
@@ -834,7 +993,7 @@ impl Driver {
                 if events.is_closed() {
                     return;
                 }
-                match dial(addr, &config, &id, slot as u16, false).await {
+                match dial(&peer, &config, &id, slot as u16, false).await {
                     Ok(wire) => {
                         let _ = events.send(Event::Up { slot, wire }).await;
                         return;
@@ -1008,7 +1167,7 @@ impl Driver {
                 let idle = !wrote && conn.queued == 0 && age >= VIEW_IDLE;
                 if (wrote && age >= VIEW_EVERY) || idle {
                     conn.viewed = clock;
-                    if let Some(view) = sockopt::view(&conn.stream) {
+                    if let Some(view) = conn.link.view(clock) {
                         self.sender.set_view(slot, ConnView { at_ns: now.0, ..view });
                     }
                 }

@@ -1,4 +1,5 @@
-//! The kernel's help with a TCP connection: a short unsent queue, and what it knows of the path.
+//! The kernel's help with a TCP connection: a short unsent queue, and what it knows of the path;
+//! and for a Unix socket, what waits in its queue.
 //!
 //! `TCP_NOTSENT_LOWAT` makes a socket writable only while its unsent bytes are below a mark, so
 //! frames wait in our queue, where the scheduler can still choose, rather than in the kernel's
@@ -105,5 +106,23 @@ pub fn view(socket: &impl AsRawFd) -> Option<ConnView> {
 /// The kernel's view of the connection (not available here).
 #[cfg(not(target_os = "linux"))]
 pub fn view(_socket: &impl AsRawFd) -> Option<ConnView> {
+    None
+}
+
+/// Bytes a Unix stream socket holds that its peer has not read (`SIOCOUTQ`), as the kernel
+/// accounts its buffers: with some overhead per write, so an upper bound.
+#[cfg(target_os = "linux")]
+pub fn unix_unread(socket: &impl AsRawFd) -> Option<u64> {
+    let mut queued: libc::c_int = 0;
+    // SIOCOUTQ is TIOCOUTQ on Linux (include/uapi/linux/sockios.h); libc names only the latter.
+    // SAFETY: a valid socket descriptor, and a pointer to a live c_int, which is what this
+    // request writes.
+    let rc = unsafe { libc::ioctl(socket.as_raw_fd(), libc::TIOCOUTQ, &raw mut queued) };
+    (rc == 0).then(|| u64::try_from(queued).unwrap_or(0))
+}
+
+/// Bytes a Unix stream socket holds that its peer has not read (not available here).
+#[cfg(not(target_os = "linux"))]
+pub fn unix_unread(_socket: &impl AsRawFd) -> Option<u64> {
     None
 }

@@ -14,7 +14,7 @@
 //! timer, so the async ends need a runtime with both IO and time enabled (`enable_all`).
 
 use std::future::Future;
-use std::io;
+use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -98,7 +98,13 @@ impl Sleeper {
 /// published before it returns); `poll_shutdown` closes the writer as dropping it does, so the
 /// reader gets the end after the last byte. Errors are [`RingError`]s wrapped in
 /// [`io::Error`] (see its `From` impl): [`RingError::ReaderClosed`] and
-/// [`RingError::PeerGone`] are `BrokenPipe`, [`RingError::Corrupt`] is `InvalidData`.
+/// [`RingError::PeerGone`] are `BrokenPipe`, [`RingError::Corrupt`] is `InvalidData`. Once the
+/// lifeline has hung up, every later write fails with [`RingError::PeerGone`].
+///
+/// For a caller that does its own non-blocking I/O (as tokio's sockets offer it):
+/// [`poll_write_ready`](Self::poll_write_ready), then [`try_write`](Self::try_write) or
+/// [`try_write_vectored`](Self::try_write_vectored) until they return `WouldBlock`.
+/// [`set_low_water`](Self::set_low_water) keeps what waits in the ring short.
 #[derive(Debug)]
 pub struct AsyncWriter {
     writer: Writer,
@@ -106,6 +112,10 @@ pub struct AsyncWriter {
     /// Our "waits" flag was left raised when we returned `Pending`.
     parked: bool,
     shut_down: bool,
+    /// The end takes bytes only while fewer than this many are unread.
+    low_water: u64,
+    /// The lifeline hung up: the reader is dead.
+    gone: bool,
 }
 
 impl Writer {
@@ -118,7 +128,8 @@ impl Writer {
     /// [`RingError::Io`] if there is no runtime to register with, or the registration fails.
     pub fn into_async(self) -> Result<AsyncWriter, RingError> {
         let sleeper = Sleeper::new(self.space_ready(), self.lifeline())?;
-        Ok(AsyncWriter { writer: self, sleeper, parked: false, shut_down: false })
+        let low_water = self.capacity();
+        Ok(AsyncWriter { writer: self, sleeper, parked: false, shut_down: false, low_water, gone: false })
     }
 }
 
@@ -128,6 +139,21 @@ impl AsyncWriter {
         &self.writer
     }
 
+    /// Makes the end take bytes only while fewer than `bytes` (at least 1) wait unread in the
+    /// ring, as `TCP_NOTSENT_LOWAT` makes a socket writable only while its unsent bytes are
+    /// below a mark: a write then takes all the room there is, but the next waits until the
+    /// reader has caught up. A sender that chooses what to send next (a scheduler) keeps its
+    /// choices open that way, instead of committing a whole ring ahead. By default the mark is
+    /// the capacity: any room will do.
+    pub fn set_low_water(&mut self, bytes: u64) {
+        self.low_water = bytes.max(1);
+    }
+
+    /// Bytes written and not yet read by the peer (see [`Writer::unread`]).
+    pub fn unread(&mut self) -> io::Result<u64> {
+        Ok(self.writer.unread()?)
+    }
+
     /// Lowers the flag a `Pending` left raised, so a reader that publishes while we are not
     /// parked (the task was woken, or its future dropped) does not keep ringing for nobody.
     fn unpark(&mut self) {
@@ -135,36 +161,90 @@ impl AsyncWriter {
             self.writer.end_wait();
         }
     }
+
+    /// Whether a write now would take bytes: the ring is below the low-water mark. An error
+    /// if no write ever will.
+    fn writable(&mut self) -> Result<bool, RingError> {
+        if self.gone {
+            return Err(RingError::PeerGone);
+        }
+        let unread = self.writer.unread()?;
+        if self.writer.reader_closed() {
+            return Err(RingError::ReaderClosed);
+        }
+        Ok(unread < self.low_water.min(self.writer.capacity()))
+    }
+
+    /// Ready once a write would take bytes (or fail: the reader closed or died, the ring is
+    /// corrupt); `Pending` parks the task on the reader's doorbell, as a full ring does in
+    /// `poll_write`. Like a tokio socket's `poll_write_ready`, except that readiness is
+    /// looked up afresh on every call rather than remembered, so a `try_write` need not
+    /// clear it.
+    pub fn poll_write_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.unpark();
+        if self.shut_down {
+            return Poll::Ready(Ok(()));
+        }
+        loop {
+            match self.writable() {
+                Ok(true) => return Poll::Ready(Ok(())),
+                Ok(false) => {}
+                Err(e) => return Poll::Ready(Err(e.into())),
+            }
+            if !self.writer.announce_wait() {
+                self.writer.end_wait();
+                continue;
+            }
+            let Poll::Ready(woken) = self.sleeper.poll_wait(cx) else {
+                // The flag stays raised while we are parked: it is what makes the reader ring.
+                self.parked = true;
+                return Poll::Pending;
+            };
+            self.writer.end_wait();
+            if let Woken::PeerGone = woken? {
+                self.gone = true;
+            }
+        }
+    }
+
+    /// Copies what fits of `src` without waiting; `WouldBlock` if the ring is at its
+    /// low-water mark or full.
+    pub fn try_write(&mut self, src: &[u8]) -> io::Result<usize> {
+        self.try_write_vectored(&[IoSlice::new(src)])
+    }
+
+    /// Copies what fits of `srcs`, in order, without waiting, as one write (see
+    /// [`Writer::try_write_vectored`]); `WouldBlock` if the ring is at its low-water mark or
+    /// full.
+    pub fn try_write_vectored(&mut self, srcs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.unpark();
+        if self.shut_down {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "write to a ring after its shutdown"));
+        }
+        if srcs.iter().all(|s| s.is_empty()) {
+            return Ok(0);
+        }
+        if !self.writable()? {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        match self.writer.try_write_vectored(srcs)? {
+            0 => Err(io::ErrorKind::WouldBlock.into()),
+            n => Ok(n),
+        }
+    }
 }
 
 impl AsyncWrite for AsyncWriter {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, src: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        this.unpark();
-        if this.shut_down {
-            return Poll::Ready(Err(io::Error::new(io::ErrorKind::BrokenPipe, "write to a ring after its shutdown")));
-        }
         if src.is_empty() {
-            return Poll::Ready(Ok(0));
+            return Poll::Ready(this.try_write(src));
         }
         loop {
-            match this.writer.try_write(src) {
-                Ok(0) => {}
-                Ok(n) => return Poll::Ready(Ok(n)),
-                Err(e) => return Poll::Ready(Err(e.into())),
-            }
-            if !this.writer.announce_wait() {
-                this.writer.end_wait();
-                continue;
-            }
-            let Poll::Ready(woken) = this.sleeper.poll_wait(cx) else {
-                // The flag stays raised while we are parked: it is what makes the reader ring.
-                this.parked = true;
-                return Poll::Pending;
-            };
-            this.writer.end_wait();
-            if let Woken::PeerGone = woken? {
-                return Poll::Ready(Err(RingError::PeerGone.into()));
+            ready!(this.poll_write_ready(cx))?;
+            match this.try_write(src) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                done => return Poll::Ready(done),
             }
         }
     }
@@ -195,12 +275,17 @@ impl Drop for AsyncWriter {
 /// dropped or shut down) *and* every byte it published has been read. A writer that died
 /// without closing (its lifeline hung up) is, after its last byte, an `UnexpectedEof` error
 /// wrapping [`RingError::PeerGone`]; [`RingError::Corrupt`] is `InvalidData`.
+///
+/// For a caller that does its own non-blocking I/O: [`poll_read_ready`](Self::poll_read_ready),
+/// then [`try_read`](Self::try_read) until it returns `WouldBlock`.
 #[derive(Debug)]
 pub struct AsyncReader {
     reader: Reader,
     sleeper: Sleeper,
     /// Our "waits" flag was left raised when we returned `Pending`.
     parked: bool,
+    /// The lifeline hung up: what the writer published is all there will be.
+    gone: bool,
 }
 
 impl Reader {
@@ -213,7 +298,7 @@ impl Reader {
     /// [`RingError::Io`] if there is no runtime to register with, or the registration fails.
     pub fn into_async(self) -> Result<AsyncReader, RingError> {
         let sleeper = Sleeper::new(self.data_ready(), self.lifeline())?;
-        Ok(AsyncReader { reader: self, sleeper, parked: false })
+        Ok(AsyncReader { reader: self, sleeper, parked: false, gone: false })
     }
 }
 
@@ -227,6 +312,59 @@ impl AsyncReader {
     fn unpark(&mut self) {
         if std::mem::take(&mut self.parked) {
             self.reader.end_wait();
+        }
+    }
+
+    /// Bytes ready to read now, without waiting (see [`Reader::available`]).
+    pub fn available(&mut self) -> io::Result<usize> {
+        // At most the capacity, which is a usize.
+        Ok(self.reader.available().map_err(read_error)? as usize)
+    }
+
+    /// Ready once a read would return something: bytes, the end, or an error (the writer
+    /// died, the ring is corrupt); `Pending` parks the task on the writer's doorbell, as an
+    /// empty ring does in `poll_read`. Like a tokio socket's `poll_read_ready`, except that
+    /// readiness is looked up afresh on every call rather than remembered, so a `try_read`
+    /// need not clear it.
+    pub fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.unpark();
+        loop {
+            if self.gone {
+                return Poll::Ready(Ok(()));
+            }
+            match self.reader.available() {
+                Ok(0) if !self.reader.writer_closed() => {}
+                Ok(_) => return Poll::Ready(Ok(())),
+                Err(e) => return Poll::Ready(Err(read_error(e))),
+            }
+            if !self.reader.announce_wait() {
+                self.reader.end_wait();
+                continue;
+            }
+            let Poll::Ready(woken) = self.sleeper.poll_wait(cx) else {
+                self.parked = true;
+                return Poll::Pending;
+            };
+            self.reader.end_wait();
+            if let Woken::PeerGone = woken? {
+                self.gone = true;
+            }
+        }
+    }
+
+    /// Copies what is ready into `dst` without waiting: `Ok(0)` for a non-empty `dst` is the
+    /// end (see the type's docs), `WouldBlock` means nothing yet.
+    pub fn try_read(&mut self, dst: &mut [u8]) -> io::Result<usize> {
+        self.unpark();
+        if dst.is_empty() {
+            return Ok(0);
+        }
+        if self.gone {
+            return self.reader.read_remains(dst).map_err(read_error);
+        }
+        match self.reader.read_ready(dst).map_err(read_error)? {
+            Some(n) => Ok(n),
+            None => Err(io::ErrorKind::WouldBlock.into()),
         }
     }
 }
@@ -243,34 +381,20 @@ fn read_error(e: RingError) -> io::Error {
 impl AsyncRead for AsyncReader {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, dst: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        this.unpark();
         if dst.remaining() == 0 {
             return Poll::Ready(Ok(()));
         }
         // No read takes more than the ring holds: zero (once) only what could be filled.
         let most = dst.remaining().min(usize::try_from(this.reader.capacity()).unwrap_or(usize::MAX));
         loop {
-            match this.reader.read_ready(dst.initialize_unfilled_to(most)) {
-                Ok(Some(n)) => {
+            ready!(this.poll_read_ready(cx))?;
+            match this.try_read(dst.initialize_unfilled_to(most)) {
+                Ok(n) => {
                     dst.advance(n);
                     return Poll::Ready(Ok(()));
                 }
-                Ok(None) => {}
-                Err(e) => return Poll::Ready(Err(read_error(e))),
-            }
-            if !this.reader.announce_wait() {
-                this.reader.end_wait();
-                continue;
-            }
-            let Poll::Ready(woken) = this.sleeper.poll_wait(cx) else {
-                this.parked = true;
-                return Poll::Pending;
-            };
-            this.reader.end_wait();
-            if let Woken::PeerGone = woken? {
-                let n = this.reader.read_remains(dst.initialize_unfilled_to(most)).map_err(read_error)?;
-                dst.advance(n);
-                return Poll::Ready(Ok(()));
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
             }
         }
     }

@@ -17,7 +17,13 @@
 //!   (`Writer::into_async`, `Reader::into_async`), the ends as tokio's `AsyncWrite` and
 //!   `AsyncRead`, which touch the kernel only when the ring is full or empty; and `Duplex`, a
 //!   two-way stream as two rings (`duplex` in one process, `Duplex::offer`/`Duplex::accept`
-//!   across two over a Unix socket).
+//!   across two over a Unix socket). For callers that do their own non-blocking I/O, as the
+//!   mux's driver does with sockets, the async ends also offer tokio's readiness style:
+//!   `AsyncReader::poll_read_ready` + `try_read`, `AsyncWriter::poll_write_ready` +
+//!   `try_write`/`try_write_vectored`, parking the same way `poll_read`/`poll_write` do; and
+//!   `AsyncWriter::set_low_water`, the ring's `TCP_NOTSENT_LOWAT`.
+//! - [`Writer::unread`] (bytes written and not yet read: the ring's "unsent" queue) and
+//!   [`Reader::available`], exact and without waiting.
 //! - [`RingError`]: among others, [`RingError::Corrupt`]: the reader and writer never trust the
 //!   peer's index for their own safety, so a peer that scribbles on the shared header gets a
 //!   typed error back, never undefined behaviour, a panic or an out-of-bounds copy.
@@ -45,7 +51,8 @@
 //! # What does not
 //!
 //! No policy: which bytes go on the ring, in what order, framed how, is the core's business
-//! (`switchyard_core::carry`) and the callers'. Not yet here: use from the mux or tunnel.
+//! (`switchyard_core::carry`) and the callers'. The mux (`switchyard_mux`, `shm:` peers) carries a
+//! session's connections over duplexes of these rings.
 //!
 //! # Why a one-way ring
 //!

@@ -36,6 +36,7 @@
 //! else is [`RingError::Corrupt`], and the end stays failed.
 
 use std::hint::spin_loop;
+use std::io::IoSlice;
 #[cfg(not(loom))]
 use std::os::fd::BorrowedFd;
 use std::os::fd::{AsFd, OwnedFd};
@@ -167,18 +168,61 @@ impl Writer {
     /// Copies as much of `src` as fits into the ring without waiting; `Ok(0)` means the ring is
     /// full (or `src` empty).
     pub fn try_write(&mut self, src: &[u8]) -> Result<usize, RingError> {
+        self.try_write_vectored(&[IoSlice::new(src)])
+    }
+
+    /// Copies as much of `srcs`, in order, as fits into the ring without waiting, as one write:
+    /// a frame's head and its payload go in without a copy to join them, and the reader is
+    /// told of them together. `Ok(0)` means the ring is full (or `srcs` empty).
+    pub fn try_write_vectored(&mut self, srcs: &[IoSlice<'_>]) -> Result<usize, RingError> {
         if let Some(c) = self.failed {
             return Err(RingError::Corrupt(c));
         }
         if self.map.word(Word::ReaderClosed).load(Ordering::Acquire) != 0 {
             return Err(RingError::ReaderClosed);
         }
+        // Cannot underflow: `unread` checked that in-flight bytes are at most the capacity.
+        let mut free = self.map.capacity() - self.unread()? as usize;
+        let step = step(self.map.capacity());
+        let (mut total, mut unpublished) = (0, 0);
+        for src in srcs {
+            let n = free.min(src.len());
+            for piece in src[..n].chunks(step) {
+                self.map.copy_in(self.head, piece);
+                self.head = self.head.wrapping_add(piece.len() as u64);
+                unpublished += piece.len();
+                if unpublished >= step {
+                    // The bytes just copied are visible to a reader that acquires this head.
+                    publish(&self.map, Word::Head, self.head, Word::ReaderWaits, &self.data_ready);
+                    unpublished = 0;
+                }
+            }
+            free -= n;
+            total += n;
+            if free == 0 {
+                break;
+            }
+        }
+        if unpublished > 0 {
+            publish(&self.map, Word::Head, self.head, Word::ReaderWaits, &self.data_ready);
+        }
+        Ok(total)
+    }
+
+    /// Bytes written and not yet read by the peer, as of the peer's latest published index:
+    /// what a socket would call its unsent (or unacknowledged) bytes. Checks the peer's index as
+    /// a write does ([`RingError::Corrupt`]).
+    pub fn unread(&mut self) -> Result<u64, RingError> {
+        if let Some(c) = self.failed {
+            return Err(RingError::Corrupt(c));
+        }
         // Acquire: pairs with the reader's Release store, so its copies out of the space it
         // frees are finished before we overwrite that space.
         let tail = self.map.word(Word::Tail).load(Ordering::Acquire);
         let in_flight = self.head.wrapping_sub(tail);
         // The tail may only move forward from the last value seen and never past our head;
-        // as distances behind the head that is `in_flight <= head - tail_seen <= capacity`.
+        // as distances behind the head that is `in_flight <= head - tail_seen <= capacity`
+        // (tail_seen was itself checked when accepted, or is the initial 0 == head).
         if in_flight > self.head.wrapping_sub(self.tail_seen) {
             let c = Corruption {
                 word: "tail",
@@ -191,20 +235,7 @@ impl Writer {
             return Err(RingError::Corrupt(c));
         }
         self.tail_seen = tail;
-        // Cannot underflow: in_flight <= head - tail_seen <= capacity (checked above, and
-        // tail_seen was itself checked when accepted, or is the initial 0 == head).
-        let free = self.map.capacity() - in_flight as usize;
-        let n = free.min(src.len());
-        if n == 0 {
-            return Ok(0);
-        }
-        for piece in src[..n].chunks(step(self.map.capacity())) {
-            self.map.copy_in(self.head, piece);
-            self.head = self.head.wrapping_add(piece.len() as u64);
-            // The bytes just copied are visible to a reader that acquires this head.
-            publish(&self.map, Word::Head, self.head, Word::ReaderWaits, &self.data_ready);
-        }
-        Ok(n)
+        Ok(in_flight)
     }
 
     /// Raises the "writer waits" flag and re-checks: whether sleeping on `space_ready` is
@@ -216,6 +247,12 @@ impl Writer {
     /// Lowers the flag `announce_wait` raised.
     pub(crate) fn end_wait(&self) {
         end_wait(&self.map, Word::WriterWaits);
+    }
+
+    /// Whether the reader has closed its end.
+    #[cfg(all(feature = "tokio", not(loom)))]
+    pub(crate) fn reader_closed(&self) -> bool {
+        self.map.word(Word::ReaderClosed).load(Ordering::Acquire) != 0
     }
 
     /// The doorbell the reader rings when it frees space.
@@ -346,6 +383,23 @@ impl Reader {
     /// Copies as many bytes as are ready (up to `dst.len()`) without waiting; `Ok(0)` means
     /// nothing is ready (use [`read`](Self::read) to tell an empty ring from the end).
     pub fn try_read(&mut self, dst: &mut [u8]) -> Result<usize, RingError> {
+        // `available() <= capacity`, which fits in usize.
+        let n = (self.available()? as usize).min(dst.len());
+        if n == 0 {
+            return Ok(0);
+        }
+        for piece in dst[..n].chunks_mut(step(self.map.capacity())) {
+            self.map.copy_out(self.tail, piece);
+            self.tail = self.tail.wrapping_add(piece.len() as u64);
+            // Our copy out is finished before the writer may reuse the space.
+            publish(&self.map, Word::Tail, self.tail, Word::WriterWaits, &self.space_ready);
+        }
+        Ok(n)
+    }
+
+    /// Bytes ready to read now, as of the writer's latest published index (at most the
+    /// capacity). Checks that index as a read does ([`RingError::Corrupt`]).
+    pub fn available(&mut self) -> Result<u64, RingError> {
         if let Some(c) = self.failed {
             return Err(RingError::Corrupt(c));
         }
@@ -368,18 +422,12 @@ impl Reader {
             return Err(RingError::Corrupt(c));
         }
         self.head_seen = head;
-        // `ready <= capacity`, which fits in usize.
-        let n = (ready as usize).min(dst.len());
-        if n == 0 {
-            return Ok(0);
-        }
-        for piece in dst[..n].chunks_mut(step(self.map.capacity())) {
-            self.map.copy_out(self.tail, piece);
-            self.tail = self.tail.wrapping_add(piece.len() as u64);
-            // Our copy out is finished before the writer may reuse the space.
-            publish(&self.map, Word::Tail, self.tail, Word::WriterWaits, &self.space_ready);
-        }
-        Ok(n)
+        Ok(ready)
+    }
+
+    /// Whether the writer has closed its end (what it published before may still be unread).
+    pub(crate) fn writer_closed(&self) -> bool {
+        self.map.word(Word::WriterClosed).load(Ordering::Acquire) != 0
     }
 
     /// What `read` makes of the ring without waiting: `Some(n)` bytes read, `Some(0)` the
@@ -390,7 +438,7 @@ impl Reader {
         if n > 0 {
             return Ok(Some(n));
         }
-        if self.map.word(Word::WriterClosed).load(Ordering::Acquire) != 0 {
+        if self.writer_closed() {
             // The head stored before `closed` is visible now: one last look.
             return self.try_read(dst).map(Some);
         }

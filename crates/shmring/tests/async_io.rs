@@ -169,6 +169,61 @@ async fn a_corrupt_head_is_invalid_data() {
     assert!(err.to_string().starts_with("the peer corrupted the ring"), "{err}");
 }
 
+/// The readiness calls, as a driver doing its own non-blocking I/O uses them: `Pending` on an
+/// empty ring until bytes arrive, `WouldBlock` once drained, vectored writes in order, and a
+/// writer held at its low-water mark until the reader catches up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_and_non_blocking_calls_follow_the_ring() {
+    use std::future::poll_fn;
+    use std::io::IoSlice;
+    use std::task::Poll;
+
+    let (writer, reader) = channel(4096).unwrap();
+    let (mut writer, mut reader) = (writer.into_async().unwrap(), reader.into_async().unwrap());
+    let mut buf = [0u8; 64];
+    assert_eq!(reader.try_read(&mut buf).unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert!(poll_fn(|cx| Poll::Ready(reader.poll_read_ready(cx).is_pending())).await, "nothing to read yet");
+
+    // A parked reader is woken by a write from another task.
+    let writing = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let n = writer.try_write_vectored(&[IoSlice::new(b"head "), IoSlice::new(b""), IoSlice::new(b"payload")]);
+        assert_eq!(n.unwrap(), 12);
+        writer
+    });
+    within(5, poll_fn(|cx| reader.poll_read_ready(cx))).await.unwrap();
+    let mut writer = writing.await.unwrap();
+    assert_eq!(reader.available().unwrap(), 12);
+    let n = reader.try_read(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"head payload");
+    assert_eq!(reader.try_read(&mut buf).unwrap_err().kind(), ErrorKind::WouldBlock);
+
+    // At its mark the writer takes nothing more, though the ring has room.
+    writer.set_low_water(100);
+    assert_eq!(writer.try_write(&[1; 300]).unwrap(), 300, "below the mark a write takes all the room");
+    assert_eq!(writer.unread().unwrap(), 300);
+    assert_eq!(writer.try_write(&[2; 10]).unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert!(poll_fn(|cx| Poll::Ready(writer.poll_write_ready(cx).is_pending())).await);
+    let draining = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let mut all = [0u8; 300];
+        assert_eq!(reader.try_read(&mut all[..250]).unwrap(), 250);
+        reader
+    });
+    within(5, poll_fn(|cx| writer.poll_write_ready(cx))).await.unwrap();
+    assert_eq!(writer.unread().unwrap(), 50);
+    let mut reader = draining.await.unwrap();
+
+    // The end: once the writer is gone and its bytes read, a read returns 0.
+    writer.try_write(b"bye").unwrap();
+    drop(writer);
+    within(5, poll_fn(|cx| reader.poll_read_ready(cx))).await.unwrap();
+    let mut rest = [0u8; 100];
+    assert_eq!(reader.try_read(&mut rest).unwrap(), 53);
+    assert_eq!(&rest[50..53], b"bye");
+    assert_eq!(reader.try_read(&mut rest).unwrap(), 0, "the end after the last byte");
+}
+
 /// Both ends as tasks of one current-thread runtime, through a ring far smaller than the
 /// transfer: each must park (return `Pending`) for the other to run. An end that blocked the
 /// thread would stall both for good, so the watchdog is a separate thread.
