@@ -54,6 +54,30 @@
 //! (`switchyard_core::carry`) and the callers'. The mux (`switchyard_mux`, `shm:` peers) carries a
 //! session's connections over duplexes of these rings.
 //!
+//! # Trust and tear-down
+//!
+//! XenSocket's rules (notes 004a §10 (b)), kept where they still mean something on one host:
+//!
+//! - **The less-trusted side allocates.** [`RingFds::create`] makes the memory and the other
+//!   side maps what it is handed. A memfd lives while any process holds it, so once the
+//!   trusted side has closed its end, a ring the peer keeps is the peer's alone, not memory it
+//!   can hold against us. (Linux charges a shared page to the cgroup of the process that first
+//!   touches it, so the header page is the creator's and a data page is its first writer's.)
+//!   In Switchyard's uses the client of a `shm:` mux session and the capture feeder allocate;
+//!   the server and the inspector map.
+//! - **Neither side trusts shared control data for its own correctness.** Each keeps its index
+//!   privately and checks the peer's ([`RingError::Corrupt`]); the file is sealed against
+//!   resizing ([`RingError::Unsealed`]).
+//! - **The trusted side never blocks on the untrusted one.** Dropping an end stores its
+//!   "closed" flag and rings the peer, and never waits. A wait for data or space can be bounded
+//!   (`set_timeout`: [`RingError::TimedOut`]) and ends when the peer dies (the lifeline:
+//!   [`RingError::PeerGone`]). A peer that stops reading, scribbles on the header or rings for
+//!   nothing can hurt only its own stream.
+//! - **Tear-down.** XenSocket needed two flags and a fixed order (the client first) because Xen
+//!   cannot revoke a mapped grant. Here either end may go first: the reader sees the writer's
+//!   "closed" after its last byte, the writer sees the reader's as [`RingError::ReaderClosed`],
+//!   and the kernel frees the pages once both ends have unmapped and closed the file.
+//!
 //! # Why a one-way ring
 //!
 //! XenSocket measured that aggregating many small transfers into a few large copies through a
@@ -120,6 +144,10 @@ pub enum RingError {
     /// everything the peer wrote; the last write may have been cut short.
     #[error("the peer went away without closing the ring (killed?)")]
     PeerGone,
+    /// The wait for the peer lasted longer than the end's timeout (`set_timeout`): the peer
+    /// neither read nor wrote in that time. The end stays usable.
+    #[error("the peer did not move for {0:?} (the timeout)")]
+    TimedOut(std::time::Duration),
     /// A system call failed (memfd, seals, eventfd, poll).
     #[error("system call failed: {0}")]
     Os(#[from] nix::errno::Errno),
@@ -140,6 +168,7 @@ impl From<RingError> for std::io::Error {
             RingError::Unsealed => ErrorKind::PermissionDenied,
             // Nobody is left to read what we write: as writing to a pipe nobody reads.
             RingError::ReaderClosed | RingError::PeerGone => ErrorKind::BrokenPipe,
+            RingError::TimedOut(_) => ErrorKind::TimedOut,
             RingError::Os(errno) => Self::from(*errno).kind(),
             RingError::Io(io) => io.kind(),
         };

@@ -41,7 +41,7 @@ use std::io::IoSlice;
 use std::os::fd::BorrowedFd;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::doorbell::Doorbell;
 use crate::raw::{Mapping, RingFile, Word, fence};
@@ -62,6 +62,16 @@ const SPINS: u32 = 0;
 /// The longest sleep before re-checking the ring on our own: bounds the stall when a peer
 /// dies (or misbehaves) without ringing.
 pub(crate) const NAP: Duration = Duration::from_millis(100);
+
+/// How long the next sleep may last: a [`NAP`], or less where a timeout (`set_timeout`) runs out
+/// first; [`RingError::TimedOut`] once it has.
+fn nap(deadline: Option<Instant>, timeout: Option<Duration>) -> Result<Duration, RingError> {
+    let Some(deadline) = deadline else { return Ok(NAP) };
+    match deadline.saturating_duration_since(Instant::now()) {
+        left if left.is_zero() => Err(RingError::TimedOut(timeout.unwrap_or_default())),
+        left => Ok(left.min(NAP)),
+    }
+}
 
 /// The most either end copies before publishing its index: a quarter of the ring, so a peer
 /// waiting on a full (or empty) ring can start on the first quarter while the rest is being
@@ -146,6 +156,8 @@ pub struct Writer {
     space_ready: Doorbell,
     failed: Option<Corruption>,
     lifeline: Option<OwnedFd>,
+    /// The longest `write` waits for space (`None`: for ever).
+    timeout: Option<Duration>,
 }
 
 impl Writer {
@@ -162,6 +174,7 @@ impl Writer {
             space_ready: fds.space_ready,
             failed: None,
             lifeline: None,
+            timeout: None,
         })
     }
 
@@ -288,6 +301,7 @@ impl Writer {
             return Ok(0);
         }
         let mut spins = 0;
+        let deadline = self.timeout.map(|t| Instant::now() + t);
         loop {
             let n = self.try_write(src)?;
             if n > 0 {
@@ -298,9 +312,10 @@ impl Writer {
                 spin_loop();
                 continue;
             }
+            let nap = nap(deadline, self.timeout)?;
             // The peer's lifeline hung up: true only if we slept and it ended the sleep.
             let gone = if self.announce_wait() {
-                self.space_ready.wait(NAP, self.lifeline.as_ref().map(AsFd::as_fd))
+                self.space_ready.wait(nap, self.lifeline.as_ref().map(AsFd::as_fd))
             } else {
                 Ok(false)
             };
@@ -333,6 +348,14 @@ impl Writer {
         self.lifeline = Some(lifeline);
     }
 
+    /// Bounds how long [`write`](Self::write) (and so each step of `write_all`) waits for
+    /// space: past it, [`RingError::TimedOut`]. A reader that stops reading then costs a
+    /// trusted writer at most this, never a thread stuck for good (`None`, the default: wait
+    /// for ever, as a pipe does).
+    pub fn set_timeout(&mut self, timeout: Option<Duration>) {
+        self.timeout = timeout;
+    }
+
     /// The shared ring file: what a peer process needs (with the two eventfds) to map the
     /// ring. Writing into it is exactly what a hostile peer can do, which is how the tests
     /// play one.
@@ -362,6 +385,8 @@ pub struct Reader {
     space_ready: Doorbell,
     failed: Option<Corruption>,
     lifeline: Option<OwnedFd>,
+    /// The longest `read` waits for data (`None`: for ever).
+    timeout: Option<Duration>,
 }
 
 impl Reader {
@@ -377,6 +402,7 @@ impl Reader {
             space_ready: fds.space_ready,
             failed: None,
             lifeline: None,
+            timeout: None,
         })
     }
 
@@ -483,6 +509,7 @@ impl Reader {
             return Ok(0);
         }
         let mut spins = 0;
+        let deadline = self.timeout.map(|t| Instant::now() + t);
         loop {
             if let Some(n) = self.read_ready(dst)? {
                 return Ok(n);
@@ -492,8 +519,9 @@ impl Reader {
                 spin_loop();
                 continue;
             }
+            let nap = nap(deadline, self.timeout)?;
             let gone = if self.announce_wait() {
-                self.data_ready.wait(NAP, self.lifeline.as_ref().map(AsFd::as_fd))
+                self.data_ready.wait(nap, self.lifeline.as_ref().map(AsFd::as_fd))
             } else {
                 Ok(false)
             };
@@ -513,6 +541,12 @@ impl Reader {
     /// everything the writer published has been read, `read` returns [`RingError::PeerGone`].
     pub fn watch(&mut self, lifeline: OwnedFd) {
         self.lifeline = Some(lifeline);
+    }
+
+    /// Bounds how long [`read`](Self::read) waits for data: past it, [`RingError::TimedOut`]
+    /// (see [`Writer::set_timeout`]).
+    pub fn set_timeout(&mut self, timeout: Option<Duration>) {
+        self.timeout = timeout;
     }
 
     /// The shared ring file (see [`Writer::file`]).

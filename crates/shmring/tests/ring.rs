@@ -212,3 +212,74 @@ fn capacities_must_be_powers_of_two() {
         assert!(matches!(channel(bad), Err(RingError::Capacity(c)) if c == bad));
     }
 }
+
+/// A reader that stops reading (hostile, or stuck) costs a writer with a timeout only that
+/// long, and the writer goes on once the reader does.
+#[test]
+fn a_reader_that_stops_reading_costs_a_writer_only_its_timeout() {
+    use std::time::{Duration, Instant};
+    let (mut writer, mut reader) = channel(4096).unwrap();
+    writer.set_timeout(Some(Duration::from_millis(200)));
+    let t = Instant::now();
+    let err = writer.write_all(&[7; 4096 + 1]).unwrap_err();
+    let waited = t.elapsed();
+    assert!(matches!(err, RingError::TimedOut(d) if d == Duration::from_millis(200)), "{err}");
+    assert!(waited >= Duration::from_millis(200) && waited < Duration::from_secs(3), "{waited:?}");
+    // Not failed for good: the reader catches up, and the last byte goes through.
+    let mut dst = vec![0u8; 4096];
+    assert_eq!(reader.read(&mut dst).unwrap(), 4096);
+    writer.write_all(&[8]).unwrap();
+    assert_eq!(reader.read(&mut dst).unwrap(), 1);
+    assert_eq!(dst[0], 8);
+}
+
+/// A writer that sends nothing costs a reader with a timeout only that long.
+#[test]
+fn a_silent_writer_costs_a_reader_only_its_timeout() {
+    use std::time::Duration;
+    let (_writer, mut reader) = channel(4096).unwrap();
+    reader.set_timeout(Some(Duration::from_millis(100)));
+    let err = reader.read(&mut [0u8; 16]).unwrap_err();
+    assert!(matches!(err, RingError::TimedOut(_)), "{err}");
+    let io: std::io::Error = err.into();
+    assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+}
+
+/// A peer that keeps raising both "waits" flags (rings for nobody) slows nothing down and
+/// loses nothing: the flags are only hints to ring the eventfds.
+#[test]
+fn a_peer_raising_the_wait_flags_loses_no_byte() {
+    /// Offsets of the two "waits" flags (the layout table in `raw.rs`).
+    const FLAGS: [u64; 2] = [72, 136];
+    let (mut writer, mut reader) = channel(256).unwrap();
+    let file = File::from(writer.file().try_clone_to_owned().unwrap());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hostile = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for at in FLAGS {
+                    scribble(&file, at, 1);
+                }
+            }
+        })
+    };
+    let n = 1u64 << 20;
+    let sender = std::thread::spawn(move || {
+        let bytes: Vec<u8> = (0..n).map(byte).collect();
+        writer.write_all(&bytes)
+    });
+    let mut got = 0u64;
+    let mut dst = [0u8; 1000];
+    while got < n {
+        let k = reader.read(&mut dst).unwrap();
+        assert!(k > 0);
+        for (i, b) in dst[..k].iter().enumerate() {
+            assert_eq!(*b, byte(got + i as u64), "byte {}", got + i as u64);
+        }
+        got += k as u64;
+    }
+    sender.join().unwrap().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    hostile.join().unwrap();
+}
