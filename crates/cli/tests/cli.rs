@@ -404,19 +404,28 @@ impl Drop for Running {
 
 #[test]
 fn a_tunnel_between_two_processes_carries_a_tcp_conversation() {
-    tunnel_echo(false);
+    tunnel_echo(false, None);
 }
 
 #[test]
 fn a_tunnel_with_a_certificate_from_tunnel_cert_carries_a_tcp_conversation_over_tls() {
-    tunnel_echo(true);
+    tunnel_echo(true, None);
+}
+
+/// Two tunnel processes on one host, their session over shared-memory rings (`shm:`) and over
+/// a Unix socket (`unix:`).
+#[test]
+fn a_tunnel_between_two_local_processes_runs_over_rings_or_a_unix_socket() {
+    tunnel_echo(false, Some("shm"));
+    tunnel_echo(false, Some("unix"));
 }
 
 /// Two tunnel processes carry an echo conversation; with `tls`, under a certificate made by
-/// `tunnel cert`.
-fn tunnel_echo(tls: bool) {
+/// `tunnel cert`; with `local`, over a `shm:` or `unix:` peer instead of TCP.
+fn tunnel_echo(tls: bool, local: Option<&str>) {
     use std::io::{Read, Write};
-    let dir = std::env::temp_dir().join(format!("switchyard-tunnel-{}-{tls}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("switchyard-tunnel-{}-{tls}-{}", std::process::id(), local.unwrap_or("tcp")));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (mut listen_tls, mut connect_tls) = (Vec::new(), Vec::new());
@@ -451,11 +460,15 @@ fn tunnel_echo(tls: bool) {
         }
     });
     let (far, near) = (free_port(), free_port());
+    let far = match local {
+        Some(kind) => format!("{kind}:{}", dir.join("far.sock").display()),
+        None => format!("127.0.0.1:{far}"),
+    };
     let bin = env!("CARGO_BIN_EXE_switchyard");
     let key = key.to_str().unwrap();
     let _listen = Running(
         Command::new(bin)
-            .args(["tunnel", "listen", "--bind", &format!("127.0.0.1:{far}"), "--key-file", key, "--every", "0"])
+            .args(["tunnel", "listen", "--bind", &far, "--key-file", key, "--every", "0"])
             .args(["--allow", &echo_addr.to_string()])
             .args(&listen_tls)
             .spawn()
@@ -464,7 +477,7 @@ fn tunnel_echo(tls: bool) {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let _connect = Running(
         Command::new(bin)
-            .args(["tunnel", "connect", "--to", &format!("127.0.0.1:{far}"), "--key-file", key, "--every", "0"])
+            .args(["tunnel", "connect", "--to", &far, "--key-file", key, "--every", "0"])
             .args(["--connections", "3", "--forward", &format!("127.0.0.1:{near}={echo_addr}@8")])
             .args(&connect_tls)
             .spawn()
