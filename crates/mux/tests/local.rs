@@ -3,6 +3,8 @@
 //! weight as they do over TCP, a peer that dies or lets go is noticed, a tunnel works over
 //! rings, and peers parse from what a user types.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -133,72 +135,8 @@ async fn channels_over_shared_memory_rings_carry_every_byte_both_ways() {
     both_ways("shm").await;
 }
 
-/// Shares of what the receiver got from backlogged channels, between two moments of the run
-/// (as `loopback.rs` measures them over TCP).
 async fn shares(peer: Peer, connections: usize, weights: &[f64]) -> Vec<f64> {
-    // Windows large enough that a stall of the credit loop does not block the heaviest
-    // channel: the test is of the scheduler, not of window sizing.
-    let config = || {
-        let mut c = config(connections);
-        c.recv.window = 16384;
-        c.send.channel_buffer = 4 << 20;
-        c
-    };
-    let mut listener = Listener::bind_to(peer.clone(), config()).await.unwrap();
-    let n = weights.len();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        let session = listener.accept().await.unwrap();
-        let _ = tx.send(session.clone());
-        while let Some(mut ch) = session.accept().await {
-            tokio::spawn(async move { while let Ok(Some(_)) = ch.recv().await {} });
-        }
-    });
-    let session = Session::connect_to(peer, config()).await.unwrap();
-    let mut channels = Vec::new();
-    for w in weights {
-        channels.push(session.open(*w, true).await.unwrap());
-    }
-    let server = rx.await.unwrap();
-    let chunk = Bytes::from(vec![7u8; 64 << 10]);
-    // Three writers per channel keep its buffer full: the shares are the scheduler's only if
-    // every channel always has bytes waiting.
-    let writers: Vec<_> = channels
-        .into_iter()
-        .map(std::sync::Arc::new)
-        .flat_map(|ch| [std::sync::Arc::clone(&ch), std::sync::Arc::clone(&ch), ch])
-        .map(|ch| {
-            let chunk = chunk.clone();
-            tokio::spawn(async move { while ch.send(chunk.clone()).await.is_ok() {} })
-        })
-        .collect();
-    let delivered = |r: &switchyard_mux::SessionReport| -> Vec<u64> {
-        let mut v: Vec<(u32, u64)> = r.channels.iter().map(|c| (c.id, c.received.delivered_bytes)).collect();
-        v.sort_unstable();
-        v.into_iter().map(|(_, b)| b).collect()
-    };
-    let until = |mb: u64| {
-        let server = server.clone();
-        async move {
-            loop {
-                let r = server.report().await.unwrap();
-                let d = delivered(&r);
-                if d.len() == n && d.iter().sum::<u64>() >= mb << 20 {
-                    return d;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        }
-    };
-    let (a, b) = tokio::time::timeout(Duration::from_secs(60), async { (until(16).await, until(96).await) })
-        .await
-        .expect("96 MiB arrive");
-    for w in writers {
-        w.abort();
-    }
-    let diff: Vec<f64> = a.iter().zip(&b).map(|(x, y)| (y - x) as f64).collect();
-    let total: f64 = diff.iter().sum();
-    diff.iter().map(|d| d / total).collect()
+    common::shares(peer, config(connections), weights).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

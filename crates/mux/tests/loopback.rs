@@ -1,11 +1,13 @@
 //! Sessions over loopback: bytes arrive whole and in order on every channel, a connection cut
 //! mid-transfer loses nothing, a wrong key is refused, and backlogged channels share by weight.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use switchyard_mux::{ConnChoice, Listener, MuxConfig, MuxError, Scheme, SendConfig, Session, Tls};
+use switchyard_mux::{ConnChoice, Listener, MuxConfig, MuxError, Peer, Scheme, SendConfig, Session, Tls};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -343,77 +345,8 @@ async fn a_client_whose_server_session_has_ended_is_told_so_instead_of_rediallin
     assert!(matches!(e, MuxError::Ended), "{e}");
 }
 
-/// Shares of what the receiver got from backlogged channels, between two moments of the run.
 async fn shares(scheme: Scheme, connections: usize, weights: &[f64]) -> Vec<f64> {
-    // Windows large enough that a stall of the credit loop (both ends share two cores here)
-    // does not block the heaviest channel: the test is of the scheduler, not of window sizing,
-    // which `switchyard bench mux` reports through each channel's blocked turns.
-    let config = |scheme, connections| {
-        let mut c = config(scheme, connections);
-        c.recv.window = 16384;
-        c.send.channel_buffer = 4 << 20;
-        c
-    };
-    let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), config(scheme, connections)).await.unwrap();
-    let addr = listener.local_addr();
-    let n = weights.len();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        let session = listener.accept().await.unwrap();
-        let _ = tx.send(session.clone());
-        while let Some(mut ch) = session.accept().await {
-            tokio::spawn(async move { while let Ok(Some(_)) = ch.recv().await {} });
-        }
-    });
-    let session = Session::connect(addr, config(scheme, connections)).await.unwrap();
-    let mut channels = Vec::new();
-    for w in weights {
-        channels.push(session.open(*w, true).await.unwrap());
-    }
-    let server = rx.await.unwrap();
-    let chunk = Bytes::from(vec![7u8; 64 << 10]);
-    // Three writers per channel keep its buffer full: the shares are the scheduler's only if every
-    // channel always has bytes waiting (one writer alone sometimes let the heaviest run dry).
-    let writers: Vec<_> = channels
-        .into_iter()
-        .map(std::sync::Arc::new)
-        .flat_map(|ch| [std::sync::Arc::clone(&ch), std::sync::Arc::clone(&ch), ch])
-        .map(|ch| {
-            let chunk = chunk.clone();
-            tokio::spawn(async move { while ch.send(chunk.clone()).await.is_ok() {} })
-        })
-        .collect();
-    let delivered = |r: &switchyard_mux::SessionReport| -> Vec<u64> {
-        let mut v: Vec<(u32, u64)> = r.channels.iter().map(|c| (c.id, c.received.delivered_bytes)).collect();
-        v.sort_unstable();
-        v.into_iter().map(|(_, b)| b).collect()
-    };
-    let until = |mb: u64| {
-        let server = server.clone();
-        async move {
-            loop {
-                let r = server.report().await.unwrap();
-                let d = delivered(&r);
-                if d.len() == n && d.iter().sum::<u64>() >= mb << 20 {
-                    return d;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        }
-    };
-    let a = until(16).await;
-    let b = until(96).await;
-    let r = session.report().await.unwrap();
-    eprintln!(
-        "idle and blocked turns: {:?}",
-        r.channels.iter().map(|c| (c.sent.idle_turns, c.sent.blocked_turns)).collect::<Vec<_>>()
-    );
-    for w in writers {
-        w.abort();
-    }
-    let diff: Vec<f64> = a.iter().zip(&b).map(|(x, y)| (y - x) as f64).collect();
-    let total: f64 = diff.iter().sum();
-    diff.iter().map(|d| d / total).collect()
+    common::shares(Peer::Tcp("127.0.0.1:0".parse().unwrap()), config(scheme, connections), weights).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
