@@ -3,11 +3,12 @@
 //! and no end ever blocking the thread its runtime runs on.
 #![cfg(all(feature = "tokio", not(loom)))]
 
+mod common;
+
 use std::fs::File;
 use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::process::Command;
+use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use switchyard_shmring::{Duplex, RingError, channel, duplex};
@@ -250,31 +251,8 @@ fn both_ends_share_one_thread() {
 const CHILD_SOCKET: &str = "SHMRING_ASYNC_TEST_CHILD_SOCKET";
 const HALF: u64 = 100_000;
 
-/// Runs this test binary again as `test` with `CHILD_SOCKET` set, and accepts its connection.
 fn spawn_child(test: &str, name: &str) -> (std::process::Child, UnixStream, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("shmring-async-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("handoff.sock");
-    let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path).unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture"])
-        .env(CHILD_SOCKET, &path)
-        .spawn()
-        .unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let socket = loop {
-        match listener.accept() {
-            Ok((socket, _)) => break socket,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                assert!(child.try_wait().unwrap().is_none(), "the child exited before connecting");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) => panic!("accept: {e}"),
-        }
-    };
-    socket.set_nonblocking(false).unwrap();
-    (child, socket, dir)
+    common::spawn_child(test, &format!("async-{name}"), CHILD_SOCKET)
 }
 
 /// The child's half of the echo test: sends back everything it reads, until the end.

@@ -3,10 +3,11 @@
 // Real descriptors and files, which the loom build does not have (tests/loom.rs runs there).
 #![cfg(not(loom))]
 
+mod common;
+
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::process::Command;
+use std::os::unix::net::UnixStream;
 
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 use switchyard_shmring::{Reader, RingError, RingFds, Writer};
@@ -19,34 +20,8 @@ fn byte(n: u64) -> u8 {
     (n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8
 }
 
-/// A separate process (this test binary, run again) reads the ring it was handed and exits 0
-/// only if every byte arrived in order.
-/// Starts this test binary again running only `test`, with `CHILD_SOCKET` set, and accepts its
-/// connection (without hanging if it dies first). The socket's directory goes with `dir`.
 fn spawn_child(test: &str, name: &str) -> (std::process::Child, UnixStream, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("shmring-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("handoff.sock");
-    let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path).unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture"])
-        .env(CHILD_SOCKET, &path)
-        .spawn()
-        .unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let socket = loop {
-        match listener.accept() {
-            Ok((socket, _)) => break socket,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                assert!(child.try_wait().unwrap().is_none(), "the child exited before connecting");
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            Err(e) => panic!("accept: {e}"),
-        }
-    };
-    socket.set_nonblocking(false).unwrap();
-    (child, socket, dir)
+    common::spawn_child(test, name, CHILD_SOCKET)
 }
 
 /// A separate process (this test binary, run again) reads the ring it was handed and exits 0
