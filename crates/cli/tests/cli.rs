@@ -8,21 +8,25 @@ use std::process::{Command, Output, Stdio};
 /// after ten minutes, killed, rather than hanging the run (an argument the binary came to
 /// accept made one test's gateway serve for good).
 fn switchyard(args: &[&str]) -> Output {
-    const LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
     let child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("the binary runs");
+    finish_within(child, std::time::Duration::from_secs(600), &format!("`switchyard {}`", args.join(" ")))
+}
+
+/// Waits for `child` at most `limit`, killing it (and failing) if it is still running.
+fn finish_within(child: std::process::Child, limit: std::time::Duration, what: &str) -> Output {
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || tx.send(child.wait_with_output()));
-    match rx.recv_timeout(LIMIT) {
-        Ok(output) => output.expect("the binary's output is read"),
+    match rx.recv_timeout(limit) {
+        Ok(output) => output.expect("the output is read"),
         Err(_) => {
             let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-            panic!("`switchyard {}` still ran after {} s", args.join(" "), LIMIT.as_secs());
+            panic!("{what} still ran after {} s", limit.as_secs());
         }
     }
 }
@@ -817,21 +821,6 @@ fn feed_inspector(path: &std::path::Path, extra: &[&str]) -> std::process::Child
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     child
-}
-
-/// Waits for `child` at most `limit`, killing it (and failing) if it is still running.
-#[cfg(target_os = "linux")]
-fn finish_within(child: std::process::Child, limit: std::time::Duration, what: &str) -> Output {
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || tx.send(child.wait_with_output()));
-    match rx.recv_timeout(limit) {
-        Ok(output) => output.expect("the output is read"),
-        Err(_) => {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-            panic!("{what} still ran after {} s", limit.as_secs());
-        }
-    }
 }
 
 /// A capture fed by another process through shared-memory rings gets the file's verdicts:
