@@ -244,19 +244,9 @@ async fn a_server_process_killed_mid_transfer_is_noticed_over_rings() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tunnel_carries_a_tcp_conversation_over_rings() {
     use switchyard_mux::tunnel::{self, Forward};
-    use tokio::net::{TcpListener, TcpStream};
-    // The far side's service: an echo server.
-    let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let echo_addr = echo.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (s, _) = echo.accept().await.unwrap();
-            tokio::spawn(async move {
-                let (mut r, mut w) = s.into_split();
-                let _ = tokio::io::copy(&mut r, &mut w).await;
-            });
-        }
-    });
+    use tokio::net::TcpStream;
+    // The far side's service.
+    let echo_addr = common::echo_server().await;
     let peer = peer("shm", "tunnel");
     let mut listener = Listener::bind_to(peer.clone(), config(2)).await.unwrap();
     tokio::spawn(async move {

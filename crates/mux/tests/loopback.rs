@@ -367,18 +367,8 @@ async fn backlogged_channels_share_by_weight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tunnel_carries_a_tcp_conversation_and_refuses_targets_not_allowed() {
     use switchyard_mux::tunnel::{self, Forward};
-    // The far side's service: an echo server.
-    let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let echo_addr = echo.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (s, _) = echo.accept().await.unwrap();
-            tokio::spawn(async move {
-                let (mut r, mut w) = s.into_split();
-                let _ = tokio::io::copy(&mut r, &mut w).await;
-            });
-        }
-    });
+    // The far side's service.
+    let echo_addr = common::echo_server().await;
     let scheme = Scheme::Stripe(ConnChoice::LeastQueued);
     let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), config(scheme, 2)).await.unwrap();
     let addr = listener.local_addr();

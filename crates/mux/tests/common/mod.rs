@@ -1,4 +1,5 @@
-//! What several test files share: measuring how backlogged channels share a session.
+//! What several test files share: measuring how backlogged channels share a session, and an
+//! echo server for the tunnels to reach.
 
 use std::time::Duration;
 
@@ -77,4 +78,20 @@ pub(crate) async fn shares(peer: Peer, config: MuxConfig, weights: &[f64]) -> Ve
     let diff: Vec<f64> = a.iter().zip(&b).map(|(x, y)| (y - x) as f64).collect();
     let total: f64 = diff.iter().sum();
     diff.iter().map(|d| d / total).collect()
+}
+
+/// A TCP echo server on a free loopback port, serving every connection until the test ends.
+pub(crate) async fn echo_server() -> std::net::SocketAddr {
+    let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = echo.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (s, _) = echo.accept().await.unwrap();
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.into_split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    addr
 }
