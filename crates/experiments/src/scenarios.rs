@@ -14,6 +14,8 @@ pub const REPRODUCTIONS: &[(&str, &str)] = &[
     ("dpi-affinity", include_str!("../../../scenarios/reproduce/dpi-affinity.toml")),
     ("niagara-hierarchy", include_str!("../../../scenarios/reproduce/niagara-hierarchy.toml")),
     ("gop-cache-aware", include_str!("../../../scenarios/reproduce/gop-cache-aware.toml")),
+    ("niagara-hierarchy-cache", include_str!("../../../scenarios/reproduce/niagara-hierarchy-cache.toml")),
+    ("gop-cache-aware-cache", include_str!("../../../scenarios/reproduce/gop-cache-aware-cache.toml")),
     ("ps-shares", include_str!("../../../scenarios/reproduce/ps-shares.toml")),
 ];
 

@@ -89,3 +89,25 @@ fn every_reproduction_is_found_by_name_and_a_stranger_is_not() {
     }
     assert!(scenarios::scenario("nope").unwrap_err().to_string().contains("nope"));
 }
+
+/// With the data-sheet caches (issue 26), H-CAHRW takes far fewer L2 misses per GOP than round
+/// robin on the Xeon, whose L2 is shared by a core pair, and fewer on the Opteron, whose L2 is
+/// private (Guo §6.5: up to −42.9% and −22.9%).
+#[test]
+fn the_cache_model_counts_the_l2_misses_locality_saves() {
+    let (_, run) = reduced("gop-cache-aware-cache", "gops = 300", "gops = 60");
+    let xeon = ours(&run, "L2 misses per GOP, H-CAHRW over round robin, Xeon");
+    let opteron = ours(&run, "L2 misses per GOP, H-CAHRW over round robin, Opteron");
+    assert!(xeon < 0.8, "Xeon: {xeon}");
+    assert!(opteron < 1.0, "Opteron: {opteron}");
+}
+
+/// On the Niagara 2 the L2 is shared by all 64 threads, so the data-sheet caches leave H-AHRW
+/// and flat AHRW where they were without them, and conn's collapse on short queues stays.
+#[test]
+fn the_niagara_caches_do_not_separate_the_tree_from_flat_ahrw() {
+    let (_, run) = reduced("niagara-hierarchy-cache", "flows = 20000", "flows = 2000");
+    let tree = ours(&run, "over flat AHRW, run-queues of 16");
+    assert!((0.9..1.1).contains(&tree), "H-AHRW over AHRW: {tree}");
+    assert!(ours(&run, "over connection locality (conn), run-queues of 4") > 1.5);
+}

@@ -20,6 +20,14 @@
 //! sibling_sharing = 0.0        # 0..1: how much leaves of one lowest-level node share it
 //! # producer_core = "float"    # "own" (default), a worker number to share its core, or
 //! #                            # "float": on an idle worker's core, sharing when all serve
+//! # cache = "data-sheet"       # the cache model (models::cache), off when absent or "off";
+//! #                            # or a table, every key optional:
+//! # [machine.cache]
+//! # hierarchy = "data-sheet"   # the topology's caches from its data sheets
+//! # flow_state_bytes = 0       # each flow's own state, besides its unit's bytes
+//! # shared_bytes = 0           # bytes every unit touches, one footprint for all flows
+//! # size_kib = [32, 4096]      # override each level's size, nearest the core first
+//! # miss_ns = [7.0, 120.0]     # override each level's miss penalty
 //!
 //! [workload]                   # or kind = "dpi" (add inspect_packets, match_fraction), or
 //!                              # kind = "gop" (streams, gops, interval_s, bytes = [lo, hi],
@@ -60,7 +68,8 @@ use switchyard_core::{PlaceConfig, Policy, Topology, WorkerId};
 use thiserror::Error;
 
 use crate::Nanos;
-use crate::models::server::{self, OnFull, ProducerCore, Server, ServerOutcome, ServerParams};
+use crate::models::cache::CacheHierarchy;
+use crate::models::server::{self, CacheParams, OnFull, ProducerCore, Server, ServerOutcome, ServerParams};
 use crate::models::trace::{Trace, TraceReplay};
 use crate::models::workload::{DpiConnections, GopStreams, SyntheticFlows};
 
@@ -168,6 +177,63 @@ struct Machine {
     #[serde(default)]
     sibling_sharing: f64,
     producer_core: Option<ProducerCoreSpec>,
+    cache: Option<toml::Value>,
+}
+
+/// `machine.cache` as a table (see the module documentation).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CacheTable {
+    #[serde(default = "data_sheet")]
+    hierarchy: String,
+    #[serde(default)]
+    flow_state_bytes: u64,
+    #[serde(default)]
+    shared_bytes: u64,
+    size_kib: Option<Vec<u64>>,
+    miss_ns: Option<Vec<f64>>,
+}
+
+fn data_sheet() -> String {
+    "data-sheet".into()
+}
+
+/// The cache model `machine.cache` asks for on `topology`, or `None` when it is off.
+fn cache_params(spec: Option<&toml::Value>, topology: &Topology) -> Result<Option<CacheParams>, String> {
+    let table = match spec {
+        None => return Ok(None),
+        Some(toml::Value::String(s)) if s == "off" => return Ok(None),
+        Some(toml::Value::String(s)) if s == "data-sheet" => {
+            CacheTable { hierarchy: data_sheet(), flow_state_bytes: 0, shared_bytes: 0, size_kib: None, miss_ns: None }
+        }
+        Some(toml::Value::String(s)) => {
+            return Err(format!("machine.cache = {s:?}: expected \"data-sheet\", \"off\" or a table"));
+        }
+        Some(v) => v.clone().try_into::<CacheTable>().map_err(|e| format!("machine.cache: {}", e.message()))?,
+    };
+    if table.hierarchy != "data-sheet" {
+        return Err(format!("machine.cache.hierarchy = {:?}: expected \"data-sheet\"", table.hierarchy));
+    }
+    let mut hierarchy = CacheHierarchy::data_sheet(topology);
+    let n = hierarchy.levels.len();
+    if let Some(sizes) = &table.size_kib {
+        if sizes.len() != n {
+            return Err(format!("machine.cache.size_kib: {} sizes given for {n} cache levels", sizes.len()));
+        }
+        for (l, kib) in hierarchy.levels.iter_mut().zip(sizes) {
+            l.size = kib.saturating_mul(1024);
+        }
+    }
+    if let Some(miss) = &table.miss_ns {
+        if miss.len() != n {
+            return Err(format!("machine.cache.miss_ns: {} penalties given for {n} cache levels", miss.len()));
+        }
+        for (l, &ns) in hierarchy.levels.iter_mut().zip(miss) {
+            l.miss_ns = ns;
+        }
+    }
+    hierarchy.validate(topology.leaves()).map_err(|e| format!("machine.cache: {e}"))?;
+    Ok(Some(CacheParams { hierarchy, flow_state_bytes: table.flow_state_bytes, shared_bytes: table.shared_bytes }))
 }
 
 /// `producer_core`: "own", "float", or the number of the worker whose core it shares.
@@ -457,7 +523,8 @@ impl Scenario {
 /// The metrics a comparison may name.
 pub const METRICS: &str = "offered_gbps, units_per_s, utilisation_mean, utilisation_spread, node_utilisation_spread, \
                            busy_max_over_mean, busy_cov, migrations, out_of_order, latency_p50_us, latency_p99_us, scanned_bytes, \
-                           flow_share_cov, flow_rate_jain";
+                           flow_share_cov, flow_rate_jain, cache_share, l1_misses_per_unit, l2_misses_per_unit, \
+                           l3_misses_per_unit";
 
 /// A named metric of one run.
 pub fn metric_of(o: &ServerOutcome, name: &str) -> Option<f64> {
@@ -477,6 +544,13 @@ pub fn metric_of(o: &ServerOutcome, name: &str) -> Option<f64> {
         "scanned_bytes" => o.scanned_bytes as f64,
         "flow_share_cov" => o.flow_shares.cov,
         "flow_rate_jain" => o.flow_rate_jain,
+        "cache_share" => o.cache_ns as f64 / (util.iter().sum::<f64>() * o.makespan.0 as f64).max(1.0),
+        // Lines missed at cache level k per unit served: with the same units and footprints under
+        // every policy, a ratio of these is a ratio of miss rates (Guo §6.5's L2 comparison).
+        "l1_misses_per_unit" | "l2_misses_per_unit" | "l3_misses_per_unit" => {
+            let k = usize::from(name.as_bytes()[1] - b'1');
+            *o.cache_misses.get(k)? as f64 / o.served.max(1) as f64
+        }
         _ => return None,
     })
 }
@@ -632,6 +706,7 @@ fn params(
         }),
     };
     let m = &f.machine;
+    let cache = cache_params(m.cache.as_ref(), &topology)?;
     Ok(ServerParams {
         topology,
         policy,
@@ -662,6 +737,7 @@ fn params(
         },
         workers: m.workers,
         workload,
+        cache,
         seed: f.seed,
     })
 }

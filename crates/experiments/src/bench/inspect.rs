@@ -408,6 +408,7 @@ fn trace(s: &Setup, name: &str, pcap: &[u8]) -> Result<TraceRun> {
             service_per_kib: Nanos(per_kib.round() as u64),
             migration_penalty: Nanos(0),
             home_penalty: Nanos(0),
+            cache: None,
             sibling_sharing: 0.0,
             producer_core: ProducerCore::Own,
             workers: None,

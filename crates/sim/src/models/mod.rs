@@ -1,5 +1,6 @@
 //! Simulation models, one file each.
 
+pub mod cache;
 pub mod cacheflow;
 pub mod clp;
 pub mod figurehead;

@@ -36,6 +36,14 @@
 //!   counts finishes, while jitter and latency are taken at the in-order release.
 //!   [`ServerParams::home_penalty`] charges each GOP for the distance between its worker and
 //!   that home.
+//! - **Caches** ([`ServerParams::cache`], off by default). With a [`CacheParams`], every unit's
+//!   service time also pays the misses the [cache model](super::cache) finds for its flow's
+//!   footprint (the flow's state plus the bytes the unit is worked on) and for the footprint all
+//!   units share, on the worker that serves it; for GOP streams, handing the finished GOP to its
+//!   home node pays the transfer of its bytes through the lowest cache the two share (or memory).
+//!   The cache model *adds to* the penalties above rather than replacing them, so that a scenario
+//!   says what it charges: the cache variants of the reproductions set both penalties to 0, and
+//!   with the cache off every result is what it was before the model existed.
 //!
 //! The producer's queue is unbounded, because units arriving while it is blocked wait there. Every
 //! unit is served, dropped by the rule above, or still queued when the run stops. With a finite
@@ -48,6 +56,7 @@ use switchyard_core::measure::{Balance, FlowOrder, Latency, balance};
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{FlowId, FlowMap, LoadTracker, Placer, Policy, Topology, Unit, WorkerId};
 
+use super::cache::{CacheHierarchy, Caches};
 use super::trace::TraceReplay;
 use super::workload::{DpiConnections, FlowSource, GopStreams, SyntheticFlows};
 use crate::{EventQueue, Model, Nanos, SimError, Streams, run};
@@ -90,9 +99,28 @@ pub struct ServerParams {
     pub workers: Option<u32>,
     /// The offered work.
     pub workload: Workload,
+    /// The cache model, if any (see the module documentation).
+    pub cache: Option<CacheParams>,
     /// Root seed.
     pub seed: u64,
 }
+
+/// The cache model of a server scenario: the machine's caches and the workload's footprints.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheParams {
+    /// The caches (usually [`CacheHierarchy::data_sheet`] of the scenario's topology).
+    pub hierarchy: CacheHierarchy,
+    /// Bytes of each flow's own state, touched by every unit of the flow besides the unit's bytes
+    /// (a connection's matcher state; a transcoding stream's codec context and frame buffers).
+    pub flow_state_bytes: u64,
+    /// Bytes every unit touches whatever its flow (the L7 pattern set, the codec's tables), one
+    /// footprint for all flows; 0 for none.
+    pub shared_bytes: u64,
+}
+
+/// The footprint key of [`CacheParams::shared_bytes`]; flow digests are hashes, so a clash with
+/// this one is as unlikely as any other.
+const SHARED_FOOTPRINT: u64 = u64::MAX;
 
 /// Where the producer thread runs, for a machine with no core to spare for it (one producer and
 /// two workers on two cores). While the producer and the worker whose core it is on are both
@@ -174,6 +202,11 @@ pub struct ServerOutcome {
     /// Jain's index of the flows' progress rates (units per second while active): 1 when every
     /// flow advances at the same pace, as GPS with φ = size gives flows of equal unit counts.
     pub flow_rate_jain: f64,
+    /// Time the cache model charged (misses and home-node transfers), in nanoseconds; 0 without
+    /// it.
+    pub cache_ns: u64,
+    /// Lines missed at each cache level, nearest the core first; empty without the cache model.
+    pub cache_misses: Vec<u64>,
     /// Events handled.
     pub events: u64,
 }
@@ -278,6 +311,9 @@ pub struct Server {
     blocked: Nanos,
     last_departure: Nanos,
     scanned: u64,
+    caches: Option<Caches>,
+    cache_ns: f64,
+    cache_misses: Vec<u64>,
 }
 
 impl Server {
@@ -312,6 +348,11 @@ impl Server {
             && w.0 >= n
         {
             return Err(bad("producer_core", w.0.to_string(), "one of the workers, numbered from 0"));
+        }
+        if let Some(c) = &params.cache {
+            c.hierarchy
+                .validate(params.topology.leaves())
+                .map_err(|e| bad("cache", e, "a cache hierarchy for the topology"))?;
         }
         let group = if params.sibling_sharing > 0.0 {
             params.topology.span(params.topology.depth().saturating_sub(1))
@@ -351,6 +392,9 @@ impl Server {
             blocked: Nanos::ZERO,
             last_departure: Nanos::ZERO,
             scanned: 0,
+            caches: params.cache.as_ref().map(|c| Caches::new(c.hierarchy.clone(), params.topology.leaves())),
+            cache_ns: 0.0,
+            cache_misses: params.cache.as_ref().map_or_else(Vec::new, |c| vec![0; c.hierarchy.levels.len()]),
         };
         let mut queue = EventQueue::new();
         model.source.start(&mut queue);
@@ -390,6 +434,8 @@ impl Server {
                 Some(&self.finished.iter().map(|f| f.2).collect::<Vec<_>>()),
             ),
             flow_rate_jain: balance(&self.finished.iter().map(|f| f.1).collect::<Vec<_>>(), None).jain,
+            cache_ns: self.cache_ns.round() as u64,
+            cache_misses: self.cache_misses,
             events,
         }
     }
@@ -512,6 +558,26 @@ impl Server {
             let placer = &mut self.placer;
             let h = *self.homes.get_or_insert_with(head.unit.flow, || placer.home(&head.unit));
             t += (p.home_penalty.0 as f64 * (p.topology.cost(h.0, w.0) - 1.0)).round() as u64;
+        }
+        if let (Some(caches), Some(c)) = (&mut self.caches, &p.cache) {
+            let mut ns = 0.0;
+            let mut charge = |a: super::cache::Access| {
+                ns += a.ns;
+                for (total, m) in self.cache_misses.iter_mut().zip(a.misses) {
+                    *total += m;
+                }
+            };
+            charge(caches.access(w.0, head.unit.flow.0, c.flow_state_bytes + work));
+            if c.shared_bytes > 0 {
+                charge(caches.access(w.0, SHARED_FOOTPRINT, c.shared_bytes));
+            }
+            if self.reorder.is_some() {
+                let placer = &mut self.placer;
+                let h = *self.homes.get_or_insert_with(head.unit.flow, || placer.home(&head.unit));
+                ns += caches.transfer_ns(w.0, h.0, head.unit.size);
+            }
+            self.cache_ns += ns;
+            t += ns.round() as u64;
         }
         self.serving[w.0 as usize] = Some(Service { started: now, since: now, left: t as f64, speed: 0.0 });
         self.respeed(w, queue);

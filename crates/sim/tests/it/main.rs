@@ -76,6 +76,7 @@ mod server {
             service_per_kib: Nanos(20_000),
             migration_penalty: Nanos(5_000),
             home_penalty: Nanos(0),
+            cache: None,
             sibling_sharing: 0.0,
             producer_core: ProducerCore::Own,
             workers: None,
@@ -264,11 +265,53 @@ seed = [1, 2]
             (SMALL.replace("seed = [1, 2]", "seed = [1, \"x\"]"), "(with seed = \"x\""),
             (SMALL.replace("kind = \"synthetic\"", "kind = \"pcap\""), "unknown variant `pcap`"),
             ("name = \"x\"\nname = \"y\"".to_string(), "duplicate key"),
+            (SMALL.replace("migration_penalty_ns = 2000", "cache = \"lots\""), "machine.cache = \"lots\""),
+            (
+                SMALL.replace("migration_penalty_ns = 2000", "cache = { flow_bytes = 1 }"),
+                "machine.cache: unknown field `flow_bytes`",
+            ),
+            (
+                SMALL.replace("migration_penalty_ns = 2000", "cache = { miss_ns = [1.0] }"),
+                "machine.cache.miss_ns: 1 penalties given for 2 cache levels",
+            ),
         ] {
             let e = Scenario::parse(&text, "small.toml", None).unwrap_err().to_string();
             assert!(e.starts_with("small.toml: "), "{e}");
             assert!(e.contains(needle), "wanted {needle:?} in: {e}");
         }
+    }
+
+    /// `machine.cache` turns the cache model on, from the topology's data sheet with the
+    /// table's overrides; without it, or with "off", the model is off. With every miss penalty 0
+    /// a run is the run without the model, and with the data sheet's it is slower.
+    #[test]
+    fn the_cache_key_sets_the_model_and_costs_only_what_it_charges() {
+        let with = |cache: &str| {
+            let text = SMALL.replace("migration_penalty_ns = 2000", &format!("migration_penalty_ns = 2000\n{cache}"));
+            Scenario::parse(&text, "small.toml", None).unwrap()
+        };
+        assert!(with("").cases[0].params.cache.is_none());
+        assert!(with("cache = \"off\"").cases[0].params.cache.is_none());
+        let sheet = with("cache = \"data-sheet\"");
+        let c = sheet.cases[0].params.cache.as_ref().unwrap();
+        assert_eq!((c.hierarchy.levels.len(), c.flow_state_bytes), (2, 0));
+        let table = with("cache = { flow_state_bytes = 4096, size_kib = [16, 1024], miss_ns = [0.0, 0.0] }");
+        let c = table.cases[0].params.cache.as_ref().unwrap();
+        assert_eq!(
+            (c.flow_state_bytes, c.hierarchy.levels[0].size, c.hierarchy.levels[1].size),
+            (4096, 16384, 1 << 20)
+        );
+        let key = |o: &switchyard_sim::models::server::ServerOutcome| (o.served, o.makespan, o.migrations, o.events);
+        let off: Vec<_> = with("").run(2, &|| {}).unwrap().iter().map(key).collect();
+        let free = table.run(2, &|| {}).unwrap();
+        assert_eq!(free.iter().map(key).collect::<Vec<_>>(), off);
+        assert!(free.iter().all(|o| o.cache_ns == 0 && o.cache_misses.iter().sum::<u64>() > 0));
+        let charged = with("cache = { flow_state_bytes = 4096 }").run(2, &|| {}).unwrap();
+        assert!(charged.iter().all(|o| o.cache_ns > 0));
+        let busy = |os: &[switchyard_sim::models::server::ServerOutcome]| {
+            os.iter().map(|o| o.utilisation.iter().sum::<f64>() * o.makespan.0 as f64).sum::<f64>()
+        };
+        assert!(busy(&charged) > busy(&free), "misses add busy time");
     }
 
     #[test]
@@ -314,6 +357,7 @@ mod dpi {
             service_per_kib: Nanos(10_000),
             migration_penalty: Nanos(2_000),
             home_penalty: Nanos(0),
+            cache: None,
             sibling_sharing: 0.0,
             producer_core: ProducerCore::Own,
             workers: Some(workers),
@@ -412,6 +456,7 @@ mod trace {
                 service_per_kib: Nanos(0),
                 migration_penalty: Nanos(0),
                 home_penalty: Nanos(0),
+                cache: None,
                 sibling_sharing: 0.0,
                 producer_core: ProducerCore::Own,
                 workers: None,
@@ -460,6 +505,7 @@ mod trace {
                 service_per_kib: Nanos(0),
                 migration_penalty: Nanos(0),
                 home_penalty: Nanos(0),
+                cache: None,
                 sibling_sharing: 0.0,
                 producer_core: core,
                 workers: None,
