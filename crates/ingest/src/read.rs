@@ -159,8 +159,9 @@ impl fmt::Debug for CaptureReader<'_> {
 
 impl<'r> CaptureReader<'r> {
     /// Starts reading `input`, which must begin with a pcap or pcapng header.
-    pub fn new(input: impl Read + Send + 'r) -> Result<Self, IngestError> {
-        let inner = create_reader(BUFFER, input).map_err(|e| match e {
+    pub fn new(mut input: impl Read + Send + 'r) -> Result<Self, IngestError> {
+        let head = read_header(&mut input)?;
+        let inner = create_reader(BUFFER, std::io::Cursor::new(head).chain(input)).map_err(|e| match e {
             PcapError::Eof => IngestError::Empty,
             PcapError::ReadError => IngestError::Read { offset: 0 },
             _ => IngestError::NotACapture,
@@ -249,6 +250,47 @@ impl<'r> CaptureReader<'r> {
         }
         Ok(None)
     }
+}
+
+/// The largest pcapng section header taken whole before reading on (its options included).
+const MAX_SECTION_HEADER: usize = 1 << 20;
+
+/// Reads the capture's header whole: a legacy header's 24 bytes, or a pcapng section header
+/// block to its stated length (or as much as the input holds, if it ends first).
+///
+/// pcap-parser judges the format from its first read alone, and a pipe or a shared-memory ring
+/// may return part of a header: a writer that writes the header field by field (pcap-file
+/// does) published the magic number alone, the format was "not a capture", and a feed's
+/// worker gave up on its ring. Reading the header whole first makes the judgement the same
+/// whatever sizes the reads come in.
+fn read_header(input: &mut impl Read) -> Result<Vec<u8>, IngestError> {
+    let mut head = Vec::with_capacity(64);
+    let mut fill = |head: &mut Vec<u8>, to: usize| -> Result<(), IngestError> {
+        while head.len() < to {
+            let mut buf = [0u8; 4096];
+            let want = (to - head.len()).min(buf.len());
+            match input.read(&mut buf[..want]) {
+                Ok(0) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(IngestError::Read { offset: head.len() }),
+            }
+        }
+        Ok(())
+    };
+    // Type, length and byte-order magic of a section header; all of a legacy header's magic.
+    fill(&mut head, 12)?;
+    let len = match head.get(..12) {
+        Some(h) if h[..4] == SHB_MAGIC => {
+            let le = h[8..12] == [0x4d, 0x3c, 0x2b, 0x1a];
+            let l = [h[4], h[5], h[6], h[7]];
+            let l = if le { u32::from_le_bytes(l) } else { u32::from_be_bytes(l) } as usize;
+            l.clamp(28, MAX_SECTION_HEADER)
+        }
+        _ => 24,
+    };
+    fill(&mut head, len)?;
+    Ok(head)
 }
 
 /// The first bytes of a pcapng section header block (its type, the same in either byte order).

@@ -68,8 +68,8 @@ fn legacy_pcap_in_both_resolutions() {
     }
 }
 
-#[test]
-fn pcapng_with_an_interface_clock() {
+/// A pcapng capture of three TCP packets on an interface with a nanosecond clock.
+fn pcapng() -> Vec<u8> {
     let mut w = PcapNgWriter::new(Vec::new()).unwrap();
     // pcap-file 2.0 writes every timestamp in nanoseconds, so the interface must say so.
     let options = vec![InterfaceDescriptionOption::IfTsResol(9)];
@@ -85,7 +85,12 @@ fn pcapng_with_an_interface_clock() {
         })
         .unwrap();
     }
-    let (packets, skipped) = read_all(&w.into_inner());
+    w.into_inner()
+}
+
+#[test]
+fn pcapng_with_an_interface_clock() {
+    let (packets, skipped) = read_all(&pcapng());
     assert_eq!(packets.iter().map(|p| p.1).collect::<Vec<_>>(), [5, 6, 5]);
     assert_eq!(packets[1].0 - packets[0].0, 1_000);
     assert_eq!(skipped.total(), 0);
@@ -227,6 +232,40 @@ fn the_in_memory_reader_agrees_with_the_streaming_one() {
     let sample = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/sample.pcap")).unwrap();
     same(&sample, "sample.pcap");
     assert_eq!(sliced(&sample).unwrap().0.len(), 2503);
+}
+
+/// A pipe that hands over at most `step` bytes a read, as a pipe or a shared-memory ring may.
+struct Trickle<'a> {
+    bytes: &'a [u8],
+    step: usize,
+}
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, dst: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.step.min(dst.len()).min(self.bytes.len());
+        dst[..n].copy_from_slice(&self.bytes[..n]);
+        self.bytes = &self.bytes[n..];
+        Ok(n)
+    }
+}
+
+/// A capture that arrives a few bytes a read is read as it is whole: the format is judged on
+/// the whole header, not on what the first read brought (a writer publishing the header field
+/// by field once made a feed's worker give up on its ring at the magic number).
+#[test]
+fn a_capture_arriving_a_few_bytes_a_read_is_read_as_whole() {
+    let sample = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/sample.pcap")).unwrap();
+    for (what, bytes) in
+        [("legacy", legacy(false)), ("legacy ns", legacy(true)), ("pcapng", pcapng()), ("sample", sample)]
+    {
+        let whole = streamed(&bytes).unwrap();
+        assert!(!whole.0.is_empty(), "{what}");
+        for step in [1, 3, 4, 7, 25, 4096] {
+            let trickled =
+                CaptureReader::new(Trickle { bytes: &bytes, step }).map(everything).map_err(|e| e.to_string());
+            assert_eq!(trickled, Ok(whole.clone()), "{what}, {step} bytes a read");
+        }
+    }
 }
 
 /// Everything a reader makes of its input when asked to leave every other connection (by the

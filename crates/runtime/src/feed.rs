@@ -24,8 +24,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use byteorder::NativeEndian;
 use pcap_file::DataLink;
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use pcap_file::TsResolution;
+use pcap_file::pcap::{PcapHeader, PcapPacket};
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{FlowKey, LoadView, Policy, Unit, WorkerId};
 use switchyard_ingest::live::{RingCounters, RingStats};
@@ -34,7 +36,7 @@ use switchyard_shmring::{Reader, RingError, RingFds, Writer};
 
 use crate::inspect::Inspector;
 use crate::live::{LiveCounts, LiveReport, inspect_each};
-use crate::serial::inspect_serial_counting;
+use crate::serial::{Summary, inspect_serial_counting};
 
 /// "SYFEED01": the inspector's hello, so that a feeder pointed at some other socket says so.
 const MAGIC: [u8; 8] = *b"SYFEED01";
@@ -94,12 +96,20 @@ pub enum FeedError {
     /// The capture could not be read.
     #[error(transparent)]
     Ingest(#[from] IngestError),
-    /// A ring could not take the capture (the inspector went away?).
+    /// A ring could not take the capture (the inspector went away, or gave up on it).
     #[error("writing to ring {ring}")]
     Write {
         /// Which ring.
         ring: usize,
         /// The failure.
+        source: RingError,
+    },
+    /// A frame could not be encoded as a pcap record (larger than a feed carries).
+    #[error("frame {frame} of the capture cannot be sent as a pcap record")]
+    Encode {
+        /// Its number in the capture, from 0.
+        frame: u64,
+        /// pcap-file's reason.
         source: pcap_file::PcapError,
     },
     /// The capture holds frames of two link types; a feed carries one.
@@ -244,12 +254,35 @@ const PROGRESS_EVERY: u64 = 65_536;
 /// its connection on (one that places by the flow alone), each ring as a pcap stream with
 /// nanosecond timestamps; then closes the rings, which the inspector reads as the end of the
 /// capture. `progress` is called now and then.
+///
+/// On any failure (a damaged capture, a policy that cannot place by the flow, an inspector
+/// that gave up on a ring) the rings are abandoned, not closed, so that the inspector reports
+/// the feed cut short ([`FeedError::FeederGone`]) instead of taking what came before for the
+/// whole capture.
 pub fn feed(
     capture: impl Read + Send,
-    rings: Vec<Writer>,
+    mut rings: Vec<Writer>,
     policy: Policy,
     progress: &mut dyn FnMut(&FeedStats),
 ) -> Result<FeedStats, FeedError> {
+    let mut stats = FeedStats { per_ring: vec![0; rings.len()], ..FeedStats::default() };
+    match send(capture, &mut rings, policy, &mut stats, progress) {
+        Ok(()) => Ok(stats),
+        Err(e) => {
+            rings.into_iter().for_each(Writer::abandon);
+            Err(e)
+        }
+    }
+}
+
+/// [`feed`]'s work: every frame of `capture` to its ring.
+fn send(
+    capture: impl Read + Send,
+    rings: &mut [Writer],
+    policy: Policy,
+    stats: &mut FeedStats,
+    progress: &mut dyn FnMut(&FeedStats),
+) -> Result<(), FeedError> {
     if !policy.by_flow_alone() {
         return Err(FeedError::Policy(format!(
             "policy {} places by load or by earlier placements, which a feeder cannot see; use one of {}",
@@ -260,20 +293,23 @@ pub fn feed(
     let ids: Vec<WorkerId> = (0..rings.len() as u32).map(WorkerId).collect();
     let mut placer =
         place::build(policy, &PlaceConfig::default(), &ids).map_err(|e| FeedError::Policy(e.to_string()))?;
-    let empty = LoadView::new(&[], &[]);
     let mut reader = CaptureReader::new(capture)?;
-    let mut stats = FeedStats { per_ring: vec![0; rings.len()], ..FeedStats::default() };
-    let mut rings: Vec<Option<Writer>> = rings.into_iter().map(Some).collect();
+    let empty = LoadView::new(&[], &[]);
     // Each ring's pcap header needs the link type, known at the first frame.
-    let mut out: Vec<PcapWriter<Writer>> = Vec::new();
     let mut linktype = None;
+    // A record is encoded here, then published to its ring in one write: pcap-file writes a
+    // record field by field, and each write to a ring is published to the reader at once.
+    let mut record = Vec::new();
     while let Some(frame) = reader.next_frame()? {
-        let first = *linktype.get_or_insert(frame.linktype);
+        let first = match linktype {
+            Some(l) => l,
+            None => {
+                open(rings, frame.linktype, &mut record)?;
+                *linktype.insert(frame.linktype)
+            }
+        };
         if frame.linktype != first {
             return Err(FeedError::MixedLinkTypes { first, other: frame.linktype });
-        }
-        if out.is_empty() {
-            out = open(&mut rings, first)?;
         }
         let ring = match decode(frame.linktype, frame.data) {
             Ok(d) => {
@@ -285,41 +321,48 @@ pub fn feed(
                 0
             }
         };
-        let time = Duration::from_nanos(frame.time_ns);
-        out[ring]
-            .write_packet(&PcapPacket::new(time, frame.wire_len, frame.data))
-            .map_err(|source| FeedError::Write { ring, source })?;
+        // A capture whose wire length is below what it captured is damaged, not ours to refuse.
+        let wire_len = frame.wire_len.max(u32::try_from(frame.data.len()).unwrap_or(u32::MAX));
+        let packet = PcapPacket::new(Duration::from_nanos(frame.time_ns), wire_len, frame.data);
+        record.clear();
+        packet
+            .write_to::<_, NativeEndian>(&mut record, TsResolution::NanoSecond, SNAPLEN)
+            .map_err(|source| FeedError::Encode { frame: stats.frames, source })?;
+        rings[ring].write_all(&record).map_err(|source| FeedError::Write { ring, source })?;
         stats.frames += 1;
         stats.bytes += frame.data.len() as u64;
         stats.per_ring[ring] += 1;
         if stats.frames.is_multiple_of(PROGRESS_EVERY) {
-            progress(&stats);
+            progress(stats);
         }
     }
-    if out.is_empty() {
+    if linktype.is_none() {
         // No frame at all: each ring still carries a valid (empty) capture.
-        open(&mut rings, u32::from(DataLink::ETHERNET) as i32)?;
+        open(rings, u32::from(DataLink::ETHERNET) as i32, &mut record)?;
     }
-    progress(&stats);
-    Ok(stats)
+    progress(stats);
+    Ok(())
 }
 
-/// Starts each ring's pcap stream for frames of `linktype`.
-fn open(rings: &mut [Option<Writer>], linktype: i32) -> Result<Vec<PcapWriter<Writer>>, FeedError> {
+/// The largest frame a feed carries: as large as the inspector's reader takes.
+const SNAPLEN: u32 = 1 << 26;
+
+/// Starts each ring's pcap stream for frames of `linktype` (nanosecond timestamps, this
+/// machine's byte order), each header in one write.
+fn open(rings: &mut [Writer], linktype: i32, scratch: &mut Vec<u8>) -> Result<(), FeedError> {
     let header = PcapHeader {
         datalink: DataLink::from(linktype as u32),
-        ts_resolution: pcap_file::TsResolution::NanoSecond,
-        snaplen: 262_144,
+        ts_resolution: TsResolution::NanoSecond,
+        snaplen: SNAPLEN,
+        endianness: pcap_file::Endianness::native(),
         ..PcapHeader::default()
     };
-    rings
-        .iter_mut()
-        .enumerate()
-        .map(|(ring, w)| {
-            let w = w.take().expect("the rings are opened once");
-            PcapWriter::with_header(w, header).map_err(|source| FeedError::Write { ring, source })
-        })
-        .collect()
+    scratch.clear();
+    header.write_to(scratch).map_err(|source| FeedError::Encode { frame: 0, source })?;
+    for (ring, w) in rings.iter_mut().enumerate() {
+        w.write_all(scratch).map_err(|source| FeedError::Write { ring, source })?;
+    }
+    Ok(())
 }
 
 /// Counts a ring's packets as they are read, for the live view.
@@ -359,7 +402,8 @@ impl Read for Fed<'_> {
 
 /// One worker's ring, its counts, and whether the feeder cut it short.
 struct Source {
-    ring: Reader,
+    /// Taken by its worker, and closed when the worker is done with it.
+    ring: Option<Reader>,
     counter: Arc<RingCounters>,
     cut: bool,
 }
@@ -375,7 +419,7 @@ pub fn inspect_feed(
     counts: &LiveCounts,
 ) -> Result<LiveReport, FeedError> {
     let sources: Vec<Source> =
-        rings.into_iter().map(|ring| Source { ring, counter: Arc::default(), cut: false }).collect();
+        rings.into_iter().map(|ring| Source { ring: Some(ring), counter: Arc::default(), cut: false }).collect();
     if let Ok(mut watched) = counts.rings.lock() {
         *watched = sources.iter().map(|s| Arc::clone(&s.counter)).collect();
     }
@@ -383,9 +427,14 @@ pub fn inspect_feed(
     let cut = std::sync::atomic::AtomicUsize::new(0);
     let result = inspect_each(sources, "sy-feed", counts, |source, on_match| {
         let Source { ring, counter, cut: ring_cut } = source;
-        let run = CaptureReader::new(Fed { ring, cut: &mut *ring_cut }).and_then(|reader| {
+        let Some(mut ring) = ring.take() else { return Ok(Summary::default()) };
+        let run = CaptureReader::new(Fed { ring: &mut ring, cut: &mut *ring_cut }).and_then(|reader| {
             inspect_serial_counting(Counted { inner: reader, counter: Arc::clone(counter) }, conn, inspector, on_match)
         });
+        // Closed as soon as its worker is done, above all when the worker failed: the feeder
+        // waiting on this ring's room then fails (`ReaderClosed`) and closes the others,
+        // instead of every side waiting on another for good.
+        drop(ring);
         if *ring_cut {
             cut.fetch_add(1, Ordering::Relaxed);
         }

@@ -43,8 +43,20 @@ fn verdicts(s: &Summary) -> BTreeMap<String, String> {
     s.conns.iter().map(|c| (format!("{:?}", c.key), format!("{:?} {:?}", c.verdict, c.tls))).collect()
 }
 
+/// Runs `f` on a thread of its own and fails if it takes more than `secs`: a feed that hangs
+/// fails its test instead of stalling the run.
+fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(f()));
+    rx.recv_timeout(std::time::Duration::from_secs(secs)).unwrap_or_else(|_| panic!("still running after {secs} s"))
+}
+
 #[test]
 fn a_fed_capture_gets_the_files_verdicts_on_any_number_of_rings() {
+    within(120, fed_capture_gets_the_files_verdicts);
+}
+
+fn fed_capture_gets_the_files_verdicts() {
     let pcap = trace();
     let inspector = Inspector::new();
     let file = inspect_serial(CaptureReader::new(&pcap[..]).unwrap(), ConnConfig::default(), &inspector).unwrap();
@@ -102,6 +114,40 @@ fn a_policy_that_places_by_load_is_refused_with_the_ones_that_work() {
     });
 }
 
+/// A capture damaged part-way fails the feeder, and the inspector reports the feed cut short
+/// after what came before, not a complete capture.
+#[test]
+fn a_damaged_capture_fails_the_feeder_and_the_inspector_says_the_feed_was_cut() {
+    let mut pcap = trace();
+    // The 100th record's captured length, made larger than any reader takes.
+    let big_endian = pcap[0] == 0xa1;
+    let read = |b: &[u8]| {
+        let b: [u8; 4] = b.try_into().unwrap();
+        if big_endian { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) }
+    };
+    let mut at = 24;
+    for _ in 0..100 {
+        at += 16 + read(&pcap[at + 8..at + 12]) as usize;
+    }
+    let huge = if big_endian { 0x7fff_ffffu32.to_be_bytes() } else { 0x7fff_ffffu32.to_le_bytes() };
+    pcap[at + 8..at + 12].copy_from_slice(&huge);
+    let (fed, inspected) = within(60, move || {
+        let (_dir, path) = socket_path("damaged.sock");
+        let listener = FeedListener::bind(&path).unwrap();
+        std::thread::scope(|s| {
+            let feeder = s.spawn(|| feed(&pcap[..], connect(&path).unwrap(), Policy::Hrw, &mut |_| {}));
+            let readers = listener.accept(2, 64 << 10).unwrap();
+            let inspected = inspect_feed(readers, ConnConfig::default(), &Inspector::new(), &LiveCounts::default());
+            (feeder.join().unwrap(), inspected)
+        })
+    });
+    assert!(matches!(fed, Err(FeedError::Ingest(_))), "{fed:?}");
+    match inspected {
+        Err(FeedError::FeederGone { rings: 2, packets }) => assert_eq!(packets, 100),
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn a_feeder_pointed_at_something_else_says_so() {
     let (_dir, path) = socket_path("other.sock");
@@ -140,4 +186,31 @@ fn an_inspector_asking_for_impossible_rings_is_told_before_any_feeder_comes() {
         let err = listener.accept(rings, capacity).unwrap_err();
         assert!(matches!(err, FeedError::BadRequest { .. }), "{err}");
     }
+}
+
+/// A worker that fails (here on a ring that does not carry a capture) closes its ring, so a
+/// feeder waiting for room there fails too and the inspection ends with the worker's error,
+/// instead of every side waiting on another (a feeder writing a header field by field once
+/// made a worker give up and the run hang).
+#[test]
+fn a_worker_that_fails_ends_the_feed_instead_of_hanging_it() {
+    let (err, fed) = within(60, || {
+        let (_dir, path) = socket_path("fails.sock");
+        let listener = FeedListener::bind(&path).unwrap();
+        std::thread::scope(|s| {
+            let feeder = s.spawn(|| {
+                let mut rings = connect(&path).unwrap();
+                // Far more than the ring holds, and not a capture.
+                let fed = rings[0].write_all(&[b'x'; 64 << 10]);
+                drop(rings);
+                fed
+            });
+            let readers = listener.accept(2, 4 << 10).unwrap();
+            let err =
+                inspect_feed(readers, ConnConfig::default(), &Inspector::new(), &LiveCounts::default()).unwrap_err();
+            (err, feeder.join().unwrap())
+        })
+    });
+    assert!(err.to_string().contains("capture"), "{err}");
+    assert!(matches!(fed, Err(switchyard_shmring::RingError::ReaderClosed)), "{fed:?}");
 }

@@ -158,6 +158,8 @@ pub struct Writer {
     lifeline: Option<OwnedFd>,
     /// The longest `write` waits for space (`None`: for ever).
     timeout: Option<Duration>,
+    /// Let go of without closing ([`Writer::abandon`]).
+    abandoned: bool,
 }
 
 impl Writer {
@@ -175,6 +177,7 @@ impl Writer {
             failed: None,
             lifeline: None,
             timeout: None,
+            abandoned: false,
         })
     }
 
@@ -287,6 +290,17 @@ impl Writer {
         self.mark_closed();
     }
 
+    /// Lets go of the ring *without* saying the stream is complete: the reader reads what was
+    /// published, then, once the lifeline hangs up (every end watching it gone), gets
+    /// [`RingError::PeerGone`] rather than the end of the stream. For a writer that fails
+    /// part-way, so that a reader does not take a stream cut short for the whole of it (as a
+    /// process killed mid-write would be seen).
+    pub fn abandon(mut self) {
+        self.abandoned = true;
+        // Wake a sleeping reader, which then finds no end and watches the lifeline.
+        self.data_ready.ring();
+    }
+
     fn mark_closed(&self) {
         // Release after the last head store: a reader that sees this sees all the data.
         self.map.word(Word::WriterClosed).store(1, Ordering::Release);
@@ -367,7 +381,9 @@ impl Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        self.mark_closed();
+        if !self.abandoned {
+            self.mark_closed();
+        }
     }
 }
 

@@ -283,3 +283,31 @@ fn a_peer_raising_the_wait_flags_loses_no_byte() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     hostile.join().unwrap();
 }
+
+/// A writer that abandons the ring (fails part-way) is, for the reader, a peer gone after its
+/// last byte, not the end of a complete stream; a writer dropped is the end.
+#[test]
+fn an_abandoned_ring_reads_as_cut_short_and_a_dropped_one_as_ended() {
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+    for abandon in [true, false] {
+        let (mut writer, mut reader) = channel(4096).unwrap();
+        let (a, b) = UnixStream::pair().unwrap();
+        reader.watch(OwnedFd::from(a));
+        writer.watch(OwnedFd::from(b));
+        writer.write_all(b"partial").unwrap();
+        if abandon {
+            writer.abandon();
+        } else {
+            drop(writer);
+        }
+        let mut dst = [0u8; 16];
+        assert_eq!(reader.read(&mut dst).unwrap(), 7);
+        let last = reader.read(&mut dst);
+        if abandon {
+            assert!(matches!(last, Err(RingError::PeerGone)), "{last:?}");
+        } else {
+            assert_eq!(last.unwrap(), 0);
+        }
+    }
+}
