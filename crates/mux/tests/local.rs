@@ -244,7 +244,6 @@ async fn a_server_process_killed_mid_transfer_is_noticed_over_rings() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tunnel_carries_a_tcp_conversation_over_rings() {
     use switchyard_mux::tunnel::{self, Forward};
-    use tokio::net::TcpStream;
     // The far side's service.
     let echo_addr = common::echo_server().await;
     let peer = peer("shm", "tunnel");
@@ -258,24 +257,10 @@ async fn a_tunnel_carries_a_tcp_conversation_over_rings() {
     let local = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     tokio::spawn(tunnel::forward(session.clone(), Forward { local, target: echo_addr.to_string(), weight: 4.0 }));
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let mut c = TcpStream::connect(local).await.unwrap();
     let data = pattern(9, 2_000_000);
-    let (mut r, mut w) = c.split();
-    let (_, back) = tokio::time::timeout(Duration::from_secs(30), async {
-        tokio::join!(
-            async {
-                w.write_all(&data).await.unwrap();
-                w.shutdown().await.unwrap();
-            },
-            async {
-                let mut back = Vec::new();
-                r.read_to_end(&mut back).await.unwrap();
-                back
-            }
-        )
-    })
-    .await
-    .expect("the echo comes back");
+    let back = tokio::time::timeout(Duration::from_secs(30), common::round_trip(local, &data))
+        .await
+        .expect("the echo comes back");
     assert!(back == data, "the echo came back whole ({} of {} bytes)", back.len(), data.len());
 }
 

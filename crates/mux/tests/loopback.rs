@@ -386,20 +386,8 @@ async fn a_tunnel_carries_a_tcp_conversation_and_refuses_targets_not_allowed() {
     tokio::spawn(tunnel::forward(session.clone(), Forward { local: bad, target: "127.0.0.1:9".into(), weight: 1.0 }));
     tokio::time::sleep(Duration::from_millis(50)).await;
 
-    let mut c = TcpStream::connect(good).await.unwrap();
     let data = pattern(9, 500_000);
-    let (mut r, mut w) = c.split();
-    let (_, back) = tokio::join!(
-        async {
-            w.write_all(&data).await.unwrap();
-            w.shutdown().await.unwrap();
-        },
-        async {
-            let mut back = Vec::new();
-            r.read_to_end(&mut back).await.unwrap();
-            back
-        }
-    );
+    let back = common::round_trip(good, &data).await;
     assert!(back == data, "the echo came back whole");
 
     let mut refused = TcpStream::connect(bad).await.unwrap();

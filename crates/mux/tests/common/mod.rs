@@ -95,3 +95,23 @@ pub(crate) async fn echo_server() -> std::net::SocketAddr {
     });
     addr
 }
+
+/// Writes `data` to a new TCP connection to `to`, shuts its sending side, and reads back
+/// everything until the far end closes.
+pub(crate) async fn round_trip(to: std::net::SocketAddr, data: &[u8]) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut c = tokio::net::TcpStream::connect(to).await.unwrap();
+    let (mut r, mut w) = c.split();
+    let (_, back) = tokio::join!(
+        async {
+            w.write_all(data).await.unwrap();
+            w.shutdown().await.unwrap();
+        },
+        async {
+            let mut back = Vec::new();
+            r.read_to_end(&mut back).await.unwrap();
+            back
+        }
+    );
+    back
+}
