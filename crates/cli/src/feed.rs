@@ -55,6 +55,9 @@ pub(crate) fn run(a: &FeedArgs) -> Result<()> {
     let n = rings.len();
     let bar = ProgressBar::new_spinner();
     bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}").expect("a valid template"));
+    // A live feed may bring few frames a second: the clock goes on between reports.
+    bar.enable_steady_tick(std::time::Duration::from_millis(250));
+    bar.set_message(format!("waiting for frames; {n} ring{} to the inspector", plural(n)));
     let show = |s: &FeedStats| {
         bar.set_message(format!("{} frames, {:.1} MB fed to {n} ring{}", s.frames, s.bytes as f64 / 1e6, plural(n)));
         bar.tick();

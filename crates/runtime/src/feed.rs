@@ -248,7 +248,7 @@ pub struct FeedStats {
 }
 
 /// Frames between calls of `progress`.
-const PROGRESS_EVERY: u64 = 65_536;
+const PROGRESS_EVERY: u64 = 4_096;
 
 /// Reads `capture` (pcap or pcapng) to its end, writing each frame to the ring `policy` places
 /// its connection on (one that places by the flow alone), each ring as a pcap stream with
