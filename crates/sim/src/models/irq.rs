@@ -19,9 +19,9 @@
 //! 2. *Softirq*, on the same core (`softirq()` runs on the core that took the interrupt; after
 //!    `MAX_SOFTIRQ_RESTART = 10` rounds it hands the rest to that core's `ksoftirqd`, §2.2 — the
 //!    same core either way, so the hand-off changes nothing here): `softirq_segment_ns` per
-//!    segment of protocol work, then a copy of the `S` bytes from the NIC's DMA buffer (cold:
-//!    DMA writes memory, the Clovertown has no direct cache placement) into a socket-buffer
-//!    slot, touching the socket's state.
+//!    segment of protocol work, touching the socket's state once per segment, then a copy of
+//!    the `S` bytes from the NIC's DMA buffer (cold: DMA writes memory, the Clovertown has no
+//!    direct cache placement) into a socket-buffer slot.
 //! 3. *Receive*, on the application's core: `syscall_ns` for `recv()`, then a copy of the slot's
 //!    `S` bytes into the application's buffer, touching the socket's state. The slot is warm if
 //!    the softirq ran on this core or on its L2 sibling, else it comes from memory.
@@ -265,7 +265,12 @@ pub fn simulate(p: &IrqParams) -> IrqOutcome {
         let mut cost = MessageCost { kernel_core: kcore, app_core, ..MessageCost::default() };
         let slot = SLOT + m % slots;
         let mut k = segments * (c.interrupt_ns + c.softirq_segment_ns) + s as f64 * c.copy_ns_per_byte;
-        k += touch(&mut caches, kcore, SOCKET, c.socket_bytes, (1.0, true), &mut cost);
+        // The kernel touches the socket once per segment: a message that starts no new segment
+        // (small messages travel several to a segment) finds its segment already processed.
+        let new_segment = m == 0 || (m * s) / c.mss != ((m - 1) * s) / c.mss || s >= c.mss;
+        if new_segment {
+            k += touch(&mut caches, kcore, SOCKET, c.socket_bytes, (1.0, true), &mut cost);
+        }
         k += touch(&mut caches, kcore, DMA + m, s, (c.copy_mlp, false), &mut cost);
         k += touch(&mut caches, kcore, slot, s, (c.copy_mlp, true), &mut cost);
         let mut a = c.syscall_ns + s as f64 * c.copy_ns_per_byte;
