@@ -32,6 +32,7 @@ mod reproduce_cache;
 mod reproduce_cacheflow;
 mod reproduce_clp;
 mod reproduce_figurehead;
+mod reproduce_irq;
 mod reproduce_ko;
 mod reproduce_miscort;
 mod reproduce_mux;

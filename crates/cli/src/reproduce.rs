@@ -75,7 +75,7 @@ pub(crate) struct ReproduceArgs {
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
 
-    /// yates-cache, dou-cacheflow, dou-miscort, dou-rgedf, ko-worker-centric, figurehead: the root seed (in yates-cache every policy in a table sees
+    /// yates-cache, dou-cacheflow, dou-miscort, dou-rgedf, ko-worker-centric, figurehead, guo-interrupt-affinity: the root seed (in yates-cache every policy in a table sees
     /// the same field and queries).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -201,6 +201,12 @@ const FIGUREHEAD: (&str, &str) = (
     "Figurehead (Middleware 2007): Table 2's Base against OptWait, and every routing policy (hedging, P2C, least outstanding) for cost and SLA attainment as load and tails change",
 );
 
+/// Guo ch. 3's interrupt affinity, from its own model in the simulator.
+const IRQ: (&str, &str) = (
+    "guo-interrupt-affinity",
+    "Guo ch. 3: iperf receive throughput and L2 misses by message size, interrupt affinity (L2-sharing cores) against round-robin and one core",
+);
+
 /// The reproduction that runs real TCP on the link emulator rather than in the simulator.
 const EMULATED: (&str, &str) = (
     "iwashima-m",
@@ -222,6 +228,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         writeln!(out, "{:<20} {}", RGEDF.0, RGEDF.1)?;
         writeln!(out, "{:<20} {}", KO.0, KO.1)?;
         writeln!(out, "{:<20} {}", FIGUREHEAD.0, FIGUREHEAD.1)?;
+        writeln!(out, "{:<20} {}", IRQ.0, IRQ.1)?;
         return Ok(());
     }
     let name = args.name.as_deref().unwrap_or_default();
@@ -258,6 +265,9 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         let runs = args.runs.unwrap_or(3);
         return crate::reproduce_ko::run(runs, args.seed, args.ko_scale, threads, args.out.as_deref());
     }
+    if name == IRQ.0 {
+        return crate::reproduce_irq::run(args.seed, threads);
+    }
     if name == CACHEFLOW.0 {
         let real = args.real.then_some((args.object_kb, args.requests));
         return crate::reproduce_cacheflow::run(args.seed, threads, real);
@@ -290,7 +300,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         let names: Vec<&str> = scenarios::REPRODUCTIONS
             .iter()
             .map(|(n, _)| *n)
-            .chain([EMULATED.0, CACHE.0, CACHEFLOW.0, CLP.0, MISCORT.0, RGEDF.0, KO.0, FIGUREHEAD.0])
+            .chain([EMULATED.0, CACHE.0, CACHEFLOW.0, CLP.0, MISCORT.0, RGEDF.0, KO.0, FIGUREHEAD.0, IRQ.0])
             .collect();
         bail!("no reproduction `{name}`; there are: {}", names.join(", "));
     };

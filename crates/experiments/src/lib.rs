@@ -9,6 +9,8 @@
 //!   fairness against threads, soft and hard throughput-based scheduling.
 //! - [`figurehead`]: Figurehead's Base and OptWait (Middleware 2007) against today's hedging and
 //!   load-balancing policies over back-ends of different speed and price, in the simulator.
+//! - [`guo_irq`]: Guo ch. 3's interrupt affinity, iperf's receive throughput and L2 misses by
+//!   message size on a Clovertown, in the simulator's irq model.
 //! - [`iwashima`]: Iwashima ch. 7, channels striped or pinned over m connections through an
 //!   emulated bottleneck (real TCP in network namespaces; needs root).
 //! - [`keys`]: the keys placement experiments place: the shipped sample, generators, captures
@@ -43,6 +45,7 @@ pub mod bench;
 pub mod cacheflow;
 pub mod clp;
 pub mod figurehead;
+pub mod guo_irq;
 pub mod iwashima;
 pub mod keys;
 pub mod ko;

@@ -142,6 +142,14 @@ impl Lru {
         self.by_key.get(&key).map_or(0, |&(_, b)| b)
     }
 
+    /// Drops `key`'s footprint, if held.
+    pub fn remove(&mut self, key: u64) {
+        if let Some((age, b)) = self.by_key.remove(&key) {
+            self.by_age.remove(&age);
+            self.used -= b;
+        }
+    }
+
     /// Bytes held, never above the capacity.
     pub fn used(&self) -> u64 {
         self.used
@@ -225,6 +233,23 @@ impl Caches {
         out
     }
 
+    /// Writes footprint `key` of `bytes` bytes on `leaf`: costs as [`access`](Self::access) (a
+    /// write allocates, fetching the lines it does not hold), then drops the footprint from every
+    /// cache not on the leaf's path, as a write invalidates other copies (MESI). Without this a
+    /// footprint written on one core and read on another would find a stale copy there warm.
+    pub fn write(&mut self, leaf: u32, key: u64, bytes: u64) -> Access {
+        let out = self.access(leaf, key, bytes);
+        for (d, l) in self.hierarchy.levels.iter().enumerate() {
+            let own = (leaf / l.shared_by) as usize;
+            for (i, cache) in self.instances[d].iter_mut().enumerate() {
+                if i != own {
+                    cache.remove(key);
+                }
+            }
+        }
+        out
+    }
+
     /// Time to hand `bytes` bytes written on leaf `from` to leaf `to`: each line at the penalty of
     /// the lowest level they share (the line is found there after missing the levels below), or
     /// memory's when they share none. Zero on the same leaf.
@@ -293,6 +318,17 @@ mod tests {
         let back = c.access(0, 1, 4096);
         assert_eq!(back.misses[..2], [256, 0], "L1d-cold, still in the shared L2");
         assert_eq!(c.access(8, 1, 4096).misses[..2], [256, 0], "core 1: own L1d, same L2");
+    }
+
+    #[test]
+    fn a_write_invalidates_other_copies_but_not_the_shared_l2() {
+        let mut c = xeon();
+        c.access(4, 1, 8192);
+        c.access(1, 1, 8192);
+        c.write(0, 1, 8192);
+        assert_eq!(c.access(4, 1, 8192).misses[..2], [128, 128], "core 4's copy was stale");
+        c.write(0, 1, 8192);
+        assert_eq!(c.access(1, 1, 8192).misses[..2], [128, 0], "core 1 shares core 0's L2");
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod clp;
 pub mod figurehead;
 pub mod flash;
 pub mod grid;
+pub mod irq;
 pub mod jobs;
 pub mod mmc;
 pub mod sensor;

@@ -1,0 +1,215 @@
+//! `reproduce guo-interrupt-affinity`: Guo ch. 3's interrupt affinity (notes 002 §2.2, §5.2)
+//! in the simulator's [`irq`](switchyard_sim::models::irq) model: iperf's receive throughput
+//! and L2 misses per message over message sizes, for the default round-robin placement,
+//! interrupt affinity (interrupt on one core, the application on its L2 sibling) and the prior
+//! work's same-core placement, with each published claim beside ours.
+//!
+//! The VM variant (§3.3.3, +12%) is left out: its gain comes from virtual interrupts costing
+//! more per message (Dom0's bridge and back-end, the grant copy, event channels, §2.7), and
+//! ch. 3 gives none of those costs; a model of it would be a guess dressed as a result.
+
+use switchyard_sim::models::irq::{IrqOutcome, IrqParams, Placement, simulate};
+
+use crate::ExperimentError;
+
+/// The experiment's setup.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// Message sizes in bytes (iperf's `-l`).
+    pub sizes: Vec<u64>,
+    /// Root seed (the default placement's draws).
+    pub seed: u64,
+    /// Messages per run against [`IrqParams::guo`]'s (1: about 16 MiB a run).
+    pub scale: f64,
+    /// Threads the independent runs are spread over (the result does not depend on it).
+    pub threads: usize,
+}
+
+impl Setup {
+    /// 64 B to 64 KiB in powers of two, full length.
+    pub fn guo(seed: u64, threads: usize) -> Self {
+        Self { sizes: (6..=16).map(|k| 1u64 << k).collect(), seed, scale: 1.0, threads }
+    }
+}
+
+/// One run: a message size and a placement.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// Message size in bytes.
+    pub size: u64,
+    /// Placement.
+    pub placement: Placement,
+    /// What it measured (the per-message costs dropped).
+    pub outcome: IrqOutcome,
+}
+
+/// A published claim beside ours.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    /// What is claimed.
+    pub claim: &'static str,
+    /// Where.
+    pub source: &'static str,
+    /// The published figure as a ratio, if the source gives a number.
+    pub published: Option<f64>,
+    /// The published figure as the source words it.
+    pub published_text: &'static str,
+    /// Ours as a ratio, if we model it.
+    pub ours: Option<f64>,
+    /// Why ours differs.
+    pub why: &'static str,
+}
+
+impl Claim {
+    /// Ours over published, minus one, when both are numbers.
+    pub fn difference(&self) -> Option<f64> {
+        Some(self.ours? / self.published? - 1.0)
+    }
+}
+
+/// The runs and the claims.
+#[derive(Clone, Debug)]
+pub struct Reproduction {
+    /// One row per size and placement, sizes ascending, placements in [`Placement::ALL`]'s order.
+    pub rows: Vec<Row>,
+    /// Every published claim of §5.2, ours beside it.
+    pub claims: Vec<Claim>,
+}
+
+impl Reproduction {
+    /// The row of `size` and `placement`.
+    pub fn row(&self, size: u64, placement: Placement) -> Option<&Row> {
+        self.rows.iter().find(|r| r.size == size && r.placement == placement)
+    }
+
+    /// `placement`'s throughput over round-robin's at `size`.
+    pub fn gain(&self, size: u64, placement: Placement) -> Option<f64> {
+        Some(self.row(size, placement)?.outcome.throughput / self.row(size, Placement::RoundRobin)?.outcome.throughput)
+    }
+}
+
+// Written after running the model with its chosen costs (seed 1, 64 B to 64 KiB); nothing was
+// changed to move them.
+const WHY_AVERAGE: &str = "ours is far above: the gain peaks at 512 B–2 KB (+110–150%), where round-robin \
+pays the socket's state moving between cores on every segment: its 2 KiB (chosen, not measured) written on \
+each side, 32 dependent misses at memory's 127 ns each (the cache model has no cache-to-cache transfers), \
+some 8 µs a message against affinity's L2 hits; at 64 B the state moves once per 22 messages (+31%) and \
+above 4 KB the copies dominate (+19–34%). Our round-robin is also the harshest reading of the default: a \
+new core every segment and a random core every 1 ms, where 2.6.18's irqbalance may move an interrupt far \
+less often, so Guo's baseline likely shared its cache more than 1 in 4 times. The average also depends \
+on which sizes are swept (Guo does not list his)";
+const WHY_MAX: &str = "close, but not for the same reason: ours is largest at 8 KB and falls to +19–21% \
+from 16 KB on, where the DMA'd bytes (cold in every placement: no direct cache placement on the \
+Clovertown) and the copies' fixed cost dilute the slot's L2 hit; Guo's maximum is over sizes above 4 KB \
+without saying which. The ratio comes from the cache model's penalties and the chosen copy cost and \
+8 misses in flight, none fitted";
+const WHY_L2: &str = "Guo gives no number, only the direction, which ours has: with affinity the only L2 \
+misses are the DMA'd bytes (one line per 64 B), where round-robin also misses the socket-buffer slot on \
+both sides and the socket's state whenever softirq and receive run on cores sharing no L2 (3 messages \
+in 4)";
+const WHY_SAME: &str = "the +20% is the cited work's [21], on other hardware, not Guo's measurement. Here \
+one core wins over round-robin at small and middle sizes (nothing moves between cores) and gains \
+nothing from 16 KB on, where doing both copies on one core costs as much as round-robin's misses on \
+two overlapping cores; affinity beats it at every size by pipelining the two stages, which is Guo's \
+case for separate cores sharing an L2";
+const WHY_VM: &str = "left out: the VM's larger gain comes from virtual interrupts costing more per \
+message (Dom0's bridge and back-end, the grant copy, event channels), and ch. 3 gives none of those \
+costs to model it with";
+
+/// Runs every size and placement, then compares with §5.2.
+pub fn run(setup: &Setup) -> Result<Reproduction, ExperimentError> {
+    if setup.sizes.is_empty() || setup.sizes.contains(&0) {
+        return Err(ExperimentError::Input("message sizes must be positive and at least one".into()));
+    }
+    if !(setup.scale > 0.0 && setup.scale.is_finite()) {
+        return Err(ExperimentError::Input(format!("scale {} must be a positive number", setup.scale)));
+    }
+    let cases: Vec<(u64, Placement, IrqParams)> = setup
+        .sizes
+        .iter()
+        .flat_map(|&size| {
+            Placement::ALL.into_iter().map(move |placement| {
+                let base = IrqParams::guo(size, placement, setup.seed);
+                let messages = ((base.messages as f64 * setup.scale) as u64).max(20);
+                (size, placement, IrqParams { messages, warmup: messages / 10, ..base })
+            })
+        })
+        .collect();
+    // Independent, deterministic runs: spread over the threads, each in its place.
+    let outcomes: Vec<IrqOutcome> = std::thread::scope(|s| {
+        let chunks: Vec<_> = cases.chunks(cases.len().div_ceil(setup.threads.max(1))).collect();
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| {
+                s.spawn(move || {
+                    chunk.iter().map(|(_, _, p)| IrqOutcome { messages: Vec::new(), ..simulate(p) }).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("a simulator run panicked")).collect()
+    });
+    let rows: Vec<Row> = cases
+        .into_iter()
+        .zip(outcomes)
+        .map(|((size, placement, _), outcome)| Row { size, placement, outcome })
+        .collect();
+    let mut repro = Reproduction { rows, claims: Vec::new() };
+    let gains = |p: Placement, above: u64| -> Vec<f64> {
+        setup.sizes.iter().filter(|&&s| s > above).filter_map(|&s| repro.gain(s, p)).collect()
+    };
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let average = mean(&gains(Placement::Affinity, 0));
+    let maximum = gains(Placement::Affinity, 4096).into_iter().reduce(f64::max);
+    let same = mean(&gains(Placement::SameCore, 0));
+    let l2: Vec<f64> = setup
+        .sizes
+        .iter()
+        .filter_map(|&s| {
+            let rr = repro.row(s, Placement::RoundRobin)?.outcome.l2_per_message;
+            (rr > 0.0).then(|| repro.row(s, Placement::Affinity).map(|a| a.outcome.l2_per_message / rr))?
+        })
+        .collect();
+    repro.claims = vec![
+        Claim {
+            claim: "iperf throughput, affinity over round-robin, average over message sizes (native)",
+            source: "Guo 2010 ch. 3 (notes 002 §5.2)",
+            published: Some(1.10),
+            published_text: "+10%",
+            ours: average,
+            why: WHY_AVERAGE,
+        },
+        Claim {
+            claim: "iperf throughput, affinity over round-robin, maximum for messages above 4 KB",
+            source: "Guo 2010 ch. 3 (notes 002 §5.2)",
+            published: Some(1.37),
+            published_text: "+37%",
+            ours: maximum,
+            why: WHY_MAX,
+        },
+        Claim {
+            claim: "L2 misses per message, affinity over round-robin, average over sizes",
+            source: "Guo 2010 ch. 3 (notes 002 §5.2)",
+            published: None,
+            published_text: "\"significantly reduced\" (no number)",
+            ours: mean(&l2),
+            why: WHY_L2,
+        },
+        Claim {
+            claim: "same core over round-robin, average over sizes (prior work [21], cited by Guo)",
+            source: "Guo 2010 ch. 3, citing [21] (notes 002 §5.2)",
+            published: Some(1.20),
+            published_text: "+20%",
+            ours: same,
+            why: WHY_SAME,
+        },
+        Claim {
+            claim: "iperf throughput, affinity over round-robin, average (VM, Xen)",
+            source: "Guo 2010 ch. 3 §3.3.3 (notes 002 §2.2, §5.2)",
+            published: Some(1.12),
+            published_text: "+12%",
+            ours: None,
+            why: WHY_VM,
+        },
+    ];
+    Ok(repro)
+}
