@@ -121,8 +121,6 @@ pub(crate) fn run(a: &MuxBench) -> Result<()> {
         r.raw_cost * 1e12,
         1.0
     )?;
-    let mut gaps_line = Vec::new();
-    let mut best: Option<(f64, f64)> = None;
     for c in &r.cases {
         let name = c.case.name();
         let line = format!(
@@ -138,11 +136,6 @@ pub(crate) fn run(a: &MuxBench) -> Result<()> {
         let (lo, hi) = c.rounds_range;
         match &c.session {
             Some(s) => {
-                if c.case != Case::Pin {
-                    gaps_line.push(format!("{name} {:.2}", c.max_gap * 100.0));
-                }
-                let (r0, c0) = best.unwrap_or_default();
-                best = Some((r0.max(c.over_raw), c0.max(c.cost_over_raw)));
                 writeln!(
                     out,
                     "{line} {:>12.0} {:>8} {:>8}   (rounds {lo:.2}–{hi:.2})",
@@ -155,12 +148,14 @@ pub(crate) fn run(a: &MuxBench) -> Result<()> {
         }
     }
     writeln!(out)?;
-    if let Some((ratio, cost_ratio)) = best {
+    if let Some((ratio, cost_ratio)) = r.best_scheduler() {
         writeln!(
             out,
             "throughput: best scheduler {ratio:.2}× the raw ceiling by rate, {cost_ratio:.2}× by CPU time per byte (goal ≥ 0.90)"
         )?;
-        writeln!(out, "weight adherence, largest gap in percentage points (goal ≤ 1): {}", gaps_line.join(", "))?;
+        let gaps: Vec<String> =
+            r.stripe_gaps().iter().map(|(case, gap)| format!("{} {:.2}", case.name(), gap * 100.0)).collect();
+        writeln!(out, "weight adherence, largest gap in percentage points (goal ≤ 1): {}", gaps.join(", "))?;
     }
     for line in [
         "CPU ns/KB: the process's CPU time (user and kernel) per KB delivered; ×raw CPU is raw TCP's cost over the case's, each round against its own raw run",

@@ -160,6 +160,24 @@ pub struct Report {
     pub pin_model_rms: f64,
 }
 
+impl Report {
+    /// The throughput goal as measured: the best of our session's cases by its rate
+    /// over raw TCP's, and the best by CPU time per byte (raw TCP's over the case's), each the
+    /// median round's; `None` when no session case ran.
+    pub fn best_scheduler(&self) -> Option<(f64, f64)> {
+        let ours = || self.cases.iter().filter(|c| c.session.is_some());
+        let rate = ours().map(|c| c.over_raw).reduce(f64::max)?;
+        Some((rate, ours().map(|c| c.cost_over_raw).fold(0.0, f64::max)))
+    }
+
+    /// The weight-adherence goal as measured: each striping case of the session with its
+    /// largest gap between a channel's share and its weight's, as a fraction. Pinning is left
+    /// out: it holds shares by assignment, not by scheduling each frame.
+    pub fn stripe_gaps(&self) -> Vec<(Case, f64)> {
+        self.cases.iter().filter(|c| c.session.is_some() && c.case != Case::Pin).map(|c| (c.case, c.max_gap)).collect()
+    }
+}
+
 /// One case's figures over the rounds.
 #[derive(Clone, Debug)]
 pub struct CaseRow {
