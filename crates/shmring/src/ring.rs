@@ -37,9 +37,7 @@
 
 use std::hint::spin_loop;
 use std::io::IoSlice;
-#[cfg(not(loom))]
-use std::os::fd::BorrowedFd;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -129,6 +127,86 @@ fn announce_wait(map: &Mapping, waits: Word, peer_index: Word, seen: u64, peer_c
 /// Lowers our `waits` flag once awake, so a busy peer stops paying for rings nobody needs.
 fn end_wait(map: &Mapping, waits: Word) {
     map.word(waits).store(0, Ordering::Relaxed);
+}
+
+/// What the blocking ends share: how an end waits for its peer to move.
+trait Blocking {
+    /// The doorbell the peer rings when it moves (or closes).
+    fn bell(&self) -> &Doorbell;
+    /// The lifeline given to `watch`, if any.
+    fn lifeline_fd(&self) -> Option<BorrowedFd<'_>>;
+    /// The timeout given to `set_timeout`, if any.
+    fn timeout(&self) -> Option<Duration>;
+    /// Raises our "waits" flag and re-checks ([`announce_wait`]).
+    fn announce(&self) -> bool;
+    /// Lowers it ([`end_wait`]).
+    fn unannounce(&self);
+}
+
+impl Blocking for Writer {
+    fn bell(&self) -> &Doorbell {
+        &self.space_ready
+    }
+    fn lifeline_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.lifeline.as_ref().map(AsFd::as_fd)
+    }
+    fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+    fn announce(&self) -> bool {
+        self.announce_wait()
+    }
+    fn unannounce(&self) {
+        self.end_wait();
+    }
+}
+
+impl Blocking for Reader {
+    fn bell(&self) -> &Doorbell {
+        &self.data_ready
+    }
+    fn lifeline_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.lifeline.as_ref().map(AsFd::as_fd)
+    }
+    fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+    fn announce(&self) -> bool {
+        self.announce_wait()
+    }
+    fn unannounce(&self) {
+        self.end_wait();
+    }
+}
+
+/// The blocking ends' wait, one loop for both: tries `attempt` until it yields, spinning a
+/// while, then sleeping on the peer's doorbell (the handshake in the module docs) for a nap at
+/// most, or what is left of the end's timeout ([`RingError::TimedOut`] once it has passed).
+/// `Ok(None)`: the lifeline hung up during a sleep (the peer is gone).
+#[cfg_attr(loom, allow(clippy::absurd_extreme_comparisons))] // SPINS is 0 under loom
+fn block<E: Blocking, T>(
+    end: &mut E,
+    mut attempt: impl FnMut(&mut E) -> Result<Option<T>, RingError>,
+) -> Result<Option<T>, RingError> {
+    let mut spins = 0;
+    let deadline = end.timeout().map(|t| Instant::now() + t);
+    loop {
+        if let Some(done) = attempt(end)? {
+            return Ok(Some(done));
+        }
+        if spins < SPINS {
+            spins += 1;
+            spin_loop();
+            continue;
+        }
+        let nap = nap(deadline, end.timeout())?;
+        // The lifeline hung up: true only if we slept and it ended the sleep.
+        let gone = if end.announce() { end.bell().wait(nap, end.lifeline_fd()) } else { Ok(false) };
+        end.unannounce();
+        if gone? {
+            return Ok(None);
+        }
+    }
 }
 
 /// The waker's half: store our index (`Release`, so what it covers is visible to whoever
@@ -309,34 +387,13 @@ impl Writer {
 
     /// Copies at least one byte of a non-empty `src` into the ring, waiting for space if the
     /// ring is full; returns how many.
-    #[cfg_attr(loom, allow(clippy::absurd_extreme_comparisons))] // SPINS is 0 under loom
     pub fn write(&mut self, src: &[u8]) -> Result<usize, RingError> {
         if src.is_empty() {
             return Ok(0);
         }
-        let mut spins = 0;
-        let deadline = self.timeout.map(|t| Instant::now() + t);
-        loop {
-            let n = self.try_write(src)?;
-            if n > 0 {
-                return Ok(n);
-            }
-            if spins < SPINS {
-                spins += 1;
-                spin_loop();
-                continue;
-            }
-            let nap = nap(deadline, self.timeout)?;
-            // The peer's lifeline hung up: true only if we slept and it ended the sleep.
-            let gone = if self.announce_wait() {
-                self.space_ready.wait(nap, self.lifeline.as_ref().map(AsFd::as_fd))
-            } else {
-                Ok(false)
-            };
-            self.end_wait();
-            if gone? {
-                return Err(RingError::PeerGone);
-            }
+        match block(self, |w| Ok(Some(w.try_write(src)?).filter(|&n| n > 0)))? {
+            Some(n) => Ok(n),
+            None => Err(RingError::PeerGone),
         }
     }
 
@@ -519,32 +576,13 @@ impl Reader {
 
     /// Copies at least one byte into a non-empty `dst`, waiting for data; `Ok(0)` means the
     /// writer has closed and everything it wrote has been read.
-    #[cfg_attr(loom, allow(clippy::absurd_extreme_comparisons))] // SPINS is 0 under loom
     pub fn read(&mut self, dst: &mut [u8]) -> Result<usize, RingError> {
         if dst.is_empty() {
             return Ok(0);
         }
-        let mut spins = 0;
-        let deadline = self.timeout.map(|t| Instant::now() + t);
-        loop {
-            if let Some(n) = self.read_ready(dst)? {
-                return Ok(n);
-            }
-            if spins < SPINS {
-                spins += 1;
-                spin_loop();
-                continue;
-            }
-            let nap = nap(deadline, self.timeout)?;
-            let gone = if self.announce_wait() {
-                self.data_ready.wait(nap, self.lifeline.as_ref().map(AsFd::as_fd))
-            } else {
-                Ok(false)
-            };
-            self.end_wait();
-            if gone? {
-                return self.read_remains(dst);
-            }
+        match block(self, |r| r.read_ready(dst))? {
+            Some(n) => Ok(n),
+            None => self.read_remains(dst),
         }
     }
 
