@@ -34,6 +34,7 @@ mod in_flight;
 mod jsq;
 mod jump;
 mod maglev;
+pub mod migrate;
 mod mod_n;
 mod p2c;
 mod ps_hrw;

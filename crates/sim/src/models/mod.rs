@@ -13,3 +13,4 @@ pub mod sensor;
 pub mod server;
 pub mod trace;
 pub mod workload;
+pub mod xen;
