@@ -37,6 +37,7 @@ mod reproduce_ko;
 mod reproduce_miscort;
 mod reproduce_mux;
 mod reproduce_rgedf;
+mod reproduce_xen;
 mod sim;
 mod tracegen;
 mod tunnel;

@@ -75,7 +75,7 @@ pub(crate) struct ReproduceArgs {
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
 
-    /// yates-cache, dou-cacheflow, dou-miscort, dou-rgedf, ko-worker-centric, figurehead, guo-interrupt-affinity: the root seed (in yates-cache every policy in a table sees
+    /// yates-cache, dou-cacheflow, dou-miscort, dou-rgedf, ko-worker-centric, figurehead, guo-interrupt-affinity, guo-xen-credit: the root seed (in yates-cache every policy in a table sees
     /// the same field and queries).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -95,8 +95,8 @@ pub(crate) struct ReproduceArgs {
     #[command(flatten)]
     clp: crate::reproduce_clp::ClpArgs,
 
-    /// dou-miscort, dou-rgedf, ko-worker-centric: runs per point and scheduler (seeds --seed,
-    /// --seed + 1, …; default 5, 10 and 3).
+    /// dou-miscort, dou-rgedf, ko-worker-centric, guo-xen-credit: runs per point and scheduler
+    /// (seeds --seed, --seed + 1, …; default 5, 10, 3 and 3).
     #[arg(long)]
     runs: Option<u64>,
 
@@ -113,6 +113,17 @@ pub(crate) struct ReproduceArgs {
     /// tasks and 6,000-file stores; a run's time grows with the square of it).
     #[arg(long, default_value_t = 0.1)]
     ko_scale: f64,
+
+    /// guo-xen-credit: simulated time per run against the default 1.2 s (smaller is faster and
+    /// noisier).
+    #[arg(long, default_value_t = 1.0)]
+    xen_scale: f64,
+
+    /// guo-xen-credit: the application's working set per request on its VCPU, in KiB, for every
+    /// workload in place of the fitted 1,024 (`switchyard_sim::models::xen::APP_BYTES`): how the
+    /// results depend on it.
+    #[arg(long)]
+    xen_app_kib: Option<u64>,
 
     /// dou-miscort: failures as a Poisson process of rate p / 20 s instead of a per-run
     /// probability p (the notes' §3.2: the two readings diverge at high rates).
@@ -207,6 +218,12 @@ const IRQ: (&str, &str) = (
     "Guo ch. 3: iperf receive throughput and L2 misses by message size, interrupt affinity (L2-sharing cores) against round-robin and one core",
 );
 
+/// Guo ch. 8's cache-aware VCPU migration in Xen, from its own model in the simulator.
+const XEN: (&str, &str) = (
+    "guo-xen-credit",
+    "Guo ch. 8: SPECweb2005-like session capacity under Xen's credit scheduler against Table 8.3's cache-aware VCPU migration, and the VMM's L2 misses",
+);
+
 /// The reproduction that runs real TCP on the link emulator rather than in the simulator.
 const EMULATED: (&str, &str) = (
     "iwashima-m",
@@ -229,6 +246,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         writeln!(out, "{:<20} {}", KO.0, KO.1)?;
         writeln!(out, "{:<20} {}", FIGUREHEAD.0, FIGUREHEAD.1)?;
         writeln!(out, "{:<20} {}", IRQ.0, IRQ.1)?;
+        writeln!(out, "{:<20} {}", XEN.0, XEN.1)?;
         return Ok(());
     }
     let name = args.name.as_deref().unwrap_or_default();
@@ -268,6 +286,9 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
     if name == IRQ.0 {
         return crate::reproduce_irq::run(args.seed, threads);
     }
+    if name == XEN.0 {
+        return crate::reproduce_xen::run(args.seed, args.runs.unwrap_or(3), args.xen_scale, args.xen_app_kib, threads);
+    }
     if name == CACHEFLOW.0 {
         let real = args.real.then_some((args.object_kb, args.requests));
         return crate::reproduce_cacheflow::run(args.seed, threads, real);
@@ -300,7 +321,7 @@ pub(crate) fn run(args: &ReproduceArgs) -> Result<()> {
         let names: Vec<&str> = scenarios::REPRODUCTIONS
             .iter()
             .map(|(n, _)| *n)
-            .chain([EMULATED.0, CACHE.0, CACHEFLOW.0, CLP.0, MISCORT.0, RGEDF.0, KO.0, FIGUREHEAD.0, IRQ.0])
+            .chain([EMULATED.0, CACHE.0, CACHEFLOW.0, CLP.0, MISCORT.0, RGEDF.0, KO.0, FIGUREHEAD.0, IRQ.0, XEN.0])
             .collect();
         bail!("no reproduction `{name}`; there are: {}", names.join(", "));
     };

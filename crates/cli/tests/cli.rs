@@ -867,3 +867,26 @@ fn a_feeder_killed_mid_capture_ends_the_inspector_with_an_error() {
     assert!(!o.status.success(), "{}", stdout(&o));
     assert!(stderr(&o).contains("the feeder went away"), "{}", stderr(&o));
 }
+
+/// `reproduce guo-xen-credit` prints a row per workload and rule, the L2 misses by function and
+/// every claim of Guo §5.7 beside ours, and says which are not modelled.
+#[test]
+fn reproduce_guo_xen_credit_prints_capacities_misses_and_claims() {
+    let o = switchyard(&["reproduce", "guo-xen-credit", "--xen-scale", "0.08", "--runs", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    for workload in ["Support", "Banking", "Ecommerce"] {
+        for rule in ["credit (Xen 3.3)", "cache-aware (Table 8.3)", "cache-aware, steals too"] {
+            assert!(text.lines().any(|l| l.starts_with(workload) && l.contains(rule)), "{workload} {rule}: {text}");
+        }
+    }
+    for needle in
+        ["grant table (copies, entries)", "published +15%", "about 60%", "not modelled", "VCPU moves by cause"]
+    {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    assert!(stderr(&o).contains("searching the session capacity"), "progress goes to stderr");
+    let o = switchyard(&["reproduce", "guo-xen-credit", "--xen-scale", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("scale 0 must be a positive number"), "{}", stderr(&o));
+}

@@ -11,6 +11,7 @@
 use switchyard_sim::models::irq::{IrqOutcome, IrqParams, Placement, simulate};
 
 use crate::ExperimentError;
+pub use crate::claim::Claim;
 
 /// The experiment's setup.
 #[derive(Clone, Debug)]
@@ -41,30 +42,6 @@ pub struct Row {
     pub placement: Placement,
     /// What it measured (the per-message costs dropped).
     pub outcome: IrqOutcome,
-}
-
-/// A published claim beside ours.
-#[derive(Clone, Debug)]
-pub struct Claim {
-    /// What is claimed.
-    pub claim: &'static str,
-    /// Where.
-    pub source: &'static str,
-    /// The published figure as a ratio, if the source gives a number.
-    pub published: Option<f64>,
-    /// The published figure as the source words it.
-    pub published_text: &'static str,
-    /// Ours as a ratio, if we model it.
-    pub ours: Option<f64>,
-    /// Why ours differs.
-    pub why: &'static str,
-}
-
-impl Claim {
-    /// Ours over published, minus one, when both are numbers.
-    pub fn difference(&self) -> Option<f64> {
-        Some(self.ours? / self.published? - 1.0)
-    }
 }
 
 /// The runs and the claims.

@@ -11,6 +11,8 @@
 //!   load-balancing policies over back-ends of different speed and price, in the simulator.
 //! - [`guo_irq`]: Guo ch. 3's interrupt affinity, iperf's receive throughput and L2 misses by
 //!   message size on a Clovertown, in the simulator's irq model.
+//! - [`guo_xen`]: Guo ch. 8's cache-aware VCPU migration in Xen's credit scheduler, SPECweb-like
+//!   session capacity and the VMM's L2 misses, in the simulator's xen model.
 //! - [`iwashima`]: Iwashima ch. 7, channels striped or pinned over m connections through an
 //!   emulated bottleneck (real TCP in network namespaces; needs root).
 //! - [`keys`]: the keys placement experiments place: the shipped sample, generators, captures
@@ -43,9 +45,11 @@
 
 pub mod bench;
 pub mod cacheflow;
+mod claim;
 pub mod clp;
 pub mod figurehead;
 pub mod guo_irq;
+pub mod guo_xen;
 pub mod iwashima;
 pub mod keys;
 pub mod ko;
