@@ -680,6 +680,14 @@ fn deliver_errors_teach() {
     let o = switchyard(&["deliver", "load", "--server", "127.0.0.1:9", "--conns", "2", "--seconds", "1", "--quiet"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("no connection was accepted"), "{}", stderr(&o));
+    let o = switchyard(&["deliver", "serve", "--steer", "rfs", "--seconds", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("incoming-cpu"), "{}", stderr(&o));
+    let o = switchyard(&["deliver", "serve", "--steer", "incoming-cpu", "--soft", "--seconds", "0"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("cannot both be on"), "{}", stderr(&o));
+    let o = switchyard(&["deliver", "load", "--upload", "--rate", "4Mbit"]);
+    assert_eq!(o.status.code(), Some(2), "--upload sends; a rate is for receiving");
 }
 
 /// `reproduce dou-miscort` prints every regime's table and the thesis's claims beside ours, and
