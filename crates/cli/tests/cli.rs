@@ -875,3 +875,55 @@ fn a_feeder_killed_mid_capture_ends_the_inspector_with_an_error() {
     assert!(!o.status.success(), "{}", stdout(&o));
     assert!(stderr(&o).contains("the feeder went away"), "{}", stderr(&o));
 }
+
+/// `bench steer` at a tiny setting: the mechanics, not the figures. Every mode runs on
+/// loopback; steering places every connection on its receiving core and other-cpu none; the
+/// model and the 2-core note are printed; the veth path runs or says why not; and the network
+/// namespaces it made are gone afterwards.
+#[test]
+fn bench_steer_places_by_receiving_core_and_prints_the_model_beside() {
+    let o = switchyard(&[
+        "bench",
+        "steer",
+        "--paths",
+        "loopback,veth",
+        "--sizes",
+        "16K",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0.05",
+        "--rounds",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let row = |path: &str, mode: &str| -> Vec<String> {
+        let section = out.split(&format!("\n{path}\n")).nth(1).unwrap_or_else(|| panic!("no {path} table:\n{out}"));
+        let line = section
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(mode))
+            .unwrap_or_else(|| panic!("no {mode} row for {path}:\n{out}"));
+        line.split_whitespace().map(str::to_owned).collect()
+    };
+    for mode in ["none", "incoming-cpu", "other-cpu"] {
+        let r = row("loopback", mode);
+        let gbps: f64 = r[2].parse().unwrap();
+        assert!(gbps > 0.0, "{mode} received nothing:\n{out}");
+    }
+    assert_eq!(row("loopback", "incoming-cpu")[5], format!("{cores}/{cores}"), "{out}");
+    if cores > 1 {
+        assert_eq!(row("loopback", "other-cpu")[5], format!("0/{cores}"), "{out}");
+    }
+    let veth_ran = out.contains("\nveth\n");
+    assert!(veth_ran || out.contains("veth: skipped:"), "the veth path runs or says why not:\n{out}");
+    if veth_ran {
+        assert_eq!(row("veth", "incoming-cpu")[5], format!("{cores}/{cores}"), "{out}");
+    }
+    for needle in ["The model (sim irq", "steer/other", "What a 2-core VM can show", "What it cannot"] {
+        assert!(out.contains(needle), "{needle}:\n{out}");
+    }
+    let left = Command::new("ip").args(["netns", "list"]).output().map(|o| stdout(&o)).unwrap_or_default();
+    assert!(!left.contains("systeer-"), "namespaces left behind:\n{left}");
+}
