@@ -20,8 +20,9 @@ use switchyard_experiments::bench::steer::{self, CAN_AND_CANNOT, Path, Report, S
 /// sending every packet's receipt to CPU 0 (Guo's one NIC queue on one core).
 ///
 /// Printed per path and message size: throughput, CPU per byte (this process's, and the whole
-/// machine's from /proc/stat), connections placed on their receiving core and still on it at
-/// the end, and the ratios steered/none and steered/other-cpu; then the simulator's irq model
+/// machine's from /proc/stat), connections placed on a worker pinned to their receiving core
+/// ("placed"), whose worker ran on that core at the end ("at end"), the receiving cores seen
+/// when placing, and the ratios steered/none and steered/other-cpu; then the simulator's irq model
 /// of this machine (caches read from sysfs) for the same placements, and the difference
 /// between measured and predicted ratios. Ratios are within one run; the modes alternate in
 /// rounds and the median round is kept. The output ends with what a 2-core VM can and cannot
@@ -113,14 +114,14 @@ fn render(r: &Report) -> String {
     for &path in &paths {
         s += &format!("\n{}\n", path.name());
         s += &format!(
-            "{:>7} {:>13} {:>10} {:>11} {:>11} {:>8} {:>8}\n",
-            "size", "steer", "Gb/s", "proc ns/B", "mach ns/B", "placed", "at end"
+            "{:>7} {:>13} {:>10} {:>11} {:>11} {:>8} {:>8}  {}\n",
+            "size", "steer", "Gb/s", "proc ns/B", "mach ns/B", "placed", "at end", "received on"
         );
         for &size in &sizes {
             for mode in Steering::ALL {
                 let Some(x) = r.run(path, size, mode) else { continue };
                 s += &format!(
-                    "{:>7} {:>13} {:>10.2} {:>11.3} {:>11.3} {:>8} {:>8}\n",
+                    "{:>7} {:>13} {:>10.2} {:>11.3} {:>11.3} {:>8} {:>8}  {}\n",
                     size,
                     mode.name(),
                     x.throughput * 8e-9,
@@ -133,6 +134,7 @@ fn render(r: &Report) -> String {
                         format!("{}/{}", x.placed_on_incoming, x.conns)
                     },
                     format!("{}/{}", x.on_incoming_at_end, x.conns),
+                    x.receiving_cores.iter().map(|c| format!("cpu{c}")).collect::<Vec<_>>().join(","),
                 );
             }
         }

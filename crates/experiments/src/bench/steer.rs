@@ -148,6 +148,8 @@ pub struct Run {
     pub placed_on_incoming: usize,
     /// Of which whose worker was running on their receiving core at the end of the run.
     pub on_incoming_at_end: usize,
+    /// The receiving cores the connections were placed by, in every round (sorted, once each).
+    pub receiving_cores: Vec<u32>,
 }
 
 /// The model's figures for one size and mode.
@@ -263,6 +265,7 @@ struct Measured {
     conns: usize,
     placed: usize,
     at_end: usize,
+    receiving: Vec<u32>,
 }
 
 fn measure(bed: Option<&Pair>, size: usize, steer: Steering, cores: usize, setup: &Setup) -> Result<Measured> {
@@ -320,6 +323,7 @@ fn measure(bed: Option<&Pair>, size: usize, steer: Steering, cores: usize, setup
         conns: views.len(),
         placed: views.iter().filter(|v| v.placed_cpu.is_some() && v.worker_core == v.placed_cpu).count(),
         at_end: views.iter().filter(|v| v.on_incoming_cpu()).count(),
+        receiving: views.iter().filter_map(|v| v.placed_cpu).collect(),
     })
 }
 
@@ -339,6 +343,12 @@ fn summarise(path: Path, size: usize, mode: Steering, rounds: &[Measured]) -> Ru
         conns: rounds.iter().map(|m| m.conns).sum(),
         placed_on_incoming: rounds.iter().map(|m| m.placed).sum(),
         on_incoming_at_end: rounds.iter().map(|m| m.at_end).sum(),
+        receiving_cores: {
+            let mut c: Vec<u32> = rounds.iter().flat_map(|m| m.receiving.iter().copied()).collect();
+            c.sort_unstable();
+            c.dedup();
+            c
+        },
     }
 }
 
