@@ -538,6 +538,9 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
     let ended = l.ended();
     l.stop();
     let s = w.summary(0, target, &skip);
+    if a.upload {
+        println!("(uploading to the server's sink: the figures are bytes the clients sent)");
+    }
     print_summary(&s, a.window_ms);
     let coarse = (a.coarsen > 1).then(|| w.coarsen(a.coarsen).summary(0, target, &skip));
     if let Some(c) = &coarse
