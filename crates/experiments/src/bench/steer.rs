@@ -25,8 +25,8 @@
 //! server thread, and the kernel work done in their context) and the whole machine's (from
 //! `/proc/stat`, which also holds ksoftirqd and anything else running); how many connections
 //! were placed on their receiving core, and how many were on it at the end (the kernel may move
-//! a connection's receipt: over loopback, data an ACK releases is sent, and so received, on the
-//! core that processed the ACK); and the ratios within the run.
+//! a connection's receipt: seen over loopback and veth, most likely because data an ACK releases
+//! is sent, and so received, on the core that processed the ACK); and the ratios within the run.
 //!
 //! # The prediction
 //!
@@ -61,8 +61,9 @@ pub const CAN_AND_CANNOT: &str = "\
 What a 2-core VM can show: whether the server puts each connection on the worker whose core \
 the kernel received it on (SO_INCOMING_CPU), and the throughput and CPU per byte of that \
 placement against no steering and against the wrong core, as ratios measured in the same run; \
-that the sink counts every byte sent; and how the kernel's receiving core moves (over loopback \
-an ACK-released send runs on the receiver's core).
+that the sink counts every byte sent; and that the kernel's receiving core moves (seen here \
+over loopback and veth; most likely data that an ACK releases is sent, and so received, on \
+the core that processed the ACK, the receiver's).
 What it cannot: the vCPUs are threads of the hypervisor and need not stay on fixed physical \
 cores, so 'same core' and 'other core' are the guest's view; a real NIC's interrupt path \
 (and its smp_affinity) is the hypervisor's, not ours, so loopback and veth stand in for it, with \

@@ -292,8 +292,8 @@ pub struct ConnView {
     /// Bytes received from it so far (sink connections).
     pub received: u64,
     /// The core the kernel last received its packets on (`SO_INCOMING_CPU`), if known. It can
-    /// change: over loopback, data that an ACK releases is sent — and so received — on the core
-    /// that processed the ACK, which is the receiver's.
+    /// change: seen over loopback, most likely because data that an ACK releases is sent — and
+    /// so received — on the core that processed the ACK, which is the receiver's.
     pub incoming_cpu: Option<u32>,
     /// The same when the connection was placed (its handshake and request line): what
     /// steering decided on.
