@@ -26,6 +26,8 @@ enum BenchWhat {
     Figurehead(crate::bench_figurehead::FigureheadBench),
     Blocklog(crate::bench_blocklog::BlocklogBench),
     Shm(crate::bench_shm::ShmBench),
+    #[cfg(target_os = "linux")]
+    Steer(crate::bench_steer::SteerBench),
 }
 
 /// The DPI pipeline on a uniform and a skewed generated trace: single thread, then static hash,
@@ -117,6 +119,8 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         BenchWhat::Figurehead(a) => crate::bench_figurehead::run_bench(a),
         BenchWhat::Blocklog(a) => crate::bench_blocklog::run(a),
         BenchWhat::Shm(a) => crate::bench_shm::run(a),
+        #[cfg(target_os = "linux")]
+        BenchWhat::Steer(a) => crate::bench_steer::run(a),
     }
 }
 

@@ -54,7 +54,7 @@ pub(crate) struct ShmBench {
 }
 
 /// `512`, `16K`, `2M`: bytes, KiB, MiB.
-fn parse_size(s: &str) -> Result<usize, String> {
+pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
     let (digits, unit) = match s.strip_suffix(['K', 'k']) {
         Some(d) => (d, 1 << 10),
         None => match s.strip_suffix(['M', 'm']) {

@@ -12,6 +12,7 @@ use switchyard_core::Nanos;
 use switchyard_core::measure::{balance, spread};
 use switchyard_core::order::{AdmissionConfig, PaceConfig, QuotaConfig};
 use switchyard_core::place::rebalance::{Direction, Pick, RebalanceConfig};
+use switchyard_core::place::steer::Steering;
 use switchyard_runtime::deliver::load::{Opened, Summary};
 use switchyard_runtime::deliver::{
     Handshake, Load, LoadConfig, Pacing, Request, Sample, Server, ServerConfig, Transport, Windows, raise_file_limit,
@@ -25,6 +26,12 @@ use switchyard_sim::report::{Series, Style, line_chart};
 ///
 ///   switchyard deliver serve --threads 2 --listen 127.0.0.1:7400
 ///   switchyard deliver load --server 127.0.0.1:7400 --conns 384 --rate 4Mbit --seconds 10
+///
+/// The other direction (iperf's: clients send, the server reads and counts), with each
+/// connection placed on the worker pinned to the core its packets are received on:
+///
+///   switchyard deliver serve --mapping ppc --steer incoming-cpu
+///   switchyard deliver load --upload --message 64K --conns 2 --threads 2 --pin --seconds 10
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct DeliverArgs {
@@ -85,7 +92,17 @@ enum PickArg {
 }
 
 /// Run a delivery server. Clients open with one line, `bulk` or `stream <bits/s>`, over TCP or
-/// UDP (same port), and get data until they leave.
+/// UDP (same port), and get data until they leave; or `sink` (TCP), and send data the server
+/// reads, counts and drops until they leave.
+///
+/// Receive-side steering (Guo ch. 3's interrupt affinity, what Linux's RFS does per flow):
+///
+///   switchyard deliver serve --mapping ppc --steer incoming-cpu
+///
+/// reads each new TCP connection's SO_INCOMING_CPU (the core the kernel processed its packets
+/// on) and gives it to a worker pinned to that core, so the reads find the socket and the data
+/// in that core's caches. `--steer other-cpu` does the opposite on purpose, to measure what
+/// steering saves (`switchyard bench steer`).
 #[derive(Args, Clone)]
 pub(crate) struct ServeArgs {
     /// Address to listen on (TCP and UDP).
@@ -160,6 +177,15 @@ pub(crate) struct ServeArgs {
     /// SO_SNDBUF per connection, in bytes.
     #[arg(long)]
     send_buffer: Option<usize>,
+    /// Where bulk and sink connections go relative to the core that receives their packets:
+    /// none (least-loaded thread), incoming-cpu (a thread pinned to that core: RFS-style
+    /// steering), other-cpu (a thread pinned to another core: the wrong place, for measuring).
+    /// Anything but none pins the threads; it cannot be combined with --soft.
+    #[arg(long, default_value = "none", value_parser = parse_steering)]
+    pub(crate) steer: Steering,
+    /// Bytes per read on sink connections (iperf's -l on the receiver): 128K, 64K, 1500.
+    #[arg(long, default_value = "128K", value_parser = crate::bench_shm::parse_size)]
+    pub(crate) recv_size: usize,
     /// Seconds between table updates.
     #[arg(long, default_value_t = 1.0)]
     every: f64,
@@ -181,6 +207,12 @@ impl ServeArgs {
         };
         if workers == 0 {
             bail!("--threads (or --conns with --mapping tpc) must be at least 1");
+        }
+        if self.soft && self.steer != Steering::None {
+            bail!(
+                "--steer {} and --soft cannot both be on: soft scheduling would move connections off the core steering chose",
+                self.steer
+            );
         }
         let finite = |name: &str, v: f64, ok: bool, want: &str| {
             if v.is_finite() && ok {
@@ -235,12 +267,18 @@ impl ServeArgs {
             },
             sample_every: Duration::from_millis(self.sample_ms.max(1)),
             send_buffer: self.send_buffer,
+            recv_size: self.recv_size,
+            steer: self.steer,
         })
     }
 }
 
 /// Open connections to a delivery server (or any server that streams bytes after a request)
-/// and measure what each receives, window by window.
+/// and measure what each receives, window by window; with --upload, send to the server's sink
+/// instead and measure what each sends.
+///
+///   switchyard deliver load --conns 12 --seconds 10
+///   switchyard deliver load --upload --message 64K --conns 2 --threads 2 --pin
 #[derive(Args, Clone)]
 pub(crate) struct LoadArgs {
     /// The server.
@@ -262,6 +300,17 @@ pub(crate) struct LoadArgs {
     /// Client threads.
     #[arg(long, default_value_t = 1)]
     pub(crate) threads: usize,
+    /// Send instead of receive: ask for `sink` and write as fast as the connection takes, in
+    /// writes of --message bytes (iperf's client). TCP only.
+    #[arg(long, conflicts_with_all = ["rate", "udp", "http_get"])]
+    pub(crate) upload: bool,
+    /// With --upload: bytes per write (iperf's -l): 64K, 16K, 1500.
+    #[arg(long, default_value = "64K", value_parser = crate::bench_shm::parse_size, requires = "upload")]
+    pub(crate) message: usize,
+    /// Pin client thread t to core t mod cores, so each connection's packets leave (and, on
+    /// loopback, are received) on a known core.
+    #[arg(long)]
+    pub(crate) pin: bool,
     /// Seconds to measure, after the warm-up.
     #[arg(long, default_value_t = 10.0)]
     pub(crate) seconds: f64,
@@ -300,6 +349,10 @@ pub(crate) fn run(args: &DeliverArgs) -> Result<()> {
     }
 }
 
+fn parse_steering(s: &str) -> Result<Steering, String> {
+    s.parse().map_err(|e: switchyard_core::place::steer::SteeringError| e.to_string())
+}
+
 /// Parses a rate in bits per second: a number with an optional k, M or G (powers of 1000) and
 /// an optional "bit", "b" or "bps".
 pub(crate) fn parse_bits(s: &str) -> Result<u64, String> {
@@ -331,6 +384,9 @@ fn serve(a: &ServeArgs) -> Result<()> {
         },
         if cfg.rebalance.is_some() { ", soft rebalancing on" } else { "" }
     );
+    if cfg.steer != Steering::None {
+        eprintln!("steering: {} (threads pinned to cores {:?})", cfg.steer, server.worker_cores());
+    }
     let until = a.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
     let live = std::io::stderr().is_terminal();
     let mut drawn = 0;
@@ -363,7 +419,8 @@ pub(crate) fn thread_table(samples: &[Sample], server: &Server) -> String {
     let n = t.conns.len();
     let secs: f64 = samples.iter().map(|s| s.secs).sum::<f64>().max(1e-9);
     let sum = |f: &dyn Fn(&Sample, usize) -> u64, i: usize| samples.iter().map(|s| f(s, i)).sum::<u64>();
-    let rates: Vec<f64> = (0..n).map(|i| sum(&|s, i| s.bytes[i], i) as f64 * 8.0 / secs).collect();
+    // A thread's traffic either way: what it sent, and what its sink connections brought in.
+    let rates: Vec<f64> = (0..n).map(|i| sum(&|s, i| s.bytes[i] + s.received[i], i) as f64 * 8.0 / secs).collect();
     let cpu: Vec<f64> = (0..n).map(|i| sum(&|s, i| s.cpu_ns[i], i) as f64 / 1e9 / secs).collect();
     let late: Vec<u64> = (0..n).map(|i| samples.iter().map(|s| s.late_ns[i]).max().unwrap_or(0)).collect();
     let mut out = format!(
@@ -416,6 +473,7 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
         bail!("--warmup must be between 0 and 3600 seconds");
     }
     let handshake = match (&a.http_get, a.rate) {
+        _ if a.upload => Handshake::Switchyard(Request::Sink),
         (Some(path), _) => Handshake::Raw(
             format!("GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: switchyard\r\n\r\n", a.server).into_bytes(),
         ),
@@ -431,6 +489,8 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
         handshake,
         threads: a.threads,
         recv_buffer: Some(a.recv_buffer),
+        upload: a.upload.then_some(a.message),
+        pin: a.pin,
     })
     .with_context(|| format!("cannot start clients for {}", a.server))?;
     let opened = l.opened();
@@ -478,6 +538,9 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
     let ended = l.ended();
     l.stop();
     let s = w.summary(0, target, &skip);
+    if a.upload {
+        println!("(uploading to the server's sink: the figures are bytes the clients sent)");
+    }
     print_summary(&s, a.window_ms);
     let coarse = (a.coarsen > 1).then(|| w.coarsen(a.coarsen).summary(0, target, &skip));
     if let Some(c) = &coarse

@@ -16,6 +16,8 @@ mod bench_live;
 mod bench_mux;
 mod bench_ndpi;
 mod bench_shm;
+#[cfg(target_os = "linux")]
+mod bench_steer;
 mod blocklog;
 mod deliver;
 #[cfg(target_os = "linux")]

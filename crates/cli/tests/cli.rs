@@ -680,6 +680,14 @@ fn deliver_errors_teach() {
     let o = switchyard(&["deliver", "load", "--server", "127.0.0.1:9", "--conns", "2", "--seconds", "1", "--quiet"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("no connection was accepted"), "{}", stderr(&o));
+    let o = switchyard(&["deliver", "serve", "--steer", "rfs", "--seconds", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("incoming-cpu"), "{}", stderr(&o));
+    let o = switchyard(&["deliver", "serve", "--steer", "incoming-cpu", "--soft", "--seconds", "0"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("cannot both be on"), "{}", stderr(&o));
+    let o = switchyard(&["deliver", "load", "--upload", "--rate", "4Mbit"]);
+    assert_eq!(o.status.code(), Some(2), "--upload sends; a rate is for receiving");
 }
 
 /// `reproduce dou-miscort` prints every regime's table and the thesis's claims beside ours, and
@@ -875,7 +883,7 @@ fn reproduce_guo_xen_credit_prints_capacities_misses_and_claims() {
     let o = switchyard(&["reproduce", "guo-xen-credit", "--xen-scale", "0.08", "--runs", "1"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
-    for workload in ["Support", "Banking", "Ecommerce"] {
+    for workload in ["Support", "Banking", "Ecommerce", "L7-filter"] {
         for rule in ["credit (Xen 3.3)", "cache-aware (Table 8.3)", "cache-aware, steals too"] {
             assert!(text.lines().any(|l| l.starts_with(workload) && l.contains(rule)), "{workload} {rule}: {text}");
         }
@@ -889,4 +897,56 @@ fn reproduce_guo_xen_credit_prints_capacities_misses_and_claims() {
     let o = switchyard(&["reproduce", "guo-xen-credit", "--xen-scale", "0"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("scale 0 must be a positive number"), "{}", stderr(&o));
+}
+
+/// `bench steer` at a tiny setting: the mechanics, not the figures. Every mode runs on
+/// loopback; steering places every connection on its receiving core and other-cpu none; the
+/// model and the 2-core note are printed; the veth path runs or says why not; and the network
+/// namespaces it made are gone afterwards.
+#[test]
+fn bench_steer_places_by_receiving_core_and_prints_the_model_beside() {
+    let o = switchyard(&[
+        "bench",
+        "steer",
+        "--paths",
+        "loopback,veth",
+        "--sizes",
+        "16K",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0.05",
+        "--rounds",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let row = |path: &str, mode: &str| -> Vec<String> {
+        let section = out.split(&format!("\n{path}\n")).nth(1).unwrap_or_else(|| panic!("no {path} table:\n{out}"));
+        let line = section
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(mode))
+            .unwrap_or_else(|| panic!("no {mode} row for {path}:\n{out}"));
+        line.split_whitespace().map(str::to_owned).collect()
+    };
+    for mode in ["none", "incoming-cpu", "other-cpu"] {
+        let r = row("loopback", mode);
+        let gbps: f64 = r[2].parse().unwrap();
+        assert!(gbps > 0.0, "{mode} received nothing:\n{out}");
+    }
+    assert_eq!(row("loopback", "incoming-cpu")[5], format!("{cores}/{cores}"), "{out}");
+    if cores > 1 {
+        assert_eq!(row("loopback", "other-cpu")[5], format!("0/{cores}"), "{out}");
+    }
+    let veth_ran = out.contains("\nveth\n");
+    assert!(veth_ran || out.contains("veth: skipped:"), "the veth path runs or says why not:\n{out}");
+    if veth_ran {
+        assert_eq!(row("veth", "incoming-cpu")[5], format!("{cores}/{cores}"), "{out}");
+    }
+    for needle in ["The model (sim irq", "steer/other", "What a 2-core VM can show", "What it cannot"] {
+        assert!(out.contains(needle), "{needle}:\n{out}");
+    }
+    let left = Command::new("ip").args(["netns", "list"]).output().map(|o| stdout(&o)).unwrap_or_default();
+    assert!(!left.contains("systeer-"), "namespaces left behind:\n{left}");
 }

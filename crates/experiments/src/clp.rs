@@ -63,6 +63,8 @@ fn clients(
         handshake: Handshake::Switchyard(request),
         threads: 1,
         recv_buffer: Some(1 << 20),
+        upload: None,
+        pin: false,
     })?;
     let bad = l.opened().into_iter().filter(|o| !matches!(o, Opened::Accepted(_))).count();
     Ok((l, bad))

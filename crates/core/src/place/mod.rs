@@ -43,6 +43,7 @@ mod ring;
 mod round_robin;
 pub mod score;
 pub mod sla;
+pub mod steer;
 pub mod tasks;
 mod weighted;
 

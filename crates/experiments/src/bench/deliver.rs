@@ -247,6 +247,8 @@ fn clients_here(server: SocketAddr, c: &Case, http: bool, warmup: f64) -> Result
         handshake,
         threads: 1,
         recv_buffer: None,
+        upload: None,
+        pin: false,
     })?;
     let skip: Vec<bool> = l.opened().iter().map(|o| !matches!(o, Opened::Accepted(_))).collect();
     if skip.iter().all(|s| *s) {

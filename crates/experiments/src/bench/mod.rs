@@ -18,6 +18,9 @@
 //!   for deadline misses and write amplification.
 //! - [`shm`]: the shared-memory ring against a Unix socket pair, throughput and each side's CPU
 //!   per byte.
+//! - [`steer`]: the delivery server's sink with receive-side steering against none and the
+//!   wrong core, on loopback and a veth pair, beside the interrupt-affinity model of this
+//!   machine.
 //!
 //! The peers that only benchmarks need live here ([`peers`]: finding and launching nginx and
 //! wrk); none of the drivers depends on them.
@@ -34,6 +37,8 @@ pub mod mux;
 pub mod ndpi;
 pub mod peers;
 pub mod shm;
+#[cfg(target_os = "linux")]
+pub mod steer;
 
 use std::time::Duration;
 

@@ -1,5 +1,7 @@
 //! The clients: real sockets that open connections to a delivery server (or any server that
-//! streams bytes after a request, such as nginx) and count what each one receives.
+//! streams bytes after a request, such as nginx) and count what each one receives — or, with
+//! [`LoadConfig::upload`], send as fast as they can to a `sink` and count what each one sent
+//! (iperf's client: one `write` of the message size at a time).
 //!
 //! Client threads only read and count into one atomic per connection; [`Windows`] samples those
 //! counters at window boundaries and divides by the window's measured length, so a sampler that
@@ -50,6 +52,12 @@ pub struct LoadConfig {
     pub threads: usize,
     /// SO_RCVBUF per socket, if set (UDP clients lose datagrams with a small one).
     pub recv_buffer: Option<usize>,
+    /// Send instead of receive, in writes of this many bytes (TCP, after a `sink` request):
+    /// [`Load::counts`] then counts bytes the kernel accepted.
+    pub upload: Option<usize>,
+    /// Pin client thread `t` to core `t mod cores`, so the core that sends each connection's
+    /// packets (and, on loopback or a veth without RPS, processes their receipt) is known.
+    pub pin: bool,
 }
 
 /// What became of one connection's opening.
@@ -90,17 +98,28 @@ impl Load {
             ended: Mutex::new(vec![None; cfg.conns]),
             stop: AtomicBool::new(false),
         });
+        if cfg.upload == Some(0) || (cfg.upload.is_some() && cfg.transport == Transport::Udp) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "an upload is over TCP, in writes of at least 1 byte",
+            ));
+        }
         let threads = cfg.threads.clamp(1, cfg.conns);
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let mut handles = Vec::new();
         for t in 0..threads {
             let mine: Vec<usize> = (t..cfg.conns).step_by(threads).collect();
             let (s, c, ready) = (Arc::clone(&shared), cfg.clone(), ready_tx.clone());
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("load-{t}"))
-                    .spawn(move || client_thread(&s, &c, &mine, &ready))?,
-            );
+            let body = move || client_thread(&s, &c, &mine, &ready);
+            let pin = cfg.pin;
+            handles.push(std::thread::Builder::new().name(format!("load-{t}")).spawn(move || {
+                if pin {
+                    crate::affinity::on_core(t % cores, body);
+                } else {
+                    body();
+                }
+            })?);
         }
         drop(ready_tx);
         for _ in 0..threads {
@@ -153,6 +172,13 @@ impl Load {
     /// Closes every connection and waits for the threads.
     pub fn stop(mut self) {
         self.halt();
+    }
+
+    /// Closes every connection, waits for the threads and returns each connection's final count
+    /// (for an upload, every byte the kernel accepted: what the server must end up counting).
+    pub fn finish(mut self) -> Vec<u64> {
+        self.halt();
+        self.counts()
     }
 
     fn halt(&mut self) {
@@ -253,6 +279,9 @@ fn client_thread(shared: &Shared, cfg: &LoadConfig, mine: &[usize], ready: &std:
     }
     let _ = ready.send(());
     let Ok(poll) = Poll::new() else { return };
+    if let Some(message) = cfg.upload {
+        return upload_thread(shared, poll, &mut socks, message);
+    }
     for (k, (_, s)) in socks.iter_mut().enumerate() {
         let src: &mut dyn mio::event::Source = match s {
             Sock::Tcp(t) => t,
@@ -322,6 +351,51 @@ fn client_thread(shared: &Shared, cfg: &LoadConfig, mine: &[usize], ready: &std:
     for (_, s) in &mut socks {
         if let Sock::Udp(u, Some(from)) = s {
             let _ = u.send_to(b"bye", *from);
+        }
+    }
+}
+
+/// Writes `message`-byte writes to every socket round-robin until the load stops, counting what
+/// the kernel took.
+fn upload_thread(shared: &Shared, mut poll: Poll, socks: &mut [(usize, Sock)], message: usize) {
+    for (k, (_, s)) in socks.iter_mut().enumerate() {
+        if let Sock::Tcp(t) = s {
+            let _ = poll.registry().register(t, Token(k), Interest::WRITABLE);
+        }
+    }
+    let buf = vec![0xa5u8; message];
+    let mut events = Events::with_capacity(1024);
+    let mut writable: std::collections::VecDeque<usize> = (0..socks.len()).collect();
+    let mut queued = vec![true; socks.len()];
+    while !shared.stop.load(Ordering::Relaxed) {
+        let timeout = if writable.is_empty() { Duration::from_millis(20) } else { Duration::ZERO };
+        if poll.poll(&mut events, Some(timeout)).is_err() {
+            continue;
+        }
+        for ev in events.iter() {
+            let k = ev.token().0;
+            if k < queued.len() && !queued[k] {
+                queued[k] = true;
+                writable.push_back(k);
+            }
+        }
+        for _ in 0..writable.len() {
+            let Some(k) = writable.pop_front() else { break };
+            let (i, Sock::Tcp(t)) = &mut socks[k] else { continue };
+            match t.write(&buf) {
+                Ok(n) => {
+                    shared.counts[*i].fetch_add(n as u64, Ordering::Relaxed);
+                    writable.push_back(k);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => writable.push_back(k),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => queued[k] = false,
+                Err(e) => {
+                    queued[k] = false;
+                    if !shared.stop.load(Ordering::Relaxed) {
+                        shared.ended.lock().expect("ended lock")[*i] = Some(e.to_string());
+                    }
+                }
+            }
         }
     }
 }

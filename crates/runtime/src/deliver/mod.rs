@@ -7,8 +7,9 @@
 //! - [`load`]: the clients, real sockets that count what they receive per window.
 //!
 //! Which worker a connection goes to, when one moves, how fast a stream goes and whether a
-//! stream is admitted are all decided in `switchyard_core` (`place::rebalance`, `order`); this
-//! module carries the decisions out.
+//! stream is admitted are all decided in `switchyard_core` (`place::rebalance`, `place::steer`,
+//! `order`); this module carries the decisions out, and reads the facts they need from the
+//! sockets (bytes, CPU time, the core each connection is received on).
 
 pub mod load;
 pub mod request;

@@ -1,12 +1,18 @@
 //! What a client asks a delivery server for, and the server's one-line answer.
 //!
-//! The whole protocol is one line each way, then data from server to client:
+//! The whole protocol is one line each way, then data from server to client (or, for `sink`,
+//! from client to server):
 //!
 //! ```text
 //! client: bulk\n                    server: ok w3\n            (then bytes as fast as they go)
 //! client: stream 4000000\n          server: ok w0\n            (then 4 Mb/s, paced)
+//! client: sink\n                    server: ok w1\n            (then the client sends; the server
+//!                                                              reads, counts and drops: iperf's receiver)
 //!                                   server: refused no room: …\n   (and the connection closes)
 //! ```
+//!
+//! `sink` is TCP only: it exists to measure the receive path (Guo ch. 3's iperf workload, and
+//! receive-side steering), which a datagram socket per client would not exercise the same way.
 //!
 //! Over UDP each line is one datagram to the server's port; the answer comes from the socket the
 //! data will come from. The client sends that socket a datagram (`alive`) at least every few
@@ -27,13 +33,15 @@ pub enum Request {
         /// The promised rate, bits per second.
         bits_per_sec: u64,
     },
+    /// The reverse direction: the client sends, the server reads and counts (TCP only).
+    Sink,
 }
 
 impl Request {
     /// The promised rate in bytes per second, for streams.
     pub fn bytes_per_sec(&self) -> Option<f64> {
         match self {
-            Self::Bulk => None,
+            Self::Bulk | Self::Sink => None,
             Self::Stream { bits_per_sec } => Some(*bits_per_sec as f64 / 8.0),
         }
     }
@@ -48,6 +56,7 @@ impl fmt::Display for Request {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Bulk => f.write_str("bulk"),
+            Self::Sink => f.write_str("sink"),
             Self::Stream { bits_per_sec } => write!(f, "stream {bits_per_sec}"),
         }
     }
@@ -60,7 +69,7 @@ pub enum RequestError {
     #[error("a request is one line of at most {MAX_LINE} bytes ending in a newline")]
     NotALine,
     /// Not UTF-8, or an unknown verb.
-    #[error("unknown request {0:?}: send `bulk` or `stream <bits per second>`")]
+    #[error("unknown request {0:?}: send `bulk`, `stream <bits per second>` or `sink`")]
     Unknown(String),
     /// A stream without a positive whole number of bits per second.
     #[error("bad stream rate {0:?}: give bits per second as a whole number above 0, e.g. `stream 4000000`")]
@@ -82,6 +91,7 @@ pub fn parse(line: &[u8]) -> Result<Request, RequestError> {
     let mut words = text.split_ascii_whitespace();
     match (words.next(), words.next(), words.next()) {
         (Some("bulk"), None, None) => Ok(Request::Bulk),
+        (Some("sink"), None, None) => Ok(Request::Sink),
         (Some("stream"), Some(rate), None) => match rate.parse::<u64>() {
             Ok(bits_per_sec) if bits_per_sec > 0 => Ok(Request::Stream { bits_per_sec }),
             _ => Err(RequestError::BadRate(rate.to_owned())),
@@ -130,7 +140,7 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        for r in [Request::Bulk, Request::Stream { bits_per_sec: 4_000_000 }] {
+        for r in [Request::Bulk, Request::Stream { bits_per_sec: 4_000_000 }, Request::Sink] {
             assert_eq!(parse(r.line().as_bytes()), Ok(r));
         }
         assert_eq!(parse(b"stream 8\r\n").unwrap().bytes_per_sec(), Some(1.0));
@@ -151,6 +161,7 @@ mod tests {
         assert_eq!(parse(&[b'x'; 65]), Err(RequestError::NotALine));
         assert_eq!(parse(b"bulk\nbulk\n"), Err(RequestError::NotALine));
         assert!(parse(b"\xff\n").is_err());
+        assert!(matches!(parse(b"sink 5\n"), Err(RequestError::Unknown(_))));
         assert!(RequestError::Unknown("x".into()).to_string().contains("stream <bits per second>"));
     }
 }

@@ -2,7 +2,9 @@
 //!
 //! - **Listeners** (TCP and UDP on the same port) read each client's request line, ask the core
 //!   where the connection goes — [`Admission`] for rate-promised streams, the
-//!   [`Rebalancer`]'s least-loaded worker for bulk — answer, and hand the socket to that worker.
+//!   [`Rebalancer`]'s least-loaded worker for bulk and sink, or, with [`ServerConfig::steer`], the
+//!   [`Steer`] policy given the core the kernel received the connection on (`SO_INCOMING_CPU`)
+//!   — answer, and hand the socket to that worker.
 //! - **Workers** ([`super::worker`]) serve their connections.
 //! - **The controller** wakes every sample interval (100 ms), reads each worker's bytes sent, CPU
 //!   time and lateness, feeds them to the rebalancer (soft scheduling) and the admission test,
@@ -20,6 +22,7 @@ use std::time::{Duration, Instant};
 use mio::{Poll, Waker};
 use switchyard_core::order::{Admission, AdmissionConfig, PaceConfig, QuotaConfig};
 use switchyard_core::place::rebalance::{ConnId, RebalanceConfig, Rebalancer};
+use switchyard_core::place::steer::{Steer, Steering};
 use switchyard_core::{Nanos, WorkerId};
 
 use super::request::{self, Answer, MAX_LINE, Request};
@@ -59,6 +62,13 @@ pub struct ServerConfig {
     pub sample_every: Duration,
     /// SO_SNDBUF for accepted sockets, if set.
     pub send_buffer: Option<usize>,
+    /// Bytes per read on `sink` connections (iperf's `-l` on the receiving side: 128 KiB).
+    pub recv_size: usize,
+    /// Where bulk and sink connections go relative to the core that receives their packets.
+    /// Anything but [`Steering::None`] pins the workers (as [`pin`](Self::pin) does) and cannot
+    /// be combined with [`rebalance`](Self::rebalance), which would move connections off the
+    /// core steering chose.
+    pub steer: Steering,
 }
 
 impl Default for ServerConfig {
@@ -74,6 +84,8 @@ impl Default for ServerConfig {
             admission: AdmissionConfig::default(),
             sample_every: Duration::from_millis(100),
             send_buffer: None,
+            recv_size: 128 * 1024,
+            steer: Steering::None,
         }
     }
 }
@@ -83,9 +95,19 @@ impl Default for ServerConfig {
 pub struct ConnStats {
     /// Bytes sent.
     pub bytes: AtomicU64,
+    /// Bytes received (sink connections).
+    pub received: AtomicU64,
     /// The worker serving it.
     pub worker: AtomicU32,
+    /// The core the kernel last processed its incoming packets on (`SO_INCOMING_CPU`), read at
+    /// placement and again at every sample; [`UNKNOWN_CPU`] when the OS has not said.
+    pub incoming_cpu: AtomicU32,
+    /// The same, as read when the connection was placed: what steering decided on.
+    pub placed_cpu: AtomicU32,
 }
+
+/// [`ConnStats::incoming_cpu`] and [`WorkerStats`]'s CPU when unknown.
+pub const UNKNOWN_CPU: u32 = u32::MAX;
 
 /// Per-worker counters the controller samples.
 #[derive(Debug, Default)]
@@ -96,6 +118,16 @@ pub(crate) struct WorkerStats {
     pub(crate) cpu_ns: AtomicU64,
     pub(crate) late_ns: AtomicU64,
     pub(crate) conns: AtomicUsize,
+    /// Bytes read from sink connections.
+    pub(crate) received: AtomicU64,
+    /// The CPU the worker ran on at its last sample ([`UNKNOWN_CPU`] before it).
+    pub(crate) cpu: AtomicU32,
+}
+
+impl WorkerStats {
+    fn new() -> Self {
+        Self { cpu: AtomicU32::new(UNKNOWN_CPU), ..Self::default() }
+    }
 }
 
 struct Link {
@@ -128,6 +160,7 @@ pub(crate) struct Shared {
     pub(crate) epoch: Instant,
     pub(crate) workers: Vec<WorkerStats>,
     links: Vec<Link>,
+    steer: Steer,
     control: Mutex<Control>,
     stop: AtomicBool,
     failure: Mutex<Option<String>>,
@@ -190,8 +223,17 @@ impl Shared {
         }
     }
 
-    /// Decides where a new connection goes, or why it is refused.
-    fn place(&self, request: Request, udp_peer: Option<SocketAddr>) -> Result<Placed, String> {
+    /// Decides where a new connection goes, or why it is refused. `incoming_cpu` is the core
+    /// its packets were received on, if known.
+    fn place(
+        &self,
+        request: Request,
+        udp_peer: Option<SocketAddr>,
+        incoming_cpu: Option<u32>,
+    ) -> Result<Placed, String> {
+        if request == Request::Sink && udp_peer.is_some() {
+            return Err("`sink` is TCP only: connect over TCP to send to the server".into());
+        }
         let mut c = self.control.lock().expect("control lock");
         let rate = request.bytes_per_sec();
         let worker = match rate {
@@ -199,6 +241,11 @@ impl Shared {
                 c.refused += 1;
                 e.to_string()
             })?,
+            None if self.steer.mode() != Steering::None => {
+                let conns: Vec<usize> =
+                    (0..self.workers.len()).map(|w| c.rebalancer.conns_on(WorkerId(w as u32))).collect();
+                self.steer.place(incoming_cpu, &conns).worker
+            }
             None => c.rebalancer.least_loaded(),
         };
         let id = ConnId(c.next_id);
@@ -211,12 +258,14 @@ impl Shared {
         }
         let stats = Arc::new(ConnStats::default());
         stats.worker.store(worker.0, Ordering::Relaxed);
+        stats.incoming_cpu.store(incoming_cpu.unwrap_or(UNKNOWN_CPU), Ordering::Relaxed);
+        stats.placed_cpu.store(incoming_cpu.unwrap_or(UNKNOWN_CPU), Ordering::Relaxed);
         let admitted_on = rate.map(|_| worker);
         c.conns.insert(id, ConnInfo { rate, admitted_on, udp_peer, stats: Arc::clone(&stats) });
         if let Some(peer) = udp_peer {
             c.udp_peers.insert(peer, id);
         }
-        Ok(Placed { id, worker: worker.0 as usize, rate, stats })
+        Ok(Placed { id, worker: worker.0 as usize, rate, sink: request == Request::Sink, stats })
     }
 }
 
@@ -225,6 +274,7 @@ struct Placed {
     id: ConnId,
     worker: usize,
     rate: Option<f64>,
+    sink: bool,
     stats: Arc<ConnStats>,
 }
 
@@ -239,6 +289,26 @@ pub struct ConnView {
     pub bytes: u64,
     /// Its promised rate, bytes per second, for streams.
     pub rate: Option<f64>,
+    /// Bytes received from it so far (sink connections).
+    pub received: u64,
+    /// The core the kernel last received its packets on (`SO_INCOMING_CPU`), if known. It can
+    /// change: seen over loopback, most likely because data that an ACK releases is sent — and
+    /// so received — on the core that processed the ACK, which is the receiver's.
+    pub incoming_cpu: Option<u32>,
+    /// The same when the connection was placed (its handshake and request line): what
+    /// steering decided on.
+    pub placed_cpu: Option<u32>,
+    /// The core its worker is pinned to, if pinned.
+    pub worker_core: Option<u32>,
+    /// The core its worker last ran on (pinned or not), if known.
+    pub worker_cpu: Option<u32>,
+}
+
+impl ConnView {
+    /// Whether its worker runs on the core that receives its packets: what steering is for.
+    pub fn on_incoming_cpu(&self) -> bool {
+        self.incoming_cpu.is_some() && self.worker_cpu == self.incoming_cpu
+    }
 }
 
 /// One sample of every worker, taken by the controller.
@@ -256,6 +326,8 @@ pub struct Sample {
     pub conns: Vec<usize>,
     /// Each worker's worst lateness in the interval, nanoseconds.
     pub late_ns: Vec<u64>,
+    /// Bytes each worker read from sink connections in the interval.
+    pub received: Vec<u64>,
 }
 
 /// A running delivery server. Dropping it stops it.
@@ -285,6 +357,15 @@ impl Server {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "workers, packet, burst and the sample interval must all be above 0",
+            ));
+        }
+        if cfg.recv_size == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "the sink's read size must be above 0"));
+        }
+        if cfg.steer != Steering::None && cfg.rebalance.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "steering and rebalancing cannot both be on: the rebalancer would move connections off the core steering chose",
             ));
         }
         if cfg.packet > 65_000 {
@@ -319,27 +400,29 @@ impl Server {
             accepted: 0,
             refused: 0,
         };
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let pin = cfg.pin || cfg.steer != Steering::None;
+        let pinned: Vec<Option<u32>> = (0..n).map(|i| pin.then_some((i % cores) as u32)).collect();
         let shared = Arc::new(Shared {
-            workers: (0..n).map(|_| WorkerStats::default()).collect(),
+            workers: (0..n).map(|_| WorkerStats::new()).collect(),
             epoch: Instant::now(),
             links,
+            steer: Steer::new(cfg.steer, pinned),
             control: Mutex::new(control),
             stop: AtomicBool::new(false),
             failure: Mutex::new(None),
             history: Mutex::new(Vec::new()),
             cfg,
         });
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
         let mut threads = Vec::new();
         for (i, (poll, rx)) in polls.into_iter().zip(receivers).enumerate() {
             let s = Arc::clone(&shared);
-            let pin = s.cfg.pin;
             let t =
                 std::thread::Builder::new().name(format!("deliver-w{i}")).stack_size(256 * 1024).spawn(move || {
                     let guard = Arc::clone(&s);
                     guarded(&guard, &format!("worker {i}"), || {
-                        if pin {
-                            crate::affinity::on_core(i % cores, || worker::run(i, s, poll, rx));
+                        if let Some(core) = s.steer.cores()[i] {
+                            crate::affinity::on_core(core as usize, || worker::run(i, s, poll, rx));
                         } else {
                             worker::run(i, s, poll, rx);
                         }
@@ -393,13 +476,26 @@ impl Server {
     /// or not it arrived).
     pub fn connections(&self) -> Vec<ConnView> {
         let c = self.shared.control.lock().expect("control lock");
+        let known = |cpu: u32| (cpu != UNKNOWN_CPU).then_some(cpu);
         c.conns
             .iter()
-            .map(|(id, i)| ConnView {
-                id: id.0,
-                worker: i.stats.worker.load(Ordering::Relaxed),
-                bytes: i.stats.bytes.load(Ordering::Relaxed),
-                rate: i.rate,
+            .map(|(id, i)| {
+                let worker = i.stats.worker.load(Ordering::Relaxed);
+                ConnView {
+                    id: id.0,
+                    worker,
+                    bytes: i.stats.bytes.load(Ordering::Relaxed),
+                    rate: i.rate,
+                    received: i.stats.received.load(Ordering::Relaxed),
+                    incoming_cpu: known(i.stats.incoming_cpu.load(Ordering::Relaxed)),
+                    placed_cpu: known(i.stats.placed_cpu.load(Ordering::Relaxed)),
+                    worker_core: self.shared.steer.cores().get(worker as usize).copied().flatten(),
+                    worker_cpu: self
+                        .shared
+                        .workers
+                        .get(worker as usize)
+                        .and_then(|w| known(w.cpu.load(Ordering::Relaxed))),
+                }
             })
             .collect()
     }
@@ -407,6 +503,17 @@ impl Server {
     /// The error that stopped the server, if one did.
     pub fn failure(&self) -> Option<String> {
         self.shared.failure.lock().expect("failure lock").clone()
+    }
+
+    /// The core each worker is pinned to (`None`: not pinned).
+    pub fn worker_cores(&self) -> &[Option<u32>] {
+        self.shared.steer.cores()
+    }
+
+    /// Bytes read from sink connections so far, all workers together (closed connections
+    /// included).
+    pub fn received(&self) -> u64 {
+        self.shared.workers.iter().map(|w| w.received.load(Ordering::Relaxed)).sum()
     }
 
     /// The settings it runs with.
@@ -548,7 +655,7 @@ fn accept_tcp(shared: &Shared, listener: TcpListener) {
             if let Some(mut o) = opening.remove(&t) {
                 let _ = poll.registry().deregister(&mut o.stream);
                 let why = format!(
-                    "no request line within {} s: send `bulk` or `stream <bits per second>` and a newline",
+                    "no request line within {} s: send `bulk`, `stream <bits per second>` or `sink` and a newline",
                     REQUEST_WITHIN.as_secs()
                 );
                 let _ = o.stream.write_all(Answer::Refused(why).line().as_bytes());
@@ -559,8 +666,9 @@ fn accept_tcp(shared: &Shared, listener: TcpListener) {
 
 /// Places a TCP connection whose request line has arrived, answers it and hands it to its worker.
 fn open_tcp(shared: &Shared, mut stream: mio::net::TcpStream, line: &[u8]) {
-    let placed = request::parse(line).map_err(|e| e.to_string()).and_then(|req| shared.place(req, None));
-    let Placed { id, worker, rate, stats } = match placed {
+    let incoming = incoming_cpu(&stream);
+    let placed = request::parse(line).map_err(|e| e.to_string()).and_then(|req| shared.place(req, None, incoming));
+    let Placed { id, worker, rate, sink, stats } = match placed {
         Ok(p) => p,
         Err(why) => {
             let _ = stream.write_all(Answer::Refused(why).line().as_bytes());
@@ -576,7 +684,22 @@ fn open_tcp(shared: &Shared, mut stream: mio::net::TcpStream, line: &[u8]) {
         shared.closed(id, worker);
         return;
     }
-    shared.send(worker, Cmd::Add(Conn { id, io: Io::Tcp(stream), rate, stats }));
+    shared.send(worker, Cmd::Add(Conn { id, io: Io::Tcp(stream), rate, sink, stats }));
+}
+
+/// The core the kernel processed `socket`'s latest incoming packet on (`SO_INCOMING_CPU`,
+/// Linux 3.19+), or `None` where the OS cannot say. This is what RFS-style steering keys on.
+pub(crate) fn incoming_cpu(socket: &impl std::os::fd::AsFd) -> Option<u32> {
+    #[cfg(target_os = "linux")]
+    {
+        // The kernel answers -1 until it has processed a packet for the socket.
+        socket2::SockRef::from(socket).cpu_affinity().ok().and_then(|c| u32::try_from(c).ok())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = socket;
+        None
+    }
 }
 
 fn accept_udp(shared: &Shared, socket: &UdpSocket) {
@@ -590,8 +713,9 @@ fn accept_udp(shared: &Shared, socket: &UdpSocket) {
         if shared.control.lock().expect("control lock").udp_peers.contains_key(&peer) {
             continue;
         }
-        let placed = request::parse(&buf[..n]).map_err(|e| e.to_string()).and_then(|req| shared.place(req, Some(peer)));
-        let Placed { id, worker, rate, stats } = match placed {
+        let placed =
+            request::parse(&buf[..n]).map_err(|e| e.to_string()).and_then(|req| shared.place(req, Some(peer), None));
+        let Placed { id, worker, rate, stats, .. } = match placed {
             Ok(p) => p,
             Err(why) => {
                 let _ = socket.send_to(Answer::Refused(why).line().as_bytes(), peer);
@@ -610,7 +734,7 @@ fn accept_udp(shared: &Shared, socket: &UdpSocket) {
             });
         match data {
             Ok(d) => {
-                let conn = Conn { id, io: Io::Udp(mio::net::UdpSocket::from_std(d)), rate, stats };
+                let conn = Conn { id, io: Io::Udp(mio::net::UdpSocket::from_std(d)), rate, sink: false, stats };
                 shared.send(worker, Cmd::Add(conn));
             }
             Err(_) => shared.closed(id, worker),
@@ -624,6 +748,7 @@ fn control_loop(shared: &Shared) {
     let mut last_bytes = vec![0u64; n];
     let mut last_bulk = vec![0u64; n];
     let mut last_cpu = vec![0u64; n];
+    let mut last_received = vec![0u64; n];
     let mut last = Instant::now();
     let mut next = last + every;
     while !shared.stopping() {
@@ -642,6 +767,7 @@ fn control_loop(shared: &Shared) {
             cpu_ns: vec![0; n],
             conns: vec![0; n],
             late_ns: vec![0; n],
+            received: vec![0; n],
         };
         let mut bulk_bytes = vec![0u64; n];
         for (i, w) in shared.workers.iter().enumerate() {
@@ -655,6 +781,9 @@ fn control_loop(shared: &Shared) {
             (last_bytes[i], last_cpu[i]) = (b, c);
             sample.conns[i] = w.conns.load(Ordering::Relaxed);
             sample.late_ns[i] = w.late_ns.swap(0, Ordering::Relaxed);
+            let r = w.received.load(Ordering::Relaxed);
+            sample.received[i] = r - last_received[i];
+            last_received[i] = r;
         }
         let t = Nanos(shared.epoch.elapsed().as_nanos() as u64);
         let decided = {

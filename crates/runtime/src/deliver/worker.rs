@@ -1,6 +1,7 @@
 //! One delivery worker: a thread with its own poller that serves the connections placed on it —
 //! bulk connections round-robin, one unit (a packet, or a burst of packets) per turn as in
-//! Yates's CLP stack, and rate-promised streams by the core's pacer or quota.
+//! Yates's CLP stack, rate-promised streams by the core's pacer or quota, and sink connections
+//! (the client sends) read round-robin a few reads per turn and counted.
 //!
 //! Nothing here decides where a connection lives or how fast a stream goes: placement,
 //! rebalancing and admission happen in [`super::server`] through the core, and the pace comes
@@ -30,6 +31,8 @@ pub(crate) struct Conn {
     pub(crate) io: Io,
     /// Promised bytes per second, for streams.
     pub(crate) rate: Option<f64>,
+    /// The client sends and the worker reads (`sink`), rather than the other way round.
+    pub(crate) sink: bool,
     pub(crate) stats: Arc<ConnStats>,
 }
 
@@ -142,6 +145,9 @@ struct Worker {
     bulk: VecDeque<u32>,
     /// Streams under the quota, in round-robin order (writable or not).
     ring: VecDeque<u32>,
+    /// Sink connections with bytes waiting, in round-robin order.
+    sinks: VecDeque<u32>,
+    recv_buf: Vec<u8>,
     pacer: Pacer,
     quota: Option<Quota>,
     next_round: u64,
@@ -179,7 +185,11 @@ impl Worker {
         let rate = conn.rate;
         self.slots[slot as usize] = Some(Slot { conn, writable: true, heard: now.0 });
         self.shared.workers[self.index].conns.fetch_add(1, Ordering::Relaxed);
+        let sink = self.slots[slot as usize].as_ref().is_some_and(|s| s.conn.sink);
         match (rate, &self.shared.cfg.pacing) {
+            // Bytes may have come before the socket was registered (the poller is
+            // edge-triggered and would not say), so it is read at once.
+            (None, _) if sink => self.sinks.push_back(slot),
             (None, _) => self.bulk.push_back(slot),
             (Some(r), Pacing::Fine(_)) => {
                 // A datagram is a packet: UDP streams send whole ones, TCP streams any size.
@@ -214,6 +224,7 @@ impl Worker {
         self.pacer.remove(slot);
         self.bulk.retain(|&b| b != slot);
         self.ring.retain(|&b| b != slot);
+        self.sinks.retain(|&b| b != slot);
         self.shared.workers[self.index].conns.fetch_sub(1, Ordering::Relaxed);
         if s.conn.rate.is_some() {
             let target = self.promised();
@@ -334,6 +345,43 @@ impl Worker {
         }
     }
 
+    /// Reads each waiting sink connection a few times, round-robin: draining one to empty while
+    /// a fast client refills it would starve the others (and the worker's commands).
+    fn serve_sinks(&mut self) {
+        const READS_PER_TURN: usize = 16;
+        for _ in 0..self.sinks.len() {
+            let Some(slot) = self.sinks.pop_front() else { break };
+            let Some(Some(s)) = self.slots.get_mut(slot as usize) else { continue };
+            let Io::Tcp(stream) = &mut s.conn.io else { continue };
+            let (mut got, mut more, mut gone) = (0u64, true, false);
+            for _ in 0..READS_PER_TURN {
+                match stream.read(&mut self.recv_buf) {
+                    Ok(0) => {
+                        gone = true;
+                        break;
+                    }
+                    Ok(n) => got += n as u64,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        more = false;
+                        break;
+                    }
+                    Err(_) => {
+                        gone = true;
+                        break;
+                    }
+                }
+            }
+            s.conn.stats.received.fetch_add(got, Ordering::Relaxed);
+            self.shared.workers[self.index].received.fetch_add(got, Ordering::Relaxed);
+            if gone {
+                self.close(slot);
+            } else if more {
+                self.sinks.push_back(slot);
+            }
+        }
+    }
+
     fn command(&mut self, cmd: Cmd, now: Nanos) {
         match cmd {
             Cmd::Add(conn) => self.add(conn, now),
@@ -354,7 +402,7 @@ impl Worker {
     }
 
     fn timeout(&mut self, now: Nanos, next_sample: u64) -> Duration {
-        if !self.bulk.is_empty() {
+        if !self.bulk.is_empty() || !self.sinks.is_empty() {
             return Duration::ZERO;
         }
         let mut wake = next_sample;
@@ -375,6 +423,7 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
         Pacing::Quota(q) => (Pacer::new(Default::default()), Some(Quota::new(q, 0.0))),
     };
     let buf_len = (shared.cfg.packet * shared.cfg.burst).max(pacer.config().max_chunk as usize);
+    let shared_recv_size = shared.cfg.recv_size;
     let mut w = Worker {
         index,
         shared,
@@ -384,6 +433,8 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
         by_id: BTreeMap::new(),
         bulk: VecDeque::new(),
         ring: VecDeque::new(),
+        sinks: VecDeque::new(),
+        recv_buf: vec![0; shared_recv_size],
         pacer,
         quota,
         next_round: 0,
@@ -419,7 +470,12 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
             let hung_up = match w.slots.get_mut(slot as usize) {
                 Some(Some(s)) => {
                     let mut gone = ev.is_error() || ev.is_write_closed();
-                    if ev.is_readable() || ev.is_read_closed() {
+                    if s.conn.sink {
+                        // Read (and the end of the stream seen) in turn by serve_sinks.
+                        if (ev.is_readable() || ev.is_read_closed()) && !w.sinks.contains(&slot) {
+                            w.sinks.push_back(slot);
+                        }
+                    } else if ev.is_readable() || ev.is_read_closed() {
                         gone |= drain(&mut s.conn.io);
                         s.heard = now.0;
                     }
@@ -449,6 +505,7 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
         w.serve_paced(now);
         w.serve_quota(now);
         w.serve_bulk();
+        w.serve_sinks();
         if now.0 >= last_sample + every {
             let elapsed = Nanos(now.0 - last_sample);
             last_sample = now.0;
@@ -470,8 +527,30 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
             let late = w.pacer.take_max_late().0.max(std::mem::take(&mut w.round_late));
             stats.late_ns.fetch_max(late, Ordering::Relaxed);
             stats.cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
+            if let Some(cpu) = current_cpu() {
+                stats.cpu.store(cpu, Ordering::Relaxed);
+            }
+            // The kernel may process a connection's packets elsewhere as time goes on (the
+            // sender moved, RPS changed): what a steering report compares is the latest.
+            for s in w.slots.iter().flatten() {
+                if let (true, Io::Tcp(t)) = (s.conn.sink, &s.conn.io)
+                    && let Some(cpu) = super::server::incoming_cpu(t)
+                {
+                    s.conn.stats.incoming_cpu.store(cpu, Ordering::Relaxed);
+                }
+            }
         }
     }
+}
+
+/// The CPU this thread is running on, where the OS can say.
+fn current_cpu() -> Option<u32> {
+    #[cfg(target_os = "linux")]
+    {
+        nix::sched::sched_getcpu().ok().and_then(|c| u32::try_from(c).ok())
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
 }
 
 /// CPU time this thread has used, in nanoseconds (0 where the OS cannot say).

@@ -19,6 +19,10 @@
 //! | `SxCxT`, `flat:N` | L1d | 32 KiB | 64 B | a leaf, or the leaves of a lowest-level node named `thread` (SMT siblings) | 7 ns | **chosen**: a generic machine shaped like the Xeon |
 //! | | LLC | 1 MiB per leaf sharing it | 64 B | the leaves under one top-level node (all of them for a one-level tree) | 120 ns | **chosen** as above |
 //!
+//! A machine at hand is described by [`CacheHierarchy::from_sys`] from what Linux says of its
+//! caches (`/sys/devices/system/cpu/cpu0/cache/index*/`: level, type, size, line, which CPUs
+//! share it); Linux gives no latencies, so the caller supplies the miss penalties.
+//!
 //! Cache-to-cache transfers (a line dirty in another core's cache, snooped over the Xeon's FSB or
 //! the Opteron's HyperTransport) are not modelled: a line in no cache on the leaf's path comes
 //! from memory. The Niagara 2's eight L2 banks are one LRU, since lines interleave over banks and
@@ -96,6 +100,40 @@ impl CacheHierarchy {
         Self { levels }
     }
 
+    /// The data and unified caches Linux lists for one CPU, as levels in order, with these miss
+    /// penalties (one per data level, nearest first). Instruction caches are left out. Fails,
+    /// saying which entry, on a size or CPU list it cannot read, a CPU list that is not one
+    /// consecutive range (the model shares a cache among consecutive leaves), or a penalty
+    /// count that does not match.
+    pub fn from_sys(caches: &[SysCache], miss_ns: &[f64]) -> Result<Self, String> {
+        let mut data: Vec<&SysCache> = caches.iter().filter(|c| c.kind != "Instruction").collect();
+        data.sort_by_key(|c| c.level);
+        if data.len() != miss_ns.len() {
+            return Err(format!(
+                "{} data or unified cache levels but {} miss penalties: give one penalty per level",
+                data.len(),
+                miss_ns.len()
+            ));
+        }
+        let levels = data
+            .iter()
+            .zip(miss_ns)
+            .map(|(c, &miss_ns)| {
+                let size = parse_sys_size(&c.size)
+                    .ok_or_else(|| format!("L{} {}: size {:?} is not a size like 48K", c.level, c.kind, c.size))?;
+                let shared_by = consecutive_cpus(&c.shared_cpu_list).ok_or_else(|| {
+                    format!(
+                        "L{} {}: shared_cpu_list {:?} is not one range of CPUs like 0-1 (the model shares a cache among consecutive cores)",
+                        c.level, c.kind, c.shared_cpu_list
+                    )
+                })?;
+                let name = if c.kind == "Data" { format!("L{}d", c.level) } else { format!("L{}", c.level) };
+                Ok(CacheLevel { name, size, line: c.line, shared_by, miss_ns })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(Self { levels })
+    }
+
     /// Checks that every level's sharing divides the leaves and sizes and lines are positive.
     pub fn validate(&self, leaves: u32) -> Result<(), String> {
         if self.levels.is_empty() {
@@ -117,6 +155,42 @@ impl CacheHierarchy {
         }
         Ok(())
     }
+}
+
+/// One cache as Linux lists it under `/sys/devices/system/cpu/cpuN/cache/indexK/`, the files'
+/// text as read (trimmed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SysCache {
+    /// `level`: 1, 2, 3.
+    pub level: u32,
+    /// `type`: Data, Instruction or Unified.
+    pub kind: String,
+    /// `size`: e.g. 48K, 2048K, 266240K.
+    pub size: String,
+    /// `coherency_line_size`, bytes.
+    pub line: u64,
+    /// `shared_cpu_list`: e.g. 0, 0-1.
+    pub shared_cpu_list: String,
+}
+
+/// `48K`, `2048K`, `1M`, `512` (bytes).
+fn parse_sys_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (digits, unit) = match s.as_bytes().last()? {
+        b'K' => (&s[..s.len() - 1], 1 << 10),
+        b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    digits.parse::<u64>().ok().filter(|&n| n > 0)?.checked_mul(unit)
+}
+
+/// How many CPUs `0-1`, `4`, `2-3` names, if it is one range.
+fn consecutive_cpus(list: &str) -> Option<u32> {
+    let list = list.trim();
+    let (a, b) = list.split_once('-').unwrap_or((list, list));
+    let (a, b) = (a.parse::<u32>().ok()?, b.parse::<u32>().ok()?);
+    (b >= a).then(|| b - a + 1)
 }
 
 /// One cache instance: an LRU of footprints by bytes.

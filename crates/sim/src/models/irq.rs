@@ -4,6 +4,10 @@
 //! core and the application's receive on another (or the same), with the caches of
 //! [`cache`](super::cache) charging the misses.
 //!
+//! Another machine is a topology spec plus its caches ([`IrqParams::caches`], e.g. read from
+//! Linux's sysfs by [`CacheHierarchy::from_sys`]): `switchyard bench steer` predicts the
+//! machine it runs on that way.
+//!
 //! What lives here: the per-message costs, the three placements ch. 3 compares, the pipeline
 //! that turns per-message times into throughput at saturation, and per-message L2 misses.
 //! What does not: the sender, the wire, TCP's window dynamics and losses (the receiver is the
@@ -146,8 +150,11 @@ pub struct IrqParams {
     /// RoundRobin: how long the application stays on a core before the scheduler may move it.
     /// Chosen 1 ms, one tick at HZ = 1000, when 2.6's load balancer can act.
     pub quantum_ns: f64,
-    /// The machine (a topology spec with a data-sheet cache hierarchy).
+    /// The machine (a topology spec).
     pub topology: String,
+    /// Its caches; `None` takes the topology's data sheet ([`CacheHierarchy::data_sheet`]).
+    /// A machine at hand: [`CacheHierarchy::from_sys`].
+    pub caches: Option<CacheHierarchy>,
     /// Seed of the application's cores and the interrupt's first core.
     pub seed: u64,
 }
@@ -166,6 +173,7 @@ impl IrqParams {
             costs: IrqCosts::default(),
             quantum_ns: 1e6,
             topology: "xeon-e5335".into(),
+            caches: None,
             seed,
         }
     }
@@ -214,12 +222,16 @@ const DMA: u64 = 1 << 48;
 ///
 /// # Panics
 ///
-/// If the topology does not parse, the message size or MSS is 0, or the placement needs a
-/// second core the topology does not have.
+/// If the topology does not parse, the caches do not fit it, the message size or MSS is 0, or
+/// the placement needs a second core the topology does not have.
 pub fn simulate(p: &IrqParams) -> IrqOutcome {
     let topology = Topology::parse(&p.topology).expect("a valid topology spec");
     let leaves = topology.leaves();
-    let mut caches = Caches::new(CacheHierarchy::data_sheet(&topology), leaves);
+    let hierarchy = p.caches.clone().unwrap_or_else(|| CacheHierarchy::data_sheet(&topology));
+    if let Err(why) = hierarchy.validate(leaves) {
+        panic!("caches for {}: {why}", p.topology);
+    }
+    let mut caches = Caches::new(hierarchy, leaves);
     let c = &p.costs;
     assert!(p.message > 0 && c.mss > 0, "message size and MSS must be positive");
     let s = p.message;
@@ -353,6 +365,66 @@ mod tests {
         let bound = 8192.0 / (k.max(a) * 1e-9);
         assert!((out.throughput / bound - 1.0).abs() < 0.02, "{} against the slower stage's {bound}", out.throughput);
         assert_eq!(out.shared_l2, 1.0);
+    }
+
+    /// A two-core machine described as Linux lists it (private L1d and L2, a shared L3): with
+    /// interrupt and application on one core the received data stays in that core's L2; on the
+    /// other core every message's slot is read through the shared L3.
+    #[test]
+    fn a_machine_from_sys_takes_fewer_l2_misses_on_the_same_core() {
+        use crate::models::cache::SysCache;
+        let sys = |level, kind: &str, size: &str, shared: &str| SysCache {
+            level,
+            kind: kind.into(),
+            size: size.into(),
+            line: 64,
+            shared_cpu_list: shared.into(),
+        };
+        let caches = CacheHierarchy::from_sys(
+            &[
+                sys(1, "Data", "48K", "0"),
+                sys(1, "Instruction", "32K", "0"),
+                sys(2, "Unified", "2048K", "0"),
+                sys(3, "Unified", "266240K", "0-1"),
+            ],
+            &[7.0, 33.0, 110.0],
+        )
+        .unwrap();
+        let names: Vec<(&str, u64, u32)> =
+            caches.levels.iter().map(|l| (l.name.as_str(), l.size, l.shared_by)).collect();
+        assert_eq!(names, [("L1d", 48 << 10, 1), ("L2", 2 << 20, 1), ("L3", 260 << 20, 2)]);
+        let run = |placement| {
+            simulate(&IrqParams {
+                topology: "flat:2".into(),
+                caches: Some(caches.clone()),
+                messages: 2000,
+                warmup: 200,
+                ..IrqParams::guo(16384, placement, 1)
+            })
+        };
+        let (same, other) = (run(Placement::SameCore), run(Placement::Affinity));
+        assert!(same.l2_per_message < other.l2_per_message, "{} against {}", same.l2_per_message, other.l2_per_message);
+        assert!(same.cpu_ns_per_message < other.cpu_ns_per_message);
+        // The other core shares only the L3, so the shared-L2 measure says so.
+        assert_eq!((same.shared_l2, other.shared_l2), (1.0, 0.0));
+    }
+
+    #[test]
+    fn sys_caches_that_do_not_fit_the_model_say_why() {
+        use crate::models::cache::SysCache;
+        let l3 = |shared: &str, size: &str| SysCache {
+            level: 3,
+            kind: "Unified".into(),
+            size: size.into(),
+            line: 64,
+            shared_cpu_list: shared.into(),
+        };
+        let e = CacheHierarchy::from_sys(&[l3("0,2", "1M")], &[1.0]).unwrap_err();
+        assert!(e.contains("\"0,2\"") && e.contains("consecutive"), "{e}");
+        let e = CacheHierarchy::from_sys(&[l3("0-1", "lots")], &[1.0]).unwrap_err();
+        assert!(e.contains("\"lots\""), "{e}");
+        let e = CacheHierarchy::from_sys(&[l3("0-1", "1M")], &[]).unwrap_err();
+        assert!(e.contains("1 data or unified cache levels but 0"), "{e}");
     }
 
     #[test]
