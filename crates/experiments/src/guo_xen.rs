@@ -108,7 +108,7 @@ impl Reproduction {
 // fitted to Table 8.2 alone) and its chosen costs, seeds 1–3; nothing was changed to move them.
 // `--xen-app-kib` gives the sensitivity runs the texts cite.
 const WHY_SESSIONS: &str = "ours is flat (Support -0.3%, Banking -0.8%, Ecommerce 0.0%: within the search's \
-10-session step). In the model most VCPU moves at capacity (90-98%) are a woken VCPU taken by an idle PCPU \
+10-session step). In the model most VCPU moves at capacity (88-99%) are a woken VCPU taken by an idle PCPU \
 because its own was busy (the notifier still runs when it sends the event) and idle PCPUs stealing waiting \
 VCPUs; Table 8.3 redirects only the other two kinds, a VCPU displaced by a tickle and the tick's check. And a \
 move costs at most the VCPU's working set once, while most of an answer's misses are the grant copies of data \
