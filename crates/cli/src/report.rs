@@ -68,6 +68,23 @@ pub(crate) fn print_rows(out: &mut impl Write, rows: &[Row], format: Format) -> 
 }
 
 /// Prints each published claim with our figure, the difference and its explanation.
+/// Each published claim beside ours, with the difference and why.
+pub(crate) fn print_claims(out: &mut impl Write, claims: &[switchyard_experiments::claim::Claim]) -> Result<()> {
+    for c in claims {
+        let diff = c.difference().map_or(String::new(), |d| format!("  (difference {:+.1}%)", d * 100.0));
+        writeln!(
+            out,
+            "- {}\n  published {} ({})\n  ours      {}{diff}\n  why: {}",
+            c.claim,
+            c.published_text,
+            c.source,
+            c.ours_text(),
+            c.why
+        )?;
+    }
+    Ok(())
+}
+
 pub(crate) fn print_comparisons(comparisons: &[switchyard_sim::scenario::Comparison]) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "\npublished beside ours")?;

@@ -39,14 +39,5 @@ pub(crate) fn run(seed: u64, threads: usize) -> Result<()> {
         }
     }
     writeln!(out, "published beside ours")?;
-    for c in &repro.claims {
-        let ours = c.ours.map_or("not modelled".to_string(), |o| format!("{:+.1}%", (o - 1.0) * 100.0));
-        let diff = c.difference().map_or(String::new(), |d| format!("  (difference {:+.1}%)", d * 100.0));
-        writeln!(
-            out,
-            "- {}\n  published {} ({})\n  ours      {ours}{diff}\n  why: {}",
-            c.claim, c.published_text, c.source, c.why
-        )?;
-    }
-    Ok(())
+    crate::report::print_claims(&mut out, &repro.claims)
 }

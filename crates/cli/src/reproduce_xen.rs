@@ -96,14 +96,5 @@ pub(crate) fn run(seed: u64, runs: u64, scale: f64, app_kib: Option<u64>, thread
         writeln!(out, "  {:<10} {}", w.name(), parts.join(", "))?;
     }
     writeln!(out, "\npublished beside ours")?;
-    for c in &repro.claims {
-        let ours = c.ours.map_or("not modelled".to_string(), |o| format!("{:.3}", o));
-        let diff = c.difference().map_or(String::new(), |d| format!("  (difference {:+.1}%)", d * 100.0));
-        writeln!(
-            out,
-            "- {}\n  published {} ({})\n  ours      {ours}{diff}\n  why: {}",
-            c.claim, c.published_text, c.source, c.why
-        )?;
-    }
-    Ok(())
+    crate::report::print_claims(&mut out, &repro.claims)
 }

@@ -16,11 +16,22 @@ pub struct Claim {
     pub ours: Option<f64>,
     /// Why ours differs.
     pub why: &'static str,
+    /// Whether the figures are gains, printed as `+x%` (else as the ratio itself, e.g. a share).
+    pub gain: bool,
 }
 
 impl Claim {
     /// Ours over published, minus one, when both are numbers.
     pub fn difference(&self) -> Option<f64> {
         Some(self.ours? / self.published? - 1.0)
+    }
+
+    /// Ours as printed: `+x%` for a gain, the ratio for a share, or "not modelled".
+    pub fn ours_text(&self) -> String {
+        match self.ours {
+            None => "not modelled".into(),
+            Some(o) if self.gain => format!("{:+.1}%", (o - 1.0) * 100.0),
+            Some(o) => format!("{o:.3}"),
+        }
     }
 }

@@ -231,6 +231,7 @@ pub fn run(setup: &Setup) -> Result<Reproduction, ExperimentError> {
             published_text: "+15%",
             ours: gains(Rule::CacheAware),
             why: WHY_SESSIONS,
+            gain: true,
         },
         Claim {
             claim: "the same, with woken VCPUs also stolen by an idle L2 sibling first (the wider reading)",
@@ -239,6 +240,7 @@ pub fn run(setup: &Setup) -> Result<Reproduction, ExperimentError> {
             published_text: "+15% (for the rule as published)",
             ours: gains(Rule::CacheAwareSteals),
             why: WHY_STEALS,
+            gain: true,
         },
         Claim {
             claim: "share of L2 misses in grant-table and credit-scheduler functions, average of the workloads",
@@ -247,6 +249,7 @@ pub fn run(setup: &Setup) -> Result<Reproduction, ExperimentError> {
             published_text: "about 60% (the listed functions: Support 63%, Banking 50%, 58% with context_switch, Ecommerce 56%)",
             ours: share,
             why: WHY_TABLE,
+            gain: false,
         },
         Claim {
             claim: "share of execution time in L2 misses at an equal session count, cache-aware over credit",
@@ -255,6 +258,7 @@ pub fn run(setup: &Setup) -> Result<Reproduction, ExperimentError> {
             published_text: "falls, with a proportional rise in normal execution (no number)",
             ours: miss_share,
             why: WHY_SHARE,
+            gain: false,
         },
         Claim {
             claim: "userspace schedulers in Dom0, cache-aware over credit (ours: L7-filter's connections)",
@@ -263,6 +267,7 @@ pub fn run(setup: &Setup) -> Result<Reproduction, ExperimentError> {
             published_text: "+9.5% on average (L7-filter and FFmpeg)",
             ours: userspace,
             why: WHY_USERSPACE,
+            gain: true,
         },
         Claim {
             claim: "session capacity lost in DomU against native Linux",
@@ -271,6 +276,7 @@ pub fn run(setup: &Setup) -> Result<Reproduction, ExperimentError> {
             published_text: "Support 45%, Banking 31%, Ecommerce 38%",
             ours: None,
             why: WHY_NATIVE,
+            gain: false,
         },
     ];
     Ok(repro)

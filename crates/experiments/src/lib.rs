@@ -5,6 +5,7 @@
 //!
 //! # What lives here
 //!
+//! - [`claim`]: a published figure beside ours, as the reproductions of Guo's chapters report it.
 //! - [`clp`]: yates-clp's measurements of the delivery server on real threads and sockets:
 //!   fairness against threads, soft and hard throughput-based scheduling.
 //! - [`figurehead`]: Figurehead's Base and OptWait (Middleware 2007) against today's hedging and
@@ -45,7 +46,7 @@
 
 pub mod bench;
 pub mod cacheflow;
-mod claim;
+pub mod claim;
 pub mod clp;
 pub mod figurehead;
 pub mod guo_irq;
