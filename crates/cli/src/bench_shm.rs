@@ -43,7 +43,7 @@ pub(crate) struct ShmBench {
     #[arg(long, default_value_t = 256)]
     ring_kib: usize,
     /// Message sizes, comma-separated, with K or M for KiB and MiB (default: 512 B to 64 MiB).
-    #[arg(long, value_delimiter = ',', value_parser = parse_size)]
+    #[arg(long, value_delimiter = ',', value_parser = crate::units::parse_size)]
     sizes: Vec<usize>,
     /// Round trips timed for the 64-byte ping-pong (0 skips it).
     #[arg(long, default_value_t = 20_000)]
@@ -51,21 +51,6 @@ pub(crate) struct ShmBench {
     /// Also draw throughput against message size as an SVG chart here.
     #[arg(long)]
     plot: Option<PathBuf>,
-}
-
-/// `512`, `16K`, `2M`: bytes, KiB, MiB.
-pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
-    let (digits, unit) = match s.strip_suffix(['K', 'k']) {
-        Some(d) => (d, 1 << 10),
-        None => match s.strip_suffix(['M', 'm']) {
-            Some(d) => (d, 1 << 20),
-            None => (s, 1),
-        },
-    };
-    match digits.parse::<usize>() {
-        Ok(n) if n > 0 => n.checked_mul(unit).ok_or_else(|| format!("{s}: too large")),
-        _ => Err(format!("{s:?}: a size is a positive whole number, optionally with K or M (e.g. 512, 16K, 2M)")),
-    }
 }
 
 fn size(bytes: usize) -> String {
@@ -201,10 +186,6 @@ mod tests {
 
     #[test]
     fn sizes_read_as_people_write_them() {
-        assert_eq!(parse_size("512"), Ok(512));
-        assert_eq!(parse_size("16K"), Ok(16 << 10));
-        assert_eq!(parse_size("2m"), Ok(2 << 20));
-        assert!(parse_size("0").is_err() && parse_size("2G").is_err() && parse_size("").is_err());
         assert_eq!(size(512), "512B");
         assert_eq!(size(64 << 20), "64M");
         assert_eq!(size(1536), "1536B");

@@ -37,7 +37,7 @@ use switchyard_experiments::bench::steer::{self, CAN_AND_CANNOT, Path, Report, S
 #[command(verbatim_doc_comment)]
 pub(crate) struct SteerBench {
     /// Message sizes, comma-separated, with K or M (iperf's -l on both sides).
-    #[arg(long, value_delimiter = ',', value_parser = crate::bench_shm::parse_size, default_value = "1448,16K,64K")]
+    #[arg(long, value_delimiter = ',', value_parser = crate::units::parse_size, default_value = "1448,16K,64K")]
     sizes: Vec<usize>,
     /// Seconds measured per run.
     #[arg(long, default_value_t = 2.0)]

@@ -184,7 +184,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value = "none", value_parser = parse_steering)]
     pub(crate) steer: Steering,
     /// Bytes per read on sink connections (iperf's -l on the receiver): 128K, 64K, 1500.
-    #[arg(long, default_value = "128K", value_parser = crate::bench_shm::parse_size)]
+    #[arg(long, default_value = "128K", value_parser = crate::units::parse_size)]
     pub(crate) recv_size: usize,
     /// Seconds between table updates.
     #[arg(long, default_value_t = 1.0)]
@@ -305,7 +305,7 @@ pub(crate) struct LoadArgs {
     #[arg(long, conflicts_with_all = ["rate", "udp", "http_get"])]
     pub(crate) upload: bool,
     /// With --upload: bytes per write (iperf's -l): 64K, 16K, 1500.
-    #[arg(long, default_value = "64K", value_parser = crate::bench_shm::parse_size, requires = "upload")]
+    #[arg(long, default_value = "64K", value_parser = crate::units::parse_size, requires = "upload")]
     pub(crate) message: usize,
     /// Pin client thread t to core t mod cores, so each connection's packets leave (and, on
     /// loopback, are received) on a known core.

@@ -189,7 +189,7 @@ struct SubmitArgs {
     #[arg(long)]
     deadline: f64,
     /// Bytes per split (a map task each); K, M and G suffixes are powers of 1024.
-    #[arg(long, default_value = "1M", value_parser = parse_size)]
+    #[arg(long, default_value = "1M", value_parser = crate::units::parse_size)]
     split: usize,
     /// Seconds you expect one task to take, if you know (else it is learned).
     #[arg(long)]
@@ -226,20 +226,6 @@ struct OutputArgs {
     /// Write here instead of standard output.
     #[arg(short, long)]
     out: Option<PathBuf>,
-}
-
-fn parse_size(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let (num, mul) = match s.as_bytes().last() {
-        Some(b'K' | b'k') => (&s[..s.len() - 1], 1 << 10),
-        Some(b'M' | b'm') => (&s[..s.len() - 1], 1 << 20),
-        Some(b'G' | b'g') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    match num.parse::<usize>() {
-        Ok(n) if n > 0 => n.checked_mul(mul).ok_or_else(|| format!("{s} is too large")),
-        _ => Err(format!("{s:?}: give a positive number of bytes, e.g. 65536, 64K or 1M")),
-    }
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -43,6 +43,7 @@ mod reproduce_xen;
 mod sim;
 mod tracegen;
 mod tunnel;
+mod units;
 
 use std::process::ExitCode;
 
