@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use anyhow::Result;
+use indicatif::{ProgressBar, ProgressStyle};
 use switchyard_experiments::guo_xen::{self, Setup};
 use switchyard_sim::models::xen::{Charge, Move, Rule};
 
@@ -15,7 +16,13 @@ pub(crate) fn run(seed: u64, runs: u64, scale: f64, app_kib: Option<u64>, thread
         Rule::ALL.len(),
         1.2 * scale
     );
-    let repro = guo_xen::run(&setup)?;
+    let bar = ProgressBar::new(guo_xen::searches(&setup) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("guo-xen-credit [{bar:30}] {pos}/{len} searches {elapsed}").expect("static"),
+    );
+    let repro = guo_xen::run_with(&setup, &|done| bar.set_position(done as u64));
+    bar.finish_and_clear();
+    let repro = repro?;
     let mut out = std::io::stdout().lock();
     writeln!(
         out,

@@ -8,6 +8,7 @@ use switchyard_sim::models::xen::{Capacity, Charge, Rule, Workload, XenOutcome, 
 
 use crate::ExperimentError;
 pub use crate::claim::Claim;
+use crate::sweep::sweep;
 
 /// The experiment's setup.
 #[derive(Clone, Debug)]
@@ -137,31 +138,14 @@ reproduced natively in gop-cache-aware-cache). Guo gives neither the VCPU counts
 each other, so this is one reading of the setup";
 const WHY_NATIVE: &str = "left out: the loss against native Linux needs a native model of the same server \
 (no Dom0, no grant copies, no VCPUs), whose costs ch. 8 does not give apart from the totals it compares";
-fn runs(setup: &Setup) -> Vec<(Workload, Rule, u64, Capacity)> {
-    let cases: Vec<(Workload, Rule, u64)> = setup
-        .workloads
-        .iter()
-        .flat_map(|&w| Rule::ALL.into_iter().flat_map(move |r| (0..setup.runs).map(move |i| (w, r, setup.seed + i))))
-        .collect();
-    // Independent, deterministic searches: spread over the threads, each in its place.
-    std::thread::scope(|s| {
-        let chunks: Vec<_> = cases.chunks(cases.len().div_ceil(setup.threads.max(1))).collect();
-        let handles: Vec<_> = chunks
-            .into_iter()
-            .map(|chunk| {
-                s.spawn(move || {
-                    chunk
-                        .iter()
-                        .map(|&(w, r, seed)| {
-                            let base = XenParams { seed, ..params(setup, w, r, 0) };
-                            (w, r, seed, capacity(&base, setup.step, 1 << 20, setup.target))
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles.into_iter().flat_map(|h| h.join().expect("a simulator run panicked")).collect()
-    })
+fn runs(setup: &Setup, progress: &(dyn Fn(usize) + Sync)) -> Vec<(Workload, Rule, u64, Capacity)> {
+    let search = |w: usize, r: usize, i: u64| -> Result<_, std::convert::Infallible> {
+        let (workload, rule, seed) = (setup.workloads[w], Rule::ALL[r], setup.seed + i);
+        let base = XenParams { seed, ..params(setup, workload, rule, 0) };
+        Ok((workload, rule, seed, capacity(&base, setup.step, 1 << 20, setup.target)))
+    };
+    let Ok(all) = sweep(setup.workloads.len(), Rule::ALL.len(), setup.runs, setup.threads, &search, progress);
+    all
 }
 
 fn params(setup: &Setup, workload: Workload, rule: Rule, sessions: u32) -> XenParams {
@@ -174,8 +158,19 @@ fn params(setup: &Setup, workload: Workload, rule: Rule, sessions: u32) -> XenPa
     p
 }
 
+/// The capacity searches [`run`] makes: one per workload, rule and seed.
+pub fn searches(setup: &Setup) -> usize {
+    setup.workloads.len() * Rule::ALL.len() * setup.runs as usize
+}
+
 /// Runs every workload under every rule, then compares with §5.7.
 pub fn run(setup: &Setup) -> Result<Reproduction, ExperimentError> {
+    run_with(setup, &|_| {})
+}
+
+/// [`run`], calling `progress` with the number of capacity searches done after each (of
+/// [`searches`]).
+pub fn run_with(setup: &Setup, progress: &(dyn Fn(usize) + Sync)) -> Result<Reproduction, ExperimentError> {
     if setup.workloads.is_empty() {
         return Err(ExperimentError::Input("at least one workload is needed".into()));
     }
@@ -185,7 +180,7 @@ pub fn run(setup: &Setup) -> Result<Reproduction, ExperimentError> {
     if setup.step == 0 || setup.runs == 0 || !(setup.target > 0.0 && setup.target <= 1.0) {
         return Err(ExperimentError::Input("the step and runs must be positive and the target in (0, 1]".into()));
     }
-    let searches = runs(setup);
+    let searches = runs(setup, progress);
     let first = |w: Workload, rule: Rule| {
         searches.iter().find(|(sw, r, seed, _)| *sw == w && *r == rule && *seed == setup.seed).map(|s| &s.3)
     };
