@@ -41,13 +41,14 @@ pub(crate) fn run(seed: u64, runs: u64, scale: f64, app_kib: Option<u64>, thread
     }
     writeln!(
         out,
-        "{:<10} {:<24} {:>9} {:>8} {:>9} {:>8} {:>10} {:>10} {:>10} {:>11}",
+        "{:<10} {:<24} {:>9} {:>8} {:>9} {:>6} {:>13} {:>10} {:>10} {:>10} {:>11}",
         "workload",
         "rule",
         "sessions",
         "vs credit",
         "answers/s",
         "busy",
+        "busiest VCPU",
         "moves/s",
         "leave L2",
         "L2/answer",
@@ -58,13 +59,15 @@ pub(crate) fn run(seed: u64, runs: u64, scale: f64, app_kib: Option<u64>, thread
         let e = &r.at_credit_capacity;
         writeln!(
             out,
-            "{:<10} {:<24} {:>9.0} {:>+7.1}% {:>9.0} {:>8.2} {:>10.0} {:>9.0}% {:>10.0} {:>10.1}%",
+            "{:<10} {:<24} {:>9.0} {:>+7.1}% {:>9.0} {:>6.2} {:>8} {:>3.0}% {:>10.0} {:>9.0}% {:>10.0} {:>10.1}%",
             r.workload.name(),
             r.rule.name(),
             r.mean_sessions(),
             (repro.gain(r.workload, r.rule).unwrap_or(1.0) - 1.0) * 100.0,
             c.answers_per_s,
             c.busy_pcpus,
+            c.busiest_vcpu.0,
+            c.busiest_vcpu.1 * 100.0,
             e.moves_per_s,
             e.moves_leaving_l2 * 100.0,
             e.l2_per_answer(),
@@ -76,7 +79,7 @@ pub(crate) fn run(seed: u64, runs: u64, scale: f64, app_kib: Option<u64>, thread
     }
     writeln!(
         out,
-        "(sessions: mean over the seeds; answers/s and busy PCPUs at the first seed's capacity; moves/s, \
+        "(sessions: mean over the seeds; answers/s, busy PCPUs and the busiest VCPU at the first seed's capacity; moves/s, \
          leave L2, L2/answer and miss share at the credit scheduler's capacity, first seed, for every rule)\n"
     )?;
     writeln!(out, "VCPU moves by cause at the credit scheduler's capacity (per second, and the share leaving the L2)")?;

@@ -133,7 +133,7 @@ beside it";
 const WHY_USERSPACE: &str = "ours is flat (-0.1%): L7-filter's eight Dom0 VCPUs on eight PCPUs seldom \
 meet, so VCPUs move some 390 times a second against 63,500 packets; the rule cuts the moves that leave the L2 \
 (90% to 50%) and L2 misses per packet (by 11%), but the capacity is set by the dispatcher, one VCPU handling \
-every packet and nearly saturated, which moves least. FFmpeg is not modelled here (its GOP hand-off is \
+every packet and busy all the time at capacity (the busiest-VCPU column), and it moves least. FFmpeg is not modelled here (its GOP hand-off is \
 reproduced natively in gop-cache-aware-cache). Guo gives neither the VCPU counts nor how the threads wake \
 each other, so this is one reading of the setup";
 const WHY_NATIVE: &str = "left out: the loss against native Linux needs a native model of the same server \

@@ -418,6 +418,9 @@ pub struct XenOutcome {
     pub mean_response_ns: f64,
     /// Busy PCPUs on average (8 is all of them).
     pub busy_pcpus: f64,
+    /// The busiest VCPU (`Dom0.0`, `DomU.2`, …) and the share of the time it ran: a VCPU near 1
+    /// is the bottleneck.
+    pub busiest_vcpu: (String, f64),
     /// VCPU moves per second.
     pub moves_per_s: f64,
     /// Share of moves that left the L2 the VCPU had.
@@ -580,6 +583,7 @@ struct Sim<'a> {
     good: u64,
     response_sum: f64,
     busy_ns: f64,
+    vcpu_busy_ns: Vec<f64>,
     miss_ns: f64,
     /// (moves, of which leaving the L2) by cause.
     moves: [(u64, u64); 4],
@@ -622,6 +626,7 @@ impl<'a> Sim<'a> {
             good: 0,
             response_sum: 0.0,
             busy_ns: 0.0,
+            vcpu_busy_ns: vec![0.0; n],
             miss_ns: 0.0,
             moves: [(0, 0); 4],
             l2_by_charge: [0; 4],
@@ -677,6 +682,17 @@ impl<'a> Sim<'a> {
             qos: if self.answers == 0 { 0.0 } else { self.good as f64 / n },
             mean_response_ns: self.response_sum / n,
             busy_pcpus: self.busy_ns / (span * 1e9),
+            busiest_vcpu: {
+                let (v, share) = self
+                    .vcpu_busy_ns
+                    .iter()
+                    .enumerate()
+                    .map(|(v, &b)| (v, b / (span * 1e9)))
+                    .fold((0, 0.0), |best, x| if x.1 > best.1 { x } else { best });
+                let d0 = self.p.dom0_vcpus as usize;
+                let name = if v < d0 { format!("Dom0.{v}") } else { format!("DomU.{}", v - d0) };
+                (name, share)
+            },
             moves_per_s: moves as f64 / span,
             moves_leaving_l2: if moves == 0 { 0.0 } else { leaving as f64 / moves as f64 },
             moves_by_cause: self.moves.map(|(m, l)| (m as f64 / span, if m == 0 { 0.0 } else { l as f64 / m as f64 })),
@@ -826,6 +842,7 @@ impl<'a> Sim<'a> {
         }
         if self.counting {
             self.busy_ns += ns;
+            self.vcpu_busy_ns[v] += ns;
         }
         self.pcpus[c as usize].step_start = now;
         self.at(now + ns, Ev::StepDone(c));
