@@ -649,7 +649,7 @@ impl<'a> Sim<'a> {
 
     fn think(&mut self) -> f64 {
         let u: f64 = self.rng.random();
-        -self.p.think_ns * (1.0 - u).ln()
+        -self.p.think_ns * libm::log(1.0 - u)
     }
 
     fn run(mut self) -> XenOutcome {
