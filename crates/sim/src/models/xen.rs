@@ -160,7 +160,7 @@ impl Workload {
 
     /// Whether it runs in Dom0 alone (the userspace schedulers), rather than in a guest.
     pub fn dom0_only(self) -> bool {
-        self == Self::L7Filter
+        self.mix().dom0_only
     }
 
     /// The mix. Every figure but SPECweb's working set is **chosen**: ch. 8 gives no per-request
@@ -177,6 +177,7 @@ impl Workload {
                 app_ns_per_byte: 0.0,
                 app_bytes: APP_BYTES,
                 sendfile: true,
+                dom0_only: false,
             },
             Self::Banking => Mix {
                 request_bytes: 768,
@@ -185,6 +186,7 @@ impl Workload {
                 app_ns_per_byte: 10.0,
                 app_bytes: APP_BYTES,
                 sendfile: false,
+                dom0_only: false,
             },
             Self::Ecommerce => Mix {
                 request_bytes: 640,
@@ -193,6 +195,7 @@ impl Workload {
                 app_ns_per_byte: 4.0,
                 app_bytes: APP_BYTES,
                 sendfile: false,
+                dom0_only: false,
             },
             // A "request" is a packet, a "session" a connection sending one after another. The
             // matching thread scans it at about 100 MB/s (10 ns a byte, an NFA over L7-filter's
@@ -205,6 +208,7 @@ impl Workload {
                 app_ns_per_byte: 0.0,
                 app_bytes: 256 << 10,
                 sendfile: false,
+                dom0_only: true,
             },
         }
     }
@@ -233,13 +237,9 @@ pub struct Mix {
     pub app_bytes: u64,
     /// Whether the response is sent from the page cache by `sendfile` (no copy in DomU).
     pub sendfile: bool,
-}
-
-impl Mix {
-    /// Whether this is the Dom0-only path of [`Workload::L7Filter`] (no response).
-    fn dom0_only(&self) -> bool {
-        self.response_bytes == 0
-    }
+    /// Whether requests take the Dom0-only path of [`Workload::L7Filter`] (a dispatcher and
+    /// matching threads, no guest and no response) instead of the web server's.
+    pub dom0_only: bool,
 }
 
 /// The costs of the two domains and of Xen. Each is **chosen** as said; none is fitted.
@@ -705,7 +705,7 @@ impl<'a> Sim<'a> {
     /// is the dispatcher and the others the matching threads.
     fn vcpu_of(&self, job: Job) -> usize {
         let (d0, du) = (self.p.dom0_vcpus, self.p.domu_vcpus);
-        match (self.p.mix.dom0_only(), job.stage) {
+        match (self.p.mix.dom0_only, job.stage) {
             (true, 0) => 0,
             (true, _) => (1 + job.session % (d0 - 1)) as usize,
             (false, 1) => (d0 + job.session % du) as usize,
@@ -715,7 +715,7 @@ impl<'a> Sim<'a> {
 
     /// The last stage of a request.
     fn last_stage(&self) -> u8 {
-        if self.p.mix.dom0_only() { 1 } else { 2 }
+        if self.p.mix.dom0_only { 1 } else { 2 }
     }
 
     fn idle(&self) -> Vec<bool> {
@@ -857,7 +857,7 @@ impl<'a> Sim<'a> {
             touches.push(Touch { key, bytes, write, mlp, charge });
         };
         let (guest, grant) = (Charge::Guest, Charge::GrantTable);
-        if m.dom0_only() {
+        if m.dom0_only {
             // The dispatcher copies the packet from the NIC's buffer into the connection's
             // buffer; the matching thread scans it with its automata and the connection's state.
             let q = m.request_bytes;
@@ -1039,7 +1039,7 @@ impl<'a> Sim<'a> {
 ///
 /// If the topology does not parse or a domain has no VCPU.
 pub fn simulate(p: &XenParams) -> XenOutcome {
-    if p.mix.dom0_only() {
+    if p.mix.dom0_only {
         assert!(p.dom0_vcpus > 1, "a dispatcher and a matching thread need two VCPUs");
     } else {
         assert!(p.dom0_vcpus > 0 && p.domu_vcpus > 0, "each domain needs a VCPU");
