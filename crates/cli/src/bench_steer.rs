@@ -88,22 +88,9 @@ pub(crate) fn run(a: &SteerBench) -> Result<()> {
     Ok(())
 }
 
-/// What each mode is in the model, on this machine (whose cores share only the L3).
-fn placement(mode: Steering) -> &'static str {
-    match mode {
-        Steering::None => "irq round-robin, app moved",
-        Steering::IncomingCpu => "irq and app on core 0",
-        Steering::OtherCpu => "irq on core 0, app on core 1",
-    }
-}
-
 fn render(r: &Report) -> String {
     let mut s = String::new();
-    let mut paths: Vec<Path> = r.runs.iter().map(|x| x.path).collect();
-    paths.dedup();
-    let mut sizes: Vec<usize> = r.runs.iter().map(|x| x.size).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
+    let (paths, sizes) = (r.paths(), r.sizes());
     s += &format!(
         "Receive-side steering: {} connection(s), one per core, each from a client thread pinned to its core\n",
         r.cores
@@ -151,7 +138,7 @@ fn render(r: &Report) -> String {
                 "{:>7} {:>13} {:>34} {:>10.2} {:>12.2} {:>9.3} {:>9.1}\n",
                 size,
                 mode.name(),
-                placement(mode),
+                p.placement_text(),
                 p.throughput * 8e-9,
                 p.throughput_all_cores * 8e-9,
                 p.ns_per_byte,
@@ -164,32 +151,16 @@ fn render(r: &Report) -> String {
         "{:>14} {:>7} {:>28} {:>28} {:>28}\n",
         "path", "size", "throughput steer/none", "throughput steer/other", "CPU per byte steer/other"
     );
-    let cell = |m: f64, p: f64| format!("{m:.3} vs {p:.3} ({:+.3})", m - p);
-    for &path in &paths {
-        for &size in &sizes {
-            let get = |m| r.run(path, size, m);
-            let pre = |m| r.prediction(size, m);
-            let (Some(st), Some(no), Some(ot)) =
-                (get(Steering::IncomingCpu), get(Steering::None), get(Steering::OtherCpu))
-            else {
-                continue;
-            };
-            let (Some(pst), Some(pno), Some(pot)) =
-                (pre(Steering::IncomingCpu), pre(Steering::None), pre(Steering::OtherCpu))
-            else {
-                continue;
-            };
-            // Receipt on the sender's core keeps every core busy; RPS puts it all on core 0.
-            let t = |p: &steer::Prediction| if path == Path::VethRps { p.throughput } else { p.throughput_all_cores };
-            s += &format!(
-                "{:>14} {:>7} {:>28} {:>28} {:>28}\n",
-                path.name(),
-                size,
-                cell(st.throughput / no.throughput, t(pst) / t(pno)),
-                cell(st.throughput / ot.throughput, t(pst) / t(pot)),
-                cell(st.process_ns_per_byte / ot.process_ns_per_byte, pst.ns_per_byte / pot.ns_per_byte),
-            );
-        }
+    let cell = |r: steer::Ratio| format!("{:.3} vs {:.3} ({:+.3})", r.measured, r.predicted, r.measured - r.predicted);
+    for c in r.comparisons() {
+        s += &format!(
+            "{:>14} {:>7} {:>28} {:>28} {:>28}\n",
+            c.path.name(),
+            c.size,
+            cell(c.steer_over_none),
+            cell(c.steer_over_other),
+            cell(c.cpu_steer_over_other),
+        );
     }
     s += "(1) one stream received on core 0 (compared with veth+RPS); 'all cores': every core \
 saturated by its own stream (compared with loopback and veth). The model has a NIC's \

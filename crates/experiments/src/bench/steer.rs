@@ -193,7 +193,96 @@ pub struct Report {
     pub cores: usize,
 }
 
+impl Prediction {
+    /// The throughput to set beside a measurement on `path`: receipt on the sender's core keeps
+    /// every core busy (loopback, plain veth); RPS puts it all on core 0 (one stream).
+    pub fn throughput_on(&self, path: Path) -> f64 {
+        if path == Path::VethRps { self.throughput } else { self.throughput_all_cores }
+    }
+
+    /// The model's placement for this mode, in words, as it stands on this machine (whose cores
+    /// share only the L3, so "L2 sibling" is not what the irq model's name says here).
+    pub fn placement_text(&self) -> &'static str {
+        match self.mode {
+            Steering::None => "irq round-robin, app moved",
+            Steering::IncomingCpu => "irq and app on core 0",
+            Steering::OtherCpu => "irq on core 0, app on core 1",
+        }
+    }
+}
+
+/// A measured ratio beside the model's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ratio {
+    /// Measured in this run.
+    pub measured: f64,
+    /// The model's for the same setting.
+    pub predicted: f64,
+}
+
+/// One path and size's ratios, measured against the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    /// The path.
+    pub path: Path,
+    /// Message size, bytes.
+    pub size: usize,
+    /// Throughput, steered over none.
+    pub steer_over_none: Ratio,
+    /// Throughput, steered over the other core.
+    pub steer_over_other: Ratio,
+    /// This process's CPU per byte (the model's receive CPU), steered over the other core.
+    pub cpu_steer_over_other: Ratio,
+}
+
 impl Report {
+    /// Every path and size where all three modes ran and were predicted: paths in the order
+    /// run, sizes ascending.
+    pub fn comparisons(&self) -> Vec<Comparison> {
+        let sizes = self.sizes();
+        self.paths()
+            .into_iter()
+            .flat_map(|path| sizes.iter().map(move |&size| (path, size)))
+            .filter_map(|(path, size)| {
+                let run = |m| self.run(path, size, m);
+                let pre = |m| self.prediction(size, m);
+                let (st, no, ot) = (run(Steering::IncomingCpu)?, run(Steering::None)?, run(Steering::OtherCpu)?);
+                let (pst, pno, pot) = (pre(Steering::IncomingCpu)?, pre(Steering::None)?, pre(Steering::OtherCpu)?);
+                Some(Comparison {
+                    path,
+                    size,
+                    steer_over_none: Ratio {
+                        measured: st.throughput / no.throughput,
+                        predicted: pst.throughput_on(path) / pno.throughput_on(path),
+                    },
+                    steer_over_other: Ratio {
+                        measured: st.throughput / ot.throughput,
+                        predicted: pst.throughput_on(path) / pot.throughput_on(path),
+                    },
+                    cpu_steer_over_other: Ratio {
+                        measured: st.process_ns_per_byte / ot.process_ns_per_byte,
+                        predicted: pst.ns_per_byte / pot.ns_per_byte,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// The paths that ran, in the order run.
+    pub fn paths(&self) -> Vec<Path> {
+        let mut paths: Vec<Path> = self.runs.iter().map(|r| r.path).collect();
+        paths.dedup();
+        paths
+    }
+
+    /// The sizes that ran, ascending.
+    pub fn sizes(&self) -> Vec<usize> {
+        let mut sizes: Vec<usize> = self.runs.iter().map(|r| r.size).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes
+    }
+
     /// The run of `mode` on `path` at `size`.
     pub fn run(&self, path: Path, size: usize, mode: Steering) -> Option<&Run> {
         self.runs.iter().find(|r| r.path == path && r.size == size && r.mode == mode)
@@ -527,6 +616,40 @@ mod tests {
         let get = |m| p.iter().find(|x| x.mode == m).unwrap();
         assert!(get(Steering::IncomingCpu).ns_per_byte < get(Steering::OtherCpu).ns_per_byte, "{p:?}");
         assert_eq!(p.len(), 3);
+    }
+
+    #[test]
+    fn comparisons_set_each_path_beside_the_prediction_it_stands_for() {
+        let run = |path, mode, throughput, cpu| Run {
+            path,
+            size: 16 << 10,
+            mode,
+            throughput,
+            process_ns_per_byte: cpu,
+            machine_ns_per_byte: cpu,
+            conns: 2,
+            placed_on_incoming: 0,
+            on_incoming_at_end: 0,
+            receiving_cores: vec![0, 1],
+        };
+        let mut runs = Vec::new();
+        for path in [Path::VethRps, Path::Loopback] {
+            runs.push(run(path, Steering::None, 4.0, 1.0));
+            runs.push(run(path, Steering::IncomingCpu, 6.0, 0.5));
+            runs.push(run(path, Steering::OtherCpu, 3.0, 2.0));
+        }
+        let predictions = predict(&[16 << 10], None, 2);
+        let report =
+            Report { runs, predictions, skipped: Vec::new(), machine: String::new(), perf_counters: false, cores: 2 };
+        let c = report.comparisons();
+        assert_eq!(c.iter().map(|c| c.path).collect::<Vec<_>>(), [Path::VethRps, Path::Loopback], "order run");
+        assert_eq!((c[0].steer_over_none.measured, c[0].steer_over_other.measured), (1.5, 2.0));
+        assert_eq!(c[0].cpu_steer_over_other.measured, 0.25);
+        let p = |m| report.prediction(16 << 10, m).unwrap();
+        // RPS puts receipt on one core: the one-stream figure; loopback: every core busy.
+        let one = p(Steering::IncomingCpu).throughput / p(Steering::OtherCpu).throughput;
+        let all = p(Steering::IncomingCpu).throughput_all_cores / p(Steering::OtherCpu).throughput_all_cores;
+        assert_eq!((c[0].steer_over_other.predicted, c[1].steer_over_other.predicted), (one, all));
     }
 
     #[test]
