@@ -98,11 +98,8 @@ pub(crate) fn run(seed: u64, runs: u64, scale: f64, app_kib: Option<u64>, thread
     for w in &setup.workloads {
         let Some(row) = repro.row(*w, Rule::Credit) else { continue };
         let o = &row.at_credit_capacity;
-        let total = o.l2_per_answer().max(f64::MIN_POSITIVE);
-        let parts: Vec<String> = Charge::ALL
-            .iter()
-            .map(|&c| format!("{} {:.1}%", c.name(), o.l2_by_charge[c as usize] / total * 100.0))
-            .collect();
+        let parts: Vec<String> =
+            Charge::ALL.iter().map(|&c| format!("{} {:.1}%", c.name(), o.l2_share(c) * 100.0)).collect();
         writeln!(out, "  {:<10} {}", w.name(), parts.join(", "))?;
     }
     writeln!(out, "\npublished beside ours")?;

@@ -99,9 +99,7 @@ impl Reproduction {
     /// at its capacity (Table 8.2's "about 60%").
     pub fn vmm_share(&self, workload: Workload) -> Option<f64> {
         let o = &self.row(workload, Rule::Credit)?.at_credit_capacity;
-        let total = o.l2_per_answer();
-        let vmm = o.l2_by_charge[Charge::GrantTable as usize] + o.l2_by_charge[Charge::Scheduler as usize];
-        (total > 0.0).then(|| vmm / total)
+        (o.l2_per_answer() > 0.0).then(|| o.l2_share(Charge::GrantTable) + o.l2_share(Charge::Scheduler))
     }
 }
 

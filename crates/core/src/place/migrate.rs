@@ -22,8 +22,114 @@
 //! where the original scheduler would have moved the VCPU, and falling back to the original
 //! choice when no core in the cache domain is idle (Guo §8.3, notes §3.10). [`cache_aware`]
 //! is that rule; [`cache_sibling`] the lookup it rests on.
+//!
+//! # Where each rule looks first ([`Rule`], [`Move`])
+//!
+//! A scheduler moves a context for one of four reasons ([`Move`]). Table 8.3 names two of them,
+//! the context displaced by a woken one (the tickle) and the tick's check; [`Rule::CacheAware`]
+//! sends those to the cache domain first. Read more widely ("migrate only when the original
+//! would have, to the same cache domain"), every move does: [`Rule::CacheAwareSteals`] also has
+//! a woken context that waits taken by an idle core of its cache domain first, and a core out of
+//! work steal from its cache domain's queues first. Which idle core wins a race among several,
+//! and the queues themselves, are the scheduler's (the caller's).
 
 use crate::topology::Topology;
+
+/// How contexts move: the credit scheduler, or Table 8.3 in its two readings (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Rule {
+    /// Xen 3.3's credit scheduler.
+    Credit,
+    /// Table 8.3: a displaced or tick-migrated context goes to an idle core of its cache domain
+    /// first.
+    CacheAware,
+    /// Table 8.3, and every steal (of a woken context that waits, by a core out of work) looks to
+    /// the cache domain first.
+    CacheAwareSteals,
+}
+
+impl Rule {
+    /// All three, in the order printed.
+    pub const ALL: [Self; 3] = [Self::Credit, Self::CacheAware, Self::CacheAwareSteals];
+
+    /// A short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Credit => "credit (Xen 3.3)",
+            Self::CacheAware => "cache-aware (Table 8.3)",
+            Self::CacheAwareSteals => "cache-aware, steals too",
+        }
+    }
+
+    /// Whether a move for reason `why` first looks for an idle core in the source's cache domain.
+    pub fn looks_to_cache_domain(self, why: Move) -> bool {
+        match (self, why) {
+            (Self::Credit, _) => false,
+            (_, Move::Displace | Move::Tick) => true,
+            (Self::CacheAware, Move::Wake | Move::Idle) => false,
+            (Self::CacheAwareSteals, Move::Wake | Move::Idle) => true,
+        }
+    }
+
+    /// Where the context running on `from` goes at a tick (`from`: it stays): the credit
+    /// scheduler's [`credit_pick`] over `groupings`, turned to the cache domain at depth
+    /// `cache_depth` by [`cache_aware`] where the rule says so.
+    pub fn at_tick(
+        self,
+        topology: &Topology,
+        from: u32,
+        idle: &[bool],
+        groupings: &[usize],
+        cache_depth: usize,
+    ) -> u32 {
+        let original = credit_pick(topology, from, idle, groupings);
+        if self.looks_to_cache_domain(Move::Tick) {
+            cache_aware(topology, from, original, idle, cache_depth)
+        } else {
+            original
+        }
+    }
+
+    /// The order in which core `thief`, out of work, visits the others' queues: after itself
+    /// in core order (Xen's `csched_load_balance`), its cache domain first where the rule says so.
+    pub fn steal_order(self, topology: &Topology, thief: u32, cache_depth: usize) -> Vec<u32> {
+        let n = topology.leaves();
+        let mut order: Vec<u32> = (1..n).map(|step| (thief + step) % n).collect();
+        if self.looks_to_cache_domain(Move::Idle) {
+            // Stable: the cache domain first, each part still in core order.
+            order.sort_by_key(|&o| !share(topology, cache_depth, thief, o));
+        }
+        order
+    }
+}
+
+/// Why a context moved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Move {
+    /// Woken, found its core busy and was taken by an idle one.
+    Wake,
+    /// Displaced by a woken context that outranked it (the tickle), and taken by an idle core.
+    Displace,
+    /// Moved by the tick's check.
+    Tick,
+    /// Stolen from another queue by a core out of work.
+    Idle,
+}
+
+impl Move {
+    /// All four.
+    pub const ALL: [Self; 4] = [Self::Wake, Self::Displace, Self::Tick, Self::Idle];
+
+    /// A short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Wake => "woken, taken by an idler",
+            Self::Displace => "displaced by a tickle",
+            Self::Tick => "tick's check",
+            Self::Idle => "stolen by an idle PCPU",
+        }
+    }
+}
 
 /// Whether leaves `a` and `b` sit under one node at depth `depth` (0 is the root).
 fn share(topology: &Topology, depth: usize, a: u32, b: u32) -> bool {
@@ -119,6 +225,23 @@ mod tests {
         assert_eq!(cache_aware(&t, 0, 0, &free, 2), 0, "no move where the original stays");
         let sibling_busy = idle(&[5, 6, 7]);
         assert_eq!(cache_aware(&t, 0, 5, &sibling_busy, 2), 5, "the original choice as fallback");
+    }
+
+    #[test]
+    fn each_rule_looks_to_the_cache_domain_where_it_says() {
+        let t = xeon();
+        for why in Move::ALL {
+            assert!(!Rule::Credit.looks_to_cache_domain(why));
+            assert!(Rule::CacheAwareSteals.looks_to_cache_domain(why));
+        }
+        let table = Move::ALL.map(|why| Rule::CacheAware.looks_to_cache_domain(why));
+        assert_eq!(table, [false, true, true, false], "Table 8.3 names the tickle and the tick");
+        assert_eq!(Rule::Credit.steal_order(&t, 3, 2), [4, 5, 6, 7, 0, 1, 2]);
+        assert_eq!(Rule::CacheAware.steal_order(&t, 3, 2), [4, 5, 6, 7, 0, 1, 2]);
+        assert_eq!(Rule::CacheAwareSteals.steal_order(&t, 3, 2), [2, 4, 5, 6, 7, 0, 1]);
+        let free = idle(&[1, 5, 6, 7]);
+        assert_eq!(Rule::Credit.at_tick(&t, 0, &free, &[1], 2), 5);
+        assert_eq!(Rule::CacheAware.at_tick(&t, 0, &free, &[1], 2), 1);
     }
 
     proptest! {

@@ -97,34 +97,9 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use switchyard_core::Topology;
 use switchyard_core::place::migrate;
+pub use switchyard_core::place::migrate::{Move, Rule};
 
 use super::cache::{CacheHierarchy, Caches};
-
-/// How VCPUs move (see the module docs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Rule {
-    /// Xen 3.3's credit scheduler.
-    Credit,
-    /// Table 8.3: a displaced or tick-migrated VCPU goes to an idle L2 sibling first.
-    CacheAware,
-    /// Table 8.3, and every steal (of a woken VCPU that waits, by a PCPU out of work) looks to
-    /// the L2 sibling first.
-    CacheAwareSteals,
-}
-
-impl Rule {
-    /// All three, in the order printed.
-    pub const ALL: [Self; 3] = [Self::Credit, Self::CacheAware, Self::CacheAwareSteals];
-
-    /// A short name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Credit => "credit (Xen 3.3)",
-            Self::CacheAware => "cache-aware (Table 8.3)",
-            Self::CacheAwareSteals => "cache-aware, steals too",
-        }
-    }
-}
 
 /// SPECweb2005's three workloads (Guo §4.1, notes §4.1) as request mixes, and L7-filter's
 /// userspace scheduler in Dom0 (ch. 4, 8).
@@ -438,33 +413,11 @@ impl XenOutcome {
     pub fn l2_per_answer(&self) -> f64 {
         self.l2_by_charge.iter().sum()
     }
-}
 
-/// Why a VCPU moved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Move {
-    /// Woken, found its PCPU busy and was taken by an idle one.
-    Wake,
-    /// Displaced by a woken VCPU that outranked it (the tickle), and taken by an idle PCPU.
-    Displace,
-    /// Moved by the tick's check.
-    Tick,
-    /// Stolen from another runqueue by a PCPU out of work.
-    Idle,
-}
-
-impl Move {
-    /// All four, in the order of [`XenOutcome::moves_by_cause`].
-    pub const ALL: [Self; 4] = [Self::Wake, Self::Displace, Self::Tick, Self::Idle];
-
-    /// A short name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Wake => "woken, taken by an idler",
-            Self::Displace => "displaced by a tickle",
-            Self::Tick => "tick's check",
-            Self::Idle => "stolen by an idle PCPU",
-        }
+    /// The share of L2 misses charged to `charge` (0 when there were none).
+    pub fn l2_share(&self, charge: Charge) -> f64 {
+        let total = self.l2_per_answer();
+        if total > 0.0 { self.l2_by_charge[charge as usize] / total } else { 0.0 }
     }
 }
 
@@ -768,8 +721,7 @@ impl<'a> Sim<'a> {
             self.enqueue(c, v);
             return;
         }
-        let steals = self.p.rule == Rule::CacheAwareSteals;
-        match self.idler(c, steals) {
+        match self.idler(c, self.p.rule.looks_to_cache_domain(Move::Wake)) {
             Some(d) => self.start(d, v, now, Move::Wake),
             None => self.enqueue(c, v),
         }
@@ -955,8 +907,7 @@ impl<'a> Sim<'a> {
             && self.best(c).is_some_and(|i| self.pcpus[c as usize].runq[i].0 >= self.vcpus[v].prio);
         if preempt || slice_over {
             self.pcpus[c as usize].current = None;
-            let aware = self.p.rule != Rule::Credit;
-            match self.idler(c, aware).filter(|_| preempt) {
+            match self.idler(c, self.p.rule.looks_to_cache_domain(Move::Displace)).filter(|_| preempt) {
                 Some(d) => self.start(d, v, now, Move::Displace),
                 None => self.enqueue(c, v),
             }
@@ -984,13 +935,7 @@ impl<'a> Sim<'a> {
             self.start(c, v, now, Move::Wake);
             return;
         }
-        let n = self.pcpus.len() as u32;
-        let mut order: Vec<u32> = (1..n).map(|step| (c + step) % n).collect();
-        if self.p.rule == Rule::CacheAwareSteals {
-            // Stable: the cache domain first, each part still in Xen's order.
-            order.sort_by_key(|&o| !self.same_l2(c, o));
-        }
-        for other in order {
+        for other in self.p.rule.steal_order(&self.topology, c, self.p.cache_depth) {
             if let Some(i) = self.best(other) {
                 let (_, _, v) = self.pcpus[other as usize].runq.remove(i);
                 self.start(c, v, now, Move::Idle);
@@ -1007,13 +952,7 @@ impl<'a> Sim<'a> {
             self.vcpus[v].prio = Prio::Under;
         }
         let idle = self.idle();
-        let original = migrate::credit_pick(&self.topology, c, &idle, &self.p.groupings);
-        let to = match self.p.rule {
-            Rule::Credit => original,
-            Rule::CacheAware | Rule::CacheAwareSteals => {
-                migrate::cache_aware(&self.topology, c, original, &idle, self.p.cache_depth)
-            }
-        };
+        let to = self.p.rule.at_tick(&self.topology, c, &idle, &self.p.groupings, self.p.cache_depth);
         if to != c {
             self.pcpus[c as usize].move_to = Some(to);
         }
