@@ -143,41 +143,32 @@ trait Blocking {
     fn unannounce(&self);
 }
 
-impl Blocking for Writer {
-    fn bell(&self) -> &Doorbell {
-        &self.space_ready
-    }
-    fn lifeline_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.lifeline.as_ref().map(AsFd::as_fd)
-    }
-    fn timeout(&self) -> Option<Duration> {
-        self.timeout
-    }
-    fn announce(&self) -> bool {
-        self.announce_wait()
-    }
-    fn unannounce(&self) {
-        self.end_wait();
-    }
+/// Both ends wait the same way; each names the doorbell it waits on (the writer for space, the
+/// reader for data).
+macro_rules! blocking_end {
+    ($end:ty, $bell:ident) => {
+        impl Blocking for $end {
+            fn bell(&self) -> &Doorbell {
+                &self.$bell
+            }
+            fn lifeline_fd(&self) -> Option<BorrowedFd<'_>> {
+                self.lifeline.as_ref().map(AsFd::as_fd)
+            }
+            fn timeout(&self) -> Option<Duration> {
+                self.timeout
+            }
+            fn announce(&self) -> bool {
+                self.announce_wait()
+            }
+            fn unannounce(&self) {
+                self.end_wait();
+            }
+        }
+    };
 }
 
-impl Blocking for Reader {
-    fn bell(&self) -> &Doorbell {
-        &self.data_ready
-    }
-    fn lifeline_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.lifeline.as_ref().map(AsFd::as_fd)
-    }
-    fn timeout(&self) -> Option<Duration> {
-        self.timeout
-    }
-    fn announce(&self) -> bool {
-        self.announce_wait()
-    }
-    fn unannounce(&self) {
-        self.end_wait();
-    }
-}
+blocking_end!(Writer, space_ready);
+blocking_end!(Reader, data_ready);
 
 /// The blocking ends' wait, one loop for both: tries `attempt` until it yields, spinning a
 /// while, then sleeping on the peer's doorbell (the handshake in the module docs) for a nap at
