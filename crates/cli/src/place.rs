@@ -27,7 +27,9 @@ use crate::report::{Format, print_rows};
 ///   moved-add            the same when worker w(N-1) is added to the other N-1
 ///
 ///   ns/decision          mean time of one placement against the final loads of the pass,
-///                        with a fresh placer (timed here, so noisy: benchmarks are in
+///                        with a fresh placer each pass, over 50 ms of placements or at
+///                        most 0.5 s in all, builds included, so a few keys are quick too
+///                        (timed here, so noisy: benchmarks are in
 ///                        `cargo bench -p switchyard-core`)
 ///
 /// Examples:

@@ -33,3 +33,26 @@ fn static_hashes_move_few_keys_and_round_robin_balances_perfectly() {
     let one = placement::measure(Policy::Hrw, &setup(1, 100), &|_| {}).unwrap();
     assert_eq!((one.moved_on_remove, one.moved_on_add), (None, None));
 }
+
+/// A handful of keys once made the ns/decision timing rebuild the placer until 50 ms of
+/// placement had been timed: for Maglev (a 65,537-entry table a build) on 10 keys that is half
+/// a million builds, minutes of work (issue 35, item 12). The measurement is bounded whatever
+/// the input; the timeout here only catches a hang, it is no speed claim.
+#[test]
+fn timing_is_bounded_on_a_few_keys_whatever_the_build_costs() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rows: Vec<_> = [Policy::Maglev, Policy::Ring, Policy::Hrw]
+            .into_iter()
+            .map(|p| placement::measure(p, &setup(8, 10), &|_| {}).unwrap())
+            .collect();
+        tx.send(rows).unwrap();
+    });
+    let rows = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("placing 10 keys with maglev, ring and hrw did not finish in 60 s");
+    for row in rows {
+        assert_eq!(row.keys, 10);
+        assert!(row.ns_per_decision > 0.0 && row.ns_per_decision.is_finite(), "{row:?}");
+    }
+}
