@@ -206,7 +206,7 @@ async fn listen(a: &ListenArgs) -> Result<()> {
     let every = a.show.every;
     while let Some(session) = listener.accept().await {
         eprintln!("switchyard tunnel: a session joined");
-        tokio::spawn(tunnel::serve(session.clone(), a.allow.clone()));
+        tokio::spawn(tunnel::serve(session.clone(), a.allow.clone(), log()));
         if every > 0.0 {
             tokio::spawn(show(session, every));
         }
@@ -249,7 +249,7 @@ async fn connect(a: &ConnectArgs) -> Result<()> {
     let mut forwards = tokio::task::JoinSet::new();
     for f in &a.forwards {
         eprintln!("switchyard tunnel: {} → {} (weight {})", f.local, f.target, f.weight);
-        forwards.spawn(tunnel::forward(session.clone(), f.clone()));
+        forwards.spawn(tunnel::forward(session.clone(), f.clone(), log()));
     }
     if a.show.every > 0.0 {
         tokio::spawn(show(session, a.show.every));
@@ -259,6 +259,11 @@ async fn connect(a: &ConnectArgs) -> Result<()> {
         done.context("a forward stopped")??;
     }
     Ok(())
+}
+
+/// Where the tunnel's lines about connections it could not carry go: standard error.
+fn log() -> tunnel::Log {
+    std::sync::Arc::new(|line| eprintln!("switchyard tunnel: {line}"))
 }
 
 /// The host in `host:port` (`[v6]:port` too).

@@ -23,6 +23,8 @@ enum Outcome {
     Finished,
     /// Cut off: what arrived, and why the session stopped.
     Cut(Cut, Stopped),
+    /// Reset: by whom, and why.
+    Reset(&'static str, String),
     /// The driver is gone without leaving an end (it panicked, or its runtime was shut down).
     Gone,
 }
@@ -93,8 +95,9 @@ impl Channel {
                 None => {
                     let end = self.end.lock().expect("never held across a panic").take();
                     self.ended = Some(match end {
-                        Some(End { tail, cut: None }) => (tail, Outcome::Finished),
-                        Some(End { tail, cut: Some((cut, why)) }) => (tail, Outcome::Cut(cut, why)),
+                        Some(End { tail, reset: Some((by, why)), .. }) => (tail, Outcome::Reset(by, why)),
+                        Some(End { tail, cut: None, .. }) => (tail, Outcome::Finished),
+                        Some(End { tail, cut: Some((cut, why)), .. }) => (tail, Outcome::Cut(cut, why)),
                         None => (VecDeque::new(), Outcome::Gone),
                     });
                 }
@@ -105,6 +108,7 @@ impl Channel {
             (Some(b), _) => Ok(Some(b)),
             (None, Outcome::Finished) => Ok(None),
             (None, Outcome::Cut(cut, why)) => Err(MuxError::Cut { cut: *cut, why: why.clone() }),
+            (None, Outcome::Reset(by, reason)) => Err(MuxError::Reset { channel: self.id, by, reason: reason.clone() }),
             (None, Outcome::Gone) => Err(MuxError::Ended),
         })
     }
@@ -147,6 +151,16 @@ impl Channel {
     pub async fn close(&mut self) -> Result<(), MuxError> {
         self.closed = true;
         self.commands.send(Command::Close { id: self.id }).await.map_err(|_| MuxError::Ended)
+    }
+
+    /// Abandons the channel both ways, as TCP's RST does: what has not been delivered is
+    /// dropped, and the peer's application gets `reason` as an error instead of an end (a
+    /// tunnel's far end says "target not allowed: HOST:PORT" this way). Reading and writing
+    /// here fail from now on.
+    pub async fn reset(&mut self, reason: impl Into<String>) -> Result<(), MuxError> {
+        self.closed = true;
+        let reason = reason.into();
+        self.commands.send(Command::Reset { id: self.id, reason }).await.map_err(|_| MuxError::Ended)
     }
 
     /// The channel's counters.
@@ -219,11 +233,16 @@ impl AsyncWrite for Channel {
         Poll::Ready(Ok(()))
     }
 
+    /// Waits for the session to take the close, as a write waits: a close dropped because the
+    /// command queue was full left the peer waiting for an end that never came.
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         ready!(self.as_mut().poll_flush(cx))?;
         if !self.closed {
             self.closed = true;
-            let _ = self.commands.try_send(Command::Close { id: self.id });
+            let (commands, id) = (self.commands.clone(), self.id);
+            self.writing =
+                Some(Box::pin(async move { commands.send(Command::Close { id }).await.map_err(|_| MuxError::Ended) }));
+            ready!(self.as_mut().poll_flush(cx))?;
         }
         Poll::Ready(Ok(()))
     }

@@ -27,8 +27,10 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// The protocol's name and version: a peer that is not ours fails on the first bytes.
-const MAGIC: [u8; 8] = *b"SYMUX\0\0\x02";
+/// The protocol's name and version: a peer that is not ours fails on the first bytes. Version
+/// 3 added the reset frame (a channel abandoned both ways, with its reason), which a version-2
+/// peer would take for a broken protocol.
+const MAGIC: [u8; 8] = *b"SYMUX\0\0\x03";
 
 /// A session's identity, chosen by the client.
 pub type SessionId = [u8; 16];
@@ -39,9 +41,19 @@ pub enum HelloError {
     /// The socket failed or closed.
     #[error("handshake: {0}")]
     Io(#[from] std::io::Error),
-    /// The peer does not speak this protocol (or another version of it).
-    #[error("the peer is not a switchyard mux endpoint of this version (first bytes {0:02x?})")]
+    /// The peer does not speak this protocol.
+    #[error("the peer is not a switchyard mux endpoint (first bytes {0:02x?})")]
     NotOurs([u8; 8]),
+    /// The peer speaks another version of this protocol.
+    #[error(
+        "the peer speaks version {theirs} of the mux protocol and this end version {ours}: run the same release of switchyard at both ends"
+    )]
+    Version {
+        /// The peer's version.
+        theirs: u8,
+        /// Ours.
+        ours: u8,
+    },
     /// The peer's proof is wrong: it does not hold the same key.
     #[error("the peer's key does not match ours: the handshake MAC is wrong")]
     BadKey,
@@ -97,6 +109,9 @@ fn mac(key: &[u8], role: &[u8], nonce: &[u8; 16], session: &SessionId, index: u1
 async fn read_magic<S: AsyncRead + Unpin>(s: &mut S) -> Result<(), HelloError> {
     let mut magic = [0u8; 8];
     s.read_exact(&mut magic).await?;
+    if magic[..7] == MAGIC[..7] && magic[7] != MAGIC[7] {
+        return Err(HelloError::Version { theirs: magic[7], ours: MAGIC[7] });
+    }
     if magic != MAGIC {
         return Err(HelloError::NotOurs(magic));
     }
@@ -233,5 +248,18 @@ mod tests {
             b.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
         });
         assert!(matches!(server, Err(HelloError::NotOurs(m)) if &m == b"GET / HT"));
+    }
+
+    #[tokio::test]
+    async fn a_peer_of_another_version_is_told_which() {
+        let (mut a, mut b) = tokio::io::duplex(1024);
+        let (server, _) = tokio::join!(accept(&mut a, b"k"), async {
+            let mut buf = [0u8; 24];
+            b.read_exact(&mut buf).await.unwrap();
+            b.write_all(b"SYMUX\0\0\x02 and the rest of a version-2 hello").await.unwrap();
+        });
+        let e = server.unwrap_err();
+        assert!(matches!(e, HelloError::Version { theirs: 2, ours: 3 }), "{e:?}");
+        assert!(e.to_string().contains("same release"), "{e}");
     }
 }

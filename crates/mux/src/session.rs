@@ -84,6 +84,11 @@ pub struct MuxConfig {
     /// carried is sent again on the others and a client re-opens it. Each end pings every
     /// connection a few times in this interval, so a quiet connection is not a dead one.
     pub dead_after: Duration,
+    /// Channels the peer opened that may wait for the application to accept them. One more
+    /// is refused: reset, with a reason its opener's application sees, and counted in
+    /// [`SessionReport::refused`]. Never dropped: a channel dropped here ended empty at the
+    /// peer, its first bytes read and thrown away.
+    pub accept_backlog: usize,
     /// TLS for every connection: a client's settings for [`Session::connect`], a server's for
     /// [`Listener::bind`]. `None`: frames travel in the clear (the keyed hello still keeps
     /// strangers out). TCP only: TLS is for networks, and a `unix:` or `shm:` peer is refused
@@ -110,6 +115,7 @@ impl Default for MuxConfig {
             idle_timeout: Duration::from_secs(60),
             linger: Duration::from_secs(60),
             dead_after: Duration::from_secs(15),
+            accept_backlog: 4096,
             tls: None,
         }
     }
@@ -156,6 +162,17 @@ pub enum MuxError {
         /// Why the session stopped.
         why: Stopped,
     },
+    /// The channel was reset, by the peer or by this end, and so abandoned both ways: what
+    /// had not been delivered is gone, as with TCP's RST.
+    #[error("channel {channel} was reset {by}: {reason}")]
+    Reset {
+        /// The channel.
+        channel: u32,
+        /// "by the peer" or "here".
+        by: &'static str,
+        /// Why.
+        reason: String,
+    },
     /// The configuration cannot work.
     #[error("configuration: {0}")]
     Config(String),
@@ -199,8 +216,16 @@ pub struct SessionReport {
     pub connections: usize,
     /// Connections lost so far.
     pub lost: u64,
-    /// Per channel, in id order.
+    /// Channels the peer opened and this end refused (reset) because
+    /// [`MuxConfig::accept_backlog`] channels were already waiting to be accepted.
+    pub refused: u64,
+    /// Channels reset so far, by either end (the refused included).
+    pub reset: u64,
+    /// Per channel, in id order: the channels live now.
     pub channels: Vec<ChannelReport>,
+    /// Channels finished both ways and forgotten since the session began, and their counters
+    /// added up (their `id` and `weight` are 0; `max_held_bytes` is the largest of theirs).
+    pub retired: (u64, ChannelReport),
 }
 
 pub(crate) enum Command {
@@ -208,6 +233,7 @@ pub(crate) enum Command {
     Write { id: u32, data: Bytes, reply: oneshot::Sender<Result<(), MuxError>> },
     SetWeight { id: u32, weight: f64, reply: oneshot::Sender<Result<(), MuxError>> },
     Close { id: u32 },
+    Reset { id: u32, reason: String },
     Report { reply: oneshot::Sender<SessionReport> },
 }
 
@@ -225,6 +251,9 @@ enum Event {
 pub struct Session {
     commands: mpsc::Sender<Command>,
     incoming: Arc<tokio::sync::Mutex<mpsc::Receiver<Channel>>>,
+    /// Wakes the driver when the application takes a channel: the queue has room for the
+    /// next one the peer opened.
+    room: Arc<Notify>,
 }
 
 impl std::fmt::Debug for Session {
@@ -271,7 +300,9 @@ impl Session {
 
     /// The next channel the peer opened; `None` once the session has ended.
     pub async fn accept(&self) -> Option<Channel> {
-        self.incoming.lock().await.recv().await
+        let channel = self.incoming.lock().await.recv().await;
+        self.room.notify_one();
+        channel
     }
 
     /// The session's counters.
@@ -600,6 +631,25 @@ const VIEW_EVERY: Duration = Duration::from_millis(5);
 /// How often an idle connection's `TCP_INFO` is read.
 const VIEW_IDLE: Duration = Duration::from_millis(50);
 
+/// Adds a retired channel's counters to the session's totals.
+fn add_up(totals: &mut ChannelReport, sent: ChannelStats, received: RecvStats) {
+    let (t, s) = (&mut totals.sent, sent);
+    t.sent_bytes += s.sent_bytes;
+    t.sent_frames += s.sent_frames;
+    t.resent_frames += s.resent_frames;
+    t.rescued_frames += s.rescued_frames;
+    t.idle_turns += s.idle_turns;
+    t.blocked_turns += s.blocked_turns;
+    let (t, r) = (&mut totals.received, received);
+    t.delivered_bytes += r.delivered_bytes;
+    t.delivered_frames += r.delivered_frames;
+    t.duplicates += r.duplicates;
+    t.max_held_bytes = t.max_held_bytes.max(r.max_held_bytes);
+    t.held_bytes_sum += r.held_bytes_sum;
+    t.arrivals += r.arrivals;
+    t.reorder_wait_ns += r.reorder_wait_ns;
+}
+
 /// Connections the driver should work on: those readable, and those writable with bytes
 /// waiting. Registers to be woken for the others.
 fn poll_ready(conns: &mut [Option<Conn>], cx: &mut std::task::Context<'_>) -> std::task::Poll<Vec<Ready>> {
@@ -635,6 +685,8 @@ pub(crate) struct End {
     pub(crate) tail: VecDeque<Bytes>,
     /// `None`: finished (every byte, then the peer's close); `Some`: cut off, and why.
     pub(crate) cut: Option<(Cut, Stopped)>,
+    /// Reset (by whom, and why): the application gets that instead of anything else.
+    pub(crate) reset: Option<(&'static str, String)>,
 }
 
 struct Ends {
@@ -644,6 +696,8 @@ struct Ends {
     held: std::sync::Weak<()>,
     pending: VecDeque<(Bytes, oneshot::Sender<Result<(), MuxError>>)>,
     close_when_sent: bool,
+    /// Reset, by whom and why: writes fail with it until the application lets go.
+    reset: Option<(&'static str, String)>,
 }
 
 struct Driver {
@@ -652,6 +706,10 @@ struct Driver {
     receiver: Receiver,
     conns: Vec<Option<Conn>>,
     lost: u64,
+    refused: u64,
+    resets: u64,
+    /// Channels retired, and their counters added up ([`SessionReport::retired`]).
+    retired: (u64, ChannelReport),
     ends: BTreeMap<u32, Ends>,
     next_id: u32,
     urgent: VecDeque<Frame>,
@@ -660,6 +718,10 @@ struct Driver {
     events: mpsc::Receiver<Event>,
     event_tx: mpsc::Sender<Event>,
     incoming: mpsc::Sender<Channel>,
+    /// Channels the peer opened that the queue to the application had no room for yet, in the
+    /// order they came: they wait here, never dropped (a dropped one ended empty at the peer,
+    /// its first bytes read and thrown away).
+    opened: VecDeque<Channel>,
     room: Arc<Notify>,
     started: Instant,
     /// The client's peer and session, for re-opening connections.
@@ -676,14 +738,21 @@ impl Driver {
         let (command_tx, commands) = mpsc::channel(64);
         let (event_tx, events) = mpsc::channel(256);
         let (incoming, incoming_rx) = mpsc::channel(64);
-        let session =
-            Session { commands: command_tx.clone(), incoming: Arc::new(tokio::sync::Mutex::new(incoming_rx)) };
+        let room = Arc::new(Notify::new());
+        let session = Session {
+            commands: command_tx.clone(),
+            incoming: Arc::new(tokio::sync::Mutex::new(incoming_rx)),
+            room: Arc::clone(&room),
+        };
         let driver = Self {
             sender: Sender::new(config.send),
             receiver: Receiver::new(config.recv),
             config,
             conns: Vec::new(),
             lost: 0,
+            refused: 0,
+            resets: 0,
+            retired: (0, ChannelReport::default()),
             ends: BTreeMap::new(),
             // Clients number their channels odd, servers even, so both can open at once.
             next_id: if client { 1 } else { 2 },
@@ -693,7 +762,8 @@ impl Driver {
             events,
             event_tx: event_tx.clone(),
             incoming,
-            room: Arc::new(Notify::new()),
+            opened: VecDeque::new(),
+            room,
             started: Instant::now(),
             redial,
             backoff: Vec::new(),
@@ -745,6 +815,7 @@ impl Driver {
                         alone_since = None;
                     }
                     self.keep_alive();
+                    self.retire_finished();
                     self.receiver.flush_acks();
                     if last_rebalance.elapsed() >= self.config.rebalance_every {
                         last_rebalance = Instant::now();
@@ -787,7 +858,7 @@ impl Driver {
                     ChannelEnd::Finished => None,
                     ChannelEnd::Cut(cut) => Some((cut, why.clone())),
                 };
-                *ends.end.lock().expect("never held across a panic") = Some(End { tail, cut });
+                *ends.end.lock().expect("never held across a panic") = Some(End { tail, cut, reset: None });
                 // Only now: the application looks for the end as soon as its queue closes.
                 ends.to_app = None;
             }
@@ -800,6 +871,62 @@ impl Driver {
                 let _ = tokio::time::timeout(limit, finish(conn)).await;
             });
         }
+    }
+
+    /// Forgets the channels finished both ways: every byte each way delivered, both closes
+    /// acknowledged, and the application's end handed its end. A tunnel opens a channel per
+    /// TCP connection; kept for ever, they made every turn of the driver, and every frame's
+    /// scheduling in the core, scan every channel the session had ever carried.
+    fn retire_finished(&mut self) {
+        let finished: Vec<u32> = self
+            .ends
+            .iter()
+            .filter(|(id, e)| match e.reset {
+                // Once the application has let go, and a reset sent from here was acknowledged.
+                Some(_) => {
+                    e.held.strong_count() == 0 && (!self.sender.has_channel(**id) || self.sender.is_delivered(**id))
+                }
+                None => {
+                    e.to_app.is_none()
+                        && e.pending.is_empty()
+                        && self.receiver.is_finished(**id)
+                        && self.sender.is_delivered(**id)
+                }
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in finished {
+            self.ends.remove(&id);
+            let (count, totals) = &mut self.retired;
+            *count += 1;
+            add_up(totals, self.sender.stats(id).unwrap_or_default(), self.receiver.stats(id).unwrap_or_default());
+            self.sender.forget(id);
+            self.receiver.retire(id);
+        }
+    }
+
+    /// Ends channel `id` for the application with a reset (`by` whom, and why): writes waiting
+    /// and to come fail with it, and reading ends with it.
+    fn end_reset(&mut self, id: u32, by: &'static str, reason: String) {
+        self.resets += 1;
+        let Some(ends) = self.ends.get_mut(&id) else { return };
+        let error = || MuxError::Reset { channel: id, by, reason: reason.clone() };
+        for (_, reply) in ends.pending.drain(..) {
+            let _ = reply.send(Err(error()));
+        }
+        *ends.end.lock().expect("never held across a panic") =
+            Some(End { tail: VecDeque::new(), cut: None, reset: Some((by, reason.clone())) });
+        ends.to_app = None;
+        ends.close_when_sent = true;
+        ends.reset = Some((by, reason));
+    }
+
+    /// Refuses a channel the peer opened: reset, with `reason`.
+    fn refuse(&mut self, channel: u32, reason: String) {
+        self.refused += 1;
+        self.resets += 1;
+        let _ = self.sender.reset(channel, reason);
+        self.receiver.abandon(channel);
     }
 
     /// Pings every connection a few times per [`MuxConfig::dead_after`], and takes one that
@@ -837,6 +964,9 @@ impl Driver {
                 let _ = reply.send(result);
             }
             Command::Write { id, data, reply } => match self.ends.get_mut(&id) {
+                Some(Ends { reset: Some((by, reason)), .. }) => {
+                    let _ = reply.send(Err(MuxError::Reset { channel: id, by, reason: reason.clone() }));
+                }
                 Some(ends) if !ends.close_when_sent => ends.pending.push_back((data, reply)),
                 _ => {
                     let _ = reply.send(Err(switchyard_core::carry::SendError::Closed(id).into()));
@@ -848,6 +978,13 @@ impl Driver {
             Command::Close { id } => {
                 if let Some(ends) = self.ends.get_mut(&id) {
                     ends.close_when_sent = true;
+                }
+            }
+            Command::Reset { id, reason } => {
+                if self.ends.get(&id).is_some_and(|e| e.reset.is_none()) {
+                    let _ = self.sender.reset(id, reason.clone());
+                    self.receiver.abandon(id);
+                    self.end_reset(id, "here", reason);
                 }
             }
             Command::Report { reply } => {
@@ -864,7 +1001,14 @@ impl Driver {
                     })
                     .collect();
                 let connections = self.conns.iter().flatten().count();
-                let _ = reply.send(SessionReport { connections, lost: self.lost, channels });
+                let _ = reply.send(SessionReport {
+                    connections,
+                    lost: self.lost,
+                    refused: self.refused,
+                    reset: self.resets,
+                    channels,
+                    retired: self.retired,
+                });
             }
         }
     }
@@ -882,6 +1026,7 @@ impl Driver {
                 held: std::sync::Weak::new(),
                 pending: VecDeque::new(),
                 close_when_sent: true,
+                reset: None,
             };
             self.ends.insert(id, ends);
             return None;
@@ -894,6 +1039,7 @@ impl Driver {
             held: Arc::downgrade(&held),
             pending: VecDeque::new(),
             close_when_sent: false,
+            reset: None,
         };
         self.ends.insert(id, ends);
         Some(Channel::new(id, commands, from_session, Arc::clone(&self.room), end, held))
@@ -1035,13 +1181,27 @@ impl Driver {
                     let _ = self.drop_broken(slot);
                     return false;
                 }
-                if !self.ends.contains_key(&channel) {
+                if !self.ends.contains_key(&channel) && !self.receiver.is_retired(channel) {
                     let _ = self.sender.adopt(channel, weight.unwrap_or(1.0), ordered);
-                    if let Some(ch) = self.channel_ends(channel) {
-                        let _ = self.incoming.try_send(ch);
+                    if self.opened.len() >= self.config.accept_backlog {
+                        let n = self.opened.len();
+                        self.refuse(
+                            channel,
+                            format!("refused: {n} channels were already waiting to be accepted at the far end (its accept backlog)"),
+                        );
+                    } else if let Some(ch) = self.channel_ends(channel) {
+                        self.opened.push_back(ch);
                     }
                 } else if let Some(w) = weight {
                     let _ = self.sender.adopt_weight(channel, w);
+                }
+                while let Some((id, reason)) = self.receiver.poll_reset() {
+                    self.sender.forget(id);
+                    if self.ends.contains_key(&id) {
+                        self.end_reset(id, "by the peer", reason);
+                    } else {
+                        self.resets += 1;
+                    }
                 }
             }
         }
@@ -1054,6 +1214,21 @@ impl Driver {
         let mut framed = 0;
         loop {
             let mut moved = false;
+            // Channels the peer opened, to the application as far as its queue has room.
+            while !self.opened.is_empty() {
+                match self.incoming.try_reserve() {
+                    Ok(permit) => {
+                        permit.send(self.opened.pop_front().expect("not empty"));
+                        moved = true;
+                    }
+                    // Nobody accepts any more: the channels go, and the driver sees them go.
+                    Err(mpsc::error::TrySendError::Closed(())) => {
+                        self.opened.clear();
+                        moved = true;
+                    }
+                    Err(mpsc::error::TrySendError::Full(())) => break,
+                }
+            }
             // Received bytes to the application, as far as its queues have room.
             for (id, ends) in &mut self.ends {
                 let mut dropped = false;
@@ -1089,7 +1264,7 @@ impl Driver {
                 if ends.to_app.is_some() && self.receiver.is_finished(*id) {
                     // Every byte is in the queue to the application: its end is clean.
                     *ends.end.lock().expect("never held across a panic") =
-                        Some(End { tail: VecDeque::new(), cut: None });
+                        Some(End { tail: VecDeque::new(), cut: None, reset: None });
                     ends.to_app = None;
                 }
                 // A channel the application dropped sends no more (its close may not have

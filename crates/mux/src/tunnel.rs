@@ -7,7 +7,10 @@
 //!
 //! A channel that is cut off (its session stopped before the peer's close, [`MuxError::Cut`])
 //! resets its TCP connection instead of closing it: a closed connection says "that was all",
-//! and a program at either end would take part of a transfer for the whole of it.
+//! and a program at either end would take part of a transfer for the whole of it. So does a
+//! channel the other end reset ([`MuxError::Reset`]): a target not allowed or refusing, or a
+//! client that reset its own connection. The reason travels with the reset, so both ends log
+//! the same sentence.
 
 use std::net::SocketAddr;
 
@@ -48,28 +51,55 @@ impl std::str::FromStr for Forward {
     }
 }
 
-/// Listens on `forward.local` and carries each connection over `session`. Runs until the
-/// listener fails.
-pub async fn forward(session: Session, forward: Forward) -> Result<(), MuxError> {
-    let listener = TcpListener::bind(forward.local)
-        .await
+/// Where a tunnel says what became of a connection it could not carry: one line for its
+/// operator ("target not allowed: HOST:PORT"). The binary prints them; a test collects them.
+pub type Log = std::sync::Arc<dyn Fn(String) + Send + Sync>;
+
+/// How long the far end waits for a target to take a connection before it resets the channel.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Listens on `forward.local`, with the deepest accept backlog the system allows (a burst of
+/// clients overflows a short one, and they then wait out SYN retries), and carries each
+/// connection over `session`. A connection the far end refuses (its target is not allowed,
+/// refuses or does not answer) is reset, and `log` says why. Runs until the listener fails.
+pub async fn forward(session: Session, forward: Forward, log: Log) -> Result<(), MuxError> {
+    let listener = listen(forward.local)
         .map_err(|source| MuxError::Io { what: format!("listening on {}", forward.local), source })?;
     loop {
-        let (mut tcp, _) = listener
+        let (mut tcp, from) = listener
             .accept()
             .await
             .map_err(|source| MuxError::Io { what: format!("accepting on {}", forward.local), source })?;
-        let (session, forward) = (session.clone(), forward.clone());
+        let (session, forward, log) = (session.clone(), forward.clone(), log.clone());
         tokio::spawn(async move {
-            let Ok(mut channel) = session.open(forward.weight, true).await else { return };
+            let mut channel = match session.open(forward.weight, true).await {
+                Ok(channel) => channel,
+                Err(e) => {
+                    log(format!("{from} → {}: no channel for it: {e}", forward.target));
+                    reset(&tcp);
+                    return;
+                }
+            };
             let name = forward.target.as_bytes();
             let mut header = Vec::with_capacity(2 + name.len());
             header.extend_from_slice(&(name.len() as u16).to_be_bytes());
             header.extend_from_slice(name);
             if channel.write_all(&header).await.is_err() {
+                reset(&tcp);
                 return;
             }
-            if tokio::io::copy_bidirectional(&mut tcp, &mut channel).await.is_err() {
+            if let Err(e) = tokio::io::copy_bidirectional(&mut tcp, &mut channel).await {
+                match mux_error(&e) {
+                    Some(MuxError::Reset { reason, .. }) => {
+                        log(format!("{from} → {}: the far end reset it: {reason}", forward.target));
+                    }
+                    Some(_) => {}
+                    // The client's side failed (it reset or aborted): the far end lets go of
+                    // the target's connection too.
+                    None => {
+                        let _ = channel.reset(format!("the client {from} reset its connection")).await;
+                    }
+                }
                 reset(&tcp);
             }
         });
@@ -77,32 +107,67 @@ pub async fn forward(session: Session, forward: Forward) -> Result<(), MuxError>
 }
 
 /// Serves a session's channels: connects each to the target its header names, if `allow`
-/// (when not empty) lists it.
-pub async fn serve(session: Session, allow: Vec<String>) {
+/// (when not empty) lists it. A target not allowed, refusing or not answering within
+/// [`CONNECT_TIMEOUT`] is logged here and reset there, with the same sentence, so the client
+/// sees a reset and both operators see why.
+pub async fn serve(session: Session, allow: Vec<String>, log: Log) {
     while let Some(channel) = session.accept().await {
-        let allow = allow.clone();
+        let (allow, log) = (allow.clone(), log.clone());
         tokio::spawn(async move {
-            let _ = serve_one(channel, &allow).await;
+            let _ = serve_one(channel, &allow, &log).await;
         });
     }
 }
 
-async fn serve_one(mut channel: Channel, allow: &[String]) -> std::io::Result<()> {
+async fn serve_one(mut channel: Channel, allow: &[String], log: &Log) -> std::io::Result<()> {
     let len = channel.read_u16().await? as usize;
     let mut name = vec![0u8; len];
     channel.read_exact(&mut name).await?;
-    let target = String::from_utf8(name).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let Ok(target) = String::from_utf8(name) else {
+        let _ = channel.reset("the target's name is not UTF-8").await;
+        return Ok(());
+    };
+    let refuse = async |channel: &mut Channel, why: String| {
+        log(why.clone());
+        let _ = channel.reset(why).await;
+    };
     if !allow.is_empty() && !allow.contains(&target) {
-        // Not ours to reach: the channel closes, and the client's connection with it.
-        channel.shutdown().await?;
+        refuse(&mut channel, format!("target not allowed: {target} (not among the listening end's --allow)")).await;
         return Ok(());
     }
-    let mut tcp = TcpStream::connect(&target).await?;
+    let mut tcp = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&target)).await {
+        Ok(Ok(tcp)) => tcp,
+        Ok(Err(e)) => {
+            refuse(&mut channel, format!("cannot connect to {target}: {e}")).await;
+            return Ok(());
+        }
+        Err(_) => {
+            refuse(&mut channel, format!("cannot connect to {target}: no answer in {CONNECT_TIMEOUT:?}")).await;
+            return Ok(());
+        }
+    };
     if let Err(e) = tokio::io::copy_bidirectional(&mut channel, &mut tcp).await {
+        // The target's side failed: the client is told with a reset.
+        if mux_error(&e).is_none() {
+            let _ = channel.reset(format!("the target {target} reset the connection")).await;
+        }
         reset(&tcp);
         return Err(e);
     }
     Ok(())
+}
+
+/// The channel's error inside an I/O error, if the channel's side is the one that failed.
+fn mux_error(e: &std::io::Error) -> Option<&MuxError> {
+    e.get_ref().and_then(|inner| inner.downcast_ref::<MuxError>())
+}
+
+/// A listener with the deepest backlog the system allows (`net.core.somaxconn` caps it).
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(u32::MAX)
 }
 
 /// Makes the connection's close an RST: the peer's next read or write fails, so it cannot take

@@ -250,12 +250,16 @@ async fn a_tunnel_carries_a_tcp_conversation_over_rings() {
     let mut listener = Listener::bind_to(peer.clone(), config(2)).await.unwrap();
     tokio::spawn(async move {
         while let Some(session) = listener.accept().await {
-            tokio::spawn(tunnel::serve(session, Vec::new()));
+            tokio::spawn(tunnel::serve(session, Vec::new(), std::sync::Arc::new(|_| {})));
         }
     });
     let session = Session::connect_to(peer, config(2)).await.unwrap();
     let local = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    tokio::spawn(tunnel::forward(session.clone(), Forward { local, target: echo_addr.to_string(), weight: 4.0 }));
+    tokio::spawn(tunnel::forward(
+        session.clone(),
+        Forward { local, target: echo_addr.to_string(), weight: 4.0 },
+        std::sync::Arc::new(|_| {}),
+    ));
     tokio::time::sleep(Duration::from_millis(50)).await;
     let data = pattern(9, 2_000_000);
     let back = tokio::time::timeout(Duration::from_secs(30), common::round_trip(local, &data))

@@ -182,7 +182,8 @@ async fn connections_cut_mid_transfer_lose_nothing() {
     }
     let report = session.report().await.unwrap();
     assert!(report.lost >= 2, "connections were lost: {report:?}");
-    let resent: u64 = report.channels.iter().map(|c| c.sent.resent_frames).sum();
+    // The channels finished and the session forgot them: their counters are in the totals.
+    let resent: u64 = report.channels.iter().chain([&report.retired.1]).map(|c| c.sent.resent_frames).sum();
     assert!(resent > 0, "frames in flight on the cut connections were sent again: {report:?}");
 }
 
@@ -366,7 +367,14 @@ async fn backlogged_channels_share_by_weight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tunnel_carries_a_tcp_conversation_and_refuses_targets_not_allowed() {
-    use switchyard_mux::tunnel::{self, Forward};
+    use switchyard_mux::tunnel::{self, Forward, Log};
+    // What each end logs.
+    let logs: [std::sync::Arc<std::sync::Mutex<Vec<String>>>; 2] = Default::default();
+    let log = |i: usize| -> Log {
+        let lines = std::sync::Arc::clone(&logs[i]);
+        std::sync::Arc::new(move |line| lines.lock().unwrap().push(line))
+    };
+    let far_log = log(0);
     // The far side's service.
     let echo_addr = common::echo_server().await;
     let scheme = Scheme::Stripe(ConnChoice::LeastQueued);
@@ -375,25 +383,34 @@ async fn a_tunnel_carries_a_tcp_conversation_and_refuses_targets_not_allowed() {
     let allowed = echo_addr.to_string();
     tokio::spawn(async move {
         while let Some(session) = listener.accept().await {
-            tokio::spawn(tunnel::serve(session, vec![allowed.clone()]));
+            tokio::spawn(tunnel::serve(session, vec![allowed.clone()], far_log.clone()));
         }
     });
     let session = Session::connect(addr, config(scheme, 2)).await.unwrap();
     // Pick free local ports by binding and releasing them.
     let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let (good, bad) = (free(), free());
-    tokio::spawn(tunnel::forward(session.clone(), Forward { local: good, target: echo_addr.to_string(), weight: 4.0 }));
-    tokio::spawn(tunnel::forward(session.clone(), Forward { local: bad, target: "127.0.0.1:9".into(), weight: 1.0 }));
+    let good_forward = Forward { local: good, target: echo_addr.to_string(), weight: 4.0 };
+    tokio::spawn(tunnel::forward(session.clone(), good_forward, log(1)));
+    let bad_forward = Forward { local: bad, target: "127.0.0.1:9".into(), weight: 1.0 };
+    tokio::spawn(tunnel::forward(session.clone(), bad_forward, log(1)));
     tokio::time::sleep(Duration::from_millis(50)).await;
 
     let data = pattern(9, 500_000);
     let back = common::round_trip(good, &data).await;
     assert!(back == data, "the echo came back whole");
 
+    // A target not allowed: the client sees a reset, not an empty answer, even after sending
+    // its request; and both ends say why.
     let mut refused = TcpStream::connect(bad).await.unwrap();
+    let _ = refused.write_all(b"GET / HTTP/1.0\r\n\r\n").await;
     let mut buf = Vec::new();
-    let n = tokio::time::timeout(Duration::from_secs(10), refused.read_to_end(&mut buf)).await.unwrap().unwrap_or(0);
-    assert_eq!(n, 0, "a target not allowed gets nothing and is closed");
+    let read = tokio::time::timeout(Duration::from_secs(10), refused.read_to_end(&mut buf)).await.unwrap();
+    assert_eq!(read.map_err(|e| e.kind()), Err(std::io::ErrorKind::ConnectionReset), "got {} bytes", buf.len());
+    let said = |i: usize| logs[i].lock().unwrap().join("\n");
+    for (i, end) in [(0, "far"), (1, "near")] {
+        assert!(said(i).contains("target not allowed: 127.0.0.1:9"), "the {end} end said: {:?}", said(i));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -431,7 +448,7 @@ async fn a_tunnel_whose_channel_is_cut_off_resets_its_tcp_connections_instead_of
     let addr = listener.local_addr();
     tokio::spawn(async move {
         while let Some(session) = listener.accept().await {
-            tokio::spawn(tunnel::serve(session, Vec::new()));
+            tokio::spawn(tunnel::serve(session, Vec::new(), std::sync::Arc::new(|_| {})));
         }
     });
     // Every connection is cut once 1 MB has gone through, and every later one at once.
@@ -444,7 +461,8 @@ async fn a_tunnel_whose_channel_is_cut_off_resets_its_tcp_connections_instead_of
     client_config.idle_timeout = Duration::from_millis(300);
     let session = Session::connect(proxy, client_config).await.unwrap();
     let local = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    tokio::spawn(tunnel::forward(session.clone(), Forward { local, target: sink_addr.to_string(), weight: 1.0 }));
+    let forward = Forward { local, target: sink_addr.to_string(), weight: 1.0 };
+    tokio::spawn(tunnel::forward(session.clone(), forward, std::sync::Arc::new(|_| {})));
     tokio::time::sleep(Duration::from_millis(50)).await;
     let mut c = TcpStream::connect(local).await.unwrap();
     let data = pattern(5, 4_000_000);

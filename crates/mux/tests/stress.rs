@@ -357,7 +357,7 @@ async fn round(addr: SocketAddr, chaos: Arc<dyn Chaos>, seed: u64, tally: &mut T
     }
     if let Ok(report) = session.report().await {
         tally.lost += report.lost;
-        tally.resent += report.channels.iter().map(|c| c.sent.resent_frames).sum::<u64>();
+        tally.resent += report.channels.iter().chain([&report.retired.1]).map(|c| c.sent.resent_frames).sum::<u64>();
     }
     tally.rounds += 1;
     let what = format!(

@@ -23,6 +23,7 @@
 //! | 3 | [`Frame::Close`] | 0 | data frames the channel carried in all | none |
 //! | 4 | [`Frame::Credit`] | 0 | cumulative acknowledgement: every data frame below it has arrived; one more than a closed channel's frame count acknowledges its `Close` as well | the limit, a `u64`: the sender may send frames numbered below it |
 //! | 5 | [`Frame::Ping`] | bit 0: this is the reply | a nonce the reply echoes | none |
+//! | 6 | [`Frame::Reset`] | 0 | 0 | why, in UTF-8 (at most [`MAX_REASON`] bytes) |
 //!
 //! The decoder is strict: an unknown type or flag, a length that does not fit the type, a weight
 //! that is not a positive finite number or a payload longer than the receiver's limit is a
@@ -45,6 +46,10 @@ const SET_WEIGHT: u8 = 2;
 const CLOSE: u8 = 3;
 const CREDIT: u8 = 4;
 const PING: u8 = 5;
+const RESET: u8 = 6;
+
+/// The longest reason a [`Frame::Reset`] carries, in bytes.
+pub const MAX_REASON: u32 = 1024;
 
 /// `Open`: the channel delivers frames as they arrive, not in sequence order.
 const UNORDERED: u8 = 0x01;
@@ -97,6 +102,16 @@ pub enum Frame {
         /// The sender may send data frames numbered below this.
         limit: u64,
     },
+    /// The channel is abandoned, both ways: the sender of the reset discards what it had not
+    /// delivered and takes no more, and the receiver's application sees an error carrying
+    /// `reason` instead of an end (TCP's RST, with a sentence). Acknowledged as a close is,
+    /// by a credit past the last frame.
+    Reset {
+        /// The channel.
+        channel: u32,
+        /// Why, for the people at the other end (`target not allowed: HOST:PORT`).
+        reason: String,
+    },
     /// A round-trip probe on one connection, or its reply.
     Ping {
         /// Echoed by the reply (the sender's clock, typically).
@@ -110,7 +125,7 @@ pub enum Frame {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum FrameError {
     /// The type byte names no frame.
-    #[error("unknown frame type {0} (known: 0 data, 1 open, 2 set-weight, 3 close, 4 credit, 5 ping)")]
+    #[error("unknown frame type {0} (known: 0 data, 1 open, 2 set-weight, 3 close, 4 credit, 5 ping, 6 reset)")]
     UnknownType(u8),
     /// A flag bit the frame type does not define is set.
     #[error("{kind} frame with undefined flags {flags:#04x}")]
@@ -140,6 +155,9 @@ pub enum FrameError {
         /// What the type takes.
         expected: &'static str,
     },
+    /// A reset's reason that is not UTF-8.
+    #[error("reset frame whose reason is not UTF-8")]
+    Reason,
     /// A weight that is not a positive finite number.
     #[error("{kind} frame with weight {weight}; a weight is a positive finite number")]
     Weight {
@@ -176,6 +194,7 @@ fn kind_name(kind: u8) -> &'static str {
         CLOSE => "close",
         CREDIT => "credit",
         PING => "ping",
+        RESET => "reset",
         _ => "unknown",
     }
 }
@@ -188,7 +207,8 @@ impl Frame {
             | Self::Open { channel, .. }
             | Self::SetWeight { channel, .. }
             | Self::Close { channel, .. }
-            | Self::Credit { channel, .. } => channel,
+            | Self::Credit { channel, .. }
+            | Self::Reset { channel, .. } => channel,
             Self::Ping { .. } => SESSION_CHANNEL,
         }
     }
@@ -198,6 +218,7 @@ impl Frame {
         HEADER_LEN
             + match self {
                 Self::Data { payload, .. } => payload.len(),
+                Self::Reset { reason, .. } => cut_reason(reason).len(),
                 Self::Open { .. } | Self::SetWeight { .. } | Self::Credit { .. } => 8,
                 Self::Close { .. } | Self::Ping { .. } => 0,
             }
@@ -208,7 +229,8 @@ impl Frame {
     /// # Panics
     ///
     /// If the frame could not be decoded: an empty or over-4-GiB data payload, or a weight that
-    /// is not a positive finite number. Those are the caller's bugs, not the peer's.
+    /// is not a positive finite number. Those are the caller's bugs, not the peer's. (A reset's
+    /// reason longer than [`MAX_REASON`] is cut, at a character's edge.)
     pub fn encode(&self, dst: &mut BytesMut) {
         if let Some(payload) = self.encode_head(dst) {
             dst.put_slice(&payload);
@@ -237,6 +259,7 @@ impl Frame {
             }
             Self::Close { frames, .. } => (CLOSE, 0, *frames, 0),
             Self::Credit { ack, .. } => (CREDIT, 0, *ack, 8),
+            Self::Reset { reason, .. } => (RESET, 0, 0, cut_reason(reason).len() as u32),
             Self::Ping { nonce, pong } => (PING, if *pong { PONG } else { 0 }, *nonce, 0),
         };
         dst.reserve(HEADER_LEN + 8);
@@ -249,6 +272,7 @@ impl Frame {
             Self::Data { payload, .. } => return Some(payload.clone()),
             Self::Open { weight, .. } | Self::SetWeight { weight, .. } => dst.put_f64(*weight),
             Self::Credit { limit, .. } => dst.put_u64(*limit),
+            Self::Reset { reason, .. } => dst.put_slice(cut_reason(reason).as_bytes()),
             Self::Close { .. } | Self::Ping { .. } => {}
         }
         None
@@ -276,6 +300,9 @@ impl Frame {
                 return Err(FrameError::Weight { kind: name, weight });
             }
         }
+        if kind == RESET && std::str::from_utf8(&src[HEADER_LEN..HEADER_LEN + len as usize]).is_err() {
+            return Err(FrameError::Reason);
+        }
         src.advance(HEADER_LEN);
         let mut payload = src.split_to(len as usize).freeze();
         let frame = match kind {
@@ -291,6 +318,7 @@ impl Frame {
             CLOSE => Self::Close { channel, frames: seq },
             CREDIT => Self::Credit { channel, ack: seq, limit: payload.get_u64() },
             PING => Self::Ping { nonce: seq, pong: flags & PONG != 0 },
+            RESET => Self::Reset { channel, reason: String::from_utf8_lossy(&payload).into_owned() },
             _ => unreachable!("check_header refused it"),
         };
         Ok(Some(frame))
@@ -307,6 +335,7 @@ fn check_header(kind: u8, flags: u8, channel: u32, seq: u64, len: u32, max_paylo
         SET_WEIGHT | CREDIT => (0, "8 bytes"),
         CLOSE => (0, "none"),
         PING => (PONG, "none"),
+        RESET => (0, "at most 1024 bytes"),
         _ => return Err(FrameError::UnknownType(kind)),
     };
     if flags & !allowed_flags != 0 {
@@ -318,6 +347,7 @@ fn check_header(kind: u8, flags: u8, channel: u32, seq: u64, len: u32, max_paylo
     let fits = match kind {
         DATA => len > 0,
         OPEN | SET_WEIGHT | CREDIT => len == 8,
+        RESET => len <= MAX_REASON,
         _ => len == 0,
     };
     if kind == DATA && len > max_payload {
@@ -326,10 +356,19 @@ fn check_header(kind: u8, flags: u8, channel: u32, seq: u64, len: u32, max_paylo
     if !fits {
         return Err(FrameError::Length { kind: name, len, expected });
     }
-    if matches!(kind, OPEN | SET_WEIGHT) && seq != 0 {
+    if matches!(kind, OPEN | SET_WEIGHT | RESET) && seq != 0 {
         return Err(FrameError::NotZero { kind: name, field: "sequence field", value: seq });
     }
     Ok(())
+}
+
+/// A reason as sent: at most [`MAX_REASON`] bytes, cut at a character's edge.
+fn cut_reason(reason: &str) -> &str {
+    let mut end = reason.len().min(MAX_REASON as usize);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    &reason[..end]
 }
 
 fn valid_weight(w: f64) -> bool {
@@ -360,6 +399,7 @@ mod tests {
                 limit
             }),
             (any::<u64>(), any::<bool>()).prop_map(|(nonce, pong)| Frame::Ping { nonce, pong }),
+            (1u32.., "[a-zé :0-9.]{0,200}").prop_map(|(channel, reason)| Frame::Reset { channel, reason }),
         ]
     }
 
@@ -424,6 +464,11 @@ mod tests {
             (header(PING, 0, 3, 0, 0), FrameError::Channel { kind: "ping", channel: 3 }),
             (header(CLOSE, 0, 0, 0, 0), FrameError::Channel { kind: "close", channel: 0 }),
             (header(OPEN, 0, 1, 5, 8), FrameError::NotZero { kind: "open", field: "sequence field", value: 5 }),
+            (
+                header(RESET, 0, 1, 0, 2000),
+                FrameError::Length { kind: "reset", len: 2000, expected: "at most 1024 bytes" },
+            ),
+            (header(RESET, 0, 0, 0, 0), FrameError::Channel { kind: "reset", channel: 0 }),
         ];
         for (mut bytes, want) in cases {
             let before = bytes.len();
@@ -455,6 +500,22 @@ mod tests {
         Frame::Open { channel: 3, weight: 0.5, ordered: false }.encode(&mut b);
         assert_eq!(&b[..2], &[OPEN, UNORDERED]);
         assert_eq!(&b[HEADER_LEN..], &0.5f64.to_be_bytes());
+    }
+
+    #[test]
+    fn a_reset_carries_its_reason_cut_to_the_limit_and_refuses_bytes_that_are_not_text() {
+        let long = "é".repeat(600);
+        let mut b = BytesMut::new();
+        Frame::Reset { channel: 5, reason: long.clone() }.encode(&mut b);
+        assert_eq!(b.len(), HEADER_LEN + 1024);
+        match Frame::decode(&mut b, DEFAULT_MAX_PAYLOAD) {
+            Ok(Some(Frame::Reset { channel: 5, reason })) => assert_eq!(reason, long[..1024]),
+            other => panic!("{other:?}"),
+        }
+        let mut b = header(RESET, 0, 5, 0, 2);
+        b.put_slice(&[0xff, 0xfe]);
+        assert_eq!(Frame::decode(&mut b, DEFAULT_MAX_PAYLOAD), Err(FrameError::Reason));
+        assert_eq!(b.len(), HEADER_LEN + 2, "nothing is taken from a refused frame");
     }
 
     #[test]

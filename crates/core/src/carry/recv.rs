@@ -164,12 +164,64 @@ pub struct Receiver {
     held: ReorderBuffer<(Nanos, Bytes)>,
     /// Channels whose credit should be sent.
     credit_due: BTreeSet<u32>,
+    /// Channels finished and forgotten ([`Receiver::retire`]).
+    retired: Retired,
+    /// Retired channels owed a credit that acknowledges everything (their close included).
+    retired_due: BTreeSet<u32>,
+    /// Channels the peer reset, and why, for the driver to end ([`Receiver::poll_reset`]).
+    resets: VecDeque<(u32, String)>,
+}
+
+/// Channel ids retired, as runs of consecutive ids of one parity (each end numbers the channels
+/// it opens in steps of two), so that a session that carried a million short channels beside
+/// one long one holds a few runs, not a million ids.
+#[derive(Debug, Default)]
+struct Retired {
+    /// Per parity, the runs: first index → one past the last (an id's index is `id / 2`).
+    runs: [BTreeMap<u32, u32>; 2],
+}
+
+impl Retired {
+    fn contains(&self, id: u32) -> bool {
+        let (runs, i) = (&self.runs[(id % 2) as usize], id / 2);
+        runs.range(..=i).next_back().is_some_and(|(_, end)| i < *end)
+    }
+
+    fn insert(&mut self, id: u32) {
+        if self.contains(id) {
+            return;
+        }
+        let (runs, i) = (&mut self.runs[(id % 2) as usize], id / 2);
+        let (mut start, mut end) = (i, i + 1);
+        if let Some((&s, &e)) = runs.range(..i).next_back()
+            && e == i
+        {
+            runs.remove(&s);
+            start = s;
+        }
+        if let Some(e) = runs.remove(&end) {
+            end = e;
+        }
+        runs.insert(start, end);
+    }
+
+    fn runs(&self) -> usize {
+        self.runs[0].len() + self.runs[1].len()
+    }
 }
 
 impl Receiver {
     /// A receiver with no channels.
     pub fn new(config: RecvConfig) -> Self {
-        Self { config, channels: BTreeMap::new(), held: ReorderBuffer::new(), credit_due: BTreeSet::new() }
+        Self {
+            config,
+            channels: BTreeMap::new(),
+            held: ReorderBuffer::new(),
+            credit_due: BTreeSet::new(),
+            retired: Retired::default(),
+            retired_due: BTreeSet::new(),
+            resets: VecDeque::new(),
+        }
     }
 
     fn channel(&mut self, id: u32) -> &mut Channel {
@@ -198,6 +250,15 @@ impl Receiver {
     /// A channel is known from its first frame of any kind, since its `Open` may travel on a
     /// slower connection than its first data.
     pub fn on_frame(&mut self, now: Nanos, frame: Frame) -> Result<(), RecvError> {
+        let channel = frame.channel();
+        if channel != super::frame::SESSION_CHANNEL && self.retired.contains(channel) {
+            // A copy that was in flight when the channel finished (sent again after a
+            // connection died): the sender is owed the acknowledgement it may have missed.
+            if matches!(frame, Frame::Data { .. } | Frame::Close { .. } | Frame::Reset { .. }) {
+                self.retired_due.insert(channel);
+            }
+            return Ok(());
+        }
         match frame {
             Frame::Open { channel, ordered, weight } => {
                 let ch = self.channel(channel);
@@ -234,6 +295,14 @@ impl Receiver {
                 Ok(())
             }
             Frame::Data { channel, seq, payload } => self.on_data(now, channel, seq, payload),
+            Frame::Reset { channel, reason } => {
+                // What it carried is dropped, as TCP's RST drops it: the application gets the
+                // reason instead, and the peer an acknowledgement of everything.
+                self.abandon(channel);
+                self.retired_due.insert(channel);
+                self.resets.push_back((channel, reason));
+                Ok(())
+            }
             _ => Ok(()),
         }
     }
@@ -339,6 +408,51 @@ impl Receiver {
         self.credit_due.extend(self.channels.keys().copied());
     }
 
+    /// Forgets a [finished](Receiver::is_finished) channel, so that a session that carries many
+    /// short channels holds only the live ones (each data frame sums the live channels'
+    /// weights). Its id is remembered as retired, in runs: a frame of it that comes later (a
+    /// copy sent again after a connection died) is dropped, not taken for a new channel, and
+    /// answered with a credit acknowledging everything, the close included, so the sender
+    /// can finish too. One such credit is sent at once, in case the last one died with its
+    /// connection. Returns `false`, and forgets nothing, if the channel has not finished.
+    pub fn retire(&mut self, channel: u32) -> bool {
+        if !self.is_finished(channel) {
+            return false;
+        }
+        self.held.forget(FlowId(u64::from(channel)));
+        self.channels.remove(&channel);
+        self.credit_due.remove(&channel);
+        self.retired.insert(channel);
+        self.retired_due.insert(channel);
+        true
+    }
+
+    /// Forgets a channel whatever its state (this end reset it, or the peer did): what it holds
+    /// is dropped and its id retired, so that what the peer still sends on it is dropped and
+    /// acknowledged.
+    pub fn abandon(&mut self, channel: u32) {
+        self.held.forget(FlowId(u64::from(channel)));
+        self.channels.remove(&channel);
+        self.credit_due.remove(&channel);
+        self.retired.insert(channel);
+    }
+
+    /// The next channel the peer reset, and its reason: the channel is already forgotten here
+    /// ([`Receiver::abandon`]); the driver ends it for the application with the reason.
+    pub fn poll_reset(&mut self) -> Option<(u32, String)> {
+        self.resets.pop_front()
+    }
+
+    /// Whether the channel was [retired](Receiver::retire).
+    pub fn is_retired(&self, channel: u32) -> bool {
+        self.retired.contains(channel)
+    }
+
+    /// Runs of retired ids held (the memory retirement keeps: two numbers a run).
+    pub fn retired_runs(&self) -> usize {
+        self.retired.runs()
+    }
+
     /// Channels known, in id order.
     pub fn channels(&self) -> impl Iterator<Item = u32> + '_ {
         self.channels.keys().copied()
@@ -362,6 +476,10 @@ impl Receiver {
 
     /// The next credit frame to send (on any connection).
     pub fn poll_credit(&mut self) -> Option<Frame> {
+        if let Some(channel) = self.retired_due.pop_first() {
+            // Everything arrived: an acknowledgement past any frame number.
+            return Some(Frame::Credit { channel, ack: u64::MAX, limit: 0 });
+        }
         let channel = self.credit_due.pop_first()?;
         let window = self.window_of(channel);
         let ch = self.channels.get_mut(&channel)?;
@@ -399,6 +517,46 @@ mod tests {
         }
         // Σw ≈ 4: channel 1 gets a quarter, channel 3 three quarters, channel 5 the floor.
         assert_eq!(credit_of(&mut rx), [(1, 249), (3, 749), (5, 10)]);
+    }
+
+    #[test]
+    fn retired_ids_are_kept_as_runs_whatever_the_order() {
+        let mut r = Retired::default();
+        // Odd ids (a client's) retired out of order, and one long-lived channel (11) among them.
+        for id in [1, 5, 3, 9, 13, 7, 15] {
+            r.insert(id);
+        }
+        assert!([1, 3, 5, 7, 9, 13, 15].iter().all(|&id| r.contains(id)));
+        assert!(!r.contains(11) && !r.contains(17) && !r.contains(2), "only what was retired");
+        assert_eq!(r.runs(), 2, "1..=9 and 13..=15");
+        r.insert(11);
+        assert_eq!(r.runs(), 1);
+        r.insert(4);
+        assert!(r.contains(4) && !r.contains(6) && !r.contains(5 + 1));
+        assert_eq!(r.runs(), 2);
+    }
+
+    #[test]
+    fn a_retired_channel_is_not_reborn_by_a_late_copy_and_its_sender_is_answered() {
+        let mut rx = Receiver::new(RecvConfig { window: 100, min_window: 4 });
+        let data = |seq, b: &'static [u8]| Frame::Data { channel: 3, seq, payload: Bytes::from_static(b) };
+        rx.on_frame(Nanos(0), Frame::Open { channel: 3, weight: 1.0, ordered: true }).unwrap();
+        rx.on_frame(Nanos(0), data(0, b"once")).unwrap();
+        assert!(!rx.retire(3), "not finished: nothing forgotten");
+        rx.on_frame(Nanos(0), Frame::Close { channel: 3, frames: 1 }).unwrap();
+        assert!(!rx.retire(3), "finished only once read");
+        assert_eq!(rx.read(3).as_deref(), Some(&b"once"[..]));
+        while rx.poll_credit().is_some() {}
+        assert!(rx.retire(3));
+        assert_eq!(rx.poll_credit(), Some(Frame::Credit { channel: 3, ack: u64::MAX, limit: 0 }));
+        assert_eq!(rx.poll_credit(), None);
+        // The first frame again, and the close, sent again after a connection died.
+        rx.on_frame(Nanos(1), data(0, b"once")).unwrap();
+        rx.on_frame(Nanos(1), Frame::Close { channel: 3, frames: 1 }).unwrap();
+        assert_eq!(rx.read(3), None, "not delivered twice");
+        assert_eq!(rx.channels().count(), 0, "not taken for a new channel");
+        assert_eq!(rx.poll_credit(), Some(Frame::Credit { channel: 3, ack: u64::MAX, limit: 0 }));
+        assert!(rx.is_retired(3) && !rx.is_retired(5));
     }
 
     #[test]

@@ -127,8 +127,11 @@ struct Channel {
     closing: bool,
     /// The connection the `Close` went on, once sent.
     close_sent: Option<usize>,
-    /// The receiver has acknowledged the `Close`: it has every frame and knows there are no more.
+    /// The receiver has acknowledged the `Close` (or the `Reset`): it has every frame and knows
+    /// there are no more.
     close_acked: bool,
+    /// The channel was reset from this end, and why: a `Reset` goes instead of a `Close`.
+    reset: Option<String>,
     /// Frames below this number have been rescued (sent a second time) already.
     rescued_below: u64,
     /// `stats.sent_bytes` at the last re-balance.
@@ -237,12 +240,13 @@ impl Sender {
             .channels
             .iter()
             .filter(|(_, ch)| !ch.close_acked)
-            .map(|(&channel, ch)| match ch.opened_here {
-                true => Frame::Open { channel, weight: ch.weight, ordered: ch.ordered },
-                false => Frame::SetWeight { channel, weight: ch.weight },
+            .map(|(&channel, ch)| match (&ch.reset, ch.opened_here) {
+                (Some(reason), _) => Frame::Reset { channel, reason: reason.clone() },
+                (None, true) => Frame::Open { channel, weight: ch.weight, ordered: ch.ordered },
+                (None, false) => Frame::SetWeight { channel, weight: ch.weight },
             })
             .collect();
-        self.control.retain(|f| !matches!(f, Frame::Open { .. } | Frame::SetWeight { .. }));
+        self.control.retain(|f| !matches!(f, Frame::Open { .. } | Frame::SetWeight { .. } | Frame::Reset { .. }));
         self.control.extend(announce);
         self.repin();
     }
@@ -286,6 +290,7 @@ impl Sender {
                 closing: false,
                 close_sent: None,
                 close_acked: false,
+                reset: None,
                 rescued_below: 0,
                 sent_at_rebalance: 0,
                 owed: 0.0,
@@ -379,6 +384,47 @@ impl Sender {
     /// close: the peer's application will read to its end.
     pub fn is_delivered(&self, channel: u32) -> bool {
         self.channels.get(&channel).is_some_and(|c| c.close_acked && c.unacked.is_empty())
+    }
+
+    /// Abandons a channel, both ways: what it had not delivered is dropped, and a
+    /// [`Frame::Reset`] with `reason` goes instead of a close. The reset is acknowledged as a
+    /// close is, and is sent again if its connection dies first; once it is acknowledged the
+    /// channel is [delivered](Sender::is_delivered), and may be forgotten.
+    pub fn reset(&mut self, channel: u32, reason: String) -> Result<(), SendError> {
+        let ch = self.channels.get_mut(&channel).ok_or(SendError::NoChannel(channel))?;
+        if ch.reset.is_some() {
+            return Ok(());
+        }
+        ch.queue.clear();
+        ch.queued = 0;
+        ch.unacked.clear();
+        ch.acked = ch.next_seq;
+        ch.closing = true;
+        ch.reset = Some(reason.clone());
+        self.resend.retain(|(c, _)| *c != channel);
+        self.control.retain(|f| f.channel() != channel);
+        self.control.push_back(Frame::Reset { channel, reason });
+        Ok(())
+    }
+
+    /// Forgets a channel: its state, its place in the schedulers and any frame of it still
+    /// waiting. A driver calls this once the channel is [delivered](Sender::is_delivered) and
+    /// its other direction has finished too, so that a session carrying many short channels
+    /// (a tunnel's connections) holds and scans only the live ones: every pick, close and
+    /// rescue looks at each channel held. A credit for a forgotten channel is ignored.
+    pub fn forget(&mut self, channel: u32) {
+        if self.channels.remove(&channel).is_none() {
+            return;
+        }
+        self.control.retain(|f| f.channel() != channel);
+        self.resend.retain(|(c, _)| *c != channel);
+        self.striped.remove(channel);
+        for group in self.pinned.values_mut() {
+            group.remove(channel);
+        }
+        if matches!(self.config.scheme, Scheme::Pin { .. }) {
+            self.repin();
+        }
     }
 
     /// The receiver's credit for a channel: frames below `ack` arrived, frames below `limit` may
@@ -494,10 +540,9 @@ impl Sender {
     }
 
     fn close_frame(&mut self, slot: usize) -> Option<Frame> {
-        let (&channel, ch) = self
-            .channels
-            .iter_mut()
-            .find(|(_, c)| c.closing && c.queued == 0 && c.close_sent.is_none() && !c.close_acked)?;
+        let (&channel, ch) = self.channels.iter_mut().find(|(_, c)| {
+            c.closing && c.queued == 0 && c.close_sent.is_none() && !c.close_acked && c.reset.is_none()
+        })?;
         ch.close_sent = Some(slot);
         Some(Frame::Close { channel, frames: ch.next_seq })
     }
@@ -679,6 +724,38 @@ mod tests {
             tx.write(id, Bytes::from(vec![0u8; 10 << 20])).unwrap();
         }
         tx
+    }
+
+    #[test]
+    fn a_reset_drops_what_was_not_delivered_and_is_sent_again_until_acknowledged() {
+        use super::super::{Receiver, RecvConfig};
+        let mut tx = Sender::new(SendConfig { max_frame: 4, ..SendConfig::default() });
+        tx.connection_up(0);
+        tx.connection_up(1);
+        tx.open(1, 1.0, true).unwrap();
+        tx.write(1, Bytes::from_static(b"abcdefgh")).unwrap();
+        let mut rx = Receiver::new(RecvConfig::default());
+        // The open and the first frame go on connection 0; then the application gives up.
+        for _ in 0..2 {
+            rx.on_frame(Nanos(0), tx.poll_transmit(Nanos(0), 0).unwrap()).unwrap();
+        }
+        tx.reset(1, "target refused".into()).unwrap();
+        assert_eq!(tx.poll_transmit(Nanos(0), 0), Some(Frame::Reset { channel: 1, reason: "target refused".into() }));
+        assert_eq!(tx.poll_transmit(Nanos(0), 0), None, "neither the rest of the bytes nor a close");
+        assert!(!tx.is_delivered(1));
+        // The connection that carried the reset dies: it goes again on the other.
+        tx.connection_lost(0);
+        let again = tx.poll_transmit(Nanos(0), 1).unwrap();
+        assert_eq!(again, Frame::Reset { channel: 1, reason: "target refused".into() });
+        rx.on_frame(Nanos(1), again).unwrap();
+        assert_eq!(rx.poll_reset(), Some((1, "target refused".into())));
+        assert_eq!(rx.read(1), None, "what arrived before the reset is dropped with it");
+        while let Some(Frame::Credit { channel, ack, limit }) = rx.poll_credit() {
+            tx.on_credit(channel, ack, limit);
+        }
+        assert!(tx.is_delivered(1) && tx.is_idle(), "the reset was acknowledged");
+        tx.forget(1);
+        assert!(!tx.has_channel(1));
     }
 
     /// Sends `frames` data frames, connections asking in turn; returns bytes per channel and

@@ -25,6 +25,9 @@ struct Plan {
     moves: Vec<u8>,
     /// Kill a connection at these steps (its frames in flight are lost), then re-open it later.
     kills: Vec<u16>,
+    /// Forget each channel on both sides once it has finished (as the mux driver does), while
+    /// copies of its frames may still be in flight.
+    retire: bool,
 }
 
 fn schemes() -> impl Strategy<Value = Scheme> {
@@ -43,8 +46,16 @@ fn plans() -> impl Strategy<Value = Plan> {
         proptest::collection::vec(0usize..20_000, 1..6),
         proptest::collection::vec(any::<u8>(), 500..3000),
         proptest::collection::vec(any::<u16>(), 0..4),
+        any::<bool>(),
     )
-        .prop_map(|(scheme, conns, sizes, moves, kills)| Plan { scheme, conns, sizes, moves, kills })
+        .prop_map(|(scheme, conns, sizes, moves, kills, retire)| Plan {
+            scheme,
+            conns,
+            sizes,
+            moves,
+            kills,
+            retire,
+        })
 }
 
 /// Runs a plan; returns what each channel received.
@@ -148,13 +159,22 @@ fn run(plan: &Plan) -> Vec<Vec<u8>> {
                 while let Some(Frame::Credit { channel, ack, limit }) = rx.poll_credit() {
                     tx.on_credit(channel, ack, limit);
                 }
+                if plan.retire {
+                    let done: Vec<u32> =
+                        (1..=n as u32).filter(|id| rx.is_finished(*id) && tx.is_delivered(*id)).collect();
+                    for id in done {
+                        tx.forget(id);
+                        assert!(rx.retire(id));
+                    }
+                }
             }
         }
         for c in 0..n {
             let s = rx.stats(c as u32 + 1).unwrap_or_default();
             assert!(s.held_bytes <= window * 700, "channel {c} holds {} bytes", s.held_bytes);
         }
-        if (0..n).all(|c| rx.is_finished(c as u32 + 1)) && tx.is_idle() {
+        let done = |id| rx.is_finished(id) || rx.is_retired(id);
+        if (1..=n as u32).all(done) && tx.is_idle() {
             break;
         }
     }

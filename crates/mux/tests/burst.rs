@@ -1,0 +1,152 @@
+//! A burst of clients through one tunnel forward, all at once, each fetching a body from a
+//! local server: every response must arrive whole, or the client must see an error (a reset);
+//! never a clean end with bytes missing. The short burst runs in CI; the long one
+//! (`cargo test -p switchyard-mux --test burst -- --ignored --nocapture`) takes
+//! `SWITCHYARD_BURST` clients (10,000 by default).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use switchyard_mux::tunnel::{self, Forward};
+use switchyard_mux::{Listener, MuxConfig, Session};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const BODY: usize = 100_000;
+
+fn body() -> Vec<u8> {
+    (0..BODY).map(|i| (i * 31 % 251) as u8).collect()
+}
+
+/// A server that answers like a web server: it reads the request up to its blank line, then
+/// writes the body and closes.
+async fn web_server() -> SocketAddr {
+    let listener = bind_wide("127.0.0.1:0".parse().unwrap());
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let body = std::sync::Arc::new(body());
+        loop {
+            let Ok((mut tcp, _)) = listener.accept().await else { continue };
+            let body = std::sync::Arc::clone(&body);
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                let mut buf = [0u8; 512];
+                while !got.ends_with(b"\r\n\r\n") {
+                    match tcp.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = tcp.write_all(&body).await;
+                let _ = tcp.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+/// A listener with the deepest backlog the system allows: a burst overflows a short one, and
+/// clients then wait out SYN retries.
+fn bind_wide(addr: SocketAddr) -> TcpListener {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_reuseaddr(true).unwrap();
+    socket.bind(addr).unwrap();
+    socket.listen(u32::MAX).unwrap()
+}
+
+#[derive(Debug, Default)]
+struct Outcome {
+    whole: usize,
+    /// A clean end with part of the body: data loss.
+    short: usize,
+    /// An error the client saw (reset): a visible refusal.
+    refused: usize,
+    timed_out: usize,
+    /// The longest a client took.
+    slowest: Duration,
+}
+
+async fn client(addr: SocketAddr, limit: Duration) -> Result<Vec<u8>, &'static str> {
+    let go = async {
+        let mut tcp = TcpStream::connect(addr).await.map_err(|_| "refused")?;
+        tcp.write_all(b"GET /body HTTP/1.0\r\n\r\n").await.map_err(|_| "refused")?;
+        let mut got = Vec::new();
+        tcp.read_to_end(&mut got).await.map_err(|_| "refused")?;
+        Ok(got)
+    };
+    tokio::time::timeout(limit, go).await.map_err(|_| "timed out")?
+}
+
+/// The same burst straight to the server: the baseline under the same limit.
+async fn direct(clients: usize, limit: Duration) -> Outcome {
+    let target = web_server().await;
+    run_clients(target, clients, limit).await
+}
+
+async fn burst(clients: usize, limit: Duration) -> Outcome {
+    let target = web_server().await;
+    let config = MuxConfig { key: b"burst".to_vec(), ..MuxConfig::default() };
+    let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), config.clone()).await.unwrap();
+    let far = listener.local_addr();
+    tokio::spawn(async move {
+        while let Some(session) = listener.accept().await {
+            tokio::spawn(tunnel::serve(session, Vec::new(), std::sync::Arc::new(|_| {})));
+        }
+    });
+    let session = Session::connect(far, config).await.unwrap();
+    let local = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    tokio::spawn(tunnel::forward(
+        session,
+        Forward { local, target: target.to_string(), weight: 1.0 },
+        std::sync::Arc::new(|_| {}),
+    ));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    run_clients(local, clients, limit).await
+}
+
+async fn run_clients(local: SocketAddr, clients: usize, limit: Duration) -> Outcome {
+    let want = body();
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            tokio::spawn(async move {
+                let began = std::time::Instant::now();
+                let result = client(local, limit).await;
+                (began.elapsed(), result)
+            })
+        })
+        .collect();
+    let mut outcome = Outcome::default();
+    for t in tasks {
+        let (took, result) = t.await.unwrap();
+        outcome.slowest = outcome.slowest.max(took);
+        match result {
+            Ok(got) if got == want => outcome.whole += 1,
+            Ok(_) => outcome.short += 1,
+            Err("timed out") => outcome.timed_out += 1,
+            Err(_) => outcome.refused += 1,
+        }
+    }
+    outcome
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_a_thousand_clients_loses_nothing() {
+    let o = burst(1000, Duration::from_secs(30)).await;
+    eprintln!("{o:?}");
+    assert_eq!((o.short, o.timed_out), (0, 0), "{o:?}");
+    assert_eq!(o.whole, 1000, "{o:?}");
+}
+
+#[ignore = "long: ten thousand clients at once"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_ten_thousand_clients_loses_nothing() {
+    let clients = std::env::var("SWITCHYARD_BURST").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let started = std::time::Instant::now();
+    let straight = direct(clients, Duration::from_secs(30)).await;
+    eprintln!("{clients} clients straight to the server in {:.1} s: {straight:?}", started.elapsed().as_secs_f64());
+    let started = std::time::Instant::now();
+    let o = burst(clients, Duration::from_secs(30)).await;
+    eprintln!("{clients} clients through the tunnel in {:.1} s: {o:?}", started.elapsed().as_secs_f64());
+    assert_eq!((o.short, o.timed_out), (0, 0), "{o:?}");
+    assert_eq!(o.whole + o.refused, clients, "{o:?}");
+}
