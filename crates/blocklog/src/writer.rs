@@ -39,6 +39,10 @@ pub struct LogConfig {
     pub capacity: usize,
     /// Emulate a slow device.
     pub pacing: Option<Pacing>,
+    /// Overwrite a non-empty regular file even if it is not a blocklog of `block_size` blocks
+    /// (by default such a file is refused: [`DeviceError::WouldOverwrite`]). A block device is
+    /// always written: naming one is the operator's choice.
+    pub overwrite_any: bool,
 }
 
 impl Default for LogConfig {
@@ -54,6 +58,7 @@ impl Default for LogConfig {
             drop_predicted_misses: core.drop_predicted_misses,
             capacity: core.capacity,
             pacing: None,
+            overwrite_any: false,
         }
     }
 }
@@ -247,7 +252,7 @@ impl Log {
         if !frame::valid_block_size(cfg.block_size) {
             return Err(LogError::BlockSize(cfg.block_size));
         }
-        let device = Device::open(path, cfg.block_size, cfg.pacing)?;
+        let device = Device::open(path, cfg.block_size, cfg.pacing, cfg.overwrite_any)?;
         let info = device.info();
         let epoch = Instant::now();
         let (tx, rx) = mpsc::channel();

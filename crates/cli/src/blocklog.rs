@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
+use switchyard_blocklog::device::DeviceError;
+use switchyard_blocklog::frame;
 use switchyard_blocklog::load::{self, Profile, check_payload};
-use switchyard_blocklog::{Fate, Log, LogConfig, Pacing, read_log};
+use switchyard_blocklog::{Fate, Log, LogConfig, LogError, Pacing, read_log};
 use switchyard_core::Nanos;
 use switchyard_core::order::blocks::BlockPolicy;
 
@@ -44,8 +46,11 @@ enum BlocklogCommand {
 /// time per second, write amplification (bytes written over payload bytes made durable), and
 /// how the device was opened.
 ///
-/// The file is truncated; a block device is written from its start (its old blocks after the
-/// log's end are told apart by the log's id). Without O_DIRECT support (tmpfs before Linux 6.6) the writes are
+/// A file is truncated, but only if it is empty or already a blocklog of the same --block-size:
+/// any other non-empty file is refused unless --force, so that a mistyped path does not cost a
+/// file. A block device is written from its start without that check: naming one is the
+/// operator's choice (its old blocks after the log's end are told apart by the log's id, and
+/// `read` counts them stale). Without O_DIRECT support (tmpfs before Linux 6.6) the writes are
 /// buffered and still synchronised, and the summary says so.
 ///
 /// With --acks, every durable record is printed as `ack STREAM SEQ K` as soon as its block is
@@ -111,6 +116,10 @@ struct WriteArgs {
     /// Print `ack STREAM SEQ K` for each record as it becomes durable.
     #[arg(long)]
     acks: bool,
+    /// Overwrite --path even if it is a non-empty file that is not a blocklog of --block-size
+    /// blocks (refused otherwise). A block device needs no --force.
+    #[arg(long)]
+    force: bool,
 }
 
 /// Read a log back and verify it: intact blocks and records per stream, never-written blocks,
@@ -148,11 +157,20 @@ fn write(a: &WriteArgs) -> Result<()> {
         drop_predicted_misses: a.drop,
         capacity: a.capacity,
         pacing,
+        overwrite_any: a.force,
     };
-    let log = Log::open(&a.path, cfg).with_context(|| format!("opening {}", a.path.display()))?;
-    if a.size > log.max_payload() {
-        bail!("--size {}: a {}-byte block holds payloads of at most {} bytes", a.size, a.block_size, log.max_payload());
+    // Checked before the open, which truncates the file.
+    if frame::valid_block_size(a.block_size) {
+        let max = frame::room(a.block_size) - frame::RECORD_HEADER_LEN;
+        if a.size > max {
+            bail!("--size {}: a {}-byte block holds payloads of at most {max} bytes", a.size, a.block_size);
+        }
     }
+    let log = match Log::open(&a.path, cfg) {
+        Ok(log) => log,
+        Err(e @ LogError::Device(DeviceError::WouldOverwrite { .. })) => bail!("{e}; pass --force to overwrite it"),
+        Err(e) => return Err(e).with_context(|| format!("opening {}", a.path.display())),
+    };
     let profile = Profile {
         streams: a.streams,
         period: a.period,

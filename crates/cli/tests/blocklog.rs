@@ -59,3 +59,57 @@ fn a_wrong_policy_or_duration_names_what_is_accepted() {
     assert!(text(&o.stderr).contains("at most 464 bytes"), "{}", text(&o.stderr));
     let _ = std::fs::remove_file("/tmp/blocklog-cli-big.log");
 }
+
+/// A scratch directory of this test process's own.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("blocklog-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A short FIFO log (one record a block, so well over a hundred 512-byte blocks) at `path`.
+fn fifo_log(path: &str) {
+    let o = switchyard(&[
+        "blocklog",
+        "write",
+        "--path",
+        path,
+        "--policy",
+        "fifo",
+        "--period",
+        "5ms",
+        "--duration",
+        "300ms",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+#[test]
+fn write_refuses_to_overwrite_a_file_that_is_not_a_log_of_its_block_size_without_force() {
+    let dir = scratch("overwrite");
+    let notes = dir.join("notes.txt");
+    std::fs::write(&notes, "an ordinary file, not a log\n").unwrap();
+    let notes = notes.to_str().unwrap();
+    let o = switchyard(&["blocklog", "write", "--path", notes, "--duration", "50ms"]);
+    let err = text(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains(notes) && err.contains("not a blocklog") && err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read_to_string(notes).unwrap(), "an ordinary file, not a log\n", "left as it was");
+
+    // A log of the same block size is written over; of another size, only with --force.
+    let log = dir.join("log");
+    let log = log.to_str().unwrap();
+    fifo_log(log);
+    fifo_log(log);
+    let o = switchyard(&["blocklog", "write", "--path", log, "--block-size", "4096", "--duration", "50ms"]);
+    let err = text(&o.stderr);
+    assert!(!o.status.success() && err.contains("512-byte blocks") && err.contains("--force"), "{err}");
+    let o = switchyard(&["blocklog", "write", "--path", log, "--block-size", "4096", "--duration", "50ms", "--force"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = switchyard(&["blocklog", "write", "--path", notes, "--duration", "50ms", "--force"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = switchyard(&["blocklog", "write", "--help"]);
+    assert!(text(&o.stdout).contains("block device"), "{}", text(&o.stdout));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
