@@ -53,6 +53,8 @@ enum BlocklogCommand {
 /// `read` counts them stale). Without O_DIRECT support (tmpfs before Linux 6.6) the writes are
 /// buffered and still synchronised, and the summary says so.
 ///
+/// Durations take a unit: ns, us, ms, s or m (40ms, 10s); a bare number is refused.
+///
 /// With --acks, every durable record is printed as `ack STREAM SEQ K` as soon as its block is
 /// durable (K: its number among its stream's appends, carried in its payload): a process that
 /// kills the writer can then check the log against what was acknowledged.
@@ -320,20 +322,30 @@ pub(crate) fn policy(name: &str, linger: Duration) -> Result<BlockPolicy> {
         .with_context(|| format!("`{name}` is not a policy; one of: {}", names().join(", ")))
 }
 
-/// A duration as `40ms`, `10s`, `500us` or `2m`; a bare number is milliseconds.
+/// The units a duration flag takes, for its errors.
+const UNITS: &str = "ns, us, ms, s, m (e.g. 20ms, 10s)";
+
+/// A duration as `40ms`, `10s`, `500us`, `250ns` or `2m`. The unit is required: a bare number
+/// used to be milliseconds, and `--duration 5` meant as five seconds ran for 5 ms.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration (e.g. 40ms, 10s, 500us)"))?;
-    let secs = match unit.trim() {
-        "" | "ms" => n / 1e3,
-        "us" | "µs" => n / 1e6,
-        "s" => n,
-        "m" | "min" => n * 60.0,
-        other => return Err(format!("`{other}` in `{s}` is not a unit: use us, ms, s or m")),
+    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration: a number and a unit, one of {UNITS}"))?;
+    let nanos_per = match unit.trim() {
+        "" => return Err(format!("`{s}`: a duration needs a unit: {UNITS}")),
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" | "min" => 60e9,
+        other => return Err(format!("`{other}` in `{s}` is not a unit: use one of {UNITS}")),
     };
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}` is not a duration one can wait"))
+    let nanos = (n * nanos_per).round();
+    if !(0.0..=u64::MAX as f64).contains(&nanos) {
+        return Err(format!("`{s}` is not a duration one can wait"));
+    }
+    Ok(Duration::from_nanos(nanos as u64))
 }
 
 #[cfg(test)]
@@ -341,11 +353,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_read_with_units_and_bare_numbers_are_milliseconds() {
+    fn durations_read_with_units_and_a_bare_number_is_an_error_listing_them() {
         assert_eq!(parse_duration("40ms"), Ok(Duration::from_millis(40)));
         assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
-        assert_eq!(parse_duration("70"), Ok(Duration::from_millis(70)));
+        assert_eq!(parse_duration("250ns"), Ok(Duration::from_nanos(250)));
+        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        for bare in ["5", "70", "0.5", " 20 "] {
+            let err = parse_duration(bare).unwrap_err();
+            assert!(err.contains("needs a unit") && err.contains("ns, us, ms, s, m"), "{bare}: {err}");
+        }
         assert!(parse_duration("10 parsecs").unwrap_err().contains("not a unit"));
         assert!(parse_duration("fast").is_err());
     }

@@ -113,3 +113,19 @@ fn write_refuses_to_overwrite_a_file_that_is_not_a_log_of_its_block_size_without
     assert!(text(&o.stdout).contains("block device"), "{}", text(&o.stdout));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_duration_without_a_unit_is_an_error_that_lists_the_units() {
+    let _ = std::fs::remove_file("/tmp/blocklog-cli-unused.log");
+    for args in [
+        &["blocklog", "write", "--path", "/tmp/blocklog-cli-unused.log", "--duration", "5"][..],
+        &["blocklog", "write", "--path", "/tmp/blocklog-cli-unused.log", "--deadline", "70"],
+        &["bench", "blocklog", "--periods", "40ms,10", "--dir", "/nonexistent"],
+    ] {
+        let o = switchyard(args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("needs a unit") && err.contains("ns, us, ms, s"), "{args:?}: {err}");
+    }
+    assert!(!std::path::Path::new("/tmp/blocklog-cli-unused.log").exists());
+}
