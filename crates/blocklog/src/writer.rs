@@ -244,6 +244,7 @@ pub struct Log {
     epoch: Instant,
     info: DeviceInfo,
     block_size: usize,
+    log_id: u64,
 }
 
 impl Log {
@@ -255,6 +256,7 @@ impl Log {
         let device = Device::open(path, cfg.block_size, cfg.pacing, cfg.overwrite_any)?;
         let info = device.info();
         let epoch = Instant::now();
+        let log_id = log_id(path);
         let (tx, rx) = mpsc::channel();
         let scheduler = BlockScheduler::new(cfg.policy, cfg.scheduler());
         let writer = Writer {
@@ -262,7 +264,7 @@ impl Log {
             scheduler,
             rx,
             epoch,
-            log_id: log_id(path),
+            log_id,
             block_size: cfg.block_size,
             pending: BTreeMap::new(),
             stats: LogStats {
@@ -287,13 +289,20 @@ impl Log {
             .name("blocklog-writer".into())
             .spawn(move || writer.run())
             .map_err(|e| DeviceError::Open { path: path.to_owned(), source: e })?;
-        Ok(Self { tx: Some(tx), thread: Some(thread), epoch, info, block_size: cfg.block_size })
+        Ok(Self { tx: Some(tx), thread: Some(thread), epoch, info, block_size: cfg.block_size, log_id })
     }
 
     /// How the device was opened.
     #[must_use]
     pub fn info(&self) -> DeviceInfo {
         self.info
+    }
+
+    /// The id every block of this log carries: what `read` checks block 0 against, and what a
+    /// reader needs to be told when block 0 is torn ([`crate::read::ReadOptions::log_id`]).
+    #[must_use]
+    pub fn log_id(&self) -> u64 {
+        self.log_id
     }
 
     /// The largest payload one record may carry.
