@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::frame;
+
 /// Alignment of the write buffer: `O_DIRECT` needs the buffer aligned to the device's logical
 /// block; 4096 covers every device in use.
 pub const ALIGN: usize = 4096;
@@ -118,6 +120,17 @@ pub enum DeviceError {
         /// Why.
         source: io::Error,
     },
+    /// The path is a non-empty regular file that is not a log of the block size asked for, and
+    /// overwriting such a file was not asked for ([`crate::LogConfig::overwrite_any`]).
+    #[error("refusing to overwrite {path}: a {len}-byte file, {found}")]
+    WouldOverwrite {
+        /// The path.
+        path: PathBuf,
+        /// The file's length.
+        len: u64,
+        /// What its start holds instead.
+        found: Foreign,
+    },
     /// A block write or its synchronisation failed; the block may be torn.
     #[error("writing block {block} of {path}: {source}")]
     Write {
@@ -128,6 +141,68 @@ pub enum DeviceError {
         /// Why.
         source: io::Error,
     },
+}
+
+/// What a file that [`Device::open`] will not overwrite holds, as its first bytes say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Foreign {
+    /// No blocklog header at its start: an ordinary file.
+    #[error("not a blocklog (no blocklog header at its start)")]
+    NotALog,
+    /// A blocklog of a format version this code does not write.
+    #[error("a blocklog of format version {0}, where this writes version {v}", v = frame::VERSION)]
+    Version(u8),
+    /// A blocklog of blocks of another size than asked for.
+    #[error("a blocklog of {found}-byte blocks, not of the {asked}-byte blocks asked for")]
+    BlockSize {
+        /// The file's blocks' size.
+        found: usize,
+        /// The size asked for.
+        asked: usize,
+    },
+}
+
+/// Whether opening `path` for a log of `block_size` blocks may overwrite what is there: a path
+/// that does not exist, an empty file, a blocklog of the same block size (a log written again)
+/// and a block device (the operator named it: its old blocks are told apart by the log id) may
+/// be; a non-empty regular file that is anything else may not, since `open` truncates it and
+/// the file is as likely a mistyped path as a log.
+fn may_overwrite(path: &Path, block_size: usize) -> io::Result<Result<(), (u64, Foreign)>> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Ok(())),
+        Err(e) => return Err(e),
+    };
+    if !meta.file_type().is_file() || meta.len() == 0 {
+        return Ok(Ok(()));
+    }
+    let mut head = [0; frame::HEADER_LEN];
+    let n = read_full_at(&File::open(path)?, &mut head, 0)?;
+    let head = &head[..n];
+    // The header is judged, not the checksum: a log whose writer was killed mid-block is still
+    // a log, and is rewritten like one.
+    let found = match frame::block_size_of(head) {
+        None => Foreign::NotALog,
+        Some(_) if head[4] != frame::VERSION => Foreign::Version(head[4]),
+        Some(found) if found == block_size => return Ok(Ok(())),
+        Some(found) => Foreign::BlockSize { found, asked: block_size },
+    };
+    Ok(Err((meta.len(), found)))
+}
+
+/// Reads at `at` until `buf` is full or the end; returns the bytes read.
+pub(crate) fn read_full_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], at + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
 }
 
 /// A buffer of one block at an address `O_DIRECT` accepts, without `unsafe`: a vector one
@@ -172,8 +247,22 @@ pub struct Device {
 
 impl Device {
     /// Opens `path` (created if missing; a file is truncated, a block device is written from its
-    /// start) for whole-block writes of `block_size` bytes.
-    pub fn open(path: &Path, block_size: usize, pacing: Option<Pacing>) -> Result<Self, DeviceError> {
+    /// start) for whole-block writes of `block_size` bytes. A non-empty regular file that is not
+    /// a blocklog of `block_size` blocks is refused ([`DeviceError::WouldOverwrite`]) unless
+    /// `overwrite_any`.
+    pub fn open(
+        path: &Path,
+        block_size: usize,
+        pacing: Option<Pacing>,
+        overwrite_any: bool,
+    ) -> Result<Self, DeviceError> {
+        if !overwrite_any {
+            let check = may_overwrite(path, block_size)
+                .map_err(|source| DeviceError::Open { path: path.to_owned(), source })?;
+            if let Err((len, found)) = check {
+                return Err(DeviceError::WouldOverwrite { path: path.to_owned(), len, found });
+            }
+        }
         let open = |flags: i32| {
             let mut o = OpenOptions::new();
             o.read(true).write(true).create(true).custom_flags(flags);

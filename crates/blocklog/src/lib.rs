@@ -13,7 +13,9 @@
 //!   owns the core's block scheduler: it offers each record, asks for the next block when the
 //!   device is free, writes exactly that block and reports its records durable.
 //! - [`read`]: reading a log back after a close or a crash: intact records in block order,
-//!   torn and stale blocks named.
+//!   torn and stale blocks named, the log named by its block 0, and a [`Verdict`]: clean, a
+//!   torn tail (every acknowledged record there), damaged (records lost before the tail), or
+//!   unnamed (block 0 not intact: whose blocks follow cannot be told).
 //! - [`load`]: the reproduction's load profiles (3 streams, 40 ms, 64 bytes, 70 ms; bursty).
 //!
 //! # What does not
@@ -49,5 +51,5 @@ pub mod read;
 pub mod writer;
 
 pub use device::{DeviceInfo, Pacing};
-pub use read::{Recovery, read_log, recover};
+pub use read::{ReadOptions, Recovery, Verdict, read_log, recover};
 pub use writer::{Fate, Log, LogConfig, LogError, LogStats, Outcome, Receipt};

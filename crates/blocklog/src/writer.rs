@@ -39,6 +39,10 @@ pub struct LogConfig {
     pub capacity: usize,
     /// Emulate a slow device.
     pub pacing: Option<Pacing>,
+    /// Overwrite a non-empty regular file even if it is not a blocklog of `block_size` blocks
+    /// (by default such a file is refused: [`DeviceError::WouldOverwrite`]). A block device is
+    /// always written: naming one is the operator's choice.
+    pub overwrite_any: bool,
 }
 
 impl Default for LogConfig {
@@ -54,6 +58,7 @@ impl Default for LogConfig {
             drop_predicted_misses: core.drop_predicted_misses,
             capacity: core.capacity,
             pacing: None,
+            overwrite_any: false,
         }
     }
 }
@@ -239,6 +244,7 @@ pub struct Log {
     epoch: Instant,
     info: DeviceInfo,
     block_size: usize,
+    log_id: u64,
 }
 
 impl Log {
@@ -247,9 +253,10 @@ impl Log {
         if !frame::valid_block_size(cfg.block_size) {
             return Err(LogError::BlockSize(cfg.block_size));
         }
-        let device = Device::open(path, cfg.block_size, cfg.pacing)?;
+        let device = Device::open(path, cfg.block_size, cfg.pacing, cfg.overwrite_any)?;
         let info = device.info();
         let epoch = Instant::now();
+        let log_id = log_id(path);
         let (tx, rx) = mpsc::channel();
         let scheduler = BlockScheduler::new(cfg.policy, cfg.scheduler());
         let writer = Writer {
@@ -257,7 +264,7 @@ impl Log {
             scheduler,
             rx,
             epoch,
-            log_id: log_id(path),
+            log_id,
             block_size: cfg.block_size,
             pending: BTreeMap::new(),
             stats: LogStats {
@@ -282,13 +289,20 @@ impl Log {
             .name("blocklog-writer".into())
             .spawn(move || writer.run())
             .map_err(|e| DeviceError::Open { path: path.to_owned(), source: e })?;
-        Ok(Self { tx: Some(tx), thread: Some(thread), epoch, info, block_size: cfg.block_size })
+        Ok(Self { tx: Some(tx), thread: Some(thread), epoch, info, block_size: cfg.block_size, log_id })
     }
 
     /// How the device was opened.
     #[must_use]
     pub fn info(&self) -> DeviceInfo {
         self.info
+    }
+
+    /// The id every block of this log carries: what `read` checks block 0 against, and what a
+    /// reader needs to be told when block 0 is torn ([`crate::read::ReadOptions::log_id`]).
+    #[must_use]
+    pub fn log_id(&self) -> u64 {
+        self.log_id
     }
 
     /// The largest payload one record may carry.

@@ -30,11 +30,12 @@ use crate::blocklog::{parse_duration, policy};
 ///
 /// Example:
 ///
-///   switchyard bench blocklog --periods 40,10,6 --seconds 4
+///   switchyard bench blocklog --periods 40ms,10ms,6ms --seconds 4
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct BlocklogBench {
-    /// Injection periods (the load: 3 streams inject together each period).
+    /// Injection periods (the load: 3 streams inject together each period), each with its unit
+    /// (ns, us, ms, s, m).
     #[arg(long, value_delimiter = ',', value_parser = parse_duration, default_value = "40ms,20ms,10ms,7ms,6ms")]
     periods: Vec<Duration>,
     /// Seconds of injection per run.

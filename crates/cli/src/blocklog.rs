@@ -3,13 +3,17 @@
 //! the log read back and verified.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
+use switchyard_blocklog::device::DeviceError;
+use switchyard_blocklog::frame::{self, Corrupt};
 use switchyard_blocklog::load::{self, Profile, check_payload};
-use switchyard_blocklog::{Fate, Log, LogConfig, Pacing, read_log};
+use switchyard_blocklog::read::{Block0, ReadOptions, Recovery, SizeFrom, Verdict};
+use switchyard_blocklog::{Fate, Log, LogConfig, LogError, Pacing, read_log};
 use switchyard_core::Nanos;
 use switchyard_core::order::blocks::BlockPolicy;
 
@@ -44,9 +48,18 @@ enum BlocklogCommand {
 /// time per second, write amplification (bytes written over payload bytes made durable), and
 /// how the device was opened.
 ///
-/// The file is truncated; a block device is written from its start (its old blocks after the
-/// log's end are told apart by the log's id). Without O_DIRECT support (tmpfs before Linux 6.6) the writes are
+/// A file is truncated, but only if it is empty or already a blocklog of the same --block-size:
+/// any other non-empty file is refused unless --force, so that a mistyped path does not cost a
+/// file. A block device is written from its start without that check: naming one is the
+/// operator's choice (its old blocks after the log's end are told apart by the log's id, and
+/// `read` counts them stale). Without O_DIRECT support (tmpfs before Linux 6.6) the writes are
 /// buffered and still synchronised, and the summary says so.
+///
+/// The first line printed (on stderr) gives the log's id, which every block carries: should
+/// block 0 ever be torn, `read --log-id` needs it to tell this log's blocks from an earlier
+/// log's.
+///
+/// Durations take a unit: ns, us, ms, s or m (40ms, 10s); a bare number is refused.
 ///
 /// With --acks, every durable record is printed as `ack STREAM SEQ K` as soon as its block is
 /// durable (K: its number among its stream's appends, carried in its payload): a process that
@@ -111,27 +124,64 @@ struct WriteArgs {
     /// Print `ack STREAM SEQ K` for each record as it becomes durable.
     #[arg(long)]
     acks: bool,
+    /// Overwrite --path even if it is a non-empty file that is not a blocklog of --block-size
+    /// blocks (refused otherwise). A block device needs no --force.
+    #[arg(long)]
+    force: bool,
 }
 
-/// Read a log back and verify it: intact blocks and records per stream, never-written blocks,
-/// torn or corrupt blocks (named, with why), blocks left by another log, and records out of
-/// their stream's order or with a payload that is not the load generator's.
+/// Read a log back and verify it: intact blocks and records per stream, the last intact block,
+/// never-written blocks, torn or corrupt blocks (named, with why), blocks left by another log,
+/// and records out of their stream's order or with a payload that is not the load generator's;
+/// then a verdict, which is also the exit status.
+///
+/// The log is the one block 0 names: blocks carrying another log id are not read as its. When
+/// block 0 is not intact, the blocks after it cannot be told from an earlier log's left on the
+/// same device, so none is read and `read` fails, naming the log ids it found, unless --log-id
+/// says which log to read (`blocklog write` prints it). A log whose writer was killed while
+/// writing block 0 acknowledged no record: block 1 is written only once block 0 is durable.
 #[derive(Args)]
+#[command(after_help = EXIT_CODES)]
 struct ReadArgs {
     /// The file or block device.
     #[arg(long)]
     path: PathBuf,
-    /// Bytes of a block (default: what the first block's header says).
-    #[arg(long)]
+    /// Bytes of a block. Default: what block 0's header says; when block 0 is not intact its
+    /// header cannot be trusted, so each size from 512 up is probed for an intact block 1 (of
+    /// --log-id's log, if given), and the output says the size was probed.
+    #[arg(long, value_parser = parse_block_size)]
     block_size: Option<usize>,
+    /// The log to read, as `blocklog write` printed its id (16 hex digits): checked against
+    /// block 0, and what names the log when block 0 is not intact.
+    #[arg(long, value_parser = parse_log_id)]
+    log_id: Option<u64>,
     /// Skip the payload check (for logs written by another application than `blocklog write`).
     #[arg(long)]
     any_payload: bool,
 }
 
-pub(crate) fn run(args: &BlocklogArgs) -> Result<()> {
+/// `read`'s exit statuses, in its --help.
+const EXIT_CODES: &str = "\
+Exit status:
+  0  clean: every block up to the last intact one is intact and the block after it is not torn
+     (a clean close, or a crash between two writes)
+  2  not read: the path cannot be read, holds no log, or block 0 is not intact so the log's
+     identity cannot be established (give --log-id); also bad arguments
+  3  torn tail only: the block after the last intact one is torn, as a crash during its write
+     leaves it; a record is acknowledged only once its block is durable, so every acknowledged
+     record is intact
+  4  records lost before the tail: a block before the last intact one is torn, corrupt, never
+     written or another log's, or records are out of their stream's order";
+
+/// `read`'s exit status for a torn tail.
+const EXIT_TORN_TAIL: u8 = 3;
+/// `read`'s exit status for records lost before the tail.
+const EXIT_DAMAGED: u8 = 4;
+
+/// Runs the subcommand; its exit status is `read`'s verdict ([`EXIT_CODES`]), else success.
+pub(crate) fn run(args: &BlocklogArgs) -> Result<ExitCode> {
     match &args.command {
-        BlocklogCommand::Write(a) => write(a),
+        BlocklogCommand::Write(a) => write(a).map(|()| ExitCode::SUCCESS),
         BlocklogCommand::Read(a) => read(a),
     }
 }
@@ -148,11 +198,20 @@ fn write(a: &WriteArgs) -> Result<()> {
         drop_predicted_misses: a.drop,
         capacity: a.capacity,
         pacing,
+        overwrite_any: a.force,
     };
-    let log = Log::open(&a.path, cfg).with_context(|| format!("opening {}", a.path.display()))?;
-    if a.size > log.max_payload() {
-        bail!("--size {}: a {}-byte block holds payloads of at most {} bytes", a.size, a.block_size, log.max_payload());
+    // Checked before the open, which truncates the file.
+    if frame::valid_block_size(a.block_size) {
+        let max = frame::room(a.block_size) - frame::RECORD_HEADER_LEN;
+        if a.size > max {
+            bail!("--size {}: a {}-byte block holds payloads of at most {max} bytes", a.size, a.block_size);
+        }
     }
+    let log = match Log::open(&a.path, cfg) {
+        Ok(log) => log,
+        Err(e @ LogError::Device(DeviceError::WouldOverwrite { .. })) => bail!("{e}; pass --force to overwrite it"),
+        Err(e) => return Err(e).with_context(|| format!("opening {}", a.path.display())),
+    };
     let profile = Profile {
         streams: a.streams,
         period: a.period,
@@ -165,10 +224,11 @@ fn write(a: &WriteArgs) -> Result<()> {
     let mut err = std::io::stderr().lock();
     writeln!(
         err,
-        "blocklog: {} on {} ({}-byte blocks), {}",
+        "blocklog: {} on {} ({}-byte blocks, log id {:016x}), {}",
         policy.name(),
         a.path.display(),
         a.block_size,
+        log.log_id(),
         log.info()
     )?;
     let (mut on_time, mut late, mut other) = (0u64, 0u64, 0u64);
@@ -242,21 +302,79 @@ fn summary(s: &switchyard_blocklog::LogStats) -> String {
     )
 }
 
-fn read(a: &ReadArgs) -> Result<()> {
-    let r = read_log(&a.path, a.block_size).with_context(|| format!("reading {}", a.path.display()))?;
+fn read(a: &ReadArgs) -> Result<ExitCode> {
+    let opts = ReadOptions { block_size: a.block_size, log_id: a.log_id };
+    let r = read_log(&a.path, opts).with_context(|| format!("reading {}", a.path.display()))?;
+    let (line, code) = match r.verdict() {
+        Verdict::Clean => ("clean: every block up to the last intact one is intact".to_owned(), ExitCode::SUCCESS),
+        Verdict::TornTail { block, why } => (
+            format!(
+                "torn tail: block {block} ({why}) is torn, as a crash during its write leaves it; its records were \
+                 never acknowledged, and every record before it is intact (exit status {EXIT_TORN_TAIL})"
+            ),
+            ExitCode::from(EXIT_TORN_TAIL),
+        ),
+        Verdict::Damaged { lost_blocks, first_lost, out_of_order } => {
+            let mut why = Vec::new();
+            if let Some(first) = first_lost {
+                why.push(format!(
+                    "{} before the last intact one not an intact block of this log (the first: block {first})",
+                    blocks(lost_blocks)
+                ));
+            }
+            if out_of_order > 0 {
+                why.push(format!("{out_of_order} records are out of their stream's order"));
+            }
+            (
+                format!(
+                    "NOT clean, records lost or damaged before the tail: {} (exit status {EXIT_DAMAGED})",
+                    why.join("; ")
+                ),
+                ExitCode::from(EXIT_DAMAGED),
+            )
+        }
+        // Nothing is printed for a log that cannot be named: the error says why.
+        Verdict::Unnamed { block0 } => bail!("{}", unnamed(&a.path, &r, block0)),
+    };
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{}: {} blocks of {} bytes", a.path.display(), r.blocks, r.block_size)?;
-    match r.log_id {
-        Some(id) => writeln!(out, "  log id        {id:016x}")?,
-        None => writeln!(out, "  no intact block: not a blocklog log, or never written")?,
+    let size_from = match r.size_from {
+        SizeFrom::Given | SizeFrom::Block0 => "",
+        SizeFrom::Probed => " (probed: block 0 is not intact, block 1 is at this size)",
+        SizeFrom::Guessed => " (guessed: block 0 is not intact and no block 1 was found; give --block-size)",
+    };
+    writeln!(out, "{}: {} blocks of {} bytes{size_from}", a.path.display(), r.blocks, r.block_size)?;
+    let id = r.log_id.unwrap_or_default();
+    match r.block0 {
+        None => writeln!(out, "  log id        {id:016x}")?,
+        Some(why) => writeln!(out, "  log id        {id:016x} (given with --log-id; {why})")?,
     }
     writeln!(out, "  intact        {}", r.intact)?;
+    match r.last_intact {
+        Some(last) => writeln!(out, "  last intact   block {last}")?,
+        None => writeln!(out, "  last intact   none")?,
+    }
     writeln!(out, "  never written {}", r.empty)?;
     writeln!(out, "  torn/corrupt  {}", r.bad.len())?;
-    for (i, why) in &r.bad {
-        writeln!(out, "    block {i}: {why}")?;
+    let tail = r.tail();
+    for (i, why) in r.bad.iter().take(20) {
+        let place = if *i > tail { " (past the log's end: not this log's)" } else { "" };
+        writeln!(out, "    block {i}: {why}{place}")?;
+    }
+    if r.bad.len() > 20 {
+        writeln!(out, "    …")?;
     }
     writeln!(out, "  stale         {} (another log's, or out of place){}", r.stale.len(), list(&r.stale))?;
+    if !r.holes.is_empty() {
+        let lost: u64 = r.holes.iter().map(|h| h.end - h.start).sum();
+        let runs: Vec<String> = r
+            .holes
+            .iter()
+            .take(10)
+            .map(|h| if h.end - h.start == 1 { h.start.to_string() } else { format!("{}-{}", h.start, h.end - 1) })
+            .collect();
+        let more = if r.holes.len() > 10 { ", …" } else { "" };
+        writeln!(out, "  lost          {} before the last intact one: {}{more}", blocks(lost), runs.join(", "))?;
+    }
     writeln!(out, "  records       {}", r.entries.len())?;
     for (stream, n) in &r.per_stream {
         writeln!(out, "    stream {stream}: {n}")?;
@@ -266,9 +384,53 @@ fn read(a: &ReadArgs) -> Result<()> {
         let foreign = r.entries.iter().filter(|e| check_payload(e.stream, &e.payload).is_none()).count();
         writeln!(out, "  foreign payloads {foreign} (not blocklog write's pattern)")?;
     }
-    let verdict = if r.is_clean() { "clean" } else { "NOT clean: see the blocks named above" };
-    writeln!(out, "  {verdict}")?;
-    Ok(())
+    writeln!(out, "  {line}")?;
+    Ok(code)
+}
+
+/// Why a log whose block 0 does not name it is not read, and what to do.
+fn unnamed(path: &Path, r: &Recovery, block0: Block0) -> String {
+    let path = path.display();
+    if let (Block0::OtherLog { log_id }, Some(asked)) = (block0, r.log_id) {
+        return format!(
+            "{path}: block 0 is an intact block of log {log_id:016x}, and no block of log {asked:016x} (--log-id) \
+             is here: read without --log-id to read log {log_id:016x}"
+        );
+    }
+    if r.other_logs.is_empty() {
+        match block0 {
+            Block0::Missing => return format!("{path} is empty: no log was written to it"),
+            Block0::Bad(Corrupt::Empty) if r.bad.is_empty() => {
+                return format!("{path}: block 0 was never written (all zeros) and no block is a log's: no log here");
+            }
+            Block0::Bad(Corrupt::BadMagic) if r.bad.iter().all(|(_, why)| *why == Corrupt::BadMagic) => {
+                return format!("{path} is not a blocklog: no block has a blocklog header");
+            }
+            _ => {}
+        }
+    }
+    let found = if r.other_logs.is_empty() {
+        "no intact block follows it".to_owned()
+    } else {
+        let ids: Vec<String> = r.other_logs.iter().take(5).map(|(id, n)| format!("{n} of log {id:016x}")).collect();
+        let more = if r.other_logs.len() > 5 { ", …" } else { "" };
+        format!("the intact blocks after it ({}{more}) may be an earlier log's on the same device", ids.join(", "))
+    };
+    let size = match r.size_from {
+        SizeFrom::Probed => format!(" (read as {}-byte blocks, probed)", r.block_size),
+        SizeFrom::Guessed => format!(" (read as {}-byte blocks, guessed: give --block-size)", r.block_size),
+        SizeFrom::Given | SizeFrom::Block0 => String::new(),
+    };
+    format!(
+        "{path}: {block0}, so the log's identity cannot be established and nothing is read: {found}{size}. \
+         A log whose writer was killed while writing block 0 acknowledged no record; to read a log whose id you \
+         know (`blocklog write` prints it), pass --log-id ID"
+    )
+}
+
+/// `1 block`, `3 blocks`.
+fn blocks(n: u64) -> String {
+    if n == 1 { "1 block".to_owned() } else { format!("{n} blocks") }
 }
 
 fn list(blocks: &[u64]) -> String {
@@ -302,20 +464,46 @@ pub(crate) fn policy(name: &str, linger: Duration) -> Result<BlockPolicy> {
         .with_context(|| format!("`{name}` is not a policy; one of: {}", names().join(", ")))
 }
 
-/// A duration as `40ms`, `10s`, `500us` or `2m`; a bare number is milliseconds.
+/// The units a duration flag takes, for its errors.
+const UNITS: &str = "ns, us, ms, s, m (e.g. 20ms, 10s)";
+
+/// A duration as `40ms`, `10s`, `500us`, `250ns` or `2m`. The unit is required: a bare number
+/// used to be milliseconds, and `--duration 5` meant as five seconds ran for 5 ms.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration (e.g. 40ms, 10s, 500us)"))?;
-    let secs = match unit.trim() {
-        "" | "ms" => n / 1e3,
-        "us" | "µs" => n / 1e6,
-        "s" => n,
-        "m" | "min" => n * 60.0,
-        other => return Err(format!("`{other}` in `{s}` is not a unit: use us, ms, s or m")),
+    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration: a number and a unit, one of {UNITS}"))?;
+    let nanos_per = match unit.trim() {
+        "" => return Err(format!("`{s}`: a duration needs a unit: {UNITS}")),
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" | "min" => 60e9,
+        other => return Err(format!("`{other}` in `{s}` is not a unit: use one of {UNITS}")),
     };
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}` is not a duration one can wait"))
+    let nanos = (n * nanos_per).round();
+    if !(0.0..=u64::MAX as f64).contains(&nanos) {
+        return Err(format!("`{s}` is not a duration one can wait"));
+    }
+    Ok(Duration::from_nanos(nanos as u64))
+}
+
+/// `read --block-size`: one the format allows.
+fn parse_block_size(s: &str) -> Result<usize, String> {
+    s.trim()
+        .parse()
+        .ok()
+        .filter(|&n| frame::valid_block_size(n))
+        .ok_or_else(|| format!("`{s}` is not a block size: a power of two from 512 to 1048576 bytes"))
+}
+
+/// `read --log-id`: 16 hex digits, as `blocklog write` and `blocklog read` print it.
+fn parse_log_id(s: &str) -> Result<u64, String> {
+    let digits = s.trim().trim_start_matches("0x");
+    u64::from_str_radix(digits, 16)
+        .map_err(|_| format!("`{s}` is not a log id: 16 hex digits, as `blocklog write` prints it"))
 }
 
 #[cfg(test)]
@@ -323,11 +511,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_read_with_units_and_bare_numbers_are_milliseconds() {
+    fn durations_read_with_units_and_a_bare_number_is_an_error_listing_them() {
         assert_eq!(parse_duration("40ms"), Ok(Duration::from_millis(40)));
         assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
-        assert_eq!(parse_duration("70"), Ok(Duration::from_millis(70)));
+        assert_eq!(parse_duration("250ns"), Ok(Duration::from_nanos(250)));
+        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        for bare in ["5", "70", "0.5", " 20 "] {
+            let err = parse_duration(bare).unwrap_err();
+            assert!(err.contains("needs a unit") && err.contains("ns, us, ms, s, m"), "{bare}: {err}");
+        }
         assert!(parse_duration("10 parsecs").unwrap_err().contains("not a unit"));
         assert!(parse_duration("fast").is_err());
     }

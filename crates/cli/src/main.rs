@@ -92,7 +92,11 @@ fn main() -> ExitCode {
         Command::Gateway(args) => gateway::run_gateway(&args),
         Command::Deliver(args) => deliver::run(&args),
         Command::Jobs(args) => jobs::run(&args),
-        Command::Blocklog(args) => blocklog::run(&args),
+        // `blocklog read`'s verdict is its exit status (its --help lists them).
+        Command::Blocklog(args) => match blocklog::run(&args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use switchyard_blocklog::frame::Corrupt;
 use switchyard_blocklog::load::{self, Profile, check_payload};
-use switchyard_blocklog::{Fate, Log, LogConfig, read_log, recover};
+use switchyard_blocklog::{Fate, Log, LogConfig, ReadOptions, Verdict, read_log, recover};
 use switchyard_core::order::blocks::BlockPolicy;
 
 use crate::scratch;
@@ -60,8 +60,9 @@ fn a_killed_writer_loses_no_acknowledged_record_and_a_torn_block_is_caught() {
     }
     assert!(acked.len() >= 300, "the child acknowledged {} records", acked.len());
 
-    let r = read_log(&path, None).unwrap();
+    let r = read_log(&path, ReadOptions::default()).unwrap();
     assert!(r.bad.len() <= 1, "at most the block in flight is torn: {:?}", r.bad);
+    assert!(matches!(r.verdict(), Verdict::Clean | Verdict::TornTail { .. }), "{:?}", r.verdict());
     assert_eq!(r.out_of_order, 0, "no record duplicated or out of its stream's order");
     let mut read = BTreeMap::new();
     for e in &r.entries {
@@ -77,7 +78,7 @@ fn a_killed_writer_loses_no_acknowledged_record_and_a_torn_block_is_caught() {
     let size = r.block_size;
     let last = r.intact as usize - 1;
     bytes[last * size + 40..(last + 1) * size].fill(0xa5);
-    let torn = recover(&bytes, None);
+    let torn = recover(&bytes, ReadOptions::default());
     assert!(
         torn.bad.iter().any(|&(i, why)| i == last as u64 && matches!(why, Corrupt::BadChecksum { .. })),
         "{:?}",
@@ -85,6 +86,16 @@ fn a_killed_writer_loses_no_acknowledged_record_and_a_torn_block_is_caught() {
     );
     assert_eq!(torn.intact, r.intact - 1);
     assert!(torn.entries.len() < r.entries.len(), "the torn block's records are not read");
+    assert!(matches!(torn.verdict(), Verdict::TornTail { block, .. } if block == last as u64), "{:?}", torn.verdict());
+    // The same damage one block earlier is a hole: the block after it is intact, so records
+    // that were durable are lost.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[(last - 1) * size + 40..last * size].fill(0xa5);
+    let holed = recover(&bytes, ReadOptions::default());
+    assert_eq!(
+        holed.verdict(),
+        Verdict::Damaged { lost_blocks: 1, first_lost: Some(last as u64 - 1), out_of_order: 0 }
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -4,6 +4,7 @@
 
 mod corpus;
 mod crash;
+mod overwrite;
 mod policies;
 
 use std::path::PathBuf;

@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use switchyard_blocklog::load::{self, Profile, check_payload};
-use switchyard_blocklog::{Fate, Log, LogConfig, LogError, read_log};
+use switchyard_blocklog::{Fate, Log, LogConfig, LogError, ReadOptions, read_log};
 use switchyard_core::Nanos;
 use switchyard_core::order::blocks::BlockPolicy;
 
@@ -42,7 +42,7 @@ fn every_durable_record_is_read_back_once_in_its_streams_order_under_every_polic
         assert_eq!(stats.on_time + stats.late, durable.len() as u64, "{policy:?}");
         assert!(!durable.is_empty(), "{policy:?}: something was written");
 
-        let r = read_log(&path, None).unwrap();
+        let r = read_log(&path, ReadOptions::default()).unwrap();
         assert!(r.is_clean(), "{policy:?}: {:?} {:?}", r.bad, r.stale);
         assert_eq!(r.intact, stats.blocks, "{policy:?}");
         let mut read = BTreeMap::new();
@@ -75,7 +75,7 @@ fn close_writes_a_lingering_batch_and_a_receipt_says_when() {
     assert!(at >= Duration::from_millis(30), "it lingered: {at:?}");
     assert!(outcome.on_time());
     assert_eq!((stats.blocks, stats.on_time), (1, 1));
-    let r = read_log(&path, None).unwrap();
+    let r = read_log(&path, ReadOptions::default()).unwrap();
     assert_eq!(r.entries.len(), 1);
     assert_eq!(r.entries[0].payload, b"one record, not a full block");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -118,6 +118,6 @@ fn a_log_on_tmpfs_is_durable_and_says_whether_o_direct_was_taken() {
     } else {
         assert!(stats.device.to_string().contains("buffered (O_DIRECT refused)"));
     }
-    assert_eq!(read_log(&path, None).unwrap().entries.len(), 1);
+    assert_eq!(read_log(&path, ReadOptions::default()).unwrap().entries.len(), 1);
     std::fs::remove_file(&path).unwrap();
 }
