@@ -270,3 +270,33 @@ fn sink_is_refused_over_udp_and_steering_refuses_rebalancing() {
     let e = Server::start(both).err().expect("refused");
     assert!(e.to_string().contains("steering and rebalancing"), "{e}");
 }
+
+/// A `sink` client that sends its request line and its data in one write, without waiting for
+/// `ok`, has every byte counted: the acceptor reads past the newline (up to a line's length),
+/// and what it read of the data is the sink's, not lost.
+#[test]
+fn a_sink_client_that_does_not_wait_for_ok_is_counted_in_full() {
+    use std::io::{Read, Write};
+    let server = Server::start(ServerConfig::default()).unwrap();
+    // Less than a line's length after the newline (all of it read with the line), then more
+    // than one read's worth (some of it read with the line).
+    for payload in [40usize, 200_000] {
+        let before = server.received();
+        let mut c = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        let mut bytes = Request::Sink.line().into_bytes();
+        bytes.extend(std::iter::repeat_n(0xa5u8, payload));
+        c.write_all(&bytes).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut answer = Vec::new();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = c.read_to_end(&mut answer);
+        assert!(answer.starts_with(b"ok w"), "{:?}", String::from_utf8_lossy(&answer));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while server.received() - before < payload as u64 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(server.received() - before, payload as u64, "every byte after the line is counted once");
+    }
+    server.stop();
+}
