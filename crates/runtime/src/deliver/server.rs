@@ -526,6 +526,16 @@ impl Server {
         self.halt();
     }
 
+    /// Stops serving now, from wherever the server is shared: every thread ends and every
+    /// connection closes, as when the server fails (the threads are waited for when it is
+    /// stopped or dropped). To its clients this is a server that went away mid-run.
+    pub fn shut_down(&self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        for l in &self.shared.links {
+            let _ = l.waker.wake();
+        }
+    }
+
     fn halt(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         for l in &self.shared.links {
