@@ -414,14 +414,16 @@ fn client_thread(
         {
             alive_at = Instant::now();
             for (k, (i, s)) in socks.iter().enumerate() {
+                // A keepalive the kernel would not take (no buffer, no route for now) is lost as
+                // on a wire, and the next one tries again; only the server's port unreachable
+                // ends the stream here.
                 if let Sock::Udp(u) = s
                     && !gone[k]
                     && let Err(e) = u.send(b"alive")
-                    && e.kind() != io::ErrorKind::WouldBlock
-                    && e.kind() != io::ErrorKind::Interrupted
+                    && e.kind() == io::ErrorKind::ConnectionRefused
                 {
                     gone[k] = true;
-                    shared.end(*i, Ended::of(&e));
+                    shared.end(*i, Ended::Unreachable);
                 }
             }
         }
