@@ -13,7 +13,7 @@ use switchyard_core::measure::{balance, spread};
 use switchyard_core::order::{AdmissionConfig, PaceConfig, QuotaConfig};
 use switchyard_core::place::rebalance::{Direction, Pick, RebalanceConfig};
 use switchyard_core::place::steer::Steering;
-use switchyard_runtime::deliver::load::{Opened, Summary};
+use switchyard_runtime::deliver::load::{Ended, Fate, Opened, Summary};
 use switchyard_runtime::deliver::{
     Handshake, Load, LoadConfig, Pacing, Request, Sample, Server, ServerConfig, Transport, Windows, raise_file_limit,
 };
@@ -277,6 +277,12 @@ impl ServeArgs {
 /// and measure what each receives, window by window; with --upload, send to the server's sink
 /// instead and measure what each sends.
 ///
+/// A connection that ends before the run does (closed by the server; over UDP, its port
+/// unreachable — the server closed the stream or went away, which an ICMP error in answer to
+/// the once-a-second keepalive tells, and a last keepalive at the end; or a socket error) is
+/// counted with what it got, the summary says how many ended and why, and the command exits
+/// non-zero: the figures understate the server, or it failed.
+///
 ///   switchyard deliver load --conns 12 --seconds 10
 ///   switchyard deliver load --upload --message 64K --conns 2 --threads 2 --pin
 #[derive(Args, Clone)]
@@ -525,7 +531,7 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
     let mut drawn = 0;
     let w = l.measure(Duration::from_secs_f64(a.warmup), window, total, |k, w| {
         if !a.quiet && (k + 1) % per_line == 0 {
-            let s = w.summary(k + 1 - per_line, target, &skip);
+            let s = w.summary(k + 1 - per_line, target, &l.fates());
             let text = format!("{:>6.1} s  {}\n", (k + 1) as f64 * a.window_ms as f64 / 1e3, summary_line(&s));
             let mut err = std::io::stderr().lock();
             if live && drawn > 0 {
@@ -535,14 +541,15 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
             let _ = err.write_all(text.as_bytes());
         }
     });
-    let ended = l.ended();
+    // Measured to the end, UDP streams probed: what ended, ended during the run.
+    let fates = l.fates();
     l.stop();
-    let s = w.summary(0, target, &skip);
+    let s = w.summary(0, target, &fates);
     if a.upload {
         println!("(uploading to the server's sink: the figures are bytes the clients sent)");
     }
     print_summary(&s, a.window_ms);
-    let coarse = (a.coarsen > 1).then(|| w.coarsen(a.coarsen).summary(0, target, &skip));
+    let coarse = (a.coarsen > 1).then(|| w.coarsen(a.coarsen).summary(0, target, &fates));
     if let Some(c) = &coarse
         && let Some([p50, p99, max]) = c.window_error
     {
@@ -562,7 +569,10 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
         j["window_ms"] = a.window_ms.into();
         j["refused"] = refused.into();
         j["failed"] = failed.len().into();
-        j["ended_early"] = ended.iter().flatten().count().into();
+        j["ended_early"] = s.ended.total().into();
+        j["ended"] = serde_json::json!({
+            "closed": s.ended.closed, "unreachable": s.ended.unreachable, "errors": s.ended.errors
+        });
         if let Some(c) = &coarse {
             j["coarse"] = summary_json(c);
             j["coarse"]["window_ms"] = (a.window_ms * a.coarsen as u64).into();
@@ -573,12 +583,14 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
         let svg = rate_chart(&w, &skip, target, "Connections' rate over time").map_err(anyhow::Error::msg)?;
         std::fs::write(p, svg).with_context(|| format!("cannot write {}", p.display()))?;
     }
-    let early: Vec<&String> = ended.iter().flatten().collect();
-    if let Some(why) = early.first() {
+    if s.ended.total() > 0 {
+        let error = fates.iter().find_map(|f| if let Fate::Ended(e @ Ended::Error(_)) = f { Some(e) } else { None });
         bail!(
-            "{} of {} connections ended before the run did (the first: {why}); they count as receiving nothing from then on, so the figures above understate the server",
-            early.len(),
-            a.conns
+            "{} of {} connections ended before the run did: {}{}. They count as receiving nothing from then on, so the figures above understate the server (or it failed)",
+            s.ended.total(),
+            s.conns,
+            s.ended,
+            error.map_or_else(String::new, |e| format!(" (the first error: {e})"))
         );
     }
     Ok((w, s))
@@ -595,11 +607,22 @@ fn summary_line(s: &Summary) -> String {
     if let Some([p50, p99, _]) = s.window_error {
         line.push_str(&format!("; window error p50 {:.2}% p99 {:.2}%", p50 * 100.0, p99 * 100.0));
     }
+    if s.ended.total() > 0 {
+        line.push_str(&format!("; {} ended", s.ended.total()));
+    }
     line
 }
 
 pub(crate) fn print_summary(s: &Summary, window_ms: u64) {
     println!("{} connections over {} windows of {window_ms} ms", s.conns, s.windows);
+    if s.ended.total() > 0 {
+        println!(
+            "  ended early {} of {} before the run's end ({}); counted with what they got",
+            s.ended.total(),
+            s.conns,
+            s.ended
+        );
+    }
     println!("  aggregate   {:.1} Mb/s ({:.3} Mb/s per connection)", s.aggregate_bps / 1e6, s.mean_bps / 1e6);
     println!("  fairness    Jain {:.4}, max/min {:.3}", s.jain, s.spread.max_over_min());
     let p = s.spread;

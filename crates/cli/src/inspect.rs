@@ -112,7 +112,9 @@ pub(crate) struct InspectArgs {
     #[arg(long)]
     topology: Option<String>,
 
-    /// Packets per connection that are inspected (Guo: 8; upstream l7-filter: 10).
+    /// Packets per connection that are inspected (Guo: 8; upstream l7-filter: 10). Any value up
+    /// to 4294967295 is taken: memory follows the packets each connection has, not this limit
+    /// (a connection's slots are made in doubling segments as its packets come).
     #[arg(long, default_value_t = 8)]
     pub(crate) packets: u32,
 

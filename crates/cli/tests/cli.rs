@@ -668,6 +668,47 @@ fn deliver_serve_and_load_hold_a_stream_rate() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `deliver load --udp` against a server that stops mid-run: the clients' keepalives meet ICMP
+/// port unreachable, the summary says every stream ended and why, and the command fails (it
+/// printed an ordinary summary and exited 0).
+#[test]
+fn deliver_load_over_udp_fails_when_the_server_goes_away() {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["deliver", "serve", "--threads", "1", "--listen", "127.0.0.1:0", "--seconds", "1.5"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stderr.take().unwrap()));
+    let addr = loop {
+        let line = lines.next().expect("the server says where it serves").unwrap();
+        if let Some(rest) = line.strip_prefix("serving on ") {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    let o = switchyard(&[
+        "deliver",
+        "load",
+        "--server",
+        &addr,
+        "--udp",
+        "--conns",
+        "3",
+        "--rate",
+        "1Mbit",
+        "--seconds",
+        "3",
+        "--warmup",
+        "0.2",
+        "--quiet",
+    ]);
+    let _ = server.wait();
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(stdout(&o).contains("ended early 3 of 3"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("3 of 3 connections ended before the run did"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("unreachable"), "{}", stderr(&o));
+}
+
 #[test]
 fn deliver_errors_teach() {
     let o = switchyard(&["deliver", "load", "--rate", "fast"]);

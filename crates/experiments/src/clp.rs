@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use switchyard_core::measure::{Spread, balance, spread};
 use switchyard_core::order::{PaceConfig, QuotaConfig};
 use switchyard_core::place::rebalance::{Direction, RebalanceConfig};
-use switchyard_runtime::deliver::load::{Opened, Summary};
+use switchyard_runtime::deliver::load::{Ended, EndedEarly, Fate, Opened, Summary};
 use switchyard_runtime::deliver::{
     Handshake, Load, LoadConfig, Pacing, Request, Server, ServerConfig, Transport, Windows,
 };
@@ -70,7 +70,9 @@ fn clients(
     Ok((l, bad))
 }
 
-/// Bulk connections on `threads` workers: the send side's view, as the thesis measured it.
+/// Bulk connections on `threads` workers: the send side's view, as the thesis measured it. A
+/// server that failed, or connections that ended (or were no longer served) before the
+/// measurement did, make it an error: the row would be wrong, not slow.
 pub fn bulk_case(
     threads: usize,
     transport: Transport,
@@ -84,7 +86,21 @@ pub fn bulk_case(
         Pacing::Fine(PaceConfig::default()),
         soft.map(|direction| RebalanceConfig { direction, ..Default::default() }),
     )?;
-    let (load, not_accepted) = clients(&srv, transport, conns, Request::Bulk)?;
+    let measured = bulk_on(&srv, transport, conns, secs, warmup);
+    srv.stop();
+    measured
+}
+
+/// [`bulk_case`] on a server already started (and stopped by the caller).
+pub fn bulk_on(
+    srv: &Server,
+    transport: Transport,
+    conns: usize,
+    secs: f64,
+    warmup: f64,
+) -> Result<Measured, ExperimentError> {
+    let threads = srv.config().workers;
+    let (load, not_accepted) = clients(srv, transport, conns, Request::Bulk)?;
     std::thread::sleep(Duration::from_secs_f64(warmup));
     let before = srv.connections();
     let seen = srv.history().len();
@@ -95,18 +111,20 @@ pub fn bulk_case(
     let history = srv.history();
     let moves = srv.totals().moves;
     // A connection that ended mid-window would drop out of the per-connection figures, and a
-    // server that failed would serve nothing more: either makes the row wrong, not slow.
-    let ended: Vec<String> = load.ended().into_iter().flatten().collect();
+    // server that failed would serve nothing more: either makes the row wrong, not slow. Over
+    // UDP only an ICMP error in answer to a keepalive tells the clients, so they ask now.
+    load.probe();
+    let fates = load.fates();
     let failure = srv.failure();
     drop(load);
-    srv.stop();
-    if let Some(why) = failure {
-        return Err(ExperimentError::Real(format!("the delivery server failed during the bulk case: {why}")));
-    }
-    if let Some(why) = ended.first() {
+    let started = fates.iter().filter(|f| **f != Fate::NotStarted).count();
+    ended_or_failed("bulk", &fates, failure)?;
+    // Every connection started must be in the row: one the server no longer serves would
+    // silently drop out of it.
+    if after.len() < started {
         return Err(ExperimentError::Real(format!(
-            "{} of {conns} bulk connections ended during the measurement (the first: {why})",
-            ended.len()
+            "{} of {started} bulk connections were no longer served at the end of the measurement",
+            started - after.len()
         )));
     }
     let per_conn: Vec<f64> = after
@@ -131,7 +149,8 @@ pub fn bulk_case(
 }
 
 /// Streams at `bits` on every connection, measured by the clients in 100 ms windows after a
-/// second's warm-up; with how many connections the server did not accept.
+/// second's warm-up; with how many connections the server did not accept. A server that
+/// failed, or streams that ended before the measurement did, make it an error.
 pub fn hard_case(
     threads: usize,
     conns: usize,
@@ -140,13 +159,52 @@ pub fn hard_case(
     secs: f64,
 ) -> Result<(Summary, Windows, usize), ExperimentError> {
     let srv = server(threads, pacing, None)?;
-    let (load, not_accepted) = clients(&srv, Transport::Udp, conns, Request::Stream { bits_per_sec: bits })?;
-    let skip: Vec<bool> = load.opened().iter().map(|o| !matches!(o, Opened::Accepted(_))).collect();
+    let measured = streams_on(&srv, conns, bits, secs);
+    srv.stop();
+    measured
+}
+
+/// [`hard_case`]'s measurement on a server already started (and stopped by the caller).
+pub fn streams_on(
+    srv: &Server,
+    conns: usize,
+    bits: u64,
+    secs: f64,
+) -> Result<(Summary, Windows, usize), ExperimentError> {
+    let (load, not_accepted) = clients(srv, Transport::Udp, conns, Request::Stream { bits_per_sec: bits })?;
     let windows = (secs * 10.0).ceil() as usize;
     let w = load.measure(Duration::from_secs(1), Duration::from_millis(100), windows, |_, _| {});
+    let fates = load.fates();
     drop(load);
-    srv.stop();
-    Ok((w.summary(0, Some(bits as f64 / 8.0), &skip), w, not_accepted))
+    ended_or_failed("stream", &fates, srv.failure())?;
+    Ok((w.summary(0, Some(bits as f64 / 8.0), &fates), w, not_accepted))
+}
+
+/// The error for a run in which the server failed or connections (of `what` kind) ended
+/// before the measurement did: its figures would be wrong, not slow.
+fn ended_or_failed(what: &str, fates: &[Fate], failure: Option<String>) -> Result<(), ExperimentError> {
+    if let Some(why) = failure {
+        return Err(ExperimentError::Real(format!("the delivery server failed during the {what} case: {why}")));
+    }
+    let ended = EndedEarly::of(fates);
+    if ended.total() > 0 {
+        let started = fates.iter().filter(|f| **f != Fate::NotStarted).count();
+        let error = fates.iter().find_map(|f| if let Fate::Ended(e @ Ended::Error(_)) = f { Some(e) } else { None });
+        return Err(ExperimentError::Real(format!(
+            "{} of {started} {what} connections ended during the measurement: {ended}{}",
+            ended.total(),
+            error.map_or_else(String::new, |e| format!(" (the first error: {e})"))
+        )));
+    }
+    Ok(())
+}
+
+/// `e`, saying which case of the reproduction it came from.
+fn in_case(e: ExperimentError, case: &str) -> ExperimentError {
+    match e {
+        ExperimentError::Real(why) => ExperimentError::Real(format!("{case}: {why}")),
+        other => other,
+    }
 }
 
 /// The parts of the reproduction.
@@ -322,7 +380,8 @@ pub fn run(s: &Setup, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Report, 
         for transport in [Transport::Udp, Transport::Tcp] {
             progress(Progress::Begin(Section::Fairness(transport)));
             for &t in &threads {
-                let measured = bulk_case(t, transport, conns, secs, 1.0, None)?;
+                let measured = bulk_case(t, transport, conns, secs, 1.0, None)
+                    .map_err(|e| in_case(e, &format!("the {transport:?} fairness case on {t} threads")))?;
                 emit(&mut report, progress, Row::Fairness { transport, measured });
             }
             progress(Progress::End(Section::Fairness(transport)));
@@ -336,7 +395,8 @@ pub fn run(s: &Setup, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Report, 
             {
                 // The balancer moves one connection per 200 ms: give it time to act first.
                 let warmup = if soft.is_some() { 4.0 } else { 1.0 };
-                let measured = bulk_case(t, Transport::Udp, conns, secs, warmup, soft)?;
+                let measured = bulk_case(t, Transport::Udp, conns, secs, warmup, soft)
+                    .map_err(|e| in_case(e, &format!("the soft case on {t} threads, rule {rule}")))?;
                 emit(&mut report, progress, Row::Soft { rule, measured });
             }
         }
@@ -348,7 +408,8 @@ pub fn run(s: &Setup, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Report, 
             for (name, pacing) in
                 [("fine", Pacing::Fine(PaceConfig::default())), ("quota", Pacing::Quota(QuotaConfig::default()))]
             {
-                let (summary, windows, not_accepted) = hard_case(t, conns, HARD_BITS, pacing, secs)?;
+                let (summary, windows, not_accepted) = hard_case(t, conns, HARD_BITS, pacing, secs)
+                    .map_err(|e| in_case(e, &format!("the hard case on {t} threads paced {name}")))?;
                 if t == 12 && name == "quota" {
                     report.hard_windows = Some(windows);
                 }

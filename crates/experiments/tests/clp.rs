@@ -73,3 +73,42 @@ fn the_reproduction_runs_its_parts_in_order_and_reports_rows_beside_the_thesis()
         }
     }
 }
+
+/// A server that goes away while the hard case's streams are measured: the case is an error
+/// that says how many streams ended and why, not a row of slow streams.
+#[test]
+fn the_hard_case_fails_when_its_server_goes_away() {
+    use switchyard_runtime::deliver::{Server, ServerConfig};
+    let srv = std::sync::Arc::new(Server::start(ServerConfig { workers: 2, ..Default::default() }).unwrap());
+    let stopper = {
+        let srv = std::sync::Arc::clone(&srv);
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(1300));
+            srv.shut_down();
+        })
+    };
+    let r = clp::streams_on(&srv, 4, 4_000_000, 1.0);
+    stopper.join().unwrap();
+    let e = r.expect_err("the case fails").to_string();
+    assert!(e.contains("4 of 4") && e.contains("unreachable"), "{e}");
+}
+
+/// The same for bulk connections, over UDP (whose ends only an ICMP error tells) and TCP.
+#[test]
+fn a_bulk_case_fails_when_its_server_goes_away() {
+    use switchyard_runtime::deliver::{Server, ServerConfig};
+    for transport in [Transport::Udp, Transport::Tcp] {
+        let srv = std::sync::Arc::new(Server::start(ServerConfig { workers: 2, ..Default::default() }).unwrap());
+        let stopper = {
+            let srv = std::sync::Arc::clone(&srv);
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(500));
+                srv.shut_down();
+            })
+        };
+        let r = clp::bulk_on(&srv, transport, 4, 0.5, 0.3);
+        stopper.join().unwrap();
+        let e = r.err().unwrap_or_else(|| panic!("{transport:?}: the case fails")).to_string();
+        assert!(e.contains("4 of 4"), "{transport:?}: {e}");
+    }
+}

@@ -5,7 +5,7 @@ use std::time::Duration;
 use switchyard_core::measure::{balance, spread};
 use switchyard_core::order::{AdmissionConfig, QuotaConfig};
 use switchyard_core::place::rebalance::RebalanceConfig;
-use switchyard_runtime::deliver::load::Opened;
+use switchyard_runtime::deliver::load::{Ended, Fate, Opened};
 use switchyard_runtime::deliver::{
     Handshake, Load, LoadConfig, Pacing, Request, Server, ServerConfig, Transport, Windows,
 };
@@ -200,7 +200,8 @@ fn a_connection_the_server_closes_is_reported_as_ended() {
     std::thread::sleep(Duration::from_millis(300));
     let ended = l.ended();
     assert_eq!(ended.iter().flatten().count(), 1, "{ended:?}");
-    assert!(ended.iter().flatten().any(|w| w.contains("closed by the server")), "{ended:?}");
+    assert!(ended.iter().flatten().any(|w| *w == Ended::Closed), "{ended:?}");
+    assert_eq!(ended.iter().flatten().next().unwrap().to_string(), "closed by the server");
     assert_eq!(l.counts().iter().sum::<u64>(), 2000);
     l.stop();
     serving.join().unwrap();
@@ -269,4 +270,99 @@ fn sink_is_refused_over_udp_and_steering_refuses_rebalancing() {
     };
     let e = Server::start(both).err().expect("refused");
     assert!(e.to_string().contains("steering and rebalancing"), "{e}");
+}
+
+/// A `sink` client that sends its request line and its data in one write, without waiting for
+/// `ok`, has every byte counted: the acceptor reads past the newline (up to a line's length),
+/// and what it read of the data is the sink's, not lost.
+#[test]
+fn a_sink_client_that_does_not_wait_for_ok_is_counted_in_full() {
+    use std::io::{Read, Write};
+    let server = Server::start(ServerConfig::default()).unwrap();
+    // Less than a line's length after the newline (all of it read with the line), then more
+    // than one read's worth (some of it read with the line).
+    for payload in [40usize, 200_000] {
+        let before = server.received();
+        let mut c = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        let mut bytes = Request::Sink.line().into_bytes();
+        bytes.extend(std::iter::repeat_n(0xa5u8, payload));
+        c.write_all(&bytes).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut answer = Vec::new();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = c.read_to_end(&mut answer);
+        assert!(answer.starts_with(b"ok w"), "{:?}", String::from_utf8_lossy(&answer));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while server.received() - before < payload as u64 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(server.received() - before, payload as u64, "every byte after the line is counted once");
+    }
+    server.stop();
+}
+
+/// A UDP load whose server goes away mid-run: every stream is reported ended (the server's
+/// host answers the clients' keepalives with ICMP port unreachable), and the summary counts
+/// each with what it got and says how many ended, rather than summarising them as if they had
+/// merely gone quiet. The same for a stream the server alone closes (its port unreachable too).
+#[test]
+fn udp_streams_whose_server_stopped_are_reported_ended() {
+    let server = Server::start(ServerConfig::default()).unwrap();
+    let l = load(&server, Transport::Udp, 4, stream(2_000_000));
+    assert!(l.opened().iter().all(|o| matches!(o, Opened::Accepted(_))), "{:?}", l.opened());
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        server.stop();
+    });
+    let w = record(&l, 20);
+    stopper.join().unwrap();
+    let ended = l.ended();
+    assert!(ended.iter().all(|e| *e == Some(Ended::Unreachable)), "{ended:?}");
+    let fates = l.fates();
+    let s = w.summary(0, Some(2e6 / 8.0), &fates);
+    assert_eq!((s.conns, s.ended.unreachable, s.ended.total()), (4, 4, 4), "{s:?}");
+    assert!(s.mean_bps > 0.0, "the streams count with what they got before the end: {s:?}");
+    assert!(s.run_error.unwrap() > 0.3, "and fell short of the promise: {s:?}");
+    l.stop();
+
+    // Two streams from a hand-made server, which closes the first one's socket while the
+    // second runs on: the first is reported, flagged in the summary, and the second is not.
+    let listener = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let serving = std::thread::spawn(move || {
+        let mut data = Vec::new();
+        let mut buf = [0u8; 64];
+        while data.len() < 2 {
+            let (_, peer) = listener.recv_from(&mut buf).unwrap();
+            let d = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            d.connect(peer).unwrap();
+            d.send(b"ok w0\n").unwrap();
+            d.send(&[b'x'; 1000]).unwrap();
+            data.push(d);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        drop(data.remove(0));
+        let _ = wait.recv();
+    });
+    let l = Load::start(LoadConfig {
+        server: addr,
+        transport: Transport::Udp,
+        conns: 2,
+        handshake: Handshake::Switchyard(Request::Bulk),
+        threads: 1,
+        recv_buffer: None,
+        upload: None,
+        pin: false,
+    })
+    .unwrap();
+    let w = record(&l, 15);
+    let fates = l.fates();
+    assert_eq!(fates, [Fate::Ended(Ended::Unreachable), Fate::Ran]);
+    let s = w.summary(0, None, &fates);
+    assert_eq!((s.conns, s.ended.total()), (2, 1), "{s:?}");
+    l.stop();
+    drop(done);
+    serving.join().unwrap();
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use switchyard_core::Nanos;
 use switchyard_core::order::{AdmissionConfig, PaceConfig};
-use switchyard_runtime::deliver::load::Opened;
+use switchyard_runtime::deliver::load::{Ended, Fate, Opened};
 use switchyard_runtime::deliver::{
     Handshake, Load, LoadConfig, Pacing, Request, Server, ServerConfig, Transport, raise_file_limit, request,
 };
@@ -211,8 +211,12 @@ fn case(a: &Setup, c: &Case, dir: &Path) -> Result<Vec<Row>> {
     for &(burst, name) in bursts {
         let server = ours(c.threads, c.grain_ms, burst)?;
         let t = process_cpu();
-        let served = clients(server.local_addr(), false)?;
-        rows.push(Row { server: name, served, cpu_s: process_cpu() - t });
+        let served = clients(server.local_addr(), false);
+        // A server that failed closed its connections: its reason, not the clients' view of it.
+        if let Some(why) = server.failure() {
+            bail!("the delivery server ({name}) failed during the {} case: {why}", c.name);
+        }
+        rows.push(Row { server: name, served: served?, cpu_s: process_cpu() - t });
         server.stop();
     }
     let (rt, addr) = start_tokio(c.threads, Duration::from_secs_f64(c.grain_ms / 1e3))?;
@@ -257,10 +261,23 @@ fn clients_here(server: SocketAddr, c: &Case, http: bool, warmup: f64) -> Result
     let window = Duration::from_millis(100);
     let windows = (c.seconds * 10.0).ceil() as usize;
     let w = l.measure(Duration::from_secs_f64(warmup), window, windows, |_, _| {});
+    let fates = l.fates();
     l.stop();
     let target = c.rate.map(|b| b as f64 / 8.0);
-    let s = w.summary(0, target, &skip);
-    let coarse = w.coarsen(10).summary(0, target, &skip);
+    let s = w.summary(0, target, &fates);
+    // A connection that ended counts nothing from then on: the row would understate the server
+    // (or hide that it failed), so the run fails, as `deliver load` does.
+    if s.ended.total() > 0 {
+        let error = fates.iter().find_map(|f| if let Fate::Ended(e @ Ended::Error(_)) = f { Some(e) } else { None });
+        bail!(
+            "{} of {} connections to {server} ended before the run did: {}{}",
+            s.ended.total(),
+            s.conns,
+            s.ended,
+            error.map_or_else(String::new, |e| format!(" (the first error: {e})"))
+        );
+    }
+    let coarse = w.coarsen(10).summary(0, target, &fates);
     let pair = |e: Option<[f64; 3]>| e.map(|[p50, p99, _]| (p50, p99));
     Ok(Served {
         conns: s.conns,
@@ -444,4 +461,39 @@ fn ours(workers: usize, grain_ms: f64, burst: usize) -> Result<Server> {
         ..Default::default()
     })
     .context("starting the delivery server")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Clients whose server closes one of their connections mid-run fail, saying how many
+    /// ended, rather than handing back a row in which that connection looks slow.
+    #[test]
+    fn clients_fail_when_a_connection_ends_early() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = listener.local_addr().unwrap();
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let serving = std::thread::spawn(move || {
+            let mut conns = Vec::new();
+            for _ in 0..2 {
+                let (mut c, _) = listener.accept().unwrap();
+                let mut line = [0u8; 64];
+                let _ = c.read(&mut line);
+                c.write_all(b"ok w0\n").unwrap();
+                c.write_all(&[b'x'; 1000]).unwrap();
+                conns.push(c);
+            }
+            std::thread::sleep(Duration::from_millis(300));
+            drop(conns.remove(0));
+            let _ = wait.recv();
+        });
+        let case = Case { name: "bulk", conns: 2, rate: None, grain_ms: 1.0, seconds: 0.5, threads: 1 };
+        let r = clients_here(server, &case, false, 0.2);
+        drop(done);
+        serving.join().unwrap();
+        let e = format!("{:#}", r.expect_err("the clients fail"));
+        assert!(e.contains("1 of 2") && e.contains("closed by the server"), "{e}");
+    }
 }

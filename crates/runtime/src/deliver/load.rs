@@ -71,19 +71,79 @@ pub enum Opened {
     Failed(String),
 }
 
+/// Why a connection ended while the load ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The server closed it (TCP: the end of the stream).
+    Closed,
+    /// The server's host answered ICMP port unreachable (UDP): the server's socket for the
+    /// stream is gone — it closed the stream, or the server stopped.
+    Unreachable,
+    /// The socket failed (a reset, say), with the error.
+    Error(String),
+}
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Closed => f.write_str("closed by the server"),
+            Self::Unreachable => {
+                f.write_str("the server's port is unreachable (ICMP): its socket for the stream is gone")
+            }
+            Self::Error(e) => write!(f, "failed: {e}"),
+        }
+    }
+}
+
+impl Ended {
+    fn of(e: &io::Error) -> Self {
+        if e.kind() == io::ErrorKind::ConnectionRefused { Self::Unreachable } else { Self::Error(e.to_string()) }
+    }
+}
+
+/// What became of one connection by the end of a run, as a [`Windows::summary`] counts it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// It never started (refused, or it failed to open): left out of the figures.
+    NotStarted,
+    /// It ran to the end.
+    Ran,
+    /// It started and ended before the run did: counted with what it got, and flagged.
+    Ended(Ended),
+}
+
 struct Shared {
     counts: Vec<AtomicU64>,
     opened: Mutex<Vec<Option<Opened>>>,
-    /// Why a connection ended before the load stopped (the server closed or reset it).
-    ended: Mutex<Vec<Option<String>>>,
+    /// Why a connection ended before the load stopped (the first reason seen).
+    ended: Mutex<Vec<Option<Ended>>>,
     stop: AtomicBool,
+    /// Raised to ask every UDP stream at once whether it is still there ([`Load::probe`]).
+    probe: AtomicU64,
+    /// Per client thread, the last probe it has sent.
+    probed: Vec<AtomicU64>,
+}
+
+impl Shared {
+    /// Records that connection `i` ended, unless the load is stopping (its own closing is no
+    /// ending) or it ended already (the first reason is the one kept).
+    fn end(&self, i: usize, why: Ended) {
+        if !self.stop.load(Ordering::Relaxed) {
+            self.ended.lock().expect("ended lock")[i].get_or_insert(why);
+        }
+    }
 }
 
 /// Running clients. Dropping them closes every connection.
 pub struct Load {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    udp: bool,
 }
+
+/// How long [`Load::probe`] waits for the answers to its keepalives: an ICMP error comes back
+/// within a round trip.
+const PROBE_GRACE: Duration = Duration::from_millis(200);
 
 impl Load {
     /// Opens every connection (spread over the client threads) and returns once each has been
@@ -97,6 +157,8 @@ impl Load {
             opened: Mutex::new(vec![None; cfg.conns]),
             ended: Mutex::new(vec![None; cfg.conns]),
             stop: AtomicBool::new(false),
+            probe: AtomicU64::new(0),
+            probed: (0..cfg.threads.clamp(1, cfg.conns)).map(|_| AtomicU64::new(0)).collect(),
         });
         if cfg.upload == Some(0) || (cfg.upload.is_some() && cfg.transport == Transport::Udp) {
             return Err(io::Error::new(
@@ -111,7 +173,7 @@ impl Load {
         for t in 0..threads {
             let mine: Vec<usize> = (t..cfg.conns).step_by(threads).collect();
             let (s, c, ready) = (Arc::clone(&shared), cfg.clone(), ready_tx.clone());
-            let body = move || client_thread(&s, &c, &mine, &ready);
+            let body = move || client_thread(&s, &c, t, &mine, &ready);
             let pin = cfg.pin;
             handles.push(std::thread::Builder::new().name(format!("load-{t}")).spawn(move || {
                 if pin {
@@ -125,7 +187,7 @@ impl Load {
         for _ in 0..threads {
             let _ = ready_rx.recv();
         }
-        Ok(Self { shared, threads: handles })
+        Ok(Self { shared, threads: handles, udp: cfg.transport == Transport::Udp })
     }
 
     /// Bytes received so far by each connection.
@@ -139,17 +201,49 @@ impl Load {
         o.iter().map(|x| x.clone().unwrap_or(Opened::Failed("never tried".into()))).collect()
     }
 
-    /// For each connection, why it ended while the load ran, if it did: the server closed it
-    /// or it failed. Such a connection counts nothing from then on, which a summary must not
-    /// pass off as a slow connection.
-    pub fn ended(&self) -> Vec<Option<String>> {
+    /// For each connection, why it ended while the load ran, if it did: the server closed it,
+    /// its port became unreachable (UDP) or the socket failed. Such a connection counts nothing
+    /// from then on, which a summary must not pass off as a slow connection.
+    pub fn ended(&self) -> Vec<Option<Ended>> {
         self.shared.ended.lock().expect("ended lock").clone()
+    }
+
+    /// Every connection's fate so far: not started, running, or ended (and why), for
+    /// [`Windows::summary`].
+    pub fn fates(&self) -> Vec<Fate> {
+        self.opened()
+            .into_iter()
+            .zip(self.ended())
+            .map(|(o, e)| match (o, e) {
+                (Opened::Accepted(_), Some(why)) => Fate::Ended(why),
+                (Opened::Accepted(_), None) => Fate::Ran,
+                _ => Fate::NotStarted,
+            })
+            .collect()
+    }
+
+    /// Asks every UDP stream at once whether the server is still there (a keepalive each) and
+    /// waits for the answers, so that a stream whose server socket closed since the last
+    /// keepalive (they go once a second) is reported in [`Load::ended`]. Over TCP a closed
+    /// connection is seen at once, and this returns at once.
+    pub fn probe(&self) {
+        if !self.udp || self.shared.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let asked = self.shared.probe.fetch_add(1, Ordering::Relaxed) + 1;
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let sent = || self.shared.probed.iter().all(|p| p.load(Ordering::Relaxed) >= asked);
+        while !sent() && Instant::now() < deadline && self.threads.iter().any(|t| !t.is_finished()) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(PROBE_GRACE);
     }
 
     /// Measures for `windows` windows of `window` each, after `warmup`: every connection's
     /// bytes per window, sampled on the window's schedule (a late sample shortens the next
     /// window rather than shifting every later one). `each` is called after every window with
-    /// its number (from 0) and the record so far, for live displays.
+    /// its number (from 0) and the record so far, for live displays. At the end, UDP streams
+    /// are [probed](Self::probe), so that [`Load::ended`] covers the whole run.
     pub fn measure(
         &self,
         warmup: Duration,
@@ -166,6 +260,7 @@ impl Load {
             w.tick(self.counts());
             each(k, &w);
         }
+        self.probe();
         w
     }
 
@@ -197,7 +292,9 @@ impl Drop for Load {
 
 enum Sock {
     Tcp(mio::net::TcpStream),
-    Udp(mio::net::UdpSocket, Option<SocketAddr>),
+    /// Connected to the server's socket for the stream, so that an ICMP error about it comes
+    /// back as an error on the socket (Linux reports none on an unconnected one).
+    Udp(mio::net::UdpSocket),
 }
 
 fn open_tcp(cfg: &LoadConfig) -> Result<(Sock, Opened), String> {
@@ -253,13 +350,20 @@ fn open_udp(cfg: &LoadConfig) -> Result<(Sock, Opened), String> {
             Some(Answer::Refused(why)) => Opened::Refused(why),
             None => Opened::Accepted(None), // the answer was lost and data came first
         };
+        s.connect(from).map_err(|e| format!("connect to {from}: {e}"))?;
         s.set_nonblocking(true).map_err(|e| e.to_string())?;
-        return Ok((Sock::Udp(mio::net::UdpSocket::from_std(s), Some(from)), opened));
+        return Ok((Sock::Udp(mio::net::UdpSocket::from_std(s)), opened));
     }
     Err("no answer to 6 requests over 3 s".into())
 }
 
-fn client_thread(shared: &Shared, cfg: &LoadConfig, mine: &[usize], ready: &std::sync::mpsc::Sender<()>) {
+fn client_thread(
+    shared: &Shared,
+    cfg: &LoadConfig,
+    thread: usize,
+    mine: &[usize],
+    ready: &std::sync::mpsc::Sender<()>,
+) {
     let mut socks: Vec<(usize, Sock)> = Vec::with_capacity(mine.len());
     for &i in mine {
         let r = match cfg.transport {
@@ -285,7 +389,7 @@ fn client_thread(shared: &Shared, cfg: &LoadConfig, mine: &[usize], ready: &std:
     for (k, (_, s)) in socks.iter_mut().enumerate() {
         let src: &mut dyn mio::event::Source = match s {
             Sock::Tcp(t) => t,
-            Sock::Udp(u, _) => u,
+            Sock::Udp(u) => u,
         };
         let _ = poll.registry().register(src, Token(k), Interest::READABLE);
     }
@@ -297,16 +401,35 @@ fn client_thread(shared: &Shared, cfg: &LoadConfig, mine: &[usize], ready: &std:
     let mut ready: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
     let mut queued = vec![false; socks.len()];
     let mut alive_at = Instant::now();
+    let mut probed = 0;
+    // Streams that ended: no more keepalives to them (the first reason is kept).
+    let mut gone = vec![false; socks.len()];
     while !shared.stop.load(Ordering::Relaxed) {
         // UDP clients say they are still there once a second (the server drops a stream it has
-        // not heard from in ten).
-        if matches!(cfg.handshake, Handshake::Switchyard(_)) && alive_at.elapsed() >= Duration::from_secs(1) {
+        // not heard from in ten), and when asked to probe. An ICMP port unreachable in answer
+        // ends the stream: the error comes back on this send or on the next receive.
+        let probe = shared.probe.load(Ordering::Relaxed);
+        if matches!(cfg.handshake, Handshake::Switchyard(_))
+            && (alive_at.elapsed() >= Duration::from_secs(1) || probe != probed)
+        {
             alive_at = Instant::now();
-            for (_, s) in &socks {
-                if let Sock::Udp(u, Some(from)) = s {
-                    let _ = u.send_to(b"alive", *from);
+            for (k, (i, s)) in socks.iter().enumerate() {
+                // A keepalive the kernel would not take (no buffer, no route for now) is lost as
+                // on a wire, and the next one tries again; only the server's port unreachable
+                // ends the stream here.
+                if let Sock::Udp(u) = s
+                    && !gone[k]
+                    && let Err(e) = u.send(b"alive")
+                    && e.kind() == io::ErrorKind::ConnectionRefused
+                {
+                    gone[k] = true;
+                    shared.end(*i, Ended::Unreachable);
                 }
             }
+        }
+        if probe != probed {
+            probed = probe;
+            shared.probed[thread].store(probe, Ordering::Relaxed);
         }
         let timeout = if ready.is_empty() { Duration::from_millis(20) } else { Duration::ZERO };
         if poll.poll(&mut events, Some(timeout)).is_err() {
@@ -324,14 +447,13 @@ fn client_thread(shared: &Shared, cfg: &LoadConfig, mine: &[usize], ready: &std:
             let (i, sock) = &mut socks[k];
             let r = match sock {
                 Sock::Tcp(t) => t.read(&mut buf),
-                Sock::Udp(u, _) => u.recv(&mut buf),
+                Sock::Udp(u) => u.recv(&mut buf),
             };
             match r {
                 Ok(0) if matches!(sock, Sock::Tcp(_)) => {
                     queued[k] = false;
-                    if !shared.stop.load(Ordering::Relaxed) {
-                        shared.ended.lock().expect("ended lock")[*i] = Some("closed by the server".into());
-                    }
+                    gone[k] = true;
+                    shared.end(*i, Ended::Closed);
                 }
                 Ok(n) => {
                     shared.counts[*i].fetch_add(n as u64, Ordering::Relaxed);
@@ -341,16 +463,17 @@ fn client_thread(shared: &Shared, cfg: &LoadConfig, mine: &[usize], ready: &std:
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => queued[k] = false,
                 Err(e) => {
                     queued[k] = false;
-                    if matches!(sock, Sock::Tcp(_)) && !shared.stop.load(Ordering::Relaxed) {
-                        shared.ended.lock().expect("ended lock")[*i] = Some(e.to_string());
-                    }
+                    gone[k] = true;
+                    shared.end(*i, Ended::of(&e));
                 }
             }
         }
     }
-    for (_, s) in &mut socks {
-        if let Sock::Udp(u, Some(from)) = s {
-            let _ = u.send_to(b"bye", *from);
+    for (k, (_, s)) in socks.iter().enumerate() {
+        if let Sock::Udp(u) = s
+            && !gone[k]
+        {
+            let _ = u.send(b"bye");
         }
     }
 }
@@ -391,9 +514,7 @@ fn upload_thread(shared: &Shared, mut poll: Poll, socks: &mut [(usize, Sock)], m
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => queued[k] = false,
                 Err(e) => {
                     queued[k] = false;
-                    if !shared.stop.load(Ordering::Relaxed) {
-                        shared.ended.lock().expect("ended lock")[*i] = Some(e.to_string());
-                    }
+                    shared.end(*i, Ended::of(&e));
                 }
             }
         }
@@ -458,12 +579,61 @@ impl Windows {
     }
 }
 
+/// Connections that ended before the run did, by why (see [`Ended`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EndedEarly {
+    /// Closed by the server.
+    pub closed: usize,
+    /// Their server port unreachable (ICMP, UDP).
+    pub unreachable: usize,
+    /// Failed with a socket error.
+    pub errors: usize,
+}
+
+impl EndedEarly {
+    /// All of them.
+    pub fn total(&self) -> usize {
+        self.closed + self.unreachable + self.errors
+    }
+
+    /// Counts the ended among `fates`.
+    pub fn of(fates: &[Fate]) -> Self {
+        let mut n = Self::default();
+        for f in fates {
+            match f {
+                Fate::Ended(Ended::Closed) => n.closed += 1,
+                Fate::Ended(Ended::Unreachable) => n.unreachable += 1,
+                Fate::Ended(Ended::Error(_)) => n.errors += 1,
+                Fate::NotStarted | Fate::Ran => {}
+            }
+        }
+        n
+    }
+}
+
+impl std::fmt::Display for EndedEarly {
+    /// The kinds that occurred, e.g. "3 closed by the server, 1 failed with an error".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts = [
+            (self.closed, "closed by the server"),
+            (self.unreachable, "unreachable (ICMP port unreachable: the server closed the stream or went away)"),
+            (self.errors, "failed with an error"),
+        ];
+        let said: Vec<String> = parts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
+        if said.is_empty() { f.write_str("none") } else { f.write_str(&said.join(", ")) }
+    }
+}
+
 /// What a run of windows comes to: fairness across connections and, for streams, how far each
 /// window was from the promise.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
-    /// Connections counted.
+    /// Connections counted: every one that started, those that ended early among them.
     pub conns: usize,
+    /// Of those, the ones that ended before the run did, by why. They count with what they got
+    /// (nothing after their end), so the figures understate the server and the run is a
+    /// failure: a caller must say so.
+    pub ended: EndedEarly,
     /// Windows counted.
     pub windows: usize,
     /// All connections together, bits per second.
@@ -483,11 +653,12 @@ pub struct Summary {
 
 impl Windows {
     /// The summary of windows `from..`, against `target` bytes per second per connection if the
-    /// connections are promised one. Connections that never received anything (refused, failed)
-    /// are left out: pass `skip` with their indices set.
-    pub fn summary(&self, from: usize, target: Option<f64>, skip: &[bool]) -> Summary {
+    /// connections are promised one. `fates` says what became of each connection
+    /// ([`Load::fates`]): those that never started are left out; those that ended early are
+    /// counted with what they got, and in [`Summary::ended`] — never silently omitted.
+    pub fn summary(&self, from: usize, target: Option<f64>, fates: &[Fate]) -> Summary {
         use switchyard_core::measure::{balance, quantile_sorted, rate_error, spread};
-        let keep = |c: usize| !skip.get(c).copied().unwrap_or(false);
+        let keep = |c: usize| !matches!(fates.get(c), Some(Fate::NotStarted));
         let rates: Vec<f64> =
             self.mean_rates(from).into_iter().enumerate().filter(|(c, _)| keep(*c)).map(|(_, r)| r).collect();
         let aggregate: f64 = rates.iter().sum();
@@ -512,6 +683,7 @@ impl Windows {
             .map(|t| rates.iter().map(|r| rate_error(*r, t).abs()).fold(0.0, f64::max));
         Summary {
             conns: rates.len(),
+            ended: EndedEarly::of(fates),
             windows: self.bytes.len().saturating_sub(from),
             aggregate_bps: aggregate * 8.0,
             mean_bps: if rates.is_empty() { 0.0 } else { aggregate * 8.0 / rates.len() as f64 },

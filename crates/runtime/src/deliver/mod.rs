@@ -16,7 +16,7 @@ pub mod request;
 pub mod server;
 mod worker;
 
-pub use load::{Handshake, Load, LoadConfig, Transport, Windows};
+pub use load::{Ended, EndedEarly, Fate, Handshake, Load, LoadConfig, Transport, Windows};
 pub use request::{Answer, Request};
 pub use server::{ConnView, Pacing, Sample, Server, ServerConfig, Totals};
 

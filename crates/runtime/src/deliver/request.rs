@@ -11,6 +11,9 @@
 //!                                   server: refused no room: …\n   (and the connection closes)
 //! ```
 //!
+//! A `sink` client may send its data straight after its line, without waiting for `ok`: every
+//! byte after the newline is counted (and, if the answer is `refused`, the connection closes).
+//!
 //! `sink` is TCP only: it exists to measure the receive path (Guo ch. 3's iperf workload, and
 //! receive-side steering), which a datagram socket per client would not exercise the same way.
 //!

@@ -526,6 +526,16 @@ impl Server {
         self.halt();
     }
 
+    /// Stops serving now, from wherever the server is shared: every thread ends and every
+    /// connection closes, as when the server fails (the threads are waited for when it is
+    /// stopped or dropped). To its clients this is a server that went away mid-run.
+    pub fn shut_down(&self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        for l in &self.shared.links {
+            let _ = l.waker.wake();
+        }
+    }
+
     fn halt(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         for l in &self.shared.links {
@@ -638,7 +648,10 @@ fn accept_tcp(shared: &Shared, listener: TcpListener) {
                     let mut o = opening.remove(&token).expect("present");
                     let _ = poll.registry().deregister(&mut o.stream);
                     match o.line.iter().position(|&b| b == b'\n') {
-                        Some(end) => open_tcp(shared, o.stream, &o.line[..=end]),
+                        Some(end) => {
+                            let (line, early) = o.line.split_at(end + 1);
+                            open_tcp(shared, o.stream, line, early);
+                        }
                         // Cut short (the peer shut its side first) or too long: a request that
                         // did not all come is not served (it was, as far as it went).
                         None => {
@@ -665,7 +678,10 @@ fn accept_tcp(shared: &Shared, listener: TcpListener) {
 }
 
 /// Places a TCP connection whose request line has arrived, answers it and hands it to its worker.
-fn open_tcp(shared: &Shared, mut stream: mio::net::TcpStream, line: &[u8]) {
+/// `early` is what the client sent after the line that was read with it: a `sink` client need
+/// not wait for `ok` before it sends, and those bytes are its first (up to a line's length).
+/// Any other client's bytes are read and dropped by its worker, and so are these.
+fn open_tcp(shared: &Shared, mut stream: mio::net::TcpStream, line: &[u8], early: &[u8]) {
     let incoming = incoming_cpu(&stream);
     let placed = request::parse(line).map_err(|e| e.to_string()).and_then(|req| shared.place(req, None, incoming));
     let Placed { id, worker, rate, sink, stats } = match placed {
@@ -683,6 +699,11 @@ fn open_tcp(shared: &Shared, mut stream: mio::net::TcpStream, line: &[u8]) {
     if !ok {
         shared.closed(id, worker);
         return;
+    }
+    if sink && !early.is_empty() {
+        let n = early.len() as u64;
+        stats.received.fetch_add(n, Ordering::Relaxed);
+        shared.workers[worker].received.fetch_add(n, Ordering::Relaxed);
     }
     shared.send(worker, Cmd::Add(Conn { id, io: Io::Tcp(stream), rate, sink, stats }));
 }

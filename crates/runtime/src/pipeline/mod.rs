@@ -43,6 +43,7 @@
 //! loop in `worker`.
 
 use std::ops::ControlFlow;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
@@ -57,7 +58,7 @@ use crate::serial::{ConnResult, Summary, Verdict};
 mod shared;
 mod worker;
 
-use shared::{Job, Padded, Piece, PieceSlot, Shared};
+use shared::{Job, Padded, Piece, PieceSlot, Pieces, Shared};
 pub use switchyard_core::OnFull;
 pub use worker::PUBLISH_EVERY;
 use worker::{Done, WorkerEnd, worker};
@@ -216,7 +217,8 @@ pub fn run_with_progress<'a>(
     // Outlive the workers, so that buffer units can borrow from them.
     let shared_arena: Arena<Shared<'_, '_>> = Arena::new();
     let piece_arena: Arena<PieceSlot<'_>> = Arena::new();
-    let max_packets = config.conn.max_packets as usize;
+    let segment_arena: Arena<OnceLock<&[PieceSlot<'_>]>> = Arena::new();
+    let segments = Pieces::segments_for(config.conn.max_packets);
     let cores = if config.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
     let batch = config.batch.max(1);
     // The placer indexes loads by worker id.
@@ -277,7 +279,8 @@ pub fn run_with_progress<'a>(
                     // use of its tuple, which the table keeps compact and rebuilds on request.
                     if conn.data.shared.is_none() {
                         let key = conn.key();
-                        let pieces = piece_arena.alloc_extend((0..max_packets).map(|_| PieceSlot::empty()));
+                        let made = segment_arena.alloc_extend((0..segments).map(|_| OnceLock::new()));
+                        let pieces = Pieces::new(made, config.conn.max_packets);
                         conn.data.shared = Some(shared_arena.alloc(Shared {
                             first_match: AtomicU64::new(u64::MAX),
                             lost: AtomicBool::new(false),
@@ -289,11 +292,14 @@ pub fn run_with_progress<'a>(
                     }
                     let shared: &Shared<'_, '_> = conn.data.shared.expect("made at the connection's first buffer");
                     let piece = Piece { from_client, tcp: p.tcp, payload: p.payload };
+                    // The slot's segment is made with the connection's first packet numbered in it.
+                    let alloc = |n| &*piece_arena.alloc_extend((0..n).map(|_| PieceSlot::empty()));
+                    let slot = shared.pieces.slot_or_make(index, alloc);
                     // SAFETY: this thread is the producer; the table numbers each packet of a connection
                     // once; and the unit of this index, if any, is made below, after the write. Set
                     // even when no unit is made, so that a later unit (a TLS connection's, whose
                     // ServerHello is still looked for) reassembles every packet before it.
-                    unsafe { shared.pieces[index as usize].set(piece) };
+                    unsafe { slot.set(piece) };
                     let first = shared.first_match.load(Ordering::Acquire);
                     if first != u64::MAX && first & shared::MORE == 0 {
                         // Classified before this buffer was made: it is only marked (Guo §2.4, step 2).

@@ -2,8 +2,8 @@
 //! left in, and the buffer units that point into them.
 
 use std::cell::UnsafeCell;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Mutex, OnceLock};
 
 use switchyard_ingest::{Assembly, ConnConfig, Tcp};
 
@@ -24,7 +24,7 @@ pub(super) struct Shared<'s, 'a> {
     pub(super) first_match: AtomicU64,
     pub(super) lost: AtomicBool,
     /// The connection's buffered packets, by number: slot `i` is set before buffer `i` is sent.
-    pub(super) pieces: &'s [PieceSlot<'a>],
+    pub(super) pieces: Pieces<'s, 'a>,
     /// The connection's transport and ports, for signatures that need a port.
     pub(super) ports: Ports,
     /// Made by the first worker to take the connection: allocating it is a worker's work, not
@@ -86,6 +86,76 @@ impl std::fmt::Debug for PieceSlot<'_> {
     }
 }
 
+/// A connection's packet slots, made as its packets come: segment `k` holds [`FIRST`] `<< k`
+/// slots (the last cut to the packet limit) and is allocated when the connection's first
+/// packet numbered in it arrives. Slots reserved up front, one per packet the limit allows,
+/// took `--packets 100000` × 32 bytes per connection (32 GB on 10,000 connections) for
+/// packets most connections never have; this way a connection holds at most twice the slots
+/// its packets fill, plus a pointer per possible segment (30 at most).
+///
+/// Segments never move once made (each is its own allocation in the run's arena), so a worker
+/// can read one while the producer makes the next. The producer makes segment `k` before it
+/// writes a slot in it, so before any buffer unit that could read it: a worker that holds a
+/// unit of index `i` finds every segment up to `i`'s made.
+pub(super) struct Pieces<'s, 'a> {
+    segments: &'s [OnceLock<&'s [PieceSlot<'a>]>],
+    limit: u32,
+}
+
+/// Slots in a connection's first segment: Guo's 8 packets a connection, so that the default
+/// limit takes one segment, as many slots as it did when all were reserved at once.
+pub(super) const FIRST: u32 = 8;
+
+impl<'s, 'a> Pieces<'s, 'a> {
+    /// How many segments hold `limit` slots.
+    pub(super) fn segments_for(limit: u32) -> usize {
+        (0..).find(|&k| Self::start_of(k) >= u64::from(limit)).unwrap_or(0)
+    }
+
+    /// The first slot of segment `k` (FIRST · (2^k − 1)).
+    fn start_of(k: usize) -> u64 {
+        u64::from(FIRST) * ((1u64 << k) - 1)
+    }
+
+    /// The segment of slot `i` and its place there.
+    fn locate(i: u32) -> (usize, usize) {
+        let k = (63 - (u64::from(i) / u64::from(FIRST) + 1).leading_zeros()) as usize;
+        (k, (u64::from(i) - Self::start_of(k)) as usize)
+    }
+
+    /// The slots of a connection of at most `limit` packets, over `segments` (made empty, as
+    /// many as [`Self::segments_for`] says).
+    pub(super) fn new(segments: &'s [OnceLock<&'s [PieceSlot<'a>]>], limit: u32) -> Self {
+        debug_assert_eq!(segments.len(), Self::segments_for(limit));
+        Self { segments, limit }
+    }
+
+    /// Slot `i`, its segment made by `alloc(slots)` if it is not yet. Only the producer calls
+    /// this (it alone makes segments).
+    pub(super) fn slot_or_make(&self, i: u32, alloc: impl FnOnce(usize) -> &'s [PieceSlot<'a>]) -> &PieceSlot<'a> {
+        let (k, at) = Self::locate(i);
+        let segment = self.segments[k].get_or_init(|| {
+            let start = Self::start_of(k);
+            let len = (u64::from(FIRST) << k).min(u64::from(self.limit) - start);
+            alloc(len as usize)
+        });
+        &segment[at]
+    }
+
+    /// Slot `i`, which the caller knows is made (it holds a buffer unit of index `i` or later).
+    fn slot(&self, i: usize) -> &PieceSlot<'a> {
+        let (k, at) = Self::locate(i as u32);
+        &self.segments[k].get().expect("the producer makes a slot's segment before any unit that reads it")[at]
+    }
+}
+
+impl std::fmt::Debug for Pieces<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let made = self.segments.iter().filter(|s| s.get().is_some()).count();
+        write!(f, "Pieces {{ limit: {}, segments made: {made} of {} }}", self.limit, self.segments.len())
+    }
+}
+
 /// The connection's assembly, its length after each packet fed to it, and what a TLS
 /// connection's handshake showed.
 #[derive(Debug, Default)]
@@ -97,11 +167,11 @@ pub(super) struct Assembled {
 
 impl Assembled {
     /// Feeds the packets up to number `index`, in order, from the connection's slots.
-    pub(super) fn take_in(&mut self, pieces: &[PieceSlot<'_>], index: usize, config: &ConnConfig) {
+    pub(super) fn take_in(&mut self, pieces: &Pieces<'_, '_>, index: usize, config: &ConnConfig) {
         while self.len_after.len() <= index {
             // SAFETY: the caller holds the connection's buffer unit `index`, received through
             // its queue, and feeds only slots up to it.
-            let piece = unsafe { pieces[self.len_after.len()].get() };
+            let piece = unsafe { pieces.slot(self.len_after.len()).get() };
             let len = self.assembly.push(config, piece.from_client, piece.tcp, piece.payload);
             self.len_after.push(len as u32);
         }
@@ -142,6 +212,36 @@ pub(super) fn index_of(packed: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every slot number up to the limit has one place, the segments tile the numbers in order
+    /// without gaps, and the largest limit takes 30 segments.
+    #[test]
+    fn segments_tile_every_slot_number_once() {
+        assert_eq!(Pieces::segments_for(1), 1);
+        assert_eq!(Pieces::segments_for(FIRST), 1);
+        assert_eq!(Pieces::segments_for(FIRST + 1), 2);
+        assert_eq!(Pieces::segments_for(u32::MAX), 30);
+        let mut next = (0usize, 0usize);
+        for i in 0..10_000u32 {
+            let (k, at) = Pieces::locate(i);
+            assert_eq!((k, at), next, "slot {i}");
+            next = if at + 1 == (FIRST as usize) << k { (k + 1, 0) } else { (k, at + 1) };
+        }
+        let (k, at) = Pieces::locate(u32::MAX - 1);
+        assert!(k < 30 && Pieces::start_of(k) + at as u64 == u64::from(u32::MAX - 1));
+        // A connection with a limit of 20 gets segments of 8 and 12 slots, as its packets come.
+        let arena: typed_arena::Arena<PieceSlot<'_>> = typed_arena::Arena::new();
+        let made: Vec<OnceLock<&[PieceSlot<'_>]>> = (0..Pieces::segments_for(20)).map(|_| OnceLock::new()).collect();
+        let pieces = Pieces::new(&made, 20);
+        let mut sizes = Vec::new();
+        for i in 0..20 {
+            pieces.slot_or_make(i, |n| {
+                sizes.push(n);
+                &*arena.alloc_extend((0..n).map(|_| PieceSlot::empty()))
+            });
+        }
+        assert_eq!(sizes, [8, 12]);
+    }
 
     #[test]
     fn packing_orders_by_index_for_every_u32_index() {

@@ -102,7 +102,7 @@ pub(super) fn inspect(
     }
     let mut work = job.shared.work.0.lock().expect("no thread panics holding it");
     let assembled = work.get_or_insert_with(Box::default);
-    assembled.take_in(job.shared.pieces, job.index as usize, config);
+    assembled.take_in(&job.shared.pieces, job.index as usize, config);
     let len = assembled.len_after[job.index as usize] as usize;
     let buffer = &assembled.assembly.buffer()[..len];
     let starts = assembled.assembly.starts();
