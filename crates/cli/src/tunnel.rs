@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use switchyard_mux::tunnel::{self, Forward};
-use switchyard_mux::{ConnChoice, Listener, MuxConfig, Peer, Scheme, SendConfig, Session, SessionReport, Tls};
+use switchyard_mux::{ConnChoice, Listener, MuxConfig, Peer, Scheme, SendConfig, SessionReport, Tls};
 
 /// Carry local TCP ports to another machine (or process) as weighted channels over several connections.
 ///
@@ -208,7 +208,7 @@ async fn listen(a: &ListenArgs) -> Result<()> {
         eprintln!("switchyard tunnel: a session joined");
         tokio::spawn(tunnel::serve(session.clone(), a.allow.clone(), log()));
         if every > 0.0 {
-            tokio::spawn(show(session, every));
+            tokio::spawn(show(session.into(), every));
         }
     }
     Ok(())
@@ -244,15 +244,17 @@ async fn connect(a: &ConnectArgs) -> Result<()> {
         tls,
         ..MuxConfig::default()
     };
-    let session = Session::connect_to(to.clone(), config).await?;
+    let near = tunnel::Near::connect(to.clone(), config, log()).await?;
     eprintln!("switchyard tunnel: session with {to} over {} connections, {encrypted}", a.connections);
     let mut forwards = tokio::task::JoinSet::new();
     for f in &a.forwards {
         eprintln!("switchyard tunnel: {} → {} (weight {})", f.local, f.target, f.weight);
-        forwards.spawn(tunnel::forward(session.clone(), f.clone(), log()));
+        // Bound now, so that a port in use is an error at once.
+        let listener = tunnel::bind(f)?;
+        forwards.spawn(tunnel::forward_on(listener, near.clone(), f.clone(), log()));
     }
     if a.show.every > 0.0 {
-        tokio::spawn(show(session, a.show.every));
+        tokio::spawn(show(near, a.show.every));
     }
     // A forward ends only when its listener fails: that is the error to report.
     while let Some(done) = forwards.join_next().await {
@@ -303,13 +305,15 @@ fn cert(a: &CertArgs) -> Result<()> {
 
 /// Prints each channel's rate in both directions every `every` seconds: redrawn in place on a
 /// terminal, a line per report otherwise.
-async fn show(session: Session, every: f64) {
+async fn show(near: tunnel::Near, every: f64) {
     let live = std::io::stderr().is_terminal();
     let mut last: Option<(Instant, SessionReport)> = None;
     let mut drawn = 0;
     loop {
         tokio::time::sleep(Duration::from_secs_f64(every)).await;
-        let Ok(now) = session.report().await else { return };
+        // While a new session is being opened there is nothing to show.
+        let Some(session) = near.current() else { continue };
+        let Ok(now) = session.report().await else { continue };
         let t = Instant::now();
         if let Some((then, before)) = &last {
             let dt = t.duration_since(*then).as_secs_f64().max(1e-9);
@@ -317,7 +321,10 @@ async fn show(session: Session, every: f64) {
                 let was = before.channels.iter().find(|c| c.id == id).map_or(0, f);
                 now.channels.iter().find(|c| c.id == id).map_or(0, f).saturating_sub(was) as f64 / dt
             };
-            let mut text = format!("{} connections ({} lost so far)\n", now.connections, now.lost);
+            let mut text = format!(
+                "{} connections ({} lost so far); {} channels finished, {} reset ({} refused here)\n",
+                now.connections, now.lost, now.retired.0, now.reset, now.refused
+            );
             text.push_str(&format!(
                 "{:>8} {:>7} {:>12} {:>12} {:>9}\n",
                 "channel", "weight", "out MB/s", "in MB/s", "resent"

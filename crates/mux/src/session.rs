@@ -254,6 +254,8 @@ pub struct Session {
     /// Wakes the driver when the application takes a channel: the queue has room for the
     /// next one the peer opened.
     room: Arc<Notify>,
+    /// Why the driver stopped, once it has.
+    why: Arc<Mutex<Option<Stopped>>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -303,6 +305,13 @@ impl Session {
         let channel = self.incoming.lock().await.recv().await;
         self.room.notify_one();
         channel
+    }
+
+    /// Waits until the session has stopped, and says why: what a client that must carry on
+    /// (a tunnel's near end) waits on before it opens a new session.
+    pub async fn stopped(&self) -> Stopped {
+        self.commands.closed().await;
+        self.why.lock().expect("never held across a panic").clone().unwrap_or(Stopped::Dropped)
     }
 
     /// The session's counters.
@@ -731,6 +740,8 @@ struct Driver {
     backoff: Vec<Duration>,
     /// Why the driver is stopping, once it is.
     stopped: Option<Stopped>,
+    /// Where the handles read it ([`Session::stopped`]).
+    why: Arc<Mutex<Option<Stopped>>>,
 }
 
 impl Driver {
@@ -743,7 +754,9 @@ impl Driver {
             commands: command_tx.clone(),
             incoming: Arc::new(tokio::sync::Mutex::new(incoming_rx)),
             room: Arc::clone(&room),
+            why: Arc::default(),
         };
+        let why = Arc::clone(&session.why);
         let driver = Self {
             sender: Sender::new(config.send),
             receiver: Receiver::new(config.recv),
@@ -768,6 +781,7 @@ impl Driver {
             redial,
             backoff: Vec::new(),
             stopped: None,
+            why,
         };
         (session, event_tx, driver)
     }
@@ -851,6 +865,7 @@ impl Driver {
         // What had arrived and not yet gone to the application goes with the end, so a peer
         // that sent everything and went away leaves its channels whole.
         let why = self.stopped.clone().unwrap_or(Stopped::Dropped);
+        *self.why.lock().expect("never held across a panic") = Some(why.clone());
         for (id, ends) in &mut self.ends {
             if ends.to_app.is_some() {
                 let tail = std::iter::from_fn(|| self.receiver.read(*id)).collect();

@@ -13,11 +13,13 @@
 //! the same sentence.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 
-use crate::{Channel, MuxError, Session};
+use crate::{Channel, MuxConfig, MuxError, Peer, Session};
 
 /// One forwarded port.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,22 +58,135 @@ impl std::str::FromStr for Forward {
 pub type Log = std::sync::Arc<dyn Fn(String) + Send + Sync>;
 
 /// How long the far end waits for a target to take a connection before it resets the channel.
-pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The near end's session to the far end, opened again when it ends.
+///
+/// A far end that restarts has forgotten the session, and refuses the connections the near end
+/// re-opens to it ("no such session"); a far end that is down refuses them at the TCP level.
+/// Either way the session stops, and [`Near::connect`]'s watcher opens a new one, waiting
+/// [`REDIAL_FIRST`] at first and twice as long after each failure up to [`REDIAL_MOST`], and
+/// logs each step. Channels of the session that stopped end with an error (their connections
+/// are reset); a client that comes while there is no session waits up to [`WAIT_FOR_SESSION`]
+/// for the next one, and is then reset with a line in the log.
+#[derive(Clone, Debug)]
+pub struct Near {
+    sessions: watch::Receiver<Option<Session>>,
+}
+
+/// The first wait before a stopped session is opened again.
+pub const REDIAL_FIRST: Duration = Duration::from_millis(250);
+/// The longest wait between attempts to open a session again.
+pub const REDIAL_MOST: Duration = Duration::from_secs(30);
+/// How long a client waits for a session while the near end opens one again.
+pub const WAIT_FOR_SESSION: Duration = Duration::from_secs(10);
+
+impl From<Session> for Near {
+    /// A session that is not opened again when it stops.
+    fn from(session: Session) -> Self {
+        let (tx, sessions) = watch::channel(Some(session));
+        // The receiver keeps the last value once the sender has gone.
+        drop(tx);
+        Self { sessions }
+    }
+}
+
+impl Near {
+    /// Opens a session to `peer` (an error now is the caller's to report: a wrong address or
+    /// key), then watches it and opens a new one whenever it stops, saying so in `log`.
+    pub async fn connect(peer: Peer, config: MuxConfig, log: Log) -> Result<Self, MuxError> {
+        let first = Session::connect_to(peer.clone(), config.clone()).await?;
+        let (tx, sessions) = watch::channel(Some(first.clone()));
+        tokio::spawn(async move {
+            let mut session = first;
+            loop {
+                let why = session.stopped().await;
+                if tx.send(None).is_err() {
+                    return;
+                }
+                log(format!("the session with {peer} stopped ({why}); opening a new one"));
+                let mut wait = REDIAL_FIRST;
+                session = loop {
+                    tokio::time::sleep(wait).await;
+                    match Session::connect_to(peer.clone(), config.clone()).await {
+                        Ok(s) => break s,
+                        Err(e) => {
+                            wait = (wait * 2).min(REDIAL_MOST);
+                            log(format!("cannot open a session with {peer}: {e}; trying again in {wait:?}"));
+                        }
+                    }
+                };
+                log(format!("a new session with {peer} is open"));
+                if tx.send(Some(session.clone())).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Self { sessions })
+    }
+
+    /// The session now, if there is one (none while a new one is being opened).
+    pub fn current(&self) -> Option<Session> {
+        self.sessions.borrow().clone()
+    }
+
+    /// The session now, or the next one within `wait`.
+    async fn session(&mut self, wait: Duration) -> Option<Session> {
+        let found = tokio::time::timeout(wait, async {
+            match self.sessions.wait_for(Option::is_some).await {
+                Ok(s) => s.clone(),
+                // No watcher (a fixed session): what it holds is all there will be.
+                Err(_) => None,
+            }
+        })
+        .await;
+        match found {
+            Ok(Some(s)) => Some(s),
+            Ok(None) => self.current(),
+            Err(_) => None,
+        }
+    }
+}
 
 /// Listens on `forward.local`, with the deepest accept backlog the system allows (a burst of
 /// clients overflows a short one, and they then wait out SYN retries), and carries each
-/// connection over `session`. A connection the far end refuses (its target is not allowed,
-/// refuses or does not answer) is reset, and `log` says why. Runs until the listener fails.
-pub async fn forward(session: Session, forward: Forward, log: Log) -> Result<(), MuxError> {
-    let listener = listen(forward.local)
-        .map_err(|source| MuxError::Io { what: format!("listening on {}", forward.local), source })?;
+/// connection over the near end's session (a [`Session`], or a [`Near`] that opens a new one
+/// when it stops). A connection the far end refuses (its target is not allowed, refuses or does
+/// not answer) is reset, and `log` says why. Runs until the listener fails.
+pub async fn forward(near: impl Into<Near>, forward: Forward, log: Log) -> Result<(), MuxError> {
+    let listener = bind(&forward)?;
+    forward_on(listener, near, forward, log).await
+}
+
+/// Binds `forward.local` as [`forward`] does, so that a caller learns at once that the port is
+/// taken, and that the port takes connections once this returns. Needs a tokio runtime.
+pub fn bind(forward: &Forward) -> Result<TcpListener, MuxError> {
+    listen(forward.local).map_err(|source| MuxError::Io { what: format!("listening on {}", forward.local), source })
+}
+
+/// [`forward`] on a listener [`bind`] made.
+pub async fn forward_on(
+    listener: TcpListener,
+    near: impl Into<Near>,
+    forward: Forward,
+    log: Log,
+) -> Result<(), MuxError> {
+    let near = near.into();
     loop {
         let (mut tcp, from) = listener
             .accept()
             .await
             .map_err(|source| MuxError::Io { what: format!("accepting on {}", forward.local), source })?;
-        let (session, forward, log) = (session.clone(), forward.clone(), log.clone());
+        let (mut near, forward, log) = (near.clone(), forward.clone(), log.clone());
         tokio::spawn(async move {
+            let Some(session) = near.session(WAIT_FOR_SESSION).await else {
+                log(format!(
+                    "{from} → {}: no session with the far end (it is being opened again): reset",
+                    forward.target
+                ));
+                reset(&tcp);
+                return;
+            };
             let mut channel = match session.open(forward.weight, true).await {
                 Ok(channel) => channel,
                 Err(e) => {

@@ -94,13 +94,10 @@ async fn burst(clients: usize, limit: Duration) -> Outcome {
         }
     });
     let session = Session::connect(far, config).await.unwrap();
-    let local = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    tokio::spawn(tunnel::forward(
-        session,
-        Forward { local, target: target.to_string(), weight: 1.0 },
-        std::sync::Arc::new(|_| {}),
-    ));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let forward = Forward { local: "127.0.0.1:0".parse().unwrap(), target: target.to_string(), weight: 1.0 };
+    let listener = tunnel::bind(&forward).unwrap();
+    let local = listener.local_addr().unwrap();
+    tokio::spawn(tunnel::forward_on(listener, session, forward, std::sync::Arc::new(|_| {})));
     run_clients(local, clients, limit).await
 }
 

@@ -254,13 +254,10 @@ async fn a_tunnel_carries_a_tcp_conversation_over_rings() {
         }
     });
     let session = Session::connect_to(peer, config(2)).await.unwrap();
-    let local = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    tokio::spawn(tunnel::forward(
-        session.clone(),
-        Forward { local, target: echo_addr.to_string(), weight: 4.0 },
-        std::sync::Arc::new(|_| {}),
-    ));
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let forward = Forward { local: "127.0.0.1:0".parse().unwrap(), target: echo_addr.to_string(), weight: 4.0 };
+    let listener = tunnel::bind(&forward).unwrap();
+    let local = listener.local_addr().unwrap();
+    tokio::spawn(tunnel::forward_on(listener, session.clone(), forward, std::sync::Arc::new(|_| {})));
     let data = pattern(9, 2_000_000);
     let back = tokio::time::timeout(Duration::from_secs(30), common::round_trip(local, &data))
         .await

@@ -387,14 +387,14 @@ async fn a_tunnel_carries_a_tcp_conversation_and_refuses_targets_not_allowed() {
         }
     });
     let session = Session::connect(addr, config(scheme, 2)).await.unwrap();
-    // Pick free local ports by binding and releasing them.
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let (good, bad) = (free(), free());
-    let good_forward = Forward { local: good, target: echo_addr.to_string(), weight: 4.0 };
-    tokio::spawn(tunnel::forward(session.clone(), good_forward, log(1)));
-    let bad_forward = Forward { local: bad, target: "127.0.0.1:9".into(), weight: 1.0 };
-    tokio::spawn(tunnel::forward(session.clone(), bad_forward, log(1)));
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Bound before the forwards run, so a client's connect cannot race them.
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let good_forward = Forward { local: any, target: echo_addr.to_string(), weight: 4.0 };
+    let bad_forward = Forward { local: any, target: "127.0.0.1:9".into(), weight: 1.0 };
+    let (good_listener, bad_listener) = (tunnel::bind(&good_forward).unwrap(), tunnel::bind(&bad_forward).unwrap());
+    let (good, bad) = (good_listener.local_addr().unwrap(), bad_listener.local_addr().unwrap());
+    tokio::spawn(tunnel::forward_on(good_listener, session.clone(), good_forward, log(1)));
+    tokio::spawn(tunnel::forward_on(bad_listener, session.clone(), bad_forward, log(1)));
 
     let data = pattern(9, 500_000);
     let back = common::round_trip(good, &data).await;
@@ -460,10 +460,10 @@ async fn a_tunnel_whose_channel_is_cut_off_resets_its_tcp_connections_instead_of
     let mut client_config = config(scheme, 2);
     client_config.idle_timeout = Duration::from_millis(300);
     let session = Session::connect(proxy, client_config).await.unwrap();
-    let local = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let forward = Forward { local, target: sink_addr.to_string(), weight: 1.0 };
-    tokio::spawn(tunnel::forward(session.clone(), forward, std::sync::Arc::new(|_| {})));
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let forward = Forward { local: "127.0.0.1:0".parse().unwrap(), target: sink_addr.to_string(), weight: 1.0 };
+    let listener = tunnel::bind(&forward).unwrap();
+    let local = listener.local_addr().unwrap();
+    tokio::spawn(tunnel::forward_on(listener, session.clone(), forward, std::sync::Arc::new(|_| {})));
     let mut c = TcpStream::connect(local).await.unwrap();
     let data = pattern(5, 4_000_000);
     // The reset may reach the client while it still writes: then its write fails, and the
@@ -741,4 +741,82 @@ where
         out.push(t.await.unwrap());
     }
     out
+}
+
+#[test]
+fn a_tunnel_whose_far_end_restarts_opens_a_new_session_and_carries_on() {
+    use switchyard_mux::tunnel::{self, Forward, Log, Near};
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log: Log = {
+        let lines = std::sync::Arc::clone(&lines);
+        std::sync::Arc::new(move |line| lines.lock().unwrap().push(line))
+    };
+    let scheme = Scheme::Stripe(ConnChoice::LeastQueued);
+    // The far end runs on a runtime of its own, so that shutting it down is a restart: every
+    // socket and session it had is gone.
+    let far = move |addr: SocketAddr| {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let bound = rt.block_on(async move {
+            let mut listener = Listener::bind(addr, config(scheme, 2)).await.unwrap();
+            let bound = listener.local_addr();
+            tokio::spawn(async move {
+                while let Some(session) = listener.accept().await {
+                    tokio::spawn(tunnel::serve(session, Vec::new(), std::sync::Arc::new(|_| {})));
+                }
+            });
+            bound
+        });
+        (rt, bound)
+    };
+    let (first, addr) = far("127.0.0.1:0".parse().unwrap());
+    let near_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let second = near_rt.block_on(async {
+        let echo = common::echo_server().await;
+        let near = Near::connect(Peer::Tcp(addr), config(scheme, 2), log).await.unwrap();
+        let forward = Forward { local: "127.0.0.1:0".parse().unwrap(), target: echo.to_string(), weight: 1.0 };
+        let listener = tunnel::bind(&forward).unwrap();
+        let local = listener.local_addr().unwrap();
+        tokio::spawn(tunnel::forward_on(listener, near, forward, std::sync::Arc::new(|_| {})));
+        let data = pattern(3, 100_000);
+        assert!(common::round_trip(local, &data).await == data, "before the restart");
+
+        first.shutdown_background();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Started from a thread of its own: a runtime is not started from within another.
+        let (second, again) = std::thread::spawn(move || far(addr)).join().unwrap();
+        assert_eq!(again, addr);
+        let back = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                // A client that comes while the session is down is reset: it tries again.
+                let attempt = tokio::time::timeout(Duration::from_secs(5), async {
+                    let mut c = TcpStream::connect(local).await.ok()?;
+                    let (mut r, mut w) = c.split();
+                    let (wrote, back) = tokio::join!(
+                        async {
+                            w.write_all(&data).await?;
+                            w.shutdown().await
+                        },
+                        async {
+                            let mut back = Vec::new();
+                            r.read_to_end(&mut back).await.map(|_| back)
+                        }
+                    );
+                    wrote.ok()?;
+                    back.ok().filter(|b| *b == data)
+                });
+                if let Ok(Some(back)) = attempt.await {
+                    return back;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await
+        .expect("the near end carries on with a new session after the far end restarts");
+        assert!(back == data);
+        let said = lines.lock().unwrap().join("\n");
+        assert!(said.contains("stopped") && said.contains("a new session"), "the near end says so: {said}");
+        second
+    });
+    second.shutdown_background();
+    near_rt.shutdown_background();
 }
