@@ -204,7 +204,18 @@ async fn listen(a: &ListenArgs) -> Result<()> {
     let mut listener = Listener::bind_to(a.bind.clone(), config).await?;
     eprintln!("switchyard tunnel: listening on {}, {encrypted}", listener.local());
     let every = a.show.every;
-    while let Some(session) = listener.accept().await {
+    let mut refusals = listener.refusals();
+    loop {
+        let session = tokio::select! {
+            session = listener.accept() => match session {
+                Some(session) => session,
+                None => break,
+            },
+            Some(why) = refusals.recv() => {
+                eprintln!("switchyard tunnel: refused {why}");
+                continue;
+            }
+        };
         eprintln!("switchyard tunnel: a session joined");
         tokio::spawn(tunnel::serve(session.clone(), a.allow.clone(), log()));
         if every > 0.0 {

@@ -4,13 +4,22 @@
 //! The thesis leaves this out entirely: nothing tells the receiver that m sockets belong to one
 //! sender (notes §2.8). Ours, before any frame, on every connection:
 //!
-//! 1. server → client: `MAGIC`, a fresh 16-byte nonce;
-//! 2. client → server: `MAGIC`, the 16-byte session id, the connection's index (u16), a byte
+//! 1. client → server: `MAGIC` (protocol and version);
+//! 2. server → client: `MAGIC`, a fresh 16-byte nonce;
+//! 3. client → server: the 16-byte session id, the connection's index (u16), a byte
 //!    saying whether this connection may start the session (`NEW`) or only rejoin a session the
 //!    server already has (a connection re-opened after one died), and
 //!    `HMAC-SHA256(key, "client" ‖ nonce ‖ session ‖ index ‖ new)`;
-//! 3. server → client: the answer ([`Answer`]: joined, no such session, not accepting) and
-//!    `HMAC-SHA256(key, "server" ‖ nonce ‖ session ‖ index ‖ new ‖ answer)`.
+//! 4. server → client: the answer ([`Answer`]: joined, no such session, not accepting) and
+//!    `HMAC-SHA256(key, "server" ‖ nonce ‖ session ‖ index ‖ new ‖ answer)`; or, when the
+//!    client's MAC is wrong, [`Answer::KeyMismatch`] and 32 zero bytes, so that its operator
+//!    reads "key mismatch" rather than a closed connection (it tells a stranger nothing of the
+//!    key: any wrong MAC gets it).
+//!
+//! The client speaks first (from version 3) so that a mismatch of TLS is named at both ends: a
+//! TLS server reading a plain client's `MAGIC` and a plain server reading a TLS client's
+//! ClientHello each see the other's first bytes, instead of both waiting for the other to
+//! speak until the handshake times out.
 //!
 //! Each side proves it holds the pre-shared key without sending it, the server's fresh nonce
 //! makes a recorded handshake useless, and the MAC covers the session id, so a stranger can
@@ -55,8 +64,14 @@ pub enum HelloError {
         ours: u8,
     },
     /// The peer's proof is wrong: it does not hold the same key.
-    #[error("the peer's key does not match ours: the handshake MAC is wrong")]
+    #[error("key mismatch: the peer's proof does not match this end's key (give both ends the same --key-file)")]
     BadKey,
+    /// The server said the client's proof was wrong.
+    #[error("key mismatch: the far end holds another key (give both ends the same --key-file)")]
+    KeyMismatch,
+    /// The peer's first bytes are a TLS record and this end does not speak TLS.
+    #[error("the peer speaks TLS and this end does not: {0}")]
+    SpeaksTls(&'static str),
     /// The server does not have the session a re-opened connection asked to rejoin: it ended
     /// there (its application let go of it, or it was alone too long).
     #[error("the server has no such session: it ended there")]
@@ -79,6 +94,8 @@ pub enum Answer {
     NoSession = 1,
     /// A new session, and the server takes none.
     NotAccepting = 2,
+    /// The client's proof is wrong: it holds another key (sent without the server's proof).
+    KeyMismatch = 3,
 }
 
 /// What a client claims in its hello, proven by its MAC ([`accept`]); the server answers it
@@ -106,9 +123,23 @@ fn mac(key: &[u8], role: &[u8], nonce: &[u8; 16], session: &SessionId, index: u1
     m
 }
 
-async fn read_magic<S: AsyncRead + Unpin>(s: &mut S) -> Result<(), HelloError> {
+/// Reads the peer's `MAGIC`; `tls_hint` is what to say if its first bytes are TLS instead.
+async fn read_magic<S: AsyncRead + Unpin>(s: &mut S, tls_hint: &'static str) -> Result<(), HelloError> {
     let mut magic = [0u8; 8];
-    s.read_exact(&mut magic).await?;
+    let mut got = 0;
+    while got < magic.len() {
+        match s.read(&mut magic[got..]).await? {
+            0 => break,
+            n => got += n,
+        }
+        // A TLS record starts with its content type (22 handshake, 21 alert) and version 3.x.
+        if got >= 2 && matches!(magic[0], 21 | 22) && magic[1] == 3 {
+            return Err(HelloError::SpeaksTls(tls_hint));
+        }
+    }
+    if got < magic.len() {
+        return Err(HelloError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+    }
     if magic[..7] == MAGIC[..7] && magic[7] != MAGIC[7] {
         return Err(HelloError::Version { theirs: magic[7], ours: MAGIC[7] });
     }
@@ -121,6 +152,17 @@ async fn read_magic<S: AsyncRead + Unpin>(s: &mut S) -> Result<(), HelloError> {
 /// The server's side, up to the client's proof: returns the claim the client proved; the
 /// server then [`answer`]s it.
 pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, key: &[u8]) -> Result<Claim, HelloError> {
+    if let Err(e) = read_magic(s, "give this end --tls-cert and --tls-key, or drop --tls-ca at the client").await {
+        if matches!(e, HelloError::SpeaksTls(_)) {
+            // The rest of its ClientHello is read first: a socket closed with bytes unread
+            // sends a reset, and the client would read "connection reset" instead of an end
+            // that says its peer speaks no TLS.
+            let mut sink = [0u8; 4096];
+            let drain = async { while matches!(s.read(&mut sink).await, Ok(1..)) {} };
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(200), drain).await;
+        }
+        return Err(e);
+    }
     let mut nonce = [0u8; 16];
     getrandom::fill(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
     let mut out = Vec::with_capacity(24);
@@ -128,13 +170,18 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, key: &[u8]) ->
     out.extend_from_slice(&nonce);
     s.write_all(&out).await?;
     s.flush().await?;
-    read_magic(s).await?;
     let mut rest = [0u8; 16 + 2 + 1 + 32];
     s.read_exact(&mut rest).await?;
     let session: SessionId = rest[..16].try_into().expect("16 bytes");
     let index = u16::from_be_bytes([rest[16], rest[17]]);
     let new = rest[18] != 0;
-    mac(key, b"client", &nonce, &session, index, new).verify_slice(&rest[19..]).map_err(|_| HelloError::BadKey)?;
+    if mac(key, b"client", &nonce, &session, index, new).verify_slice(&rest[19..]).is_err() {
+        let mut refusal = [0u8; 33];
+        refusal[0] = Answer::KeyMismatch as u8;
+        let _ = s.write_all(&refusal).await;
+        let _ = s.flush().await;
+        return Err(HelloError::BadKey);
+    }
     Ok(Claim { session, index, new, nonce })
 }
 
@@ -164,11 +211,12 @@ pub async fn join<S: AsyncRead + AsyncWrite + Unpin>(
     index: u16,
     new: bool,
 ) -> Result<(), HelloError> {
-    read_magic(s).await?;
+    s.write_all(&MAGIC).await?;
+    s.flush().await?;
+    read_magic(s, "give this end --tls-ca (the certificate to trust), or drop --tls-cert at the far end").await?;
     let mut nonce = [0u8; 16];
     s.read_exact(&mut nonce).await?;
-    let mut out = Vec::with_capacity(8 + 16 + 2 + 1 + 32);
-    out.extend_from_slice(&MAGIC);
+    let mut out = Vec::with_capacity(16 + 2 + 1 + 32);
     out.extend_from_slice(session);
     out.extend_from_slice(&index.to_be_bytes());
     out.push(u8::from(new));
@@ -177,6 +225,9 @@ pub async fn join<S: AsyncRead + AsyncWrite + Unpin>(
     s.flush().await?;
     let mut reply = [0u8; 1 + 32];
     s.read_exact(&mut reply).await?;
+    if reply[0] == Answer::KeyMismatch as u8 {
+        return Err(HelloError::KeyMismatch);
+    }
     let mut m = mac(key, b"server", &nonce, session, index, new);
     m.update(&reply[..1]);
     m.verify_slice(&reply[1..]).map_err(|_| HelloError::BadKey)?;
@@ -225,10 +276,11 @@ mod tests {
             assert!(e.to_string().contains(error), "{e}");
         }
 
+        // Another key: both ends say "key mismatch" (before, the client read only an early end
+        // of file).
         let (mut a, mut b) = tokio::io::duplex(1024);
         let (server, client) = tokio::join!(
             async move {
-                // The refusing side hangs up, which is all the client learns.
                 let r = accept(&mut a, b"secret").await;
                 drop(a);
                 r
@@ -236,15 +288,37 @@ mod tests {
             join(&mut b, b"guess", &session, 0, true)
         );
         assert!(matches!(server, Err(HelloError::BadKey)));
-        assert!(matches!(client, Err(HelloError::Io(_))));
+        assert!(matches!(client, Err(HelloError::KeyMismatch)), "{client:?}");
+        for e in [server.unwrap_err(), client.unwrap_err()] {
+            assert!(e.to_string().starts_with("key mismatch"), "{e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_end_that_speaks_tls_to_one_that_does_not_is_named_at_both() {
+        // A TLS ClientHello's first bytes, at a plain server.
+        let (mut a, mut b) = tokio::io::duplex(1024);
+        let (server, _) = tokio::join!(accept(&mut a, b"k"), async {
+            b.write_all(&[22, 3, 1, 0, 200, 1]).await.unwrap();
+        });
+        let e = server.unwrap_err();
+        assert!(matches!(e, HelloError::SpeaksTls(_)) && e.to_string().contains("--tls-cert"), "{e}");
+        // A TLS server's alert, at a plain client.
+        let (mut a, mut b) = tokio::io::duplex(1024);
+        let id = new_session_id();
+        let (client, _) = tokio::join!(join(&mut b, b"k", &id, 0, true), async {
+            let mut magic = [0u8; 8];
+            a.read_exact(&mut magic).await.unwrap();
+            a.write_all(&[21, 3, 3, 0, 2, 2, 50]).await.unwrap();
+        });
+        let e = client.unwrap_err();
+        assert!(matches!(e, HelloError::SpeaksTls(_)) && e.to_string().contains("--tls-ca"), "{e}");
     }
 
     #[tokio::test]
     async fn a_stranger_is_told_what_it_is_not() {
         let (mut a, mut b) = tokio::io::duplex(1024);
         let (server, _) = tokio::join!(accept(&mut a, b"k"), async {
-            let mut buf = [0u8; 24];
-            b.read_exact(&mut buf).await.unwrap();
             b.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
         });
         assert!(matches!(server, Err(HelloError::NotOurs(m)) if &m == b"GET / HT"));
@@ -254,8 +328,6 @@ mod tests {
     async fn a_peer_of_another_version_is_told_which() {
         let (mut a, mut b) = tokio::io::duplex(1024);
         let (server, _) = tokio::join!(accept(&mut a, b"k"), async {
-            let mut buf = [0u8; 24];
-            b.read_exact(&mut buf).await.unwrap();
             b.write_all(b"SYMUX\0\0\x02 and the rest of a version-2 hello").await.unwrap();
         });
         let e = server.unwrap_err();

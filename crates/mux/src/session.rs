@@ -392,7 +392,12 @@ async fn dial_tcp(
 pub struct Listener {
     local: Peer,
     sessions: mpsc::Receiver<Session>,
+    refusals: mpsc::Receiver<String>,
 }
+
+/// Lines about refused connections a listener keeps for its application to read
+/// ([`Listener::refused`]); past this, lines are counted and the next one says how many.
+const REFUSALS_KEPT: usize = 256;
 
 impl Listener {
     /// Listens on `addr` over TCP.
@@ -427,8 +432,9 @@ impl Listener {
             }
         };
         let (tx, sessions) = mpsc::channel(16);
-        tokio::spawn(accept_loop(acceptor, config, tx));
-        Ok(Self { local, sessions })
+        let (said, refusals) = mpsc::channel(REFUSALS_KEPT);
+        tokio::spawn(accept_loop(acceptor, config, tx, Refusals { said, unsaid: Arc::default() }));
+        Ok(Self { local, sessions, refusals })
     }
 
     /// The TCP address it listens on (with the port chosen, if it was bound to port 0).
@@ -452,6 +458,14 @@ impl Listener {
     /// The next new session.
     pub async fn accept(&mut self) -> Option<Session> {
         self.sessions.recv().await
+    }
+
+    /// The connections refused, a line each for the operator ("127.0.0.1:5000: key mismatch:
+    /// …", "the client does not speak TLS: …"): a server that only dropped them left a client's
+    /// operator guessing and its own saying nothing. Taken once (a second call gets a queue
+    /// that is closed), so the caller can read it beside [`Listener::accept`].
+    pub fn refusals(&mut self) -> mpsc::Receiver<String> {
+        std::mem::replace(&mut self.refusals, mpsc::channel(1).1)
     }
 }
 
@@ -523,7 +537,26 @@ impl Drop for Acceptor {
     }
 }
 
-async fn accept_loop(listener: Acceptor, config: MuxConfig, sessions: mpsc::Sender<Session>) {
+/// Where the accept loop says why it refused a connection.
+#[derive(Clone)]
+struct Refusals {
+    said: mpsc::Sender<String>,
+    /// Lines that found the queue full: the next line says how many.
+    unsaid: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Refusals {
+    fn say(&self, line: String) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let missed = self.unsaid.swap(0, Relaxed);
+        let line = if missed > 0 { format!("{line} (and {missed} more refusals not shown)") } else { line };
+        if self.said.try_send(line).is_err() {
+            self.unsaid.fetch_add(missed + 1, Relaxed);
+        }
+    }
+}
+
+async fn accept_loop(listener: Acceptor, config: MuxConfig, sessions: mpsc::Sender<Session>, refusals: Refusals) {
     let known: Arc<Mutex<HashMap<SessionId, mpsc::Sender<Event>>>> = Arc::default();
     loop {
         // Once the application has dropped its listener, connections are still taken for the
@@ -539,7 +572,12 @@ async fn accept_loop(listener: Acceptor, config: MuxConfig, sessions: mpsc::Send
             }
         };
         let Ok(accepted) = accepted else { continue };
-        let (config, known, sessions) = (config.clone(), Arc::clone(&known), sessions.clone());
+        let (config, known, sessions, refusals) =
+            (config.clone(), Arc::clone(&known), sessions.clone(), refusals.clone());
+        let from = match &accepted {
+            Accepted::Tcp(_, peer) => peer.to_string(),
+            Accepted::Unix(_) => "a local client".to_owned(),
+        };
         // Each handshake on its own task, so a slow or silent stranger holds up no one.
         tokio::spawn(async move {
             let join = async {
@@ -586,11 +624,21 @@ async fn accept_loop(listener: Acceptor, config: MuxConfig, sessions: mpsc::Send
                 stream.answer(&config.key, &claim, answer).await?;
                 Ok::<_, MuxError>((claim, stream.into_wire(), found))
             };
-            let Ok(Ok((claim, wire, Some((events, new))))) = tokio::time::timeout(config.handshake_timeout, join).await
-            else {
-                // A stranger, a wrong key, a failed TLS handshake, a timeout or a refusal: the
-                // connection is dropped (a refused client has been told why).
-                return;
+            // A stranger, a wrong key, a failed TLS handshake, a timeout or a refusal: the
+            // connection is dropped (a refused client has been told why), and the operator here
+            // is told too.
+            let (claim, wire, found) = match tokio::time::timeout(config.handshake_timeout, join).await {
+                Ok(Ok(joined)) => joined,
+                Ok(Err(e)) => return refusals.say(format!("{from}: {e}")),
+                Err(_) => {
+                    return refusals.say(format!("{from}: no hello within {:?}", config.handshake_timeout));
+                }
+            };
+            let Some((events, new)) = found else {
+                return refusals.say(format!(
+                    "{from}: asked to rejoin a session that ended here, or to start one while this end takes none \
+                     (a client re-opening a connection after this end restarted opens a new session)"
+                ));
             };
             if let Some((session, driver)) = new {
                 tokio::spawn(driver.run());

@@ -163,11 +163,34 @@ impl Tls {
 
     /// Runs the TLS handshake on `stream` in this end's role.
     pub(crate) async fn handshake(&self, stream: TcpStream) -> std::io::Result<tokio_rustls::TlsStream<TcpStream>> {
-        Ok(match self {
+        let done = match self {
             Self::Client { config, name } => {
-                tokio_rustls::TlsConnector::from(Arc::clone(config)).connect(name.clone(), stream).await?.into()
+                tokio_rustls::TlsConnector::from(Arc::clone(config)).connect(name.clone(), stream).await.map(Into::into)
             }
-            Self::Server(config) => tokio_rustls::TlsAcceptor::from(Arc::clone(config)).accept(stream).await?.into(),
-        })
+            Self::Server(config) => {
+                tokio_rustls::TlsAcceptor::from(Arc::clone(config)).accept(stream).await.map(Into::into)
+            }
+        };
+        done.map_err(|e| plain_peer(self, e))
     }
+}
+
+/// Says what a TLS handshake's failure most likely means when the peer does not speak TLS:
+/// rustls's own words ("early eof", "received corrupt message of type InvalidContentType")
+/// name the symptom, not the fix.
+fn plain_peer(tls: &Tls, e: std::io::Error) -> std::io::Error {
+    let text = e.to_string();
+    let plain = e.kind() == std::io::ErrorKind::UnexpectedEof
+        || text.contains("InvalidContentType")
+        || text.contains("corrupt message");
+    if !plain {
+        return e;
+    }
+    let fix = match tls {
+        Tls::Client { .. } => {
+            "the far end does not speak TLS: drop --tls-ca here, or give the far end --tls-cert and --tls-key"
+        }
+        Tls::Server(_) => "the client does not speak TLS: give it --tls-ca, or drop --tls-cert and --tls-key here",
+    };
+    std::io::Error::new(e.kind(), format!("{fix} ({text})"))
 }

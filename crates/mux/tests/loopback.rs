@@ -104,14 +104,19 @@ async fn pinning_carries_every_byte_in_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wrong_key_is_refused() {
-    let (addr, _server) = collecting_server(config(Scheme::Stripe(ConnChoice::LeastQueued), 1), 1).await;
-    let mut wrong = config(Scheme::Stripe(ConnChoice::LeastQueued), 1);
+async fn a_wrong_key_is_refused_and_both_ends_say_key_mismatch() {
+    let scheme = Scheme::Stripe(ConnChoice::LeastQueued);
+    let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), config(scheme, 1)).await.unwrap();
+    let addr = listener.local_addr();
+    let mut refusals = listener.refusals();
+    let mut wrong = config(scheme, 1);
     wrong.key = b"not the key".to_vec();
     match Session::connect(addr, wrong).await {
-        Err(MuxError::Hello(e)) => assert!(e.to_string().contains("handshake"), "{e}"),
+        Err(MuxError::Hello(e)) => assert!(e.to_string().starts_with("key mismatch"), "{e}"),
         other => panic!("expected a refused handshake, got {other:?}"),
     }
+    let said = tokio::time::timeout(Duration::from_secs(5), refusals.recv()).await.unwrap().unwrap();
+    assert!(said.contains("key mismatch") && said.contains("127.0.0.1"), "the listener said {said:?}");
 }
 
 /// A TCP forwarder to `to`. `watch` sees every chunk a client sends, with the connection's
@@ -563,10 +568,22 @@ async fn tls_refuses_an_untrusted_certificate_a_wrong_name_and_a_plain_client() 
         Err(e @ MuxError::Tls { .. }) => assert!(e.to_string().contains("certificate"), "{e}"),
         other => panic!("expected a name mismatch, got {other:?}"),
     }
-    // A client without TLS gets no session.
+    // A client without TLS gets no session, and is told the far end speaks TLS.
     let mut plain = config(scheme, 1);
     plain.handshake_timeout = Duration::from_millis(500);
-    assert!(Session::connect(addr, plain).await.is_err(), "a plain client joined a TLS server");
+    match Session::connect(addr, plain).await {
+        Err(MuxError::Hello(e)) => {
+            assert!(e.to_string().contains("speaks TLS") && e.to_string().contains("--tls-ca"), "{e}")
+        }
+        other => panic!("expected the far end's TLS named, got {other:?}"),
+    }
+    // A TLS client at a plain server: it is told the far end does not speak TLS.
+    let (_, client_tls) = tls_pair("localhost", "localhost");
+    let (plain_addr, _server) = collecting_server(config(scheme, 1), 1).await;
+    match Session::connect(plain_addr, with_tls(scheme, 1, client_tls)).await {
+        Err(e @ MuxError::Tls { .. }) => assert!(e.to_string().contains("does not speak TLS"), "{e}"),
+        other => panic!("expected the far end's plain speech named, got {other:?}"),
+    }
     // Settings for the wrong role are refused before any connection is made.
     assert!(matches!(
         Listener::bind("127.0.0.1:0".parse().unwrap(), with_tls(scheme, 1, tls_pair("a", "a").1)).await,
