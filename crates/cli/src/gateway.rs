@@ -239,9 +239,16 @@ struct GatewayServe {
     /// Keep approximate answers in the cache, as old as the values they came from.
     #[arg(long)]
     keep_approximations: bool,
-    /// The longest a read of the field may take, seconds; its waiters then get 504.
+    /// The longest a read of the field (or of one origin) may take, seconds; its waiters then
+    /// get 504.
     #[arg(long, default_value_t = 10.0)]
     upstream_timeout: f64,
+    /// The longest a request waits on a read, its own or one it joined, seconds; it then gets
+    /// 504 saying so. A read still under way then is failed too, so the next request reads
+    /// again rather than join it: no request waits for ever on a read that hangs or whose task
+    /// died. Default: --upstream-timeout once for each origin (one for a sensor field), plus 1.
+    #[arg(long)]
+    wait_timeout: Option<f64>,
     /// When a read fails, answer with the cached value if it is no older than this many
     /// seconds, marked stale (default: answer the failure).
     #[arg(long)]
@@ -258,6 +265,14 @@ struct GatewayServe {
 
 fn seconds(name: &str, s: f64) -> Result<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| anyhow::anyhow!("{name} {s}: give zero or more seconds"))
+}
+
+/// `--wait-timeout`: more than zero seconds (with none, no request could wait on a read).
+fn wait_timeout(s: f64) -> Result<Duration> {
+    match seconds("--wait-timeout", s)? {
+        d if d.is_zero() => anyhow::bail!("--wait-timeout {s}: give more than zero seconds"),
+        d => Ok(d),
+    }
 }
 
 async fn serve(listen: SocketAddr, router: axum::Router, what: &str) -> Result<()> {
@@ -372,6 +387,7 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
                 .transpose()?,
             stale_if_error: a.stale_if_error.map(|s| seconds("--stale-if-error", s)).transpose()?,
             upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
+            wait_timeout: a.wait_timeout.map(wait_timeout).transpose()?,
         };
         let router = switchyard_gateway::origin::router(config);
         return runtime()?.block_on(serve(a.listen, router, &what));
@@ -385,6 +401,7 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
         age_from: a.age_from,
         keep_approximations: a.keep_approximations,
         upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
+        wait_timeout: a.wait_timeout.map(wait_timeout).transpose()?,
         stale_if_error: a.stale_if_error.map(|s| seconds("--stale-if-error", s)).transpose()?,
         measure_deviation: a.measure_deviation,
         seed: a.seed,

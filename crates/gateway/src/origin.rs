@@ -65,9 +65,22 @@ pub struct OriginConfig {
     pub stale_if_error: Option<Duration>,
     /// The longest a read of the origin may take.
     pub upstream_timeout: Duration,
+    /// The longest a request waits on a read (its own or one it joined) before it is answered
+    /// 504, and the longest such a read may run before its waiters are failed and the next
+    /// request reads again. `None`: [`OriginConfig::wait_bound`]'s default.
+    pub wait_timeout: Option<Duration>,
 }
 
 impl OriginConfig {
+    /// How long a request waits on a read: `wait_timeout`, or by default long enough for each
+    /// origin to be tried in turn for the upstream timeout, and a second more.
+    pub fn wait_bound(&self) -> Duration {
+        self.wait_timeout.unwrap_or_else(|| {
+            self.upstream_timeout.saturating_mul(u32::try_from(self.origins.len().max(1)).unwrap_or(u32::MAX))
+                + Duration::from_secs(1)
+        })
+    }
+
     /// One origin at `url`, with the defaults: no heuristic freshness, no stale answers, a
     /// 10 s read timeout (and, should more origins be added, OptWait for 95 % within 1 s).
     pub fn new(url: impl Into<String>) -> Self {
@@ -79,6 +92,7 @@ impl OriginConfig {
             stale_while_revalidate: None,
             stale_if_error: None,
             upstream_timeout: Duration::from_secs(10),
+            wait_timeout: None,
         }
     }
 }
@@ -232,6 +246,14 @@ impl Shared {
 
 /// The routes: `/metrics`, and every other request through the cache.
 pub fn router(config: OriginConfig) -> Router {
+    Router::new()
+        .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
+        .fallback(any(route))
+        .with_state(shared(config))
+}
+
+/// The gateway's state.
+fn shared(config: OriginConfig) -> Arc<Shared> {
     // A cache passes redirects on; it does not follow them.
     let client = reqwest::Client::builder()
         .timeout(config.upstream_timeout)
@@ -257,7 +279,7 @@ pub fn router(config: OriginConfig) -> Router {
     };
     let policy = Policy { surrogate: SURROGATE.to_string(), heuristic: config.heuristic };
     let origins = Origins::new(config.origins.clone(), config.route, config.sla, &mut metrics);
-    let shared = Arc::new(Shared {
+    Arc::new(Shared {
         cache: Mutex::new(cache),
         config,
         policy,
@@ -268,11 +290,7 @@ pub fn router(config: OriginConfig) -> Router {
         counters,
         reads_since_purge: AtomicU64::new(0),
         longest_lifetime: AtomicU64::new(0),
-    });
-    Router::new()
-        .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
-        .fallback(any(route))
-        .with_state(shared)
+    })
 }
 
 /// A reader's bound on a stored response's age from its request fields: `Cache-Control:
@@ -468,6 +486,8 @@ enum Plan {
     Wait(oneshot::Receiver<Outcome>, &'static str),
     /// Read for itself alone, with a stale response that may stand in on failure.
     Alone(Option<Arc<Variant>>),
+    /// Answered already (a stale response while a read refreshes it).
+    Now(Response),
 }
 
 async fn serve(s: Arc<Shared>, request: Request) -> Response {
@@ -480,6 +500,8 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
     // One user's requests (Authorization) and those that store nothing read alone: what they
     // bring may be for them only.
     let alone = req.has("authorization") || rules.no_store;
+    // The read this request starts, if any.
+    let mut start = None;
     let plan = {
         let mut cache = s.cache.lock().expect("no request panics holding the cache");
         let now = s.now();
@@ -539,7 +561,7 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
                     }
                     s.counters.misses.inc();
                     let forward = forwarded(&req_headers, true);
-                    tokio::spawn(read_origin(Arc::clone(&s), key.clone(), Some(read), forward, variant.clone()));
+                    start = Some((PendingRead::new(&s, &key, read), forward, variant.clone()));
                     "miss"
                 }
                 _ => unreachable!("join always coalesces"),
@@ -547,19 +569,34 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
             if let Some(v) = revalidating {
                 s.counters.stale_revalidating.inc();
                 let how = How { cache: "stale", first: false, stale: Some("revalidating"), not_stored: None };
-                return answer(&v, v.age(now), how, req, head);
+                Plan::Now(answer(&v, v.age(now), how, req, head))
+            } else {
+                if how == "coalesced" {
+                    s.counters.coalesced.inc();
+                }
+                Plan::Wait(rx, how)
             }
-            if how == "coalesced" {
-                s.counters.coalesced.inc();
-            }
-            Plan::Wait(rx, how)
         }
     };
+    // Spawned outside the cache's lock, which the read's guard takes if the task ends at once.
+    if let Some((pending, forward, variant)) = start {
+        tokio::spawn(read_origin(Arc::clone(&s), key.clone(), Some(pending), forward, variant));
+    }
     let (outcome, how, first) = match plan {
-        Plan::Wait(rx, how) => match rx.await {
-            Ok(o) => (o, how, how == "miss"),
-            Err(_) => {
+        Plan::Now(r) => return r,
+        Plan::Wait(rx, how) => match tokio::time::timeout(s.config.wait_bound(), rx).await {
+            Ok(Ok(o)) => (o, how, how == "miss"),
+            Ok(Err(_)) => {
                 return failure(StatusCode::INTERNAL_SERVER_ERROR, "the read was dropped without an answer".into());
+            }
+            Err(_) => {
+                return failure(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!(
+                        "waited {:?} (--wait-timeout) for the origin's answer to {key}, and gave up",
+                        s.config.wait_bound()
+                    ),
+                );
             }
         },
         Plan::Alone(stale) => {
@@ -592,10 +629,9 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
                 head,
             )
         }
-        Outcome::Failed { timeout: true, .. } => failure(
-            StatusCode::GATEWAY_TIMEOUT,
-            format!("the origin did not answer {key} within {:?}", s.config.upstream_timeout),
-        ),
+        Outcome::Failed { timeout: true, why, .. } => {
+            failure(StatusCode::GATEWAY_TIMEOUT, format!("the origin did not answer {key} in time: {why}"))
+        }
         Outcome::Failed { why, .. } => {
             failure(StatusCode::BAD_GATEWAY, format!("reading {key} from the origin failed: {why}"))
         }
@@ -619,16 +655,53 @@ fn freshened(stored: &HeaderMap, new: &HeaderMap) -> HeaderMap {
     out
 }
 
+/// A read of the origin under way that others wait on: dropped before the read has answered
+/// them (its task cancelled, or a panic), it fails the read, so that its waiters are answered
+/// and the next request for the key reads again.
+///
+/// It is made under the cache's lock with the read it guards, before the read's task is
+/// spawned, so that a task cancelled before it first runs fails the read too.
+struct PendingRead {
+    s: Arc<Shared>,
+    key: String,
+    read: ReadId,
+    /// Whether the read has not answered its waiters yet.
+    armed: bool,
+}
+
+impl PendingRead {
+    fn new(s: &Arc<Shared>, key: &str, read: ReadId) -> Self {
+        Self { s: Arc::clone(s), key: key.to_string(), read, armed: true }
+    }
+}
+
+impl Drop for PendingRead {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // A panic under the cache's lock poisons it; the waiters must still be answered.
+        let waiters =
+            self.s.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).fail(&self.key, Some(self.read));
+        let why = format!("the read of {} ended without an answer (its task was cancelled or panicked)", self.key);
+        let outcome = Outcome::Failed { timeout: false, why, stale: None };
+        for ((w, _), _) in waiters {
+            let _ = w.send(outcome.clone());
+        }
+    }
+}
+
 /// Reads `key` from the origin with the request fields `forward` (and `stale`'s validators,
-/// if it has any), stores what may be stored, and answers everyone waiting on `read` (none if
-/// `None`: the caller alone gets the outcome).
+/// if it has any), stores what may be stored, and answers everyone waiting on the `pending`
+/// read (none if `None`: the caller alone gets the outcome).
 async fn read_origin(
     s: Arc<Shared>,
     key: String,
-    read: Option<ReadId>,
+    pending: Option<PendingRead>,
     forward: HeaderMap,
     stale: Option<Arc<Variant>>,
 ) -> Outcome {
+    let read = pending.as_ref().map(|p| p.read);
     let requested = SystemTime::now();
     // Reads of one key may overlap: the one started last is kept, whenever it ends.
     let started = s.now();
@@ -643,7 +716,13 @@ async fn read_origin(
         HeaderName::from_static("surrogate-capability"),
         HeaderValue::from_str(&rfc::surrogate_capability(SURROGATE)).expect("a token"),
     );
-    let got = s.fetch(Method::GET, &key, headers, Bytes::new()).await.map(|f| (f.status, f.headers, f.body));
+    // Each attempt is bounded by the upstream timeout, but a read over several origins makes
+    // several: the read as a whole is bounded by what its waiters wait.
+    let bound = s.config.wait_bound();
+    let got = match tokio::time::timeout(bound, s.fetch(Method::GET, &key, headers, Bytes::new())).await {
+        Ok(got) => got.map(|f| (f.status, f.headers, f.body)),
+        Err(_) => Err(FetchError { timeout: true, why: format!("no answer within {bound:?} (--wait-timeout)") }),
+    };
     let received = SystemTime::now();
     let rf = fields(&forward);
     let req = Fields(&rf);
@@ -713,6 +792,9 @@ async fn read_origin(
         }
         None => cache.fail(&key, read),
     };
+    if let Some(mut p) = pending {
+        p.armed = false;
+    }
     drop(cache);
     for ((w, _), _) in waiters {
         let _ = w.send(outcome.clone());
@@ -731,6 +813,75 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::CACHE_CONTROL, HeaderValue::from_str(value).unwrap());
         reader_bound(&h)
+    }
+
+    /// An origin that takes every connection and never answers; its URL, and a receiver told
+    /// of each connection.
+    async fn silent_origin() -> (String, tokio::sync::mpsc::UnboundedReceiver<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+                let _ = tx.send(());
+            }
+        });
+        (url, rx)
+    }
+
+    /// A read registered for `key`, one waiter on it, and its guard.
+    fn registered(s: &Arc<Shared>, key: &str) -> (PendingRead, oneshot::Receiver<Outcome>) {
+        let mut cache = s.cache.lock().unwrap();
+        let Answer::Read { read: Some(read) } = cache.join(&key.to_string(), s.now()) else { panic!("a new read") };
+        let (tx, rx) = oneshot::channel();
+        cache.wait(&key.to_string(), read, key.to_string(), (tx, true)).unwrap();
+        (PendingRead::new(s, key, read), rx)
+    }
+
+    /// What the waiter got, within a bound that only a hang exceeds.
+    async fn answered(rx: oneshot::Receiver<Outcome>) -> String {
+        match tokio::time::timeout(Duration::from_secs(10), rx).await {
+            Ok(Ok(Outcome::Failed { why, .. })) => why,
+            Ok(Ok(o)) => panic!("the read could not have answered: {o:?}"),
+            Ok(Err(_)) => panic!("the waiter was dropped unanswered"),
+            Err(_) => panic!("the waiter was never answered"),
+        }
+    }
+
+    /// A read whose task is cancelled (here aborted while it waits on the origin) still
+    /// answers its waiters, and the next request for the key reads again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_whose_task_is_cancelled_fails_its_waiters() {
+        let (url, mut connected) = silent_origin().await;
+        let s = shared(OriginConfig { upstream_timeout: Duration::from_secs(60), ..OriginConfig::new(url) });
+        let (pending, rx) = registered(&s, "/k");
+        let task = tokio::spawn(read_origin(Arc::clone(&s), "/k".into(), Some(pending), HeaderMap::new(), None));
+        connected.recv().await.unwrap();
+        task.abort();
+        let why = answered(rx).await;
+        assert!(why.contains("ended without an answer"), "{why}");
+        assert!(!s.cache.lock().unwrap().is_pending(&"/k".to_string()), "the read is no longer under way");
+        // Cancelled before it ever ran, too.
+        let (pending, rx) = registered(&s, "/j");
+        tokio::spawn(read_origin(Arc::clone(&s), "/j".into(), Some(pending), HeaderMap::new(), None)).abort();
+        assert!(answered(rx).await.contains("ended without an answer"));
+    }
+
+    /// A read whose task panics, even under the cache's lock, still answers its waiters.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_whose_task_panics_fails_its_waiters() {
+        let s = shared(OriginConfig::new("http://127.0.0.1:9"));
+        let (pending, rx) = registered(&s, "/k");
+        let s2 = Arc::clone(&s);
+        let task = tokio::spawn(async move {
+            let _pending = pending;
+            let _cache = s2.cache.lock().unwrap();
+            panic!("a bug while the read holds the cache");
+        });
+        assert!(task.await.unwrap_err().is_panic());
+        assert!(answered(rx).await.contains("ended without an answer"));
     }
 
     #[test]
