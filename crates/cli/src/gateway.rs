@@ -139,6 +139,13 @@ enum GatewayCommand {
 /// X-Cacheflow-Ignore any neighbour not worth waiting for. Answers are framed objects: the
 /// key's length (2 bytes, big-endian), the key, the body's length (4 bytes), the body.
 ///
+/// The batches of changes to a neighbour are numbered: one it refuses, or one that does not
+/// follow the last it took (it or this gateway restarted), is followed by a snapshot of
+/// everything held, which replaces its view. A neighbour that is down is sent each batch
+/// again until it takes it, at most --outbox-limit changes kept for it (then one snapshot).
+/// /metrics counts per neighbour the batches taken, snapshots, refusals, failed sendings,
+/// overflows and the changes still owed.
+///
 /// Example, three gateways on a ring in front of one origin:
 ///
 ///   switchyard gateway coop --listen 127.0.0.1:7201 --origin http://127.0.0.1:8080 \
@@ -173,6 +180,12 @@ struct CoopServe {
     /// The longest a read of the origin may take, seconds.
     #[arg(long, default_value_t = 10.0)]
     upstream_timeout: f64,
+    /// Changes kept for a neighbour that has not taken them (it is down, or slow). Past this
+    /// many they are dropped, and the neighbour gets one snapshot of everything held when it is
+    /// back instead: what a neighbour that is down costs in memory is bounded by this and
+    /// --capacity, however long it is down.
+    #[arg(long, default_value_t = switchyard_gateway::coop::OUTBOX_LIMIT, value_parser = clap::value_parser!(usize))]
+    outbox_limit: usize,
 }
 
 #[derive(Args, Debug)]
@@ -340,6 +353,7 @@ fn run_coop(a: &CoopServe) -> Result<()> {
         link_buffer: a.link_buffer,
         threshold: a.threshold,
         upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
+        outbox_limit: a.outbox_limit,
     });
     let what = format!(
         "cooperating gateway ({} objects, {} neighbours) in front of {}",
