@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use switchyard_core::cache::{AgeFrom, Lookup};
+use switchyard_core::place::sla::write::WriteRule;
 use switchyard_core::place::sla::{RouteKind, Sla};
 use switchyard_gateway::field::FieldConfig;
 use switchyard_gateway::gateway::GatewayConfig;
@@ -220,6 +221,18 @@ struct GatewayServe {
     /// PERCENT:LATENCY (95:600ms: 95 % of reads within 600 ms); /metrics counts how many met it.
     #[arg(long, default_value = "95:1s", value_parser = parse_sla, requires = "origin")]
     sla: Sla,
+    /// With several --origin: how many origins must take a write (PUT, POST, DELETE, ...)
+    /// before the client is told it is stored. all: every one; majority: more than half (two
+    /// of three). Fewer than that: 202 while those that failed it are sent it again until they
+    /// take it, 502 if too many refused it for the rule to be met, never the origin's 2xx. An
+    /// origin that lacks a write another took is kept out of reads of that URL until it has
+    /// it. Writes to one URL are sent in order, each decided before the next is sent.
+    #[arg(long, default_value = "all", value_parser = parse_write_rule, requires = "origin")]
+    write_rule: WriteRule,
+    /// With several --origin: the most bytes of writes held for origins that have not taken
+    /// them yet (e.g. 64M); a write that would pass it is refused with 503 before it is sent.
+    #[arg(long, default_value = "64M", value_parser = crate::units::parse_size, requires = "origin")]
+    write_memory: usize,
     /// With --origin: answer a response this many seconds past its freshness at once, while
     /// one read refreshes it (RFC 5861 stale-while-revalidate).
     #[arg(long, requires = "origin")]
@@ -402,6 +415,8 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
             stale_if_error: a.stale_if_error.map(|s| seconds("--stale-if-error", s)).transpose()?,
             upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
             wait_timeout: a.wait_timeout.map(wait_timeout).transpose()?,
+            write_rule: a.write_rule,
+            write_memory: a.write_memory as u64,
         };
         let router = switchyard_gateway::origin::router(config);
         return runtime()?.block_on(serve(a.listen, router, &what));
@@ -425,6 +440,10 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
         let router = switchyard_gateway::gateway::router(config).await?;
         serve(a.listen, router, &format!("gateway ({}, T = {ttl:.2} s)", a.policy)).await
     })
+}
+
+fn parse_write_rule(s: &str) -> Result<WriteRule, String> {
+    WriteRule::parse(s).ok_or_else(|| format!("no write rule `{s}`: use one of {}", WriteRule::NAMES))
 }
 
 fn parse_route(s: &str) -> Result<RouteKind, String> {

@@ -34,12 +34,14 @@ use bytes::Bytes;
 use switchyard_core::Nanos;
 use switchyard_core::cache::http::{self as rfc, Fields, Heuristic, Policy, ResponseRules, Use};
 use switchyard_core::cache::{AgeFrom, Alone, Answer, Cache, Lookup, ReadId, Reading};
+use switchyard_core::place::sla::write::WriteRule;
 use switchyard_core::place::sla::{RouteKind, Sla};
 use tokio::sync::oneshot;
 
 use crate::http::nanos;
 use crate::metrics::{Count, Metrics};
 use crate::origins::{FetchError, Fetched, OriginSpec, Origins};
+use crate::writes::Replicated;
 
 /// The device token the gateway answers to in `Surrogate-Control` (it announces itself with
 /// `Surrogate-Capability: switchyard="Surrogate/1.0"`).
@@ -67,9 +69,19 @@ pub struct OriginConfig {
     pub upstream_timeout: Duration,
     /// The longest a request waits on a read (its own or one it joined) before it is answered
     /// 504, and the longest such a read may run before its waiters are failed and the next
-    /// request reads again. `None`: [`OriginConfig::wait_bound`]'s default.
+    /// request reads again; with several origins, also the longest a write waits for its
+    /// verdict. `None`: [`OriginConfig::wait_bound`]'s default.
     pub wait_timeout: Option<Duration>,
+    /// With several origins: how many must take a write before the client is told it is
+    /// stored (see [`crate::writes`]).
+    pub write_rule: WriteRule,
+    /// With several origins: the most bytes of writes held for origins that have not taken
+    /// them yet; a write that would pass it is refused with 503 before it is sent.
+    pub write_memory: u64,
 }
+
+/// Bytes of writes held for origins that lack them, by default (`--write-memory`).
+pub const WRITE_MEMORY: u64 = 64 << 20;
 
 impl OriginConfig {
     /// How long a request waits on a read: `wait_timeout`, or by default long enough for each
@@ -93,6 +105,8 @@ impl OriginConfig {
             stale_if_error: None,
             upstream_timeout: Duration::from_secs(10),
             wait_timeout: None,
+            write_rule: WriteRule::All,
+            write_memory: WRITE_MEMORY,
         }
     }
 }
@@ -228,7 +242,8 @@ impl Shared {
         Nanos(self.start.elapsed().as_nanos() as u64)
     }
 
-    /// Sends `method key` to the origin, or over the origins as the route says.
+    /// Sends `method key` to the origin, or over the origins as the route says (a read: a
+    /// write over several origins goes through [`write`]).
     async fn fetch(&self, method: Method, key: &str, headers: HeaderMap, body: Bytes) -> Result<Fetched, FetchError> {
         if let [one] = self.config.origins.as_slice() {
             let url = format!("{}{key}", one.url);
@@ -236,11 +251,8 @@ impl Shared {
                 .await
                 .map_err(|e| FetchError { timeout: e.is_timeout(), why: e.to_string() });
         }
-        if matches!(method, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE) {
-            self.origins.fetch(&self.client, method, key, headers, body).await
-        } else {
-            self.origins.replicate(&self.client, method, key, headers, body).await
-        }
+        // Writes over several origins go through `write`, never here.
+        self.origins.fetch(&self.client, method, key, headers, body).await
     }
 }
 
@@ -278,7 +290,14 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
             .count("gateway_not_stored", "Responses read that RFC 9111 does not let a shared cache store."),
     };
     let policy = Policy { surrogate: SURROGATE.to_string(), heuristic: config.heuristic };
-    let origins = Origins::new(config.origins.clone(), config.route, config.sla, &mut metrics);
+    let origins = Origins::new(
+        config.origins.clone(),
+        config.route,
+        config.sla,
+        config.write_rule,
+        config.write_memory,
+        &mut metrics,
+    );
     Arc::new(Shared {
         cache: Mutex::new(cache),
         config,
@@ -341,6 +360,10 @@ async fn pass(s: Arc<Shared>, request: Request) -> Response {
         Ok(b) => b,
         Err(e) => return failure(StatusCode::PAYLOAD_TOO_LARGE, format!("the request's body: {e}")),
     };
+    let unsafe_method = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE);
+    if unsafe_method && s.config.origins.len() > 1 {
+        return write(&s, method, key, headers, body).await;
+    }
     let r = match s.fetch(method.clone(), &key, headers, body).await {
         Ok(r) => r,
         Err(e) if e.timeout => {
@@ -351,28 +374,128 @@ async fn pass(s: Arc<Shared>, request: Request) -> Response {
         }
         Err(e) => return failure(StatusCode::BAD_GATEWAY, format!("{method} {key} to the origin failed: {e}")),
     };
-    let status = r.status;
-    let unsafe_method = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE);
-    if unsafe_method && (status.is_success() || status.is_redirection()) {
-        let mut changed = vec![key.clone()];
-        for name in [header::LOCATION, header::CONTENT_LOCATION] {
-            if let Some(path) = r.headers.get(&name).and_then(|v| v.to_str().ok()).and_then(|v| same_origin_path(&s, v))
-            {
-                changed.push(path);
-            }
-        }
-        let mut cache = s.cache.lock().expect("no request panics holding the cache");
-        let now = s.now();
-        for k in &changed {
-            cache.invalidate(k, now);
+    if unsafe_method && (r.status.is_success() || r.status.is_redirection()) {
+        invalidate(&s, &key, Some(&r.headers));
+    }
+    passed(r)
+}
+
+/// An origin's answer passed on.
+fn passed(r: Fetched) -> Response {
+    let mut resp = Response::new(Body::from(r.body));
+    *resp.status_mut() = r.status;
+    *resp.headers_mut() = end_to_end(&r.headers, &[]);
+    resp.headers_mut().insert("x-cache", HeaderValue::from_static("pass"));
+    resp
+}
+
+/// Forgets what a write to `key` may have changed (RFC 9111 §4.4): the key, and the
+/// `Location` and `Content-Location` the origin's answer `headers` name on this origin.
+fn invalidate(s: &Shared, key: &str, headers: Option<&HeaderMap>) {
+    let mut changed = vec![key.to_string()];
+    for name in [header::LOCATION, header::CONTENT_LOCATION] {
+        if let Some(path) =
+            headers.and_then(|h| h.get(&name)).and_then(|v| v.to_str().ok()).and_then(|v| same_origin_path(s, v))
+        {
+            changed.push(path);
         }
     }
-    let headers = end_to_end(&r.headers, &[]);
-    let body = r.body;
-    let mut resp = Response::new(Body::from(body));
-    *resp.status_mut() = status;
-    *resp.headers_mut() = headers;
-    resp.headers_mut().insert("x-cache", HeaderValue::from_static("pass"));
+    let mut cache = s.cache.lock().expect("no request panics holding the cache");
+    let now = s.now();
+    for k in &changed {
+        cache.invalidate(k, now);
+    }
+}
+
+/// A write over several origins, answered as the write rule's verdict says (see
+/// [`crate::writes`]): the first acknowledgement only when the rule is met, 202 when fewer
+/// took it but the others are being sent it again, 502 when the rule cannot be met, 503 when
+/// the bound on what is held for laggards is reached. Each answer says in `X-Write-Acks` how
+/// many origins took it, and in `X-Write-Pending` which are still being sent it.
+async fn write(s: &Arc<Shared>, method: Method, key: String, headers: HeaderMap, body: Bytes) -> Response {
+    let (n, rule) = (s.config.origins.len(), s.config.write_rule);
+    let needed = rule.needed(n);
+    let bound = s.config.wait_bound();
+    let said = |said: &[(usize, String)], of: &[usize]| -> String {
+        said.iter()
+            .filter(|(b, _)| of.contains(b))
+            .map(|(b, t)| format!("{} {t}", s.origins.urls(&[*b])))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let (mut resp, tally) = match s.origins.replicate(&s.client, method.clone(), &key, headers, body, bound).await {
+        Replicated::Stored { answer, tally } => {
+            invalidate(s, &key, Some(&answer.headers));
+            (passed(answer), Some(tally))
+        }
+        Replicated::Pending { tally, said: what } => {
+            invalidate(s, &key, None);
+            let why = format!(
+                "{method} {key} is not stored yet: {} of {n} origins took it ({}), and --write-rule {} needs {needed}; {} did not ({}), and {} sent it again until {} take it; meanwhile reads of {key} go only to origins that have it",
+                tally.took.len(),
+                s.origins.urls(&tally.took),
+                rule.name(),
+                s.origins.urls(&tally.owed),
+                said(&what, &tally.owed),
+                if tally.owed.len() == 1 { "is" } else { "are" },
+                if tally.owed.len() == 1 { "it" } else { "they" },
+            );
+            (crate::http::error(StatusCode::ACCEPTED, why), Some(tally))
+        }
+        Replicated::Diverged { tally, said: what } => {
+            invalidate(s, &key, None);
+            let why = format!(
+                "{method} {key} is not stored as --write-rule {} needs ({needed} of {n} origins): {} took it, but {} will not have it ({}); reads of {key} avoid {} until a PUT or DELETE of {key} reaches {}",
+                rule.name(),
+                s.origins.urls(&tally.took),
+                s.origins.urls(&tally.lost),
+                said(&what, &tally.lost),
+                if tally.lost.len() == 1 { "it" } else { "them" },
+                if tally.lost.len() == 1 { "it" } else { "them" },
+            );
+            (crate::http::error(StatusCode::BAD_GATEWAY, why), Some(tally))
+        }
+        Replicated::Refused(f) => (passed(f), None),
+        Replicated::Failed(e) if e.timeout => {
+            (failure(StatusCode::GATEWAY_TIMEOUT, format!("no origin took {method} {key} in time: {e}")), None)
+        }
+        Replicated::Failed(e) => {
+            (failure(StatusCode::BAD_GATEWAY, format!("no origin took {method} {key}: {e}")), None)
+        }
+        Replicated::Full(full) => {
+            let why = format!(
+                "{method} {key} was not sent to any origin: {full} (--write-memory); try again once the origins that lack writes have taken them"
+            );
+            let mut r = failure(StatusCode::SERVICE_UNAVAILABLE, why);
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            (r, None)
+        }
+        Replicated::Busy(d) => {
+            let why = format!(
+                "{method} {key} was not sent: an earlier write to {key} was still not decided after {d:?} (--wait-timeout), and writes to one URL are sent in order; try again"
+            );
+            let mut r = failure(StatusCode::SERVICE_UNAVAILABLE, why);
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            (r, None)
+        }
+        Replicated::Undecided(d) => {
+            invalidate(s, &key, None);
+            let why = format!(
+                "{method} {key}: the origins had not all answered after {d:?} (--wait-timeout); the write goes on and may yet be stored"
+            );
+            (failure(StatusCode::GATEWAY_TIMEOUT, why), None)
+        }
+    };
+    let h = resp.headers_mut();
+    h.insert("x-cache", HeaderValue::from_static("pass"));
+    h.insert("x-write-rule", HeaderValue::from_static(rule.name()));
+    let acks = tally.as_ref().map_or(0, |t| t.took.len());
+    h.insert("x-write-acks", HeaderValue::from_str(&format!("{acks}/{n}")).expect("digits"));
+    if let Some(t) = tally.filter(|t| !t.owed.is_empty())
+        && let Ok(v) = HeaderValue::from_str(&s.origins.urls(&t.owed))
+    {
+        h.insert("x-write-pending", v);
+    }
     resp
 }
 
