@@ -272,7 +272,9 @@ struct GatewayServe {
     /// The longest a request waits on a read, its own or one it joined, seconds; it then gets
     /// 504 saying so. A read still under way then is failed too, so the next request reads
     /// again rather than join it: no request waits for ever on a read that hangs or whose task
-    /// died. Default: --upstream-timeout once for each origin (one for a sensor field), plus 1.
+    /// died. With several --origin, also the longest a write waits for its verdict (504 then:
+    /// it goes on). Default: --upstream-timeout once for each origin (one for a sensor field),
+    /// plus 1.
     #[arg(long)]
     wait_timeout: Option<f64>,
     /// When a read fails, answer with the cached value if it is no older than this many
