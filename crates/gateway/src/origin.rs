@@ -73,7 +73,7 @@ pub struct OriginConfig {
     /// verdict. `None`: [`OriginConfig::wait_bound`]'s default.
     pub wait_timeout: Option<Duration>,
     /// With several origins: how many must take a write before the client is told it is
-    /// stored (see [`crate::writes`]).
+    /// stored (`switchyard_core::place::sla::write`).
     pub write_rule: WriteRule,
     /// With several origins: the most bytes of writes held for origins that have not taken
     /// them yet; a write that would pass it is refused with 503 before it is sent.

@@ -5,7 +5,7 @@
 //! where origins bill only what they serve, their price). Writes go to every origin, as
 //! Figurehead's do, but are answered "stored" only as the core's write rule says (every
 //! origin, or a majority), and a read avoids an origin that lacks a write to its key
-//! ([`crate::writes`]). Per-origin latency quantiles, attempts, write outcomes, price paid and
+//! (`switchyard_core::place::sla::write`). Per-origin latency quantiles, attempts, write outcomes, price paid and
 //! SLA attainment are counted for `/metrics`.
 
 use std::sync::atomic::{AtomicU64, Ordering};

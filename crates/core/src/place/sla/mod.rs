@@ -2,7 +2,7 @@
 //! (Figurehead, Middleware 2007; notes 004b §1): latency CDFs kept online ([`cdf`]), the
 //! paper's Base and OptWait plans and its replica choice for availability ([`split`]), and
 //! the request-time router with the modern hedging and load-balancing peers ([`route`]), and
-//! the rule for writes over the same back-ends, whose laggards reads avoid ([`write`]).
+//! the rule for writes over the same back-ends, whose laggards reads avoid ([`mod@write`]).
 //! The gateway's multi-origin mode and the simulator drive these; nothing here does I/O.
 
 pub mod cdf;
