@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use switchyard_core::cache::{AgeFrom, Lookup};
+use switchyard_core::place::sla::write::WriteRule;
 use switchyard_core::place::sla::{RouteKind, Sla};
 use switchyard_gateway::field::FieldConfig;
 use switchyard_gateway::gateway::GatewayConfig;
@@ -139,6 +140,13 @@ enum GatewayCommand {
 /// X-Cacheflow-Ignore any neighbour not worth waiting for. Answers are framed objects: the
 /// key's length (2 bytes, big-endian), the key, the body's length (4 bytes), the body.
 ///
+/// The batches of changes to a neighbour are numbered: one it refuses, or one that does not
+/// follow the last it took (it or this gateway restarted), is followed by a snapshot of
+/// everything held, which replaces its view. A neighbour that is down is sent each batch
+/// again until it takes it, at most --outbox-limit changes kept for it (then one snapshot).
+/// /metrics counts per neighbour the batches taken, snapshots, refusals, failed sendings,
+/// overflows and the changes still owed.
+///
 /// Example, three gateways on a ring in front of one origin:
 ///
 ///   switchyard gateway coop --listen 127.0.0.1:7201 --origin http://127.0.0.1:8080 \
@@ -173,6 +181,12 @@ struct CoopServe {
     /// The longest a read of the origin may take, seconds.
     #[arg(long, default_value_t = 10.0)]
     upstream_timeout: f64,
+    /// Changes kept for a neighbour that has not taken them (it is down, or slow). Past this
+    /// many they are dropped, and the neighbour gets one snapshot of everything held when it is
+    /// back instead: what a neighbour that is down costs in memory is bounded by this and
+    /// --capacity, however long it is down.
+    #[arg(long, default_value_t = switchyard_gateway::coop::OUTBOX_LIMIT, value_parser = clap::value_parser!(usize))]
+    outbox_limit: usize,
 }
 
 #[derive(Args, Debug)]
@@ -207,6 +221,18 @@ struct GatewayServe {
     /// PERCENT:LATENCY (95:600ms: 95 % of reads within 600 ms); /metrics counts how many met it.
     #[arg(long, default_value = "95:1s", value_parser = parse_sla, requires = "origin")]
     sla: Sla,
+    /// With several --origin: how many origins must take a write (PUT, POST, DELETE, ...)
+    /// before the client is told it is stored. all: every one; majority: more than half (two
+    /// of three). Fewer than that: 202 while those that failed it are sent it again until they
+    /// take it, 502 if too many refused it for the rule to be met, never the origin's 2xx. An
+    /// origin that lacks a write another took is kept out of reads of that URL until it has
+    /// it. Writes to one URL are sent in order, each decided before the next is sent.
+    #[arg(long, default_value = "all", value_parser = parse_write_rule, requires = "origin")]
+    write_rule: WriteRule,
+    /// With several --origin: the most bytes of writes held for origins that have not taken
+    /// them yet (e.g. 64M); a write that would pass it is refused with 503 before it is sent.
+    #[arg(long, default_value = "64M", value_parser = crate::units::parse_size, requires = "origin")]
+    write_memory: usize,
     /// With --origin: answer a response this many seconds past its freshness at once, while
     /// one read refreshes it (RFC 5861 stale-while-revalidate).
     #[arg(long, requires = "origin")]
@@ -239,9 +265,18 @@ struct GatewayServe {
     /// Keep approximate answers in the cache, as old as the values they came from.
     #[arg(long)]
     keep_approximations: bool,
-    /// The longest a read of the field may take, seconds; its waiters then get 504.
+    /// The longest a read of the field (or of one origin) may take, seconds; its waiters then
+    /// get 504.
     #[arg(long, default_value_t = 10.0)]
     upstream_timeout: f64,
+    /// The longest a request waits on a read, its own or one it joined, seconds; it then gets
+    /// 504 saying so. A read still under way then is failed too, so the next request reads
+    /// again rather than join it: no request waits for ever on a read that hangs or whose task
+    /// died. With several --origin, also the longest a write waits for its verdict (504 then:
+    /// it goes on). Default: --upstream-timeout once for each origin (one for a sensor field),
+    /// plus 1.
+    #[arg(long)]
+    wait_timeout: Option<f64>,
     /// When a read fails, answer with the cached value if it is no older than this many
     /// seconds, marked stale (default: answer the failure).
     #[arg(long)]
@@ -258,6 +293,14 @@ struct GatewayServe {
 
 fn seconds(name: &str, s: f64) -> Result<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| anyhow::anyhow!("{name} {s}: give zero or more seconds"))
+}
+
+/// `--wait-timeout`: more than zero seconds (with none, no request could wait on a read).
+fn wait_timeout(s: f64) -> Result<Duration> {
+    match seconds("--wait-timeout", s)? {
+        d if d.is_zero() => anyhow::bail!("--wait-timeout {s}: give more than zero seconds"),
+        d => Ok(d),
+    }
 }
 
 async fn serve(listen: SocketAddr, router: axum::Router, what: &str) -> Result<()> {
@@ -325,6 +368,7 @@ fn run_coop(a: &CoopServe) -> Result<()> {
         link_buffer: a.link_buffer,
         threshold: a.threshold,
         upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
+        outbox_limit: a.outbox_limit,
     });
     let what = format!(
         "cooperating gateway ({} objects, {} neighbours) in front of {}",
@@ -372,6 +416,9 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
                 .transpose()?,
             stale_if_error: a.stale_if_error.map(|s| seconds("--stale-if-error", s)).transpose()?,
             upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
+            wait_timeout: a.wait_timeout.map(wait_timeout).transpose()?,
+            write_rule: a.write_rule,
+            write_memory: a.write_memory as u64,
         };
         let router = switchyard_gateway::origin::router(config);
         return runtime()?.block_on(serve(a.listen, router, &what));
@@ -385,6 +432,7 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
         age_from: a.age_from,
         keep_approximations: a.keep_approximations,
         upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
+        wait_timeout: a.wait_timeout.map(wait_timeout).transpose()?,
         stale_if_error: a.stale_if_error.map(|s| seconds("--stale-if-error", s)).transpose()?,
         measure_deviation: a.measure_deviation,
         seed: a.seed,
@@ -394,6 +442,10 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
         let router = switchyard_gateway::gateway::router(config).await?;
         serve(a.listen, router, &format!("gateway ({}, T = {ttl:.2} s)", a.policy)).await
     })
+}
+
+fn parse_write_rule(s: &str) -> Result<WriteRule, String> {
+    WriteRule::parse(s).ok_or_else(|| format!("no write rule `{s}`: use one of {}", WriteRule::NAMES))
 }
 
 fn parse_route(s: &str) -> Result<RouteKind, String> {

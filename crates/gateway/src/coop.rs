@@ -8,9 +8,12 @@
 //!   it holds, loads from the origin what no neighbour's view shows, and names in
 //!   `X-Cacheflow-Ignore` the neighbours too thin to wait for.
 //! - `POST /v1/coop/remote`: a neighbour. It answers what it holds of the keys.
-//! - `POST /v1/coop/updates`: a neighbour's adds and evictions (JSON, [`Updates`]). A gateway
-//!   that starts sends each neighbour everything it holds, marked to replace what the neighbour
-//!   knew of it, and asks for the same back (ours, not Cacheflow's: see [`Updates`]).
+//! - `POST /v1/coop/updates`: a neighbour's adds and evictions (JSON, [`Updates`]), numbered
+//!   so that none is lost unnoticed: a batch that does not follow the last one taken is
+//!   refused with 409, and the neighbour sends everything it holds instead. A gateway that
+//!   starts sends each neighbour everything it holds, marked to replace what the neighbour
+//!   knew of it, and asks for the same back (ours, not Cacheflow's: see [`Updates`] and
+//!   `switchyard_core::cache::updates`).
 //! - `GET /v1/coop/neighbours`: the neighbours a client should also ask.
 //!
 //! Answers are framed objects: for each, the key's length (2 bytes, big-endian), the key, the
@@ -26,8 +29,11 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, body::Bytes};
+use prometheus_client::metrics::family::Family;
 use serde::{Deserialize, Serialize};
 use switchyard_core::cache::cacheflow::{Batch, Merged, Server, merge};
+use switchyard_core::cache::updates::{Inbox, Next, Outbox, Verdict};
+use tokio::sync::Notify;
 
 use crate::metrics::{Count, Level, Metrics};
 
@@ -48,7 +54,13 @@ pub struct CoopConfig {
     pub threshold: usize,
     /// The longest a read of the origin may take.
     pub upstream_timeout: Duration,
+    /// Changes kept for a neighbour that has not taken them (down, or slow) before they are
+    /// dropped for one snapshot of everything held, sent when it is back.
+    pub outbox_limit: usize,
 }
+
+/// Changes kept for a neighbour by default (`--outbox-limit`).
+pub const OUTBOX_LIMIT: usize = 10_000;
 
 /// A neighbour's report of what it added (`true`) and evicted.
 ///
@@ -59,10 +71,22 @@ pub struct CoopConfig {
 /// `want_snapshot`, and the neighbour answers with a `reset` of its own (ours, not Cacheflow's;
 /// the core's [`Server::forget`] and [`Server::snapshot`]). Both flags default to `false`, so
 /// gateways without them still interoperate (without the resynchronisation).
+///
+/// Nor can changes survive a batch lost or refused: so each batch carries the sender's
+/// `epoch` and its number `seq`, and a batch that does not follow the last one taken is
+/// refused with 409, whereupon the sender sends a `reset` instead (the core's
+/// [`Outbox`] and [`Inbox`]). A sender without them sends epoch 0, and its batches are taken
+/// as they come.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Updates {
     /// The neighbour's own URL.
     pub from: String,
+    /// The sender's epoch, drawn each time it starts (0: it numbers no batch).
+    #[serde(default)]
+    pub epoch: u64,
+    /// The batch's number in the epoch.
+    #[serde(default)]
+    pub seq: u64,
     /// (key, added) in the order they happened.
     pub changes: Vec<(String, bool)>,
     /// Forget the view of the neighbour before applying `changes`: they are everything it holds.
@@ -74,25 +98,58 @@ pub struct Updates {
     pub want_snapshot: bool,
 }
 
+/// What passes between this gateway and one neighbour.
+struct Link {
+    /// Its base URL.
+    url: String,
+    /// The batches owed it, in order.
+    outbox: Outbox<String>,
+    /// The last batch taken from it.
+    inbox: Inbox,
+    /// Wakes its sender when a batch is owed.
+    wake: Arc<Notify>,
+}
+
 struct Node {
-    /// The core's server: cache, views of the neighbours, changes owed them.
+    /// The core's server: cache, views of the neighbours, changes buffered for them.
     server: Server<String>,
     bodies: std::collections::BTreeMap<String, Bytes>,
-    neighbours: Vec<String>,
+    /// The neighbours, in order.
+    links: Vec<Link>,
+    /// Their senders, one each, so that a neighbour's batches arrive in the order they were
+    /// made (an add overtaken by its own eviction would leave a key in its view).
+    senders: Vec<tokio::task::AbortHandle>,
+}
+
+/// Counters of the batches each neighbour took, refused or missed, labelled by neighbour.
+struct LinkCounts {
+    sent: Family<Vec<(String, String)>, Count>,
+    snapshots: Family<Vec<(String, String)>, Count>,
+    refused: Family<Vec<(String, String)>, Count>,
+    failed: Family<Vec<(String, String)>, Count>,
+    collapsed: Family<Vec<(String, String)>, Count>,
+    owed: Family<Vec<(String, String)>, Level>,
+}
+
+impl LinkCounts {
+    fn owed(&self, link: &Link) {
+        self.owed.get_or_create(&label(&link.url)).set(i64::try_from(link.outbox.queued()).unwrap_or(i64::MAX));
+    }
+}
+
+fn label(url: &str) -> Vec<(String, String)> {
+    vec![("neighbour".into(), url.to_string())]
 }
 
 struct Shared {
     state: Mutex<Node>,
-    /// One sender per neighbour, in order, so its batches arrive in the order they were made
-    /// (an add overtaken by its own eviction would leave a key in the neighbour's view).
-    outboxes: Mutex<Vec<tokio::sync::mpsc::UnboundedSender<Updates>>>,
     config: CoopConfig,
     client: reqwest::Client,
     metrics: Metrics,
     local_hits: Count,
     loads: Count,
     remote_served: Count,
-    updates_sent: Count,
+    links: LinkCounts,
     viewed: Level,
 }
 
@@ -171,23 +228,45 @@ impl CoopNode {
         let loads = metrics.count("coop_loads", "Objects loaded from the origin.");
         let remote_served =
             metrics.count("coop_remote_served", "Objects of neighbours' clients answered from this cache.");
-        let updates_sent = metrics.count("coop_update_batches_sent", "Batches of changes sent to neighbours.");
+        let links = LinkCounts {
+            sent: metrics.family(
+                "coop_update_batches_sent",
+                "Batches of changes each neighbour took (answered 2xx), each counted once however often it was sent.",
+            ),
+            snapshots: metrics.family(
+                "coop_update_snapshots_sent",
+                "Snapshots of everything held each neighbour took (at start, when asked, after a refusal or an overflow).",
+            ),
+            refused: metrics.family(
+                "coop_update_batches_refused",
+                "Batches a neighbour refused (4xx; 409: a gap in the numbers), each followed by a snapshot.",
+            ),
+            failed: metrics.family(
+                "coop_update_sends_failed",
+                "Sendings of a batch that failed (5xx, unreachable, timed out); the batch is sent again.",
+            ),
+            collapsed: metrics.family(
+                "coop_update_outbox_overflows",
+                "Times the changes owed a neighbour passed --outbox-limit and were dropped for one snapshot.",
+            ),
+            owed: metrics.family("coop_update_outbox_changes", "Changes owed each neighbour, not yet taken."),
+        };
         let viewed = metrics.level("coop_viewed_keys", "Objects the views of the neighbours show, summed.");
         let state = Node {
             server: Server::new(config.capacity, config.dedup, 0, config.link_buffer),
             bodies: Default::default(),
-            neighbours: Vec::new(),
+            links: Vec::new(),
+            senders: Vec::new(),
         };
         Self(Arc::new(Shared {
             state: Mutex::new(state),
-            outboxes: Mutex::new(Vec::new()),
             config,
             client,
             metrics,
             local_hits,
             loads,
             remote_served,
-            updates_sent,
+            links,
             viewed,
         }))
     }
@@ -196,43 +275,29 @@ impl CoopNode {
     /// neighbour is told to forget what it knew of this gateway (which may have restarted) and
     /// asked for everything it holds (see [`Updates`]).
     pub fn set_neighbours(&self, neighbours: Vec<String>) {
-        let mut senders = Vec::new();
-        for url in &neighbours {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Updates>();
-            let (client, url) = (self.0.client.clone(), format!("{}/v1/coop/updates", url.trim_end_matches('/')));
-            tokio::spawn(async move {
-                while let Some(batch) = rx.recv().await {
-                    // A batch is retried until the neighbour takes it (or refuses it outright),
-                    // before the next is sent: a batch lost would leave the neighbour's view of
-                    // this cache wrong for good, and one overtaken would apply out of order.
-                    let mut wait = Duration::from_millis(100);
-                    loop {
-                        match client.post(&url).json(&batch).send().await {
-                            Ok(r) if r.status().is_success() => break,
-                            Ok(r) if r.status().is_client_error() => {
-                                eprintln!("switchyard: {url} refused our updates: {}", r.status());
-                                break;
-                            }
-                            Ok(r) => eprintln!("switchyard: {url} failed our updates ({}); retrying", r.status()),
-                            Err(e) => eprintln!("switchyard: sending updates to {url}: {e}; retrying"),
-                        }
-                        tokio::time::sleep(wait).await;
-                        wait = (wait * 2).min(Duration::from_secs(5));
-                    }
-                }
-            });
-            senders.push(tx);
-        }
-        *self.0.outboxes.lock().expect("not poisoned") = senders;
         let mut st = self.0.state.lock().expect("not poisoned");
+        for old in st.senders.drain(..) {
+            old.abort();
+        }
         st.server =
             Server::new(self.0.config.capacity, self.0.config.dedup, neighbours.len(), self.0.config.link_buffer);
         st.bodies.clear();
-        st.neighbours = neighbours.iter().map(|n| n.trim_end_matches('/').to_string()).collect();
+        // A new epoch each time: batches numbered before it can be told from those after.
+        let epoch = rand::random::<u64>();
+        st.links = neighbours
+            .iter()
+            .map(|n| Link {
+                url: n.trim_end_matches('/').to_string(),
+                outbox: Outbox::new(epoch, self.0.config.outbox_limit),
+                inbox: Inbox::default(),
+                wake: Arc::new(Notify::new()),
+            })
+            .collect();
+        // Each sender takes its snapshot when it first runs, under the state's lock, ahead of
+        // any change the cache makes after it.
+        st.senders =
+            (0..neighbours.len()).map(|i| tokio::spawn(deliver(Arc::clone(&self.0), i)).abort_handle()).collect();
         self.0.viewed.set(0);
-        // Queued under the state's lock, ahead of any change the cache makes from now on.
-        let snapshots = (0..neighbours.len()).map(|i| st.server.snapshot(i)).collect();
-        send(&self.0, snapshots, Resync::Ask);
     }
 
     /// The routes.
@@ -244,23 +309,12 @@ impl CoopNode {
             .route(
                 "/v1/coop/neighbours",
                 get(|State(s): State<Arc<Shared>>| async move {
-                    Json(s.state.lock().expect("not poisoned").neighbours.clone())
+                    Json(s.state.lock().expect("not poisoned").links.iter().map(|l| l.url.clone()).collect::<Vec<_>>())
                 }),
             )
             .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
             .with_state(Arc::clone(&self.0))
     }
-}
-
-/// What batches sent together are: changes, or everything held (see [`Updates`]).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Resync {
-    /// Changes since the last batch.
-    No,
-    /// Everything held, answering a neighbour that asked.
-    Answer,
-    /// Everything held, asking the neighbour for the same.
-    Ask,
 }
 
 /// The most bytes of changes (as JSON) one request carries, well within the 2 MB body axum
@@ -284,22 +338,111 @@ fn pieces(changes: Vec<(String, bool)>) -> Vec<Vec<(String, bool)>> {
     out
 }
 
-/// Sends batches to the neighbours they are due to, each neighbour's in order, a large one in
-/// pieces whose first alone carries the [`Resync`] flags. Callers hold the state's lock, so
-/// that batches are queued in the order the cache made them.
-fn send(s: &Shared, due: Vec<Batch<String>>, resync: Resync) {
-    let outboxes = s.outboxes.lock().expect("not poisoned");
+/// Queues batches for the neighbours they are due to, a large one in pieces, and wakes their
+/// senders. Callers hold the state's lock, so that batches are queued in the order the cache
+/// made them.
+fn queue(s: &Shared, st: &mut Node, due: Vec<Batch<String>>) {
     for (i, changes) in due {
-        if let Some(tx) = outboxes.get(i) {
-            for (j, changes) in pieces(changes).into_iter().enumerate() {
-                s.updates_sent.inc();
-                let _ = tx.send(Updates {
-                    from: s.config.me.trim_end_matches('/').to_string(),
-                    changes,
-                    reset: j == 0 && resync != Resync::No,
-                    want_snapshot: j == 0 && resync == Resync::Ask,
-                });
+        let Some(link) = st.links.get_mut(i) else { continue };
+        for piece in pieces(changes) {
+            if link.outbox.push(piece) {
+                s.links.collapsed.get_or_create(&label(&link.url)).inc();
             }
+        }
+        s.links.owed(link);
+        link.wake.notify_one();
+    }
+}
+
+/// The longest pause between sendings to a neighbour that does not take them.
+const MOST_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Sends neighbour `i` what is owed it, one batch at a time, in order, each until the
+/// neighbour takes it: a batch lost would leave the neighbour's view of this cache wrong for
+/// good, and one overtaken would apply out of order. A refusal (a gap in the numbers, or any
+/// other 4xx) makes what is owed a snapshot of everything held; a failure (5xx, unreachable)
+/// sends the batch again, after a pause that doubles up to [`MOST_BACKOFF`].
+async fn deliver(s: Arc<Shared>, i: usize) {
+    let me = s.config.me.trim_end_matches('/').to_string();
+    let mut wait = Duration::from_millis(100);
+    loop {
+        let (batch, url, wake) = {
+            let mut st = s.state.lock().expect("not poisoned");
+            let Node { server, links, .. } = &mut *st;
+            let Some(link) = links.get_mut(i) else { return };
+            if let Next::Snapshot { ask } = link.outbox.next() {
+                let (_, held) = server.snapshot(i);
+                link.outbox.snapshot(pieces(held), ask);
+                s.links.owed(link);
+            }
+            let batch = match link.outbox.next() {
+                Next::Send(b) => Some(b.clone()),
+                _ => None,
+            };
+            (batch, link.url.clone(), Arc::clone(&link.wake))
+        };
+        let Some(b) = batch else {
+            // A batch queued since the lock was let go left a permit: this returns at once.
+            wake.notified().await;
+            continue;
+        };
+        let updates = Updates {
+            from: me.clone(),
+            epoch: b.epoch,
+            seq: b.seq,
+            changes: b.changes,
+            reset: b.reset,
+            want_snapshot: b.ask,
+        };
+        let answer = s.client.post(format!("{url}/v1/coop/updates")).json(&updates).send().await;
+        let pause = {
+            let mut st = s.state.lock().expect("not poisoned");
+            // Neighbours set anew meanwhile: this sender's link is gone.
+            let Some(link) = st.links.get_mut(i).filter(|l| l.url == url) else { return };
+            let pause = match answer {
+                Ok(r) if r.status().is_success() => {
+                    if link.outbox.delivered(b.seq) {
+                        s.links.sent.get_or_create(&label(&url)).inc();
+                        if b.reset {
+                            s.links.snapshots.get_or_create(&label(&url)).inc();
+                        }
+                    }
+                    false
+                }
+                Ok(r) if r.status().is_client_error() => {
+                    s.links.refused.get_or_create(&label(&url)).inc();
+                    link.outbox.resync(false);
+                    // A gap is mended by the snapshot at once; a snapshot refused, or any
+                    // other refusal, is tried again after a pause (the neighbour may not list
+                    // this gateway yet).
+                    let gap = r.status() == reqwest::StatusCode::CONFLICT && !b.reset;
+                    if !gap {
+                        eprintln!(
+                            "switchyard: {url} refused our updates ({}); sending a snapshot of everything held",
+                            r.status()
+                        );
+                    }
+                    !gap
+                }
+                Ok(r) => {
+                    s.links.failed.get_or_create(&label(&url)).inc();
+                    eprintln!("switchyard: {url} failed our updates ({}); sending them again", r.status());
+                    true
+                }
+                Err(e) => {
+                    s.links.failed.get_or_create(&label(&url)).inc();
+                    eprintln!("switchyard: sending updates to {url}: {e}; sending them again");
+                    true
+                }
+            };
+            s.links.owed(link);
+            pause
+        };
+        if pause {
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(MOST_BACKOFF);
+        } else {
+            wait = Duration::from_millis(100);
         }
     }
 }
@@ -351,7 +494,7 @@ async fn local(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
         // Queued under the state's lock: two requests that change the cache queue their
         // batches in the order they changed it, or a neighbour could apply an eviction before
         // the addition it undoes and keep a key this server no longer holds.
-        send(&s, due, Resync::No);
+        queue(&s, &mut st, due);
         drop(st);
     }
     let n_loaded = loaded.len();
@@ -380,20 +523,40 @@ async fn remote(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
 
 async fn updates(State(s): State<Arc<Shared>>, Json(u): Json<Updates>) -> Response {
     let mut st = s.state.lock().expect("not poisoned");
-    let Some(i) = st.neighbours.iter().position(|n| *n == u.from) else {
+    let Some(i) = st.links.iter().position(|l| l.url == u.from) else {
         return (axum::http::StatusCode::FORBIDDEN, format!("{} is not a neighbour of {}", u.from, s.config.me))
             .into_response();
     };
+    match st.links[i].inbox.accept(u.epoch, u.seq, u.reset) {
+        Verdict::Apply => {}
+        Verdict::Duplicate => return axum::http::StatusCode::NO_CONTENT.into_response(),
+        Verdict::Gap { expected } => {
+            let after = expected.map_or_else(
+                || "none of its batches yet (it or this gateway restarted)".to_string(),
+                |(epoch, seq)| format!("batch {seq} of epoch {epoch} next"),
+            );
+            return (
+                axum::http::StatusCode::CONFLICT,
+                format!(
+                    "batch {} of epoch {} from {} does not follow what {} took ({after}): send everything you hold, as a reset",
+                    u.seq, u.epoch, u.from, s.config.me
+                ),
+            )
+                .into_response();
+        }
+    }
     if u.reset {
         st.server.forget(i);
     }
     st.server.apply(i, u.changes);
     s.viewed.set(i64::try_from(st.server.viewed()).unwrap_or(i64::MAX));
     if u.want_snapshot {
-        // Under the state's lock, like every batch, so that no change made before it arrives
-        // after it (and none made after it, before).
-        let snapshot = st.server.snapshot(i);
-        send(&s, vec![snapshot], Resync::Answer);
+        // Under the state's lock, like every batch, so that no change made before the snapshot
+        // is taken arrives after it (and none made after it, before).
+        let link = &mut st.links[i];
+        link.outbox.resync(false);
+        s.links.owed(link);
+        link.wake.notify_one();
     }
     axum::http::StatusCode::NO_CONTENT.into_response()
 }
@@ -563,6 +726,7 @@ pub async fn run_cluster(c: &ClusterConfig) -> Result<SetOutcome, String> {
             link_buffer: c.link_buffer,
             threshold: 0,
             upstream_timeout: Duration::from_secs(10),
+            outbox_limit: OUTBOX_LIMIT,
         });
         let app = node.router();
         tasks.push(tokio::spawn(async move {

@@ -51,6 +51,10 @@ pub struct GatewayConfig {
     pub keep_approximations: bool,
     /// The longest a read of the field may take before its waiters are answered 504.
     pub upstream_timeout: Duration,
+    /// The longest a query waits on a read (its own or one it joined) before it is answered
+    /// 504, and the longest such a read may run before its waiters are failed and the next
+    /// query reads again. `None`: [`GatewayConfig::wait_bound`]'s default.
+    pub wait_timeout: Option<Duration>,
     /// A failed read's waiters get the stale value if it is no older than this.
     pub stale_if_error: Option<Duration>,
     /// After each answer, ask the field for the true value (`/v1/truth/{location}`, which only
@@ -58,6 +62,14 @@ pub struct GatewayConfig {
     pub measure_deviation: bool,
     /// Seed of median-of-3's random choices.
     pub seed: u64,
+}
+
+impl GatewayConfig {
+    /// How long a query waits on a read: `wait_timeout`, or by default the upstream timeout
+    /// and a second more.
+    pub fn wait_bound(&self) -> Duration {
+        self.wait_timeout.unwrap_or(self.upstream_timeout + Duration::from_secs(1))
+    }
 }
 
 /// What a reading request answers.
@@ -86,8 +98,8 @@ pub struct ReadingReply {
 /// Why a read failed.
 #[derive(Clone, Debug)]
 enum ReadFailure {
-    /// The field did not answer in time.
-    Timeout,
+    /// The field did not answer within this long (as text: the bound, and which).
+    Timeout(String),
     /// The field answered with an error, or could not be reached.
     Upstream(String),
 }
@@ -176,7 +188,15 @@ pub async fn router(config: GatewayConfig) -> Result<Router, GatewayError> {
     let info: FieldInfo = async { client.get(&url).timeout(setup).send().await?.error_for_status()?.json().await }
         .await
         .map_err(|source| GatewayError::Field { url: url.clone(), source })?;
-    let neighbours = Neighbours::from_lists(info.neighbours);
+    let shared = shared(config, client, Neighbours::from_lists(info.neighbours), info.locations.len());
+    Ok(Router::new()
+        .route("/v1/readings/{location}", get(reading))
+        .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
+        .with_state(shared))
+}
+
+/// The gateway's state, for a field of `locations` with these `neighbours`.
+fn shared(config: GatewayConfig, client: reqwest::Client, neighbours: Neighbours, locations: usize) -> Arc<Shared> {
     let cache = Cache::new(config.lookup, crate::http::nanos(config.ttl), config.age_from, neighbours)
         .keep_approximations(config.keep_approximations);
     let mut metrics = Metrics::default();
@@ -195,19 +215,15 @@ pub async fn router(config: GatewayConfig) -> Result<Router, GatewayError> {
         ),
         deviation_samples: metrics.count("gateway_deviation_samples", "Answers whose deviation was measured."),
     };
-    let shared = Arc::new(Shared {
+    Arc::new(Shared {
         inner: Mutex::new(Inner { cache, draws: ChaCha8Rng::seed_from_u64(config.seed) }),
-        locations: info.locations.len(),
+        locations,
         config,
         client,
         start: Instant::now(),
         metrics,
         counters,
-    });
-    Ok(Router::new()
-        .route("/v1/readings/{location}", get(reading))
-        .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
-        .with_state(shared))
+    })
 }
 
 #[derive(Deserialize)]
@@ -260,6 +276,8 @@ async fn answer(s: Arc<Shared>, Path(raw): Path<String>, Query(q): Query<Params>
             );
         }
     };
+    // The read this query starts, if any.
+    let mut start = None;
     let (rx, source) = {
         let mut inner = s.inner.lock().expect("no request panics holding the cache");
         let Inner { cache, draws } = &mut *inner;
@@ -295,19 +313,30 @@ async fn answer(s: Arc<Shared>, Path(raw): Path<String>, Query(q): Query<Params>
                     }
                     None => Some(tx),
                 };
-                tokio::spawn(read_field(Arc::clone(&s), location, read, direct));
+                start = Some(PendingRead { s: Arc::clone(&s), location, read, direct, armed: true });
                 (rx, "field")
             }
         }
     };
-    match rx.await {
+    // Spawned outside the cache's lock, which the read's guard takes if the task ends at once.
+    if let Some(pending) = start {
+        tokio::spawn(read_field(pending));
+    }
+    let bound = s.config.wait_bound();
+    let Ok(got) = tokio::time::timeout(bound, rx).await else {
+        return error(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("waited {bound:?} (--wait-timeout) for the field's reading of location {location}, and gave up"),
+        );
+    };
+    match got {
         Ok(Ok(mut reply)) => {
             reply.source = if reply.stale { reply.source } else { source.into() };
             Json(reply).into_response()
         }
-        Ok(Err(ReadFailure::Timeout)) => error(
+        Ok(Err(ReadFailure::Timeout(within))) => error(
             StatusCode::GATEWAY_TIMEOUT,
-            format!("the field did not answer for location {location} within {:?}", s.config.upstream_timeout),
+            format!("the field did not answer for location {location} within {within}"),
         ),
         Ok(Err(ReadFailure::Upstream(why))) => {
             error(StatusCode::BAD_GATEWAY, format!("reading location {location} from the field failed: {why}"))
@@ -316,14 +345,50 @@ async fn answer(s: Arc<Shared>, Path(raw): Path<String>, Query(q): Query<Params>
     }
 }
 
-/// Reads `location` from the field and answers everyone waiting on it (and `direct`, the
-/// asker of a policy that does not coalesce).
-async fn read_field(s: Arc<Shared>, location: u32, read: Option<ReadId>, direct: Option<Waiter>) {
-    let got = match s.config.field_udp {
-        Some(addr) => read_udp(addr, location, s.config.upstream_timeout).await,
-        None => read_http(&s, location).await,
+/// A read of the field under way, and who waits on it: dropped before it has answered them
+/// (its task cancelled, or a panic), it fails the read, so that its waiters are answered and
+/// the next query for the location reads again. It is made before the read's task is spawned,
+/// so that a task cancelled before it first runs fails the read too.
+struct PendingRead {
+    s: Arc<Shared>,
+    location: u32,
+    /// The read's number, if others may wait on it.
+    read: Option<ReadId>,
+    /// The asker, under a policy that does not coalesce.
+    direct: Option<Waiter>,
+    /// Whether the read has not answered its waiters yet.
+    armed: bool,
+}
+
+impl Drop for PendingRead {
+    fn drop(&mut self) {
+        if self.armed {
+            let why = format!(
+                "the read of location {} ended without an answer (its task was cancelled or panicked)",
+                self.location
+            );
+            answer_read(self, Err(ReadFailure::Upstream(why)));
+        }
+    }
+}
+
+/// Reads `location` from the field and answers everyone waiting on it (and the asker of a
+/// policy that does not coalesce).
+async fn read_field(mut pending: PendingRead) {
+    let (location, timeout) = (pending.location, pending.s.config.upstream_timeout);
+    // Each read is bounded by the upstream timeout; the bound on what its waiters wait holds
+    // whatever the read does.
+    let bound = pending.s.config.wait_bound();
+    let read = async {
+        match pending.s.config.field_udp {
+            Some(addr) => read_udp(addr, location, timeout).await,
+            None => read_http(&pending.s, location).await,
+        }
     };
-    answer_read(&s, location, read, direct, got);
+    let got = tokio::time::timeout(bound, read)
+        .await
+        .unwrap_or_else(|_| Err(ReadFailure::Timeout(format!("{bound:?} (--wait-timeout)"))));
+    answer_read(&mut pending, got);
 }
 
 /// One read over UDP: a datagram out, one back, within `timeout`.
@@ -334,8 +399,10 @@ async fn read_udp(addr: std::net::SocketAddr, location: u32, timeout: Duration) 
     socket.connect(addr).await.map_err(io)?;
     socket.send(format!("read {location}").as_bytes()).await.map_err(io)?;
     let mut buf = vec![0u8; 2048];
-    let n =
-        tokio::time::timeout(timeout, socket.recv(&mut buf)).await.map_err(|_| ReadFailure::Timeout)?.map_err(io)?;
+    let n = tokio::time::timeout(timeout, socket.recv(&mut buf))
+        .await
+        .map_err(|_| ReadFailure::Timeout(format!("{timeout:?}")))?
+        .map_err(io)?;
     match serde_json::from_slice::<SensorReading>(&buf[..n]) {
         Ok(r) => Ok(r),
         Err(_) => Err(ReadFailure::Upstream(
@@ -359,21 +426,22 @@ async fn read_http(s: &Shared, location: u32) -> Result<SensorReading, ReadFailu
     }
     .await
     .unwrap_or_else(|e: reqwest::Error| {
-        Err(if e.is_timeout() { ReadFailure::Timeout } else { ReadFailure::Upstream(e.to_string()) })
+        Err(if e.is_timeout() {
+            ReadFailure::Timeout(format!("{:?}", s.config.upstream_timeout))
+        } else {
+            ReadFailure::Upstream(e.to_string())
+        })
     })
 }
 
-/// Loads a read's outcome and answers everyone waiting on it.
-fn answer_read(
-    s: &Shared,
-    location: u32,
-    read: Option<ReadId>,
-    direct: Option<Waiter>,
-    got: Result<SensorReading, ReadFailure>,
-) {
-    let mut inner = s.inner.lock().expect("no request panics holding the cache");
+/// Loads a read's outcome and answers everyone waiting on it; the read is then done.
+fn answer_read(pending: &mut PendingRead, got: Result<SensorReading, ReadFailure>) {
+    pending.armed = false;
+    let (s, location, read) = (&*pending.s, pending.location, pending.read);
+    // A panic under the lock poisons it; a read's waiters must still be answered.
+    let mut inner = s.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let now = s.now();
-    let direct = direct.map(|w| (w, location));
+    let direct = pending.direct.take().map(|w| (w, location));
     match got {
         Ok(r) => {
             s.counters.upstream_reads.inc();
@@ -408,5 +476,89 @@ fn answer_read(
                 let _ = w.send(answer);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A gateway of two locations in front of a field that takes every connection and never
+    /// answers; and a receiver told of each connection.
+    async fn silent_field() -> (Arc<Shared>, tokio::sync::mpsc::UnboundedReceiver<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+                let _ = tx.send(());
+            }
+        });
+        let config = GatewayConfig {
+            field: url,
+            field_udp: None,
+            lookup: Lookup::Piggyback,
+            ttl: Duration::from_secs(60),
+            age_from: AgeFrom::Load,
+            keep_approximations: false,
+            upstream_timeout: Duration::from_secs(60),
+            wait_timeout: None,
+            stale_if_error: None,
+            measure_deviation: false,
+            seed: 1,
+        };
+        let neighbours = Neighbours::from_lists(vec![vec![(1, 1.0)], vec![(0, 1.0)]]);
+        (shared(config, reqwest::Client::new(), neighbours, 2), rx)
+    }
+
+    /// A read of `location` registered, one waiter on it, and its guard.
+    fn registered(
+        s: &Arc<Shared>,
+        location: u32,
+    ) -> (PendingRead, oneshot::Receiver<Result<ReadingReply, ReadFailure>>) {
+        let mut inner = s.inner.lock().unwrap();
+        let Answer::Read { read: Some(read) } = inner.cache.query(&location, s.now(), None, &mut |_| 0) else {
+            panic!("a new read")
+        };
+        let (tx, rx) = oneshot::channel();
+        inner.cache.wait(&location, read, location, tx).unwrap();
+        (PendingRead { s: Arc::clone(s), location, read: Some(read), direct: None, armed: true }, rx)
+    }
+
+    /// What the waiter got, within a bound that only a hang exceeds.
+    async fn answered(rx: oneshot::Receiver<Result<ReadingReply, ReadFailure>>) -> String {
+        match tokio::time::timeout(Duration::from_secs(10), rx).await {
+            Ok(Ok(Err(ReadFailure::Upstream(why)))) => why,
+            Ok(Ok(o)) => panic!("the read could not have answered so: {o:?}"),
+            Ok(Err(_)) => panic!("the waiter was dropped unanswered"),
+            Err(_) => panic!("the waiter was never answered"),
+        }
+    }
+
+    /// A read whose task is cancelled (aborted while it waits on the field, or before it ever
+    /// ran) or panics still answers its waiters, and the next query reads again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_whose_task_is_cancelled_or_panics_fails_its_waiters() {
+        let (s, mut connected) = silent_field().await;
+        let (pending, rx) = registered(&s, 0);
+        let task = tokio::spawn(read_field(pending));
+        connected.recv().await.unwrap();
+        task.abort();
+        assert!(answered(rx).await.contains("ended without an answer"));
+        assert!(!s.inner.lock().unwrap().cache.is_pending(&0), "the read is no longer under way");
+        let (pending, rx) = registered(&s, 0);
+        tokio::spawn(read_field(pending)).abort();
+        assert!(answered(rx).await.contains("ended without an answer"));
+        let (pending, rx) = registered(&s, 1);
+        let s2 = Arc::clone(&s);
+        let task = tokio::spawn(async move {
+            let _pending = pending;
+            let _inner = s2.inner.lock().unwrap();
+            panic!("a bug while the read holds the cache");
+        });
+        assert!(task.await.unwrap_err().is_panic());
+        assert!(answered(rx).await.contains("ended without an answer"));
     }
 }

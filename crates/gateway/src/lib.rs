@@ -14,7 +14,9 @@
 //!   revalidation, variants, stale-while-revalidate and stale-if-error.
 //! - [`origins`]: several origins of different speed and price behind it, each read sent as
 //!   the core's SLA router says (`switchyard_core::place::sla`: Figurehead's Base and OptWait,
-//!   hedging, P2C), the first answer kept and the rest cancelled, the price counted.
+//!   hedging, P2C), the first answer kept and the rest cancelled, the price counted; writes
+//!   sent to every origin under the core's write rule (`writes`), laggards sent them again
+//!   and kept out of reads of what they lack.
 //! - [`coop`]: one of Cacheflow's cooperating gateways.
 //! - [`field`]: `switchyard field serve`: the sensor field model (`switchyard-models`) served in real time
 //!   over HTTP, with the model's link queues, delays and costs.
@@ -31,3 +33,4 @@ mod http;
 mod metrics;
 pub mod origin;
 pub mod origins;
+mod writes;

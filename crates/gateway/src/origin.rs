@@ -34,12 +34,14 @@ use bytes::Bytes;
 use switchyard_core::Nanos;
 use switchyard_core::cache::http::{self as rfc, Fields, Heuristic, Policy, ResponseRules, Use};
 use switchyard_core::cache::{AgeFrom, Alone, Answer, Cache, Lookup, ReadId, Reading};
+use switchyard_core::place::sla::write::WriteRule;
 use switchyard_core::place::sla::{RouteKind, Sla};
 use tokio::sync::oneshot;
 
 use crate::http::nanos;
 use crate::metrics::{Count, Metrics};
 use crate::origins::{FetchError, Fetched, OriginSpec, Origins};
+use crate::writes::Replicated;
 
 /// The device token the gateway answers to in `Surrogate-Control` (it announces itself with
 /// `Surrogate-Capability: switchyard="Surrogate/1.0"`).
@@ -65,9 +67,32 @@ pub struct OriginConfig {
     pub stale_if_error: Option<Duration>,
     /// The longest a read of the origin may take.
     pub upstream_timeout: Duration,
+    /// The longest a request waits on a read (its own or one it joined) before it is answered
+    /// 504, and the longest such a read may run before its waiters are failed and the next
+    /// request reads again; with several origins, also the longest a write waits for its
+    /// verdict. `None`: [`OriginConfig::wait_bound`]'s default.
+    pub wait_timeout: Option<Duration>,
+    /// With several origins: how many must take a write before the client is told it is
+    /// stored (`switchyard_core::place::sla::write`).
+    pub write_rule: WriteRule,
+    /// With several origins: the most bytes of writes held for origins that have not taken
+    /// them yet; a write that would pass it is refused with 503 before it is sent.
+    pub write_memory: u64,
 }
 
+/// Bytes of writes held for origins that lack them, by default (`--write-memory`).
+pub const WRITE_MEMORY: u64 = 64 << 20;
+
 impl OriginConfig {
+    /// How long a request waits on a read: `wait_timeout`, or by default long enough for each
+    /// origin to be tried in turn for the upstream timeout, and a second more.
+    pub fn wait_bound(&self) -> Duration {
+        self.wait_timeout.unwrap_or_else(|| {
+            self.upstream_timeout.saturating_mul(u32::try_from(self.origins.len().max(1)).unwrap_or(u32::MAX))
+                + Duration::from_secs(1)
+        })
+    }
+
     /// One origin at `url`, with the defaults: no heuristic freshness, no stale answers, a
     /// 10 s read timeout (and, should more origins be added, OptWait for 95 % within 1 s).
     pub fn new(url: impl Into<String>) -> Self {
@@ -79,6 +104,9 @@ impl OriginConfig {
             stale_while_revalidate: None,
             stale_if_error: None,
             upstream_timeout: Duration::from_secs(10),
+            wait_timeout: None,
+            write_rule: WriteRule::All,
+            write_memory: WRITE_MEMORY,
         }
     }
 }
@@ -214,7 +242,8 @@ impl Shared {
         Nanos(self.start.elapsed().as_nanos() as u64)
     }
 
-    /// Sends `method key` to the origin, or over the origins as the route says.
+    /// Sends `method key` to the origin, or over the origins as the route says (a read: a
+    /// write over several origins goes through [`write`]).
     async fn fetch(&self, method: Method, key: &str, headers: HeaderMap, body: Bytes) -> Result<Fetched, FetchError> {
         if let [one] = self.config.origins.as_slice() {
             let url = format!("{}{key}", one.url);
@@ -222,16 +251,21 @@ impl Shared {
                 .await
                 .map_err(|e| FetchError { timeout: e.is_timeout(), why: e.to_string() });
         }
-        if matches!(method, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE) {
-            self.origins.fetch(&self.client, method, key, headers, body).await
-        } else {
-            self.origins.replicate(&self.client, method, key, headers, body).await
-        }
+        // Writes over several origins go through `write`, never here.
+        self.origins.fetch(&self.client, method, key, headers, body).await
     }
 }
 
 /// The routes: `/metrics`, and every other request through the cache.
 pub fn router(config: OriginConfig) -> Router {
+    Router::new()
+        .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
+        .fallback(any(route))
+        .with_state(shared(config))
+}
+
+/// The gateway's state.
+fn shared(config: OriginConfig) -> Arc<Shared> {
     // A cache passes redirects on; it does not follow them.
     let client = reqwest::Client::builder()
         .timeout(config.upstream_timeout)
@@ -256,8 +290,15 @@ pub fn router(config: OriginConfig) -> Router {
             .count("gateway_not_stored", "Responses read that RFC 9111 does not let a shared cache store."),
     };
     let policy = Policy { surrogate: SURROGATE.to_string(), heuristic: config.heuristic };
-    let origins = Origins::new(config.origins.clone(), config.route, config.sla, &mut metrics);
-    let shared = Arc::new(Shared {
+    let origins = Origins::new(
+        config.origins.clone(),
+        config.route,
+        config.sla,
+        config.write_rule,
+        config.write_memory,
+        &mut metrics,
+    );
+    Arc::new(Shared {
         cache: Mutex::new(cache),
         config,
         policy,
@@ -268,11 +309,7 @@ pub fn router(config: OriginConfig) -> Router {
         counters,
         reads_since_purge: AtomicU64::new(0),
         longest_lifetime: AtomicU64::new(0),
-    });
-    Router::new()
-        .route("/metrics", get(|State(s): State<Arc<Shared>>| async move { s.metrics.render() }))
-        .fallback(any(route))
-        .with_state(shared)
+    })
 }
 
 /// A reader's bound on a stored response's age from its request fields: `Cache-Control:
@@ -323,6 +360,10 @@ async fn pass(s: Arc<Shared>, request: Request) -> Response {
         Ok(b) => b,
         Err(e) => return failure(StatusCode::PAYLOAD_TOO_LARGE, format!("the request's body: {e}")),
     };
+    let unsafe_method = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE);
+    if unsafe_method && s.config.origins.len() > 1 {
+        return write(&s, method, key, headers, body).await;
+    }
     let r = match s.fetch(method.clone(), &key, headers, body).await {
         Ok(r) => r,
         Err(e) if e.timeout => {
@@ -333,28 +374,128 @@ async fn pass(s: Arc<Shared>, request: Request) -> Response {
         }
         Err(e) => return failure(StatusCode::BAD_GATEWAY, format!("{method} {key} to the origin failed: {e}")),
     };
-    let status = r.status;
-    let unsafe_method = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE);
-    if unsafe_method && (status.is_success() || status.is_redirection()) {
-        let mut changed = vec![key.clone()];
-        for name in [header::LOCATION, header::CONTENT_LOCATION] {
-            if let Some(path) = r.headers.get(&name).and_then(|v| v.to_str().ok()).and_then(|v| same_origin_path(&s, v))
-            {
-                changed.push(path);
-            }
-        }
-        let mut cache = s.cache.lock().expect("no request panics holding the cache");
-        let now = s.now();
-        for k in &changed {
-            cache.invalidate(k, now);
+    if unsafe_method && (r.status.is_success() || r.status.is_redirection()) {
+        invalidate(&s, &key, Some(&r.headers));
+    }
+    passed(r)
+}
+
+/// An origin's answer passed on.
+fn passed(r: Fetched) -> Response {
+    let mut resp = Response::new(Body::from(r.body));
+    *resp.status_mut() = r.status;
+    *resp.headers_mut() = end_to_end(&r.headers, &[]);
+    resp.headers_mut().insert("x-cache", HeaderValue::from_static("pass"));
+    resp
+}
+
+/// Forgets what a write to `key` may have changed (RFC 9111 §4.4): the key, and the
+/// `Location` and `Content-Location` the origin's answer `headers` name on this origin.
+fn invalidate(s: &Shared, key: &str, headers: Option<&HeaderMap>) {
+    let mut changed = vec![key.to_string()];
+    for name in [header::LOCATION, header::CONTENT_LOCATION] {
+        if let Some(path) =
+            headers.and_then(|h| h.get(&name)).and_then(|v| v.to_str().ok()).and_then(|v| same_origin_path(s, v))
+        {
+            changed.push(path);
         }
     }
-    let headers = end_to_end(&r.headers, &[]);
-    let body = r.body;
-    let mut resp = Response::new(Body::from(body));
-    *resp.status_mut() = status;
-    *resp.headers_mut() = headers;
-    resp.headers_mut().insert("x-cache", HeaderValue::from_static("pass"));
+    let mut cache = s.cache.lock().expect("no request panics holding the cache");
+    let now = s.now();
+    for k in &changed {
+        cache.invalidate(k, now);
+    }
+}
+
+/// A write over several origins, answered as the write rule's verdict says (see
+/// [`crate::writes`]): the first acknowledgement only when the rule is met, 202 when fewer
+/// took it but the others are being sent it again, 502 when the rule cannot be met, 503 when
+/// the bound on what is held for laggards is reached. Each answer says in `X-Write-Acks` how
+/// many origins took it, and in `X-Write-Pending` which are still being sent it.
+async fn write(s: &Arc<Shared>, method: Method, key: String, headers: HeaderMap, body: Bytes) -> Response {
+    let (n, rule) = (s.config.origins.len(), s.config.write_rule);
+    let needed = rule.needed(n);
+    let bound = s.config.wait_bound();
+    let said = |said: &[(usize, String)], of: &[usize]| -> String {
+        said.iter()
+            .filter(|(b, _)| of.contains(b))
+            .map(|(b, t)| format!("{} {t}", s.origins.urls(&[*b])))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let (mut resp, tally) = match s.origins.replicate(&s.client, method.clone(), &key, headers, body, bound).await {
+        Replicated::Stored { answer, tally } => {
+            invalidate(s, &key, Some(&answer.headers));
+            (passed(answer), Some(tally))
+        }
+        Replicated::Pending { tally, said: what } => {
+            invalidate(s, &key, None);
+            let why = format!(
+                "{method} {key} is not stored yet: {} of {n} origins took it ({}), and --write-rule {} needs {needed}; {} did not ({}), and {} sent it again until {} take it; meanwhile reads of {key} go only to origins that have it",
+                tally.took.len(),
+                s.origins.urls(&tally.took),
+                rule.name(),
+                s.origins.urls(&tally.owed),
+                said(&what, &tally.owed),
+                if tally.owed.len() == 1 { "is" } else { "are" },
+                if tally.owed.len() == 1 { "it" } else { "they" },
+            );
+            (crate::http::error(StatusCode::ACCEPTED, why), Some(tally))
+        }
+        Replicated::Diverged { tally, said: what } => {
+            invalidate(s, &key, None);
+            let why = format!(
+                "{method} {key} is not stored as --write-rule {} needs ({needed} of {n} origins): {} took it, but {} will not have it ({}); reads of {key} avoid {} until a PUT or DELETE of {key} reaches {}",
+                rule.name(),
+                s.origins.urls(&tally.took),
+                s.origins.urls(&tally.lost),
+                said(&what, &tally.lost),
+                if tally.lost.len() == 1 { "it" } else { "them" },
+                if tally.lost.len() == 1 { "it" } else { "them" },
+            );
+            (crate::http::error(StatusCode::BAD_GATEWAY, why), Some(tally))
+        }
+        Replicated::Refused(f) => (passed(f), None),
+        Replicated::Failed(e) if e.timeout => {
+            (failure(StatusCode::GATEWAY_TIMEOUT, format!("no origin took {method} {key} in time: {e}")), None)
+        }
+        Replicated::Failed(e) => {
+            (failure(StatusCode::BAD_GATEWAY, format!("no origin took {method} {key}: {e}")), None)
+        }
+        Replicated::Full(full) => {
+            let why = format!(
+                "{method} {key} was not sent to any origin: {full} (--write-memory); try again once the origins that lack writes have taken them"
+            );
+            let mut r = failure(StatusCode::SERVICE_UNAVAILABLE, why);
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            (r, None)
+        }
+        Replicated::Busy(d) => {
+            let why = format!(
+                "{method} {key} was not sent: an earlier write to {key} was still not decided after {d:?} (--wait-timeout), and writes to one URL are sent in order; try again"
+            );
+            let mut r = failure(StatusCode::SERVICE_UNAVAILABLE, why);
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            (r, None)
+        }
+        Replicated::Undecided(d) => {
+            invalidate(s, &key, None);
+            let why = format!(
+                "{method} {key}: the origins had not all answered after {d:?} (--wait-timeout); the write goes on and may yet be stored"
+            );
+            (failure(StatusCode::GATEWAY_TIMEOUT, why), None)
+        }
+    };
+    let h = resp.headers_mut();
+    h.insert("x-cache", HeaderValue::from_static("pass"));
+    h.insert("x-write-rule", HeaderValue::from_static(rule.name()));
+    let acks = tally.as_ref().map_or(0, |t| t.took.len());
+    h.insert("x-write-acks", HeaderValue::from_str(&format!("{acks}/{n}")).expect("digits"));
+    if let Some(t) = tally.filter(|t| !t.owed.is_empty())
+        && let Ok(v) = HeaderValue::from_str(&s.origins.urls(&t.owed))
+    {
+        h.insert("x-write-pending", v);
+    }
     resp
 }
 
@@ -468,6 +609,8 @@ enum Plan {
     Wait(oneshot::Receiver<Outcome>, &'static str),
     /// Read for itself alone, with a stale response that may stand in on failure.
     Alone(Option<Arc<Variant>>),
+    /// Answered already (a stale response while a read refreshes it).
+    Now(Response),
 }
 
 async fn serve(s: Arc<Shared>, request: Request) -> Response {
@@ -480,6 +623,8 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
     // One user's requests (Authorization) and those that store nothing read alone: what they
     // bring may be for them only.
     let alone = req.has("authorization") || rules.no_store;
+    // The read this request starts, if any.
+    let mut start = None;
     let plan = {
         let mut cache = s.cache.lock().expect("no request panics holding the cache");
         let now = s.now();
@@ -539,7 +684,7 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
                     }
                     s.counters.misses.inc();
                     let forward = forwarded(&req_headers, true);
-                    tokio::spawn(read_origin(Arc::clone(&s), key.clone(), Some(read), forward, variant.clone()));
+                    start = Some((PendingRead::new(&s, &key, read), forward, variant.clone()));
                     "miss"
                 }
                 _ => unreachable!("join always coalesces"),
@@ -547,19 +692,34 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
             if let Some(v) = revalidating {
                 s.counters.stale_revalidating.inc();
                 let how = How { cache: "stale", first: false, stale: Some("revalidating"), not_stored: None };
-                return answer(&v, v.age(now), how, req, head);
+                Plan::Now(answer(&v, v.age(now), how, req, head))
+            } else {
+                if how == "coalesced" {
+                    s.counters.coalesced.inc();
+                }
+                Plan::Wait(rx, how)
             }
-            if how == "coalesced" {
-                s.counters.coalesced.inc();
-            }
-            Plan::Wait(rx, how)
         }
     };
+    // Spawned outside the cache's lock, which the read's guard takes if the task ends at once.
+    if let Some((pending, forward, variant)) = start {
+        tokio::spawn(read_origin(Arc::clone(&s), key.clone(), Some(pending), forward, variant));
+    }
     let (outcome, how, first) = match plan {
-        Plan::Wait(rx, how) => match rx.await {
-            Ok(o) => (o, how, how == "miss"),
-            Err(_) => {
+        Plan::Now(r) => return r,
+        Plan::Wait(rx, how) => match tokio::time::timeout(s.config.wait_bound(), rx).await {
+            Ok(Ok(o)) => (o, how, how == "miss"),
+            Ok(Err(_)) => {
                 return failure(StatusCode::INTERNAL_SERVER_ERROR, "the read was dropped without an answer".into());
+            }
+            Err(_) => {
+                return failure(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!(
+                        "waited {:?} (--wait-timeout) for the origin's answer to {key}, and gave up",
+                        s.config.wait_bound()
+                    ),
+                );
             }
         },
         Plan::Alone(stale) => {
@@ -592,10 +752,9 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
                 head,
             )
         }
-        Outcome::Failed { timeout: true, .. } => failure(
-            StatusCode::GATEWAY_TIMEOUT,
-            format!("the origin did not answer {key} within {:?}", s.config.upstream_timeout),
-        ),
+        Outcome::Failed { timeout: true, why, .. } => {
+            failure(StatusCode::GATEWAY_TIMEOUT, format!("the origin did not answer {key} in time: {why}"))
+        }
         Outcome::Failed { why, .. } => {
             failure(StatusCode::BAD_GATEWAY, format!("reading {key} from the origin failed: {why}"))
         }
@@ -619,16 +778,53 @@ fn freshened(stored: &HeaderMap, new: &HeaderMap) -> HeaderMap {
     out
 }
 
+/// A read of the origin under way that others wait on: dropped before the read has answered
+/// them (its task cancelled, or a panic), it fails the read, so that its waiters are answered
+/// and the next request for the key reads again.
+///
+/// It is made under the cache's lock with the read it guards, before the read's task is
+/// spawned, so that a task cancelled before it first runs fails the read too.
+struct PendingRead {
+    s: Arc<Shared>,
+    key: String,
+    read: ReadId,
+    /// Whether the read has not answered its waiters yet.
+    armed: bool,
+}
+
+impl PendingRead {
+    fn new(s: &Arc<Shared>, key: &str, read: ReadId) -> Self {
+        Self { s: Arc::clone(s), key: key.to_string(), read, armed: true }
+    }
+}
+
+impl Drop for PendingRead {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // A panic under the cache's lock poisons it; the waiters must still be answered.
+        let waiters =
+            self.s.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).fail(&self.key, Some(self.read));
+        let why = format!("the read of {} ended without an answer (its task was cancelled or panicked)", self.key);
+        let outcome = Outcome::Failed { timeout: false, why, stale: None };
+        for ((w, _), _) in waiters {
+            let _ = w.send(outcome.clone());
+        }
+    }
+}
+
 /// Reads `key` from the origin with the request fields `forward` (and `stale`'s validators,
-/// if it has any), stores what may be stored, and answers everyone waiting on `read` (none if
-/// `None`: the caller alone gets the outcome).
+/// if it has any), stores what may be stored, and answers everyone waiting on the `pending`
+/// read (none if `None`: the caller alone gets the outcome).
 async fn read_origin(
     s: Arc<Shared>,
     key: String,
-    read: Option<ReadId>,
+    pending: Option<PendingRead>,
     forward: HeaderMap,
     stale: Option<Arc<Variant>>,
 ) -> Outcome {
+    let read = pending.as_ref().map(|p| p.read);
     let requested = SystemTime::now();
     // Reads of one key may overlap: the one started last is kept, whenever it ends.
     let started = s.now();
@@ -643,7 +839,13 @@ async fn read_origin(
         HeaderName::from_static("surrogate-capability"),
         HeaderValue::from_str(&rfc::surrogate_capability(SURROGATE)).expect("a token"),
     );
-    let got = s.fetch(Method::GET, &key, headers, Bytes::new()).await.map(|f| (f.status, f.headers, f.body));
+    // Each attempt is bounded by the upstream timeout, but a read over several origins makes
+    // several: the read as a whole is bounded by what its waiters wait.
+    let bound = s.config.wait_bound();
+    let got = match tokio::time::timeout(bound, s.fetch(Method::GET, &key, headers, Bytes::new())).await {
+        Ok(got) => got.map(|f| (f.status, f.headers, f.body)),
+        Err(_) => Err(FetchError { timeout: true, why: format!("no answer within {bound:?} (--wait-timeout)") }),
+    };
     let received = SystemTime::now();
     let rf = fields(&forward);
     let req = Fields(&rf);
@@ -713,6 +915,9 @@ async fn read_origin(
         }
         None => cache.fail(&key, read),
     };
+    if let Some(mut p) = pending {
+        p.armed = false;
+    }
     drop(cache);
     for ((w, _), _) in waiters {
         let _ = w.send(outcome.clone());
@@ -731,6 +936,75 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::CACHE_CONTROL, HeaderValue::from_str(value).unwrap());
         reader_bound(&h)
+    }
+
+    /// An origin that takes every connection and never answers; its URL, and a receiver told
+    /// of each connection.
+    async fn silent_origin() -> (String, tokio::sync::mpsc::UnboundedReceiver<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+                let _ = tx.send(());
+            }
+        });
+        (url, rx)
+    }
+
+    /// A read registered for `key`, one waiter on it, and its guard.
+    fn registered(s: &Arc<Shared>, key: &str) -> (PendingRead, oneshot::Receiver<Outcome>) {
+        let mut cache = s.cache.lock().unwrap();
+        let Answer::Read { read: Some(read) } = cache.join(&key.to_string(), s.now()) else { panic!("a new read") };
+        let (tx, rx) = oneshot::channel();
+        cache.wait(&key.to_string(), read, key.to_string(), (tx, true)).unwrap();
+        (PendingRead::new(s, key, read), rx)
+    }
+
+    /// What the waiter got, within a bound that only a hang exceeds.
+    async fn answered(rx: oneshot::Receiver<Outcome>) -> String {
+        match tokio::time::timeout(Duration::from_secs(10), rx).await {
+            Ok(Ok(Outcome::Failed { why, .. })) => why,
+            Ok(Ok(o)) => panic!("the read could not have answered: {o:?}"),
+            Ok(Err(_)) => panic!("the waiter was dropped unanswered"),
+            Err(_) => panic!("the waiter was never answered"),
+        }
+    }
+
+    /// A read whose task is cancelled (here aborted while it waits on the origin) still
+    /// answers its waiters, and the next request for the key reads again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_whose_task_is_cancelled_fails_its_waiters() {
+        let (url, mut connected) = silent_origin().await;
+        let s = shared(OriginConfig { upstream_timeout: Duration::from_secs(60), ..OriginConfig::new(url) });
+        let (pending, rx) = registered(&s, "/k");
+        let task = tokio::spawn(read_origin(Arc::clone(&s), "/k".into(), Some(pending), HeaderMap::new(), None));
+        connected.recv().await.unwrap();
+        task.abort();
+        let why = answered(rx).await;
+        assert!(why.contains("ended without an answer"), "{why}");
+        assert!(!s.cache.lock().unwrap().is_pending(&"/k".to_string()), "the read is no longer under way");
+        // Cancelled before it ever ran, too.
+        let (pending, rx) = registered(&s, "/j");
+        tokio::spawn(read_origin(Arc::clone(&s), "/j".into(), Some(pending), HeaderMap::new(), None)).abort();
+        assert!(answered(rx).await.contains("ended without an answer"));
+    }
+
+    /// A read whose task panics, even under the cache's lock, still answers its waiters.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_whose_task_panics_fails_its_waiters() {
+        let s = shared(OriginConfig::new("http://127.0.0.1:9"));
+        let (pending, rx) = registered(&s, "/k");
+        let s2 = Arc::clone(&s);
+        let task = tokio::spawn(async move {
+            let _pending = pending;
+            let _cache = s2.cache.lock().unwrap();
+            panic!("a bug while the read holds the cache");
+        });
+        assert!(task.await.unwrap_err().is_panic());
+        assert!(answered(rx).await.contains("ended without an answer"));
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! back-ends, notes 004b §1): each read goes where the core's [`SlaRouter`] says — Base's
 //! split, OptWait's chain, or a modern peer — the first answer wins and the attempts still
 //! under way are cancelled (the paper lets them run; cancelling frees the origins' time and,
-//! where origins bill only what they serve, their price). Writes go to every origin, answered
-//! at the first acknowledgement, as Figurehead's do. Per-origin latency quantiles,
-//! attempts, price paid and SLA attainment are counted for `/metrics`.
+//! where origins bill only what they serve, their price). Writes go to every origin, as
+//! Figurehead's do, but are answered "stored" only as the core's write rule says (every
+//! origin, or a majority), and a read avoids an origin that lacks a write to its key
+//! (`switchyard_core::place::sla::write`). Per-origin latency quantiles, attempts, write outcomes, price paid and
+//! SLA attainment are counted for `/metrics`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,10 +16,12 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use bytes::Bytes;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use switchyard_core::place::sla::write::WriteRule;
 use switchyard_core::place::sla::{Ended, Plan, RouteKind, Sla, SlaRouter};
 use tokio::task::JoinSet;
 
 use crate::metrics::{Amount, Count, Metrics};
+use crate::writes::{Replicated, Writes};
 
 /// One origin: its base URL and its price per request.
 #[derive(Clone, Debug, PartialEq)]
@@ -145,6 +149,7 @@ pub struct Origins {
     requests: Count,
     within: Count,
     per: PerOrigin,
+    writes: Arc<Writes>,
     routed: AtomicU64,
     rng: Mutex<u64>,
 }
@@ -153,9 +158,17 @@ pub struct Origins {
 const REPLAN_EVERY: u64 = 100;
 
 impl Origins {
-    /// The origins `specs`, routed by `route` for `sla`, their counters registered in
-    /// `metrics`.
-    pub(crate) fn new(specs: Vec<OriginSpec>, route: RouteKind, sla: Sla, metrics: &mut Metrics) -> Self {
+    /// The origins `specs`, routed by `route` for `sla`, written to as `write_rule` says with
+    /// at most `write_memory` bytes held for origins that lack a write, their counters
+    /// registered in `metrics`.
+    pub(crate) fn new(
+        specs: Vec<OriginSpec>,
+        route: RouteKind,
+        sla: Sla,
+        write_rule: WriteRule,
+        write_memory: u64,
+        metrics: &mut Metrics,
+    ) -> Self {
         let router = SlaRouter::new(route, sla, specs.iter().map(|s| s.price).collect(), 1000);
         let per = PerOrigin {
             sent: metrics.family("gateway_origin_attempts", "Attempts sent to each origin."),
@@ -168,6 +181,7 @@ impl Origins {
             ),
         };
         Self {
+            writes: Arc::new(Writes::new(specs.clone(), write_rule, write_memory, metrics)),
             router: Arc::new(Mutex::new(router)),
             probes: metrics.family(
                 "gateway_origin_probes",
@@ -233,46 +247,29 @@ impl Origins {
         (next(), next())
     }
 
-    /// Sends an unsafe request (`PUT`, `POST`, `DELETE`, …) to every origin at once and
-    /// answers with the first that accepts it (2xx or 3xx), as Figurehead writes: to every
-    /// back-end of the file, the client answered at the first acknowledgement. The other
-    /// copies run to the end in the background, so every origin gets the write; a request
-    /// is never hedged, since a second copy of a non-idempotent request sent late would be
-    /// a second request. If none accepts, the first refusal is answered (or the last error).
-    pub async fn replicate(
+    /// Sends an unsafe request (`PUT`, `POST`, `DELETE`, …) to every origin at once, as
+    /// Figurehead writes to every back-end of the file, and waits, at most `bound`, for the
+    /// write rule's verdict: "stored" only once as many origins took it as the rule needs (see
+    /// [`crate::writes`]). A write is never hedged, since a second copy of a non-idempotent
+    /// request sent late would be a second request.
+    pub(crate) async fn replicate(
         &self,
         client: &reqwest::Client,
         method: Method,
         path: &str,
         headers: HeaderMap,
         body: Bytes,
-    ) -> Result<Fetched, FetchError> {
-        let (tx, mut rx) = tokio::sync::mpsc::channel(self.specs.len().max(1));
-        for (b, spec) in self.specs.iter().enumerate() {
+        bound: Duration,
+    ) -> Replicated {
+        for b in 0..self.specs.len() {
             self.charge(b);
-            let (client, method, headers, body, tx) =
-                (client.clone(), method.clone(), headers.clone(), body.clone(), tx.clone());
-            let url = format!("{}{path}", spec.url);
-            tokio::spawn(async move {
-                let got = send(&client, method, &url, headers, body, b)
-                    .await
-                    .map_err(|e: reqwest::Error| FetchError { timeout: e.is_timeout(), why: format!("{url}: {e}") });
-                let _ = tx.send(got).await;
-            });
         }
-        drop(tx);
-        let (mut refused, mut last) = (None, FetchError { timeout: false, why: "no origin to ask".into() });
-        while let Some(got) = rx.recv().await {
-            match got {
-                Ok(f) if f.status.is_success() || f.status.is_redirection() => {
-                    self.per.answered.get_or_create(&self.label(f.origin)).inc();
-                    return Ok(f);
-                }
-                Ok(f) => refused = refused.or(Some(f)),
-                Err(e) => last = e,
-            }
-        }
-        refused.ok_or(last)
+        self.writes.write(client, method, path, headers, body, bound).await
+    }
+
+    /// The origins' URLs, for messages.
+    pub(crate) fn urls(&self, origins: &[usize]) -> String {
+        self.writes.urls(origins)
     }
 
     /// Copies a `GET`, in the background, to the origin the router wants to learn about
@@ -309,6 +306,9 @@ impl Origins {
             self.probe(client, n, path, &headers);
         }
         let (u1, u2) = self.draws();
+        // An origin that lacks a write to this key another origin took would answer with what
+        // the write replaced.
+        let behind = self.writes.behind(path);
         let (plan, sla) = {
             let mut r = self.router.lock().expect("no panic under the router's lock");
             if n.is_multiple_of(REPLAN_EVERY) {
@@ -322,7 +322,7 @@ impl Origins {
                     }
                 }
             }
-            (r.route(u1, u2), r.sla())
+            (r.route_avoiding(u1, u2, &behind), r.sla())
         };
         self.requests.inc();
         let start = Instant::now();

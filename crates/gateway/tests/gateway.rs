@@ -43,6 +43,7 @@ fn config(field: SocketAddr, lookup: Lookup) -> GatewayConfig {
         age_from: AgeFrom::Load,
         keep_approximations: false,
         upstream_timeout: Duration::from_secs(5),
+        wait_timeout: None,
         stale_if_error: None,
         measure_deviation: false,
         seed: 1,
@@ -237,4 +238,54 @@ async fn a_reader_with_a_tight_bound_gets_a_read_of_its_own() {
     let early: ReadingReply = serde_json::from_str(&body).unwrap();
     assert!(early.sensed_at_ms < tight.sensed_at_ms, "each answered by its own read");
     assert_eq!(counter(f, "field_reads_total").await, 2.0);
+}
+
+/// A field whose reads hang (its description answers, its sensors never do): a read's waiters
+/// are answered 504 within the wait bound, saying so, and the next query reads again instead
+/// of joining the read that hangs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_that_hangs_bounds_its_waiters_and_the_next_query_reads_again() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let (real, _stop) = field(0.05).await;
+    let shape: serde_json::Value = reqwest::get(format!("http://{real}/v1/field")).await.unwrap().json().await.unwrap();
+    let started = Arc::new(AtomicU64::new(0));
+    let s = Arc::clone(&started);
+    let app =
+        axum::Router::new().route("/v1/field", axum::routing::get(move || async move { axum::Json(shape) })).route(
+            "/v1/sensors/{l}",
+            axum::routing::get(move || {
+                s.fetch_add(1, Ordering::SeqCst);
+                async {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    "never"
+                }
+            }),
+        );
+    let (hanging, _stop2) = serve(app).await;
+    let g = gateway(GatewayConfig {
+        upstream_timeout: Duration::from_secs(60),
+        wait_timeout: Some(Duration::from_millis(300)),
+        ..config(hanging, Lookup::Piggyback)
+    })
+    .await;
+    // Generous: only a hang takes this long.
+    let bounded = |f| async move { tokio::time::timeout(Duration::from_secs(15), f).await.expect("a query hung") };
+    let asks: Vec<_> = (0..3).map(|_| tokio::spawn(get(g, "/v1/readings/7"))).collect();
+    for a in asks {
+        let (status, body) = bounded(a).await.unwrap();
+        assert_eq!(status, 504, "{body}");
+        assert!(body.contains("--wait-timeout"), "{body}");
+    }
+    assert_eq!(started.load(Ordering::SeqCst), 1, "the three shared one read");
+    // The read that hangs is failed within the bound too (a query that came just before then
+    // joined it): a query soon reads again.
+    for _ in 0..20 {
+        let (status, body) = bounded(tokio::spawn(get(g, "/v1/readings/7"))).await.unwrap();
+        assert_eq!(status, 504, "{body}");
+        if started.load(Ordering::SeqCst) == 2 {
+            return;
+        }
+    }
+    panic!("every query joined the read that hung");
 }

@@ -481,3 +481,46 @@ async fn one_user_s_response_never_reaches_another() {
     }
     assert_eq!(state.reads.load(Ordering::SeqCst), 3);
 }
+
+/// A read that hangs (an origin that never answers, within an upstream timeout far off) does
+/// not hold its waiters, nor the requests after them: each is answered 504 within the wait
+/// bound, saying so, and the next request reads again instead of joining the read that hangs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_that_hangs_bounds_its_waiters_and_the_next_request_reads_again() {
+    let started = Arc::new(AtomicU64::new(0));
+    let s = Arc::clone(&started);
+    let app = Router::new().fallback(routing::get(move || {
+        s.fetch_add(1, Ordering::SeqCst);
+        async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            "never"
+        }
+    }));
+    let o = serve(app).await;
+    let g = serve(origin::router(OriginConfig {
+        upstream_timeout: Duration::from_secs(60),
+        wait_timeout: Some(Duration::from_millis(300)),
+        ..config(o)
+    }))
+    .await;
+    // Generous: only a hang takes this long.
+    let bounded = |f| async move { tokio::time::timeout(Duration::from_secs(15), f).await.expect("a request hung") };
+    let asks: Vec<_> = (0..3).map(|_| tokio::spawn(get(g, "/hang"))).collect();
+    for a in asks {
+        let (status, how, _, body) = bounded(a).await.unwrap();
+        assert_eq!(status, 504, "{body}");
+        assert!(["miss", "coalesced"].contains(&how.as_str()), "{how}");
+        assert!(body.contains("--wait-timeout"), "{body}");
+    }
+    assert_eq!(started.load(Ordering::SeqCst), 1, "the three shared one read");
+    // The read that hangs is failed within the bound too (a request that came just before
+    // then joined it): a request soon reads again.
+    for _ in 0..20 {
+        let (status, _, _, body) = bounded(tokio::spawn(get(g, "/hang"))).await.unwrap();
+        assert_eq!(status, 504, "{body}");
+        if started.load(Ordering::SeqCst) == 2 {
+            return;
+        }
+    }
+    panic!("every request joined the read that hung");
+}

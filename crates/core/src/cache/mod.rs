@@ -11,7 +11,8 @@
 //! - [`FieldCost`]: what reading a sensor field costs and how long it takes (Eqs 5.5, 5.6).
 //! - Cooperative caching (Cacheflow, Dou 2011 ch. 4): [`Lru`] with de-duplicating eviction,
 //!   [`cacheflow`]'s split of a multi-object request between a server and its neighbours, and
-//!   the [`HitModel`] of one cache's hit rate.
+//!   the [`HitModel`] of one cache's hit rate; [`updates`] keeps a server's stream of changes
+//!   to a neighbour whole across refusals, restarts and outages.
 //!
 //! The quality of answers (Yates's Q_n) is measured in [`crate::measure::Quality`]. The
 //! simulator's sensor fields and the gateway drive this code; nothing here does I/O.
@@ -26,6 +27,7 @@ mod policy;
 mod state;
 #[cfg(test)]
 mod tests;
+pub mod updates;
 
 pub use cost::FieldCost;
 pub use hit_model::HitModel;

@@ -257,6 +257,30 @@ impl SlaRouter {
         }
     }
 
+    /// [`SlaRouter::route`]'s attempts without the back-ends in `avoid` (those that lack a
+    /// write to the key read, [`super::write::Replicas::behind`]): the others keep their
+    /// order, and their waits less the first one's, so the read starts at once. If the route
+    /// named only back-ends to avoid, the cheapest of the others, at once; if every back-end
+    /// is to be avoided, the route as it is.
+    pub fn route_avoiding(&self, u1: f64, u2: f64, avoid: &[usize]) -> Vec<Attempt> {
+        let planned = self.route(u1, u2);
+        if avoid.is_empty() || (0..self.prices.len()).all(|b| avoid.contains(&b)) {
+            return planned;
+        }
+        let kept: Vec<Attempt> = planned.into_iter().filter(|a| !avoid.contains(&a.backend)).collect();
+        match kept.first() {
+            Some(first) => {
+                let lead = first.at;
+                kept.into_iter().map(|a| Attempt { at: a.at - lead, ..a }).collect()
+            }
+            None => {
+                let b =
+                    self.by_price().into_iter().find(|b| !avoid.contains(b)).expect("not every back-end is avoided");
+                vec![Attempt { backend: b, at: Duration::ZERO }]
+            }
+        }
+    }
+
     /// Which back-end, if any, read number `n` should also be copied to, only to learn its
     /// latency (as Figurehead's monitoring module probes every back-end): one with fewer than
     /// [`PROBE_UNTIL`] latencies (the fewest first), else every [`PROBE_EVERY`] reads the next

@@ -141,6 +141,22 @@ fn routes_follow_their_policy() {
     assert_eq!(RouteKind::parse(&RouteKind::OptWait.name()), Some(RouteKind::OptWait));
 }
 
+/// A read avoids the back-ends that lack a write to its key, and starts at once.
+#[test]
+fn a_route_avoids_back_ends_behind_on_a_write() {
+    let sla = Sla { percent: 0.9, within: ms(100) };
+    let r = SlaRouter::new(RouteKind::HedgeFixed(ms(20)), sla, vec![3.0, 1.0, 2.0], 100);
+    let plan = |avoid: &[usize]| -> Vec<(usize, Duration)> {
+        r.route_avoiding(0.5, 0.5, avoid).iter().map(|a| (a.backend, a.at)).collect()
+    };
+    assert_eq!(plan(&[]), [(1, ms(0)), (2, ms(20)), (0, ms(40))]);
+    assert_eq!(plan(&[1]), [(2, ms(0)), (0, ms(20))], "the cheapest is behind: the next at once");
+    assert_eq!(plan(&[2]), [(1, ms(0)), (0, ms(40))]);
+    assert_eq!(plan(&[0, 1, 2]), plan(&[]), "every one behind: none is known to be ahead");
+    let one = SlaRouter::new(RouteKind::LeastOutstanding, sla, vec![3.0, 1.0, 2.0], 100);
+    assert_eq!(one.route_avoiding(0.0, 0.0, &[1])[0], Attempt { backend: 2, at: ms(0) }, "the cheapest of the others");
+}
+
 fn arb_cdf() -> impl Strategy<Value = PercentileCdf> {
     proptest::collection::vec(1u64..50, 100).prop_map(|steps| {
         let mut acc = 0;
