@@ -837,3 +837,62 @@ fn a_tunnel_whose_far_end_restarts_opens_a_new_session_and_carries_on() {
     second.shutdown_background();
     near_rt.shutdown_background();
 }
+
+/// A target that refuses is reset at once and said; one that never answers a connect holds up
+/// no other channel, and is reset after the far end's connect timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusing_or_silent_target_holds_up_no_other_channel_and_its_client_is_reset() {
+    use switchyard_mux::tunnel::{self, CONNECT_TIMEOUT, Forward, Log};
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log: Log = {
+        let lines = std::sync::Arc::clone(&lines);
+        std::sync::Arc::new(move |line| lines.lock().unwrap().push(line))
+    };
+    let echo = common::echo_server().await;
+    // A closed port refuses; a listener whose accept queue is full (backlog 1, two connections
+    // never accepted) lets a third connect hang, its SYNs dropped.
+    let refusing = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let silent = tokio::net::TcpSocket::new_v4().unwrap();
+    silent.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let silent = silent.listen(1).unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..2 {
+        fillers.push(TcpStream::connect(silent_addr).await.unwrap());
+    }
+    let scheme = Scheme::Stripe(ConnChoice::LeastQueued);
+    let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), config(scheme, 2)).await.unwrap();
+    let addr = listener.local_addr();
+    tokio::spawn(async move {
+        while let Some(session) = listener.accept().await {
+            tokio::spawn(tunnel::serve(session, Vec::new(), log.clone()));
+        }
+    });
+    let session = Session::connect(addr, config(scheme, 2)).await.unwrap();
+    let mut forwarded = Vec::new();
+    for target in [silent_addr, refusing, echo] {
+        let f = Forward { local: "127.0.0.1:0".parse().unwrap(), target: target.to_string(), weight: 1.0 };
+        let l = tunnel::bind(&f).unwrap();
+        forwarded.push(l.local_addr().unwrap());
+        tokio::spawn(tunnel::forward_on(l, session.clone(), f, std::sync::Arc::new(|_| {})));
+    }
+    let began = std::time::Instant::now();
+    let reset_within = |to: SocketAddr, limit: Duration| async move {
+        let mut c = TcpStream::connect(to).await.unwrap();
+        let mut buf = Vec::new();
+        let read = tokio::time::timeout(limit, c.read_to_end(&mut buf)).await.expect("the client is answered");
+        assert_eq!(read.map_err(|e| e.kind()), Err(std::io::ErrorKind::ConnectionReset), "got {} bytes", buf.len());
+    };
+    let slow = tokio::spawn(reset_within(forwarded[0], CONNECT_TIMEOUT + Duration::from_secs(10)));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    reset_within(forwarded[1], Duration::from_secs(5)).await;
+    let data = pattern(4, 200_000);
+    assert!(common::round_trip(forwarded[2], &data).await == data);
+    assert!(began.elapsed() < CONNECT_TIMEOUT, "the silent target held the others up");
+    assert!(!slow.is_finished(), "the silent target's client is still waiting");
+    slow.await.unwrap();
+    let said = lines.lock().unwrap().join("\n");
+    assert!(said.contains(&format!("cannot connect to {refusing}")), "{said}");
+    assert!(said.contains(&format!("cannot connect to {silent_addr}: no answer")), "{said}");
+    drop(fillers);
+}
