@@ -1,4 +1,4 @@
-//! `switchyard jobs serve|worker|submit|status|output`: deadline jobs on unreliable workers
+//! `switchyard jobs serve|worker|submit|status|output|cancel`: deadline jobs on unreliable workers
 //! (Misco and MiscoRT, Dou 2011), with a live status table.
 
 use std::io::{IsTerminal, Read, Write};
@@ -12,7 +12,7 @@ use switchyard_core::place::tasks::locality::Metric;
 use switchyard_core::place::tasks::{BoardConfig, TaskRule};
 use switchyard_experiments::miscort::SCHEDULERS;
 use switchyard_jobs::Submission as Submit;
-use switchyard_jobs::client::Submitter;
+use switchyard_jobs::client::{ClientError, Submitter};
 use switchyard_jobs::store::Location;
 use switchyard_jobs::wire::{AppView, WorkerView};
 use switchyard_jobs::{Allowed, Coordinator, Failures, Limits, Shared, Store, Sync, WorkerConfig};
@@ -30,6 +30,12 @@ use switchyard_jobs::{Allowed, Coordinator, Failures, Limits, Shared, Store, Syn
 ///   switchyard jobs submit --program wordcount --reduces 4 --deadline 120 book.txt
 ///   switchyard jobs status --watch
 ///   switchyard jobs output 0 > counts.tsv
+///
+/// A worker runs the built-in programs and the commands its operator allow-lists (--allow),
+/// and says so with each poll: an application goes only to workers that can run it, and one
+/// that no live worker can run waits, with the reason in `jobs status`. A task that fails the
+/// same way --max-task-failures times in a row fails its application, with the workers'
+/// reason; `jobs cancel APP` stops one.
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct JobsArgs {
@@ -44,6 +50,7 @@ enum JobsCommand {
     Submit(SubmitArgs),
     Status(StatusArgs),
     Output(OutputArgs),
+    Cancel(CancelArgs),
 }
 
 #[derive(Args)]
@@ -91,6 +98,20 @@ struct ServeArgs {
     /// Seconds a task is taken to need before any has finished (unless the submitter says).
     #[arg(long, default_value_t = 60.0)]
     default_task_time: f64,
+    /// The largest task estimate a submission may give (jobs submit --estimate), in seconds;
+    /// larger ones are refused. Until a task of an application finishes, a worker that dies
+    /// holding one is presumed failed only after --presume-factor × the estimate (after
+    /// that, × the tasks' observed mean time), so an estimate of 1e9 would leave its task
+    /// with a dead worker for decades.
+    #[arg(long, default_value_t = 3600.0)]
+    max_estimate: f64,
+    /// A task whose attempts fail this many times in a row, each with the same reason (the
+    /// workers' message, word for word), fails its application: `jobs status` says `failed`
+    /// and why, and nothing more of it runs. A different reason starts the count again.
+    /// 0: never give up (a task that cannot succeed is retried until cancelled). 4 is
+    /// Hadoop's default number of attempts per task.
+    #[arg(long, default_value_t = 4)]
+    max_task_failures: u32,
     /// Milliseconds an idle worker must wait between polls that get nothing; earlier polls are
     /// refused with 429 and Retry-After.
     #[arg(long, default_value_t = 100)]
@@ -121,8 +142,9 @@ enum SyncArg {
 }
 
 /// Run a worker: poll the coordinator, run the tasks it hands out, upload the results.
-/// Programs are built in (wordcount, grep, invindex, kmeans) or commands allow-listed here;
-/// nothing received is evaluated.
+/// Programs are built in (wordcount, grep, invindex, kmeans, sleep) or commands allow-listed
+/// here; nothing received is evaluated. Each poll says which programs this worker runs (the
+/// built-in ones, and exec:NAME for each --allow), and the coordinator hands it only those.
 #[derive(Args)]
 struct WorkerArgs {
     #[command(flatten)]
@@ -175,8 +197,10 @@ struct WorkerArgs {
 struct SubmitArgs {
     #[command(flatten)]
     connect: Connect,
-    /// The program: wordcount, grep, invindex (lines DOC<TAB>TEXT), kmeans (lines x,y,…), or
-    /// exec:NAME (a command the workers allow-listed).
+    /// The program: wordcount, grep, invindex (lines DOC<TAB>TEXT), kmeans (lines x,y,…),
+    /// sleep (MAP_SECS,REDUCE_SECS), or exec:NAME (a command workers allow-list with
+    /// `jobs worker --allow NAME=COMMAND`). Only workers that run it get its tasks; while no
+    /// live worker does, it is accepted and waits, and `jobs status` says why.
     #[arg(long)]
     program: String,
     /// The program's argument: grep's pattern, kmeans' centroids as x,y;x,y.
@@ -191,7 +215,9 @@ struct SubmitArgs {
     /// Bytes per split (a map task each); K, M and G suffixes are powers of 1024.
     #[arg(long, default_value = "1M", value_parser = crate::units::parse_size)]
     split: usize,
-    /// Seconds you expect one task to take, if you know (else it is learned).
+    /// Seconds you expect one task to take, if you know (else it is learned). At most the
+    /// coordinator's --max-estimate (3600 s unless it was started with another): until a task
+    /// finishes, a worker that dies holding one is noticed only after --presume-factor × this.
     #[arg(long)]
     estimate: Option<f64>,
     /// A name for people (default: the input's file name).
@@ -201,14 +227,16 @@ struct SubmitArgs {
     input: PathBuf,
 }
 
-/// Show every application (tasks done, running and repeated, laxity, the deadline verdict) and
-/// every worker (the attempt it holds, whether it is presumed failed, its estimated failure
-/// rate and recovery).
+/// Show every application (tasks done, running and repeated, laxity, the verdict: running,
+/// met, missed, failed or cancelled, and why where there is a reason) and every worker (the
+/// attempt it holds, whether it is presumed failed, its estimated failure rate and recovery).
 #[derive(Args)]
 struct StatusArgs {
     #[command(flatten)]
     connect: Connect,
-    /// Redraw every second until every application has a verdict.
+    /// Redraw every second until every application has a verdict. A request that fails (the
+    /// coordinator is restarting or not up yet) is said on standard error and tried again a
+    /// second later; a wrong token ends the watch, since waiting will not mend it.
     #[arg(long)]
     watch: bool,
     /// Print JSON instead of a table.
@@ -228,6 +256,17 @@ struct OutputArgs {
     out: Option<PathBuf>,
 }
 
+/// Cancel an application: nothing more of it is handed out, the results of its attempts out
+/// are refused, and `jobs status` says `cancelled`. Its input and any output so far stay in
+/// the database.
+#[derive(Args)]
+struct CancelArgs {
+    #[command(flatten)]
+    connect: Connect,
+    /// The application's number (from `jobs submit` or `jobs status`).
+    app: u32,
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")
 }
@@ -239,6 +278,7 @@ pub(crate) fn run(args: &JobsArgs) -> Result<()> {
         JobsCommand::Submit(a) => submit(a),
         JobsCommand::Status(a) => status(a),
         JobsCommand::Output(a) => output(a),
+        JobsCommand::Cancel(a) => cancel(a),
     }
 }
 
@@ -253,6 +293,9 @@ fn serve(a: &ServeArgs) -> Result<()> {
     }
     if !(a.default_task_time.is_finite() && a.default_task_time > 0.0) {
         bail!("--default-task-time {}: give a positive number of seconds", a.default_task_time);
+    }
+    if !(a.max_estimate.is_finite() && a.max_estimate > 0.0) {
+        bail!("--max-estimate {}: give a positive number of seconds", a.max_estimate);
     }
     let token = match &a.token {
         Some(t) if !t.is_empty() => t.clone(),
@@ -285,10 +328,12 @@ fn serve(a: &ServeArgs) -> Result<()> {
         rule,
         presume_factor: a.presume_factor,
         default_task_time: a.default_task_time,
+        give_up_after: (a.max_task_failures > 0).then_some(a.max_task_failures),
         ..BoardConfig::default()
     };
     let coordinator = Coordinator::open(store, config, Duration::from_millis(a.idle_poll_ms))
-        .with_context(|| format!("opening {}", at.name()))?;
+        .with_context(|| format!("opening {}", at.name()))?
+        .with_max_estimate(a.max_estimate);
     let apps = coordinator.board().status(switchyard_core::Nanos(0)).len();
     let limits = Limits { max_input: a.max_input_mib << 20, max_result: a.max_result_mib << 20 };
     runtime()?.block_on(async {
@@ -388,6 +433,9 @@ fn submit(a: &SubmitArgs) -> Result<()> {
     let sub = Submitter::new(&a.connect.coordinator, &a.connect.token);
     let r = runtime()?.block_on(sub.submit(&args, input))?;
     println!("application {}: {} maps, {} reduces, due in {} s", r.app, r.maps, r.reduces, a.deadline);
+    if let Some(why) = &r.waiting {
+        eprintln!("note: application {}: {why}", r.app);
+    }
     Ok(())
 }
 
@@ -419,6 +467,12 @@ fn table(out: &mut impl Write, views: &[AppView]) -> std::io::Result<()> {
             v.to_deadline,
         )?;
     }
+    // Reasons are too long for a column: each on a line of its own.
+    for v in views {
+        if let Some(why) = &v.why {
+            writeln!(out, "  app {} {}: {why}", v.app, v.verdict)?;
+        }
+    }
     Ok(())
 }
 
@@ -437,8 +491,17 @@ fn status(a: &StatusArgs) -> Result<()> {
     let rt = runtime()?;
     let mut out = std::io::stdout().lock();
     loop {
-        let views = rt.block_on(sub.status())?;
-        let workers = rt.block_on(sub.workers())?;
+        let got = rt.block_on(async { Ok::<_, ClientError>((sub.status().await?, sub.workers().await?)) });
+        let (views, workers) = match got {
+            Ok(got) => got,
+            Err(e) if a.watch && e.is_transient() => {
+                // The coordinator may be restarting, or not up yet: say so, and keep watching.
+                eprintln!("{e}; trying again in 1 s");
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         if a.json {
             serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "apps": views, "workers": workers }))?;
             writeln!(out)?;
@@ -459,6 +522,16 @@ fn status(a: &StatusArgs) -> Result<()> {
             writeln!(out)?;
         }
     }
+}
+
+fn cancel(a: &CancelArgs) -> Result<()> {
+    let sub = Submitter::new(&a.connect.coordinator, &a.connect.token);
+    let v = runtime()?.block_on(sub.cancel(a.app))?;
+    println!(
+        "application {} cancelled: {}/{} maps and {}/{} reduces were done",
+        v.app, v.maps.0, v.maps.1, v.reduces.0, v.reduces.1
+    );
+    Ok(())
 }
 
 fn output(a: &OutputArgs) -> Result<()> {

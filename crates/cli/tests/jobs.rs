@@ -232,3 +232,99 @@ fn word_count_survives_killed_and_paused_workers_and_a_killed_coordinator() {
     coord.kill();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Reads `path` until `f` holds of its text (a limit that only catches a hang).
+fn wait_file(path: &Path, what: &str, f: impl Fn(&str) -> bool) -> String {
+    let t = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if f(&text) {
+            return text;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "waited a minute for {what}: {text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The commonest mistakes read as what they are (issue 35): a coordinator that is not
+/// running is "connection refused", a wrong token is "wrong token" (with a large input too),
+/// and `status --watch` started before the coordinator keeps watching, a line per failed
+/// request, until it is up and every application has a verdict (here: cancelled with
+/// `jobs cancel`).
+#[test]
+fn errors_say_what_is_wrong_and_watch_keeps_watching() {
+    let dir: PathBuf = std::env::temp_dir().join(format!("switchyard-jobs-errors-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+
+    let out = jobs(&url, &["status"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains(&format!("cannot reach the coordinator at {url}: connection refused")), "{err}");
+
+    let watch_err = dir.join("watch.err");
+    let watch_out = dir.join("watch.out");
+    let mut watch = Command::new(bin())
+        .args(["jobs", "status", "--watch", "--coordinator", &url, "--token", TOKEN])
+        .stdout(std::fs::File::create(&watch_out).unwrap())
+        .stderr(std::fs::File::create(&watch_err).unwrap())
+        .spawn()
+        .unwrap();
+    wait_file(&watch_err, "two failed requests said", |t| t.matches("connection refused").count() >= 2);
+    assert!(watch.try_wait().unwrap().is_none(), "the watch gave up on a coordinator that is down");
+
+    let coord = Coordinator::start(&dir.join("jobs.db"), port, &dir.join("coordinator.log"));
+    let input = dir.join("input.txt");
+    std::fs::write(&input, text(16, 3)).unwrap();
+    // A wrong token, with a 16 MB input and without one.
+    for args in [&["status"][..], &["submit", "--program", "wordcount", "--deadline", "60"][..]] {
+        let out = Command::new(bin())
+            .arg("jobs")
+            .args(args)
+            .args(["--coordinator", &url, "--token", "not-the-token"])
+            .args((args[0] == "submit").then_some(&input))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("wrong token"), "{args:?}: {err}");
+        assert!(!err.contains("a token is needed") && !err.contains("error sending request"), "{args:?}: {err}");
+    }
+    // A wrong token ends a watch at once: waiting will not mend it.
+    let out = Command::new(bin())
+        .args(["jobs", "status", "--watch", "--coordinator", &url, "--token", "not-the-token"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("wrong token"));
+
+    let out = Command::new(bin())
+        .args(["jobs", "submit", "--coordinator", &url, "--token", TOKEN, "--program", "exec:upper"])
+        .args(["--reduces", "0", "--deadline", "600"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("no live worker can run exec:upper"), "the submitter is told it waits: {err}");
+    let out = jobs(&url, &["cancel", "0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("application 0 cancelled"));
+    let out = jobs(&url, &["cancel", "0"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("already cancelled"));
+
+    // The watch saw the coordinator come up and the verdict, and ended by itself.
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = watch.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "the watch did not end once every application had a verdict");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success());
+    let shown = std::fs::read_to_string(&watch_out).unwrap();
+    assert!(shown.contains("cancelled"), "{shown}");
+    coord.kill();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -7,13 +7,16 @@
 //! when a commit fails the state is rebuilt from the log rather than trusted.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
-use switchyard_core::place::tasks::{AppId, AppSpec, AttemptId, Board, BoardConfig, Phase, Refusal, TaskRef, Upload};
+use switchyard_core::place::tasks::{
+    AppId, AppSpec, AttemptId, Board, BoardConfig, End, NotCancelled, Phase, Refusal, TaskRef, Upload,
+};
 use switchyard_core::{Nanos, WorkerId};
 
 use crate::programs::{self, Program, ProgramError};
 use crate::store::{Blob, Event, Kind, Reader, Store, StoreError};
-use crate::wire::{AppView, Grant, PartsError, Submitted, WorkerView, decode_parts};
+use crate::wire::{AppView, Grant, PartsError, Poll, Submitted, WorkerView, decode_parts};
 
 /// Why a request is refused; each maps to one HTTP status.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +63,18 @@ pub enum JobsError {
         /// The wait between empty polls.
         wait_ms: u64,
     },
+    /// The application was given up or cancelled, so what was asked of it is not there
+    /// (409).
+    #[error("application {app} {how}")]
+    Over {
+        /// The application.
+        app: u32,
+        /// What became of it, and what that means for the request.
+        how: String,
+    },
+    /// A cancel of an application that is done or over already (409).
+    #[error("{0}")]
+    NotCancelled(String),
     /// The database failed (500).
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -78,6 +93,8 @@ pub struct AppMeta {
     pub submitted: u64,
     /// Each split's id (a hash of its bytes).
     pub splits: Vec<u32>,
+    /// What its workers said when the task that gave it up failed, if it was given up.
+    pub failure: Option<String>,
 }
 
 /// A submission, as read from the request.
@@ -103,6 +120,22 @@ pub struct Submission {
 pub const MAX_REDUCES: u32 = 10_000;
 /// The most map tasks an input may split into.
 pub const MAX_MAPS: usize = 1_000_000;
+/// The largest task estimate a submission may give by default, seconds
+/// ([`Coordinator::with_max_estimate`]): a worker that dies holding a task is presumed failed
+/// only after `presume_factor` × the estimate, until tasks of the application are seen to
+/// finish (then their mean time is used).
+pub const MAX_ESTIMATE: f64 = 3600.0;
+/// A worker heard from within this long, or holding an attempt that is running, is live:
+/// an application no live worker can run says so in its status (it waits; it is not refused,
+/// since workers may be started after the submission).
+pub const LIVE: Duration = Duration::from_secs(30);
+/// The most program names a worker's poll may list.
+pub const MAX_PROGRAMS: usize = 1000;
+
+/// How a failure's reason is keyed for the board's count of failures in a row: its text.
+fn reason_key(why: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(why.as_bytes())
+}
 
 /// The part of the state the log rebuilds.
 struct State {
@@ -131,13 +164,16 @@ impl State {
                 let spec =
                     AppSpec { maps: *maps, reduces: *reduces, deadline: Nanos(*deadline), task_estimate: *estimate };
                 // Each map reads one file, its split: what a site's store may hold.
-                self.board.submit_with_files(spec, Nanos(*at), splits.iter().map(|f| vec![*f]).collect());
+                let id = self.board.submit_with_files(spec, Nanos(*at), splits.iter().map(|f| vec![*f]).collect());
+                // Only workers that say they run the program get its tasks.
+                self.board.require(id, program);
                 self.apps.push(AppMeta {
                     name: name.clone(),
                     program: program.clone(),
                     arg: arg.clone(),
                     submitted: *at,
                     splits: splits.clone(),
+                    failure: None,
                 });
             }
             Event::Site { worker, site, name } => {
@@ -160,8 +196,18 @@ impl State {
             Event::Upload { worker, attempt, at } => {
                 let _ = self.board.upload(WorkerId(*worker), AttemptId(*attempt), Nanos(*at));
             }
-            Event::Failed { worker, attempt, at, .. } => {
-                let _ = self.board.failed(WorkerId(*worker), AttemptId(*attempt), Nanos(*at));
+            Event::Failed { worker, attempt, at, why, gave_up } => {
+                let key = reason_key(why);
+                let r = self.board.replay_failed(WorkerId(*worker), AttemptId(*attempt), Nanos(*at), key, *gave_up);
+                if let Ok(Some(End::GaveUp { task, .. })) = r {
+                    self.apps[task.app.0 as usize].failure = Some(why.clone());
+                }
+            }
+            Event::Programs { worker, programs } => {
+                self.board.set_programs(WorkerId(*worker), programs.iter().cloned());
+            }
+            Event::Cancel { app, at } => {
+                let _ = self.board.cancel(AppId(*app), Nanos(*at));
             }
         }
     }
@@ -186,6 +232,8 @@ pub struct Coordinator {
     idle_poll: u64,
     /// When each worker last polled and got nothing.
     last_empty: HashMap<WorkerId, u64>,
+    /// The largest task estimate a submission may give, seconds.
+    max_estimate: f64,
 }
 
 /// What an upload did.
@@ -199,10 +247,24 @@ pub struct Accepted {
 
 impl Coordinator {
     /// Opens the coordinator on `store`, rebuilding its state from the log.
-    pub fn open(mut store: Store, config: BoardConfig, idle_poll: std::time::Duration) -> Result<Self, JobsError> {
+    pub fn open(mut store: Store, config: BoardConfig, idle_poll: Duration) -> Result<Self, JobsError> {
         let mut state = State::new(config);
         state.apply_all(store.replay()?);
-        Ok(Self { store, state, config, idle_poll: idle_poll.as_nanos() as u64, last_empty: HashMap::new() })
+        Ok(Self {
+            store,
+            state,
+            config,
+            idle_poll: idle_poll.as_nanos() as u64,
+            last_empty: HashMap::new(),
+            max_estimate: MAX_ESTIMATE,
+        })
+    }
+
+    /// Refuses submissions whose task estimate is above `secs` ([`MAX_ESTIMATE`] unless
+    /// told).
+    pub fn with_max_estimate(mut self, secs: f64) -> Self {
+        self.max_estimate = secs;
+        self
     }
 
     /// The board (read-only), for status and tests.
@@ -248,6 +310,17 @@ impl Coordinator {
         {
             return Err(JobsError::Bad(format!("task estimate {e} s: give a positive number of seconds")));
         }
+        if let Some(e) = s.estimate
+            && e > self.max_estimate
+        {
+            // Until a task of the application finishes, a worker that dies holding one is
+            // presumed failed only after presume_factor × the estimate: 1e9 s is never.
+            return Err(JobsError::Bad(format!(
+                "task estimate {e} s: at most {} s (the coordinator's --max-estimate), since a worker that dies \
+                 holding a task is noticed only after {} × the estimate until tasks are seen to finish",
+                self.max_estimate, self.config.presume_factor
+            )));
+        }
         if s.split == 0 {
             return Err(JobsError::Bad("split size 0: give a positive number of bytes".into()));
         }
@@ -288,17 +361,47 @@ impl Coordinator {
                 .enumerate()
                 .map(|(i, d)| Blob { app, kind: Kind::Split, index: i as u32, part: 0, data: d.to_vec() })
                 .collect();
-            Ok::<_, JobsError>((Submitted { app, maps, reduces: s.reduces }, vec![e], blobs))
+            Ok::<_, JobsError>((Submitted { app, maps, reduces: s.reduces, waiting: None }, vec![e], blobs))
         });
         match r {
-            Ok(r) => r,
+            Ok(Ok(mut r)) => {
+                r.waiting = self.waiting(r.app, now);
+                Ok(r)
+            }
+            Ok(Err(e)) => Err(e),
             Err(e) => Err(self.rebuild(e)),
         }
+    }
+
+    /// Why application `app` cannot go ahead now, if no live worker can run it.
+    fn waiting(&self, app: u32, now: u64) -> Option<String> {
+        let board = &self.state.board;
+        if board.able_workers(AppId(app), Nanos(now), Nanos(LIVE.as_nanos() as u64)) > 0 {
+            return None;
+        }
+        let program = &self.state.apps[app as usize].program;
+        let secs = LIVE.as_secs();
+        Some(match program.strip_prefix("exec:") {
+            Some(name) => format!(
+                "no live worker can run {program}: none heard from in the last {secs} s allow-lists {name:?} \
+                 (a worker runs it when started with --allow {name}=COMMAND); it waits for one"
+            ),
+            None => format!(
+                "no live worker can run {program}: no worker that runs it was heard from in the last {secs} s \
+                 (start one: switchyard jobs worker); it waits for one"
+            ),
+        })
     }
 
     /// A worker's poll: a task, or `None`.
     pub fn poll(&mut self, name: &str, now: u64) -> Result<Option<Grant>, JobsError> {
         self.poll_at(name, None, &[], now)
+    }
+
+    /// A worker's poll as it came ([`Poll`]): its site, its site's evictions, and the
+    /// programs it runs (without a list: the built-in ones, [`programs::BUILT_IN`]).
+    pub fn poll_from(&mut self, p: &Poll, now: u64) -> Result<Option<Grant>, JobsError> {
+        self.poll_with(&p.worker, p.site.as_deref(), &p.evicted, p.programs.as_deref(), now)
     }
 
     /// A worker's poll that says its site and what the site's store evicted since its last
@@ -310,6 +413,30 @@ impl Coordinator {
         evicted: &[u32],
         now: u64,
     ) -> Result<Option<Grant>, JobsError> {
+        self.poll_with(name, site, evicted, None, now)
+    }
+
+    fn poll_with(
+        &mut self,
+        name: &str,
+        site: Option<&str>,
+        evicted: &[u32],
+        programs: Option<&[String]>,
+        now: u64,
+    ) -> Result<Option<Grant>, JobsError> {
+        if let Some(list) = programs {
+            if list.len() > MAX_PROGRAMS {
+                return Err(JobsError::Bad(format!("{} programs in one poll: at most {MAX_PROGRAMS}", list.len())));
+            }
+            if let Some(bad) = list.iter().find(|p| p.is_empty() || p.len() > 200) {
+                return Err(JobsError::Bad(format!("program {bad:?} in a poll: a program's name is 1 to 200 bytes")));
+            }
+        }
+        // A worker that does not say runs the built-in programs (as every worker does).
+        let runs: std::collections::BTreeSet<String> = match programs {
+            Some(list) => list.iter().cloned().collect(),
+            None => programs::BUILT_IN.iter().map(|p| p.to_string()).collect(),
+        };
         if let Some(site) = site
             && (site.is_empty() || site.len() > 200)
         {
@@ -344,6 +471,11 @@ impl Coordinator {
                     state.workers[name]
                 }
             };
+            if state.board.programs(id) != Some(&runs) {
+                let e = Event::Programs { worker: id.0, programs: runs.iter().cloned().collect() };
+                state.apply(&e);
+                events.push(e);
+            }
             if let Some(site) = site {
                 let number = state.sites.get(site).copied().unwrap_or(state.sites.len() as u32);
                 if state.site_of.get(&id) != Some(&number) {
@@ -406,6 +538,9 @@ impl Coordinator {
     /// What an attempt's input is made of: its split, or its partition of every map's output.
     pub fn input_of(&self, name: &str, attempt: u64) -> Result<InputPlan, JobsError> {
         let (_, task, live) = self.held(name, attempt)?;
+        if let Some(how) = self.over(task.app.0) {
+            return Err(JobsError::Over { app: task.app.0, how: format!("{how}: attempt {attempt} is not needed") });
+        }
         // Its task was done by another attempt (or it was given up): running it would be
         // wasted, and its result refused.
         if !live {
@@ -469,7 +604,9 @@ impl Coordinator {
         }
     }
 
-    /// A worker says `attempt` failed.
+    /// A worker says `attempt` failed, saying why. A task that fails the same way (the same
+    /// text) `give_up_after` times in a row gives its application up: the board's decision,
+    /// logged with the failure.
     pub fn failed(&mut self, name: &str, attempt: u64, why: &str, now: u64) -> Result<(), JobsError> {
         self.refresh()?;
         let (id, _, _) = self.held(name, attempt)?;
@@ -477,13 +614,60 @@ impl Coordinator {
         let state = &mut self.state;
         let r = self.store.change(|news| {
             state.apply_all(news);
-            state.board.failed(id, AttemptId(attempt), Nanos(now))?;
-            Ok::<_, JobsError>(((), vec![Event::Failed { worker: id.0, attempt, at: now, why }], Vec::new()))
+            let end = state.board.failed(id, AttemptId(attempt), Nanos(now), reason_key(&why))?;
+            if let Some(End::GaveUp { task, .. }) = end {
+                state.apps[task.app.0 as usize].failure = Some(why.clone());
+            }
+            let e = Event::Failed { worker: id.0, attempt, at: now, why, gave_up: end.is_some() };
+            Ok::<_, JobsError>(((), vec![e], Vec::new()))
         });
         match r {
             Ok(r) => r,
             Err(e) => Err(self.rebuild(e)),
         }
+    }
+
+    /// Cancels application `app`: nothing more of it is handed out, and the results of its
+    /// attempts out are refused.
+    pub fn cancel(&mut self, app: u32, now: u64) -> Result<AppView, JobsError> {
+        let state = &mut self.state;
+        let r = self.store.change(|news| {
+            state.apply_all(news);
+            state.board.cancel(AppId(app), Nanos(now)).map_err(|e| match e {
+                NotCancelled::Unknown(_) => JobsError::NoApp(app),
+                NotCancelled::Done(_) => JobsError::NotCancelled(format!(
+                    "application {app} is done: nothing to cancel (its output is kept: switchyard jobs output {app})"
+                )),
+                NotCancelled::Over(_, End::Cancelled) => {
+                    JobsError::NotCancelled(format!("application {app} was already cancelled"))
+                }
+                NotCancelled::Over(_, End::GaveUp { .. }) => {
+                    JobsError::NotCancelled(format!("application {app} has already failed: nothing to cancel"))
+                }
+            })?;
+            Ok::<_, JobsError>(((), vec![Event::Cancel { app, at: now }], Vec::new()))
+        });
+        match r {
+            Ok(r) => r?,
+            Err(e) => return Err(self.rebuild(e)),
+        }
+        self.view(app, now)
+    }
+
+    /// What became of application `app`, if it was given up or cancelled.
+    fn over(&self, app: u32) -> Option<String> {
+        let st = self.state.board.app_status(AppId(app), Nanos(0));
+        match st.ended? {
+            (_, End::Cancelled) => Some("was cancelled".into()),
+            (_, End::GaveUp { task, failures }) => Some(format!("failed: {}", self.gave_up(app, task, failures))),
+        }
+    }
+
+    /// Why application `app` was given up, in words.
+    fn gave_up(&self, app: u32, task: TaskRef, failures: u32) -> String {
+        let phase = if task.phase == Phase::Map { "map" } else { "reduce" };
+        let why = self.state.apps[app as usize].failure.as_deref().unwrap_or("(no reason given)");
+        format!("{phase} {} failed {failures} times in a row, each time: {why}", task.index)
     }
 
     /// Every application as a submitter sees it.
@@ -509,10 +693,18 @@ impl Coordinator {
             to_deadline: secs(i128::from(st.deadline.0) - i128::from(now)),
             laxity: st.laxity,
             took: st.done_at.map(|d| secs(i128::from(d.0) - i128::from(meta.submitted))),
-            verdict: match st.met(Nanos(now)) {
-                None => "running".into(),
-                Some(true) => "met".into(),
-                Some(false) => "missed".into(),
+            verdict: match (st.ended, st.met(Nanos(now))) {
+                (Some((_, End::GaveUp { .. })), _) => "failed".into(),
+                (Some((_, End::Cancelled)), _) => "cancelled".into(),
+                (None, None) => "running".into(),
+                (None, Some(true)) => "met".into(),
+                (None, Some(false)) => "missed".into(),
+            },
+            why: match st.ended {
+                Some((_, End::GaveUp { task, failures })) => Some(self.gave_up(app, task, failures)),
+                Some((_, End::Cancelled)) => None,
+                None if st.done_at.is_none() => self.waiting(app, now),
+                None => None,
             },
         })
     }
@@ -540,6 +732,9 @@ impl Coordinator {
     /// Where a done application's output is.
     pub fn output_of(&self, app: u32) -> Result<OutputPlan, JobsError> {
         let spec = self.state.board.app_spec(AppId(app)).ok_or(JobsError::NoApp(app))?;
+        if let Some(how) = self.over(app) {
+            return Err(JobsError::Over { app, how: format!("{how}: it has no output") });
+        }
         let st = self.state.board.app_status(AppId(app), Nanos(0));
         if st.done_at.is_none() {
             return Err(JobsError::NotDone { app, maps: st.maps.1 - st.maps.0, reduces: st.reduces.1 - st.reduces.0 });

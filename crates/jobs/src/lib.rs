@@ -15,8 +15,9 @@
 //!
 //! # What does not
 //!
-//! No scheduling policy: which application and which task a poll gets, when an attempt is
-//! presumed failed, whether a replica is worth it — all of that is the core's task board
+//! No scheduling policy: which application and which task a poll gets (only one the worker
+//! says it can run), when an attempt is presumed failed, whether a replica is worth it, when
+//! a task that keeps failing gives its application up — all of that is the core's task board
 //! (`switchyard_core::place::tasks`), which this crate drives and logs.
 
 pub mod client;

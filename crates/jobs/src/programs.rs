@@ -13,6 +13,10 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+/// The built-in programs' names: every worker runs them. A worker's poll lists these and
+/// `exec:NAME` for each command its operator allow-listed ([`crate::wire::Poll::programs`]).
+pub const BUILT_IN: [&str; 5] = ["wordcount", "grep", "invindex", "kmeans", "sleep"];
+
 /// A program an application runs.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Program {
@@ -527,6 +531,24 @@ fn run_command(name: &str, cmd: &str, input: &[u8]) -> Result<Vec<u8>, ProgramEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The names a worker says it runs are the names [`Program::parse`] knows: a built-in
+    /// program missing from the list would never be handed to anyone.
+    #[test]
+    fn the_built_in_list_is_what_parse_knows() {
+        for name in BUILT_IN {
+            let parsed = Program::parse(name, "");
+            assert!(!matches!(parsed, Err(ProgramError::Unknown(_))), "{name}: {parsed:?}");
+            assert!(ProgramError::Unknown("x".into()).to_string().contains(name), "{name} in the message");
+        }
+        for arg in ["", "a", "0,0", "1,1"] {
+            for name in ["wordcount", "grep", "invindex", "kmeans", "sleep"] {
+                if let Ok(p) = Program::parse(name, arg) {
+                    assert!(BUILT_IN.contains(&p.name().as_str()), "{}", p.name());
+                }
+            }
+        }
+    }
 
     #[test]
     fn split_ends_at_newlines_and_keeps_every_byte() {

@@ -137,6 +137,7 @@ pub fn router(shared: Arc<Shared>, limits: Limits) -> Router {
         .route("/v1/apps", post(submit).get(list).layer(DefaultBodyLimit::max(limits.max_input)))
         .route("/v1/apps/{id}", get(one))
         .route("/v1/apps/{id}/output", get(output))
+        .route("/v1/apps/{id}/cancel", post(cancel))
         .route("/v1/workers", get(workers))
         .route("/v1/poll", post(poll))
         .route("/v1/attempts/{id}/input", get(input))
@@ -155,10 +156,16 @@ async fn auth(State(s): State<Arc<Shared>>, req: Request, next: Next) -> Respons
         g.len() == s.token.len() && g.bytes().zip(s.token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
     });
     if !ok {
-        let mut r = text(
-            StatusCode::UNAUTHORIZED,
-            "a token is needed: send `Authorization: Bearer TOKEN` (switchyard jobs … --token, or SWITCHYARD_JOBS_TOKEN)".into(),
-        );
+        // Whether one was sent: "a token is needed" to a client that sent one misleads.
+        let said = match given {
+            None => {
+                "a token is needed: send `Authorization: Bearer TOKEN` (switchyard jobs … --token, or SWITCHYARD_JOBS_TOKEN)"
+            }
+            Some(_) => {
+                "wrong token: this coordinator was started with another; send that one as `Authorization: Bearer TOKEN` (switchyard jobs … --token, or SWITCHYARD_JOBS_TOKEN)"
+            }
+        };
+        let mut r = text(StatusCode::UNAUTHORIZED, said.into());
         r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return r;
     }
@@ -173,9 +180,12 @@ fn error(e: JobsError) -> Response {
     let status = match &e {
         JobsError::Bad(_) | JobsError::Program(_) | JobsError::Parts(_) => StatusCode::BAD_REQUEST,
         JobsError::NoApp(_) => StatusCode::NOT_FOUND,
-        JobsError::NotDone { .. } | JobsError::Refused(_) | JobsError::Duplicate(_) | JobsError::NoWorker(_) => {
-            StatusCode::CONFLICT
-        }
+        JobsError::NotDone { .. }
+        | JobsError::Refused(_)
+        | JobsError::Duplicate(_)
+        | JobsError::NoWorker(_)
+        | JobsError::Over { .. }
+        | JobsError::NotCancelled(_) => StatusCode::CONFLICT,
         JobsError::TooOften { early_ms, .. } => {
             let mut r = text(StatusCode::TOO_MANY_REQUESTS, e.to_string());
             let secs = early_ms.div_ceil(1000).max(1);
@@ -279,6 +289,13 @@ async fn one(State(s): State<Arc<Shared>>, Path(id): Path<u32>) -> Response {
     }
 }
 
+async fn cancel(State(s): State<Arc<Shared>>, Path(id): Path<u32>) -> Response {
+    match blocking(move || s.coordinator().cancel(id, now())).await {
+        Ok(v) => json(&v),
+        Err(r) => r,
+    }
+}
+
 async fn output(State(s): State<Arc<Shared>>, Path(id): Path<u32>) -> Response {
     let s2 = s.clone();
     match blocking(move || {
@@ -307,7 +324,7 @@ async fn poll(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
     let s2 = s.clone();
     let r = blocking(move || {
         let mut c = s2.coordinator();
-        let got = c.poll_at(&p.worker, p.site.as_deref(), &p.evicted, now());
+        let got = c.poll_from(&p, now());
         s2.metrics.running.set(i64::from(c.board().running()));
         got
     })

@@ -1,5 +1,6 @@
 //! Where the coordinator's state lives: a database holding the log of what happened
-//! (submissions, polls and their answers, uploads, failures) and the data (splits, map
+//! (submissions, polls and their answers, the programs each worker runs, uploads, failures and
+//! the applications they gave up, cancellations) and the data (splits, map
 //! outputs, reduce outputs) — SQLite embedded by default, or PostgreSQL through the same
 //! calls, for several coordinators sharing one database.
 //!
@@ -114,6 +115,25 @@ pub enum Event {
         at: u64,
         /// What it said.
         why: String,
+        /// The board gave the application up with it (its task had failed the same way too
+        /// many times in a row). Logged, so that a replay gives up exactly where this did.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        gave_up: bool,
+    },
+    /// The programs a worker says it runs (logged when it first says, and when its list
+    /// changes).
+    Programs {
+        /// The worker.
+        worker: u32,
+        /// The programs, by name (`wordcount`, `exec:NAME`, …).
+        programs: Vec<String>,
+    },
+    /// A submitter cancelled an application.
+    Cancel {
+        /// The application.
+        app: u32,
+        /// When, ns since the Unix epoch.
+        at: u64,
     },
 }
 

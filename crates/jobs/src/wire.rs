@@ -8,6 +8,7 @@
 //! | `POST /v1/apps?name=…&program=…&arg=…&reduces=R&deadline=SECS&split=BYTES` | submitter | body: the input; answers [`Submitted`] |
 //! | `GET /v1/apps`, `GET /v1/apps/{id}` | submitter | [`AppView`]s |
 //! | `GET /v1/apps/{id}/output` | submitter | the output, once done |
+//! | `POST /v1/apps/{id}/cancel` | submitter | cancels it; answers its [`AppView`] |
 //! | `GET /v1/workers` | submitter | [`WorkerView`]s |
 //! | `POST /v1/poll` | worker | body [`Poll`]; answers [`Grant`], or 204 when there is nothing |
 //! | `GET /v1/attempts/{id}/input?worker=W` | worker | the task's input |
@@ -28,6 +29,11 @@ pub struct Poll {
     /// Splits its site's store evicted since its last poll.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evicted: Vec<u32>,
+    /// The programs it can run: the built-in ones it has and `exec:NAME` for each command its
+    /// operator allow-listed. Only applications of these are handed to it. Absent (a worker
+    /// from before this field): the built-in programs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub programs: Option<Vec<String>>,
 }
 
 /// A task handed to a worker.
@@ -61,6 +67,9 @@ pub struct Submitted {
     pub maps: u32,
     /// Reduce tasks.
     pub reduces: u32,
+    /// Why it cannot go ahead yet, if no live worker can run its program (it waits for one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 /// An application as a submitter sees it.
@@ -90,8 +99,13 @@ pub struct AppView {
     pub laxity: Option<f64>,
     /// Seconds from submission to its last task done, once done.
     pub took: Option<f64>,
-    /// `running`, `met` or `missed`.
+    /// `running`, `met` or `missed`; or `failed` (a task failed the same way too many times
+    /// in a row) or `cancelled`.
     pub verdict: String,
+    /// Why: what the failing task's workers said, or, while it runs, why no live worker can
+    /// run it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// A worker as the coordinator sees it.

@@ -53,6 +53,19 @@ pub struct Allowed {
     pub reduce: HashMap<String, String>,
 }
 
+impl Allowed {
+    /// The programs a worker with these commands runs: the built-in ones, and `exec:NAME` for
+    /// each map command (a reduce of `exec:NAME` needs no command of its own, so a reduce
+    /// command alone does not make a worker able to run the application).
+    pub fn programs(&self) -> Vec<String> {
+        let mut names: Vec<String> = programs::BUILT_IN.iter().map(|p| p.to_string()).collect();
+        let mut exec: Vec<String> = self.map.keys().map(|n| format!("exec:{n}")).collect();
+        exec.sort();
+        names.extend(exec);
+        names
+    }
+}
+
 impl Commands for Allowed {
     fn map(&self, name: &str) -> Option<&str> {
         self.map.get(name).map(String::as_str)
@@ -110,7 +123,7 @@ pub struct WorkerReport {
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
     /// The coordinator refused the token.
-    #[error("the coordinator at {0} refused the token (401): give the one it was started with")]
+    #[error("wrong token: the coordinator at {0} refused it; give the one it was started with")]
     Token(String),
     /// An answer that makes no sense.
     #[error("the coordinator at {url} answered {status}: {body}")]
@@ -155,7 +168,9 @@ impl Client {
         let mut told = false;
         loop {
             match make(&self.http).bearer_auth(&self.token).send().await {
-                Ok(r) if r.status() == StatusCode::UNAUTHORIZED => return Err(WorkerError::Token(self.base.clone())),
+                Ok(r) if matches!(r.status(), StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) => {
+                    return Err(WorkerError::Token(self.base.clone()));
+                }
                 Ok(r) if r.status().is_server_error() => {
                     if !told {
                         log(&format!("coordinator error {}; retrying", r.status()));
@@ -175,7 +190,8 @@ impl Client {
                 }
                 Err(e) => {
                     if !told {
-                        log(&format!("coordinator unreachable ({e}); retrying"));
+                        let why = crate::client::unreachable_why(&e);
+                        log(&format!("cannot reach the coordinator at {}: {why}; retrying", self.base));
                         told = true;
                     }
                 }
@@ -327,7 +343,12 @@ async fn one(
     fail_this: bool,
     log: &Log,
 ) -> Result<Outcome, WorkerError> {
-    let poll = Poll { worker: client.name.clone(), site: config.site.clone(), evicted: site.evicted.clone() };
+    let poll = Poll {
+        worker: client.name.clone(),
+        site: config.site.clone(),
+        evicted: site.evicted.clone(),
+        programs: Some(config.allowed.programs()),
+    };
     let grant: Grant = match client.send(|h| h.post(client.url("/v1/poll")).json(&poll), log).await? {
         Sent::Ok(r) => {
             // The coordinator has the evictions (they are logged with the poll).

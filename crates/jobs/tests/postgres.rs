@@ -51,10 +51,10 @@ fn as_owner(program: PathBuf, root: bool) -> Command {
     }
 }
 
-fn start() -> Result<Postgres, String> {
+fn start(name: &str) -> Result<Postgres, String> {
     let bin = pg_bin().ok_or("no /usr/lib/postgresql/*/bin/initdb (apt-get install postgresql)")?;
     let root = nix_is_root();
-    let dir = std::env::temp_dir().join(format!("switchyard-pg-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("switchyard-pg-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     if root {
@@ -180,7 +180,7 @@ async fn worker(bases: Vec<String>, name: String) -> Vec<u64> {
 
 #[test]
 fn two_coordinators_share_one_postgres_database_and_never_hand_out_an_attempt_twice() {
-    let pg = match start() {
+    let pg = match start("two") {
         Ok(pg) => pg,
         Err(why) => {
             eprintln!("SKIPPED: PostgreSQL could not start here: {why}");
@@ -244,4 +244,50 @@ fn two_coordinators_share_one_postgres_database_and_never_hand_out_an_attempt_tw
     // after `serve` returned: the client closes on a thread of its own instead of aborting.
     rt.block_on(async move { tokio::spawn(async move { drop(c) }).await.unwrap() });
     eprintln!("{} attempts from two coordinators on {}", grants.len(), pg.url);
+}
+
+/// What each worker runs, a failure that gave an application up and a cancel are entries of the
+/// shared log: the other coordinator, and one opened afresh, know them.
+#[test]
+fn give_ups_cancels_and_what_workers_run_are_shared_through_postgres() {
+    use switchyard_jobs::Submission;
+    use switchyard_jobs::wire::Poll;
+    let pg = match start("ends") {
+        Ok(pg) => pg,
+        Err(why) => {
+            eprintln!("SKIPPED: PostgreSQL could not start here: {why}");
+            return;
+        }
+    };
+    let (mut a, mut b) = (coordinator(&pg.url), coordinator(&pg.url));
+    let sub = |program: &str| Submission {
+        name: program.into(),
+        program: program.into(),
+        arg: String::new(),
+        reduces: 0,
+        deadline: 600.0,
+        split: 1 << 20,
+        estimate: None,
+    };
+    let t = now();
+    a.submit(sub("exec:upper"), b"a\n", t).unwrap();
+    a.submit(sub("exec:lower"), b"a\n", t).unwrap();
+    let up = Poll { worker: "up".into(), site: None, evicted: Vec::new(), programs: Some(vec!["exec:upper".into()]) };
+    for k in 0..4 {
+        // Handed out by one coordinator, reported failed to the other.
+        let g = b.poll_from(&up, t + k).unwrap().unwrap();
+        assert_eq!(g.app, 0);
+        a.failed("up", g.attempt, "command \"upper\": exit status: 3", t + k).unwrap();
+    }
+    b.cancel(1, t + 5).unwrap();
+    a.refresh().unwrap();
+    b.refresh().unwrap();
+    let seen = a.views(t + 6);
+    assert_eq!(seen.iter().map(|v| v.verdict.as_str()).collect::<Vec<_>>(), ["failed", "cancelled"], "{seen:?}");
+    assert_eq!(b.views(t + 6), seen);
+    assert_eq!(b.poll_from(&up, t + 7).unwrap(), None, "nothing of either is handed out");
+    let c = coordinator(&pg.url);
+    assert_eq!(c.views(t + 6), seen);
+    // The blocking client is closed off any runtime, as the other test does.
+    drop((a, b, c));
 }

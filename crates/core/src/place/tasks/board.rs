@@ -7,6 +7,7 @@ use crate::measure::{EstimateConfig, Ewma, FailureModel, WorkerEstimate, exec_ti
 use crate::order::apps::{AppKey, AppOrder, laxity, rank};
 use crate::{Nanos, WorkerId};
 
+use super::ending::End;
 use super::locality::{FileId, SiteTable};
 use super::rules::{self, TaskRule};
 
@@ -28,7 +29,7 @@ pub enum Phase {
 }
 
 impl Phase {
-    fn at(self) -> usize {
+    pub(crate) fn at(self) -> usize {
         match self {
             Self::Map => 0,
             Self::Reduce => 1,
@@ -82,6 +83,10 @@ pub struct BoardConfig {
     pub estimates: EstimateConfig,
     /// Seed of the random rule's choices.
     pub seed: u64,
+    /// A task whose attempts fail this many times in a row, each reporting the same reason,
+    /// ends its application as given up ([`End::GaveUp`]): a program that cannot succeed is
+    /// not retried for ever. `None`: never given up (every failure re-offers the task).
+    pub give_up_after: Option<u32>,
 }
 
 impl Default for BoardConfig {
@@ -95,6 +100,8 @@ impl Default for BoardConfig {
             model: FailureModel::Thesis,
             estimates: EstimateConfig::default(),
             seed: 1,
+            // Hadoop's default attempts per task (mapreduce.map.maxattempts).
+            give_up_after: Some(4),
         }
     }
 }
@@ -130,6 +137,14 @@ pub enum Refusal {
     /// No such attempt was handed out.
     #[error("attempt {0:?} was never handed out")]
     Unknown(AttemptId),
+    /// The attempt's application is over (given up or cancelled): its result is not wanted.
+    #[error("attempt {attempt:?}'s application {app:?} is over (given up or cancelled)")]
+    Over {
+        /// The attempt.
+        attempt: AttemptId,
+        /// Its application.
+        app: AppId,
+    },
     /// The attempt was handed to another worker.
     #[error("attempt {attempt:?} belongs to {holder}, not {worker}")]
     NotYours {
@@ -168,16 +183,19 @@ pub struct AppStatus {
     pub duplicates: u64,
     /// When its last task was done.
     pub done_at: Option<Nanos>,
-    /// Its laxity in seconds now (Eq. 3.9); `None` once done.
+    /// Its laxity in seconds now (Eq. 3.9); `None` once done or over.
     pub laxity: Option<f64>,
+    /// When and how it ended without finishing, if it did.
+    pub ended: Option<(Nanos, End)>,
 }
 
 impl AppStatus {
-    /// Whether it finished by its deadline (`None` while it runs and can still make it).
+    /// Whether it finished by its deadline (`None` while it runs and can still make it; an
+    /// application given up or cancelled did not).
     pub fn met(&self, now: Nanos) -> Option<bool> {
         match self.done_at {
             Some(at) => Some(at <= self.deadline),
-            None if now > self.deadline => Some(false),
+            None if now > self.deadline || self.ended.is_some() => Some(false),
             None => None,
         }
     }
@@ -239,6 +257,9 @@ pub(crate) struct Task {
     pub(crate) done: bool,
     /// Attempts handed out, oldest first.
     pub(crate) attempts: Vec<AttemptId>,
+    /// The reason its last reported failure gave (as the driver keys it), and how many
+    /// reported failures in a row gave it.
+    pub(crate) streak: Option<(u64, u32)>,
 }
 
 #[derive(Clone, Debug)]
@@ -262,6 +283,10 @@ pub(crate) struct App {
     pub(crate) done_at: Option<Nanos>,
     /// Each map task's input files, for worker-centric locality (empty: none known).
     pub(crate) files: Vec<Vec<FileId>>,
+    /// The program a worker must be able to run to get its tasks (`None`: any worker).
+    pub(crate) program: Option<String>,
+    /// When and how it ended without finishing.
+    pub(crate) ended: Option<(Nanos, End)>,
 }
 
 impl App {
@@ -284,6 +309,8 @@ pub(crate) struct Worker {
     pub(crate) seen: Nanos,
     /// Its site, if it said.
     pub(crate) site: Option<u32>,
+    /// The programs it says it can run (`None`: it never said, so any).
+    pub(crate) programs: Option<std::collections::BTreeSet<String>>,
 }
 
 /// The coordinator's state: applications, tasks, attempts and workers.
@@ -311,6 +338,8 @@ impl Board {
         let config = BoardConfig {
             presume_factor: sane(config.presume_factor, d.presume_factor),
             default_task_time: sane(config.default_task_time, d.default_task_time),
+            // A bound of 0 would give up before anything failed.
+            give_up_after: config.give_up_after.map(|n| n.max(1)),
             ..config
         };
         Self {
@@ -348,6 +377,8 @@ impl Board {
             duplicates: 0,
             done_at: None,
             files: Vec::new(),
+            program: None,
+            ended: None,
         });
         AppId(self.apps.len() as u32 - 1)
     }
@@ -383,7 +414,10 @@ impl Board {
     pub fn poll(&mut self, worker: WorkerId, now: Nanos) -> Option<Assignment> {
         self.heard_from(worker, now);
         self.presume(now);
-        let order = self.order(now);
+        // Only what this worker can run: a task it cannot run would fail at once, again and
+        // again (issue 35).
+        let order: Vec<usize> =
+            self.order(now).into_iter().filter(|&a| self.can_run(worker, AppId(a as u32))).collect();
         let candidates = if self.config.fall_through { order.len() } else { order.len().min(1) };
         for &app in &order[..candidates] {
             if let Some(task) = rules::pick(self, AppId(app as u32), worker, now) {
@@ -449,6 +483,11 @@ impl Board {
         if matches!(a.state, State::Done | State::Reported) {
             return Err(Refusal::AlreadyReported(attempt));
         }
+        // Refused before anything changes, so that a driver that logs only what the board
+        // accepted replays the same board.
+        if self.apps[a.task.app.0 as usize].ended.is_some() {
+            return Err(Refusal::Over { attempt, app: a.task.app });
+        }
         let (task, started, state) = (a.task, a.started, a.state);
         self.release(worker, attempt);
         self.running.remove(&attempt);
@@ -497,24 +536,6 @@ impl Board {
         Ok(Upload::Accepted { phase_done, app_done })
     }
 
-    /// A worker says `attempt` failed (its program failed, or it is giving up): the task is on
-    /// offer again at once.
-    pub fn failed(&mut self, worker: WorkerId, attempt: AttemptId, now: Nanos) -> Result<(), Refusal> {
-        let a = self.owned(worker, attempt)?;
-        if !a.live() {
-            return Err(Refusal::AlreadyReported(attempt));
-        }
-        let (started, state) = (a.started, a.state);
-        self.release(worker, attempt);
-        self.worker(worker).seen = now;
-        self.running.remove(&attempt);
-        self.attempts[attempt.0 as usize].state = State::Over;
-        if let State::Running = state {
-            self.worker(worker).estimate.on_attempt(secs(Nanos(now.0.saturating_sub(started.0))), true);
-        }
-        Ok(())
-    }
-
     /// A worker reports how far it is through `attempt` (0 to 1), for rules that use progress
     /// (LATE). Reports of attempts it does not hold are ignored.
     pub fn progress(&mut self, worker: WorkerId, attempt: AttemptId, fraction: f64) {
@@ -548,13 +569,20 @@ impl Board {
             repeats: app.repeats,
             duplicates: app.duplicates,
             done_at: app.done_at,
-            laxity: app.done_at.is_none().then(|| laxity(app.spec.deadline, now, self.remaining_time(id))),
+            laxity: (app.done_at.is_none() && app.ended.is_none())
+                .then(|| laxity(app.spec.deadline, now, self.remaining_time(id))),
+            ended: app.ended,
         }
     }
 
     /// Whether every application is done.
     pub fn all_done(&self) -> bool {
         self.apps.iter().all(|a| a.done_at.is_some())
+    }
+
+    /// Whether every application is over: done, given up or cancelled.
+    pub fn all_over(&self) -> bool {
+        self.apps.iter().all(|a| a.done_at.is_some() || a.ended.is_some())
     }
 
     /// The failure rate (per second) and recovery time (seconds) estimated for `worker`, if it
@@ -564,7 +592,8 @@ impl Board {
     }
 
     /// The expected seconds left of application `id` (Eq. 3.8 per phase, summed over the phases
-    /// left, over the workers not presumed failed; the notes' reading of the barrier).
+    /// left, over the workers not presumed failed that can run it; the notes' reading of the
+    /// barrier).
     pub fn remaining_time(&self, id: AppId) -> f64 {
         let app = &self.apps[id.0 as usize];
         let mut total = 0.0;
@@ -576,7 +605,7 @@ impl Board {
             let w: Vec<f64> = self
                 .workers
                 .iter()
-                .filter(|(_, w)| w.presumed_at.is_none())
+                .filter(|&(&k, w)| w.presumed_at.is_none() && self.can_run(k, id))
                 .map(|(&k, _)| self.expected_time(k, id, phase))
                 .collect();
             total += exec_time(&w, left);
@@ -615,7 +644,8 @@ impl Board {
 
     /// Applications not yet done, in the order a worker should be offered them.
     fn order(&self, now: Nanos) -> Vec<usize> {
-        let open: Vec<usize> = (0..self.apps.len()).filter(|&i| self.apps[i].done_at.is_none()).collect();
+        let open: Vec<usize> =
+            (0..self.apps.len()).filter(|&i| self.apps[i].done_at.is_none() && self.apps[i].ended.is_none()).collect();
         let keys: Vec<AppKey> = open
             .iter()
             .map(|&i| {
@@ -709,7 +739,7 @@ impl Board {
         Assignment { attempt: id, task, repeat }
     }
 
-    fn owned(&self, worker: WorkerId, attempt: AttemptId) -> Result<&Attempt, Refusal> {
+    pub(crate) fn owned(&self, worker: WorkerId, attempt: AttemptId) -> Result<&Attempt, Refusal> {
         let a = self.attempts.get(attempt.0 as usize).ok_or(Refusal::Unknown(attempt))?;
         if a.worker != worker {
             return Err(Refusal::NotYours { attempt, holder: a.worker, worker });
@@ -717,14 +747,14 @@ impl Board {
         Ok(a)
     }
 
-    fn release(&mut self, worker: WorkerId, attempt: AttemptId) {
+    pub(crate) fn release(&mut self, worker: WorkerId, attempt: AttemptId) {
         let w = self.worker(worker);
         if w.holding == Some(attempt) {
             w.holding = None;
         }
     }
 
-    fn worker(&mut self, id: WorkerId) -> &mut Worker {
+    pub(crate) fn worker(&mut self, id: WorkerId) -> &mut Worker {
         let config = self.config.estimates;
         self.workers.entry(id).or_insert_with(|| Worker {
             estimate: WorkerEstimate::new(config),
@@ -733,6 +763,7 @@ impl Board {
             holding: None,
             seen: Nanos(0),
             site: None,
+            programs: None,
         })
     }
 }

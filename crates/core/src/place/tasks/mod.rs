@@ -11,7 +11,11 @@
 //! - a worker that polls while the board thinks it is still working has lost that attempt (it
 //!   restarted);
 //! - the first upload of a task's result wins; later ones (a replica's, or a presumed-dead
-//!   worker's) are refused as duplicates, so no result is counted twice.
+//!   worker's) are refused as duplicates, so no result is counted twice;
+//! - a task that fails the same way too many times in a row gives its application up, and a
+//!   submitter may cancel one ([`End`]);
+//! - a worker that says which programs it runs is offered only the applications it can run
+//!   ([`Board::set_programs`], [`Board::require`]).
 //!
 //! A poll is answered in two steps: the applications are ordered ([`crate::order::apps`]: least
 //! laxity, EDF, FIFO), then a [`TaskRule`] picks a task in the first application that has one
@@ -31,12 +35,17 @@
 //! The simulator and the real coordinator drive the same board.
 
 mod board;
+mod ending;
 pub mod locality;
+mod programs;
 pub mod rules;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ending;
 
 pub use board::{
     AppId, AppSpec, AppStatus, Assignment, AttemptId, Board, BoardConfig, Phase, Refusal, TaskRef, Upload, WorkerStatus,
 };
+pub use ending::{End, NotCancelled};
 pub use rules::TaskRule;

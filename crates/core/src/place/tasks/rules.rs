@@ -128,7 +128,9 @@ pub(crate) fn pick(board: &mut Board, app: AppId, worker: WorkerId, now: Nanos) 
         && urgent
         && !is_reliable(board, worker, app, phase, reliable)
         && board.workers.iter().any(|(&w, s)| {
-            s.presumed_at.is_none()
+            // Someone reliable who cannot run this application does not count.
+            board.can_run(w, app)
+                && s.presumed_at.is_none()
                 && secs(Nanos(now.0.saturating_sub(s.seen.0)))
                     <= board.config.presume_factor * board.task_tau(app, phase)
                 && is_reliable(board, w, app, phase, reliable)

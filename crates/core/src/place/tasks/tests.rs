@@ -32,7 +32,7 @@ fn slow_holder(deadline: u64) -> (Board, Option<Assignment>) {
     let mut b = board(TaskRule::MiscoRt);
     b.submit(spec(2, 0, deadline), s(0));
     let first = b.poll(A, s(0)).unwrap();
-    b.failed(A, first.attempt, s(10)).unwrap();
+    b.failed(A, first.attempt, s(10), 0).unwrap();
     let other = b.poll(B, s(10)).unwrap();
     let again = b.poll(A, s(10)).unwrap();
     assert_eq!((other.task.index, again.task.index, again.repeat), (1, 0, true), "step 2 re-issues the failed task");
@@ -100,7 +100,7 @@ fn uploads_of_unknown_or_foreign_attempts_are_refused() {
     let a = b.poll(A, s(0)).unwrap();
     assert_eq!(b.upload(B, a.attempt, s(1)), Err(Refusal::NotYours { attempt: a.attempt, holder: A, worker: B }));
     assert_eq!(b.upload(A, AttemptId(99), s(1)), Err(Refusal::Unknown(AttemptId(99))));
-    assert_eq!(b.failed(B, a.attempt, s(1)), Err(Refusal::NotYours { attempt: a.attempt, holder: A, worker: B }));
+    assert_eq!(b.failed(B, a.attempt, s(1), 0), Err(Refusal::NotYours { attempt: a.attempt, holder: A, worker: B }));
     assert_eq!(b.app_status(AppId(0), s(1)).maps, (0, 1), "nothing counted");
 }
 
@@ -263,7 +263,9 @@ proptest! {
         plan in proptest::collection::vec((0u32..4, act(), 1u64..8), 0..200),
         fall_through in any::<bool>(),
     ) {
-        let mut b = Board::new(BoardConfig { rule, order, fall_through, ..BoardConfig::default() });
+        // No bound on failures here: with one reason for every failure, a bound would give
+        // applications up (that promise has a property of its own).
+        let mut b = Board::new(BoardConfig { rule, order, fall_through, give_up_after: None, ..BoardConfig::default() });
         for (maps, reduces, deadline) in &apps {
             b.submit(spec(*maps, *reduces, *deadline), s(0));
         }
@@ -294,7 +296,7 @@ proptest! {
                 }
                 (Some(a), Act::Fail) => {
                     // Refused only if the board already gave it up.
-                    let _ = b.failed(worker, a.attempt, now);
+                    let _ = b.failed(worker, a.attempt, now, 0);
                     holding[w as usize] = None;
                 }
                 (Some(_), Act::Vanish) => holding[w as usize] = None,
@@ -364,7 +366,7 @@ fn a_board_replayed_from_its_log_is_the_board() {
                     3 => held[i] = None,
                     4 => {
                         if let Some(at) = held[i].take() {
-                            let _ = live.failed(w, at, s(t));
+                            let _ = live.failed(w, at, s(t), 0);
                             log.push(Entry::Report(t, w, at, false));
                         }
                     }
@@ -392,7 +394,7 @@ fn a_board_replayed_from_its_log_is_the_board() {
                     let _ = again.upload(w, at, s(t));
                 }
                 Entry::Report(t, w, at, false) => {
-                    let _ = again.failed(w, at, s(t));
+                    let _ = again.failed(w, at, s(t), 0);
                 }
             }
         }
@@ -422,7 +424,7 @@ fn boinc_routes_endangered_work_to_reliable_workers() {
         b.submit(spec(3, 0, 10_000), s(0));
         for k in 0..2 {
             let a = b.poll(A, s(k)).unwrap();
-            b.failed(A, a.attempt, s(k + 1)).unwrap();
+            b.failed(A, a.attempt, s(k + 1), 0).unwrap();
         }
         b
     };
