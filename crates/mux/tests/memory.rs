@@ -1,0 +1,69 @@
+//! What open channels cost in memory: a session on loopback with both its ends in this process,
+//! `SWITCHYARD_CHANNELS` channels (10,000 by default) opened and each carrying a request-sized
+//! write both ways, held open, then the process's resident memory read from
+//! `/proc/self/status` before and after. A measurement, not a check:
+//! `cargo test --release -p switchyard-mux --test memory -- --ignored --nocapture`.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use switchyard_mux::{Listener, MuxConfig, Session};
+
+/// The process's resident memory, in bytes.
+fn resident() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb << 10)
+}
+
+#[ignore = "a measurement, not a check"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_of_open_channels() {
+    let n: usize = std::env::var("SWITCHYARD_CHANNELS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let config = MuxConfig { key: b"memory".to_vec(), ..MuxConfig::default() };
+    let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), config.clone()).await.unwrap();
+    let addr = listener.local_addr();
+    let (held_tx, mut held_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let session = listener.accept().await.unwrap();
+        while let Some(mut ch) = session.accept().await {
+            let held = held_tx.clone();
+            tokio::spawn(async move {
+                // The request, then an answer; the channel is then held open.
+                let _ = ch.recv().await;
+                let _ = ch.send(Bytes::from_static(&[7u8; 200])).await;
+                let _ = held.send(ch);
+            });
+        }
+    });
+    let session = Session::connect(addr, config).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = resident();
+    let mut channels = Vec::with_capacity(n);
+    for _ in 0..n {
+        let ch = session.open(1.0, true).await.unwrap();
+        ch.send(Bytes::from_static(&[1u8; 100])).await.unwrap();
+        channels.push(ch);
+    }
+    let mut far = Vec::with_capacity(n);
+    for ch in &mut channels {
+        let _ = ch.recv().await.unwrap();
+        far.push(held_rx.recv().await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = resident();
+    let report = session.report().await.unwrap();
+    let grew = after.saturating_sub(before);
+    println!(
+        "{n} channels open, both ends in one process: resident {:.1} MiB → {:.1} MiB, {:.1} MiB more, {:.0} bytes a channel (both ends); the session reports {} live",
+        before as f64 / 1048576.0,
+        after as f64 / 1048576.0,
+        grew as f64 / 1048576.0,
+        grew as f64 / n as f64,
+        report.channels.len()
+    );
+    assert_eq!(report.channels.len(), n);
+}
