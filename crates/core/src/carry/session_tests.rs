@@ -173,6 +173,7 @@ fn run(plan: &Plan) -> Vec<Vec<u8>> {
             let s = rx.stats(c as u32 + 1).unwrap_or_default();
             assert!(s.held_bytes <= window * 700, "channel {c} holds {} bytes", s.held_bytes);
         }
+        tx.check_invariants();
         let done = |id| rx.is_finished(id) || rx.is_retired(id);
         if (1..=n as u32).all(done) && tx.is_idle() {
             break;
