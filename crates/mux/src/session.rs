@@ -1226,7 +1226,7 @@ impl Driver {
     /// Hands channel `id`'s received bytes to its application as far as its queue has room;
     /// `true` if anything moved. A full queue asks to be called when the application takes
     /// from it; an application that let go gets nothing more (what comes is read and dropped,
-    /// so that credit keeps flowing to the peer), and sends nothing more either.
+    /// so that credit keeps flowing to the peer).
     fn deliver(&mut self, id: u32) -> bool {
         let Some(ends) = self.ends.get_mut(&id) else { return false };
         let mut moved = false;
@@ -1263,11 +1263,6 @@ impl Driver {
             while self.receiver.read(id).is_some() {
                 moved = true;
             }
-        }
-        // A channel the application dropped sends no more (its close may not have reached the
-        // driver: the command queue can be full when a handle drops).
-        if !ends.close_when_sent && ends.held.strong_count() == 0 {
-            self.close_when_sent(id);
         }
         moved
     }
@@ -1330,8 +1325,27 @@ impl Driver {
             // (a tunnel's clients); each turn looks at the few with something to do.
             let mut visit = self.room.visits();
             visit.extend(std::iter::from_fn(|| self.receiver.pop_readable()));
+            let mut let_go = Vec::new();
             for id in visit {
                 moved |= self.deliver(id);
+                if self.ends.get(&id).is_some_and(|e| !e.close_when_sent && e.held.strong_count() == 0) {
+                    let_go.push(id);
+                }
+            }
+            // A channel the application dropped sends no more (its close may not have reached
+            // the driver: the command queue can be full when a handle drops). What it sent
+            // before it let go is taken first: a reset (a tunnel's target refused) overtaken
+            // by a close ended the channel cleanly at the peer, empty, and writes overtaken
+            // were refused.
+            if !let_go.is_empty() {
+                while let Ok(c) = self.commands.try_recv() {
+                    self.on_command(c);
+                }
+                for id in let_go {
+                    if self.ends.get(&id).is_some_and(|e| !e.close_when_sent) {
+                        self.close_when_sent(id);
+                    }
+                }
             }
             while let Some(id) = self.receiver.pop_finished() {
                 if let Some(ends) = self.ends.get_mut(&id)
@@ -1434,5 +1448,24 @@ mod tests {
         let (reply, mut answer) = oneshot::channel();
         driver.on_command(Command::Open { weight: 1.0, ordered: true, reply });
         assert!(matches!(answer.try_recv(), Ok(Err(MuxError::Ended))));
+    }
+
+    /// An application that resets a channel and lets go of it at once (a tunnel whose target
+    /// refused) left the reset waiting in the command queue while the driver, seeing the handle
+    /// gone, closed the channel: the peer read a clean end of nothing, and its client took an
+    /// empty answer for the whole of one.
+    #[tokio::test]
+    async fn a_channel_reset_then_dropped_is_reset_not_closed() {
+        let (_session, _events, mut driver) = Driver::new(MuxConfig::default(), false, None);
+        driver.sender.connection_up(0);
+        assert!(driver.on_frame(0, Frame::Open { channel: 1, weight: 1.0, ordered: true }));
+        let mut channel = driver.opened.pop_front().expect("the peer's channel");
+        channel.reset("target refused").await.unwrap();
+        drop(channel);
+        // The driver turns before it has taken the commands waiting.
+        driver.pump();
+        let frames: Vec<Frame> = std::iter::from_fn(|| driver.sender.poll_transmit(Nanos(0), 0)).collect();
+        assert!(!frames.iter().any(|f| matches!(f, Frame::Close { .. })), "a close went: {frames:?}");
+        assert!(frames.contains(&Frame::Reset { channel: 1, reason: "target refused".into() }), "{frames:?}");
     }
 }
