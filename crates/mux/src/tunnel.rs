@@ -11,6 +11,12 @@
 //! channel the other end reset ([`MuxError::Reset`]): a target not allowed or refusing, or a
 //! client that reset its own connection. The reason travels with the reset, so both ends log
 //! the same sentence.
+//!
+//! Each connection carried holds a descriptor at each end (the client's, the target's). A
+//! tunnel out of descriptors (`EMFILE`, `ENFILE`) waits for one to be freed rather than
+//! giving up: the forward leaves connections in its listen backlog until it can accept them,
+//! and the far end tries the target again until [`CONNECT_TIMEOUT`]. Before, the forward
+//! stopped at its first failed accept, and every client after it was refused.
 
 use std::net::SocketAddr;
 
@@ -55,21 +61,35 @@ impl std::str::FromStr for Forward {
 /// operator ("target not allowed: HOST:PORT"). The binary prints them; a test collects them.
 pub type Log = std::sync::Arc<dyn Fn(String) + Send + Sync>;
 
-/// How long the far end waits for a target to take a connection before it resets the channel.
+/// How long the far end waits for a target to take a connection (and for a descriptor to
+/// connect with) before it resets the channel.
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long a tunnel out of descriptors waits before it tries again.
+const DESCRIPTOR_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Whether the process (or the system) has no descriptor left: a wait, not a failure.
+fn out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
 
 /// Listens on `forward.local`, with the deepest accept backlog the system allows (a burst of
 /// clients overflows a short one, and they then wait out SYN retries), and carries each
 /// connection over `session`. A connection the far end refuses (its target is not allowed,
-/// refuses or does not answer) is reset, and `log` says why. Runs until the listener fails.
+/// refuses or does not answer) is reset, and `log` says why. Out of descriptors, it waits for
+/// one (the connections wait in the backlog). Runs until the listener fails.
 pub async fn forward(session: Session, forward: Forward, log: Log) -> Result<(), MuxError> {
     let listener = listen(forward.local)
         .map_err(|source| MuxError::Io { what: format!("listening on {}", forward.local), source })?;
     loop {
-        let (mut tcp, from) = listener
-            .accept()
-            .await
-            .map_err(|source| MuxError::Io { what: format!("accepting on {}", forward.local), source })?;
+        let (mut tcp, from) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) if out_of_descriptors(&e) => {
+                tokio::time::sleep(DESCRIPTOR_WAIT).await;
+                continue;
+            }
+            Err(source) => return Err(MuxError::Io { what: format!("accepting on {}", forward.local), source }),
+        };
         let (session, forward, log) = (session.clone(), forward.clone(), log.clone());
         tokio::spawn(async move {
             let mut channel = match session.open(forward.weight, true).await {
@@ -135,14 +155,33 @@ async fn serve_one(mut channel: Channel, allow: &[String], log: &Log) -> std::io
         refuse(&mut channel, format!("target not allowed: {target} (not among the listening end's --allow)")).await;
         return Ok(());
     }
-    let mut tcp = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&target)).await {
+    // A descriptor is freed whenever another carried connection ends: a burst that runs this
+    // end out waits for one, as a target slow to answer is waited for, rather than refusing.
+    let mut failed = None;
+    let connect = async {
+        loop {
+            match TcpStream::connect(&target).await {
+                Err(e) if out_of_descriptors(&e) => {
+                    failed = Some(e);
+                    tokio::time::sleep(DESCRIPTOR_WAIT).await;
+                }
+                done => return done,
+            }
+        }
+    };
+    let connected = tokio::time::timeout(CONNECT_TIMEOUT, connect).await;
+    let mut tcp = match connected {
         Ok(Ok(tcp)) => tcp,
         Ok(Err(e)) => {
             refuse(&mut channel, format!("cannot connect to {target}: {e}")).await;
             return Ok(());
         }
         Err(_) => {
-            refuse(&mut channel, format!("cannot connect to {target}: no answer in {CONNECT_TIMEOUT:?}")).await;
+            let why = match failed {
+                Some(e) => format!("cannot connect to {target}: {e}, for {CONNECT_TIMEOUT:?}"),
+                None => format!("cannot connect to {target}: no answer in {CONNECT_TIMEOUT:?}"),
+            };
+            refuse(&mut channel, why).await;
             return Ok(());
         }
     };
