@@ -1,9 +1,10 @@
 //! A channel's application end: send with backpressure, receive, change weight, close; and
 //! tokio's `AsyncRead`/`AsyncWrite`, so existing code (`tokio::io::copy`, codecs) can use it.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, Bytes};
@@ -16,6 +17,65 @@ use crate::session::{ChannelReport, Command, End, EndSlot, MuxError, Stopped};
 use switchyard_core::carry::Cut;
 
 type WriteOp = Pin<Box<dyn Future<Output = Result<(), MuxError>> + Send + Sync>>;
+
+/// How the application's ends of a session's channels call its driver back, so that the driver
+/// looks only at the channels that call instead of trying every channel on every turn: a
+/// channel whose queue to the application was full, once the application takes from it, and a
+/// channel the application let go of.
+///
+/// The driver asks before it tries the full queue once more, and the application answers
+/// after taking, each under the one lock: either the driver's second try sees the room, or
+/// the application sees the question. No room made in between is missed.
+#[derive(Debug, Default)]
+pub(crate) struct Room {
+    /// Wakes the driver: a channel called, or the application took a channel the peer opened
+    /// (the queue of those has room).
+    pub(crate) bell: Notify,
+    calls: Mutex<Calls>,
+}
+
+#[derive(Debug, Default)]
+struct Calls {
+    /// Channels whose queue to the application the driver found full.
+    asked: HashSet<u32>,
+    /// Channels for the driver to look at.
+    visit: Vec<u32>,
+}
+
+impl Room {
+    fn calls(&self) -> std::sync::MutexGuard<'_, Calls> {
+        self.calls.lock().expect("nothing panics holding it")
+    }
+
+    /// The driver found channel `id`'s queue full: it is called once the application takes.
+    pub(crate) fn ask(&self, id: u32) {
+        self.calls().asked.insert(id);
+    }
+
+    /// The channels that called since the driver last looked.
+    pub(crate) fn visits(&self) -> Vec<u32> {
+        std::mem::take(&mut self.calls().visit)
+    }
+
+    /// The application took from channel `id`'s queue.
+    fn took(&self, id: u32) {
+        let mut calls = self.calls();
+        if calls.asked.remove(&id) {
+            calls.visit.push(id);
+            drop(calls);
+            self.bell.notify_one();
+        }
+    }
+
+    /// The application let go of channel `id`.
+    fn dropped(&self, id: u32) {
+        let mut calls = self.calls();
+        calls.asked.remove(&id);
+        calls.visit.push(id);
+        drop(calls);
+        self.bell.notify_one();
+    }
+}
 
 /// How the receiving side ended.
 enum Outcome {
@@ -34,8 +94,9 @@ pub struct Channel {
     id: u32,
     commands: mpsc::Sender<Command>,
     incoming: mpsc::Receiver<Bytes>,
-    /// Wakes the session's driver when this end takes bytes (its queue has room again).
-    room: Arc<Notify>,
+    /// Calls the session's driver when this end takes bytes from a queue the driver found full,
+    /// and when it is dropped.
+    room: Arc<Room>,
     unread: Bytes,
     writing: Option<WriteOp>,
     closed: bool,
@@ -44,7 +105,7 @@ pub struct Channel {
     /// Once that queue has closed: bytes that came with the end, then the end.
     ended: Option<(VecDeque<Bytes>, Outcome)>,
     /// Held while the application holds the channel: the driver sees it go.
-    _held: Arc<()>,
+    held: Option<Arc<()>>,
 }
 
 impl std::fmt::Debug for Channel {
@@ -64,7 +125,7 @@ impl Channel {
         id: u32,
         commands: mpsc::Sender<Command>,
         incoming: mpsc::Receiver<Bytes>,
-        room: Arc<Notify>,
+        room: Arc<Room>,
         end: EndSlot,
         held: Arc<()>,
     ) -> Self {
@@ -78,7 +139,7 @@ impl Channel {
             closed: false,
             end,
             ended: None,
-            _held: held,
+            held: Some(held),
         }
     }
 
@@ -89,7 +150,7 @@ impl Channel {
         if self.ended.is_none() {
             match ready!(self.incoming.poll_recv(cx)) {
                 Some(b) => {
-                    self.room.notify_one();
+                    self.room.took(self.id);
                     return Poll::Ready(Ok(Some(b)));
                 }
                 None => {
@@ -173,11 +234,17 @@ impl Channel {
 }
 
 impl Drop for Channel {
-    /// A dropped channel is closed for sending (what was sent still arrives).
+    /// A dropped channel is closed for sending (what was sent still arrives), and the driver
+    /// is called to see it gone: if the command queue was full, the close did not go, and the
+    /// driver closes a channel whose application let go.
     fn drop(&mut self) {
         if !self.closed {
             let _ = self.commands.try_send(Command::Close { id: self.id });
         }
+        // Before the call: the driver then finds the queue closed and nobody holding it.
+        self.incoming.close();
+        self.held = None;
+        self.room.dropped(self.id);
     }
 }
 

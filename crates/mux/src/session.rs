@@ -16,7 +16,7 @@
 //! frame to the driver through a queue. Each frame then cost a task wake-up or two; on
 //! loopback, where bytes are cheap, the wake-ups were most of the work.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -29,9 +29,9 @@ use switchyard_core::carry::{
     ChannelEnd, ChannelStats, Cut, Frame, Receiver, RecvConfig, RecvStats, SendConfig, Sender,
 };
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
-use crate::channel::Channel;
+use crate::channel::{Channel, Room};
 use crate::conn::{Conn, Io, Wire, finish};
 use crate::hello::{self, Answer, HelloError, SessionId};
 use crate::link::Link;
@@ -253,7 +253,7 @@ pub struct Session {
     incoming: Arc<tokio::sync::Mutex<mpsc::Receiver<Channel>>>,
     /// Wakes the driver when the application takes a channel: the queue has room for the
     /// next one the peer opened.
-    room: Arc<Notify>,
+    room: Arc<Room>,
     /// Why the driver stopped, once it has.
     why: Arc<Mutex<Option<Stopped>>>,
 }
@@ -303,7 +303,7 @@ impl Session {
     /// The next channel the peer opened; `None` once the session has ended.
     pub async fn accept(&self) -> Option<Channel> {
         let channel = self.incoming.lock().await.recv().await;
-        self.room.notify_one();
+        self.room.bell.notify_one();
         channel
     }
 
@@ -779,7 +779,12 @@ struct Driver {
     /// order they came: they wait here, never dropped (a dropped one ended empty at the peer,
     /// its first bytes read and thrown away).
     opened: VecDeque<Channel>,
-    room: Arc<Notify>,
+    /// The application's ends call here: a full queue to the application has room, a channel
+    /// was let go of.
+    room: Arc<Room>,
+    /// Channels with writes waiting for room in the core, or a close to make once their
+    /// writes are in: each turn looks at these, not at every channel.
+    writing: BTreeSet<u32>,
     started: Instant,
     /// The client's peer and session, for re-opening connections.
     redial: Option<(Peer, SessionId)>,
@@ -797,7 +802,7 @@ impl Driver {
         let (command_tx, commands) = mpsc::channel(64);
         let (event_tx, events) = mpsc::channel(256);
         let (incoming, incoming_rx) = mpsc::channel(64);
-        let room = Arc::new(Notify::new());
+        let room = Arc::new(Room::default());
         let session = Session {
             commands: command_tx.clone(),
             incoming: Arc::new(tokio::sync::Mutex::new(incoming_rx)),
@@ -825,6 +830,7 @@ impl Driver {
             incoming,
             opened: VecDeque::new(),
             room,
+            writing: BTreeSet::new(),
             started: Instant::now(),
             redial,
             backoff: Vec::new(),
@@ -852,8 +858,9 @@ impl Driver {
                     // sent is still owed to the peer.
                     None => {
                         lingering = Some(Instant::now());
-                        for ends in self.ends.values_mut() {
-                            ends.close_when_sent = true;
+                        let ids: Vec<u32> = self.ends.keys().copied().collect();
+                        for id in ids {
+                            self.close_when_sent(id);
                         }
                     }
                 },
@@ -865,7 +872,7 @@ impl Driver {
                     self.on_ready(&ready);
                     busy = true;
                 }
-                () = self.room.notified() => {}
+                () = self.room.bell.notified() => {}
                 // The last pump stopped at its budget with frames still to go.
                 () = std::future::ready(()), if more => {}
                 _ = tick.tick() => {
@@ -895,7 +902,8 @@ impl Driver {
             if let Some(since) = lingering
                 && self.stopped.is_none()
             {
-                if self.sender.is_idle() && self.ends.values().all(|e| e.pending.is_empty()) {
+                let written = self.writing.iter().all(|id| self.ends.get(id).is_none_or(|e| e.pending.is_empty()));
+                if self.sender.is_idle() && written {
                     self.stopped = Some(Stopped::Dropped);
                 } else if since.elapsed() >= self.config.linger {
                     self.stopped = Some(Stopped::Linger(self.config.linger));
@@ -980,8 +988,16 @@ impl Driver {
         *ends.end.lock().expect("never held across a panic") =
             Some(End { tail: VecDeque::new(), cut: None, reset: Some((by, reason.clone())) });
         ends.to_app = None;
-        ends.close_when_sent = true;
         ends.reset = Some((by, reason));
+        self.close_when_sent(id);
+    }
+
+    /// The channel sends no more once its writes waiting are in: its close is made then.
+    fn close_when_sent(&mut self, id: u32) {
+        if let Some(ends) = self.ends.get_mut(&id) {
+            ends.close_when_sent = true;
+            self.writing.insert(id);
+        }
     }
 
     /// Refuses a channel the peer opened: reset, with `reason`.
@@ -1030,7 +1046,10 @@ impl Driver {
                 Some(Ends { reset: Some((by, reason)), .. }) => {
                     let _ = reply.send(Err(MuxError::Reset { channel: id, by, reason: reason.clone() }));
                 }
-                Some(ends) if !ends.close_when_sent => ends.pending.push_back((data, reply)),
+                Some(ends) if !ends.close_when_sent => {
+                    ends.pending.push_back((data, reply));
+                    self.writing.insert(id);
+                }
                 _ => {
                     let _ = reply.send(Err(switchyard_core::carry::SendError::Closed(id).into()));
                 }
@@ -1038,11 +1057,7 @@ impl Driver {
             Command::SetWeight { id, weight, reply } => {
                 let _ = reply.send(self.sender.set_weight(id, weight).map_err(MuxError::from));
             }
-            Command::Close { id } => {
-                if let Some(ends) = self.ends.get_mut(&id) {
-                    ends.close_when_sent = true;
-                }
-            }
+            Command::Close { id } => self.close_when_sent(id),
             Command::Reset { id, reason } => {
                 if self.ends.get(&id).is_some_and(|e| e.reset.is_none()) {
                     let _ = self.sender.reset(id, reason.clone());
@@ -1052,8 +1067,7 @@ impl Driver {
             }
             Command::Report { reply } => {
                 let weights: BTreeMap<u32, f64> = self.sender.weights().into_iter().collect();
-                let ids: std::collections::BTreeSet<u32> =
-                    weights.keys().copied().chain(self.receiver.channels()).collect();
+                let ids: BTreeSet<u32> = weights.keys().copied().chain(self.receiver.channels()).collect();
                 let channels = ids
                     .into_iter()
                     .map(|id| ChannelReport {
@@ -1092,6 +1106,7 @@ impl Driver {
                 reset: None,
             };
             self.ends.insert(id, ends);
+            self.writing.insert(id);
             return None;
         };
         let (to_app, from_session) = mpsc::channel(8);
@@ -1271,6 +1286,81 @@ impl Driver {
         true
     }
 
+    /// Hands channel `id`'s received bytes to its application as far as its queue has room;
+    /// `true` if anything moved. A full queue asks to be called when the application takes
+    /// from it; an application that let go gets nothing more (what comes is read and dropped,
+    /// so that credit keeps flowing to the peer).
+    fn deliver(&mut self, id: u32) -> bool {
+        let Some(ends) = self.ends.get_mut(&id) else { return false };
+        let mut moved = false;
+        let mut dropped = false;
+        if let Some(tx) = &ends.to_app {
+            let mut asked = false;
+            loop {
+                match tx.try_reserve() {
+                    Ok(permit) => match self.receiver.read(id) {
+                        Some(b) => {
+                            permit.send(b);
+                            moved = true;
+                        }
+                        None => break,
+                    },
+                    // Asked, then tried once more: room made in between is not missed.
+                    Err(mpsc::error::TrySendError::Full(())) if !asked => {
+                        self.room.ask(id);
+                        asked = true;
+                    }
+                    Err(mpsc::error::TrySendError::Full(())) => break,
+                    Err(mpsc::error::TrySendError::Closed(())) => {
+                        dropped = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if dropped {
+            ends.to_app = None;
+            moved = true;
+        }
+        if ends.to_app.is_none() {
+            while self.receiver.read(id).is_some() {
+                moved = true;
+            }
+        }
+        moved
+    }
+
+    /// Takes channel `id`'s writes waiting into the core as far as its buffer has room, and
+    /// its close once they are in; `true` if anything moved. The channel stays in `writing`
+    /// until nothing is left to do.
+    fn take_writes(&mut self, id: u32) -> bool {
+        let Some(ends) = self.ends.get_mut(&id) else {
+            self.writing.remove(&id);
+            return false;
+        };
+        let mut moved = false;
+        while let Some((data, _)) = ends.pending.front_mut() {
+            let took = self.sender.write(id, data.clone()).unwrap_or(data.len());
+            if took == 0 {
+                break;
+            }
+            moved = true;
+            let _ = data.split_to(took);
+            if data.is_empty() {
+                let (_, reply) = ends.pending.pop_front().expect("front exists");
+                let _ = reply.send(Ok(()));
+            }
+        }
+        if ends.close_when_sent && ends.pending.is_empty() && self.sender.capacity(id) > 0 {
+            let _ = self.sender.close(id);
+        }
+        let closed = !self.sender.has_channel(id) || self.sender.is_closing(id);
+        if ends.pending.is_empty() && (!ends.close_when_sent || closed) {
+            self.writing.remove(&id);
+        }
+        moved
+    }
+
     /// Moves everything that can move: bytes to the application, credits and frames to the
     /// connections with room, the application's writes into the core.
     fn pump(&mut self) -> bool {
@@ -1292,70 +1382,52 @@ impl Driver {
                     Err(mpsc::error::TrySendError::Full(())) => break,
                 }
             }
-            // Received bytes to the application, as far as its queues have room.
-            for (id, ends) in &mut self.ends {
-                let mut dropped = false;
-                match &ends.to_app {
-                    Some(tx) => loop {
-                        match tx.try_reserve() {
-                            Ok(permit) => match self.receiver.read(*id) {
-                                Some(b) => {
-                                    permit.send(b);
-                                    moved = true;
-                                }
-                                None => break,
-                            },
-                            Err(mpsc::error::TrySendError::Full(())) => break,
-                            Err(mpsc::error::TrySendError::Closed(())) => {
-                                dropped = true;
-                                break;
-                            }
-                        }
-                    },
-                    None => {
-                        while self.receiver.read(*id).is_some() {
-                            moved = true;
-                        }
+            // Received bytes to the application, as far as its queues have room: the channels
+            // the receiver says have had bytes, and those whose application called (it made
+            // room in a queue found full, or let go). A session carries thousands of channels
+            // (a tunnel's clients); each turn looks at the few with something to do.
+            let mut visit = self.room.visits();
+            visit.extend(std::iter::from_fn(|| self.receiver.pop_readable()));
+            let mut let_go = Vec::new();
+            for id in visit {
+                moved |= self.deliver(id);
+                if self.ends.get(&id).is_some_and(|e| !e.close_when_sent && e.held.strong_count() == 0) {
+                    let_go.push(id);
+                }
+            }
+            // A channel the application dropped sends no more (its close may not have reached
+            // the driver: the command queue can be full when a handle drops). What it sent
+            // before it let go is taken first: a reset (a tunnel's target refused) overtaken
+            // by a close ended the channel cleanly at the peer, empty, and writes overtaken
+            // were refused.
+            if !let_go.is_empty() {
+                while let Ok(c) = self.commands.try_recv() {
+                    self.on_command(c);
+                }
+                for id in let_go {
+                    if self.ends.get(&id).is_some_and(|e| !e.close_when_sent) {
+                        self.close_when_sent(id);
                     }
                 }
-                if dropped {
-                    // The application dropped its end: what comes is read and dropped, so
-                    // that credit keeps flowing to the peer.
-                    ends.to_app = None;
-                    moved = true;
-                }
-                if ends.to_app.is_some() && self.receiver.is_finished(*id) {
+            }
+            while let Some(id) = self.receiver.pop_finished() {
+                if let Some(ends) = self.ends.get_mut(&id)
+                    && ends.to_app.is_some()
+                    && self.receiver.is_finished(id)
+                {
                     // Every byte is in the queue to the application: its end is clean.
                     *ends.end.lock().expect("never held across a panic") =
                         Some(End { tail: VecDeque::new(), cut: None, reset: None });
                     ends.to_app = None;
-                }
-                // A channel the application dropped sends no more (its close may not have
-                // reached the driver: the command queue can be full when a handle drops).
-                if !ends.close_when_sent && ends.held.strong_count() == 0 {
-                    ends.close_when_sent = true;
                 }
             }
             while let Some(f) = self.receiver.poll_credit() {
                 self.urgent.push_back(f);
             }
             // The application's writes, as far as each channel's buffer has room.
-            for (id, ends) in &mut self.ends {
-                while let Some((data, _)) = ends.pending.front_mut() {
-                    let took = self.sender.write(*id, data.clone()).unwrap_or(data.len());
-                    if took == 0 {
-                        break;
-                    }
-                    moved = true;
-                    let _ = data.split_to(took);
-                    if data.is_empty() {
-                        let (_, reply) = ends.pending.pop_front().expect("front exists");
-                        let _ = reply.send(Ok(()));
-                    }
-                }
-                if ends.close_when_sent && ends.pending.is_empty() && self.sender.capacity(*id) > 0 {
-                    let _ = self.sender.close(*id);
-                }
+            let writing: Vec<u32> = self.writing.iter().copied().collect();
+            for id in writing {
+                moved |= self.take_writes(id);
             }
             // On loopback a socket takes all it is given (its bytes leave at once, so
             // `TCP_NOTSENT_LOWAT` never holds them back): framing until the sockets refuse
@@ -1439,5 +1511,24 @@ mod tests {
         let (reply, mut answer) = oneshot::channel();
         driver.on_command(Command::Open { weight: 1.0, ordered: true, reply });
         assert!(matches!(answer.try_recv(), Ok(Err(MuxError::Ended))));
+    }
+
+    /// An application that resets a channel and lets go of it at once (a tunnel whose target
+    /// refused) left the reset waiting in the command queue while the driver, seeing the handle
+    /// gone, closed the channel: the peer read a clean end of nothing, and its client took an
+    /// empty answer for the whole of one.
+    #[tokio::test]
+    async fn a_channel_reset_then_dropped_is_reset_not_closed() {
+        let (_session, _events, mut driver) = Driver::new(MuxConfig::default(), false, None);
+        driver.sender.connection_up(0);
+        assert!(driver.on_frame(0, Frame::Open { channel: 1, weight: 1.0, ordered: true }));
+        let mut channel = driver.opened.pop_front().expect("the peer's channel");
+        channel.reset("target refused").await.unwrap();
+        drop(channel);
+        // The driver turns before it has taken the commands waiting.
+        driver.pump();
+        let frames: Vec<Frame> = std::iter::from_fn(|| driver.sender.poll_transmit(Nanos(0), 0)).collect();
+        assert!(!frames.iter().any(|f| matches!(f, Frame::Close { .. })), "a close went: {frames:?}");
+        assert!(frames.contains(&Frame::Reset { channel: 1, reason: "target refused".into() }), "{frames:?}");
     }
 }

@@ -11,6 +11,12 @@
 //! channel the other end reset ([`MuxError::Reset`]): a target not allowed or refusing, or a
 //! client that reset its own connection. The reason travels with the reset, so both ends log
 //! the same sentence.
+//!
+//! Each connection carried holds a descriptor at each end (the client's, the target's). A
+//! tunnel out of descriptors (`EMFILE`, `ENFILE`) waits for one to be freed rather than
+//! giving up: the forward leaves connections in its listen backlog until it can accept them,
+//! and the far end tries the target again until [`CONNECT_TIMEOUT`]. Before, the forward
+//! stopped at its first failed accept, and every client after it was refused.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -57,7 +63,8 @@ impl std::str::FromStr for Forward {
 /// operator ("target not allowed: HOST:PORT"). The binary prints them; a test collects them.
 pub type Log = std::sync::Arc<dyn Fn(String) + Send + Sync>;
 
-/// How long the far end waits for a target to take a connection before it resets the channel.
+/// How long the far end waits for a target to take a connection (and for a descriptor to
+/// connect with) before it resets the channel.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The near end's session to the far end, opened again when it ends.
@@ -148,11 +155,20 @@ impl Near {
     }
 }
 
+/// How long a tunnel out of descriptors waits before it tries again.
+const DESCRIPTOR_WAIT: Duration = Duration::from_millis(10);
+
+/// Whether the process (or the system) has no descriptor left: a wait, not a failure.
+fn out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
 /// Listens on `forward.local`, with the deepest accept backlog the system allows (a burst of
 /// clients overflows a short one, and they then wait out SYN retries), and carries each
 /// connection over the near end's session (a [`Session`], or a [`Near`] that opens a new one
 /// when it stops). A connection the far end refuses (its target is not allowed, refuses or does
-/// not answer) is reset, and `log` says why. Runs until the listener fails.
+/// not answer) is reset, and `log` says why. Out of descriptors, it waits for one (the
+/// connections wait in the backlog). Runs until the listener fails.
 pub async fn forward(near: impl Into<Near>, forward: Forward, log: Log) -> Result<(), MuxError> {
     let listener = bind(&forward)?;
     forward_on(listener, near, forward, log).await
@@ -173,10 +189,14 @@ pub async fn forward_on(
 ) -> Result<(), MuxError> {
     let near = near.into();
     loop {
-        let (mut tcp, from) = listener
-            .accept()
-            .await
-            .map_err(|source| MuxError::Io { what: format!("accepting on {}", forward.local), source })?;
+        let (mut tcp, from) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) if out_of_descriptors(&e) => {
+                tokio::time::sleep(DESCRIPTOR_WAIT).await;
+                continue;
+            }
+            Err(source) => return Err(MuxError::Io { what: format!("accepting on {}", forward.local), source }),
+        };
         let (mut near, forward, log) = (near.clone(), forward.clone(), log.clone());
         tokio::spawn(async move {
             let Some(session) = near.session(WAIT_FOR_SESSION).await else {
@@ -250,14 +270,33 @@ async fn serve_one(mut channel: Channel, allow: &[String], log: &Log) -> std::io
         refuse(&mut channel, format!("target not allowed: {target} (not among the listening end's --allow)")).await;
         return Ok(());
     }
-    let mut tcp = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&target)).await {
+    // A descriptor is freed whenever another carried connection ends: a burst that runs this
+    // end out waits for one, as a target slow to answer is waited for, rather than refusing.
+    let mut failed = None;
+    let connect = async {
+        loop {
+            match TcpStream::connect(&target).await {
+                Err(e) if out_of_descriptors(&e) => {
+                    failed = Some(e);
+                    tokio::time::sleep(DESCRIPTOR_WAIT).await;
+                }
+                done => return done,
+            }
+        }
+    };
+    let connected = tokio::time::timeout(CONNECT_TIMEOUT, connect).await;
+    let mut tcp = match connected {
         Ok(Ok(tcp)) => tcp,
         Ok(Err(e)) => {
             refuse(&mut channel, format!("cannot connect to {target}: {e}")).await;
             return Ok(());
         }
         Err(_) => {
-            refuse(&mut channel, format!("cannot connect to {target}: no answer in {CONNECT_TIMEOUT:?}")).await;
+            let why = match failed {
+                Some(e) => format!("cannot connect to {target}: {e}, for {CONNECT_TIMEOUT:?}"),
+                None => format!("cannot connect to {target}: no answer in {CONNECT_TIMEOUT:?}"),
+            };
+            refuse(&mut channel, why).await;
             return Ok(());
         }
     };

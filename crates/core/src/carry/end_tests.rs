@@ -242,6 +242,8 @@ fn run(plan: &Plan) -> Outcome {
             }
             _ => {}
         }
+        tx.check_invariants();
+        rx.check_invariants();
         let all_finished = (0..n).all(|c| rx.is_finished(c as u32 + 1));
         let quiet = wires.iter().all(|w| w.forth.is_empty());
         if (all_finished && (stopped || tx.is_idle())) || (stopped && quiet) {

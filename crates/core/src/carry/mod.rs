@@ -15,6 +15,7 @@
 pub mod choose;
 #[cfg(test)]
 mod end_tests;
+mod exact_sum;
 pub mod frame;
 pub mod pin;
 mod recv;

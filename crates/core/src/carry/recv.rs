@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 
+use super::exact_sum::ExactSum;
 use super::frame::Frame;
 use super::reorder::ReorderBuffer;
 use crate::flow::FlowId;
@@ -153,6 +154,9 @@ struct Channel {
     /// The limit last told to the sender, and the acknowledgement.
     told: (u64, u64),
     closed_at: Option<u64>,
+    /// The weight counted in the session's sum of live weights, while the channel is live
+    /// (not closed, or not yet read to its close).
+    counted: Option<f64>,
     stats: RecvStats,
 }
 
@@ -170,6 +174,17 @@ pub struct Receiver {
     retired_due: BTreeSet<u32>,
     /// Channels the peer reset, and why, for the driver to end ([`Receiver::poll_reset`]).
     resets: VecDeque<(u32, String)>,
+    /// Σ weight over the live channels, kept as they change ([`Receiver::window_of`]), and
+    /// its value.
+    live_sum: ExactSum,
+    live_weight: f64,
+    /// Channels that have had bytes handed over since the driver last took them
+    /// ([`Receiver::pop_readable`]).
+    readable: BTreeSet<u32>,
+    /// Channels that have finished since the driver last took them ([`Receiver::pop_finished`]).
+    finished: BTreeSet<u32>,
+    /// Channels whose acknowledgement lags what arrived ([`Receiver::flush_acks`]).
+    lagging: BTreeSet<u32>,
 }
 
 /// Channel ids retired, as runs of consecutive ids of one parity (each end numbers the channels
@@ -221,29 +236,58 @@ impl Receiver {
             retired: Retired::default(),
             retired_due: BTreeSet::new(),
             resets: VecDeque::new(),
+            live_sum: ExactSum::default(),
+            live_weight: 0.0,
+            readable: BTreeSet::new(),
+            finished: BTreeSet::new(),
+            lagging: BTreeSet::new(),
         }
     }
 
     fn channel(&mut self, id: u32) -> &mut Channel {
-        let initial = self.config.min_window;
-        self.channels.entry(id).or_insert_with(|| Channel {
-            ordered: true,
-            weight: 1.0,
-            told: (initial, 0),
-            ..Channel::default()
-        })
+        if !self.channels.contains_key(&id) {
+            let initial = self.config.min_window;
+            self.channels.insert(id, Channel { ordered: true, weight: 1.0, told: (initial, 0), ..Channel::default() });
+            self.relive(id);
+        }
+        self.channels.get_mut(&id).expect("made above")
     }
 
     /// The channel's share of the session's window: `window · w / Σw` over the channels still
-    /// open, and at least `min_window`. Σw is summed afresh, O(channels) per data frame, as the
-    /// scheduler's pick is: cheap for the tens of channels a session carries, and never stale
-    /// as channels open, close and change weight.
+    /// open, and at least `min_window`.
+    ///
+    /// Σw is kept as channels open, finish and change weight ([`Receiver::relive`]), not summed
+    /// per data frame: a tunnel carries thousands of channels. It is kept exactly
+    /// ([`ExactSum`]), so it does not drift as channels come and go, and is the `f64` nearest
+    /// the true sum. (Summed afresh in id order, as it once was, it was rounded once per
+    /// channel: where that rounding crossed a whole frame, the share is now the exact one.)
     fn window_of(&self, id: u32) -> u64 {
-        let live = |c: &Channel| c.closed_at.is_none_or(|f| c.read < f);
-        let total: f64 = self.channels.values().filter(|c| live(c)).map(|c| c.weight).sum();
+        let total = self.live_weight;
         let w = self.channels.get(&id).map_or(1.0, |c| c.weight);
         let share = if total > 0.0 { self.config.window as f64 * w / total } else { 0.0 };
         (share as u64).max(self.config.min_window)
+    }
+
+    /// Counts the channel's weight in the live sum if it is live and not counted, takes it out
+    /// if it is counted and no longer live, and counts its new weight if it changed.
+    fn relive(&mut self, id: u32) {
+        let Some(c) = self.channels.get_mut(&id) else { return };
+        let now = c.closed_at.is_none_or(|f| c.read < f).then_some(c.weight);
+        let was = std::mem::replace(&mut c.counted, now);
+        if now != was {
+            self.recount(was, now);
+        }
+    }
+
+    /// Takes weight `was` out of the live sum and puts `now` in (either may be none).
+    fn recount(&mut self, was: Option<f64>, now: Option<f64>) {
+        if let Some(w) = was {
+            self.live_sum.sub(w);
+        }
+        if let Some(w) = now {
+            self.live_sum.add(w);
+        }
+        self.live_weight = self.live_sum.value();
     }
 
     /// Takes in a frame that concerns the receiver (data, open, close); others are ignored.
@@ -261,8 +305,9 @@ impl Receiver {
         }
         match frame {
             Frame::Open { channel, ordered, weight } => {
+                self.channel(channel).weight = weight;
+                self.relive(channel);
                 let ch = self.channel(channel);
-                ch.weight = weight;
                 if ch.ordered && !ordered {
                     // Data that came before the Open waited for an order it does not need.
                     ch.ordered = false;
@@ -279,6 +324,13 @@ impl Receiver {
                     while ch.seen.remove(&ch.next) {
                         ch.next += 1;
                     }
+                    let (some, lags) = (!ch.ready.is_empty(), ch.next > ch.told.1);
+                    if some {
+                        self.readable.insert(channel);
+                    }
+                    if lags {
+                        self.lagging.insert(channel);
+                    }
                 }
                 Ok(())
             }
@@ -288,10 +340,13 @@ impl Receiver {
                 if ch.next >= frames {
                     self.credit_due.insert(channel);
                 }
+                self.relive(channel);
+                self.note_finished(channel);
                 Ok(())
             }
             Frame::SetWeight { channel, weight } => {
                 self.channel(channel).weight = weight;
+                self.relive(channel);
                 Ok(())
             }
             Frame::Data { channel, seq, payload } => self.on_data(now, channel, seq, payload),
@@ -349,6 +404,12 @@ impl Receiver {
             ch.ready.push_back(payload);
         }
         let ch = self.channels.get_mut(&channel).expect("made above");
+        if !ch.ready.is_empty() {
+            self.readable.insert(channel);
+        }
+        if ch.next > ch.told.1 {
+            self.lagging.insert(channel);
+        }
         ch.stats.max_held_bytes = ch.stats.max_held_bytes.max(ch.stats.held_bytes);
         ch.stats.held_bytes_sum += u128::from(ch.stats.held_bytes);
         // Acknowledge once an eighth of the window has arrived since the last credit, and when
@@ -366,7 +427,6 @@ impl Receiver {
 
     /// The application takes the channel's next bytes in order (or arrival order, unordered).
     pub fn read(&mut self, channel: u32) -> Option<Bytes> {
-        // The driver asks every channel on every turn: the common answer, nothing, is cheap.
         let p = self.channels.get_mut(&channel)?.ready.pop_front()?;
         let window = self.window_of(channel);
         let ch = self.channels.get_mut(&channel).expect("popped above");
@@ -375,7 +435,32 @@ impl Receiver {
         if ch.read + window >= ch.told.0 + (window / 8).max(1) {
             self.credit_due.insert(channel);
         }
+        // Read to its close, the channel no longer counts in the shares of the window.
+        if ch.closed_at.is_some_and(|f| ch.read >= f) {
+            self.relive(channel);
+            self.note_finished(channel);
+        }
         Some(p)
+    }
+
+    /// A channel that has had bytes handed over since it was last returned here, for the
+    /// driver to [read](Receiver::read) as far as its application takes them: a driver need
+    /// not ask every channel. (One whose application has no room left is the driver's to come
+    /// back to; a channel is returned again only when more bytes arrive.)
+    pub fn pop_readable(&mut self) -> Option<u32> {
+        self.readable.pop_first()
+    }
+
+    /// A channel that has [finished](Receiver::is_finished) since it was last returned here:
+    /// every byte before the peer's close has been read.
+    pub fn pop_finished(&mut self) -> Option<u32> {
+        self.finished.pop_first()
+    }
+
+    fn note_finished(&mut self, channel: u32) {
+        if self.is_finished(channel) {
+            self.finished.insert(channel);
+        }
     }
 
     /// Whether the channel was closed and everything it carried has been read.
@@ -419,22 +504,29 @@ impl Receiver {
         if !self.is_finished(channel) {
             return false;
         }
-        self.held.forget(FlowId(u64::from(channel)));
-        self.channels.remove(&channel);
-        self.credit_due.remove(&channel);
-        self.retired.insert(channel);
+        self.remove(channel);
         self.retired_due.insert(channel);
         true
+    }
+
+    /// Forgets a channel and retires its id.
+    fn remove(&mut self, channel: u32) {
+        self.held.forget(FlowId(u64::from(channel)));
+        if let Some(ch) = self.channels.remove(&channel) {
+            self.recount(ch.counted, None);
+        }
+        self.credit_due.remove(&channel);
+        self.readable.remove(&channel);
+        self.finished.remove(&channel);
+        self.lagging.remove(&channel);
+        self.retired.insert(channel);
     }
 
     /// Forgets a channel whatever its state (this end reset it, or the peer did): what it holds
     /// is dropped and its id retired, so that what the peer still sends on it is dropped and
     /// acknowledged.
     pub fn abandon(&mut self, channel: u32) {
-        self.held.forget(FlowId(u64::from(channel)));
-        self.channels.remove(&channel);
-        self.credit_due.remove(&channel);
-        self.retired.insert(channel);
+        self.remove(channel);
     }
 
     /// The next channel the peer reset, and its reason: the channel is already forgotten here
@@ -467,11 +559,7 @@ impl Receiver {
     /// otherwise sent every eighth of a window; a driver calls this on a timer (an RTT or so) so
     /// that the sender can free the last frames of a burst.
     pub fn flush_acks(&mut self) {
-        for (id, ch) in &self.channels {
-            if ch.next > ch.told.1 {
-                self.credit_due.insert(*id);
-            }
-        }
+        self.credit_due.extend(self.lagging.iter().copied());
     }
 
     /// The next credit frame to send (on any connection).
@@ -485,10 +573,33 @@ impl Receiver {
         let ch = self.channels.get_mut(&channel)?;
         let limit = ch.told.0.max(ch.read + window);
         ch.told = (limit, ch.next);
+        self.lagging.remove(&channel);
         // Every frame in and the close too: the close takes the next number, so the sender
         // knows it has arrived (see `Sender::is_idle`).
         let ack = ch.next + u64::from(ch.closed_at.is_some_and(|f| ch.next >= f));
         Some(Frame::Credit { channel, ack, limit })
+    }
+
+    /// Panics unless the kept sums and sets agree with the channels recomputed from scratch.
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        let mut total = ExactSum::default();
+        for (id, c) in &self.channels {
+            let counted = c.closed_at.is_none_or(|f| c.read < f).then_some(c.weight);
+            assert_eq!(c.counted, counted, "channel {id} counted in the live weight");
+            if let Some(w) = counted {
+                total.add(w);
+            }
+            assert_eq!(self.lagging.contains(id), c.next > c.told.1, "channel {id} lagging");
+            if self.is_finished(*id) {
+                assert!(c.counted.is_none());
+            }
+        }
+        assert_eq!(self.live_sum, total, "the live weight kept against summed afresh");
+        assert_eq!(self.live_weight, total.value());
+        for set in [&self.readable, &self.finished, &self.lagging] {
+            assert!(set.iter().all(|id| self.channels.contains_key(id)), "only channels held");
+        }
     }
 }
 

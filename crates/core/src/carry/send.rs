@@ -23,7 +23,7 @@
 //!   and the per-channel baseline (channel k on connection k mod m). The single-connection baseline
 //!   is striping over a session of one connection.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 
@@ -139,7 +139,75 @@ struct Channel {
     /// Bytes the channel is owed: its weighted share of what the backlogged channels sent,
     /// less what it sent, summed over re-balances while it had bytes waiting.
     owed: f64,
+    /// The scheduler group holding the channel ([`STRIPED`], or a pinned connection's slot).
+    group: Option<usize>,
+    /// Where the sender's indexes hold the channel (kept by [`Sender::refresh`]).
+    at: Indexed,
     stats: ChannelStats,
+}
+
+/// The key of the striped group among the groups (a slot number no connection has).
+const STRIPED: usize = usize::MAX;
+
+/// Where a channel stands in the sender's indexes. Each field is a function of the channel's
+/// state ([`Indexed::of`]); [`Sender::refresh`] recomputes them after every change to the
+/// channel and moves the channel between indexes where they differ, so that a frame costs
+/// O(log n) in the channels held rather than a scan of them all.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Indexed {
+    /// The length of the frame it would send now, if it can (bytes waiting and credit): it is
+    /// then a candidate of its group's [`Wfq`], and in [`Sender::heads`].
+    head: Option<usize>,
+    /// What it is doing with the turns its group gives others.
+    wait: Wait,
+    /// Its group's turn count when `wait` last changed (or it joined the group): the turns
+    /// since are counted as `wait` says when it next changes, or when its counters are read.
+    since: u64,
+    /// While it may be rescued ([`Sender::rescue`]): the connection its oldest unacknowledged
+    /// frame went on.
+    rescue: Option<usize>,
+    /// Its `Close` is due.
+    close_due: bool,
+    /// Bytes, frames or a close of it that the peer has not acknowledged.
+    busy: bool,
+}
+
+/// What a channel does while another in its group has the turn ([`ChannelStats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Wait {
+    /// No bytes waiting: `idle_turns`.
+    #[default]
+    Idle,
+    /// Bytes but no credit: `blocked_turns`.
+    Blocked,
+    /// It could have sent: the turn was lost to a better claim, and is not counted.
+    Ready,
+}
+
+impl Indexed {
+    /// Where channel `ch` belongs (its `since` left to the caller).
+    fn of(ch: &Channel, max_frame: usize) -> Self {
+        let wait = if ch.queued == 0 {
+            Wait::Idle
+        } else if ch.next_seq >= ch.limit {
+            Wait::Blocked
+        } else {
+            Wait::Ready
+        };
+        // Out of credit with more than half its window unacknowledged (frames missing, not an
+        // application slow to read), and its oldest unacknowledged frame not yet rescued.
+        let stuck = wait == Wait::Blocked && (ch.next_seq - ch.acked) * 2 > ch.limit - ch.acked;
+        let rescue =
+            ch.unacked.first_key_value().filter(|(seq, _)| stuck && **seq >= ch.rescued_below).map(|(_, (_, on))| *on);
+        Self {
+            head: (wait == Wait::Ready).then(|| ch.queued.min(max_frame)),
+            wait,
+            since: ch.at.since,
+            rescue,
+            close_due: ch.closing && ch.queued == 0 && ch.close_sent.is_none() && !ch.close_acked && ch.reset.is_none(),
+            busy: !(ch.queued == 0 && ch.unacked.is_empty() && (!ch.closing || ch.close_acked)),
+        }
+    }
 }
 
 /// What a driver cannot do with a channel.
@@ -177,6 +245,20 @@ pub struct Sender {
     striped: Wfq,
     pinned: BTreeMap<usize, Wfq>,
     pinning: Pinning,
+    /// The heads of the channels that can send, with how many channels have each: striping
+    /// asks the connection about the longest.
+    heads: BTreeMap<usize, usize>,
+    /// Channels that may be rescued, by the connection their oldest unacknowledged frame went
+    /// on.
+    rescuable: BTreeMap<usize, BTreeSet<u32>>,
+    /// Channels whose `Close` is due.
+    closes: BTreeSet<u32>,
+    /// Channels with something the peer has not acknowledged.
+    busy: usize,
+    /// The idle and blocked turns of each channel, counted as the scan over every channel on
+    /// every frame counted them: the oracle for the lazy counts.
+    #[cfg(test)]
+    scanned_turns: BTreeMap<u32, (u64, u64)>,
 }
 
 impl Sender {
@@ -195,6 +277,12 @@ impl Sender {
             striped: Wfq::new(),
             pinned: BTreeMap::new(),
             pinning: Pinning::new(hysteresis),
+            heads: BTreeMap::new(),
+            rescuable: BTreeMap::new(),
+            closes: BTreeSet::new(),
+            busy: 0,
+            #[cfg(test)]
+            scanned_turns: BTreeMap::new(),
         }
     }
 
@@ -248,6 +336,10 @@ impl Sender {
             .collect();
         self.control.retain(|f| !matches!(f, Frame::Open { .. } | Frame::SetWeight { .. } | Frame::Reset { .. }));
         self.control.extend(announce);
+        let ids: Vec<u32> = self.channels.keys().copied().collect();
+        for id in ids {
+            self.refresh(id);
+        }
         self.repin();
     }
 
@@ -266,6 +358,11 @@ impl Sender {
 
     /// Opens a channel with `weight`; the receiver learns of it from the first frame.
     pub fn open(&mut self, channel: u32, weight: f64, ordered: bool) -> Result<(), SendError> {
+        self.insert(channel, weight, ordered, true)
+    }
+
+    /// Opens a channel, announcing it if this end `opened_here`.
+    fn insert(&mut self, channel: u32, weight: f64, ordered: bool, opened_here: bool) -> Result<(), SendError> {
         if channel == 0 {
             return Err(SendError::Reserved);
         }
@@ -286,7 +383,7 @@ impl Sender {
                 acked: 0,
                 unacked: BTreeMap::new(),
                 ordered,
-                opened_here: true,
+                opened_here,
                 closing: false,
                 close_sent: None,
                 close_acked: false,
@@ -294,11 +391,20 @@ impl Sender {
                 rescued_below: 0,
                 sent_at_rebalance: 0,
                 owed: 0.0,
+                group: None,
+                at: Indexed::default(),
                 stats: ChannelStats::default(),
             },
         );
-        self.control.push_back(Frame::Open { channel, weight, ordered });
-        self.repin();
+        if opened_here {
+            self.control.push_back(Frame::Open { channel, weight, ordered });
+        }
+        self.refresh(channel);
+        match self.config.scheme {
+            // One group holds every channel: the newcomer joins it, and nothing else moves.
+            Scheme::Stripe(_) => self.join(channel, STRIPED),
+            _ => self.repin(),
+        }
         Ok(())
     }
 
@@ -306,14 +412,8 @@ impl Sender {
     /// [`Sender::open`] with the peer's weight and order, but without an `Open` back. Does nothing
     /// if the channel is already open.
     pub fn adopt(&mut self, channel: u32, weight: f64, ordered: bool) -> Result<(), SendError> {
-        match self.open(channel, weight, ordered) {
-            Ok(()) => {
-                self.control.retain(|f| !matches!(f, Frame::Open { channel: c, .. } if *c == channel));
-                if let Some(ch) = self.channels.get_mut(&channel) {
-                    ch.opened_here = false;
-                }
-                Ok(())
-            }
+        match self.insert(channel, weight, ordered, false) {
+            Ok(()) => Ok(()),
             Err(SendError::Exists(_)) => Ok(()),
             Err(e) => Err(e),
         }
@@ -339,7 +439,10 @@ impl Sender {
         let ch = self.channels.get_mut(&channel).ok_or(SendError::NoChannel(channel))?;
         ch.weight = weight;
         self.control.push_back(Frame::SetWeight { channel, weight });
-        self.repin();
+        match self.config.scheme {
+            Scheme::Stripe(_) => self.join(channel, STRIPED),
+            _ => self.repin(),
+        }
         Ok(())
     }
 
@@ -360,6 +463,7 @@ impl Sender {
         if take > 0 {
             ch.queue.push_back(data.slice(..take));
             ch.queued += take;
+            self.refresh(channel);
         }
         Ok(take)
     }
@@ -368,16 +472,20 @@ impl Sender {
     pub fn close(&mut self, channel: u32) -> Result<(), SendError> {
         let ch = self.channels.get_mut(&channel).ok_or(SendError::NoChannel(channel))?;
         ch.closing = true;
+        self.refresh(channel);
         Ok(())
+    }
+
+    /// Whether the channel was closed (or reset) for sending; `false` for a channel not held.
+    pub fn is_closing(&self, channel: u32) -> bool {
+        self.channels.get(&channel).is_some_and(|c| c.closing)
     }
 
     /// Whether every channel's bytes have been sent and acknowledged, and every closed
     /// channel's `Close` too: the peer has everything this end was given, so a driver may stop.
     /// (A `Close` merely sent is not enough: the connection carrying it may still die.)
     pub fn is_idle(&self) -> bool {
-        self.resend.is_empty()
-            && self.control.is_empty()
-            && self.channels.values().all(|c| c.queued == 0 && c.unacked.is_empty() && (!c.closing || c.close_acked))
+        self.resend.is_empty() && self.control.is_empty() && self.busy == 0
     }
 
     /// Whether the channel was closed and the receiver has acknowledged every frame and the
@@ -404,24 +512,26 @@ impl Sender {
         self.resend.retain(|(c, _)| *c != channel);
         self.control.retain(|f| f.channel() != channel);
         self.control.push_back(Frame::Reset { channel, reason });
+        self.refresh(channel);
         Ok(())
     }
 
     /// Forgets a channel: its state, its place in the schedulers and any frame of it still
     /// waiting. A driver calls this once the channel is [delivered](Sender::is_delivered) and
     /// its other direction has finished too, so that a session carrying many short channels
-    /// (a tunnel's connections) holds and scans only the live ones: every pick, close and
-    /// rescue looks at each channel held. A credit for a forgotten channel is ignored.
+    /// (a tunnel's connections) holds only the live ones. A credit for a forgotten channel is
+    /// ignored.
     pub fn forget(&mut self, channel: u32) {
-        if self.channels.remove(&channel).is_none() {
+        if !self.channels.contains_key(&channel) {
             return;
         }
+        self.leave(channel);
+        self.unindex(channel);
+        self.channels.remove(&channel);
+        #[cfg(test)]
+        self.scanned_turns.remove(&channel);
         self.control.retain(|f| f.channel() != channel);
         self.resend.retain(|(c, _)| *c != channel);
-        self.striped.remove(channel);
-        for group in self.pinned.values_mut() {
-            group.remove(channel);
-        }
         if matches!(self.config.scheme, Scheme::Pin { .. }) {
             self.repin();
         }
@@ -443,14 +553,24 @@ impl Sender {
             ch.unacked = ch.unacked.split_off(&ack);
         }
         ch.limit = ch.limit.max(limit);
+        self.refresh(channel);
     }
 
     /// A channel's counters.
     pub fn stats(&self, channel: u32) -> Option<ChannelStats> {
-        self.channels.get(&channel).map(|c| ChannelStats {
-            queued_bytes: c.queued as u64,
-            unacked_frames: c.unacked.len() as u64,
-            ..c.stats
+        self.channels.get(&channel).map(|c| {
+            let mut stats =
+                ChannelStats { queued_bytes: c.queued as u64, unacked_frames: c.unacked.len() as u64, ..c.stats };
+            // The turns since its state last changed, not yet counted.
+            if let Some(turns) = c.group.and_then(|g| self.group(g)).map(Wfq::turns) {
+                let since = turns - c.at.since;
+                match c.at.wait {
+                    Wait::Idle => stats.idle_turns += since,
+                    Wait::Blocked => stats.blocked_turns += since,
+                    Wait::Ready => {}
+                }
+            }
+            stats
         })
     }
 
@@ -475,7 +595,10 @@ impl Sender {
             let Some((payload, on)) = ch.unacked.get_mut(&seq) else { continue };
             *on = slot;
             ch.stats.resent_frames += 1;
-            return Some(Frame::Data { channel, seq, payload: payload.clone() });
+            let frame = Frame::Data { channel, seq, payload: payload.clone() };
+            // The frame may be the one a rescue would send, now on this connection.
+            self.refresh(channel);
+            return Some(frame);
         }
         if let Some(f) = self.rescue(slot) {
             return Some(f);
@@ -483,35 +606,42 @@ impl Sender {
         if let Some(f) = self.close_frame(slot) {
             return Some(f);
         }
-        let max_frame = self.config.max_frame;
-        let head = |ch: &Channel| (ch.queued > 0 && ch.next_seq < ch.limit).then(|| ch.queued.min(max_frame));
-        let channels = &self.channels;
+        // The channels that can send are their groups' candidates already; the channels that
+        // cannot count this turn against themselves when they next change (see `Indexed`).
         let picked = match self.config.scheme {
             Scheme::Stripe(choice) => {
-                let len = channels.values().filter_map(head).max()?;
+                let (&len, _) = self.heads.last_key_value()?;
                 if !choice.takes(&self.conns, slot, len, now.0) {
                     return None;
                 }
-                self.striped.pick(|id| head(&channels[&id]))
+                self.striped.pick()
             }
-            Scheme::Pin { .. } | Scheme::PerChannel => self.pinned.get_mut(&slot)?.pick(|id| head(&channels[&id])),
+            Scheme::Pin { .. } | Scheme::PerChannel => self.pinned.get_mut(&slot)?.pick(),
         }?;
-        // Only the channels that could have had this turn: all of them when striping, this
-        // connection's when pinning.
+        #[cfg(test)]
+        self.scan_turns(picked, slot);
+        Some(self.frame_data(picked, slot))
+    }
+
+    /// The turns counted as they were before the counts were lazy: on every frame picked, every
+    /// other channel that could have had the turn (all of them when striping, this
+    /// connection's when pinning) and had no bytes, or bytes but no credit.
+    #[cfg(test)]
+    fn scan_turns(&mut self, picked: u32, slot: usize) {
         let rivals = match self.config.scheme {
             Scheme::Stripe(_) => None,
             _ => self.pinned.get(&slot),
         };
-        for (id, ch) in &mut self.channels {
+        for (id, ch) in &self.channels {
             if *id != picked && rivals.is_none_or(|g| g.contains(*id)) {
+                let turns = self.scanned_turns.entry(*id).or_default();
                 if ch.queued == 0 {
-                    ch.stats.idle_turns += 1;
+                    turns.0 += 1;
                 } else if ch.next_seq >= ch.limit {
-                    ch.stats.blocked_turns += 1;
+                    turns.1 += 1;
                 }
             }
         }
-        Some(self.frame_data(picked, slot))
     }
 
     /// Striping's bounded memory has a cost the thesis's unbounded buffer did not: a frame
@@ -521,30 +651,34 @@ impl Sender {
     /// application slow to read), its oldest unacknowledged frame is sent once more on the
     /// connection asking, if it went on another; the receiver keeps whichever copy comes first.
     /// This is MPTCP's opportunistic retransmission (Raiciu et al., NSDI 2012) per channel.
+    ///
+    /// The lowest-numbered such channel goes first, as when every channel was scanned: the
+    /// rescuable channels are indexed by the connection their oldest frame went on, so this
+    /// looks at the first of each other connection's.
     fn rescue(&mut self, slot: usize) -> Option<Frame> {
-        for (&channel, ch) in &mut self.channels {
-            let outstanding = ch.next_seq - ch.acked;
-            if ch.queued == 0 || ch.next_seq < ch.limit || outstanding * 2 <= ch.limit - ch.acked {
-                continue;
-            }
-            let Some((&seq, (payload, on))) = ch.unacked.first_key_value() else { continue };
-            if seq < ch.rescued_below || *on == slot {
-                continue;
-            }
-            ch.rescued_below = seq + 1;
-            ch.stats.rescued_frames += 1;
-            let payload = payload.clone();
-            return Some(Frame::Data { channel, seq, payload });
-        }
-        None
+        let channel = self
+            .rescuable
+            .iter()
+            .filter(|(on, _)| **on != slot)
+            .filter_map(|(_, channels)| channels.first().copied())
+            .min()?;
+        let ch = self.channels.get_mut(&channel).expect("rescuable channels are held");
+        let (&seq, (payload, _)) = ch.unacked.first_key_value().expect("a rescuable channel has frames out");
+        ch.rescued_below = seq + 1;
+        ch.stats.rescued_frames += 1;
+        let payload = payload.clone();
+        self.refresh(channel);
+        Some(Frame::Data { channel, seq, payload })
     }
 
+    /// The lowest-numbered channel's `Close` that is due.
     fn close_frame(&mut self, slot: usize) -> Option<Frame> {
-        let (&channel, ch) = self.channels.iter_mut().find(|(_, c)| {
-            c.closing && c.queued == 0 && c.close_sent.is_none() && !c.close_acked && c.reset.is_none()
-        })?;
+        let channel = *self.closes.first()?;
+        let ch = self.channels.get_mut(&channel).expect("closing channels are held");
         ch.close_sent = Some(slot);
-        Some(Frame::Close { channel, frames: ch.next_seq })
+        let frame = Frame::Close { channel, frames: ch.next_seq };
+        self.refresh(channel);
+        Some(frame)
     }
 
     /// Cuts the channel's next frame and keeps it until acknowledged.
@@ -569,6 +703,7 @@ impl Sender {
         ch.stats.sent_frames += 1;
         ch.stats.sent_bytes += payload.len() as u64;
         ch.unacked.insert(seq, (payload.clone(), slot));
+        self.refresh(channel);
         Frame::Data { channel, seq, payload }
     }
 
@@ -653,31 +788,26 @@ impl Sender {
             .collect()
     }
 
-    /// Brings the schedulers' groups up to date with channels, weights and connections.
+    /// Brings the pinned groups up to date with channels, weights and connections. Striping's
+    /// one group is kept up to date as channels open, change weight and are forgotten.
     fn repin(&mut self) {
-        let weights = self.weights();
         let open: Vec<usize> = self.conns.iter().enumerate().filter(|(_, c)| c.open).map(|(i, _)| i).collect();
         match self.config.scheme {
-            Scheme::Stripe(_) => {
-                for (id, w) in &weights {
-                    self.striped.set(*id, *w);
-                }
-                let gone: Vec<u32> =
-                    self.striped.weights().map(|(c, _)| c).filter(|c| !self.channels.contains_key(c)).collect();
-                for c in gone {
-                    self.striped.remove(c);
-                }
-            }
+            Scheme::Stripe(_) => {}
+            // Re-placing every channel: O(n) per channel opened or forgotten, as the pinning
+            // itself is; a tunnel's thousands of short channels stripe.
             Scheme::PerChannel => {
-                let assign = weights
-                    .iter()
+                let assign = self
+                    .channels
+                    .keys()
                     .enumerate()
                     .filter(|_| !open.is_empty())
-                    .map(|(k, (id, _))| (*id, open[k % open.len()]))
+                    .map(|(k, id)| (*id, open[k % open.len()]))
                     .collect();
                 self.regroup(assign);
             }
             Scheme::Pin { .. } => {
+                let weights = self.weights();
                 let caps: Vec<(usize, f64)> = open.iter().map(|s| (*s, 1.0)).collect();
                 self.pinning.update(&weights, &caps);
                 let assign = self.pinning.assignment().clone();
@@ -690,15 +820,207 @@ impl Sender {
     /// virtual times of channels that stay put.
     fn regroup(&mut self, assign: BTreeMap<u32, usize>) {
         let open: Vec<usize> = self.conns.iter().enumerate().filter(|(_, c)| c.open).map(|(i, _)| i).collect();
-        for (slot, group) in &mut self.pinned {
-            let leaving: Vec<u32> = group.weights().map(|(c, _)| c).filter(|c| assign.get(c) != Some(slot)).collect();
-            for c in leaving {
-                group.remove(c);
-            }
+        let leaving: Vec<u32> = self
+            .channels
+            .iter()
+            .filter(|(id, ch)| ch.group.is_some_and(|g| assign.get(id) != Some(&g) || !open.contains(&g)))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in leaving {
+            self.leave(id);
         }
         self.pinned.retain(|slot, _| open.contains(slot));
         for (id, slot) in assign {
-            self.pinned.entry(slot).or_default().set(id, self.channels[&id].weight);
+            self.join(id, slot);
+        }
+    }
+
+    /// The group `key` names.
+    fn group(&self, key: usize) -> Option<&Wfq> {
+        if key == STRIPED { Some(&self.striped) } else { self.pinned.get(&key) }
+    }
+
+    /// Puts the channel in group `key` (made if need be), or gives its lane there its weight
+    /// if it is already in it.
+    fn join(&mut self, channel: u32, key: usize) {
+        let Some(ch) = self.channels.get(&channel) else { return };
+        if ch.group.is_some_and(|g| g != key) {
+            self.leave(channel);
+        }
+        let ch = self.channels.get_mut(&channel).expect("held above");
+        let group = if key == STRIPED { &mut self.striped } else { self.pinned.entry(key).or_default() };
+        group.set(channel, ch.weight);
+        if ch.group != Some(key) {
+            group.set_head(channel, ch.at.head);
+            ch.group = Some(key);
+            ch.at.since = group.turns();
+        }
+    }
+
+    /// Takes the channel out of its group, its turns there counted.
+    fn leave(&mut self, channel: u32) {
+        let Some(ch) = self.channels.get_mut(&channel) else { return };
+        let Some(key) = ch.group.take() else { return };
+        let group = if key == STRIPED { Some(&mut self.striped) } else { self.pinned.get_mut(&key) };
+        if let Some(group) = group {
+            settle(ch, group.turns());
+            group.remove(channel);
+        }
+    }
+
+    /// Moves the channel to the indexes its state puts it in now. Called after every change
+    /// to a channel's bytes, credit, acknowledgements, close or frames' connections.
+    fn refresh(&mut self, channel: u32) {
+        let Some(ch) = self.channels.get_mut(&channel) else { return };
+        let was = ch.at;
+        let now = Indexed::of(ch, self.config.max_frame);
+        if now == was {
+            return;
+        }
+        let group = match ch.group {
+            Some(STRIPED) => Some(&mut self.striped),
+            Some(slot) => self.pinned.get_mut(&slot),
+            None => None,
+        };
+        if now.wait != was.wait
+            && let Some(group) = group.as_deref()
+        {
+            settle(ch, group.turns());
+        }
+        ch.at = Indexed { since: ch.at.since, ..now };
+        if now.head != was.head {
+            if let Some(len) = was.head {
+                remove_one(&mut self.heads, len);
+            }
+            if let Some(len) = now.head {
+                *self.heads.entry(len).or_default() += 1;
+            }
+            if let Some(group) = group {
+                group.set_head(channel, now.head);
+            }
+        }
+        if now.rescue != was.rescue {
+            if let Some(on) = was.rescue {
+                remove_from(&mut self.rescuable, on, channel);
+            }
+            if let Some(on) = now.rescue {
+                self.rescuable.entry(on).or_default().insert(channel);
+            }
+        }
+        if now.close_due != was.close_due {
+            if now.close_due {
+                self.closes.insert(channel);
+            } else {
+                self.closes.remove(&channel);
+            }
+        }
+        if now.busy != was.busy {
+            if now.busy {
+                self.busy += 1;
+            } else {
+                self.busy -= 1;
+            }
+        }
+    }
+
+    /// Takes a channel about to be forgotten out of every index.
+    fn unindex(&mut self, channel: u32) {
+        let Some(ch) = self.channels.get_mut(&channel) else { return };
+        let was = std::mem::take(&mut ch.at);
+        if let Some(len) = was.head {
+            remove_one(&mut self.heads, len);
+        }
+        if let Some(on) = was.rescue {
+            remove_from(&mut self.rescuable, on, channel);
+        }
+        if was.close_due {
+            self.closes.remove(&channel);
+        }
+        if was.busy {
+            self.busy -= 1;
+        }
+    }
+
+    /// Panics unless every index agrees with the channels' state recomputed from scratch, and
+    /// every channel's idle and blocked turns with the count made by scanning every channel
+    /// on every frame.
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        let max_frame = self.config.max_frame;
+        let mut heads: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut rescuable: BTreeMap<usize, BTreeSet<u32>> = BTreeMap::new();
+        let mut closes = BTreeSet::new();
+        let mut busy = 0;
+        for (&id, ch) in &self.channels {
+            let at = Indexed::of(ch, max_frame);
+            assert_eq!(ch.at, at, "channel {id}'s place in the indexes");
+            if let Some(len) = at.head {
+                *heads.entry(len).or_default() += 1;
+            }
+            if let Some(on) = at.rescue {
+                rescuable.entry(on).or_default().insert(id);
+            }
+            if at.close_due {
+                closes.insert(id);
+            }
+            busy += usize::from(at.busy);
+            match (self.config.scheme, ch.group) {
+                (Scheme::Stripe(_), group) => assert_eq!(group, Some(STRIPED), "channel {id} stripes"),
+                (_, Some(slot)) => {
+                    assert!(self.pinned.get(&slot).is_some_and(|g| g.contains(id)), "channel {id} in {slot}")
+                }
+                (_, None) => {}
+            }
+            if let Some(group) = ch.group.and_then(|g| self.group(g)) {
+                assert_eq!(group.head(id), at.head, "channel {id}'s head in its group");
+                assert!(ch.at.since <= group.turns());
+            }
+            let stats = self.stats(id).expect("held");
+            let scanned = self.scanned_turns.get(&id).copied().unwrap_or_default();
+            assert_eq!((stats.idle_turns, stats.blocked_turns), scanned, "channel {id}'s idle and blocked turns");
+        }
+        assert_eq!(self.heads, heads, "heads");
+        assert_eq!(self.rescuable, rescuable, "rescuable channels");
+        assert_eq!(self.closes, closes, "closes due");
+        assert_eq!(self.busy, busy, "busy channels");
+        for (key, group) in std::iter::once((STRIPED, &self.striped)).chain(self.pinned.iter().map(|(k, g)| (*k, g))) {
+            group.check_invariants();
+            for (id, w) in group.weights() {
+                let ch = &self.channels[&id];
+                assert_eq!((ch.group, ch.weight), (Some(key), w), "channel {id} in group {key}");
+            }
+        }
+    }
+}
+
+/// Counts the turns a channel's group gave others since its state last changed, as its state
+/// says, and starts counting again from `turns`.
+fn settle(ch: &mut Channel, turns: u64) {
+    let since = turns - ch.at.since;
+    match ch.at.wait {
+        Wait::Idle => ch.stats.idle_turns += since,
+        Wait::Blocked => ch.stats.blocked_turns += since,
+        Wait::Ready => {}
+    }
+    ch.at.since = turns;
+}
+
+/// Takes one `len` from a count of lengths.
+fn remove_one(counts: &mut BTreeMap<usize, usize>, len: usize) {
+    if let Some(n) = counts.get_mut(&len) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(&len);
+        }
+    }
+}
+
+/// Takes `channel` from the set under `key`, and the set once empty.
+fn remove_from(sets: &mut BTreeMap<usize, BTreeSet<u32>>, key: usize, channel: u32) {
+    if let Some(set) = sets.get_mut(&key) {
+        set.remove(&channel);
+        if set.is_empty() {
+            sets.remove(&key);
         }
     }
 }
@@ -760,8 +1082,8 @@ mod tests {
 
     /// Sends `frames` data frames, connections asking in turn; returns bytes per channel and
     /// the connections each channel used.
-    fn drive(tx: &mut Sender, conns: usize, frames: usize) -> BTreeMap<u32, (u64, std::collections::BTreeSet<usize>)> {
-        let mut out: BTreeMap<u32, (u64, std::collections::BTreeSet<usize>)> = BTreeMap::new();
+    fn drive(tx: &mut Sender, conns: usize, frames: usize) -> BTreeMap<u32, (u64, BTreeSet<usize>)> {
+        let mut out: BTreeMap<u32, (u64, BTreeSet<usize>)> = BTreeMap::new();
         let mut sent = 0;
         let mut slot = 0;
         while sent < frames {
@@ -796,7 +1118,7 @@ mod tests {
         let mut tx = backlogged(Scheme::Pin { hysteresis: 0.01 }, 5, &weights);
         let out = drive(&mut tx, 5, 5_000);
         assert!(out.values().all(|(_, used)| used.len() == 1));
-        let conns: std::collections::BTreeSet<usize> = out.values().flat_map(|(_, u)| u.iter().copied()).collect();
+        let conns: BTreeSet<usize> = out.values().flat_map(|(_, u)| u.iter().copied()).collect();
         assert_eq!(conns.len(), 5, "every connection carries channels");
     }
 

@@ -3,7 +3,7 @@
 
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 use super::choose::ConnChoice;
 use super::frame::{DEFAULT_MAX_PAYLOAD, Frame};
@@ -87,6 +87,8 @@ fn run(plan: &Plan) -> Vec<Vec<u8>> {
     let mut got: Vec<Vec<u8>> = vec![Vec::new(); n];
     let mut partial = vec![BytesMut::new(); plan.conns];
     let mut moves = plan.moves.iter().copied().cycle();
+    // Channels the receiver said had finished.
+    let mut finished = BTreeSet::new();
     let mut step = 0u64;
     // Enough steps to finish whatever the interleaving, with a bound that catches a stall.
     let limit = 400_000;
@@ -148,23 +150,32 @@ fn run(plan: &Plan) -> Vec<Vec<u8>> {
                     }
                 }
             }
-            // The application reads, and credit flows back (instantly: the reverse path is not
-            // under test here).
+            // The application reads the channels the receiver says have bytes, and credit flows
+            // back (instantly: the reverse path is not under test here).
             _ => {
-                for (c, g) in got.iter_mut().enumerate() {
-                    while let Some(b) = rx.read(c as u32 + 1) {
-                        g.extend_from_slice(&b);
+                while let Some(id) = rx.pop_readable() {
+                    while let Some(b) = rx.read(id) {
+                        got[id as usize - 1].extend_from_slice(&b);
                     }
+                }
+                for id in 1..=n as u32 {
+                    assert_eq!(rx.read(id), None, "channel {id} had bytes the receiver did not name");
+                }
+                while let Some(id) = rx.pop_finished() {
+                    finished.insert(id);
+                }
+                for id in 1..=n as u32 {
+                    assert_eq!(rx.is_finished(id), finished.contains(&id), "channel {id} finished unnamed");
                 }
                 while let Some(Frame::Credit { channel, ack, limit }) = rx.poll_credit() {
                     tx.on_credit(channel, ack, limit);
                 }
                 if plan.retire {
-                    let done: Vec<u32> =
-                        (1..=n as u32).filter(|id| rx.is_finished(*id) && tx.is_delivered(*id)).collect();
+                    let done: Vec<u32> = finished.iter().copied().filter(|id| tx.is_delivered(*id)).collect();
                     for id in done {
                         tx.forget(id);
                         assert!(rx.retire(id));
+                        finished.remove(&id);
                     }
                 }
             }
@@ -173,6 +184,8 @@ fn run(plan: &Plan) -> Vec<Vec<u8>> {
             let s = rx.stats(c as u32 + 1).unwrap_or_default();
             assert!(s.held_bytes <= window * 700, "channel {c} holds {} bytes", s.held_bytes);
         }
+        tx.check_invariants();
+        rx.check_invariants();
         let done = |id| rx.is_finished(id) || rx.is_retired(id);
         if (1..=n as u32).all(done) && tx.is_idle() {
             break;
@@ -200,5 +213,161 @@ proptest! {
                 prop_assert!(g == want, "channel {} lost or doubled bytes", c);
             }
         }
+    }
+}
+
+/// Many channels coming and going: opened, written, closed or reset, re-weighted, read by the
+/// receiver's say-so (some rarely, so that they run out of credit), finished and forgotten on
+/// both sides, over connections that are slow, die and come back, pinned channels re-balanced.
+/// After every step the sender's and the receiver's kept indexes, sums and turn counts must
+/// agree with a scan of every channel.
+fn churn(scheme: Scheme, conns: usize, moves: &[u16]) {
+    let window = 8;
+    let mut tx = Sender::new(SendConfig {
+        max_frame: 500,
+        channel_buffer: 3000,
+        initial_credit: window,
+        scheme,
+        pin_by_service: true,
+    });
+    let mut rx = Receiver::new(RecvConfig { window: 40, min_window: window });
+    let mut wires: Vec<VecDeque<Bytes>> = vec![VecDeque::new(); conns];
+    let mut partial = vec![BytesMut::new(); conns];
+    let mut up = vec![true; conns];
+    for c in 0..conns {
+        tx.connection_up(c);
+    }
+    let (mut next_id, mut live, mut closed, mut finished) = (1u32, Vec::new(), Vec::new(), BTreeSet::new());
+    let weights = [1.0, 0.5, 2.0, 0.8, 3.3, 0.01, 7.0];
+    for (step, &m) in moves.iter().enumerate() {
+        let pick = |len: usize| (m as usize >> 6) % len.max(1);
+        let c = pick(conns);
+        match m % 64 {
+            0..=3 if live.len() < 60 => {
+                tx.open(next_id, weights[pick(weights.len())], m & 1 == 0).unwrap();
+                live.push(next_id);
+                next_id += 1;
+            }
+            4..=16 if !live.is_empty() => {
+                let id = live[pick(live.len())];
+                let chunk = vec![id as u8; 1 + (m as usize >> 4) % 1500];
+                tx.write(id, chunk.into()).unwrap();
+            }
+            17..=18 if !live.is_empty() => {
+                let id = live.swap_remove(pick(live.len()));
+                if m & 0x100 == 0 {
+                    tx.reset(id, "churn".into()).unwrap();
+                    rx.abandon(id);
+                } else {
+                    tx.close(id).unwrap();
+                    closed.push(id);
+                }
+            }
+            19 if !live.is_empty() => {
+                let id = live[pick(live.len())];
+                tx.set_weight(id, weights[(m as usize >> 3) % weights.len()]).unwrap();
+            }
+            20..=35 => {
+                if up[c]
+                    && wires[c].len() < 4
+                    && let Some(f) = tx.poll_transmit(Nanos(step as u64), c)
+                {
+                    let mut b = BytesMut::new();
+                    f.encode(&mut b);
+                    wires[c].push_back(b.freeze());
+                }
+            }
+            // Connection 0 is slow: frames behind its own wait, and the rest overtake them.
+            36..=50 if c != 0 || m & 0x8 == 0 => {
+                if let Some(b) = wires[c].pop_front() {
+                    partial[c].extend_from_slice(&b);
+                    while let Some(f) = Frame::decode(&mut partial[c], DEFAULT_MAX_PAYLOAD).unwrap() {
+                        // A reset channel's frames may still come: the receiver drops them.
+                        let _ = rx.on_frame(Nanos(step as u64), f);
+                    }
+                }
+            }
+            51..=57 => {
+                // Channels numbered in threes are read rarely, and run out of credit.
+                let mut unread = Vec::new();
+                while let Some(id) = rx.pop_readable() {
+                    if id % 3 != 0 || m & 0x7 == 0 {
+                        while let Some(b) = rx.read(id) {
+                            assert!(b.iter().all(|x| *x == id as u8));
+                        }
+                    } else {
+                        unread.push(id);
+                    }
+                }
+                // Not read now: the receiver names them again only when more bytes come, so
+                // the application keeps them in mind (as the driver does).
+                for id in unread {
+                    while rx.read(id).is_some() {}
+                }
+                if m & 0x40 == 0 {
+                    rx.flush_acks();
+                }
+                while let Some(f) = rx.poll_credit() {
+                    if let Frame::Credit { channel, ack, limit } = f {
+                        tx.on_credit(channel, ack, limit);
+                    }
+                }
+                while let Some(id) = rx.pop_finished() {
+                    finished.insert(id);
+                }
+            }
+            58..=59 => {
+                let done: Vec<u32> =
+                    closed.iter().copied().filter(|id| finished.contains(id) && tx.is_delivered(*id)).collect();
+                for id in done {
+                    tx.forget(id);
+                    assert!(rx.retire(id));
+                    closed.retain(|c| *c != id);
+                    finished.remove(&id);
+                }
+                // A reset channel is forgotten once its reset is acknowledged.
+                let gone: Vec<u32> = (1..next_id).filter(|id| rx.is_retired(*id) && tx.is_delivered(*id)).collect();
+                for id in gone {
+                    tx.forget(id);
+                }
+            }
+            60 => {
+                if up[c] && up.iter().filter(|u| **u).count() > 1 {
+                    up[c] = false;
+                    wires[c].clear();
+                    partial[c].clear();
+                    tx.connection_lost(c);
+                    rx.connection_lost();
+                } else if !up[c] {
+                    up[c] = true;
+                    tx.connection_up(c);
+                }
+            }
+            61 => {
+                for (k, u) in up.iter().enumerate() {
+                    if *u {
+                        let rate = 1e5 * (1 + (m as usize >> (k % 8)) % 9) as f64;
+                        let view = super::choose::ConnView { rate, rtt_ns: 1, ..Default::default() };
+                        tx.set_view(k, view);
+                    }
+                }
+                tx.rebalance();
+            }
+            _ => {}
+        }
+        tx.check_invariants();
+        rx.check_invariants();
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #[test]
+    fn kept_indexes_agree_with_a_scan_of_every_channel(
+        scheme in schemes(),
+        conns in 1usize..5,
+        moves in proptest::collection::vec(any::<u16>(), 1000..5000),
+    ) {
+        churn(scheme, conns, &moves);
     }
 }
