@@ -19,9 +19,10 @@
 //! frame it would send now, or that it cannot send) only when it changes ([`Wfq::set_head`]).
 //! The scan's rule for a channel back from idle is kept exactly: a channel is back from idle if
 //! it could not send at the previous pick, which the index knows from the pick count at which
-//! the channel last left it. (A heap keyed by the tags rather than a scan of the candidates:
-//! when thousands of channels are backlogged at once, as in a burst through a tunnel, a scan
-//! of the candidates is still O(n) a frame.)
+//! the channel last left it. The index, rather than a scan of only the channels that can
+//! send: when thousands are backlogged at once, as in a burst through a tunnel, that scan is
+//! still O(n) a frame. (A `BTreeSet` of `(tag, id)`, not a binary heap: a channel's tag
+//! changes as its head does, and the set takes it out and puts it back in O(log n).)
 
 use std::collections::{BTreeMap, BTreeSet};
 
