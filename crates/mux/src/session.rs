@@ -571,7 +571,15 @@ async fn accept_loop(listener: Acceptor, config: MuxConfig, sessions: mpsc::Send
                 continue;
             }
         };
-        let Ok(accepted) = accepted else { continue };
+        let accepted = match accepted {
+            Ok(accepted) => accepted,
+            // Out of descriptors (or another passing failure): a pause, not a spin on the
+            // error; the connections wait in the backlog.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
         let (config, known, sessions, refusals) =
             (config.clone(), Arc::clone(&known), sessions.clone(), refusals.clone());
         let from = match &accepted {
