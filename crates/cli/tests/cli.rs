@@ -601,15 +601,12 @@ fn bench_mux_reports_every_case_and_the_goals() {
     }
 }
 
-/// `deliver serve` and `deliver load` as the README runs them: a server for a few seconds,
-/// clients asking for streams, the summary and the JSON a script reads.
-#[test]
-fn deliver_serve_and_load_hold_a_stream_rate() {
-    // The server picks its own port and says which: a port reserved by binding and dropping a
-    // TCP listener could be taken before the server binds it, for TCP or for the UDP socket the
-    // server opens on the same number (this test failed once, without a message kept).
+/// `deliver serve` with `args` on a port it picks, and the address it says it serves on. The
+/// rest of what it says is drained, so that a full pipe never holds it up.
+fn deliver_server(args: &[&str]) -> (std::process::Child, String) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["deliver", "serve", "--threads", "2", "--listen", "127.0.0.1:0", "--seconds", "8"])
+        .args(["deliver", "serve", "--listen", "127.0.0.1:0"])
+        .args(args)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -620,8 +617,18 @@ fn deliver_serve_and_load_hold_a_stream_rate() {
             break rest.split_whitespace().next().unwrap().to_string();
         }
     };
-    // The rest of what it says is drained, so that a full pipe never holds it up.
     std::thread::spawn(move || lines.for_each(drop));
+    (server, addr)
+}
+
+/// `deliver serve` and `deliver load` as the README runs them: a server for a few seconds,
+/// clients asking for streams, the summary and the JSON a script reads.
+#[test]
+fn deliver_serve_and_load_hold_a_stream_rate() {
+    // The server picks its own port and says which: a port reserved by binding and dropping a
+    // TCP listener could be taken before the server binds it, for TCP or for the UDP socket the
+    // server opens on the same number (this test failed once, without a message kept).
+    let (mut server, addr) = deliver_server(&["--threads", "2", "--seconds", "8"]);
     let dir = std::env::temp_dir().join(format!("switchyard-deliver-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("load.json");
@@ -673,19 +680,7 @@ fn deliver_serve_and_load_hold_a_stream_rate() {
 /// printed an ordinary summary and exited 0).
 #[test]
 fn deliver_load_over_udp_fails_when_the_server_goes_away() {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["deliver", "serve", "--threads", "1", "--listen", "127.0.0.1:0", "--seconds", "1.5"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stderr.take().unwrap()));
-    let addr = loop {
-        let line = lines.next().expect("the server says where it serves").unwrap();
-        if let Some(rest) = line.strip_prefix("serving on ") {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
+    let (mut server, addr) = deliver_server(&["--threads", "1", "--seconds", "1.5"]);
     let o = switchyard(&[
         "deliver",
         "load",

@@ -7,54 +7,20 @@
 //! (`cargo test -p switchyard-mux --test burst -- --ignored --nocapture`) takes
 //! `SWITCHYARD_BURST` clients (10,000 by default).
 
+mod web;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use switchyard_mux::tunnel::{self, Forward};
 use switchyard_mux::{Listener, MuxConfig, Session};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 const BODY: usize = 100_000;
 
 fn body() -> Vec<u8> {
     (0..BODY).map(|i| (i * 31 % 251) as u8).collect()
-}
-
-/// A server that answers like a web server: it reads the request up to its blank line, then
-/// writes the body and closes.
-async fn web_server() -> SocketAddr {
-    let listener = bind_wide("127.0.0.1:0".parse().unwrap());
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let body = std::sync::Arc::new(body());
-        loop {
-            let Ok((mut tcp, _)) = listener.accept().await else { continue };
-            let body = std::sync::Arc::clone(&body);
-            tokio::spawn(async move {
-                let mut got = Vec::new();
-                let mut buf = [0u8; 512];
-                while !got.ends_with(b"\r\n\r\n") {
-                    match tcp.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => got.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let _ = tcp.write_all(&body).await;
-                let _ = tcp.shutdown().await;
-            });
-        }
-    });
-    addr
-}
-
-/// A listener with the deepest backlog the system allows: a burst overflows a short one, and
-/// clients then wait out SYN retries.
-fn bind_wide(addr: SocketAddr) -> TcpListener {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_reuseaddr(true).unwrap();
-    socket.bind(addr).unwrap();
-    socket.listen(u32::MAX).unwrap()
 }
 
 #[derive(Debug, Default)]
@@ -112,14 +78,14 @@ async fn client(addr: SocketAddr, kind: Kind, limit: Duration) -> Result<Vec<u8>
 
 /// The same burst straight to the server: the baseline under the same limit.
 async fn direct(clients: usize, limit: Duration) -> Outcome {
-    let target = web_server().await;
+    let target = web::web_server(body()).await;
     run_clients(target, clients, limit).await
 }
 
 /// The burst through a tunnel; then waits until both ends have forgotten every channel, and
 /// fails if they have not within 10 s.
 async fn burst(clients: usize, limit: Duration) -> Outcome {
-    let target = web_server().await;
+    let target = web::web_server(body()).await;
     let config = MuxConfig { key: b"burst".to_vec(), ..MuxConfig::default() };
     let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), config.clone()).await.unwrap();
     let far = listener.local_addr();

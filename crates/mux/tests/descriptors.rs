@@ -1,13 +1,13 @@
 //! A tunnel that runs out of file descriptors waits for them, rather than giving up: its own
 //! test binary, since it lowers the process's descriptor limit.
 
-use std::net::SocketAddr;
+mod web;
+
 use std::time::Duration;
 
 use switchyard_mux::tunnel::{self, Forward};
 use switchyard_mux::{Listener, MuxConfig, Session};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 const BODY: usize = 20_000;
 const CLIENTS: usize = 20;
@@ -38,31 +38,6 @@ fn take_every_descriptor() -> Vec<std::fs::File> {
     held
 }
 
-async fn web_server() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let body: std::sync::Arc<Vec<u8>> = std::sync::Arc::new((0..BODY).map(|i| i as u8).collect());
-        loop {
-            let Ok((mut tcp, _)) = listener.accept().await else { continue };
-            let body = std::sync::Arc::clone(&body);
-            tokio::spawn(async move {
-                let mut got = Vec::new();
-                let mut buf = [0u8; 256];
-                while !got.ends_with(b"\r\n\r\n") {
-                    match tcp.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => got.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let _ = tcp.write_all(&body).await;
-                let _ = tcp.shutdown().await;
-            });
-        }
-    });
-    addr
-}
-
 /// Asks over any byte stream and reads the answer to its end.
 async fn fetch(mut stream: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin) -> Result<usize, String> {
     stream.write_all(b"GET / HTTP/1.0\r\n\r\n").await.map_err(|e| format!("write: {e}"))?;
@@ -77,7 +52,7 @@ async fn fetch(mut stream: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + U
 /// client waiting, and every one after, was refused), and the far end reset the channel.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tunnel_out_of_descriptors_waits_for_them() {
-    let target = web_server().await;
+    let target = web::web_server((0..BODY).map(|i| i as u8).collect()).await;
     let config = MuxConfig { key: b"fds".to_vec(), connections: 2, ..MuxConfig::default() };
     let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), config.clone()).await.unwrap();
     let far = listener.local_addr();
