@@ -39,6 +39,20 @@ use switchyard_mux::{ConnChoice, Listener, MuxConfig, Peer, Scheme, SendConfig, 
 ///   $ switchyard tunnel listen --bind shm:/run/user/1000/sy.sock --key-file tunnel.key
 ///   $ switchyard tunnel connect --to shm:/run/user/1000/sy.sock --key-file tunnel.key \
 ///       --forward 127.0.0.1:8080=127.0.0.1:80@4 --forward 127.0.0.1:8873=127.0.0.1:873@1
+///
+/// When something goes wrong, a client of the tunnel gets a reset, never an empty answer, and
+/// both ends print why on standard error:
+///
+///   target not allowed: HOST:PORT     the listening end's --allow does not list it
+///   cannot connect to HOST:PORT: …    the target refused, or did not answer in 10 s
+///   key mismatch: …                   the two ends hold different keys
+///   the peer speaks TLS …             TLS is set at one end only (the line says which to change)
+///   the session … stopped             the far end restarted or went away: the connecting end
+///                                     opens a new session (250 ms, doubling to 30 s); clients
+///                                     wait up to 10 s for it, then are reset
+///
+/// A burst of connections waits in the deepest backlog the system allows; past 4,096 channels
+/// waiting for the far end to take them, a connection is reset with the reason.
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct TunnelArgs {

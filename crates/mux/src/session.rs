@@ -630,12 +630,12 @@ async fn accept_loop(listener: Acceptor, config: MuxConfig, sessions: mpsc::Send
                     }
                 };
                 stream.answer(&config.key, &claim, answer).await?;
-                Ok::<_, MuxError>((claim, stream.into_wire(), found))
+                Ok::<_, MuxError>((claim, stream.into_wire(), answer, found))
             };
             // A stranger, a wrong key, a failed TLS handshake, a timeout or a refusal: the
             // connection is dropped (a refused client has been told why), and the operator here
             // is told too.
-            let (claim, wire, found) = match tokio::time::timeout(config.handshake_timeout, join).await {
+            let (claim, wire, answer, found) = match tokio::time::timeout(config.handshake_timeout, join).await {
                 Ok(Ok(joined)) => joined,
                 Ok(Err(e)) => return refusals.say(format!("{from}: {e}")),
                 Err(_) => {
@@ -643,10 +643,13 @@ async fn accept_loop(listener: Acceptor, config: MuxConfig, sessions: mpsc::Send
                 }
             };
             let Some((events, new)) = found else {
-                return refusals.say(format!(
-                    "{from}: asked to rejoin a session that ended here, or to start one while this end takes none \
-                     (a client re-opening a connection after this end restarted opens a new session)"
-                ));
+                return refusals.say(match answer {
+                    Answer::NotAccepting => format!("{from}: a new session, and this end takes no more"),
+                    _ => format!(
+                        "{from}: a connection of a session this end no longer has (it ended here, or this end \
+                         restarted); the client opens a new session"
+                    ),
+                });
             };
             if let Some((session, driver)) = new {
                 tokio::spawn(driver.run());
