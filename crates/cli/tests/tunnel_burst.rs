@@ -5,6 +5,10 @@
 //! process has its own descriptor limit, as in real use. A measurement:
 //! `SWITCHYARD_BURST=10000 cargo test --release -p switchyard --test tunnel_burst -- --ignored --nocapture`.
 
+// The same target the mux crate's burst tests use.
+#[path = "../../mux/tests/web/mod.rs"]
+mod web;
+
 use std::io::BufRead;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -39,29 +43,9 @@ fn web_server_child() {
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     rt.block_on(async {
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
-        let listener = socket.listen(u32::MAX).unwrap();
-        println!("listening {}", listener.local_addr().unwrap());
-        let body = Arc::new(body());
-        loop {
-            let Ok((mut tcp, _)) = listener.accept().await else {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            };
-            let body = Arc::clone(&body);
-            tokio::spawn(async move {
-                let (mut got, mut buf) = (Vec::new(), [0u8; 512]);
-                while !got.ends_with(b"\r\n\r\n") {
-                    match tcp.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => got.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let _ = tcp.write_all(&body).await;
-                let _ = tcp.shutdown().await;
-            });
-        }
+        let addr = web::web_server(body()).await;
+        println!("listening {addr}");
+        std::future::pending::<()>().await;
     });
 }
 
