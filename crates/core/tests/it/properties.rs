@@ -51,6 +51,27 @@ fn hrw_is_uniform_over_a_million_keys() {
     }
 }
 
+/// The classic LCG-XOR function's shares are a function of the worker ids: with three workers
+/// the share of worker 1000 among {156, 877, 1000} is 29.3 %, five thousand standard deviations
+/// of 10^6 keys away from a third, while {0, 1, 2} are even. (CI found this as an "intermittent"
+/// failure of `adding_a_worker_moves_keys_only_to_it`, which used to expect 1/(N+1) of the
+/// classic function too; the seed is kept in proptest-regressions.) If the score ever changes,
+/// this shows it.
+#[test]
+fn classic_shares_depend_on_the_ids() {
+    let share = |ids: &[u32], of: u32| {
+        let members: Vec<WorkerId> = ids.iter().map(|&i| WorkerId(i)).collect();
+        let mut p = place::build(Policy::HrwClassic, &PlaceConfig::default(), &members).unwrap();
+        let keys = 1_000_000u64;
+        let won = (0..keys).filter(|&k| p.place(&unit(splitmix64(k)), &LoadView::IDLE) == WorkerId(of)).count();
+        won as f64 / keys as f64
+    };
+    let skewed = share(&[156, 877, 1000], 1000);
+    assert!((skewed - 0.293).abs() < 0.005, "classic share of 1000 among {{156, 877, 1000}}: {skewed:.4}");
+    let even = share(&[0, 1, 2], 2);
+    assert!((even - 1.0 / 3.0).abs() < 0.005, "classic share of 2 among {{0, 1, 2}}: {even:.4}");
+}
+
 fn worker_set() -> impl Strategy<Value = Vec<u32>> {
     proptest::collection::btree_set(0u32..1000, 2..40).prop_map(|s| s.into_iter().collect())
 }
@@ -91,8 +112,11 @@ proptest! {
             let after = placements(p.as_mut(), &keys);
             let moved = before.iter().zip(&after).filter(|(b, a)| b != a).count();
             prop_assert!(before.iter().zip(&after).all(|(b, a)| a == b || *a == newcomer), "{policy}");
-            if matches!(policy, Policy::Hrw | Policy::HrwClassic | Policy::WeightedHrw | Policy::Jump) {
-                // Binomial(keys, 1/(N+1)): within five standard deviations.
+            // Binomial(keys, 1/(N+1)): within five standard deviations. Not for the classic
+            // function: its shares depend on the ids themselves (over {156, 877, 1000} worker
+            // 1000 wins 29.3 % of keys, not 33.3 %; see `classic_shares_depend_on_the_ids`),
+            // so a newcomer's count is not binomial around 1/(N+1) for every id set.
+            if matches!(policy, Policy::Hrw | Policy::WeightedHrw | Policy::Jump) {
                 let n = keys.len() as f64;
                 let q = 1.0 / (ids.len() as f64 + 1.0);
                 let sd = (n * q * (1.0 - q)).sqrt();
