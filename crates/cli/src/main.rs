@@ -28,6 +28,7 @@ mod inspect;
 mod inspect_live;
 mod jobs;
 mod place;
+mod print;
 mod report;
 mod reproduce;
 mod reproduce_cache;
@@ -40,6 +41,7 @@ mod reproduce_miscort;
 mod reproduce_mux;
 mod reproduce_rgedf;
 mod reproduce_xen;
+mod schema;
 mod sim;
 mod tracegen;
 mod tunnel;
@@ -74,6 +76,7 @@ enum Command {
     Deliver(deliver::DeliverArgs),
     Jobs(jobs::JobsArgs),
     Blocklog(blocklog::BlocklogArgs),
+    Schema(schema::SchemaArgs),
 }
 
 fn main() -> ExitCode {
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
         Command::Gateway(args) => gateway::run_gateway(&args),
         Command::Deliver(args) => deliver::run(&args),
         Command::Jobs(args) => jobs::run(&args),
+        Command::Schema(args) => schema::run(&args),
         // `blocklog read`'s verdict is its exit status (its --help lists them).
         Command::Blocklog(args) => match blocklog::run(&args) {
             Ok(code) => return code,

@@ -44,7 +44,7 @@ pub(crate) struct CacheRepro<'a> {
     pub(crate) out: Option<&'a Path>,
 }
 
-pub(crate) fn run(a: &CacheRepro<'_>) -> Result<()> {
+pub(crate) fn run_rows(a: &CacheRepro<'_>) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let chosen = yates_cache::chosen(a.tables)?;
     let trace = if chosen.iter().any(|t| !t.lattice) {
@@ -237,4 +237,84 @@ fn print_table(out: &mut impl Write, table: &Table, params: &SensorParams, ex: &
         locations / params.ttl_s
     )?;
     Ok(())
+}
+
+/// Where the lattice's base stations stand.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum StationsArg {
+    /// The centres of the four quadrants of the lattice's z = 0 face.
+    Quadrants,
+    /// The four corners of the z = 0 face, one lattice step outside it.
+    Corners,
+}
+
+/// `reproduce yates-cache`'s options.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// The thesis's tables to run (5.4 to 5.9; default all).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) tables: Vec<String>,
+
+    /// Scale the measured time by this (1: 2,000 s of queries on the lattice, 60,000 s on the
+    /// trace; the thesis ran up to 4,000,000 queries).
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) scale: f64,
+
+    /// The root seed (every policy in a table sees the same field and queries).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+
+    /// Count an entry's age from `load` (the thesis's words) or from the `sensor`'s timestamp
+    /// (what its smallest-T table suggests).
+    #[arg(long, default_value = "load")]
+    pub(crate) age_from: AgeFrom,
+
+    /// Where the lattice's four base stations stand (the thesis does not say).
+    #[arg(long, value_enum, default_value_t = StationsArg::Quadrants)]
+    pub(crate) stations: StationsArg,
+
+    /// Which cells stand in for a cell of the lattice: `faces` (the up to six sharing a face),
+    /// `nearest:K` or `within:DISTANCE` (spacing is 8, 6 and 4 along x, y, z).
+    #[arg(long, default_value = "faces")]
+    pub(crate) lattice_neighbourhood: String,
+
+    /// Cache approximate answers for the location they answered, as old as the entries they came
+    /// from (the thesis does not say; its tables hint at it).
+    #[arg(long)]
+    pub(crate) keep_approximations: bool,
+
+    #[command(flatten)]
+    pub(crate) lab: LabArgs,
+
+    /// Threads to run cases on (default: the machine's cores).
+    #[arg(long)]
+    pub(crate) threads: Option<usize>,
+
+    #[command(flatten)]
+    pub(crate) output: crate::print::Output,
+}
+
+pub(crate) fn run(a: &Args) -> Result<()> {
+    run_rows(&CacheRepro {
+        tables: &a.tables,
+        scale: a.scale,
+        seed: a.seed,
+        threads: crate::reproduce::threads(a.threads),
+        age_from: a.age_from,
+        stations: match a.stations {
+            StationsArg::Quadrants => Stations::Quadrants,
+            StationsArg::Corners => Stations::Corners,
+        },
+        lab_data: &a.lab.lab_data,
+        lab_locs: &a.lab.lab_locs,
+        neighbourhood: a.lab.neighbourhood,
+        lattice_neighbourhood: match a.lattice_neighbourhood.as_str() {
+            "faces" => None,
+            other => {
+                Some(other.parse::<Rule>().map_err(|e| anyhow::anyhow!("--lattice-neighbourhood: {e}, or `faces`"))?)
+            }
+        },
+        keep_approximations: a.keep_approximations,
+        out: a.output.out.as_deref(),
+    })
 }

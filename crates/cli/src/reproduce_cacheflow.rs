@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::Result;
 use switchyard_experiments::cacheflow::{self, PUBLISHED, RealSetup, Setup, WHY};
 
-pub(crate) fn run(seed: u64, threads: usize, real: Option<(usize, usize)>) -> Result<()> {
+pub(crate) fn run_rows(seed: u64, threads: usize, real: Option<(usize, usize)>) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
@@ -64,4 +64,35 @@ pub(crate) fn run(seed: u64, threads: usize, real: Option<(usize, usize)>) -> Re
         }
     }
     Ok(())
+}
+
+/// `reproduce dou-cacheflow`'s options.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// The root seed.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+
+    /// Threads to run cases on (default: the machine's cores).
+    #[arg(long)]
+    pub(crate) threads: Option<usize>,
+
+    /// Also run the experiment on real gateways (HTTP on loopback).
+    #[arg(long)]
+    pub(crate) real: bool,
+
+    /// With --real: the objects' size in KB (the thesis: 50).
+    #[arg(long, default_value_t = 50, requires = "real")]
+    pub(crate) object_kb: usize,
+
+    /// With --real: requests each client makes (a fifth of them warm-up).
+    #[arg(long, default_value_t = 100, requires = "real")]
+    pub(crate) requests: usize,
+
+    #[command(flatten)]
+    pub(crate) output: crate::print::Output,
+}
+
+pub(crate) fn run(a: &Args) -> Result<()> {
+    run_rows(a.seed, crate::reproduce::threads(a.threads), a.real.then_some((a.object_kb, a.requests)))
 }

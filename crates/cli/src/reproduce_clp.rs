@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use clap::{Args, ValueEnum};
+use clap::ValueEnum;
 use switchyard_experiments::clp::{
     self, HARD_BITS, Measured, PROCESSORS, Part, Progress, Report, Row, Section, published,
 };
@@ -29,7 +29,7 @@ pub(crate) enum PartArg {
 }
 
 /// yates-clp's settings.
-#[derive(Args, Debug, Clone)]
+#[derive(clap::Args, Debug, Clone)]
 pub(crate) struct ClpArgs {
     /// yates-clp: the parts to run.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [PartArg::Fairness, PartArg::Soft, PartArg::Hard, PartArg::Scaling])]
@@ -76,7 +76,7 @@ fn note_refusals(not_accepted: usize, conns: usize) {
     }
 }
 
-pub(crate) fn run(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
+pub(crate) fn run_rows(a: &ClpArgs, out_dir: Option<&Path>) -> Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let mut out = std::io::stdout().lock();
     if let Some(d) = out_dir {
@@ -334,4 +334,18 @@ fn charts(report: &Report) -> Result<Vec<(String, String)>> {
         charts.push(("scaling.svg".into(), svg.map_err(anyhow::Error::msg)?));
     }
     Ok(charts)
+}
+
+/// `reproduce yates-clp`'s options.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    pub(crate) clp: ClpArgs,
+
+    #[command(flatten)]
+    pub(crate) output: crate::print::Output,
+}
+
+pub(crate) fn run(a: &Args) -> Result<()> {
+    run_rows(&a.clp, a.output.out.as_deref())
 }

@@ -12,7 +12,7 @@ use switchyard_sim::report::{Series, Style, line_chart};
 
 use crate::report::series_by_name;
 
-pub(crate) fn run(requests: u64, oracle: bool, seed: u64, dir: Option<&Path>) -> Result<()> {
+pub(crate) fn run_rows(requests: u64, oracle: bool, seed: u64, dir: Option<&Path>) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
@@ -199,4 +199,28 @@ fn write_charts(dir: &Path, rows: &[SweepRow], table: &[Table2Row]) -> Result<()
         std::fs::write(dir.join(file), svg).with_context(|| format!("writing {file}"))?;
     }
     Ok(())
+}
+
+/// `reproduce figurehead`'s options.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// Requests per simulated run (9 scenarios × 9 policy runs).
+    #[arg(long, default_value_t = 20_000)]
+    pub(crate) requests: u64,
+
+    /// Plan Base and OptWait from the back-ends' model CDFs (the paper's "oracle CDFs") instead
+    /// of from latencies observed during the run.
+    #[arg(long)]
+    pub(crate) oracle: bool,
+
+    /// The root seed.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+
+    #[command(flatten)]
+    pub(crate) output: crate::print::Output,
+}
+
+pub(crate) fn run(a: &Args) -> Result<()> {
+    run_rows(a.requests, a.oracle, a.seed, a.output.out.as_deref())
 }

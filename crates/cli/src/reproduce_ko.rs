@@ -11,7 +11,7 @@ use switchyard_sim::report::line_chart;
 
 use crate::report::series_by_name;
 
-pub(crate) fn run(runs: u64, seed: u64, scale: f64, threads: usize, dir: Option<&Path>) -> Result<()> {
+pub(crate) fn run_rows(runs: u64, seed: u64, scale: f64, threads: usize, dir: Option<&Path>) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let setup = Setup { runs, seed, scale, ..Setup::paper(threads) };
     writeln!(
@@ -101,4 +101,32 @@ fn write_outputs(dir: &Path, rows: &[Row]) -> Result<()> {
         write(&format!("ko-worker-centric-{family}.svg"), &svg)?;
     }
     Ok(())
+}
+
+/// `reproduce ko-worker-centric`'s options.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// Runs per point and scheduler (seeds --seed, --seed + 1, …).
+    #[arg(long, default_value_t = 3)]
+    pub(crate) runs: u64,
+
+    /// The root seed.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+
+    /// The workload's and the stores' size against the paper's (1: 6,000 tasks and 6,000-file
+    /// stores; a run's time grows with the square of it).
+    #[arg(long, default_value_t = 0.1)]
+    pub(crate) scale: f64,
+
+    /// Threads to run cases on (default: the machine's cores).
+    #[arg(long)]
+    pub(crate) threads: Option<usize>,
+
+    #[command(flatten)]
+    pub(crate) output: crate::print::Output,
+}
+
+pub(crate) fn run(a: &Args) -> Result<()> {
+    run_rows(a.runs, a.seed, a.scale, crate::reproduce::threads(a.threads), a.output.out.as_deref())
 }

@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use switchyard_experiments::iwashima::{self, CROSS, N, PACKET, Row, Setup};
 
-pub(crate) fn run(
+pub(crate) fn run_rows(
     ms: &[usize],
     seconds: f64,
     eq75: bool,
@@ -189,4 +189,32 @@ mod tests {
         assert!(svg.contains("Fig 7-3"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
+}
+
+/// `reproduce iwashima-m`'s options.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// The connection counts to run.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 5, 10, 14])]
+    pub(crate) m: Vec<usize>,
+
+    /// Seconds measured per run.
+    #[arg(long, default_value_t = 10.0)]
+    pub(crate) seconds: f64,
+
+    /// Size each connection's send buffer by the thesis's Eq 7.5, max(5000, B·RTT/(m+2)),
+    /// instead of leaving it to the kernel.
+    #[arg(long)]
+    pub(crate) eq75: bool,
+
+    /// The schemes to run.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [MuxScheme::Stripe, MuxScheme::Earliest, MuxScheme::Pin, MuxScheme::PinRates, MuxScheme::PinService])]
+    pub(crate) schemes: Vec<MuxScheme>,
+
+    #[command(flatten)]
+    pub(crate) output: crate::print::Output,
+}
+
+pub(crate) fn run(a: &Args) -> Result<()> {
+    run_rows(&a.m, a.seconds, a.eq75, &a.schemes, a.output.out.as_deref())
 }

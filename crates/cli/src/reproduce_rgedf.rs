@@ -10,7 +10,7 @@ use switchyard_core::order::blocks::BlockPolicy;
 use switchyard_experiments::rgedf::{self, Cpu, POLICIES, Point, Row, Setup, Sweep, WHY};
 use switchyard_sim::report::{Series, Style, line_chart};
 
-pub(crate) fn run(runs: u64, seed: u64, threads: usize, dir: Option<&Path>) -> Result<()> {
+pub(crate) fn run_rows(runs: u64, seed: u64, threads: usize, dir: Option<&Path>) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let setup = Setup { runs, seed, ..Setup::thesis(threads) };
     writeln!(
@@ -188,4 +188,27 @@ fn write_outputs(dir: &Path, rows: &[Row]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `reproduce dou-rgedf`'s options.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// Runs per point and scheduler (seeds --seed, --seed + 1, …).
+    #[arg(long, default_value_t = 10)]
+    pub(crate) runs: u64,
+
+    /// The root seed.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+
+    /// Threads to run cases on (default: the machine's cores).
+    #[arg(long)]
+    pub(crate) threads: Option<usize>,
+
+    #[command(flatten)]
+    pub(crate) output: crate::print::Output,
+}
+
+pub(crate) fn run(a: &Args) -> Result<()> {
+    run_rows(a.runs, a.seed, crate::reproduce::threads(a.threads), a.output.out.as_deref())
 }

@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use switchyard_experiments::guo_xen::{self, Setup};
 use switchyard_sim::models::xen::{Charge, Move, Rule};
 
-pub(crate) fn run(seed: u64, runs: u64, scale: f64, app_kib: Option<u64>, threads: usize) -> Result<()> {
+pub(crate) fn run_rows(seed: u64, runs: u64, scale: f64, app_kib: Option<u64>, threads: usize) -> Result<()> {
     let setup = Setup { scale, runs, app_bytes: app_kib.map(|k| k << 10), ..Setup::guo(seed, threads) };
     eprintln!(
         "searching the session capacity of {} workloads under {} rules, {runs} seeds each ({} simulated seconds a run)…",
@@ -104,4 +104,37 @@ pub(crate) fn run(seed: u64, runs: u64, scale: f64, app_kib: Option<u64>, thread
     }
     writeln!(out, "\npublished beside ours")?;
     crate::report::print_claims(&mut out, &repro.claims)
+}
+
+/// `reproduce guo-xen-credit`'s options.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// Runs per point and scheduler (seeds --seed, --seed + 1, …).
+    #[arg(long, default_value_t = 3)]
+    pub(crate) runs: u64,
+
+    /// The root seed.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+
+    /// Simulated time per run against the default 1.2 s (smaller is faster and noisier).
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) scale: f64,
+
+    /// The application's working set per request on its VCPU, in KiB, for every workload in
+    /// place of the fitted 1,024 (`switchyard_sim::models::xen::APP_BYTES`): how the results
+    /// depend on it.
+    #[arg(long)]
+    pub(crate) app_kib: Option<u64>,
+
+    /// Threads to run cases on (default: the machine's cores).
+    #[arg(long)]
+    pub(crate) threads: Option<usize>,
+
+    #[command(flatten)]
+    pub(crate) output: crate::print::Output,
+}
+
+pub(crate) fn run(a: &Args) -> Result<()> {
+    run_rows(a.seed, a.runs, a.scale, a.app_kib, crate::reproduce::threads(a.threads))
 }

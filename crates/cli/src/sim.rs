@@ -6,11 +6,12 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use switchyard_experiments::scenarios::{self, Reproduction};
 use switchyard_sim::report;
 use switchyard_sim::scenario::{Comparison, Scenario};
 use switchyard_sim::summary::RunSummary;
+
+use switchyard_experiments::report::Progress as _;
 
 use crate::report::{Format, print_comparisons};
 
@@ -69,13 +70,10 @@ pub(crate) fn run_scenario(
     format: Format,
 ) -> Result<Vec<Comparison>> {
     let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let bar = ProgressBar::new(scenario.cases.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} runs {elapsed}").expect("static template"),
-    );
-    bar.set_message(scenario.name.clone());
-    let Reproduction { rows, comparisons } = scenarios::run(scenario, threads, &|| bar.inc(1))?;
-    bar.finish_and_clear();
+    let bar = crate::print::Bar::new();
+    bar.stage(&format!("{}: runs", scenario.name), scenario.cases.len() as u64);
+    let Reproduction { rows, comparisons } = scenarios::run(scenario, threads, &|| bar.advance(1))?;
+    drop(bar);
 
     if let Some(dir) = out_dir {
         let write = |name: &str, text: &str| -> Result<()> {

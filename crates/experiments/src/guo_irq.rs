@@ -12,6 +12,7 @@ use switchyard_sim::models::irq::{IrqOutcome, IrqParams, Placement, simulate};
 
 use crate::ExperimentError;
 pub use crate::claim::Claim;
+use crate::report::{Chart, ColumnSpec, Report, ReportSpec, Table, TableSpec};
 
 /// The experiment's setup.
 #[derive(Clone, Debug)]
@@ -194,4 +195,67 @@ pub fn run(setup: &Setup) -> Result<Reproduction, ExperimentError> {
         },
     ];
     Ok(repro)
+}
+
+/// The report's one table: a row per message size and placement.
+pub const RESULTS: TableSpec = TableSpec::new(
+    "results",
+    "iperf's TCP receive by message size and placement",
+    &[
+        ColumnSpec::int("message").unit("B").about("iperf's message size (-l)"),
+        ColumnSpec::text("placement"),
+        ColumnSpec::num("throughput", 0).header("throughput").unit("Mbit/s"),
+        ColumnSpec::num("gain", 1).gain().header("vs rr").about("throughput over round-robin's at the same size"),
+        ColumnSpec::num("l2_misses", 1).header("L2 miss/msg").about("L2 misses per message"),
+        ColumnSpec::num("cpu", 2).header("cpu").unit("µs/msg").about("CPU time per message"),
+        ColumnSpec::num("shared_l2", 0)
+            .percent()
+            .header("shared L2")
+            .about("share of the time both stages ran on cores sharing an L2"),
+    ],
+);
+
+/// What `reproduce guo-interrupt-affinity` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "guo-interrupt-affinity",
+    title: "Guo ch. 3 in the simulator: iperf's receive on a Xeon E5335 (L2 shared by core pairs), interrupts round-robin against interrupt affinity and one core",
+    tables: &[&RESULTS],
+};
+
+impl Reproduction {
+    /// The reproduction as a report: the table of runs and the claims.
+    pub fn report(&self, setup: &Setup) -> Report {
+        let mut r = Report::new(&SPEC);
+        r.param("seed", setup.seed, "the root seed")
+            .param("scale", setup.scale, "messages per run against the default")
+            .note("round-robin: interrupts spread over the cores and the application moved every 1 ms; affinity: the interrupt on core 0, the application on its L2 sibling; same core: both on core 0");
+        let mut t = Table::new(&RESULTS).grouped_by("message");
+        for row in &self.rows {
+            let o = &row.outcome;
+            t.push(vec![
+                row.size.into(),
+                row.placement.name().into(),
+                (o.throughput * 8e-6).into(),
+                self.gain(row.size, row.placement).into(),
+                o.l2_per_message.into(),
+                (o.cpu_ns_per_message * 1e-3).into(),
+                o.shared_l2.into(),
+            ]);
+        }
+        r.tables.push(t);
+        r.charts.push(
+            Chart::new("throughput", "Receive throughput by message size", "results", "message", &["throughput"])
+                .by("placement")
+                .labels("message size (bytes)", "throughput (Mbit/s)")
+                .log(true, false),
+        );
+        r.charts.push(
+            Chart::new("l2-misses", "L2 misses per message", "results", "message", &["l2_misses"])
+                .by("placement")
+                .labels("message size (bytes)", "L2 misses per message")
+                .log(true, true),
+        );
+        r.claims = self.claims.iter().map(Into::into).collect();
+        r
+    }
 }

@@ -46,6 +46,7 @@
 
 pub mod bench;
 pub mod cacheflow;
+pub mod catalogue;
 pub mod claim;
 pub mod clp;
 pub mod figurehead;
@@ -57,6 +58,7 @@ pub mod ko;
 pub mod miscort;
 pub mod miscort_real;
 pub mod placement;
+pub mod report;
 pub mod rgedf;
 pub mod scenarios;
 mod sweep;

@@ -1,7 +1,9 @@
 //! `reproduce guo-interrupt-affinity` called as a library, small: every size and placement
 //! runs, and every claim of Guo §5.2 comes back beside ours.
 
-use switchyard_experiments::guo_irq::{self, Setup};
+mod common;
+
+use switchyard_experiments::guo_irq::{self, SPEC, Setup};
 use switchyard_sim::models::irq::Placement;
 
 #[test]
@@ -21,6 +23,19 @@ fn the_reproduction_runs_and_answers_every_claim() {
     assert!(repro.claims[2].ours.unwrap() < 1.0);
     assert!(repro.gain(16384, Placement::Affinity).unwrap() > 1.0);
     // The same setup on one thread gives the same rows.
-    let again = guo_irq::run(&Setup { threads: 1, ..setup }).unwrap();
+    let again = guo_irq::run(&Setup { threads: 1, ..setup.clone() }).unwrap();
     assert!(repro.rows.iter().zip(&again.rows).all(|(a, b)| a.outcome == b.outcome));
+    // The report: a row per case with the run's figures, the claims, and its schema holds.
+    let report = repro.report(&setup);
+    common::assert_report(&report, &SPEC);
+    let t = report.table("results").unwrap();
+    assert_eq!(t.rows.len(), 9);
+    let gain = t.column("gain").unwrap();
+    let last = t
+        .rows
+        .iter()
+        .find(|r| r[0].as_f64() == Some(16384.0) && r[1].as_str() == Some(Placement::Affinity.name()))
+        .unwrap();
+    assert_eq!(last[gain].as_f64(), repro.gain(16384, Placement::Affinity));
+    assert_eq!(report.claims.len(), repro.claims.len());
 }

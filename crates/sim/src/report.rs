@@ -117,44 +117,119 @@ pub enum Style {
     Published,
 }
 
+/// Which axes of a [`line_chart_with`] are logarithmic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Axes {
+    /// A logarithmic x axis (message sizes, rates over decades).
+    pub log_x: bool,
+    /// A logarithmic y axis (tail latencies, where 66 µs and 1,153 µs must both be seen).
+    pub log_y: bool,
+}
+
 /// A line chart of `series` against a shared x axis, as an SVG document.
 pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<String, String> {
+    line_chart_with(title, x_label, y_label, series, Axes::default())
+}
+
+/// A tick label a person reads: no trailing `.0`, thousands grouped, small values to three
+/// significant figures (not `50000.0`).
+pub fn tick(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if !(1e-3..1e7).contains(&a) {
+        format!("{v:.1e}")
+    } else if (v - v.round()).abs() < 1e-9 * a.max(1.0) {
+        let digits = format!("{}", v.round().abs() as u64);
+        let mut grouped = String::new();
+        for (i, ch) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                grouped.push(',');
+            }
+            grouped.push(ch);
+        }
+        if v < 0.0 { format!("-{grouped}") } else { grouped }
+    } else {
+        let places = (2 - libm::log10(a).floor() as i32).clamp(0, 6) as usize;
+        let t = format!("{v:.places$}");
+        if t.contains('.') { t.trim_end_matches('0').trim_end_matches('.').to_string() } else { t }
+    }
+}
+
+/// [`line_chart`] with a choice of logarithmic axes. On a log axis, points at or below zero are
+/// left out (they have no place on it).
+pub fn line_chart_with(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    axes: Axes,
+) -> Result<String, String> {
     register_font();
+    let keep =
+        |p: &(f64, f64)| p.0.is_finite() && p.1.is_finite() && (!axes.log_x || p.0 > 0.0) && (!axes.log_y || p.1 > 0.0);
+    let all = || series.iter().flat_map(|s| s.points.iter().copied()).filter(keep);
+    let (x_lo, x_hi) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
+    let (y_lo, y_hi) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
+    let (x_lo, x_hi) = if x_lo.is_finite() { (x_lo, x_hi) } else { (1.0, 10.0) };
+    let (y_lo, y_hi) = if y_lo.is_finite() { (y_lo, y_hi) } else { (1.0, 10.0) };
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (760, 460)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let all = || series.iter().flat_map(|s| s.points.iter().copied());
-        let x_max = all().map(|p| p.0).fold(0.0, f64::max).max(1.0) * 1.05;
-        let y_max = all().map(|p| p.1).filter(|y| y.is_finite()).fold(0.0, f64::max).max(f64::MIN_POSITIVE) * 1.1;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-            .map_err(|e| e.to_string())?;
-        chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw().map_err(|e| e.to_string())?;
-        for (i, s) in series.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            let points = s.points.iter().copied().filter(|p| p.1.is_finite());
-            let drawn = match s.style {
-                Style::Model => chart.draw_series(DashedLineSeries::new(points, 6, 4, color.stroke_width(2))),
-                Style::Measured => chart.draw_series(LineSeries::new(points, color.stroke_width(2)).point_size(3)),
-                Style::Published => chart.draw_series(points.map(|p| Cross::new(p, 7, color.stroke_width(3)))),
-            };
-            drawn
-                .map_err(|e| e.to_string())?
-                .label(s.name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        let builder = || {
+            let mut b = ChartBuilder::on(&root);
+            b.caption(title, ("sans-serif", 18)).margin(12).x_label_area_size(40).y_label_area_size(70);
+            b
+        };
+        let fmt = |v: &f64| tick(*v);
+        // Each combination of axes is a different coordinate type in plotters; the drawing is
+        // the same for all four.
+        macro_rules! draw {
+            ($x:expr, $y:expr) => {{
+                let mut chart = builder().build_cartesian_2d($x, $y).map_err(|e| e.to_string())?;
+                chart
+                    .configure_mesh()
+                    .x_desc(x_label)
+                    .y_desc(y_label)
+                    .x_label_formatter(&fmt)
+                    .y_label_formatter(&fmt)
+                    .draw()
+                    .map_err(|e| e.to_string())?;
+                for (i, s) in series.iter().enumerate() {
+                    let color = Palette99::pick(i).to_rgba();
+                    let points: Vec<(f64, f64)> = s.points.iter().copied().filter(keep).collect();
+                    let drawn = match s.style {
+                        Style::Model => chart.draw_series(DashedLineSeries::new(points, 6, 4, color.stroke_width(2))),
+                        Style::Measured => {
+                            chart.draw_series(LineSeries::new(points, color.stroke_width(2)).point_size(3))
+                        }
+                        Style::Published => {
+                            chart.draw_series(points.into_iter().map(|p| Cross::new(p, 7, color.stroke_width(3))))
+                        }
+                    };
+                    drawn
+                        .map_err(|e| e.to_string())?
+                        .label(s.name.clone())
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+                }
+                chart
+                    .configure_series_labels()
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .position(SeriesLabelPosition::UpperLeft)
+                    .draw()
+                    .map_err(|e| e.to_string())?;
+            }};
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(|e| e.to_string())?;
+        let lin = |lo: f64, hi: f64| 0.0f64.min(lo)..(hi.max(f64::MIN_POSITIVE) * 1.08);
+        let log = |lo: f64, hi: f64| (lo / 1.5)..(hi * 1.5);
+        match (axes.log_x, axes.log_y) {
+            (false, false) => draw!(lin(x_lo, x_hi), lin(y_lo, y_hi)),
+            (true, false) => draw!(log(x_lo, x_hi).log_scale(), lin(y_lo, y_hi)),
+            (false, true) => draw!(lin(x_lo, x_hi), log(y_lo, y_hi).log_scale()),
+            (true, true) => draw!(log(x_lo, x_hi).log_scale(), log(y_lo, y_hi).log_scale()),
+        }
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(svg)
@@ -238,5 +313,21 @@ mod tests {
         }
         // A marked line has circles; a dashed model and crosses add paths but no circles.
         assert_eq!(svg.matches("<circle").count(), 2, "{svg}");
+    }
+}
+
+#[cfg(test)]
+mod tick_tests {
+    use super::tick;
+
+    #[test]
+    fn ticks_read_as_a_person_writes_them() {
+        assert_eq!(tick(50_000.0), "50,000");
+        assert_eq!(tick(1153.0), "1,153");
+        assert_eq!(tick(0.25), "0.25");
+        assert_eq!(tick(66.5), "66.5");
+        assert_eq!(tick(0.0), "0");
+        assert_eq!(tick(-2000.0), "-2,000");
+        assert_eq!(tick(2.5e9), "2.5e9");
     }
 }
