@@ -248,7 +248,11 @@ fn reproduce_lists_and_rejects_unknown_names() {
     }
     let o = switchyard(&["reproduce", "nope"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("no reproduction `nope`; there are: dpi-affinity"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("unrecognized subcommand 'nope'"), "{}", stderr(&o));
+    // Each reproduction's --help shows only its own options.
+    let help = stdout(&switchyard(&["reproduce", "guo-interrupt-affinity", "--help"]));
+    assert!(help.contains("--seed") && help.contains("--format"), "{help}");
+    assert!(!help.contains("--presume") && !help.contains("--oracle"), "{help}");
 }
 
 #[test]
