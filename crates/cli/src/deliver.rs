@@ -391,7 +391,7 @@ fn serve(a: &ServeArgs) -> Result<()> {
         if cfg.rebalance.is_some() { ", soft rebalancing on" } else { "" }
     );
     if cfg.steer != Steering::None {
-        eprintln!("steering: {} (threads pinned to cores {:?})", cfg.steer, server.worker_cores());
+        eprintln!("steering: {} ({})", cfg.steer, worker_cores(server.worker_cores()));
     }
     let until = a.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
     let live = std::io::stderr().is_terminal();
@@ -714,5 +714,23 @@ mod tests {
         assert!(parse_bits("fast").unwrap_err().contains("4Mbit"));
         assert!(parse_bits("0").is_err());
         assert!(parse_bits("-3M").is_err());
+    }
+}
+
+/// Where the workers run, as a person reads it: "worker 0 on core 2, worker 1 unpinned".
+fn worker_cores(cores: &[Option<u32>]) -> String {
+    let each: Vec<String> = cores
+        .iter()
+        .enumerate()
+        .map(|(w, c)| c.map_or_else(|| format!("worker {w} unpinned"), |c| format!("worker {w} on core {c}")))
+        .collect();
+    each.join(", ")
+}
+
+#[cfg(test)]
+mod worker_cores_tests {
+    #[test]
+    fn cores_read_as_words_not_debug_text() {
+        assert_eq!(super::worker_cores(&[Some(0), None]), "worker 0 on core 0, worker 1 unpinned");
     }
 }

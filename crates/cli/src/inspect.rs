@@ -38,6 +38,13 @@ use crate::report::Format;
 /// named by their payload on their own port only, as `payload+port`; with `--guess`, a
 /// connection nothing matched is named by its port alone, shown `(guessed)`.
 ///
+/// Verdicts: a protocol's name when a signature matched; `no-match` when all of a connection's
+/// inspected packets (`--packets`) were seen and none matched; `open` when the capture ended
+/// before the connection sent that many packets and nothing matched yet (more of it might
+/// have); `incomplete` when buffers of it were dropped unscanned (`--drop`) and nothing
+/// matched, so no verdict can be given; `NAME (guessed)` with `--guess`, for a `no-match` or
+/// `open` connection named by its port alone.
+///
 /// Examples:
 ///
 ///   switchyard inspect data/traces/labelled.pcap --labels data/traces/labelled.csv

@@ -109,8 +109,58 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("switchyard: {e:#}");
+            eprintln!("switchyard: {}", describe(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+/// An error and its causes on one line, each said once. Many library errors print their cause
+/// in their own message and also return it as their `source()` (thiserror's `{source}`), so
+/// `{:#}` would say it twice ("Address already in use (os error 98): Address already in use (os
+/// error 98)"); a cause whose text already ends the line is left out.
+fn describe(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+
+    /// Like a thiserror error with `#[error("...: {source}")]`: the cause in its text and as its
+    /// source.
+    #[derive(Debug)]
+    struct Listen {
+        source: std::io::Error,
+    }
+    impl std::fmt::Display for Listen {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "listening on 127.0.0.1:1: {}", self.source)
+        }
+    }
+    impl std::error::Error for Listen {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn a_cause_is_said_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "Address already in use (os error 98)");
+        let e = anyhow::Error::new(Listen { source: io }).context("tunnel");
+        assert_eq!(describe(&e), "tunnel: listening on 127.0.0.1:1: Address already in use (os error 98)");
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(describe(&plain), "outer: inner");
     }
 }

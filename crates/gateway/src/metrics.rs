@@ -15,6 +15,12 @@ pub(crate) type Amount = Counter<f64, AtomicU64>;
 /// A whole number that goes up and down.
 pub(crate) type Level = Gauge;
 
+/// `help` without its closing full stop: prometheus_client ends every HELP line with one of its
+/// own, so a help text written as a sentence would be rendered ending in "..".
+fn sentence(help: &str) -> &str {
+    help.trim_end_matches('.')
+}
+
 /// A registry and its text rendering.
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
@@ -25,21 +31,21 @@ impl Metrics {
     /// A counter named `name` (rendered `name_total`).
     pub(crate) fn count(&mut self, name: &str, help: &str) -> Count {
         let c = Count::default();
-        self.registry.register(name, help, c.clone());
+        self.registry.register(name, sentence(help), c.clone());
         c
     }
 
     /// A fractional counter named `name` (rendered `name_total`).
     pub(crate) fn amount(&mut self, name: &str, help: &str) -> Amount {
         let c = Amount::default();
-        self.registry.register(name, help, c.clone());
+        self.registry.register(name, sentence(help), c.clone());
         c
     }
 
     /// A gauge named `name`.
     pub(crate) fn level(&mut self, name: &str, help: &str) -> Level {
         let g = Level::default();
-        self.registry.register(name, help, g.clone());
+        self.registry.register(name, sentence(help), g.clone());
         g
     }
 
@@ -56,7 +62,7 @@ impl Metrics {
             + 'static,
     {
         let f = Family::<Vec<(String, String)>, M>::default();
-        self.registry.register(name, help, f.clone());
+        self.registry.register(name, sentence(help), f.clone());
         f
     }
 
@@ -65,5 +71,21 @@ impl Metrics {
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn help_lines_end_in_one_full_stop() {
+        let mut m = Metrics::default();
+        m.count("reads", "Reads made.").inc();
+        m.level("held", "Bytes held");
+        let text = m.render();
+        assert!(text.contains("# HELP reads Reads made.\n"), "{text}");
+        assert!(text.contains("# HELP held Bytes held.\n"), "{text}");
+        assert!(!text.contains(".."), "{text}");
     }
 }
