@@ -11,7 +11,7 @@ use switchyard_core::{PlaceConfig, Policy, QueueMeasure, Topology, Weight, Worke
 use switchyard_experiments::keys::KeySource;
 use switchyard_experiments::placement;
 
-use crate::report::{Format, print_rows};
+use crate::report::Format;
 
 /// Place keys on workers with one or more policies, and compare them.
 ///
@@ -226,7 +226,13 @@ pub(crate) fn run(args: &PlaceArgs) -> Result<()> {
         rows.push(placement::measure(p, &setup.measured, &|n| bar.inc(n)).with_context(|| format!("policy {p}"))?);
     }
     bar.finish_and_clear();
-    print_rows(&mut out, &rows, args.format)?;
+    // The JSON stays the array of rows it has always been (users' scripts read it); the table
+    // and the CSV are the one printer's.
+    match args.format {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?,
+        Format::Csv => crate::print::csv(&mut out, &placement::table(&rows))?,
+        Format::Table => crate::print::aligned(&mut out, &placement::table(&rows))?,
+    }
     out.flush()?;
     Ok(())
 }

@@ -4,7 +4,6 @@ use std::io::Write;
 
 use anyhow::Result;
 use clap::ValueEnum;
-use switchyard_experiments::placement::Row;
 
 /// Output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -15,56 +14,6 @@ pub(crate) enum Format {
     Json,
     /// A header line and one line per policy.
     Csv,
-}
-
-fn opt(v: Option<f64>, digits: usize) -> String {
-    v.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
-}
-
-pub(crate) fn print_rows(out: &mut impl Write, rows: &[Row], format: Format) -> Result<()> {
-    match format {
-        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(rows)?)?,
-        Format::Csv => {
-            writeln!(out, "policy,workers,keys,max_over_mean,cov,jain,moved_on_remove,moved_on_add,ns_per_decision")?;
-            for r in rows {
-                let o = |v: Option<f64>| v.map_or_else(String::new, |v| v.to_string());
-                writeln!(
-                    out,
-                    "{},{},{},{},{},{},{},{},{}",
-                    r.policy,
-                    r.workers,
-                    r.keys,
-                    r.max_over_mean,
-                    r.cov,
-                    r.jain,
-                    o(r.moved_on_remove),
-                    o(r.moved_on_add),
-                    r.ns_per_decision
-                )?;
-            }
-        }
-        Format::Table => {
-            writeln!(
-                out,
-                "{:<18} {:>8} {:>7} {:>7} {:>9} {:>9} {:>11}",
-                "policy", "max/mean", "CoV", "Jain", "moved-rm", "moved-add", "ns/decision"
-            )?;
-            for r in rows {
-                writeln!(
-                    out,
-                    "{:<18} {:>8.3} {:>7.3} {:>7.4} {:>9} {:>9} {:>11.1}",
-                    r.policy,
-                    r.max_over_mean,
-                    r.cov,
-                    r.jain,
-                    opt(r.moved_on_remove, 4),
-                    opt(r.moved_on_add, 4),
-                    r.ns_per_decision
-                )?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Prints each published claim with our figure, the difference and its explanation.

@@ -10,6 +10,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+
+use crate::report::{ColumnSpec, ReportSpec, Table, TableSpec};
 use switchyard_core::measure::{balance, moved_fraction};
 use switchyard_core::place::build_weighted;
 use switchyard_core::{LoadTracker, PlaceConfig, PlaceError, Placer, Policy, QueueMeasure, Unit, Weight, WorkerId};
@@ -146,4 +148,47 @@ fn time_decisions(policy: Policy, s: &Setup, load: &LoadTracker) -> Result<f64, 
         }
     }
     Ok(spent.as_nanos() as f64 / decisions as f64)
+}
+
+/// `switchyard place`'s table: a row per policy (its CSV header is these columns' names, as
+/// `place --format csv` has always printed).
+pub const POLICIES: TableSpec = TableSpec::new(
+    "policies",
+    "balance, keys moved and the cost of a decision, per policy",
+    &[
+        ColumnSpec::text("policy"),
+        ColumnSpec::int("workers"),
+        ColumnSpec::int("keys").about("units placed"),
+        ColumnSpec::num("max_over_mean", 3).header("max/mean").about("the busiest worker's load over the mean"),
+        ColumnSpec::num("cov", 3).header("CoV").about("coefficient of variation of the loads"),
+        ColumnSpec::num("jain", 4).header("Jain").about("Jain's fairness index of the loads"),
+        ColumnSpec::num("moved_on_remove", 4).header("moved-rm").about("share of units that move when worker 0 leaves"),
+        ColumnSpec::num("moved_on_add", 4)
+            .header("moved-add")
+            .about("share of units that move when the last worker joins"),
+        ColumnSpec::num("ns_per_decision", 1).header("decision").unit("ns").about("mean wall time of one decision"),
+    ],
+);
+
+/// What `switchyard place` reports.
+pub const SPEC: ReportSpec =
+    ReportSpec { name: "place", title: "placement policies measured on the same keys", tables: &[&POLICIES] };
+
+/// The rows as `place`'s table.
+pub fn table(rows: &[Row]) -> Table {
+    let mut t = Table::new(&POLICIES);
+    for r in rows {
+        t.push(vec![
+            r.policy.clone().into(),
+            r.workers.into(),
+            r.keys.into(),
+            r.max_over_mean.into(),
+            r.cov.into(),
+            r.jain.into(),
+            r.moved_on_remove.into(),
+            r.moved_on_add.into(),
+            r.ns_per_decision.into(),
+        ]);
+    }
+    t
 }
