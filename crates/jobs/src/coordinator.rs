@@ -129,6 +129,12 @@ pub const MAX_ESTIMATE: f64 = 3600.0;
 /// an application no live worker can run says so in its status (it waits; it is not refused,
 /// since workers may be started after the submission).
 pub const LIVE: Duration = Duration::from_secs(30);
+/// An idle worker's empty polls that change nothing but when it was last heard from are logged
+/// at most once in this long ([`Board::idle_poll_is_news`]): without it, every idle worker
+/// added about ten rows a second to the log, for ever. Well under [`LIVE`], so that a
+/// coordinator that replays the log (restarted, or sharing the database) still sees every
+/// polling worker as live.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
 /// The most program names a worker's poll may list.
 pub const MAX_PROGRAMS: usize = 1000;
 
@@ -232,6 +238,8 @@ pub struct Coordinator {
     idle_poll: u64,
     /// When each worker last polled and got nothing.
     last_empty: HashMap<WorkerId, u64>,
+    /// When each worker's last poll was logged.
+    last_logged: HashMap<WorkerId, u64>,
     /// The largest task estimate a submission may give, seconds.
     max_estimate: f64,
 }
@@ -256,6 +264,7 @@ impl Coordinator {
             config,
             idle_poll: idle_poll.as_nanos() as u64,
             last_empty: HashMap::new(),
+            last_logged: HashMap::new(),
             max_estimate: MAX_ESTIMATE,
         })
     }
@@ -459,6 +468,7 @@ impl Coordinator {
             });
         }
         let state = &mut self.state;
+        let last_logged = &self.last_logged;
         let r = self.store.change(|news| {
             state.apply_all(news);
             let mut events = Vec::new();
@@ -489,18 +499,27 @@ impl Coordinator {
                     events.push(e);
                 }
             }
+            let worth_logging = !events.is_empty()
+                || state.board.idle_poll_is_news(id, Nanos(now))
+                || last_logged.get(&id).is_none_or(|&at| now >= at + HEARTBEAT.as_nanos() as u64);
             let got = state.board.poll(id, Nanos(now));
-            events.push(Event::Poll {
-                worker: id.0,
-                at: now,
-                task: got.map(|a| (a.task.app.0, u8::from(a.task.phase == Phase::Reduce), a.task.index)),
-            });
-            Ok::<_, JobsError>(((id, got), events, Vec::new()))
+            let logged = worth_logging || got.is_some();
+            if logged {
+                events.push(Event::Poll {
+                    worker: id.0,
+                    at: now,
+                    task: got.map(|a| (a.task.app.0, u8::from(a.task.phase == Phase::Reduce), a.task.index)),
+                });
+            }
+            Ok::<_, JobsError>(((id, got, logged), events, Vec::new()))
         });
-        let (id, got) = match r {
+        let (id, got, logged) = match r {
             Ok(r) => r?,
             Err(e) => return Err(self.rebuild(e)),
         };
+        if logged {
+            self.last_logged.insert(id, now);
+        }
         if got.is_none() {
             self.last_empty.insert(id, now);
         } else {

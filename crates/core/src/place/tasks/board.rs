@@ -468,6 +468,25 @@ impl Board {
             .collect()
     }
 
+    /// Whether a poll by `worker` at `now` answered with nothing would change more than when
+    /// the worker was last heard from: it is new, holds an attempt (a restart shows, or an
+    /// attempt ends), is presumed failed (it has recovered), or some running attempt is now far
+    /// enough past its task's mean time to be presumed failed. A driver that logs polls may leave
+    /// out the idle polls that are not news (a replay then has an older "last heard from", and
+    /// nothing else differs), so that idle workers do not grow its log without end.
+    pub fn idle_poll_is_news(&self, worker: WorkerId, now: Nanos) -> bool {
+        let Some(w) = self.workers.get(&worker) else {
+            return true;
+        };
+        w.holding.is_some()
+            || w.presumed_at.is_some()
+            || self.running.iter().any(|id| {
+                let a = &self.attempts[id.0 as usize];
+                secs(Nanos(now.0.saturating_sub(a.started.0)))
+                    > self.config.presume_factor * self.task_tau(a.task.app, a.task.phase)
+            })
+    }
+
     /// Attempts running now (handed out, not reported, not presumed failed).
     pub fn running(&self) -> u32 {
         self.running.len() as u32
