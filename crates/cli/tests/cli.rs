@@ -549,35 +549,56 @@ fn tunnel_errors_teach() {
 }
 
 /// `bench mux` runs every case in rounds on loopback and reports throughput against raw TCP,
-/// weight adherence and the goals.
+/// weight adherence and the goals; `--cases` runs only those named.
 #[test]
 fn bench_mux_reports_every_case_and_the_goals() {
-    let o = switchyard(&["bench", "mux", "--connections", "2", "--channels", "3", "--seconds", "0.4", "--rounds", "2"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
-    for case in [
-        "raw TCP ×2",
-        "stripe (least queued)",
-        "stripe, TLS",
-        "stripe (earliest)",
-        "pin",
-        "HTTP/2 (h2), 1 conn",
-        "QUIC (quinn), 1 conn",
-    ] {
-        assert_eq!(out.lines().filter(|l| l.starts_with(&format!("{case} "))).count(), 1, "{case}:\n{out}");
-    }
-    assert!(out.contains("2 rounds of every case"), "{out}");
-    for goal in ["throughput: best scheduler", "weight adherence, largest gap"] {
-        assert!(out.contains(goal), "{goal} missing:\n{out}");
-    }
+    let table = |o: &Output| -> (Vec<String>, serde_json::Value) {
+        assert!(o.status.success(), "{}", stderr(o));
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+        assert_eq!(r["name"], "bench-mux");
+        let t = r["tables"].as_array().unwrap().iter().find(|t| t["name"] == "cases").expect("the cases table").clone();
+        let names = t["rows"].as_array().unwrap().iter().map(|row| row[0].as_str().unwrap().to_string()).collect();
+        (names, t)
+    };
+    let o = switchyard(&[
+        "bench",
+        "mux",
+        "--connections",
+        "2",
+        "--channels",
+        "3",
+        "--seconds",
+        "0.4",
+        "--rounds",
+        "2",
+        "--format",
+        "json",
+    ]);
+    let (names, t) = table(&o);
+    assert_eq!(
+        names,
+        [
+            "raw TCP ×2",
+            "stripe (least queued)",
+            "stripe, TLS",
+            "stripe (earliest)",
+            "pin",
+            "HTTP/2 (h2), 1 conn",
+            "QUIC (quinn), 1 conn"
+        ]
+    );
     // Every case's cost: the CPU time per KB and its ratio to raw TCP's, both measured.
-    for case in ["raw TCP ×2", "stripe (least queued)", "stripe, TLS", "pin", "QUIC (quinn), 1 conn"] {
-        let line = out.lines().find(|l| l.starts_with(&format!("{case} "))).expect("listed above");
-        let numbers: Vec<f64> = line[case.len()..].split_whitespace().filter_map(|w| w.parse().ok()).collect();
-        assert!(numbers.len() >= 4 && numbers[2] > 0.0 && numbers[3] > 0.0, "{case}: {line}");
+    for row in t["rows"].as_array().unwrap() {
+        assert!(row[3].as_f64().unwrap() > 0.0 && row[4].as_f64().unwrap() > 0.0, "{row}");
+    }
+    let notes: Vec<&str> = t["notes"].as_array().unwrap().iter().filter_map(|n| n.as_str()).collect();
+    assert!(notes.iter().any(|n| n.contains("2 rounds of every case")), "{notes:?}");
+    for goal in ["throughput: best scheduler", "weight adherence, largest gap"] {
+        assert!(notes.iter().any(|n| n.starts_with(goal)), "{goal} missing: {notes:?}");
     }
 
-    // `--cases` runs only those named (and raw TCP, the ceiling).
+    // `--cases` runs only those named (and raw TCP, the ceiling); --out writes the report.
+    let dir = std::env::temp_dir().join(format!("switchyard-bench-mux-{}", std::process::id()));
     let o = switchyard(&[
         "bench",
         "mux",
@@ -591,18 +612,17 @@ fn bench_mux_reports_every_case_and_the_goals() {
         "1",
         "--cases",
         "pin,h2",
+        "--format",
+        "json",
+        "--out",
+        dir.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
-    for (case, listed) in [
-        ("raw TCP ×2", true),
-        ("pin", true),
-        ("HTTP/2 (h2), 1 conn", true),
-        ("stripe (least queued)", false),
-        ("QUIC (quinn), 1 conn", false),
-    ] {
-        assert_eq!(out.lines().any(|l| l.starts_with(&format!("{case} "))), listed, "{case}:\n{out}");
+    let (names, _) = table(&o);
+    assert_eq!(names, ["raw TCP ×2", "pin", "HTTP/2 (h2), 1 conn"]);
+    for f in ["report.json", "cases.csv"] {
+        assert!(dir.join(f).is_file(), "{f} not written");
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `deliver serve` with `args` on a port it picks, and the address it says it serves on. The
@@ -785,27 +805,48 @@ fn reproduce_dou_rgedf_prints_the_sweeps_and_writes_csv_and_charts() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `bench shm` prints each message size's throughput and CPU per byte for every carry, the
-/// ping-pong's round trips, XenSocket's published shape, and whether issue 25's goals were met.
+/// `bench shm` reports each message size's throughput and CPU per byte for every carry, the
+/// ping-pong's round trips, XenSocket's published shape, and whether issue 25's goals were met;
+/// `--out` writes the JSON, the CSVs and the chart.
 #[test]
-fn bench_shm_prints_every_carry_the_ping_pong_and_the_goals() {
-    let o = switchyard(&["bench", "shm", "--mib", "4", "--runs", "1", "--sizes", "512,16K,1M", "--pings", "200"]);
+fn bench_shm_reports_every_carry_the_ping_pong_and_the_goals() {
+    let dir = std::env::temp_dir().join(format!("switchyard-bench-shm-{}", std::process::id()));
+    let o = switchyard(&[
+        "bench",
+        "shm",
+        "--mib",
+        "4",
+        "--runs",
+        "1",
+        "--sizes",
+        "512,16K,1M",
+        "--pings",
+        "200",
+        "--format",
+        "json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
-    // Each size appears in the throughput table and in the per-side CPU table.
-    for size in ["512B", "16K", "1M"] {
-        let rows = text.lines().filter(|l| l.split_whitespace().next() == Some(size)).count();
-        assert_eq!(rows, 2, "{size}: {text}");
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    let table = |name: &str| r["tables"].as_array().unwrap().iter().find(|t| t["name"] == name).cloned();
+    for name in ["throughput", "sides"] {
+        let t = table(name).unwrap_or_else(|| panic!("no {name} table"));
+        let sizes: Vec<&str> = t["rows"].as_array().unwrap().iter().map(|row| row[0].as_str().unwrap()).collect();
+        assert_eq!(sizes, ["512B", "16K", "1M"], "{name}");
     }
-    for needle in ["ring", "unix", "tcp", "memfd+pipe", "ping-pong", "published: XenSocket", "issue 25's goals"] {
-        assert!(text.contains(needle), "{needle}: {text}");
-    }
+    let notes = table("throughput").unwrap()["notes"].to_string();
+    assert!(notes.contains("issue 25's goals"), "{notes}");
     // A ping-pong row for each carry, with a positive median.
-    let pings = text.lines().skip_while(|l| !l.contains("ping-pong")).skip(2).take(4);
-    for l in pings {
-        let median: f64 = l.split_whitespace().nth(1).and_then(|m| m.parse().ok()).unwrap_or(0.0);
-        assert!(median > 0.0, "{l}: {text}");
+    let pings = table("ping_pong").expect("the ping-pong");
+    let carries: Vec<&str> = pings["rows"].as_array().unwrap().iter().map(|row| row[0].as_str().unwrap()).collect();
+    assert_eq!(carries, ["ring", "unix", "tcp", "memfd+pipe"]);
+    assert!(pings["rows"].as_array().unwrap().iter().all(|row| row[1].as_f64().unwrap() > 0.0), "{pings}");
+    assert!(r["claims"][0]["published_text"].as_str().unwrap().starts_with("XenSocket"), "{}", r["claims"]);
+    for f in ["report.json", "throughput.csv", "sides.csv", "ping_pong.csv", "throughput.svg"] {
+        assert!(dir.join(f).is_file(), "{f} not written");
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `reproduce ko-worker-centric` prints its sweeps and the paper's findings, and writes its CSV
