@@ -8,7 +8,10 @@ pub const REPRODUCTIONS: &[&ReportSpec] = &[&crate::guo_irq::SPEC];
 
 /// The benchmarks' reports, by `switchyard bench NAME`.
 pub const BENCHMARKS: &[&ReportSpec] = &[
+    &crate::bench::inspect::SPEC,
     &crate::bench::mux::SPEC,
+    #[cfg(target_os = "linux")]
+    &crate::bench::steer::SPEC,
     &crate::bench::shm::SPEC,
 ];
 
