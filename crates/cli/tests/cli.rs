@@ -321,23 +321,48 @@ fn inspect_results_name_the_packet_that_matched() {
 }
 
 /// `bench inspect` runs end to end on small traces and reports what the issue asks: each
-/// policy beside the single thread and the simulator, and the goals.
+/// policy beside the single thread and the simulator, and the goals; `--out` writes the report.
 #[test]
 fn bench_inspect_reports_every_policy_and_the_goals() {
     let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/traces/labelled.pcap");
-    let o = switchyard(&["bench", "inspect", "--connections", "300", "--repeat", "1", "--sample", sample]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
-    for trace in ["sample trace:", "uniform trace:", "skewed trace:"] {
-        assert!(out.contains(trace), "{trace} missing:\n{out}");
+    let json = |o: &Output| -> serde_json::Value {
+        assert!(o.status.success(), "{}", stderr(o));
+        serde_json::from_slice(&o.stdout).expect("a JSON report")
+    };
+    let table = |r: &serde_json::Value, name: &str| -> Vec<Vec<serde_json::Value>> {
+        let t = r["tables"].as_array().unwrap().iter().find(|t| t["name"] == name).expect(name);
+        t["rows"].as_array().unwrap().iter().map(|row| row.as_array().unwrap().clone()).collect()
+    };
+    let dir = std::env::temp_dir().join(format!("switchyard-bench-inspect-{}", std::process::id()));
+    let o = switchyard(&[
+        "bench",
+        "inspect",
+        "--connections",
+        "300",
+        "--repeat",
+        "1",
+        "--sample",
+        sample,
+        "--format",
+        "json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let r = json(&o);
+    assert_eq!(r["name"], "bench-inspect");
+    let traces: Vec<String> = table(&r, "traces").iter().map(|row| row[0].as_str().unwrap().to_string()).collect();
+    assert_eq!(traces, ["sample", "uniform", "skewed"]);
+    for (name, policies) in
+        [("policies", vec!["mod-n", "affinity", "hrw", "ahrw", "bounded"]), ("sharded", vec!["mod-n", "hrw"])]
+    {
+        let rows = table(&r, name);
+        assert_eq!(rows.len(), 3 * policies.len(), "{name}");
+        for (row, want) in rows.iter().zip(policies.iter().cycle()) {
+            assert_eq!(row[1], *want, "{name}");
+            assert!(row[2].as_f64().unwrap() > 0.0, "{name}: {row:?}");
+        }
     }
-    for policy in ["mod-n", "affinity", "hrw", "ahrw", "bounded"] {
-        // Those that place by the flow alone run in the sharded design as well.
-        let times = if ["mod-n", "hrw"].contains(&policy) { 6 } else { 3 };
-        assert_eq!(out.lines().filter(|l| l.starts_with(policy)).count(), times, "{policy} on each trace:\n{out}");
-    }
-    assert_eq!(out.matches("producer waiting on full queues").count(), 3, "{out}");
-    assert_eq!(out.matches("sharded, no producer").count(), 3, "{out}");
+    let notes = r["notes"].to_string();
     for goal in [
         "kernel combined: 2 workers over 1 thread, producer design",
         "kernel combined: CPU time per packet, 2 workers over the single thread, producer design",
@@ -346,22 +371,64 @@ fn bench_inspect_reports_every_policy_and_the_goals() {
         "producer on the sample trace",
         "skewed trace: AHRW",
     ] {
-        assert!(out.contains(goal), "{goal} missing:\n{out}");
+        assert!(notes.contains(goal), "{goal} missing:\n{notes}");
     }
     // The speed-up and CPU goals on every trace, for both designs.
-    assert_eq!(out.matches("(issue 21's goal with --kernel sequential ≥ 1.7×)").count(), 3, "{out}");
-    assert_eq!(out.matches("(issue 21's goal ≤ 1.15×)").count(), 3, "{out}");
+    assert_eq!(notes.matches("(issue 21's goal with --kernel sequential ≥ 1.7×)").count(), 3, "{notes}");
+    assert_eq!(notes.matches("(issue 21's goal ≤ 1.15×)").count(), 3, "{notes}");
+    for f in ["report.json", "traces.csv", "policies.csv", "sharded.csv"] {
+        assert!(dir.join(f).is_file(), "{f} not written");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
     // The source's kind of kernel runs the same cases.
-    let o = switchyard(&["bench", "inspect", "--connections", "100", "--repeat", "1", "--kernel", "sequential"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("matching one signature at a time"), "{}", stdout(&o));
+    let r = json(&switchyard(&[
+        "bench",
+        "inspect",
+        "--connections",
+        "100",
+        "--repeat",
+        "1",
+        "--kernel",
+        "sequential",
+        "--format",
+        "json",
+    ]));
+    assert!(r["notes"].to_string().contains("matching one signature at a time"), "{}", r["notes"]);
     let o = switchyard(&["inspect", sample, "--kernel", "dfa"]);
     assert!(!o.status.success() && stderr(&o).contains("combined, sequential"), "{}", stderr(&o));
     // Without the sample, the generated traces still run, and the user is told why.
-    let o = switchyard(&["bench", "inspect", "--connections", "100", "--repeat", "1", "--sample", "/no/such.pcap"]);
+    let r = json(&switchyard(&[
+        "bench",
+        "inspect",
+        "--connections",
+        "100",
+        "--repeat",
+        "1",
+        "--sample",
+        "/no/such.pcap",
+        "--format",
+        "json",
+    ]));
+    assert!(r["notes"].to_string().contains("benchmarking the generated traces only"), "{}", r["notes"]);
+    assert!(r["notes"].to_string().contains("producer alone on the uniform trace"), "{}", r["notes"]);
+    assert_eq!(table(&r, "traces").len(), 2);
+}
+
+/// `bench inspect --peer ndpi` reports the comparison, or, without ndpiReader, says so in a
+/// report with no tables.
+#[test]
+fn bench_inspect_beside_ndpi_reports_or_says_the_peer_is_missing() {
+    let o =
+        switchyard(&["bench", "inspect", "--peer", "ndpi", "--connections", "50", "--repeat", "1", "--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("benchmarking the generated traces only"), "{}", stdout(&o));
-    assert!(stdout(&o).contains("producer alone on the uniform trace"), "{}", stdout(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(r["name"], "bench-inspect");
+    let tables: Vec<&str> = r["tables"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    if r["notes"].to_string().contains("ndpiReader is not installed") {
+        assert!(tables.is_empty(), "{tables:?}");
+    } else {
+        assert_eq!(tables, ["ndpi_captures", "ndpi_protocols", "ndpi_differences"]);
+    }
 }
 
 #[test]
@@ -549,35 +616,56 @@ fn tunnel_errors_teach() {
 }
 
 /// `bench mux` runs every case in rounds on loopback and reports throughput against raw TCP,
-/// weight adherence and the goals.
+/// weight adherence and the goals; `--cases` runs only those named.
 #[test]
 fn bench_mux_reports_every_case_and_the_goals() {
-    let o = switchyard(&["bench", "mux", "--connections", "2", "--channels", "3", "--seconds", "0.4", "--rounds", "2"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
-    for case in [
-        "raw TCP ×2",
-        "stripe (least queued)",
-        "stripe, TLS",
-        "stripe (earliest)",
-        "pin",
-        "HTTP/2 (h2), 1 conn",
-        "QUIC (quinn), 1 conn",
-    ] {
-        assert_eq!(out.lines().filter(|l| l.starts_with(&format!("{case} "))).count(), 1, "{case}:\n{out}");
-    }
-    assert!(out.contains("2 rounds of every case"), "{out}");
-    for goal in ["throughput: best scheduler", "weight adherence, largest gap"] {
-        assert!(out.contains(goal), "{goal} missing:\n{out}");
-    }
+    let table = |o: &Output| -> (Vec<String>, serde_json::Value) {
+        assert!(o.status.success(), "{}", stderr(o));
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+        assert_eq!(r["name"], "bench-mux");
+        let t = r["tables"].as_array().unwrap().iter().find(|t| t["name"] == "cases").expect("the cases table").clone();
+        let names = t["rows"].as_array().unwrap().iter().map(|row| row[0].as_str().unwrap().to_string()).collect();
+        (names, t)
+    };
+    let o = switchyard(&[
+        "bench",
+        "mux",
+        "--connections",
+        "2",
+        "--channels",
+        "3",
+        "--seconds",
+        "0.4",
+        "--rounds",
+        "2",
+        "--format",
+        "json",
+    ]);
+    let (names, t) = table(&o);
+    assert_eq!(
+        names,
+        [
+            "raw TCP ×2",
+            "stripe (least queued)",
+            "stripe, TLS",
+            "stripe (earliest)",
+            "pin",
+            "HTTP/2 (h2), 1 conn",
+            "QUIC (quinn), 1 conn"
+        ]
+    );
     // Every case's cost: the CPU time per KB and its ratio to raw TCP's, both measured.
-    for case in ["raw TCP ×2", "stripe (least queued)", "stripe, TLS", "pin", "QUIC (quinn), 1 conn"] {
-        let line = out.lines().find(|l| l.starts_with(&format!("{case} "))).expect("listed above");
-        let numbers: Vec<f64> = line[case.len()..].split_whitespace().filter_map(|w| w.parse().ok()).collect();
-        assert!(numbers.len() >= 4 && numbers[2] > 0.0 && numbers[3] > 0.0, "{case}: {line}");
+    for row in t["rows"].as_array().unwrap() {
+        assert!(row[3].as_f64().unwrap() > 0.0 && row[4].as_f64().unwrap() > 0.0, "{row}");
+    }
+    let notes: Vec<&str> = t["notes"].as_array().unwrap().iter().filter_map(|n| n.as_str()).collect();
+    assert!(notes.iter().any(|n| n.contains("2 rounds of every case")), "{notes:?}");
+    for goal in ["throughput: best scheduler", "weight adherence, largest gap"] {
+        assert!(notes.iter().any(|n| n.starts_with(goal)), "{goal} missing: {notes:?}");
     }
 
-    // `--cases` runs only those named (and raw TCP, the ceiling).
+    // `--cases` runs only those named (and raw TCP, the ceiling); --out writes the report.
+    let dir = std::env::temp_dir().join(format!("switchyard-bench-mux-{}", std::process::id()));
     let o = switchyard(&[
         "bench",
         "mux",
@@ -591,18 +679,17 @@ fn bench_mux_reports_every_case_and_the_goals() {
         "1",
         "--cases",
         "pin,h2",
+        "--format",
+        "json",
+        "--out",
+        dir.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
-    for (case, listed) in [
-        ("raw TCP ×2", true),
-        ("pin", true),
-        ("HTTP/2 (h2), 1 conn", true),
-        ("stripe (least queued)", false),
-        ("QUIC (quinn), 1 conn", false),
-    ] {
-        assert_eq!(out.lines().any(|l| l.starts_with(&format!("{case} "))), listed, "{case}:\n{out}");
+    let (names, _) = table(&o);
+    assert_eq!(names, ["raw TCP ×2", "pin", "HTTP/2 (h2), 1 conn"]);
+    for f in ["report.json", "cases.csv"] {
+        assert!(dir.join(f).is_file(), "{f} not written");
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `deliver serve` with `args` on a port it picks, and the address it says it serves on. The
@@ -785,27 +872,48 @@ fn reproduce_dou_rgedf_prints_the_sweeps_and_writes_csv_and_charts() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `bench shm` prints each message size's throughput and CPU per byte for every carry, the
-/// ping-pong's round trips, XenSocket's published shape, and whether issue 25's goals were met.
+/// `bench shm` reports each message size's throughput and CPU per byte for every carry, the
+/// ping-pong's round trips, XenSocket's published shape, and whether issue 25's goals were met;
+/// `--out` writes the JSON, the CSVs and the chart.
 #[test]
-fn bench_shm_prints_every_carry_the_ping_pong_and_the_goals() {
-    let o = switchyard(&["bench", "shm", "--mib", "4", "--runs", "1", "--sizes", "512,16K,1M", "--pings", "200"]);
+fn bench_shm_reports_every_carry_the_ping_pong_and_the_goals() {
+    let dir = std::env::temp_dir().join(format!("switchyard-bench-shm-{}", std::process::id()));
+    let o = switchyard(&[
+        "bench",
+        "shm",
+        "--mib",
+        "4",
+        "--runs",
+        "1",
+        "--sizes",
+        "512,16K,1M",
+        "--pings",
+        "200",
+        "--format",
+        "json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
-    // Each size appears in the throughput table and in the per-side CPU table.
-    for size in ["512B", "16K", "1M"] {
-        let rows = text.lines().filter(|l| l.split_whitespace().next() == Some(size)).count();
-        assert_eq!(rows, 2, "{size}: {text}");
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    let table = |name: &str| r["tables"].as_array().unwrap().iter().find(|t| t["name"] == name).cloned();
+    for name in ["throughput", "sides"] {
+        let t = table(name).unwrap_or_else(|| panic!("no {name} table"));
+        let sizes: Vec<&str> = t["rows"].as_array().unwrap().iter().map(|row| row[0].as_str().unwrap()).collect();
+        assert_eq!(sizes, ["512B", "16K", "1M"], "{name}");
     }
-    for needle in ["ring", "unix", "tcp", "memfd+pipe", "ping-pong", "published: XenSocket", "issue 25's goals"] {
-        assert!(text.contains(needle), "{needle}: {text}");
-    }
+    let notes = table("throughput").unwrap()["notes"].to_string();
+    assert!(notes.contains("issue 25's goals"), "{notes}");
     // A ping-pong row for each carry, with a positive median.
-    let pings = text.lines().skip_while(|l| !l.contains("ping-pong")).skip(2).take(4);
-    for l in pings {
-        let median: f64 = l.split_whitespace().nth(1).and_then(|m| m.parse().ok()).unwrap_or(0.0);
-        assert!(median > 0.0, "{l}: {text}");
+    let pings = table("ping_pong").expect("the ping-pong");
+    let carries: Vec<&str> = pings["rows"].as_array().unwrap().iter().map(|row| row[0].as_str().unwrap()).collect();
+    assert_eq!(carries, ["ring", "unix", "tcp", "memfd+pipe"]);
+    assert!(pings["rows"].as_array().unwrap().iter().all(|row| row[1].as_f64().unwrap() > 0.0), "{pings}");
+    assert!(r["claims"][0]["published_text"].as_str().unwrap().starts_with("XenSocket"), "{}", r["claims"]);
+    for f in ["report.json", "throughput.csv", "sides.csv", "ping_pong.csv", "throughput.svg"] {
+        assert!(dir.join(f).is_file(), "{f} not written");
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `reproduce ko-worker-centric` prints its sweeps and the paper's findings, and writes its CSV
@@ -941,10 +1049,10 @@ fn reproduce_guo_xen_credit_prints_capacities_misses_and_claims() {
 
 /// `bench steer` at a tiny setting: the mechanics, not the figures. Every mode runs on
 /// loopback; steering places every connection on its receiving core and other-cpu none; the
-/// model and the 2-core note are printed; the veth path runs or says why not; and the network
+/// model and the 2-core note are reported; the veth path runs or says why not; and the network
 /// namespaces it made are gone afterwards.
 #[test]
-fn bench_steer_places_by_receiving_core_and_prints_the_model_beside() {
+fn bench_steer_places_by_receiving_core_and_reports_the_model_beside() {
     let o = switchyard(&[
         "bench",
         "steer",
@@ -958,34 +1066,43 @@ fn bench_steer_places_by_receiving_core_and_prints_the_model_beside() {
         "0.05",
         "--rounds",
         "1",
+        "--format",
+        "json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    let row = |path: &str, mode: &str| -> Vec<String> {
-        let section = out.split(&format!("\n{path}\n")).nth(1).unwrap_or_else(|| panic!("no {path} table:\n{out}"));
-        let line = section
-            .lines()
-            .find(|l| l.split_whitespace().nth(1) == Some(mode))
-            .unwrap_or_else(|| panic!("no {mode} row for {path}:\n{out}"));
-        line.split_whitespace().map(str::to_owned).collect()
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as i64;
+    let t = |name: &str| r["tables"].as_array().unwrap().iter().find(|t| t["name"] == name).expect(name).clone();
+    let runs = t("runs");
+    let row = |path: &str, mode: &str| -> Option<Vec<serde_json::Value>> {
+        runs["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row[0] == path && row[2] == mode)
+            .map(|row| row.as_array().unwrap().clone())
     };
     for mode in ["none", "incoming-cpu", "other-cpu"] {
-        let r = row("loopback", mode);
-        let gbps: f64 = r[2].parse().unwrap();
-        assert!(gbps > 0.0, "{mode} received nothing:\n{out}");
+        let row = row("loopback", mode).unwrap_or_else(|| panic!("no {mode} row: {runs}"));
+        assert!(row[3].as_f64().unwrap() > 0.0, "{mode} received nothing: {row:?}");
     }
-    assert_eq!(row("loopback", "incoming-cpu")[5], format!("{cores}/{cores}"), "{out}");
+    // placed, at the end, connections.
+    assert_eq!(row("loopback", "incoming-cpu").unwrap()[6], cores, "{runs}");
+    assert_eq!(row("loopback", "incoming-cpu").unwrap()[8], cores, "{runs}");
     if cores > 1 {
-        assert_eq!(row("loopback", "other-cpu")[5], format!("0/{cores}"), "{out}");
+        assert_eq!(row("loopback", "other-cpu").unwrap()[6], 0, "{runs}");
     }
-    let veth_ran = out.contains("\nveth\n");
-    assert!(veth_ran || out.contains("veth: skipped:"), "the veth path runs or says why not:\n{out}");
-    if veth_ran {
-        assert_eq!(row("veth", "incoming-cpu")[5], format!("{cores}/{cores}"), "{out}");
+    match row("veth", "incoming-cpu") {
+        Some(v) => assert_eq!(v[6], cores, "{runs}"),
+        None => {
+            assert!(runs["notes"].to_string().contains("veth: skipped:"), "the veth path runs or says why not: {runs}")
+        }
     }
-    for needle in ["The model (sim irq", "steer/other", "What a 2-core VM can show", "What it cannot"] {
-        assert!(out.contains(needle), "{needle}:\n{out}");
+    assert_eq!(t("model")["rows"].as_array().unwrap().len(), 3);
+    assert!(!t("ratios")["rows"].as_array().unwrap().is_empty());
+    let notes = r["notes"].to_string();
+    for needle in ["What a 2-core VM can show", "What it cannot"] {
+        assert!(notes.contains(needle), "{needle}: {notes}");
     }
     let left = Command::new("ip").args(["netns", "list"]).output().map(|o| stdout(&o)).unwrap_or_default();
     assert!(!left.contains("systeer-"), "namespaces left behind:\n{left}");

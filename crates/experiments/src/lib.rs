@@ -55,6 +55,7 @@ pub mod guo_xen;
 pub mod iwashima;
 pub mod keys;
 pub mod ko;
+pub mod machine;
 pub mod miscort;
 pub mod miscort_real;
 pub mod placement;

@@ -636,6 +636,12 @@ pub fn schema(spec: &ReportSpec) -> Json {
         .map(|t| json!({ "contains": { "type": "object", "properties": { "name": { "const": t.name } }, "required": ["name"] } }))
         .collect();
     let string_array = json!({ "type": "array", "items": { "type": "string" } });
+    // A report whose every table is optional (a command with modes) requires none; JSON Schema
+    // forbids an empty `allOf`.
+    let mut tables = json!({ "type": "array", "items": { "anyOf": tables } });
+    if !required.is_empty() {
+        tables["allOf"] = Json::Array(required);
+    }
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": format!("https://switchyard.invalid/schema/{}.json", spec.name),
@@ -651,7 +657,7 @@ pub fn schema(spec: &ReportSpec) -> Json {
                 "type": "object", "required": ["name", "value"],
                 "properties": { "name": { "type": "string" }, "value": { "$ref": "#/$defs/value" }, "about": { "type": "string" } },
             } },
-            "tables": { "type": "array", "items": { "anyOf": tables }, "allOf": required },
+            "tables": tables,
             "claims": { "type": "array", "items": {
                 "type": "object",
                 "required": ["claim", "source", "published", "published_text", "ours", "ours_text", "difference", "why"],

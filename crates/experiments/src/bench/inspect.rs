@@ -28,6 +28,7 @@ use switchyard_sim::models::trace::{Trace, TraceReplay};
 
 use super::{cores, median, process_cpu};
 use crate::ExperimentError;
+use crate::report::{ColumnSpec, Progress, Report, ReportSpec, Table, TableSpec};
 
 /// The policies the sharded design is benchmarked with (of those that place by the flow alone).
 pub const SHARDED: [Policy; 2] = [Policy::ModN, Policy::Hrw];
@@ -184,12 +185,12 @@ struct Timed {
 }
 
 /// Runs the benchmark: the sample (if given), then a uniform and a skewed generated trace,
-/// calling `on_trace` as each one's figures are ready.
-pub fn run(s: &Setup, on_trace: &mut dyn FnMut(&TraceRun)) -> Result<Vec<TraceRun>, ExperimentError> {
-    Ok(bench(s, on_trace)?)
+/// advancing `progress` as each one's figures are ready.
+pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Vec<TraceRun>, ExperimentError> {
+    Ok(bench(s, progress)?)
 }
 
-fn bench(s: &Setup, on_trace: &mut dyn FnMut(&TraceRun)) -> Result<Vec<TraceRun>> {
+fn bench(s: &Setup, progress: &dyn Progress) -> Result<Vec<TraceRun>> {
     let mut traces = Vec::new();
     if let Some(bytes) = &s.sample {
         traces.push(("sample".to_owned(), bytes.clone()));
@@ -201,10 +202,10 @@ fn bench(s: &Setup, on_trace: &mut dyn FnMut(&TraceRun)) -> Result<Vec<TraceRun>
         traces.push((name.to_owned(), pcap));
     }
     let mut runs = Vec::new();
+    progress.stage("bench inspect: traces", traces.len() as u64);
     for (name, pcap) in &traces {
-        let r = trace(s, name, pcap)?;
-        on_trace(&r);
-        runs.push(r);
+        runs.push(trace(s, name, pcap)?);
+        progress.advance(1);
     }
     Ok(runs)
 }
@@ -501,4 +502,351 @@ fn copies_at_once(pcap: &[u8], copies: usize, conn: ConnConfig, inspector: &Insp
         runs.into_iter().try_for_each(|r| r.join().expect("a copy does not panic").map(drop))
     })?;
     Ok(start.elapsed())
+}
+
+/// Each trace's figures that are not a policy's.
+pub const TRACES: TableSpec = TableSpec::new(
+    "traces",
+    "Each trace: the single thread, the producer alone, and the ceilings",
+    &[
+        ColumnSpec::text("trace"),
+        ColumnSpec::int("packets"),
+        ColumnSpec::int("rounds"),
+        ColumnSpec::num("serial_pps", 0).header("single thread").unit("packets/s"),
+        ColumnSpec::num("producer_ns", 0).header("producer alone").unit("ns/packet"),
+        ColumnSpec::num("worker_ns", 0).header("workers' share").unit("ns/packet").about("reassembly and scanning"),
+        ColumnSpec::num("scan_base_ns", 0)
+            .header("scan")
+            .unit("ns/buffer")
+            .about("the kernel's fitted cost of a buffer at length 0"),
+        ColumnSpec::num("scan_per_kib_ns", 0).header("scan").unit("ns/KiB").about("the kernel's fitted cost per KiB"),
+        ColumnSpec::num("ceiling", 2)
+            .header("ceiling ×1")
+            .about("the speed-up one producer allows with the workers on this machine's cores"),
+        ColumnSpec::num("dispatch_ceiling", 2)
+            .header("with dispatch ×1")
+            .about("the same with the producer's cost measured inside a pipeline"),
+        ColumnSpec::num("machine_ceiling", 2)
+            .header("machine ×1")
+            .about("copies of the single thread at once, one per core: no design can beat it"),
+        ColumnSpec::num("machine_cpu_floor", 2)
+            .header("machine cpu ×1")
+            .about("those copies' CPU time over as many single threads' alone"),
+        ColumnSpec::num("read_place_ns", 0)
+            .header("shard read+place")
+            .unit("ns")
+            .about("a shard's cost of reading and placing a packet it leaves"),
+        ColumnSpec::num("lone_ns", 0)
+            .header("lone producer")
+            .unit("ns/packet")
+            .about("the producer's CPU dispatching to one worker from a core of its own"),
+        ColumnSpec::num("lone_ratio", 2).header("lone ×1").about("that one-worker pipeline over the single thread"),
+    ],
+)
+.optional();
+
+/// The producer design by trace and policy, real beside simulated.
+pub const POLICY_TABLE: TableSpec = TableSpec::new(
+    "policies",
+    "The producer design by trace and policy, beside the simulator (sim ×1) and its error (sim/real)",
+    &[
+        ColumnSpec::text("trace"),
+        ColumnSpec::text("policy"),
+        ColumnSpec::num("packets_per_s", 0).header("packets/s"),
+        ColumnSpec::num("over_serial", 2)
+            .header("×1 thread")
+            .about("times faster than the single thread (median round)"),
+        ColumnSpec::num("cpu_over_serial", 2).header("cpu ×1").about("the process's CPU time over the single thread's"),
+        ColumnSpec::num("producer_ns", 0)
+            .header("producer")
+            .unit("ns")
+            .about("the producer's CPU per packet, where the OS could say"),
+        ColumnSpec::num("sim_own", 2)
+            .header("sim ×1 own core")
+            .about("simulated speed-up, the producer on a core of its own"),
+        ColumnSpec::num("sim_floating", 2).header("sim ×1 floating").about("simulated speed-up, the producer floating"),
+        ColumnSpec::num("sim_over_real_own", 2).header("sim/real own core"),
+        ColumnSpec::num("sim_over_real_floating", 2).header("sim/real floating"),
+        ColumnSpec::num("blocked", 0)
+            .percent()
+            .header("waiting")
+            .about("share of the run the producer waited on a full queue"),
+        ColumnSpec::num("sim_floating_blocked", 0)
+            .percent()
+            .header("sim waiting")
+            .about("the simulated producer's waiting share, floating"),
+        ColumnSpec::num("over_static", 2).header("×static").about("times faster than static hash (median round)"),
+    ],
+)
+.optional();
+
+/// The sharded design by trace and policy, beside its model.
+pub const SHARD_TABLE: TableSpec = TableSpec::new(
+    "sharded",
+    "Sharded, no producer: each worker reads every packet and keeps its own",
+    &[
+        ColumnSpec::text("trace"),
+        ColumnSpec::text("policy"),
+        ColumnSpec::num("packets_per_s", 0).header("packets/s"),
+        ColumnSpec::num("over_serial", 2).header("×1 thread"),
+        ColumnSpec::num("cpu_over_serial", 2).header("cpu ×1"),
+        ColumnSpec::num("predicted", 2).header("model ×1"),
+        ColumnSpec::num("predicted_over_real", 2).header("model/real"),
+    ],
+)
+.optional();
+
+/// `--peer ndpi`: each capture, both sides' speed and how far they agree.
+pub const NDPI_CAPTURES: TableSpec = TableSpec::new(
+    "ndpi_captures",
+    "Beside nDPI's ndpiReader (-v 2, its per-flow report), each on one thread",
+    &[
+        ColumnSpec::text("capture"),
+        ColumnSpec::int("packets"),
+        ColumnSpec::num("ours_pps", 0)
+            .header("ours")
+            .unit("packets/s")
+            .about("inspect --workers 1 --results, whole runs"),
+        ColumnSpec::num("ours_inspect_pps", 0).header("ours reading+inspecting").unit("packets/s"),
+        ColumnSpec::num("ndpi_pps", 0).header("ndpiReader").unit("packets/s").about("ndpiReader's whole runs"),
+        ColumnSpec::num("ndpi_reported_pps", 0).header("its own figure").unit("packets/s"),
+        ColumnSpec::num("ours_over_ndpi", 1).header("×nDPI").about("ours over ndpiReader, whole runs (goal ≥ 3)"),
+        ColumnSpec::num("inspect_over_reported", 1)
+            .header("×its figure")
+            .about("reading and inspecting alone over nDPI's own throughput figure"),
+        ColumnSpec::int("both").header("both named").about("connections both name from payload"),
+        ColumnSpec::int("alike"),
+        ColumnSpec::num("agreement", 1).percent(),
+        ColumnSpec::int("by_port").header("nDPI by port").about("connections nDPI named by port alone"),
+        ColumnSpec::int("unpaired").about("flows only one side reported"),
+    ],
+)
+.optional();
+
+/// `--peer ndpi`: agreement per protocol.
+pub const NDPI_PROTOCOLS: TableSpec = TableSpec::new(
+    "ndpi_protocols",
+    "Agreement by protocol on connections both name from payload",
+    &[
+        ColumnSpec::text("capture"),
+        ColumnSpec::text("protocol"),
+        ColumnSpec::int("both").header("both named"),
+        ColumnSpec::int("alike"),
+    ],
+)
+.optional();
+
+/// `--peer ndpi`: what only one side names, and where they differ.
+pub const NDPI_DIFFERENCES: TableSpec = TableSpec::new(
+    "ndpi_differences",
+    "Where the two differ, and what only one side names",
+    &[
+        ColumnSpec::text("capture"),
+        ColumnSpec::text("kind")
+            .about("differ, only ours (nDPI: unknown or by port), only nDPI's in our set, nDPI's outside our set"),
+        ColumnSpec::text("ours"),
+        ColumnSpec::text("ndpi").header("nDPI"),
+        ColumnSpec::int("connections"),
+    ],
+)
+.optional();
+
+/// `--live`: every run at every rate tried.
+pub const LIVE_RUNS: TableSpec = TableSpec::new(
+    "live_runs",
+    "Live: the sample replayed by tcpreplay into a veth pair, about 1 s at each rate",
+    &[
+        ColumnSpec::int("workers"),
+        ColumnSpec::int("asked_pps")
+            .header("asked")
+            .unit("packets/s")
+            .about("the rate asked of tcpreplay; none: its top speed"),
+        ColumnSpec::num("sent_pps", 0).header("sent").unit("packets/s").about("the rate tcpreplay reports it reached"),
+        ColumnSpec::int("packets").header("packets read"),
+        ColumnSpec::int("frames"),
+        ColumnSpec::int("dropped"),
+    ],
+)
+.optional();
+
+/// `--live`: the highest rate without a drop, by workers.
+pub const LIVE_CLEAN: TableSpec = TableSpec::new(
+    "live_clean",
+    "Live: the highest rate at which the rings dropped nothing",
+    &[
+        ColumnSpec::int("workers"),
+        ColumnSpec::text("rate").about(
+            "the highest rate asked that dropped nothing (top: tcpreplay's top speed; none: even the first dropped)",
+        ),
+        ColumnSpec::num("sent_pps", 0).header("sent").unit("packets/s"),
+    ],
+)
+.optional();
+
+/// What `bench inspect` reports: the pipeline's tables, or with `--peer ndpi` or `--live`
+/// those modes' (so every table is optional).
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "bench-inspect",
+    title: "The DPI pipeline against its single thread and the simulator's prediction; or beside nDPI (--peer ndpi); or live on a veth pair (--live)",
+    tables: &[
+        &TRACES,
+        &POLICY_TABLE,
+        &SHARD_TABLE,
+        &NDPI_CAPTURES,
+        &NDPI_PROTOCOLS,
+        &NDPI_DIFFERENCES,
+        &LIVE_RUNS,
+        &LIVE_CLEAN,
+    ],
+};
+
+/// The pipeline benchmark as a report: the runs of [`run`] on `setup` with `kernel` named as
+/// the user named it; `sample_note` says why the sample was left out, if it was.
+pub fn report(s: &Setup, kernel: &str, runs: &[TraceRun], sample_note: Option<&str>) -> Report {
+    let mut r = Report::new(&SPEC);
+    r.param("connections", s.connections, "connections per generated trace")
+        .param("elephants", s.elephants, "fraction of elephant connections in the skewed trace")
+        .param("workers", s.workers, "worker threads for the parallel runs")
+        .param("repeat", s.repeat, "rounds of every case at least (the median round is reported)")
+        .param("queue", s.queue, "buffers each worker's queue holds")
+        .param("batch", s.batch, "buffers handed to a worker at once")
+        .param("kernel", kernel, "how the signatures are matched");
+    r.machine = Some(crate::machine::describe());
+    if let Some(why) = sample_note {
+        r.note(why);
+    }
+    let mut traces = Table::new(&TRACES);
+    let mut policies = Table::new(&POLICY_TABLE).grouped_by("trace");
+    let mut shards = Table::new(&SHARD_TABLE).grouped_by("trace");
+    for t in runs {
+        traces.push(vec![
+            t.name.as_str().into(),
+            t.packets.into(),
+            t.rounds.into(),
+            t.serial_pps.into(),
+            t.producer_ns.into(),
+            t.worker_ns.into(),
+            t.scan_ns.0.into(),
+            t.scan_ns.1.into(),
+            t.ceiling.into(),
+            t.dispatch_ceiling.into(),
+            t.machine_ceiling.into(),
+            t.machine_cpu_floor.into(),
+            t.read_place_ns.into(),
+            t.lone_ns.into(),
+            t.lone_ratio.into(),
+        ]);
+        for p in &t.policies {
+            policies.push(vec![
+                t.name.as_str().into(),
+                p.policy.name().into(),
+                p.packets_per_s.into(),
+                p.over_serial.into(),
+                p.cpu_over_serial.into(),
+                p.producer_ns.into(),
+                p.sim_own.into(),
+                p.sim_floating.into(),
+                p.sim_over_real.0.into(),
+                p.sim_over_real.1.into(),
+                p.blocked.into(),
+                p.sim_floating_blocked.into(),
+                p.over_static.into(),
+            ]);
+        }
+        for x in &t.shards {
+            shards.push(vec![
+                t.name.as_str().into(),
+                x.policy.name().into(),
+                x.packets_per_s.into(),
+                x.over_serial.into(),
+                x.cpu_over_serial.into(),
+                x.predicted.into(),
+                (x.predicted / x.over_serial).into(),
+            ]);
+        }
+    }
+    policies.note("sim ×1: the simulator's speed-up over its own single thread, from costs measured in this run; own core: the producer on a core of its own; floating: where the workers take every core, the producer as the OS runs it (none when a core is spare)");
+    shards.note("model ×1: each shard reads and places every packet at the measured cost and does the rest of its own packets' work at the single thread's cost");
+    r.tables.extend([traces, policies, shards]);
+    let has_sample = runs.iter().any(|t| t.name == "sample");
+    for t in runs {
+        for g in trace_goals(t, s.workers, has_sample, kernel) {
+            r.note(g);
+        }
+    }
+    r
+}
+
+/// The issue's goals, as this trace bears on them. The speed-up and CPU goals are reported on
+/// every trace: on the sample (a few thousand packets, about a millisecond of work) starting
+/// and joining the threads is a large part of a run, which the generated traces amortise.
+fn trace_goals(t: &TraceRun, workers: u32, has_sample: bool, kernel: &str) -> Vec<String> {
+    let name = &t.name;
+    let by = |p: Policy| t.policies.iter().find(|r| r.policy == p);
+    // The first policy with the highest score (the ratio, or less CPU), as `1.23× (hrw)`.
+    let best = |rows: &mut dyn Iterator<Item = (Policy, f64)>, score: fn(f64) -> f64| {
+        rows.min_by(|a, b| score(b.1).total_cmp(&score(a.1)))
+            .map_or("-".to_string(), |(p, v)| format!("{v:.2}× ({})", p.name()))
+    };
+    let serial_ms = t.packets as f64 / t.serial_pps.max(1e-9) * 1e3;
+    let mut goals = vec![
+        format!(
+            "{name} trace ({} packets, {serial_ms:.1} ms on the single thread), kernel {kernel}: {workers} workers over 1 thread, producer design {}, sharded {}, the machine's ceiling {:.2}× (issue 21's goal with --kernel sequential ≥ 1.7×)",
+            t.packets,
+            best(&mut t.policies.iter().map(|r| (r.policy, r.over_serial)), |v| v),
+            best(&mut t.shards.iter().map(|r| (r.policy, r.over_serial)), |v| v),
+            t.machine_ceiling,
+        ),
+        format!(
+            "{name} trace, kernel {kernel}: CPU time per packet, {workers} workers over the single thread, producer design {}, sharded {}, the machine's floor {:.2}× (issue 21's goal ≤ 1.15×)",
+            best(&mut t.policies.iter().map(|r| (r.policy, r.cpu_over_serial)), |v| -v),
+            best(&mut t.shards.iter().map(|r| (r.policy, r.cpu_over_serial)), |v| -v),
+            t.machine_cpu_floor,
+        ),
+    ];
+    if name == "sample" || (name == "uniform" && !has_sample) {
+        let best = t.policies.iter().map(|p| p.over_serial).fold(0.0, f64::max);
+        let percent = |ns: f64| ns * 1e6 / 1e9 * 100.0;
+        let inside: Vec<f64> = t.policies.iter().filter_map(|p| p.producer_ns).collect();
+        let inside = if inside.is_empty() {
+            String::new()
+        } else {
+            let (lo, hi) =
+                (inside.iter().copied().fold(f64::MAX, f64::min), inside.iter().copied().fold(0.0, f64::max));
+            format!(
+                "; dispatching to {workers} workers, sharing a core with one, {:.1}–{:.1}%",
+                percent(lo),
+                percent(hi)
+            )
+        };
+        let lone = t.lone_ns.map_or(String::new(), |ns| {
+            format!("; dispatching to 1 worker from a core of its own {:.1}%", percent(ns))
+        });
+        goals.extend([
+            format!(
+                "producer alone on the {name} trace: {:.0} ns/packet (issue 21's goal ≤ 50 ns); sharded, a worker's cost of a packet it leaves to another: {:.0} ns",
+                t.producer_ns, t.read_place_ns
+            ),
+            format!(
+                "producer design on the {name} trace: {best:.2}× at best, ceiling {:.2}×{}{}",
+                t.ceiling,
+                t.dispatch_ceiling.map_or(String::new(), |c| format!(", {c:.2}× with the producer's in-pipeline cost")),
+                t.lone_ratio.map_or(String::new(), |r| format!(
+                    "; static hash on 1 worker, the producer on a core of its own: {r:.2}×"
+                )),
+            ),
+            format!(
+                "producer on the {name} trace: alone {:.1}% of a core per 10^6 packets/s{lone}{inside} (issue 4's goal < 10%)",
+                percent(t.producer_ns)
+            ),
+        ]);
+    } else if name == "skewed" {
+        let over = |p: Policy| by(p).map_or(f64::NAN, |r| r.over_static);
+        goals.push(format!(
+            "skewed trace: AHRW {:.2}×, bounded {:.2}× static hash (goal: one of them > 1)",
+            over(Policy::Ahrw),
+            over(Policy::Bounded)
+        ));
+    }
+    goals
 }

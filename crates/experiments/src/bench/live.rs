@@ -19,6 +19,7 @@ use switchyard_runtime::inspect::Inspector;
 use switchyard_runtime::live::{LiveCounts, LiveReport, inspect_live};
 
 use super::peers::found;
+use crate::report::{Progress, Report, Table, Value};
 
 /// A network namespace holding a veth pair: frames sent into [`Veth::SEND`] arrive on
 /// [`Veth::CAPTURE`]. Deleted, with the pair, when dropped.
@@ -176,15 +177,21 @@ pub struct Bench {
     pub packets: u64,
 }
 
+/// The TCP and UDP packets of `capture`, which each loop of a replay sends.
+fn packets_in(capture: &Path) -> Result<u64> {
+    let bytes = std::fs::read(capture).with_context(|| format!("cannot read `{}`", capture.display()))?;
+    let mut reader = switchyard_ingest::SliceReader::new(&bytes)?;
+    let mut packets = 0u64;
+    while reader.next_packet()?.is_some() {
+        packets += 1;
+    }
+    Ok(packets)
+}
+
 impl Bench {
     /// Reads `capture` (for its packet count) and makes the pair; says why where it cannot.
     pub fn new(capture: &Path) -> Result<Self> {
-        let bytes = std::fs::read(capture).with_context(|| format!("cannot read `{}`", capture.display()))?;
-        let mut reader = switchyard_ingest::SliceReader::new(&bytes)?;
-        let mut packets = 0u64;
-        while reader.next_packet()?.is_some() {
-            packets += 1;
-        }
+        let packets = packets_in(capture)?;
         Ok(Self { veth: Veth::new()?, capture: capture.to_path_buf(), packets })
     }
 
@@ -197,6 +204,57 @@ impl Bench {
     ) -> Result<Vec<(usize, Option<CleanRun>)>> {
         clean_rates(&self.veth, &self.capture, self.packets, workers, rates, on_run)
     }
+}
+
+/// `switchyard bench inspect --live` as a report: `capture` replayed at each of [`RATES`] with
+/// 1 and 2 workers, every run and the highest clean rate of each, advancing `progress` per
+/// run. A test bed that cannot be made (not root, no tcpreplay) is a note, not an error; a
+/// capture that cannot be read is an error.
+pub fn report(capture: &Path, progress: &dyn Progress) -> Result<Report> {
+    use super::inspect::{LIVE_CLEAN, LIVE_RUNS, SPEC};
+    const WORKERS: [usize; 2] = [1, 2];
+    let packets = packets_in(capture)?;
+    let mut r = Report::new(&SPEC);
+    r.param("live", true, "inspect a veth pair fed by tcpreplay")
+        .param("sample", capture.display().to_string(), "the capture replayed")
+        .param("packets", packets, "its TCP and UDP packets, sent by each loop");
+    r.machine = Some(crate::machine::describe());
+    let veth = match Veth::new() {
+        Ok(v) => v,
+        Err(why) => {
+            r.note(format!("no live test bed here, so nothing ran: {why:#}"));
+            return Ok(r);
+        }
+    };
+    r.note(format!(
+        "replaying {} ({packets} packets) into {} in namespace {}, looped for about 1 s at each rate",
+        capture.display(),
+        Veth::CAPTURE,
+        veth.namespace()
+    ));
+    progress.stage("bench inspect --live: runs (at most)", (WORKERS.len() * RATES.len()) as u64);
+    let mut runs = Table::new(&LIVE_RUNS);
+    let results = clean_rates(&veth, capture, packets, &WORKERS, &RATES, &mut |w, rate, run| {
+        runs.push(vec![
+            w.into(),
+            rate.into(),
+            run.sent_pps.into(),
+            run.report.summary.packets.into(),
+            run.report.ring.packets.into(),
+            run.report.ring.drops.into(),
+        ]);
+        progress.advance(1);
+    })?;
+    let mut clean = Table::new(&LIVE_CLEAN);
+    for (workers, best) in results {
+        let (rate, sent): (Value, Value) = match best {
+            Some((rate, run)) => (rate.map_or("top".to_string(), |r| r.to_string()).into(), run.sent_pps.into()),
+            None => ("none".into(), Value::Null),
+        };
+        clean.push(vec![workers.into(), rate, sent]);
+    }
+    r.tables.extend([runs, clean]);
+    Ok(r)
 }
 
 /// Loops of a capture of `packets` that make about a second at `rate` (200 at full speed).

@@ -25,6 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::process_cpu;
 use crate::ExperimentError;
+use crate::report::{self as rep, ColumnSpec, Progress, ReportSpec, TableSpec, Value};
 
 /// What to benchmark.
 #[derive(Clone, Debug)]
@@ -214,10 +215,11 @@ pub struct SessionStats {
 
 const CHUNK: usize = 256 << 10;
 
-/// Runs the bench on a runtime of its own.
-pub fn run(s: &Setup) -> Result<Report, ExperimentError> {
+/// Runs the bench on a runtime of its own, advancing `progress` per case run (raw TCP and
+/// each case, every round).
+pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Report, ExperimentError> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    Ok(runtime.block_on(bench(s))?)
+    Ok(runtime.block_on(bench(s, progress))?)
 }
 
 /// Whether a session's connections are plain TCP or TLS.
@@ -234,7 +236,7 @@ enum Carrier {
     Quic,
 }
 
-async fn bench(a: &Setup) -> Result<Report> {
+async fn bench(a: &Setup, progress: &dyn Progress) -> Result<Report> {
     let weights: Vec<f64> = (0..a.channels).map(|i| a.ratio.powi(i as i32)).collect();
     let warm = Duration::from_millis(250);
     let rounds = a.rounds.max(1);
@@ -251,8 +253,10 @@ async fn bench(a: &Setup) -> Result<Report> {
     let mut raw_costs = Vec::new();
     // A shared VM's speed drifts by a fifth within a minute: in rounds, every case meets it in
     // every mood, and each ratio is taken against raw TCP measured moments before.
+    progress.stage("bench mux: cases run", (rounds * (n + 1)) as u64);
     for _ in 0..rounds {
         let (raw, raw_cpu) = raw_streams(a.connections, warm, measure).await?;
+        progress.advance(1);
         let raw_cost = raw_cpu / (raw * measure.as_secs_f64());
         raw_rates.push(raw);
         raw_costs.push(raw_cost);
@@ -277,6 +281,7 @@ async fn bench(a: &Setup) -> Result<Report> {
             let cost = cpu / total.max(1.0);
             costs[k].push(cost);
             cost_ratios[k].push(raw_cost / cost);
+            progress.advance(1);
         }
     }
     let total_time = measure.as_secs_f64() * rounds as f64;
@@ -311,6 +316,128 @@ async fn bench(a: &Setup) -> Result<Report> {
         cases,
         pin_model_rms: pin::model_error(&pin::lpt(&ch, &conns), &ch, &conns),
     })
+}
+
+/// The report's one table: raw TCP, then each case.
+pub const CASES: TableSpec = TableSpec::new(
+    "cases",
+    "Throughput, CPU per byte and weight adherence by case, against raw TCP in the same rounds",
+    &[
+        ColumnSpec::text("case"),
+        ColumnSpec::num("rate", 0).header("rate").unit("MB/s").about("bytes delivered per second over every round"),
+        ColumnSpec::num("over_raw", 2).header("×raw").about("rate over raw TCP's in the same round (median round)"),
+        ColumnSpec::num("cpu", 0)
+            .header("CPU")
+            .unit("ns/KB")
+            .about("the process's CPU time (user and kernel) per KB delivered (median round)"),
+        ColumnSpec::num("cpu_over_raw", 2)
+            .header("×raw CPU")
+            .about("raw TCP's CPU per byte over the case's, each round against its own raw run (median)"),
+        ColumnSpec::num("max_gap", 2)
+            .header("max gap")
+            .unit("pp")
+            .about("the largest gap between a channel's share and its weight's, percentage points"),
+        ColumnSpec::num("rms_perc", 1)
+            .percent()
+            .header("RMS_perc")
+            .about("Iwashima's RMS relative error of the shares (Eq. 7.2)"),
+        ColumnSpec::num("max_held", 0)
+            .header("max held")
+            .unit("KB")
+            .about("the most bytes a channel's receiver held for reordering (the session only)"),
+        ColumnSpec::int("idle").about("turns channels lost for want of bytes from the application (the session only)"),
+        ColumnSpec::int("blocked").about("turns channels lost for want of credit from the receiver (the session only)"),
+        ColumnSpec::num("rounds_low", 2).header("rounds low").about("the lowest round's ratio to raw TCP"),
+        ColumnSpec::num("rounds_high", 2).header("rounds high").about("the highest round's ratio to raw TCP"),
+    ],
+);
+
+/// What `bench mux` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "bench-mux",
+    title: "The multiplexed session on loopback against m raw TCP streams, HTTP/2 (h2) and QUIC (quinn), in one process and one run",
+    tables: &[&CASES],
+};
+
+impl Report {
+    /// The bench as a report: a row for raw TCP and one per case, the goals as measured and
+    /// what each column means here.
+    pub fn report(&self, s: &Setup) -> rep::Report {
+        let mut r = rep::Report::new(&SPEC);
+        let rounds = s.rounds.max(1);
+        r.param("connections", s.connections, "TCP connections (m)")
+            .param("channels", s.channels, "channels (n), weighted 1, r, r², …")
+            .param("ratio", s.ratio, "ratio r between consecutive channels' weights")
+            .param("seconds", s.seconds, "seconds each case is measured in all, split over the rounds")
+            .param("rounds", rounds, "rounds of every case in turn")
+            .param("window", s.window, "frames of credit for the whole session")
+            .param("lowat", s.lowat, "TCP_NOTSENT_LOWAT of each connection, bytes")
+            .param(
+                "repin_every",
+                s.repin_every.map(|d| d.as_secs_f64()),
+                "seconds between re-pinnings by measured rates (none: by weight only)",
+            )
+            .param("queue_frames", s.queue_frames, "frames queued per connection ahead of its socket")
+            .param("frame", s.frame, "largest payload of a data frame, bytes");
+        r.machine = Some(crate::machine::describe());
+        let mut t = rep::Table::new(&CASES);
+        t.push(vec![
+            format!("raw TCP ×{}", s.connections).into(),
+            (self.raw_rate / 1e6).into(),
+            1.0.into(),
+            (self.raw_cost * 1e12).into(),
+            1.0.into(),
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+        ]);
+        for c in &self.cases {
+            let (held, idle, blocked) = match &c.session {
+                Some(st) => ((st.max_held as f64 / 1e3).into(), st.idle.into(), st.blocked.into()),
+                None => (Value::Null, Value::Null, Value::Null),
+            };
+            t.push(vec![
+                c.case.name().into(),
+                (c.rate / 1e6).into(),
+                c.over_raw.into(),
+                (c.cost * 1e12).into(),
+                c.cost_over_raw.into(),
+                (c.max_gap * 100.0).into(),
+                c.rms_perc.into(),
+                held,
+                idle,
+                blocked,
+                c.rounds_range.0.into(),
+                c.rounds_range.1.into(),
+            ]);
+        }
+        t.note(format!(
+            "loopback, sender and receiver in this process; {rounds} rounds of every case in turn, {:.2} s each; ×raw is the median round's ratio to raw TCP in the same round",
+            self.measure.as_secs_f64()
+        ));
+        if let Some((ratio, cost_ratio)) = self.best_scheduler() {
+            t.note(format!(
+                "throughput: best scheduler {ratio:.2}× the raw ceiling by rate, {cost_ratio:.2}× by CPU time per byte (goal ≥ 0.90)"
+            ));
+            let gaps: Vec<String> =
+                self.stripe_gaps().iter().map(|(case, gap)| format!("{} {:.2}", case.name(), gap * 100.0)).collect();
+            t.note(format!("weight adherence, largest gap in percentage points (goal ≤ 1): {}", gaps.join(", ")));
+        }
+        r.tables.push(t);
+        r.note("CPU: the process's CPU time (user and kernel) per KB delivered; ×raw CPU is raw TCP's cost over the case's, each round against its own raw run")
+            .note(format!(
+                "pinning's assignment alone would give RMS_perc {:.1}% (Iwashima §3.6, equal connections); more is the connections' unequal rates or blocked turns",
+                self.pin_model_rms * 100.0
+            ))
+            .note("idle / blocked: turns channels lost for want of bytes from the application / credit from the receiver")
+            .note("HTTP/2: the same channels as streams of one connection (h2 crate, cleartext); it has no weights (RFC 9113 deprecated them), so its gap is what no scheduler gives")
+            .note("QUIC: the same channels as unidirectional streams of one connection (quinn, TLS 1.3 with a self-signed certificate, UDP without GSO tuning); its streams share by round robin within a priority, no weights");
+        r
+    }
 }
 
 /// Bytes per second that `m` plain TCP streams carry from a writer to a reader that discards.

@@ -21,6 +21,7 @@ use switchyard_runtime::serial::{ConnResult, Verdict, inspect_serial, write_resu
 use switchyard_runtime::tracegen::{TraceSpec, generate};
 
 use super::median;
+use crate::report::{Progress, Report, Table, Value};
 
 /// nDPI's protocol names (the master protocol of `master.app`) beside ours. NetBIOS is one name
 /// in nDPI and two here (`netbios-ns` over UDP, `netbios-ssn` over TCP); nDPI names TLS on
@@ -295,9 +296,16 @@ fn run_ours(bytes: &[u8]) -> Result<(Vec<ConnResult>, u64, Duration, Duration)> 
     Ok((summary.conns, summary.packets, started.elapsed(), inspected))
 }
 
-/// Both sides on each capture, `rounds` times in turn (the median round is reported).
-pub fn run(ndpi: &Path, captures: &[(String, PathBuf)], rounds: usize) -> Result<Vec<PeerRun>> {
+/// Both sides on each capture, `rounds` times in turn (the median round is reported),
+/// advancing `progress` per round.
+pub fn run(
+    ndpi: &Path,
+    captures: &[(String, PathBuf)],
+    rounds: usize,
+    progress: &dyn Progress,
+) -> Result<Vec<PeerRun>> {
     let mut runs = Vec::new();
+    progress.stage("bench inspect --peer ndpi: rounds", (captures.len() * rounds.max(1)) as u64);
     for (name, path) in captures {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         let (mut ours_t, mut inspect_t, mut ndpi_t, mut reported) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -310,6 +318,7 @@ pub fn run(ndpi: &Path, captures: &[(String, PathBuf)], rounds: usize) -> Result
             ndpi_t.push(took);
             reported.extend(reported_pps(&report));
             last = Some((conns, packets, report));
+            progress.advance(1);
         }
         let (conns, packets, report) = last.expect("at least one round");
         let pps = |d: Duration| packets as f64 / d.as_secs_f64().max(1e-9);
@@ -330,8 +339,8 @@ pub fn run(ndpi: &Path, captures: &[(String, PathBuf)], rounds: usize) -> Result
 /// What `bench inspect --peer ndpi` compared, and what it could not.
 #[derive(Clone, Debug)]
 pub struct Suite {
-    /// ndpiReader, as found.
-    pub reader: PathBuf,
+    /// ndpiReader, as found; `None` when it is not installed (then nothing ran).
+    pub reader: Option<PathBuf>,
     /// One per capture.
     pub runs: Vec<PeerRun>,
     /// A sentence for each capture left out, and why.
@@ -341,10 +350,23 @@ pub struct Suite {
 /// The comparison `switchyard bench inspect --peer ndpi` makes: ndpiReader as installed
 /// (`bench/install-peers.sh`), on the shipped `sample`, a generated trace of `connections`,
 /// the recorded conversations beside the sample (`conversations.pcap`), and each of `extra`;
-/// `rounds` rounds of each.
-pub fn suite(connections: u32, sample: &Path, extra: &[PathBuf], rounds: usize) -> Result<Suite> {
+/// `rounds` rounds of each. Without ndpiReader nothing runs, and the suite says why.
+pub fn suite(
+    connections: u32,
+    sample: &Path,
+    extra: &[PathBuf],
+    rounds: usize,
+    progress: &dyn Progress,
+) -> Result<Suite> {
     let Some(reader) = super::peers::found("ndpiReader") else {
-        bail!("ndpiReader is not installed: bench/install-peers.sh installs it (Debian's libndpi-bin)");
+        return Ok(Suite {
+            reader: None,
+            runs: Vec::new(),
+            left_out: vec![
+                "ndpiReader is not installed, so nothing was compared: bench/install-peers.sh installs it (Debian's libndpi-bin)"
+                    .into(),
+            ],
+        });
     };
     let dir = std::env::temp_dir().join(format!("switchyard-ndpi-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -367,9 +389,85 @@ pub fn suite(connections: u32, sample: &Path, extra: &[PathBuf], rounds: usize) 
         left_out.push(format!("{}: not there", recorded.display()));
     }
     captures.extend(extra.iter().map(|p| (p.display().to_string(), p.clone())));
-    let runs = run(&reader, &captures, rounds);
+    let runs = run(&reader, &captures, rounds, progress);
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(Suite { reader, runs: runs?, left_out })
+    Ok(Suite { reader: Some(reader), runs: runs?, left_out })
+}
+
+impl Suite {
+    /// The comparison as `bench inspect --peer ndpi`'s report: a row per capture with both
+    /// sides' speed and their agreement, agreement per protocol, the differences, and the goals
+    /// met or not.
+    pub fn report(&self, connections: u32, rounds: usize) -> Report {
+        use super::inspect::{NDPI_CAPTURES, NDPI_DIFFERENCES, NDPI_PROTOCOLS, SPEC};
+        let mut r = Report::new(&SPEC);
+        r.param("peer", "ndpi", "the engine compared with")
+            .param("connections", connections, "connections in the generated trace")
+            .param("repeat", rounds, "rounds of each capture (the median round is reported)");
+        r.machine = Some(crate::machine::describe());
+        if let Some(reader) = &self.reader {
+            r.note(format!(
+                "nDPI: {} (-v 2, its per-flow report); ours: inspect on one thread, --results",
+                reader.display()
+            ));
+        }
+        for why in &self.left_out {
+            r.note(format!("left out: {why}"));
+        }
+        let mut caps = Table::new(&NDPI_CAPTURES);
+        let mut protocols = Table::new(&NDPI_PROTOCOLS).grouped_by("capture");
+        let mut diffs = Table::new(&NDPI_DIFFERENCES).grouped_by("capture");
+        for run in &self.runs {
+            let a = &run.agreement;
+            let (alike, both) = a.totals();
+            caps.push(vec![
+                run.capture.as_str().into(),
+                run.packets.into(),
+                run.ours_pps.into(),
+                run.ours_inspect_pps.into(),
+                run.ndpi_pps.into(),
+                run.ndpi_reported_pps.into(),
+                (run.ours_pps / run.ndpi_pps).into(),
+                run.ndpi_reported_pps.map(|p| run.ours_inspect_pps / p).into(),
+                both.into(),
+                alike.into(),
+                a.share().into(),
+                a.theirs_by_port.into(),
+                a.unpaired.into(),
+            ]);
+            for (name, (alike, both)) in &a.per_protocol {
+                protocols.push(vec![
+                    run.capture.as_str().into(),
+                    name.as_str().into(),
+                    (*both).into(),
+                    (*alike).into(),
+                ]);
+            }
+            let mut diff = |kind: &str, ours: Value, theirs: Value, n: usize| {
+                diffs.push(vec![run.capture.as_str().into(), kind.into(), ours, theirs, n.into()]);
+            };
+            for ((ours, theirs), n) in &a.disagreements {
+                diff("differ", ours.as_str().into(), theirs.as_str().into(), *n);
+            }
+            for (ours, n) in &a.ours_only {
+                diff("only ours", ours.as_str().into(), Value::Null, *n);
+            }
+            for (theirs, n) in &a.theirs_only {
+                diff("only nDPI's, in our set", Value::Null, theirs.as_str().into(), *n);
+            }
+            for (theirs, n) in &a.theirs_outside {
+                diff("nDPI's outside our set", Value::Null, theirs.as_str().into(), *n);
+            }
+        }
+        for (line, met) in goals(&self.runs) {
+            caps.note(format!("{} {line}", if met { "met:    " } else { "NOT MET:" }));
+        }
+        // Without ndpiReader nothing was compared: the note says so, and there are no tables.
+        if self.reader.is_some() {
+            r.tables.extend([caps, protocols, diffs]);
+        }
+        r
+    }
 }
 
 /// Issue 21's goals: agreement on connections both name, and our single thread's speed.

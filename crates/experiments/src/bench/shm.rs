@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 
 use switchyard_shmring::{Reader, RingError, Writer, channel};
 
+use crate::report::{Chart, Claim, ColumnSpec, Progress, Report, ReportSpec, Table, TableSpec, Value};
+
 /// One way of carrying bytes between two threads of this process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
@@ -201,20 +203,20 @@ impl From<nix::errno::Errno> for ShmError {
     }
 }
 
-/// Runs every size, calling `on_row` as each is done.
-pub fn run(s: &Setup, on_row: &mut dyn FnMut(&Row)) -> Result<Vec<Row>, ShmError> {
+/// Runs every size, advancing `progress` per run of a carry.
+pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Vec<Row>, ShmError> {
     let mut rows = Vec::new();
+    progress.stage("bench shm: runs", (s.sizes.len() * s.runs.max(1) * Kind::ALL.len()) as u64);
     for &size in &s.sizes {
         let count = (s.bytes / size).clamp(1, s.max_messages.max(1));
         let mut runs: Vec<(Kind, Vec<Carry>)> = Kind::ALL.iter().map(|&k| (k, Vec::new())).collect();
         for _ in 0..s.runs.max(1) {
             for (kind, done) in &mut runs {
                 done.push(carry_one(*kind, size, count, s.ring)?);
+                progress.advance(1);
             }
         }
-        let row = Row { size, carries: runs.into_iter().map(|(k, r)| (k, median(r))).collect() };
-        on_row(&row);
-        rows.push(row);
+        rows.push(Row { size, carries: runs.into_iter().map(|(k, r)| (k, median(r))).collect() });
     }
     Ok(rows)
 }
@@ -408,9 +410,17 @@ fn timed(
 }
 
 /// The 64-byte ping-pong over every carry, `rounds` round trips each (after a tenth as many
-/// to warm up).
-pub fn ping_pong(rounds: usize, ring: usize) -> Result<Vec<Latency>, ShmError> {
-    Kind::ALL.iter().map(|&kind| ping_pong_one(kind, rounds, ring)).collect()
+/// to warm up), advancing `progress` per carry.
+pub fn ping_pong(rounds: usize, ring: usize, progress: &dyn Progress) -> Result<Vec<Latency>, ShmError> {
+    progress.stage("bench shm: ping-pong", Kind::ALL.len() as u64);
+    Kind::ALL
+        .iter()
+        .map(|&kind| {
+            let l = ping_pong_one(kind, rounds, ring);
+            progress.advance(1);
+            l
+        })
+        .collect()
 }
 
 fn ping_pong_one(kind: Kind, rounds: usize, ring: usize) -> Result<Latency, ShmError> {
@@ -481,6 +491,155 @@ fn ping_pong_one(kind: Kind, rounds: usize, ring: usize) -> Result<Latency, ShmE
 pub const PUBLISHED: &str = "XenSocket (2007, between Xen VMs): peak near 16 KB messages (72× Xen's inter-VM TCP there), \
 +33% over a Unix socket at 2 MB and 33% below it at 16 KB";
 
+/// A message size as people write it: `512B`, `16K`, `64M`.
+pub fn size_text(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
+        b => format!("{b}B"),
+    }
+}
+
+/// Throughput and both sides' CPU per byte by message size, each carry.
+pub const THROUGHPUT: TableSpec = TableSpec::new(
+    "throughput",
+    "Throughput (Gb/s) and CPU per byte (ns, writer and reader together) by message size",
+    &[
+        ColumnSpec::text("message"),
+        ColumnSpec::int("bytes").unit("B").about("the message size"),
+        ColumnSpec::num("ring_gbps", 2).header("ring").unit("Gb/s"),
+        ColumnSpec::num("unix_gbps", 2).header("unix").unit("Gb/s"),
+        ColumnSpec::num("tcp_gbps", 2).header("tcp").unit("Gb/s"),
+        ColumnSpec::num("memfd_pipe_gbps", 2).header("memfd+pipe").unit("Gb/s"),
+        ColumnSpec::num("ring_over_unix", 2).header("ring/unix").about("the ring's throughput over the Unix socket's"),
+        ColumnSpec::num("ring_ns", 3).header("ring").unit("ns/B").about("both sides' CPU time per byte"),
+        ColumnSpec::num("unix_ns", 3).header("unix").unit("ns/B"),
+        ColumnSpec::num("tcp_ns", 3).header("tcp").unit("ns/B"),
+        ColumnSpec::num("memfd_pipe_ns", 3).header("memfd+pipe").unit("ns/B"),
+        ColumnSpec::num("cpu_ring_over_unix", 2)
+            .header("CPU ring/unix")
+            .about("the ring's CPU per byte over the Unix socket's"),
+    ],
+);
+
+/// Each side's CPU per byte apart.
+pub const SIDES: TableSpec = TableSpec::new(
+    "sides",
+    "CPU per byte on each side (writer / reader)",
+    &[
+        ColumnSpec::text("message"),
+        ColumnSpec::int("bytes").unit("B"),
+        ColumnSpec::num("ring_writer", 3).header("ring writer").unit("ns/B"),
+        ColumnSpec::num("ring_reader", 3).header("ring reader").unit("ns/B"),
+        ColumnSpec::num("unix_writer", 3).header("unix writer").unit("ns/B"),
+        ColumnSpec::num("unix_reader", 3).header("unix reader").unit("ns/B"),
+        ColumnSpec::num("tcp_writer", 3).header("tcp writer").unit("ns/B"),
+        ColumnSpec::num("tcp_reader", 3).header("tcp reader").unit("ns/B"),
+        ColumnSpec::num("memfd_pipe_writer", 3).header("memfd+pipe writer").unit("ns/B"),
+        ColumnSpec::num("memfd_pipe_reader", 3).header("memfd+pipe reader").unit("ns/B"),
+    ],
+);
+
+/// The ping-pong's round trips (a run with `--pings 0` leaves it out).
+pub const PING_PONG: TableSpec = TableSpec::new(
+    "ping_pong",
+    "64-byte ping-pong: round trip",
+    &[
+        ColumnSpec::text("carry"),
+        ColumnSpec::num("median", 2).unit("µs").about("the median round trip"),
+        ColumnSpec::num("p99", 2).unit("µs").about("the 99th percentile round trip"),
+    ],
+)
+.optional();
+
+/// What `bench shm` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "bench-shm",
+    title: "The shared-memory ring against a Unix socket pair, loopback TCP and memfd + pipes, one writer and one reader thread",
+    tables: &[&THROUGHPUT, &SIDES, &PING_PONG],
+};
+
+/// The bench as a report: the rows of [`run`], the round trips of [`ping_pong`] (`pings` of
+/// them each; none when `pings` is 0), XenSocket's shape beside ours and issue 25's goals.
+pub fn report(s: &Setup, rows: &[Row], pings: usize, latencies: &[Latency]) -> Report {
+    let mut r = Report::new(&SPEC);
+    r.param("mib", s.bytes >> 20, "MiB moved per run")
+        .param("max_messages", s.max_messages, "the most messages in one run")
+        .param("runs", s.runs, "runs per case (the median is kept)")
+        .param("ring_kib", s.ring >> 10, "the ring's data area, KiB")
+        .param("pings", pings, "round trips timed for the 64-byte ping-pong");
+    r.machine = Some(crate::machine::describe());
+    let carry = |row: &Row, k: Kind, f: fn(&Carry) -> f64| -> Value { row.get(k).map(|c| f(&c)).into() };
+    let mut t = Table::new(&THROUGHPUT);
+    let mut sides = Table::new(&SIDES);
+    for row in rows {
+        let mut cells: Vec<Value> = vec![size_text(row.size).into(), row.size.into()];
+        cells.extend(Kind::ALL.iter().map(|&k| carry(row, k, |c| c.gbps)));
+        cells.push(row.throughput_ratio().into());
+        cells.extend(Kind::ALL.iter().map(|&k| carry(row, k, Carry::ns_per_byte)));
+        cells.push(row.cpu_ratio().into());
+        t.push(cells);
+        let mut cells: Vec<Value> = vec![size_text(row.size).into(), row.size.into()];
+        for &k in &Kind::ALL {
+            cells.push(carry(row, k, |c| c.writer_ns_per_byte));
+            cells.push(carry(row, k, |c| c.reader_ns_per_byte));
+        }
+        sides.push(cells);
+    }
+    let judged = format!("{}–{}", size_text(*GOAL_SIZES.start()), size_text(*GOAL_SIZES.end()));
+    match Summary::of(rows) {
+        Some(sum) => {
+            let ((lo, hi), (clo, chi)) = (sum.throughput, sum.cpu);
+            t.note(format!(
+                "ours: the ring {lo:.2}–{hi:.2}× the Unix socket's throughput, {clo:.2}–{chi:.2}× its CPU per byte, {judged}"
+            ));
+            t.note(format!(
+                "issue 25's goals (≥ {GOAL_THROUGHPUT}× the throughput, ≤ {GOAL_CPU}× the CPU per byte, at every size {judged}): throughput {}, CPU {}",
+                if sum.throughput_met() { "met" } else { "NOT met" },
+                if sum.cpu_met() { "met" } else { "NOT met" }
+            ));
+        }
+        None => t.note(format!("issue 25's goals are judged at {judged}: no size run there")),
+    }
+    r.tables.push(t);
+    r.tables.push(sides);
+    if !latencies.is_empty() {
+        let mut p = Table::new(&PING_PONG);
+        for l in latencies {
+            p.push(vec![l.kind.name().into(), l.median_us.into(), l.p99_us.into()]);
+        }
+        p.note(format!("{pings} round trips each, after a tenth as many to warm up"));
+        r.tables.push(p);
+    }
+    let peak =
+        rows.iter().filter_map(|row| Some((row.size, row.get(Kind::Ring)?.gbps))).max_by(|a, b| a.1.total_cmp(&b.1));
+    r.claims.push(Claim {
+        claim: "where the shared-memory ring's throughput peaks, and how it stands to a Unix socket".into(),
+        source: "XenSocket (2007), notes 004a §10 (d)".into(),
+        published: None,
+        published_text: PUBLISHED.into(),
+        ours: peak.map(|p| p.1),
+        ours_text: peak.map_or("no ring run".into(), |(size, gbps)| {
+            format!("the ring peaks at {} messages ({gbps:.1} Gb/s)", size_text(size))
+        }),
+        difference: None,
+        why: String::new(),
+    });
+    r.note("the writer sends the same buffer again and again, as netperf did for XenSocket, so the data stays in cache: the figures are of the carry, not of memory");
+    r.charts.push(
+        Chart::new(
+            "throughput",
+            "bench shm: throughput by message size",
+            "throughput",
+            "bytes",
+            &["ring_gbps", "unix_gbps", "tcp_gbps", "memfd_pipe_gbps"],
+        )
+        .labels("message size (bytes)", "Gb/s")
+        .log(true, false),
+    );
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -488,7 +647,7 @@ mod tests {
     #[test]
     fn a_short_run_moves_every_byte_over_every_carry() {
         let s = Setup { sizes: vec![512, 1 << 20], bytes: 4 << 20, runs: 1, ring: 64 << 10, ..Setup::default() };
-        let rows = run(&s, &mut |_| {}).unwrap();
+        let rows = run(&s, &crate::report::Quiet).unwrap();
         assert_eq!(rows.len(), 2);
         for r in &rows {
             assert_eq!(r.carries.len(), Kind::ALL.len());
@@ -515,8 +674,15 @@ mod tests {
     }
 
     #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(size_text(512), "512B");
+        assert_eq!(size_text(64 << 20), "64M");
+        assert_eq!(size_text(1536), "1536B");
+    }
+
+    #[test]
     fn every_carry_answers_a_ping() {
-        let lat = ping_pong(50, 4 << 10).unwrap();
+        let lat = ping_pong(50, 4 << 10, &crate::report::Quiet).unwrap();
         assert_eq!(lat.iter().map(|l| l.kind).collect::<Vec<_>>(), Kind::ALL);
         assert!(lat.iter().all(|l| l.median_us > 0.0 && l.p99_us >= l.median_us), "{lat:?}");
     }

@@ -55,6 +55,7 @@ use switchyard_sim::models::cache::{CacheHierarchy, SysCache};
 use switchyard_sim::models::irq::{IrqParams, Placement, simulate};
 
 use super::peers::found;
+use crate::report::{self as rep, ColumnSpec, Progress, ReportSpec, Table, TableSpec, Value};
 
 /// What a 2-core VM can and cannot show about receive-side steering; printed with every report.
 pub const CAN_AND_CANNOT: &str = "\
@@ -294,8 +295,8 @@ impl Report {
     }
 }
 
-/// Runs every path, size and mode, then the model. `progress` is told what is running.
-pub fn run(setup: &Setup, mut progress: impl FnMut(&str)) -> Result<Report> {
+/// Runs every path, size and mode, then the model, advancing `progress` per run.
+pub fn run(setup: &Setup, progress: &dyn Progress) -> Result<Report> {
     if setup.sizes.is_empty() || setup.sizes.contains(&0) || setup.rounds == 0 {
         bail!("give at least one message size above 0 and at least one round");
     }
@@ -305,13 +306,15 @@ pub fn run(setup: &Setup, mut progress: impl FnMut(&str)) -> Result<Report> {
     let cores = super::cores();
     let mut runs = Vec::new();
     let mut skipped = Vec::new();
+    let per_path = (setup.sizes.len() * setup.rounds * Steering::ALL.len()) as u64;
+    progress.stage("bench steer: runs", per_path * setup.paths.len() as u64);
     for &path in &setup.paths {
         let bed = match path {
             Path::Loopback => None,
             Path::Veth | Path::VethRps => match Pair::new(path == Path::VethRps) {
                 Ok(p) => Some(p),
                 Err(e) => {
-                    progress(&format!("{}: skipped: {e:#}", path.name()));
+                    progress.advance(per_path);
                     skipped.push((path, format!("{e:#}")));
                     continue;
                 }
@@ -319,10 +322,10 @@ pub fn run(setup: &Setup, mut progress: impl FnMut(&str)) -> Result<Report> {
         };
         for &size in &setup.sizes {
             let mut rounds: Vec<Vec<Measured>> = vec![Vec::new(); Steering::ALL.len()];
-            for round in 0..setup.rounds {
+            for _ in 0..setup.rounds {
                 for (k, mode) in Steering::ALL.into_iter().enumerate() {
-                    progress(&format!("{} {} B {} (round {})", path.name(), size, mode, round + 1));
                     rounds[k].push(measure(bed.as_ref(), size, mode, cores, setup)?);
+                    progress.advance(1);
                 }
             }
             for (k, mode) in Steering::ALL.into_iter().enumerate() {
@@ -344,6 +347,156 @@ pub fn run(setup: &Setup, mut progress: impl FnMut(&str)) -> Result<Report> {
     };
     let predictions = predict(&setup.sizes, caches, cores);
     Ok(Report { runs, predictions, skipped, machine, perf_counters: perf_counts(), cores })
+}
+
+/// The measurements by path, size and mode.
+pub const RUNS: TableSpec = TableSpec::new(
+    "runs",
+    "Measured, by path, message size and steering (median round)",
+    &[
+        ColumnSpec::text("path"),
+        ColumnSpec::int("size").unit("B").about("message size (iperf's -l on both sides)"),
+        ColumnSpec::text("steer"),
+        ColumnSpec::num("throughput", 2).unit("Gb/s").about("received, all connections"),
+        ColumnSpec::num("process_ns_per_byte", 3)
+            .header("proc")
+            .unit("ns/B")
+            .about("this process's CPU (client and server threads) per byte received"),
+        ColumnSpec::num("machine_ns_per_byte", 3)
+            .header("mach")
+            .unit("ns/B")
+            .about("the whole machine's busy CPU per byte received (/proc/stat)"),
+        ColumnSpec::int("placed")
+            .about("connections placed on a worker pinned to their receiving core (none for unpinned workers)"),
+        ColumnSpec::int("at_end")
+            .header("at end")
+            .about("connections whose worker ran on their receiving core at the end"),
+        ColumnSpec::int("conns").about("connections, summed over the rounds"),
+        ColumnSpec::text("received_on").header("received on").about("the receiving cores seen when placing"),
+    ],
+);
+
+/// The model's figures by size and mode.
+pub const MODEL: TableSpec = TableSpec::new(
+    "model",
+    "The model (sim irq) of this machine, by message size and steering",
+    &[
+        ColumnSpec::int("size").unit("B"),
+        ColumnSpec::text("steer"),
+        ColumnSpec::text("placement").header("as placement"),
+        ColumnSpec::num("throughput", 2)
+            .header("one stream (1)")
+            .unit("Gb/s")
+            .about("one saturated stream received on core 0"),
+        ColumnSpec::num("throughput_all_cores", 2)
+            .header("all cores")
+            .unit("Gb/s")
+            .about("every core saturated by a stream of its own"),
+        ColumnSpec::num("ns_per_byte", 3)
+            .header("CPU")
+            .unit("ns/B")
+            .about("receive CPU per byte (kernel and application)"),
+        ColumnSpec::num("l2_per_message", 1).header("L2/msg").about("L2 misses per message"),
+    ],
+);
+
+/// Measured ratios against the model's.
+pub const RATIOS: TableSpec = TableSpec::new(
+    "ratios",
+    "Ratios, measured (this process's CPU per byte) against the model; diff = measured − predicted",
+    &[
+        ColumnSpec::text("path"),
+        ColumnSpec::int("size").unit("B"),
+        ColumnSpec::num("steer_over_none", 3).header("thr steer/none"),
+        ColumnSpec::num("steer_over_none_model", 3).header("model"),
+        ColumnSpec::num("steer_over_none_diff", 3).signed().header("diff"),
+        ColumnSpec::num("steer_over_other", 3).header("thr steer/other"),
+        ColumnSpec::num("steer_over_other_model", 3).header("model"),
+        ColumnSpec::num("steer_over_other_diff", 3).signed().header("diff"),
+        ColumnSpec::num("cpu_steer_over_other", 3).header("CPU/B steer/other"),
+        ColumnSpec::num("cpu_steer_over_other_model", 3).header("model"),
+        ColumnSpec::num("cpu_steer_over_other_diff", 3).signed().header("diff"),
+    ],
+);
+
+/// What `bench steer` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "bench-steer",
+    title: "Receive-side steering measured (none, incoming-cpu, other-cpu) on loopback and a veth pair, beside the interrupt-affinity model of this machine",
+    tables: &[&RUNS, &MODEL, &RATIOS],
+};
+
+impl Report {
+    /// The run as a report: the measurements, the model, the ratios side by side, and what a
+    /// 2-core VM can and cannot show.
+    pub fn report(&self, setup: &Setup) -> rep::Report {
+        let mut r = rep::Report::new(&SPEC);
+        r.param(
+            "sizes",
+            setup.sizes.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
+            "message sizes, bytes",
+        )
+        .param("seconds", setup.seconds, "seconds measured per run")
+        .param("warmup", setup.warmup, "seconds each run warms up before measuring")
+        .param("rounds", setup.rounds, "rounds of every case (the median is kept)")
+        .param("paths", setup.paths.iter().map(|p| p.name()).collect::<Vec<_>>().join(","), "paths asked for")
+        .param("connections", self.cores, "connections, one per core, from client threads pinned one per core");
+        r.machine = Some(crate::machine::describe());
+        let mut runs = Table::new(&RUNS).grouped_by("path");
+        for x in &self.runs {
+            runs.push(vec![
+                x.path.name().into(),
+                x.size.into(),
+                x.mode.name().into(),
+                (x.throughput * 8e-9).into(),
+                x.process_ns_per_byte.into(),
+                x.machine_ns_per_byte.into(),
+                // Unpinned workers are placed on no core: only where they ran is known.
+                if x.mode == Steering::None { Value::Null } else { x.placed_on_incoming.into() },
+                x.on_incoming_at_end.into(),
+                x.conns.into(),
+                x.receiving_cores.iter().map(|c| format!("cpu{c}")).collect::<Vec<_>>().join(",").into(),
+            ]);
+        }
+        for (path, why) in &self.skipped {
+            runs.note(format!("{}: skipped: {why}", path.name()));
+        }
+        r.tables.push(runs);
+        let mut model = Table::new(&MODEL);
+        for p in &self.predictions {
+            model.push(vec![
+                p.size.into(),
+                p.mode.name().into(),
+                p.placement_text().into(),
+                (p.throughput * 8e-9).into(),
+                (p.throughput_all_cores * 8e-9).into(),
+                p.ns_per_byte.into(),
+                p.l2_per_message.into(),
+            ]);
+        }
+        model.note(format!("the model's machine: {}", self.machine));
+        model.note(
+            "(1) one stream received on core 0 (compared with veth+RPS); 'all cores': every core saturated by its own stream (compared with loopback and veth). The model has a NIC's interrupt and DMA copy and no sender, so compare ratios, not Gb/s.",
+        );
+        r.tables.push(model);
+        let mut ratios = Table::new(&RATIOS);
+        for c in self.comparisons() {
+            let mut row: Vec<Value> = vec![c.path.name().into(), c.size.into()];
+            for x in [c.steer_over_none, c.steer_over_other, c.cpu_steer_over_other] {
+                row.extend([x.measured.into(), x.predicted.into(), (x.measured - x.predicted).into()]);
+            }
+            ratios.push(row);
+        }
+        r.tables.push(ratios);
+        r.note(format!(
+            "perf counters in this guest: {}",
+            if self.perf_counters { "available" } else { "not supported (L2 misses are the model's only)" }
+        ));
+        for line in CAN_AND_CANNOT.lines() {
+            r.note(line);
+        }
+        r
+    }
 }
 
 /// One round's figures.
@@ -654,9 +807,10 @@ mod tests {
 
     #[test]
     fn bad_setups_are_refused_with_the_reason() {
-        let e = run(&Setup { sizes: vec![], ..Setup::default() }, |_| {}).unwrap_err().to_string();
+        let quiet = &crate::report::Quiet;
+        let e = run(&Setup { sizes: vec![], ..Setup::default() }, quiet).unwrap_err().to_string();
         assert!(e.contains("message size"), "{e}");
-        let e = run(&Setup { seconds: 0.0, ..Setup::default() }, |_| {}).unwrap_err().to_string();
+        let e = run(&Setup { seconds: 0.0, ..Setup::default() }, quiet).unwrap_err().to_string();
         assert!(e.contains("--seconds"), "{e}");
     }
 }
