@@ -7,7 +7,7 @@ use crate::report::ReportSpec;
 pub const REPRODUCTIONS: &[&ReportSpec] = &[&crate::guo_irq::SPEC];
 
 /// The benchmarks' reports, by `switchyard bench NAME`.
-pub const BENCHMARKS: &[&ReportSpec] = &[];
+pub const BENCHMARKS: &[&ReportSpec] = &[&crate::bench::gateway::SPEC, &crate::bench::jobs::SPEC];
 
 /// The spec of reproduction `name`, if there is one.
 pub fn reproduction(name: &str) -> Option<&'static ReportSpec> {

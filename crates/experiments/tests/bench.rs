@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use switchyard_core::Policy;
 use switchyard_experiments::ExperimentError;
-use switchyard_experiments::bench::{deliver, gateway, inspect, jobs, mux};
+use switchyard_experiments::bench::{deliver, inspect, mux};
 use switchyard_runtime::inspect::Engine;
 
 /// One benchmark at a time: each measures the machine, and two at once would measure each other.
@@ -65,22 +65,6 @@ fn mux_measures_the_session_and_its_peers_against_raw_tcp() {
 }
 
 #[test]
-fn gateway_coalesces_both_herds_into_one_origin_read_and_times_lookups() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let setup = gateway::Setup { seconds: 1.0, rounds: 1, connections: 4, herd: 40, keys: 200, nginx: None, wrk: None };
-    let r = gateway::run(&setup).unwrap();
-    assert_eq!(r.servers.len(), 1, "without nginx, only ours");
-    let ours = &r.servers[0];
-    assert!(ours.hits.is_none(), "without wrk, no hit rates");
-    assert_eq!(ours.cold_herd, (1.0, 0), "40 asks for a new key: one origin read, all answered");
-    assert_eq!(ours.expired_herd, (1.0, 0), "40 asks at expiry: one origin read, all answered");
-    assert!(r.lookups.0 > 0.0 && r.lookups.1 > 0.0, "{r:?}");
-
-    let none = gateway::Setup { keys: 0, ..setup };
-    assert!(matches!(gateway::run(&none), Err(ExperimentError::Input(_))));
-}
-
-#[test]
 fn deliver_serves_every_case_from_ours_and_tokio_and_holds_the_rates() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let setup = deliver::Setup {
@@ -128,25 +112,6 @@ fn deliver_serves_every_case_from_ours_and_tokio_and_holds_the_rates() {
     assert!(matches!(deliver::run(&bad, &mut |_| {}), Err(ExperimentError::Input(m)) if m.contains("--bulk-conns")));
     let bad = deliver::Setup { warmup: -1.0, ..setup };
     assert!(matches!(bad.check(), Err(ExperimentError::Input(m)) if m.contains("--warmup")));
-}
-
-#[test]
-fn jobs_assigns_tasks_through_the_coordinator_and_times_its_polls() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let setup = jobs::Setup { seconds: 0.5, rounds: 2, workers: 2, celery: None };
-    let mut told = Vec::new();
-    let r = jobs::run(&setup, &mut |name, round| told.push((name.to_string(), round.tasks))).unwrap();
-    assert_eq!(r.ours.len(), 2);
-    assert!(r.celery.is_empty());
-    assert_eq!(told.len(), 2);
-    for round in &r.ours {
-        // Every measured task went poll → result → kept; a second of a debug build does dozens.
-        assert!(round.tasks > 10 && round.rate > 0.0, "{round:?}");
-        assert!(round.p50_ms > 0.0 && round.p50_ms <= round.p99_ms, "{round:?}");
-    }
-    assert!(jobs::median(&r.ours).is_some());
-    let bad = jobs::Setup { workers: 0, ..setup };
-    assert!(jobs::run(&bad, &mut |_, _| {}).unwrap_err().to_string().contains("at least one worker"));
 }
 
 /// The Figurehead bench, small: two routes through the gateway over four loopback origins,

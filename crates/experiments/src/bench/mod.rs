@@ -58,3 +58,29 @@ fn process_cpu() -> f64 {
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+
+/// The machine a benchmark ran on, for its report: CPU model, cores offered, L3 size. A timing
+/// means little without it; what the system does not say is left out.
+pub fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").and_then(|v| v.split_once(':')).map(|(_, v)| v.trim().to_string()))
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    // The largest cache the first CPU sees is its last level (L3 where there is one).
+    let l3 = (0..8)
+        .filter_map(|i| {
+            let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+            let level = std::fs::read_to_string(format!("{dir}/level")).ok()?;
+            let size = std::fs::read_to_string(format!("{dir}/size")).ok()?;
+            Some((level.trim().to_string(), size.trim().to_string()))
+        })
+        .filter(|(level, _)| level == "3")
+        .map(|(_, size)| size)
+        .next();
+    let mut s = format!("{model}, {} cores", cores());
+    if let Some(l3) = l3 {
+        s.push_str(&format!(", L3 {l3}"));
+    }
+    s
+}
