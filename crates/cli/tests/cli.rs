@@ -1057,3 +1057,31 @@ fn bench_jobs_reports_rounds_medians_and_goals() {
     assert!(goals.iter().all(|g| g[reached].is_boolean()));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `bench blocklog`, two policies at one load briefly: a row per run with the simulator beside,
+/// the goal table, and the charts drawn.
+#[test]
+fn bench_blocklog_reports_every_run_beside_the_simulator() {
+    let dir = std::env::temp_dir();
+    let (report, out) = run_bench_report(
+        "blocklog",
+        &[
+            "--periods",
+            "10ms",
+            "--seconds",
+            "0.5",
+            "--policies",
+            "fifo,g-edf",
+            "--no-sector-penalty",
+            "--dir",
+            dir.to_str().unwrap(),
+        ],
+    );
+    let (runs, policy) = bench_table(&report, "runs", "policy");
+    let policies: Vec<&str> = runs.iter().map(|r| r[policy].as_str().unwrap()).collect();
+    assert_eq!(policies, ["fifo", "g-edf"]);
+    let (_, sim) = bench_table(&report, "runs", "sim_wa");
+    assert!(runs.iter().all(|r| r[sim].as_f64().is_some_and(|wa| wa >= 1.0)), "{runs:?}");
+    assert!(out.join("missed.svg").is_file() && out.join("goal.csv").is_file());
+    let _ = std::fs::remove_dir_all(out);
+}
