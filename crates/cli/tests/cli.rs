@@ -1085,3 +1085,18 @@ fn bench_blocklog_reports_every_run_beside_the_simulator() {
     assert!(out.join("missed.svg").is_file() && out.join("goal.csv").is_file());
     let _ = std::fs::remove_dir_all(out);
 }
+
+/// `bench figurehead`, few reads: a row per route beside the simulator, four shares a route,
+/// and the goal's verdict.
+#[test]
+fn bench_figurehead_reports_every_route_beside_the_simulator() {
+    let (report, out) = run_bench_report("figurehead", &["--requests", "40", "--rate", "200"]);
+    let (routes, sim) = bench_table(&report, "routes", "sim_attained");
+    assert_eq!(routes.len(), 7, "the default routes, OptWait twice");
+    assert!(routes.iter().all(|r| r[sim].as_f64().is_some_and(|a| (0.0..=1.0).contains(&a))), "{routes:?}");
+    let (shares, _) = bench_table(&report, "shares", "share");
+    assert_eq!(shares.len(), 7 * 4);
+    let (goal, verdict) = bench_table(&report, "goal", "verdict");
+    assert!(["met", "met with margin", "dearer", "missed"].contains(&goal[0][verdict].as_str().unwrap()), "{goal:?}");
+    let _ = std::fs::remove_dir_all(out);
+}
