@@ -1100,3 +1100,34 @@ fn bench_figurehead_reports_every_route_beside_the_simulator() {
     assert!(["met", "met with margin", "dearer", "missed"].contains(&goal[0][verdict].as_str().unwrap()), "{goal:?}");
     let _ = std::fs::remove_dir_all(out);
 }
+
+/// `bench deliver`, tiny: every paced case and server with its per-window error, the bulk
+/// servers against tokio.
+#[test]
+fn bench_deliver_reports_the_paced_cases_and_bulk() {
+    let (report, out) = run_bench_report(
+        "deliver",
+        &[
+            "--conns",
+            "20",
+            "--seconds",
+            "0.5",
+            "--warmup",
+            "0.2",
+            "--accurate-conns",
+            "4",
+            "--bulk-conns",
+            "2",
+            "--bulk-seconds",
+            "0.3",
+        ],
+    );
+    let (paced, case) = bench_table(&report, "paced", "case");
+    assert!(paced.iter().any(|r| r[case] == "scale") && paced.iter().any(|r| r[case] == "accurate"), "{paced:?}");
+    let (_, streams) = bench_table(&report, "paced", "streams");
+    assert!(paced.iter().filter(|r| r[case] == "scale").all(|r| r[streams] == 20), "{paced:?}");
+    let (bulk, vs) = bench_table(&report, "bulk", "vs_tokio");
+    let tokio = bulk.iter().find(|r| r[0] == "tokio").expect("tokio serves bulk");
+    assert_eq!(tokio[vs].as_f64(), Some(1.0));
+    let _ = std::fs::remove_dir_all(out);
+}

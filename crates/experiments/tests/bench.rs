@@ -7,8 +7,7 @@
 use std::sync::Mutex;
 
 use switchyard_core::Policy;
-use switchyard_experiments::ExperimentError;
-use switchyard_experiments::bench::{deliver, inspect, mux};
+use switchyard_experiments::bench::{inspect, mux};
 use switchyard_runtime::inspect::Engine;
 
 /// One benchmark at a time: each measures the machine, and two at once would measure each other.
@@ -62,54 +61,4 @@ fn mux_measures_the_session_and_its_peers_against_raw_tcp() {
     }
     // Three channels on two equal connections: 1 and 0.8 + 0.64 are 1.44 apart by pinning.
     assert!(r.pin_model_rms > 0.0, "{r:?}");
-}
-
-#[test]
-fn deliver_serves_every_case_from_ours_and_tokio_and_holds_the_rates() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let setup = deliver::Setup {
-        conns: 40,
-        rate: 64_000,
-        cores: 1,
-        grain_ms: 100.0,
-        accurate_conns: 5,
-        accurate_rate: 2_000_000,
-        accurate_grain_ms: 1.0,
-        seconds: 1.0,
-        warmup: 0.2,
-        bulk_conns: 4,
-        bulk_seconds: 0.5,
-        nginx: None,
-        clients: deliver::Clients::InProcess,
-    };
-    let mut told = Vec::new();
-    let all = deliver::run(&setup, &mut |p| match p {
-        deliver::Progress::Starting(c) => told.push(format!("start {}", c.name)),
-        deliver::Progress::Done(c, _) => told.push(format!("done {}", c.name)),
-    })
-    .unwrap();
-    assert_eq!(told, ["start scale", "done scale", "start accurate", "done accurate", "start bulk", "done bulk"]);
-    for (case, rows) in &all {
-        let servers: Vec<&str> = rows.iter().map(|r| r.server).collect();
-        match case.rate {
-            Some(rate) => {
-                assert_eq!(servers, ["switchyard", "tokio"], "{}", case.name);
-                for r in rows {
-                    let promised = rate as f64 * case.conns as f64;
-                    assert_eq!(r.served.conns, case.conns, "{r:?}");
-                    // Loopback keeps a paced promise closely; a quarter allows a busy machine.
-                    assert!((r.served.aggregate_bps / promised - 1.0).abs() < 0.25, "{} {r:?}", case.name);
-                    assert!(r.served.error_fine.is_some() && r.served.run_error.is_some(), "{r:?}");
-                }
-            }
-            None => {
-                assert_eq!(servers, ["switchyard", "switchyard×1", "tokio"]);
-                assert!(rows.iter().all(|r| r.served.aggregate_bps > 1e6 && r.served.error_fine.is_none()), "{rows:?}");
-            }
-        }
-    }
-    let bad = deliver::Setup { bulk_conns: 0, ..setup.clone() };
-    assert!(matches!(deliver::run(&bad, &mut |_| {}), Err(ExperimentError::Input(m)) if m.contains("--bulk-conns")));
-    let bad = deliver::Setup { warmup: -1.0, ..setup };
-    assert!(matches!(bad.check(), Err(ExperimentError::Input(m)) if m.contains("--warmup")));
 }
