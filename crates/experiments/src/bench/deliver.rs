@@ -458,41 +458,6 @@ fn ours(workers: usize, grain_ms: f64, burst: usize) -> Result<Server> {
     .context("starting the delivery server")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Clients whose server closes one of their connections mid-run fail, saying how many
-    /// ended, rather than handing back a row in which that connection looks slow.
-    #[test]
-    fn clients_fail_when_a_connection_ends_early() {
-        use std::io::{Read, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let server = listener.local_addr().unwrap();
-        let (done, wait) = std::sync::mpsc::channel::<()>();
-        let serving = std::thread::spawn(move || {
-            let mut conns = Vec::new();
-            for _ in 0..2 {
-                let (mut c, _) = listener.accept().unwrap();
-                let mut line = [0u8; 64];
-                let _ = c.read(&mut line);
-                c.write_all(b"ok w0\n").unwrap();
-                c.write_all(&[b'x'; 1000]).unwrap();
-                conns.push(c);
-            }
-            std::thread::sleep(Duration::from_millis(300));
-            drop(conns.remove(0));
-            let _ = wait.recv();
-        });
-        let case = Case { name: "bulk", conns: 2, rate: None, grain_ms: 1.0, seconds: 0.5, threads: 1 };
-        let r = clients_here(server, &case, false, 0.2);
-        drop(done);
-        serving.join().unwrap();
-        let e = format!("{:#}", r.expect_err("the clients fail"));
-        assert!(e.contains("1 of 2") && e.contains("closed by the server"), "{e}");
-    }
-}
-
 /// The paced cases: a row per case and server.
 pub const PACED: TableSpec = TableSpec::new(
     "paced",
@@ -618,4 +583,39 @@ pub fn report(s: &Setup, all: &[(Case, Vec<Row>)]) -> report::Report {
     }
     r.note("goals: ≥ 10,000 paced streams per core with p99 per-window error ≤ 1%; Jain ≥ 0.99 at equal targets; bulk ≥ tokio's");
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Clients whose server closes one of their connections mid-run fail, saying how many
+    /// ended, rather than handing back a row in which that connection looks slow.
+    #[test]
+    fn clients_fail_when_a_connection_ends_early() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = listener.local_addr().unwrap();
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let serving = std::thread::spawn(move || {
+            let mut conns = Vec::new();
+            for _ in 0..2 {
+                let (mut c, _) = listener.accept().unwrap();
+                let mut line = [0u8; 64];
+                let _ = c.read(&mut line);
+                c.write_all(b"ok w0\n").unwrap();
+                c.write_all(&[b'x'; 1000]).unwrap();
+                conns.push(c);
+            }
+            std::thread::sleep(Duration::from_millis(300));
+            drop(conns.remove(0));
+            let _ = wait.recv();
+        });
+        let case = Case { name: "bulk", conns: 2, rate: None, grain_ms: 1.0, seconds: 0.5, threads: 1 };
+        let r = clients_here(server, &case, false, 0.2);
+        drop(done);
+        serving.join().unwrap();
+        let e = format!("{:#}", r.expect_err("the clients fail"));
+        assert!(e.contains("1 of 2") && e.contains("closed by the server"), "{e}");
+    }
 }
