@@ -1,14 +1,13 @@
-//! `switchyard bench blocklog`: every block policy on a file paced like the thesis's SD card, at
-//! several loads in one run, and the load at which issue 22's goal is met.
+//! `switchyard bench blocklog`'s options; the run and its report are
+//! `switchyard_experiments::bench::blocklog`'s.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
 use switchyard_blocklog::Pacing;
-use switchyard_experiments::bench::blocklog::{GOAL_FIFO_MISS, GOAL_WA, Row, Setup, run as bench};
+use switchyard_experiments::bench::blocklog::{Setup, run as bench};
 
 use crate::blocklog::{parse_duration, policy};
 
@@ -64,9 +63,12 @@ pub(crate) struct BlocklogBench {
     /// deadline: no policy can hide it).
     #[arg(long)]
     no_sector_penalty: bool,
-    /// Where the log file goes (a filesystem that refuses O_DIRECT gets synchronised buffered writes, and the output says so).
+    /// Where the log file goes (a filesystem that refuses O_DIRECT gets synchronised buffered writes, and the report's notes say so).
     #[arg(long, default_value = "/tmp")]
     dir: PathBuf,
+
+    #[command(flatten)]
+    output: crate::print::Output,
 }
 
 pub(crate) fn run(a: &BlocklogBench) -> Result<()> {
@@ -83,96 +85,6 @@ pub(crate) fn run(a: &BlocklogBench) -> Result<()> {
     if a.no_sector_penalty {
         setup.pacing = Pacing::sd_card_without_sectors(setup.pacing.seed);
     }
-    let p = &setup.profile;
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "{} streams of {}-byte records due in {} ms{}, {} s a run, {} records held, {}-byte blocks",
-        p.streams,
-        p.size,
-        p.deadline.as_millis(),
-        if p.bursty { ", bursty" } else { "" },
-        a.seconds,
-        a.capacity,
-        setup.log.block_size
-    )?;
-    writeln!(
-        out,
-        "\n{:>7} {:<8} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8} {:>8} {:>22}",
-        "period",
-        "policy",
-        "on-time/s",
-        "missed",
-        "late",
-        "refused",
-        "dropped",
-        "blocks",
-        "reord",
-        "WA",
-        "max ms",
-        "max wr",
-        "sim: on-time/s miss WA"
-    )?;
-    let mut failed = None;
-    let report = bench(&setup, &mut |r| {
-        if let Err(e) = line(&mut out, r) {
-            failed.get_or_insert(e);
-        }
-    })?;
-    if let Some(e) = failed {
-        return Err(e.into());
-    }
-    if let Some(d) = report.device {
-        writeln!(out, "\ndevice: {d}")?;
-    }
-    writeln!(
-        out,
-        "missed = late + refused + dropped, as a share of records appended; reord = blocks RG-EDF gave to another \
-         stream than the earliest deadline's; WA = bytes written / payload bytes; max ms = longest append to \
-         durable; max wr = longest block write, pacing included; sim = the simulator's sensor node with the same \
-         streams, blocks, scheduler and paced timings (a modern core's scheduling cost; the real disk's own time \
-         under the pacing is not in it)"
-    )?;
-    match report.goal {
-        Some(g) => writeln!(
-            out,
-            "goal reached at a {} ms period: FIFO missed {:.0}% (> {:.0}%), {} missed none with WA {:.2} (< {GOAL_WA})",
-            g.period.as_millis(),
-            100.0 * g.fifo_miss,
-            100.0 * GOAL_FIFO_MISS,
-            g.policy.name(),
-            g.write_amplification
-        )?,
-        None => writeln!(
-            out,
-            "goal NOT reached at these loads: no period where FIFO misses > {:.0}% while G-EDF or RG-EDF misses none with WA < {GOAL_WA}",
-            100.0 * GOAL_FIFO_MISS
-        )?,
-    }
-    Ok(())
-}
-
-fn line(out: &mut impl Write, r: &Row) -> std::io::Result<()> {
-    let s = &r.stats;
-    let predicted = r.predicted.map_or_else(
-        || "-".to_owned(),
-        |p| format!("{:.1} {:.1}% {:.2}", p.on_time_per_second, 100.0 * p.miss_ratio, p.write_amplification),
-    );
-    writeln!(
-        out,
-        "{:>5}ms {:<8} {:>9.1} {:>7.1}% {:>7} {:>7} {:>7} {:>7} {:>6} {:>6.2} {:>8.1} {:>8.1} {:>22}",
-        r.period.as_millis(),
-        r.policy.name(),
-        s.on_time_per_second(),
-        100.0 * s.miss_ratio(),
-        s.late,
-        s.refused,
-        s.dropped,
-        s.blocks,
-        s.reordered,
-        s.write_amplification(),
-        s.max_latency.as_secs_f64() * 1e3,
-        s.max_write.as_secs_f64() * 1e3,
-        predicted
-    )
+    let report = bench(&setup, &crate::print::Bar::new())?.report(&setup);
+    a.output.emit(&report)
 }

@@ -1107,3 +1107,144 @@ fn bench_steer_places_by_receiving_core_and_reports_the_model_beside() {
     let left = Command::new("ip").args(["netns", "list"]).output().map(|o| stdout(&o)).unwrap_or_default();
     assert!(!left.contains("systeer-"), "namespaces left behind:\n{left}");
 }
+
+/// Runs `switchyard bench NAME ARGS --format json --out DIR`; returns the report printed and
+/// the directory, after checking that the directory holds the same report and a CSV per table.
+fn run_bench_report(name: &str, args: &[&str]) -> (serde_json::Value, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("switchyard-cli-bench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut all = vec!["bench", name];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--format", "json", "--out", dir.to_str().unwrap()]);
+    let o = switchyard(&all);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the report is JSON");
+    assert_eq!(report["name"], format!("bench-{name}"));
+    assert!(report["machine"].as_str().is_some_and(|m| m.contains("cores")), "{}", report["machine"]);
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report.json")).expect("report.json written")).unwrap();
+    assert_eq!(written["tables"], report["tables"]);
+    for t in report["tables"].as_array().unwrap() {
+        let csv = std::fs::read_to_string(dir.join(format!("{}.csv", t["name"].as_str().unwrap()))).unwrap();
+        assert_eq!(csv.lines().count(), 1 + t["rows"].as_array().unwrap().len(), "{csv}");
+    }
+    for c in report["charts"].as_array().unwrap() {
+        assert!(dir.join(format!("{}.svg", c["name"].as_str().unwrap())).is_file(), "chart {c} not drawn");
+    }
+    (report, dir)
+}
+
+/// The named table of a report in JSON, and the index of column `col` in it.
+fn bench_table<'a>(report: &'a serde_json::Value, table: &str, col: &str) -> (&'a Vec<serde_json::Value>, usize) {
+    let t = report["tables"].as_array().unwrap().iter().find(|t| t["name"] == table).expect("the table is there");
+    let i = t["columns"].as_array().unwrap().iter().position(|c| c["name"] == col).expect("the column is there");
+    (t["rows"].as_array().unwrap(), i)
+}
+
+/// `bench gateway` without its peers here: ours alone coalesces both herds into one origin read,
+/// the lookups are timed, and a note names what was missing.
+#[test]
+fn bench_gateway_reports_the_herds_and_the_lookups() {
+    let (report, dir) =
+        run_bench_report("gateway", &["--seconds", "1", "--rounds", "1", "--herd", "20", "--keys", "100"]);
+    let (servers, reads) = bench_table(&report, "servers", "cold_herd_reads");
+    assert_eq!(servers[0][0], "switchyard gateway");
+    assert_eq!(servers[0][reads].as_f64(), Some(1.0), "{servers:?}");
+    let (lookups, ns) = bench_table(&report, "lookups", "lookup");
+    assert_eq!(lookups.len(), 2);
+    assert!(lookups.iter().all(|r| r[ns].as_f64().is_some_and(|v| v > 0.0)), "{lookups:?}");
+    // Without nginx the report has ours alone and says why.
+    if servers.len() == 1 {
+        assert!(report["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("not found")));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `bench jobs`, one short round: the round, the median and the goals read off it.
+#[test]
+fn bench_jobs_reports_rounds_medians_and_goals() {
+    let (report, dir) = run_bench_report("jobs", &["--seconds", "0.5", "--rounds", "1", "--workers", "2"]);
+    let (rounds, tasks) = bench_table(&report, "rounds", "tasks");
+    assert!(rounds.iter().any(|r| r[0] == "switchyard jobs (SQLite)" && r[tasks].as_u64().is_some_and(|n| n > 0)));
+    let (medians, rate) = bench_table(&report, "medians", "rate");
+    let ours = rounds.iter().find(|r| r[0] == "switchyard jobs (SQLite)").unwrap();
+    assert_eq!(medians[0][rate], ours[2], "one round: the median is that round");
+    let (goals, reached) = bench_table(&report, "goals", "reached");
+    assert_eq!(goals.len(), 2);
+    assert!(goals.iter().all(|g| g[reached].is_boolean()));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `bench blocklog`, two policies at one load briefly: a row per run with the simulator beside,
+/// the goal table, and the charts drawn.
+#[test]
+fn bench_blocklog_reports_every_run_beside_the_simulator() {
+    let dir = std::env::temp_dir();
+    let (report, out) = run_bench_report(
+        "blocklog",
+        &[
+            "--periods",
+            "10ms",
+            "--seconds",
+            "0.5",
+            "--policies",
+            "fifo,g-edf",
+            "--no-sector-penalty",
+            "--dir",
+            dir.to_str().unwrap(),
+        ],
+    );
+    let (runs, policy) = bench_table(&report, "runs", "policy");
+    let policies: Vec<&str> = runs.iter().map(|r| r[policy].as_str().unwrap()).collect();
+    assert_eq!(policies, ["fifo", "g-edf"]);
+    let (_, sim) = bench_table(&report, "runs", "sim_wa");
+    assert!(runs.iter().all(|r| r[sim].as_f64().is_some_and(|wa| wa >= 1.0)), "{runs:?}");
+    assert!(out.join("missed.svg").is_file() && out.join("goal.csv").is_file());
+    let _ = std::fs::remove_dir_all(out);
+}
+
+/// `bench figurehead`, few reads: a row per route beside the simulator, four shares a route,
+/// and the goal's verdict.
+#[test]
+fn bench_figurehead_reports_every_route_beside_the_simulator() {
+    let (report, out) = run_bench_report("figurehead", &["--requests", "40", "--rate", "200"]);
+    let (routes, sim) = bench_table(&report, "routes", "sim_attained");
+    assert_eq!(routes.len(), 7, "the default routes, OptWait twice");
+    assert!(routes.iter().all(|r| r[sim].as_f64().is_some_and(|a| (0.0..=1.0).contains(&a))), "{routes:?}");
+    let (shares, _) = bench_table(&report, "shares", "share");
+    assert_eq!(shares.len(), 7 * 4);
+    let (goal, verdict) = bench_table(&report, "goal", "verdict");
+    assert!(["met", "met with margin", "dearer", "missed"].contains(&goal[0][verdict].as_str().unwrap()), "{goal:?}");
+    let _ = std::fs::remove_dir_all(out);
+}
+
+/// `bench deliver`, tiny: every paced case and server with its per-window error, the bulk
+/// servers against tokio.
+#[test]
+fn bench_deliver_reports_the_paced_cases_and_bulk() {
+    let (report, out) = run_bench_report(
+        "deliver",
+        &[
+            "--conns",
+            "20",
+            "--seconds",
+            "0.5",
+            "--warmup",
+            "0.2",
+            "--accurate-conns",
+            "4",
+            "--bulk-conns",
+            "2",
+            "--bulk-seconds",
+            "0.3",
+        ],
+    );
+    let (paced, case) = bench_table(&report, "paced", "case");
+    assert!(paced.iter().any(|r| r[case] == "scale") && paced.iter().any(|r| r[case] == "accurate"), "{paced:?}");
+    let (_, streams) = bench_table(&report, "paced", "streams");
+    assert!(paced.iter().filter(|r| r[case] == "scale").all(|r| r[streams] == 20), "{paced:?}");
+    let (bulk, vs) = bench_table(&report, "bulk", "vs_tokio");
+    let tokio = bulk.iter().find(|r| r[0] == "tokio").expect("tokio serves bulk");
+    assert_eq!(tokio[vs].as_f64(), Some(1.0));
+    let _ = std::fs::remove_dir_all(out);
+}

@@ -13,6 +13,11 @@ pub const BENCHMARKS: &[&ReportSpec] = &[
     #[cfg(target_os = "linux")]
     &crate::bench::steer::SPEC,
     &crate::bench::shm::SPEC,
+    &crate::bench::gateway::SPEC,
+    &crate::bench::deliver::SPEC,
+    &crate::bench::jobs::SPEC,
+    &crate::bench::figurehead::SPEC,
+    &crate::bench::blocklog::SPEC,
 ];
 
 /// The spec of reproduction `name`, if there is one.

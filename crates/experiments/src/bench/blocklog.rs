@@ -16,6 +16,8 @@ use switchyard_core::Nanos;
 use switchyard_core::order::blocks::{BlockConfig, BlockPolicy};
 use switchyard_sim::models::flash::{CpuCost, Flash, FlashParams, Process, SdCard};
 
+use crate::report::{self, Chart, ColumnSpec, Progress, ReportSpec, Table, TableSpec};
+
 /// The goal's bound on write amplification (issue 22).
 pub const GOAL_WA: f64 = 1.5;
 /// The goal's share of FIFO's records that must miss (issue 22: "more than half").
@@ -119,9 +121,10 @@ pub struct Report {
     pub goal: Option<Goal>,
 }
 
-/// Runs every policy at every load, calling `on_row` as each run ends.
-pub fn run(setup: &Setup, on_row: &mut dyn FnMut(&Row)) -> Result<Report, LogError> {
+/// Runs every policy at every load; `progress` advances as each run ends.
+pub fn run(setup: &Setup, progress: &dyn Progress) -> Result<Report, LogError> {
     let path = setup.dir.join(format!("blocklog-bench-{}.log", std::process::id()));
+    progress.stage("runs", (setup.periods.len() * setup.policies.len()) as u64);
     let mut rows = Vec::new();
     let mut device = None;
     for &period in &setup.periods {
@@ -133,9 +136,8 @@ pub fn run(setup: &Setup, on_row: &mut dyn FnMut(&Row)) -> Result<Report, LogErr
             let stats = log.close()?;
             let _ = std::fs::remove_file(&path);
             let predicted = predict(setup, period, policy);
-            let row = Row { period, policy, stats, predicted };
-            on_row(&row);
-            rows.push(row);
+            rows.push(Row { period, policy, stats, predicted });
+            progress.advance(1);
         }
     }
     let goal = goal(&rows);
@@ -213,6 +215,141 @@ pub fn goal(rows: &[Row]) -> Option<Goal> {
             write_amplification: best.stats.write_amplification(),
         })
     })
+}
+
+/// Every policy at every load.
+pub const RUNS: TableSpec = TableSpec::new(
+    "runs",
+    "Every policy at every load, the real writer beside the simulator's prediction",
+    &[
+        ColumnSpec::num("period", 1).unit("ms").about("the injection period (3 streams inject together each period)"),
+        ColumnSpec::text("policy"),
+        ColumnSpec::num("on_time", 1).header("on-time/s").about("records durable by their deadline, per second"),
+        ColumnSpec::num("missed", 1).percent().about("late + refused + dropped, as a share of records appended"),
+        ColumnSpec::int("late"),
+        ColumnSpec::int("refused"),
+        ColumnSpec::int("dropped"),
+        ColumnSpec::int("blocks").about("blocks written"),
+        ColumnSpec::int("reordered")
+            .header("reord")
+            .about("blocks RG-EDF gave to another stream than the earliest deadline's"),
+        ColumnSpec::num("wa", 2)
+            .header("WA")
+            .about("write amplification: bytes written over payload bytes made durable"),
+        ColumnSpec::num("max_latency", 1).header("max").unit("ms").about("the longest append to durable"),
+        ColumnSpec::num("max_write", 1).header("max wr").unit("ms").about("the longest block write, pacing included"),
+        ColumnSpec::num("sim_on_time", 1).header("sim on-time/s").about("the simulator's prediction of on-time/s"),
+        ColumnSpec::num("sim_missed", 1).percent().header("sim missed").about("the simulator's prediction of missed"),
+        ColumnSpec::num("sim_wa", 2).header("sim WA").about("the simulator's prediction of WA"),
+    ],
+);
+
+/// Issue 22's goal: the heaviest load at which it is met (no row when none is).
+pub const GOAL: TableSpec = TableSpec::new(
+    "goal",
+    "Issue 22's goal: the heaviest load where FIFO misses more than half while G-EDF or RG-EDF misses none with WA < 1.5",
+    &[
+        ColumnSpec::num("period", 1).unit("ms"),
+        ColumnSpec::num("fifo_missed", 1).percent().header("FIFO missed"),
+        ColumnSpec::text("policy").about("the grouping policy that missed nothing there"),
+        ColumnSpec::num("wa", 2).header("WA").about("its write amplification"),
+    ],
+);
+
+/// What `bench blocklog` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "bench-blocklog",
+    title: "The write coalescer on a file paced like the thesis's SD card: every block policy at several loads, beside the simulator",
+    tables: &[&RUNS, &GOAL],
+};
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+impl Report {
+    /// The run as a report.
+    pub fn report(&self, setup: &Setup) -> report::Report {
+        let mut r = report::Report::new(&SPEC);
+        r.machine = Some(crate::machine::describe());
+        let p = &setup.profile;
+        let names: Vec<&str> = setup.policies.iter().map(|p| p.name()).collect();
+        let periods: Vec<String> = setup.periods.iter().map(|d| format!("{}ms", ms(*d))).collect();
+        r.param("periods", periods.join(","), "injection periods, the loads (shorter is heavier)")
+            .param("seconds", p.duration.as_secs_f64(), "seconds of injection per run")
+            .param("policies", names.join(","), "the policies, in the order run");
+        if let Some(linger) = setup.policies.iter().find_map(|p| match p {
+            BlockPolicy::Linger { linger } => Some(*linger),
+            _ => None,
+        }) {
+            r.param("linger_ms", linger.0 as f64 / 1e6, "linger's wait for a full block, ms");
+        }
+        r.param("streams", p.streams, "streams injecting together each period")
+            .param("size", p.size as u64, "payload bytes of a record")
+            .param("deadline_ms", ms(p.deadline), "a record's deadline, ms")
+            .param("bursty", p.bursty, "every 10th injection of stream 0 is 5 records")
+            .param("capacity", setup.log.capacity as u64, "records the writer holds at most")
+            .param("block_size", setup.log.block_size as u64, "bytes a block")
+            .param("buffer_time_ms", ms(setup.log.buffer_time), "RG-EDF's margin beyond two writes, ms")
+            .param("sector_penalty", setup.pacing.sector_blocks != 0, "the SD card's penalty on a new sector")
+            .param("dir", setup.dir.display().to_string(), "where the log file went");
+        let mut t = Table::new(&RUNS).grouped_by("period");
+        for row in &self.rows {
+            let s = &row.stats;
+            let pr = row.predicted;
+            t.push(vec![
+                ms(row.period).into(),
+                row.policy.name().into(),
+                s.on_time_per_second().into(),
+                s.miss_ratio().into(),
+                s.late.into(),
+                s.refused.into(),
+                s.dropped.into(),
+                s.blocks.into(),
+                s.reordered.into(),
+                s.write_amplification().into(),
+                ms(s.max_latency).into(),
+                ms(s.max_write).into(),
+                pr.map(|p| p.on_time_per_second).into(),
+                pr.map(|p| p.miss_ratio).into(),
+                pr.map(|p| p.write_amplification).into(),
+            ]);
+        }
+        t.note(
+            "sim = the simulator's sensor node with the same streams, blocks, scheduler and paced timings (a modern \
+             core's scheduling cost; the real disk's own time under the pacing is not in it: where the two differ, \
+             max wr shows whether the disk went past the paced time)",
+        );
+        r.tables.push(t);
+        let mut t = Table::new(&GOAL);
+        match &self.goal {
+            Some(g) => t.push(vec![
+                ms(g.period).into(),
+                g.fifo_miss.into(),
+                g.policy.name().into(),
+                g.write_amplification.into(),
+            ]),
+            None => t.note(format!(
+                "goal NOT reached at these loads: no period where FIFO misses > {:.0}% while G-EDF or RG-EDF misses none with WA < {GOAL_WA}",
+                100.0 * GOAL_FIFO_MISS
+            )),
+        }
+        r.tables.push(t);
+        if let Some(d) = self.device {
+            r.note(format!("device: {d}"));
+        }
+        r.charts.push(
+            Chart::new("missed", "Records that missed their deadline, by load", "runs", "period", &["missed"])
+                .by("policy")
+                .labels("injection period (ms)", "missed (share of records appended)"),
+        );
+        r.charts.push(
+            Chart::new("on-time", "Records on time a second, by load", "runs", "period", &["on_time"])
+                .by("policy")
+                .labels("injection period (ms)", "records on time (per second)"),
+        );
+        r
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use super::peers::{Reaped, free_port, launch_nginx, user_line};
 use super::{cores, process_cpu};
 use crate::ExperimentError;
+use crate::report::{self, ColumnSpec, ReportSpec, Table, TableSpec};
 
 /// Where the clients run.
 #[derive(Clone, Debug)]
@@ -166,38 +167,29 @@ pub fn cases(s: &Setup) -> [Case; 3] {
     ]
 }
 
-/// Where a run is, for a caller that shows it as it goes.
-#[derive(Clone, Copy, Debug)]
-pub enum Progress<'a> {
-    /// A case is starting.
-    Starting(&'a Case),
-    /// A case is done: each server's row, ours first.
-    Done(&'a Case, &'a [Row]),
-}
-
-/// Runs every case, telling `progress` as each starts and ends; returns every case's rows.
-pub fn run(s: &Setup, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Vec<(Case, Vec<Row>)>, ExperimentError> {
+/// Runs every case; `progress` advances as each server's run ends. Returns every case's rows.
+pub fn run(s: &Setup, progress: &dyn report::Progress) -> Result<Vec<(Case, Vec<Row>)>, ExperimentError> {
     s.check()?;
     raise_file_limit();
+    // Per case: ours (twice for bulk), tokio, and nginx where it is.
+    let peers = 1 + usize::from(s.nginx.is_some());
+    progress.stage("server runs", (2 * (1 + peers) + (2 + peers)) as u64);
     let dir = std::env::temp_dir().join(format!("switchyard-bench-deliver-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut all = Vec::new();
     for c in cases(s) {
-        progress(Progress::Starting(&c));
-        let rows = case(s, &c, &dir);
+        let rows = case(s, &c, &dir, progress);
         if rows.is_err() {
             let _ = std::fs::remove_dir_all(&dir);
         }
-        let rows = rows?;
-        progress(Progress::Done(&c, &rows));
-        all.push((c, rows));
+        all.push((c, rows?));
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(all)
 }
 
 /// Runs the servers for one case.
-fn case(a: &Setup, c: &Case, dir: &Path) -> Result<Vec<Row>> {
+fn case(a: &Setup, c: &Case, dir: &Path, progress: &dyn report::Progress) -> Result<Vec<Row>> {
     let paced = c.rate.is_some();
     let mut rows = Vec::new();
     let clients = |server: SocketAddr, http: bool| match &a.clients {
@@ -218,12 +210,14 @@ fn case(a: &Setup, c: &Case, dir: &Path) -> Result<Vec<Row>> {
         }
         rows.push(Row { server: name, served: served?, cpu_s: process_cpu() - t });
         server.stop();
+        progress.advance(1);
     }
     let (rt, addr) = start_tokio(c.threads, Duration::from_secs_f64(c.grain_ms / 1e3))?;
     let t = process_cpu();
     let served = clients(addr, false)?;
     rows.push(Row { server: "tokio", served, cpu_s: process_cpu() - t });
     rt.shutdown_background();
+    progress.advance(1);
     if let Some(n) = &a.nginx {
         let (child, addr) =
             start_nginx(n, &dir.join(format!("nginx-{}", c.name)), c.threads, c.rate.filter(|_| paced).map(|r| r / 8))?;
@@ -232,6 +226,7 @@ fn case(a: &Setup, c: &Case, dir: &Path) -> Result<Vec<Row>> {
         let served = clients(addr, true)?;
         rows.push(Row { server: "nginx", served, cpu_s: cpu_tree(pid) - t });
         drop(child);
+        progress.advance(1);
     }
     Ok(rows)
 }
@@ -461,6 +456,133 @@ fn ours(workers: usize, grain_ms: f64, burst: usize) -> Result<Server> {
         ..Default::default()
     })
     .context("starting the delivery server")
+}
+
+/// The paced cases: a row per case and server.
+pub const PACED: TableSpec = TableSpec::new(
+    "paced",
+    "Paced streams: each server's rate, fairness, per-window error and CPU",
+    &[
+        ColumnSpec::text("case").about("scale: many slow streams; accurate: fewer streams sent every millisecond"),
+        ColumnSpec::text("server"),
+        ColumnSpec::int("streams"),
+        ColumnSpec::int("rate").unit("b/s").about("each stream's target rate"),
+        ColumnSpec::num("throughput", 1).unit("Mb/s").about("all streams together"),
+        ColumnSpec::num("jain", 4).header("Jain").about("Jain's index over the streams' rates"),
+        ColumnSpec::num("fine_p50", 1)
+            .percent()
+            .header("100 ms p50")
+            .about("median per-window rate error, 100 ms windows"),
+        ColumnSpec::num("fine_p99", 1).percent().header("100 ms p99").about("99th percentile of the same"),
+        ColumnSpec::num("coarse_p50", 1).percent().header("1 s p50").about("median per-window rate error, 1 s windows"),
+        ColumnSpec::num("coarse_p99", 1).percent().header("1 s p99").about("99th percentile of the same"),
+        ColumnSpec::num("worst_run", 2)
+            .percent()
+            .header("worst/run")
+            .about("the worst stream's error over the whole run"),
+        ColumnSpec::num("cpu", 2).header("CPU").unit("s").about("CPU seconds the server spent"),
+        ColumnSpec::num("vs_ours_cpu", 2).header("×ours CPU").about("CPU seconds over ours"),
+    ],
+);
+
+/// The bulk case: a row per server.
+pub const BULK: TableSpec = TableSpec::new(
+    "bulk",
+    "Bulk connections on every core",
+    &[
+        ColumnSpec::text("server").about("switchyard×1 sends one packet a turn, switchyard 16"),
+        ColumnSpec::int("conns"),
+        ColumnSpec::num("throughput", 1).unit("Mb/s").about("all connections together"),
+        ColumnSpec::num("vs_tokio", 2).header("×tokio").about("throughput over tokio's"),
+        ColumnSpec::num("jain", 4).header("Jain").about("Jain's index over the connections' rates"),
+        ColumnSpec::num("max_over_min", 2).header("max/min").about("the fastest connection's rate over the slowest's"),
+    ],
+);
+
+/// What `bench deliver` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "bench-deliver",
+    title: "Paced streams and bulk connections from the delivery server, a tokio server and nginx's limit_rate, to the same clients",
+    tables: &[&PACED, &BULK],
+};
+
+/// The bench's cases as a report.
+pub fn report(s: &Setup, all: &[(Case, Vec<Row>)]) -> report::Report {
+    let mut r = report::Report::new(&SPEC);
+    r.machine = Some(crate::machine::describe());
+    r.param("conns", s.conns, "paced streams (the goal: 10,000 per core)")
+        .param("rate", s.rate, "each stream's rate, bits per second")
+        .param("cores", s.cores, "cores the paced servers get")
+        .param("grain_ms", s.grain_ms, "our pacer's grain and the tokio server's tick, ms")
+        .param("accurate_conns", s.accurate_conns, "the accuracy case's streams")
+        .param("accurate_rate", s.accurate_rate, "the accuracy case's rate a stream, bits per second")
+        .param("accurate_grain_ms", s.accurate_grain_ms, "the accuracy case's grain and tick, ms")
+        .param("seconds", s.seconds, "seconds measured per paced run, after the warm-up")
+        .param("warmup", s.warmup, "seconds of warm-up")
+        .param("bulk_conns", s.bulk_conns, "bulk connections")
+        .param("bulk_seconds", s.bulk_seconds, "seconds measured per bulk run");
+    let mut paced = Table::new(&PACED).grouped_by("case");
+    let mut bulk = Table::new(&BULK);
+    for (c, rows) in all {
+        let Some(rate) = c.rate else {
+            bulk.note(format!(
+                "{} connections on every core, {} s measured; ours sends 4 KB packets 16 a turn (×1: one a turn), tokio 4 KB writes, nginx sendfile",
+                c.conns, c.seconds
+            ));
+            let tokio = rows.iter().find(|x| x.server == "tokio").map(|x| x.served.aggregate_bps);
+            for x in rows {
+                let v = &x.served;
+                bulk.push(vec![
+                    x.server.into(),
+                    v.conns.into(),
+                    (v.aggregate_bps / 1e6).into(),
+                    tokio.map(|t| v.aggregate_bps / t).into(),
+                    v.jain.into(),
+                    v.max_over_min.into(),
+                ]);
+            }
+            continue;
+        };
+        let ours = rows.first().map(|x| x.cpu_s);
+        for x in rows {
+            let v = &x.served;
+            paced.push(vec![
+                c.name.into(),
+                x.server.into(),
+                v.conns.into(),
+                rate.into(),
+                (v.aggregate_bps / 1e6).into(),
+                v.jain.into(),
+                v.error_fine.map(|e| e.0).into(),
+                v.error_fine.map(|e| e.1).into(),
+                v.error_coarse.map(|e| e.0).into(),
+                v.error_coarse.map(|e| e.1).into(),
+                v.run_error.into(),
+                x.cpu_s.into(),
+                ours.map(|o| x.cpu_s / o).into(),
+            ]);
+        }
+        paced.note(format!(
+            "{}: {} streams at {rate} b/s on {} core(s), {} s measured; a send carries {} ms of a stream, so \
+             quantisation alone can put a 100 ms window {:.0}% off and a 1 s window {:.1}% off",
+            c.name,
+            c.conns,
+            c.threads,
+            c.seconds,
+            c.grain_ms,
+            (c.grain_ms / 100.0).min(1.0) * 100.0,
+            (c.grain_ms / 1000.0).min(1.0) * 100.0
+        ));
+    }
+    r.tables.push(paced);
+    r.tables.push(bulk);
+    if s.nginx.is_none() {
+        r.note(
+            "nginx not found, so its rows are left out: install it with bench/install-peers.sh (Debian's nginx-light)",
+        );
+    }
+    r.note("goals: ≥ 10,000 paced streams per core with p99 per-window error ≤ 1%; Jain ≥ 0.99 at equal targets; bulk ≥ tokio's");
+    r
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use tokio::sync::Semaphore;
 
 use crate::ExperimentError;
 use crate::figurehead::{self, SWEEP_SLA};
+use crate::report::{self, ColumnSpec, Progress, ReportSpec, Table, TableSpec};
 
 /// The bench's set-up.
 #[derive(Clone, Debug)]
@@ -123,16 +124,20 @@ fn per_origin(metrics: &str, name: &str, urls: &[String]) -> Vec<f64> {
         .collect()
 }
 
-/// Runs every policy through the gateway, then the simulator's prediction for each.
-/// `progress` is called with the number of policies done.
-pub fn run(s: &Setup, progress: &dyn Fn(usize)) -> Result<Vec<Row>, ExperimentError> {
+/// Runs every policy through the gateway, then the simulator's prediction for each;
+/// `progress` advances as each policy is done.
+pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Vec<Row>, ExperimentError> {
     if s.requests == 0 || !(s.rate > 0.0 && s.rate.is_finite()) {
         return Err(ExperimentError::Input("the bench needs at least one read and a positive rate".into()));
+    }
+    if !(0.0..=1.0).contains(&s.tail) {
+        return Err(ExperimentError::Input(format!("--tail {} is not a share between 0 and 1", s.tail)));
     }
     Ok(bench(s, progress)?)
 }
 
-fn bench(s: &Setup, progress: &dyn Fn(usize)) -> Result<Vec<Row>> {
+fn bench(s: &Setup, progress: &dyn Progress) -> Result<Vec<Row>> {
+    progress.stage("routes", s.routes.len() as u64);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     let specs = origins(s.tail);
     let addrs: Vec<SocketAddr> = runtime.block_on(async {
@@ -225,7 +230,7 @@ fn bench(s: &Setup, progress: &dyn Fn(usize)) -> Result<Vec<Row>> {
             format!("{} (aim {} ms)", route.name(), aim.as_millis())
         };
         rows.push(Row { route: name, real, predicted });
-        progress(k + 1);
+        progress.advance(1);
     }
     Ok(rows)
 }
@@ -288,3 +293,137 @@ pub fn goal(rows: &[Row]) -> Goal {
 
 /// The name of the OptWait row planned 5 ms under the SLA's latency.
 pub const AIMED: &str = "optwait (aim 95 ms)";
+
+/// A row per route: the client's view through the gateway beside the simulator's.
+pub const ROUTES: TableSpec = TableSpec::new(
+    "routes",
+    "Every route through the gateway under the same load, beside the simulator's prediction",
+    &[
+        ColumnSpec::text("route"),
+        ColumnSpec::num("attained", 2)
+            .percent()
+            .about("share of reads answered within the SLA's latency, as the client saw it"),
+        ColumnSpec::flag("met").about("whether the SLA's share was attained"),
+        ColumnSpec::num("cost", 2).header("cost/read").about("price paid per read: every attempt sent, probes apart"),
+        ColumnSpec::num("p50", 1).unit("ms"),
+        ColumnSpec::num("p99", 1).unit("ms"),
+        ColumnSpec::num("probes", 0).about("reads copied to an origin to learn its latency"),
+        ColumnSpec::int("failed").about("reads that failed"),
+        ColumnSpec::num("sim_attained", 2).percent().header("sim att.").about("the simulator's attainment"),
+        ColumnSpec::num("sim_cost", 2).header("sim cost").about("the simulator's price per read"),
+        ColumnSpec::num("sim_p99", 1).header("sim p99").unit("ms").about("the simulator's p99"),
+    ],
+);
+
+/// Each origin's share of each route's attempts.
+pub const SHARES: TableSpec = TableSpec::new(
+    "shares",
+    "Each origin's share of the routed attempts",
+    &[
+        ColumnSpec::text("route"),
+        ColumnSpec::text("origin"),
+        ColumnSpec::num("price", 1),
+        ColumnSpec::num("share", 0).percent().about("share of the route's attempts sent to the origin"),
+        ColumnSpec::num("sim_share", 0).percent().header("sim share").about("the simulator's share"),
+    ],
+);
+
+/// Issue 20's goal, read off the routes.
+pub const GOAL: TableSpec = TableSpec::new(
+    "goal",
+    "Issue 20's goal: where the SLA is feasible, OptWait meets it at a lower price than fixed-delay hedging and Base",
+    &[ColumnSpec::text("verdict").about("met, met with margin, dearer, missed or not run")],
+);
+
+/// What `bench figurehead` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "bench-figurehead",
+    title: "The gateway over four origins of different speed and price: every routing policy for SLA attainment and price per read, beside the simulator",
+    tables: &[&ROUTES, &SHARES, &GOAL],
+};
+
+impl Goal {
+    /// The verdict's name in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Met => "met",
+            Self::MetWithMargin => "met with margin",
+            Self::Dearer => "dearer",
+            Self::Missed => "missed",
+            Self::NotRun => "not run",
+        }
+    }
+}
+
+/// The bench's rows as a report.
+pub fn report(s: &Setup, rows: &[Row]) -> report::Report {
+    let mut r = report::Report::new(&SPEC);
+    r.machine = Some(crate::machine::describe());
+    let specs = origins(s.tail);
+    let names: Vec<String> = specs.iter().map(|o| format!("{} ({})", o.name, o.price)).collect();
+    r.param("requests", s.requests, "reads per route")
+        .param("rate", s.rate, "reads per second (Poisson arrivals)")
+        .param("tail", s.tail, "the heavy-tailed origin's share of slow (Pareto) answers")
+        .param("seed", s.seed, "seed of the origins' latencies, the arrivals and the simulator");
+    r.note(format!(
+        "origins (price): {}; SLA {:.0} % within {} ms",
+        names.join(", "),
+        SWEEP_SLA.percent * 100.0,
+        SWEEP_SLA.within.as_millis()
+    ));
+    let ms = |d: Duration| if d == Duration::MAX { f64::NAN } else { d.as_secs_f64() * 1e3 };
+    let mut t = Table::new(&ROUTES);
+    let mut shares = Table::new(&SHARES).grouped_by("route");
+    for row in rows {
+        let (x, p) = (&row.real, &row.predicted);
+        t.push(vec![
+            row.route.as_str().into(),
+            x.attained.into(),
+            (x.attained >= SWEEP_SLA.percent).into(),
+            x.cost.into(),
+            ms(x.p50).into(),
+            ms(x.p99).into(),
+            x.probes.into(),
+            x.failed.into(),
+            p.attained.into(),
+            p.cost.into(),
+            ms(p.p99).into(),
+        ]);
+        for (i, o) in specs.iter().enumerate() {
+            shares.push(vec![
+                row.route.as_str().into(),
+                o.name.as_str().into(),
+                o.price.into(),
+                x.share.get(i).copied().into(),
+                p.share.get(i).copied().into(),
+            ]);
+        }
+    }
+    t.note(
+        "Prices count every attempt sent (the paper's model; a hedge cancelled still costs its request). Probes are \
+         reads copied to an origin to learn its latency, not counted in the price. A failed read counts as not \
+         within the SLA; a p99 of failed reads is -.",
+    );
+    r.tables.push(t);
+    r.tables.push(shares);
+    let g = goal(rows);
+    let mut t = Table::new(&GOAL);
+    t.push(vec![g.name().into()]);
+    if let (Some(w), Some(b), Some(f)) = (row(rows, "optwait"), row(rows, "base"), row(rows, "hedge:50ms")) {
+        t.note(format!(
+            "OptWait {:.2} at {:.2}%, Base {:.2} at {:.2}%, hedge:50ms {:.2} at {:.2}%",
+            w.real.cost,
+            w.real.attained * 100.0,
+            b.real.cost,
+            b.real.attained * 100.0,
+            f.real.cost,
+            f.real.attained * 100.0,
+        ));
+    }
+    if let Some(a) = row(rows, AIMED) {
+        t.note(format!("OptWait aimed at 95 ms: {:.2} at {:.2}%", a.real.cost, a.real.attained * 100.0));
+    }
+    t.note(g.says());
+    r.tables.push(t);
+    r
+}

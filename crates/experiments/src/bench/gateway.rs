@@ -20,6 +20,7 @@ use switchyard_models::{ChangeModel, FieldSpec, Stations};
 
 use super::peers::{Reaped, free_port, launch_nginx, user_line};
 use crate::ExperimentError;
+use crate::report::{self, ColumnSpec, Progress, ReportSpec, Table, TableSpec};
 
 /// What to benchmark.
 #[derive(Clone, Debug)]
@@ -62,15 +63,15 @@ pub struct Report {
     pub lookups: (f64, f64),
 }
 
-/// Runs the bench.
-pub fn run(s: &Setup) -> Result<Report, ExperimentError> {
+/// Runs the bench; `progress` hears of each wrk run, each herd and the lookups.
+pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Report, ExperimentError> {
     if s.keys == 0 {
         return Err(ExperimentError::Input("the lookup comparison needs at least one key".into()));
     }
-    Ok(bench(s)?)
+    Ok(bench(s, progress)?)
 }
 
-fn bench(a: &Setup) -> Result<Report> {
+fn bench(a: &Setup, progress: &dyn Progress) -> Result<Report> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     // The origin: the field emulator, reads taking up to 0.2 s.
     let spec =
@@ -117,14 +118,17 @@ fn bench(a: &Setup) -> Result<Report> {
     let mut rates = vec![Vec::new(); servers.len()];
     let mut p99s = vec![Vec::new(); servers.len()];
     if let Some(wrk_path) = &a.wrk {
+        progress.stage("hits (wrk)", (a.rounds * servers.len()) as u64);
         for _ in 0..a.rounds {
             for (i, (_, s, _)) in servers.iter().enumerate() {
                 let (rate, p99) = wrk(wrk_path, &format!("http://{s}/v1/sensors/7"), a.connections, a.seconds)?;
                 rates[i].push(rate);
                 p99s[i].push(p99);
+                progress.advance(1);
             }
         }
     }
+    progress.stage("herds", servers.len() as u64);
     // The herds: a key neither holds, asked by many at once; and a key both held, asked by
     // many at once the moment it expired.
     let herds: Vec<((f64, usize), (f64, usize))> = runtime.block_on(async {
@@ -137,6 +141,7 @@ fn bench(a: &Setup) -> Result<Report> {
             tokio::time::sleep(Duration::from_millis(3_500)).await;
             let expired = herd(&client, *short, origin, &key, a.herd).await?;
             v.push((cold, expired));
+            progress.advance(1);
         }
         anyhow::Ok(v)
     })?;
@@ -153,7 +158,10 @@ fn bench(a: &Setup) -> Result<Report> {
         .collect();
     drop((theirs, theirs_short));
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(Report { servers: rows, lookups: lookups(a.keys) })
+    progress.stage("lookups", 1);
+    let lookups = lookups(a.keys);
+    progress.advance(1);
+    Ok(Report { servers: rows, lookups })
 }
 
 async fn serve(router: axum::Router) -> Result<SocketAddr> {
@@ -293,4 +301,109 @@ fn lookups(keys: usize) -> (f64, f64) {
         b.push(time(&mut theirs));
     }
     (median_of_rounds(a), median_of_rounds(b))
+}
+
+/// A row per server: hits and the herds.
+pub const SERVERS: TableSpec = TableSpec::new(
+    "servers",
+    "Cache hits under wrk and the thundering herds, per server",
+    &[
+        ColumnSpec::text("server"),
+        ColumnSpec::num("hits_per_s", 0).header("hits/s").about("requests a second on cache hits (median round)"),
+        ColumnSpec::num("vs_nginx", 2).header("×nginx").about("hits a second over nginx's"),
+        ColumnSpec::num("p99", 2).header("p99").unit("ms").about("99th percentile latency of the hits (median round)"),
+        ColumnSpec::num("cold_herd_reads", 0)
+            .header("cold herd: origin reads")
+            .about("reads that reached the origin when the herd asked for a key nobody held"),
+        ColumnSpec::int("cold_herd_not_200").header("not 200").about("answers of the cold herd that were not 200"),
+        ColumnSpec::num("expired_herd_reads", 0)
+            .header("herd at expiry: origin reads")
+            .about("reads that reached the origin when the herd asked for a key the moment it expired"),
+        ColumnSpec::int("expired_herd_not_200")
+            .header("not 200")
+            .about("answers of the herd at expiry that were not 200"),
+    ],
+);
+
+/// The in-process lookups: the core's cache against moka.
+pub const LOOKUPS: TableSpec = TableSpec::new(
+    "lookups",
+    "In-process lookups of hot keys, one thread",
+    &[
+        ColumnSpec::text("cache"),
+        ColumnSpec::num("lookup", 0).header("lookup").unit("ns").about("time per lookup (median of three rounds)"),
+        ColumnSpec::num("vs_moka", 2).header("×moka").about("time per lookup over moka's"),
+    ],
+);
+
+/// What `bench gateway` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "bench-gateway",
+    title: "The caching gateway against nginx's proxy_cache in front of the same slow origin, and the core's cache against moka",
+    tables: &[&SERVERS, &LOOKUPS],
+};
+
+impl Report {
+    /// The bench as a report.
+    pub fn report(&self, setup: &Setup) -> report::Report {
+        let mut r = report::Report::new(&SPEC);
+        r.machine = Some(crate::machine::describe());
+        r.param("seconds", setup.seconds, "seconds of load per round and server")
+            .param("rounds", setup.rounds, "rounds, alternating the servers")
+            .param("connections", setup.connections, "wrk's open connections (wrk -t2)")
+            .param("herd", setup.herd, "concurrent requests in each thundering herd")
+            .param("keys", setup.keys, "keys in the lookup comparison");
+        r.note(format!(
+            "loopback, {} cores shared by wrk, the servers and the origin; origin: the field emulator (reads up to 0.2 s)",
+            super::cores()
+        ));
+        if setup.nginx.is_none() || setup.wrk.is_none() {
+            let missing: Vec<&str> = [("nginx", setup.nginx.is_none()), ("wrk", setup.wrk.is_none())]
+                .iter()
+                .filter(|m| m.1)
+                .map(|m| m.0)
+                .collect();
+            r.note(format!(
+                "{} not found, so {}: install them with bench/install-peers.sh (Debian's nginx-light and wrk)",
+                missing.join(" and "),
+                match (setup.nginx.is_none(), setup.wrk.is_none()) {
+                    (true, true) => "no nginx row and no hit rates",
+                    (true, false) => "no nginx row",
+                    _ => "no hit rates",
+                }
+            ));
+        }
+        let nginx_rate = self.servers.get(1).and_then(|s| s.hits).map(|h| h.0);
+        let mut t = Table::new(&SERVERS);
+        for s in &self.servers {
+            let rate = s.hits.map(|h| h.0);
+            t.push(vec![
+                s.name.into(),
+                rate.into(),
+                rate.zip(nginx_rate).map(|(a, b)| a / b).into(),
+                s.hits.map(|h| h.1).into(),
+                s.cold_herd.0.into(),
+                s.cold_herd.1.into(),
+                s.expired_herd.0.into(),
+                s.expired_herd.1.into(),
+            ]);
+        }
+        t.note(format!(
+            "each herd is {} requests at once; goals: hits/s ≥ 0.8× nginx's, p99 no worse, exactly one origin read in the herd",
+            setup.herd
+        ));
+        r.tables.push(t);
+        let (mine, moka) = self.lookups;
+        let mut t = Table::new(&LOOKUPS);
+        t.push(vec!["switchyard core (under its lock)".into(), mine.into(), (mine / moka).into()]);
+        t.push(vec!["moka::sync".into(), moka.into(), 1.0.into()]);
+        t.note(format!("{} hot keys; goal: the core's time ≤ 1× moka's", setup.keys));
+        r.tables.push(t);
+        r.note(format!(
+            "the herd at expiry: a key kept 2 s, asked by {} at once just after; nginx's proxy_cache_lock covers new entries only \
+             (its remedy for expired ones is proxy_cache_use_stale updating, which answers stale: our --stale-while-revalidate)",
+            setup.herd
+        ));
+        r
+    }
 }

@@ -20,6 +20,7 @@ use switchyard_jobs::wire::{Grant, encode_parts};
 use switchyard_jobs::{Coordinator, Shared, Store, Submission, Sync};
 
 use super::peers::{Reaped, free_port};
+use crate::report::{self, ColumnSpec, Progress, ReportSpec, Table, TableSpec};
 
 /// What to benchmark.
 #[derive(Clone, Debug)]
@@ -87,20 +88,25 @@ pub fn median(rounds: &[Round]) -> Option<Round> {
     v.get(v.len() / 2).copied()
 }
 
-/// Runs the bench; `progress` hears of each round as it ends.
-pub fn run(setup: &Setup, progress: &mut dyn FnMut(&str, &Round)) -> Result<Report> {
+/// Our side's name in the report.
+pub const OURS: &str = "switchyard jobs (SQLite)";
+/// Celery's side's name in the report.
+pub const CELERY: &str = "celery (redis)";
+
+/// Runs the bench; `progress` advances as each round of each side ends.
+pub fn run(setup: &Setup, progress: &dyn Progress) -> Result<Report> {
     if setup.workers == 0 || setup.rounds == 0 || setup.seconds.is_nan() || setup.seconds <= 0.0 {
         bail!("bench jobs: give at least one worker, one round and a positive time");
     }
+    let sides = 1 + usize::from(setup.celery.is_some());
+    progress.stage("rounds", (setup.rounds * sides) as u64);
     let mut report = Report { ours: Vec::new(), celery: Vec::new() };
     for round in 0..setup.rounds {
-        let r = ours(setup, round)?;
-        progress("switchyard jobs (SQLite)", &r);
-        report.ours.push(r);
+        report.ours.push(ours(setup, round)?);
+        progress.advance(1);
         if let Some(c) = &setup.celery {
-            let r = celery(setup, c)?;
-            progress("celery (redis)", &r);
-            report.celery.push(r);
+            report.celery.push(celery(setup, c)?);
+            progress.advance(1);
         }
     }
     Ok(report)
@@ -254,4 +260,101 @@ pub fn find_celery(root: &Path) -> Option<Celery> {
     let script = root.join("bench/celery_peer.py");
     let redis = super::peers::found("redis-server")?;
     (python.is_file() && script.is_file()).then_some(Celery { python, redis, script })
+}
+
+/// Every round of every side, in the order run.
+pub const ROUNDS: TableSpec = TableSpec::new(
+    "rounds",
+    "Every round, in the order run",
+    &[
+        ColumnSpec::text("side"),
+        ColumnSpec::int("round").about("the round, from 1; the sides alternate within a round"),
+        ColumnSpec::num("rate", 0).header("tasks/s").about("tasks assigned and completed per second"),
+        ColumnSpec::num("p50", 2)
+            .unit("ms")
+            .about("median latency: a poll's (ours), a task's from send to result (Celery)"),
+        ColumnSpec::num("p99", 2).unit("ms").about("99th percentile of the same"),
+        ColumnSpec::int("tasks").about("tasks in the round"),
+    ],
+);
+
+/// Each side's median round.
+pub const MEDIANS: TableSpec = TableSpec::new(
+    "medians",
+    "Each side's median round (by rate)",
+    &[
+        ColumnSpec::text("side"),
+        ColumnSpec::num("rate", 0).header("tasks/s").about("tasks assigned and completed per second"),
+        ColumnSpec::num("vs_celery", 2).header("×celery").about("tasks a second over Celery's"),
+        ColumnSpec::num("p50", 2)
+            .unit("ms")
+            .about("median latency: a poll's (ours), a task's from send to result (Celery)"),
+        ColumnSpec::num("p99", 2).unit("ms").about("99th percentile of the same"),
+        ColumnSpec::int("tasks").about("tasks in the round"),
+    ],
+);
+
+/// Issue 19's goals against our median round.
+pub const GOALS: TableSpec = TableSpec::new(
+    "goals",
+    "Issue 19's goals, our median round",
+    &[ColumnSpec::text("goal"), ColumnSpec::num("target", 0), ColumnSpec::num("ours", 2), ColumnSpec::flag("reached")],
+);
+
+/// What `bench jobs` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "bench-jobs",
+    title: "Task assignments a second through the jobs coordinator, and its poll latency, beside Celery with Redis",
+    tables: &[&ROUNDS, &MEDIANS, &GOALS],
+};
+
+impl Report {
+    /// The bench as a report.
+    pub fn report(&self, setup: &Setup) -> report::Report {
+        let mut r = report::Report::new(&SPEC);
+        r.machine = Some(crate::machine::describe());
+        r.param("seconds", setup.seconds, "seconds measured per round and side")
+            .param("rounds", setup.rounds, "rounds, alternating the sides")
+            .param("workers", setup.workers, "polling workers (ours); Celery's concurrency, twice as many in flight");
+        r.note(format!("loopback, {} cores shared by the coordinator and its clients", super::cores()));
+        let row = |side: &str, x: &Round| -> Vec<report::Value> {
+            vec![side.into(), x.rate.into(), x.p50_ms.into(), x.p99_ms.into(), x.tasks.into()]
+        };
+        let mut t = Table::new(&ROUNDS);
+        for (i, ours) in self.ours.iter().enumerate() {
+            let mut cells = row(OURS, ours);
+            cells.insert(1, (i + 1).into());
+            t.push(cells);
+            if let Some(c) = self.celery.get(i) {
+                let mut cells = row(CELERY, c);
+                cells.insert(1, (i + 1).into());
+                t.push(cells);
+            }
+        }
+        r.tables.push(t);
+        let (ours, theirs) = (median(&self.ours), median(&self.celery));
+        let mut t = Table::new(&MEDIANS);
+        for (side, m) in [(OURS, ours), (CELERY, theirs)] {
+            if let Some(m) = m {
+                let mut cells = row(side, &m);
+                cells.insert(2, theirs.map(|c| m.rate / c.rate).into());
+                t.push(cells);
+            }
+        }
+        t.note("celery's latency is a task's, from send to result; ours is a poll's: poll → task handed out");
+        r.tables.push(t);
+        if theirs.is_none() {
+            r.note(
+                "celery: not run (no target/peers/venv with celery, or no redis-server): bench/install-peers.sh installs them",
+            );
+        }
+        let mut t = Table::new(&GOALS);
+        if let Some(m) = ours {
+            let (rate_ok, p99_ok) = m.goals();
+            t.push(vec!["assignments a second, at least".into(), GOAL_RATE.into(), m.rate.into(), rate_ok.into()]);
+            t.push(vec!["p99 poll (ms), at most".into(), GOAL_P99_MS.into(), m.p99_ms.into(), p99_ok.into()]);
+        }
+        r.tables.push(t);
+        r
+    }
 }
