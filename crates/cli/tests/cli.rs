@@ -756,30 +756,48 @@ fn reproduce_dou_miscort_prints_the_figures_and_writes_csv_and_charts() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `reproduce dou-rgedf` prints every sweep for both CPUs, the thesis's claims beside ours and how
-/// the ranking moves on a modern core, and writes its CSV and charts.
+/// `reproduce dou-rgedf` reports every sweep for both CPUs, the thesis's claims beside ours and how
+/// the ranking moves on a modern core, and writes the report, its CSVs and charts.
 #[test]
-fn reproduce_dou_rgedf_prints_the_sweeps_and_writes_csv_and_charts() {
+fn reproduce_dou_rgedf_reports_the_sweeps_and_writes_csv_and_charts() {
     let dir = std::env::temp_dir().join(format!("switchyard-rgedf-{}", std::process::id()));
-    let o = switchyard(&["reproduce", "dou-rgedf", "--runs", "1", "--out", dir.to_str().unwrap()]);
+    let o = switchyard(&["reproduce", "dou-rgedf", "--runs", "1", "--format", "json", "--out", dir.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
-    for needle in [
-        "all swept (period of all three, ms), dropping predicted misses, steady",
-        "size swept (record size, bytes)",
-        "published beside ours (8051",
-        "published beside ours (modern",
-        "Fig. 2.8a",
-        "Fig. 2.9",
-        "how the ranking changes on a modern core",
-        "Why ours may differ",
-    ] {
-        assert!(text.contains(needle), "{needle}: {text}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(report["name"], "dou-rgedf");
+    let table = |name: &str| report["tables"].as_array().unwrap().iter().find(|t| t["name"] == name).cloned().unwrap();
+    // (9 + 7 + 8 points) × 4 variants × 2 CPUs, the four policies across each row.
+    let sweeps = table("sweeps");
+    assert_eq!(sweeps["rows"].as_array().unwrap().len(), 24 * 4 * 2);
+    assert_eq!(table("losses")["rows"].as_array().unwrap().len(), 24 * 4 * 2);
+    // Fig. 2.8a's setting: the table and its chart, both CPUs.
+    assert_eq!(table("figure_all")["rows"].as_array().unwrap().len(), 9 * 2);
+    let versus = table("versus");
+    assert_eq!(versus["rows"].as_array().unwrap().len(), 4);
+    // Every claim of notes 003 §5.1 for each CPU.
+    let claims = report["claims"].as_array().unwrap();
+    for cpu in ["8051", "modern"] {
+        for fig in ["Fig. 2.8a", "Fig. 2.9"] {
+            assert!(
+                claims
+                    .iter()
+                    .any(|c| c["claim"].as_str().unwrap().contains(fig) && c["claim"].as_str().unwrap().contains(cpu)),
+                "{fig} on {cpu}"
+            );
+        }
     }
-    let csv = std::fs::read_to_string(dir.join("dou-rgedf.csv")).unwrap();
-    // (9 + 7 + 8 points) × 4 variants × 2 CPUs, 4 policies each, and the header.
-    assert_eq!(csv.lines().count(), 24 * 4 * 2 * 4 + 1, "{csv}");
-    assert!(dir.join("dou-rgedf-all-8051.svg").is_file() && dir.join("dou-rgedf-size-modern.svg").is_file());
+    assert!(report["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().starts_with("Why ours may differ")));
+    let csv = std::fs::read_to_string(dir.join("sweeps.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 24 * 4 * 2 + 1, "{csv}");
+    assert!(csv.starts_with("cpu,sweep,setting,x,fifo_per_s,"), "{csv}");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(written["tables"], report["tables"]);
+    for name in
+        ["losses.csv", "ranking.csv", "versus.csv", "dou-rgedf-all.svg", "dou-rgedf-one.svg", "dou-rgedf-size.svg"]
+    {
+        assert!(dir.join(name).is_file(), "{name}");
+    }
     let list = stdout(&switchyard(&["reproduce", "--list"]));
     assert!(list.lines().any(|l| l.starts_with("dou-rgedf")), "{list}");
     let _ = std::fs::remove_dir_all(&dir);
