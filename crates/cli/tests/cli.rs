@@ -826,30 +826,42 @@ fn bench_shm_prints_every_carry_the_ping_pong_and_the_goals() {
     }
 }
 
-/// `reproduce ko-worker-centric` prints its sweeps and the paper's findings, and writes its CSV
-/// and charts (at a small scale here).
+/// `reproduce ko-worker-centric` reports its sweeps and the paper's findings, and writes the
+/// report, its CSVs and charts (at a small scale here).
 #[test]
-fn reproduce_ko_worker_centric_prints_the_sweeps_and_writes_csv_and_charts() {
+fn reproduce_ko_worker_centric_reports_the_sweeps_and_writes_csv_and_charts() {
     let dir = std::env::temp_dir().join(format!("switchyard-ko-{}", std::process::id()));
     let o = switchyard(&[
         "reproduce",
         "ko-worker-centric",
         "--runs",
         "1",
-        "--ko-scale",
+        "--scale",
         "0.02",
+        "--format",
+        "json",
         "--out",
         dir.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
-    for needle in ["By data-server capacity", "By workers per site", "combined.2", "published:", "why they can differ"]
-    {
-        assert!(text.contains(needle), "{needle}: {text}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(report["name"], "ko-worker-centric");
+    let tables = report["tables"].as_array().unwrap();
+    // 4 capacities, 5 workers per site and 5 unit costs, 8 schedulers each.
+    for (name, points) in [("capacity", 4), ("workers_per_site", 5), ("unit_cost", 5)] {
+        let t = tables.iter().find(|t| t["name"] == name).unwrap();
+        let rows = t["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), points * 8, "{name}");
+        assert!(rows.iter().any(|r| r[1] == "combined.2"), "{name}");
+        let csv = std::fs::read_to_string(dir.join(format!("{name}.csv"))).unwrap();
+        assert_eq!(csv.lines().count(), points * 8 + 1, "{csv}");
     }
-    let csv = std::fs::read_to_string(dir.join("ko-worker-centric.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 14 * 8 + 1, "{csv}");
-    assert!(dir.join("ko-worker-centric-capacity.svg").is_file());
+    assert!(report["claims"].as_array().unwrap().iter().any(|c| c["published_text"].as_str().unwrap().contains("28%")));
+    assert!(report["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "scale" && p["value"] == 0.02));
+    assert!(dir.join("report.json").is_file());
+    for chart in ["capacity", "workers-per-site", "unit-cost"] {
+        assert!(dir.join(format!("ko-worker-centric-{chart}.svg")).is_file(), "{chart}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
