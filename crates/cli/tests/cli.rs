@@ -730,30 +730,41 @@ fn deliver_errors_teach() {
     assert_eq!(o.status.code(), Some(2), "--upload sends; a rate is for receiving");
 }
 
-/// `reproduce dou-miscort` prints every regime's table and the thesis's claims beside ours, and
-/// writes its CSV and charts.
+/// `reproduce dou-miscort` reports every regime's table and the thesis's claims beside ours, and
+/// writes the report, a CSV per table and the charts; a table of it prints as CSV.
 #[test]
-fn reproduce_dou_miscort_prints_the_figures_and_writes_csv_and_charts() {
+fn reproduce_dou_miscort_reports_the_figures_and_writes_csv_and_charts() {
     let dir = std::env::temp_dir().join(format!("switchyard-miscort-{}", std::process::id()));
-    let o = switchyard(&["reproduce", "dou-miscort", "--runs", "1", "--out", dir.to_str().unwrap()]);
+    let o =
+        switchyard(&["reproduce", "dou-miscort", "--runs", "1", "--format", "json", "--out", dir.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
-    for needle in [
-        "Every worker at failure rate p",
-        "Table 3.1's log-normal sets",
-        "Fig. 3.23",
-        "published:",
-        "why they can differ",
-    ] {
-        assert!(text.contains(needle), "{needle}: {text}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(report["name"], "dou-miscort");
+    let tables = report["tables"].as_array().unwrap();
+    // 9 + 9 + 4 + 5 points, 8 schedulers each.
+    for (name, points) in [("all", 9), ("half", 9), ("lognormal", 4), ("deadlines", 5)] {
+        let t = tables.iter().find(|t| t["name"] == name).unwrap();
+        assert_eq!(t["rows"].as_array().unwrap().len(), points * 8, "{name}");
+        let csv = std::fs::read_to_string(dir.join(format!("{name}.csv"))).unwrap();
+        assert_eq!(csv.lines().count(), points * 8 + 1, "{csv}");
     }
-    let csv = std::fs::read_to_string(dir.join("dou-miscort.csv")).unwrap();
-    // 9 + 9 + 4 + 5 points, 8 schedulers, and the header.
-    assert_eq!(csv.lines().count(), 27 * 8 + 1, "{csv}");
+    let claims = report["claims"].as_array().unwrap();
+    assert!(claims.iter().any(|c| c["claim"] == "Fig. 3.23"), "{claims:?}");
+    assert!(report["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().starts_with("why they can differ")));
+    assert!(dir.join("report.json").is_file());
     assert!(dir.join("dou-miscort-all-missed.svg").is_file() && dir.join("dou-miscort-deadlines-waste.svg").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = switchyard(&["reproduce", "dou-miscort", "--runs", "1", "--format", "csv", "--table", "lognormal"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("set,scheduler,missed,end_to_end,waste,repeats,failures\n1,miscort,"),
+        "{}",
+        stdout(&o)
+    );
     let list = stdout(&switchyard(&["reproduce", "--list"]));
     assert!(list.lines().any(|l| l.starts_with("dou-miscort")), "{list}");
-    let _ = std::fs::remove_dir_all(&dir);
+    let schema = stdout(&switchyard(&["schema", "reproduce", "dou-miscort-real"]));
+    assert!(schema.contains("\"rankings\""), "{schema}");
 }
 
 /// `reproduce dou-rgedf` reports every sweep for both CPUs, the thesis's claims beside ours and how
