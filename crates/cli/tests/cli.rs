@@ -957,25 +957,48 @@ fn a_feeder_killed_mid_capture_ends_the_inspector_with_an_error() {
     assert!(stderr(&o).contains("the feeder went away"), "{}", stderr(&o));
 }
 
-/// `reproduce guo-xen-credit` prints a row per workload and rule, the L2 misses by function and
-/// every claim of Guo §5.7 beside ours, and says which are not modelled.
+/// `reproduce guo-xen-credit` reports a row per workload and rule, the moves by cause, the L2
+/// misses by function and every claim of Guo §5.7 beside ours, and says which are not modelled;
+/// a scale that is not one is refused.
 #[test]
-fn reproduce_guo_xen_credit_prints_capacities_misses_and_claims() {
-    let o = switchyard(&["reproduce", "guo-xen-credit", "--xen-scale", "0.08", "--runs", "1"]);
+fn reproduce_guo_xen_credit_reports_capacities_misses_and_claims() {
+    let dir = std::env::temp_dir().join(format!("switchyard-xen-{}", std::process::id()));
+    let o = switchyard(&[
+        "reproduce",
+        "guo-xen-credit",
+        "--scale",
+        "0.08",
+        "--runs",
+        "1",
+        "--app-kib",
+        "512",
+        "--format",
+        "json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(report["name"], "guo-xen-credit");
+    let table = |name: &str| report["tables"].as_array().unwrap().iter().find(|t| t["name"] == name).cloned().unwrap();
+    let capacity = table("capacity");
+    let rows = capacity["rows"].as_array().unwrap();
     for workload in ["Support", "Banking", "Ecommerce", "L7-filter"] {
         for rule in ["credit (Xen 3.3)", "cache-aware (Table 8.3)", "cache-aware, steals too"] {
-            assert!(text.lines().any(|l| l.starts_with(workload) && l.contains(rule)), "{workload} {rule}: {text}");
+            assert!(rows.iter().any(|r| r[0] == workload && r[1] == rule), "{workload} {rule}");
         }
     }
-    for needle in
-        ["grant table (copies, entries)", "published +15%", "about 60%", "not modelled", "VCPU moves by cause"]
-    {
-        assert!(text.contains(needle), "{needle}: {text}");
+    assert_eq!(table("moves")["rows"].as_array().unwrap().len(), 12);
+    assert_eq!(table("l2_by_function")["rows"].as_array().unwrap().len(), 4);
+    let claims = report["claims"].as_array().unwrap();
+    assert!(claims.iter().any(|c| c["published_text"] == "+15%" && c["ours"].is_number()));
+    assert!(claims.iter().any(|c| c["ours_text"] == "not modelled"));
+    assert!(report["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "app_kib" && p["value"] == 512));
+    for name in ["report.json", "capacity.csv", "moves.csv", "l2_by_function.csv"] {
+        assert!(dir.join(name).is_file(), "{name}");
     }
-    assert!(stderr(&o).contains("searching the session capacity"), "progress goes to stderr");
-    let o = switchyard(&["reproduce", "guo-xen-credit", "--xen-scale", "0"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = switchyard(&["reproduce", "guo-xen-credit", "--scale", "0"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("scale 0 must be a positive number"), "{}", stderr(&o));
 }
