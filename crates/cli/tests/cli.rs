@@ -817,56 +817,85 @@ fn deliver_errors_teach() {
     assert_eq!(o.status.code(), Some(2), "--upload sends; a rate is for receiving");
 }
 
-/// `reproduce dou-miscort` prints every regime's table and the thesis's claims beside ours, and
-/// writes its CSV and charts.
+/// `reproduce dou-miscort` reports every regime's table and the thesis's claims beside ours, and
+/// writes the report, a CSV per table and the charts; a table of it prints as CSV.
 #[test]
-fn reproduce_dou_miscort_prints_the_figures_and_writes_csv_and_charts() {
+fn reproduce_dou_miscort_reports_the_figures_and_writes_csv_and_charts() {
     let dir = std::env::temp_dir().join(format!("switchyard-miscort-{}", std::process::id()));
-    let o = switchyard(&["reproduce", "dou-miscort", "--runs", "1", "--out", dir.to_str().unwrap()]);
+    let o =
+        switchyard(&["reproduce", "dou-miscort", "--runs", "1", "--format", "json", "--out", dir.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
-    for needle in [
-        "Every worker at failure rate p",
-        "Table 3.1's log-normal sets",
-        "Fig. 3.23",
-        "published:",
-        "why they can differ",
-    ] {
-        assert!(text.contains(needle), "{needle}: {text}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(report["name"], "dou-miscort");
+    let tables = report["tables"].as_array().unwrap();
+    // 9 + 9 + 4 + 5 points, 8 schedulers each.
+    for (name, points) in [("all", 9), ("half", 9), ("lognormal", 4), ("deadlines", 5)] {
+        let t = tables.iter().find(|t| t["name"] == name).unwrap();
+        assert_eq!(t["rows"].as_array().unwrap().len(), points * 8, "{name}");
+        let csv = std::fs::read_to_string(dir.join(format!("{name}.csv"))).unwrap();
+        assert_eq!(csv.lines().count(), points * 8 + 1, "{csv}");
     }
-    let csv = std::fs::read_to_string(dir.join("dou-miscort.csv")).unwrap();
-    // 9 + 9 + 4 + 5 points, 8 schedulers, and the header.
-    assert_eq!(csv.lines().count(), 27 * 8 + 1, "{csv}");
+    let claims = report["claims"].as_array().unwrap();
+    assert!(claims.iter().any(|c| c["claim"] == "Fig. 3.23"), "{claims:?}");
+    assert!(report["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().starts_with("why they can differ")));
+    assert!(dir.join("report.json").is_file());
     assert!(dir.join("dou-miscort-all-missed.svg").is_file() && dir.join("dou-miscort-deadlines-waste.svg").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = switchyard(&["reproduce", "dou-miscort", "--runs", "1", "--format", "csv", "--table", "lognormal"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("set,scheduler,missed,end_to_end,waste,repeats,failures\n1,miscort,"),
+        "{}",
+        stdout(&o)
+    );
     let list = stdout(&switchyard(&["reproduce", "--list"]));
     assert!(list.lines().any(|l| l.starts_with("dou-miscort")), "{list}");
-    let _ = std::fs::remove_dir_all(&dir);
+    let schema = stdout(&switchyard(&["schema", "reproduce", "dou-miscort-real"]));
+    assert!(schema.contains("\"rankings\""), "{schema}");
 }
 
-/// `reproduce dou-rgedf` prints every sweep for both CPUs, the thesis's claims beside ours and how
-/// the ranking moves on a modern core, and writes its CSV and charts.
+/// `reproduce dou-rgedf` reports every sweep for both CPUs, the thesis's claims beside ours and how
+/// the ranking moves on a modern core, and writes the report, its CSVs and charts.
 #[test]
-fn reproduce_dou_rgedf_prints_the_sweeps_and_writes_csv_and_charts() {
+fn reproduce_dou_rgedf_reports_the_sweeps_and_writes_csv_and_charts() {
     let dir = std::env::temp_dir().join(format!("switchyard-rgedf-{}", std::process::id()));
-    let o = switchyard(&["reproduce", "dou-rgedf", "--runs", "1", "--out", dir.to_str().unwrap()]);
+    let o = switchyard(&["reproduce", "dou-rgedf", "--runs", "1", "--format", "json", "--out", dir.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
-    for needle in [
-        "all swept (period of all three, ms), dropping predicted misses, steady",
-        "size swept (record size, bytes)",
-        "published beside ours (8051",
-        "published beside ours (modern",
-        "Fig. 2.8a",
-        "Fig. 2.9",
-        "how the ranking changes on a modern core",
-        "Why ours may differ",
-    ] {
-        assert!(text.contains(needle), "{needle}: {text}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(report["name"], "dou-rgedf");
+    let table = |name: &str| report["tables"].as_array().unwrap().iter().find(|t| t["name"] == name).cloned().unwrap();
+    // (9 + 7 + 8 points) × 4 variants × 2 CPUs, the four policies across each row.
+    let sweeps = table("sweeps");
+    assert_eq!(sweeps["rows"].as_array().unwrap().len(), 24 * 4 * 2);
+    assert_eq!(table("losses")["rows"].as_array().unwrap().len(), 24 * 4 * 2);
+    // Fig. 2.8a's setting: the table and its chart, both CPUs.
+    assert_eq!(table("figure_all")["rows"].as_array().unwrap().len(), 9 * 2);
+    let versus = table("versus");
+    assert_eq!(versus["rows"].as_array().unwrap().len(), 4);
+    // Every claim of notes 003 §5.1 for each CPU.
+    let claims = report["claims"].as_array().unwrap();
+    for cpu in ["8051", "modern"] {
+        for fig in ["Fig. 2.8a", "Fig. 2.9"] {
+            assert!(
+                claims
+                    .iter()
+                    .any(|c| c["claim"].as_str().unwrap().contains(fig) && c["claim"].as_str().unwrap().contains(cpu)),
+                "{fig} on {cpu}"
+            );
+        }
     }
-    let csv = std::fs::read_to_string(dir.join("dou-rgedf.csv")).unwrap();
-    // (9 + 7 + 8 points) × 4 variants × 2 CPUs, 4 policies each, and the header.
-    assert_eq!(csv.lines().count(), 24 * 4 * 2 * 4 + 1, "{csv}");
-    assert!(dir.join("dou-rgedf-all-8051.svg").is_file() && dir.join("dou-rgedf-size-modern.svg").is_file());
+    assert!(report["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().starts_with("Why ours may differ")));
+    let csv = std::fs::read_to_string(dir.join("sweeps.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 24 * 4 * 2 + 1, "{csv}");
+    assert!(csv.starts_with("cpu,sweep,setting,x,fifo_per_s,"), "{csv}");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(written["tables"], report["tables"]);
+    for name in
+        ["losses.csv", "ranking.csv", "versus.csv", "dou-rgedf-all.svg", "dou-rgedf-one.svg", "dou-rgedf-size.svg"]
+    {
+        assert!(dir.join(name).is_file(), "{name}");
+    }
     let list = stdout(&switchyard(&["reproduce", "--list"]));
     assert!(list.lines().any(|l| l.starts_with("dou-rgedf")), "{list}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -916,30 +945,42 @@ fn bench_shm_reports_every_carry_the_ping_pong_and_the_goals() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `reproduce ko-worker-centric` prints its sweeps and the paper's findings, and writes its CSV
-/// and charts (at a small scale here).
+/// `reproduce ko-worker-centric` reports its sweeps and the paper's findings, and writes the
+/// report, its CSVs and charts (at a small scale here).
 #[test]
-fn reproduce_ko_worker_centric_prints_the_sweeps_and_writes_csv_and_charts() {
+fn reproduce_ko_worker_centric_reports_the_sweeps_and_writes_csv_and_charts() {
     let dir = std::env::temp_dir().join(format!("switchyard-ko-{}", std::process::id()));
     let o = switchyard(&[
         "reproduce",
         "ko-worker-centric",
         "--runs",
         "1",
-        "--ko-scale",
+        "--scale",
         "0.02",
+        "--format",
+        "json",
         "--out",
         dir.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
-    for needle in ["By data-server capacity", "By workers per site", "combined.2", "published:", "why they can differ"]
-    {
-        assert!(text.contains(needle), "{needle}: {text}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(report["name"], "ko-worker-centric");
+    let tables = report["tables"].as_array().unwrap();
+    // 4 capacities, 5 workers per site and 5 unit costs, 8 schedulers each.
+    for (name, points) in [("capacity", 4), ("workers_per_site", 5), ("unit_cost", 5)] {
+        let t = tables.iter().find(|t| t["name"] == name).unwrap();
+        let rows = t["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), points * 8, "{name}");
+        assert!(rows.iter().any(|r| r[1] == "combined.2"), "{name}");
+        let csv = std::fs::read_to_string(dir.join(format!("{name}.csv"))).unwrap();
+        assert_eq!(csv.lines().count(), points * 8 + 1, "{csv}");
     }
-    let csv = std::fs::read_to_string(dir.join("ko-worker-centric.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 14 * 8 + 1, "{csv}");
-    assert!(dir.join("ko-worker-centric-capacity.svg").is_file());
+    assert!(report["claims"].as_array().unwrap().iter().any(|c| c["published_text"].as_str().unwrap().contains("28%")));
+    assert!(report["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "scale" && p["value"] == 0.02));
+    assert!(dir.join("report.json").is_file());
+    for chart in ["capacity", "workers-per-site", "unit-cost"] {
+        assert!(dir.join(format!("ko-worker-centric-{chart}.svg")).is_file(), "{chart}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1024,25 +1065,48 @@ fn a_feeder_killed_mid_capture_ends_the_inspector_with_an_error() {
     assert!(stderr(&o).contains("the feeder went away"), "{}", stderr(&o));
 }
 
-/// `reproduce guo-xen-credit` prints a row per workload and rule, the L2 misses by function and
-/// every claim of Guo §5.7 beside ours, and says which are not modelled.
+/// `reproduce guo-xen-credit` reports a row per workload and rule, the moves by cause, the L2
+/// misses by function and every claim of Guo §5.7 beside ours, and says which are not modelled;
+/// a scale that is not one is refused.
 #[test]
-fn reproduce_guo_xen_credit_prints_capacities_misses_and_claims() {
-    let o = switchyard(&["reproduce", "guo-xen-credit", "--xen-scale", "0.08", "--runs", "1"]);
+fn reproduce_guo_xen_credit_reports_capacities_misses_and_claims() {
+    let dir = std::env::temp_dir().join(format!("switchyard-xen-{}", std::process::id()));
+    let o = switchyard(&[
+        "reproduce",
+        "guo-xen-credit",
+        "--scale",
+        "0.08",
+        "--runs",
+        "1",
+        "--app-kib",
+        "512",
+        "--format",
+        "json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(report["name"], "guo-xen-credit");
+    let table = |name: &str| report["tables"].as_array().unwrap().iter().find(|t| t["name"] == name).cloned().unwrap();
+    let capacity = table("capacity");
+    let rows = capacity["rows"].as_array().unwrap();
     for workload in ["Support", "Banking", "Ecommerce", "L7-filter"] {
         for rule in ["credit (Xen 3.3)", "cache-aware (Table 8.3)", "cache-aware, steals too"] {
-            assert!(text.lines().any(|l| l.starts_with(workload) && l.contains(rule)), "{workload} {rule}: {text}");
+            assert!(rows.iter().any(|r| r[0] == workload && r[1] == rule), "{workload} {rule}");
         }
     }
-    for needle in
-        ["grant table (copies, entries)", "published +15%", "about 60%", "not modelled", "VCPU moves by cause"]
-    {
-        assert!(text.contains(needle), "{needle}: {text}");
+    assert_eq!(table("moves")["rows"].as_array().unwrap().len(), 12);
+    assert_eq!(table("l2_by_function")["rows"].as_array().unwrap().len(), 4);
+    let claims = report["claims"].as_array().unwrap();
+    assert!(claims.iter().any(|c| c["published_text"] == "+15%" && c["ours"].is_number()));
+    assert!(claims.iter().any(|c| c["ours_text"] == "not modelled"));
+    assert!(report["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "app_kib" && p["value"] == 512));
+    for name in ["report.json", "capacity.csv", "moves.csv", "l2_by_function.csv"] {
+        assert!(dir.join(name).is_file(), "{name}");
     }
-    assert!(stderr(&o).contains("searching the session capacity"), "progress goes to stderr");
-    let o = switchyard(&["reproduce", "guo-xen-credit", "--xen-scale", "0"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = switchyard(&["reproduce", "guo-xen-credit", "--scale", "0"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("scale 0 must be a positive number"), "{}", stderr(&o));
 }

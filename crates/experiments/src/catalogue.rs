@@ -4,7 +4,14 @@
 use crate::report::ReportSpec;
 
 /// The reproductions' reports, by `switchyard reproduce NAME`.
-pub const REPRODUCTIONS: &[&ReportSpec] = &[&crate::guo_irq::SPEC];
+pub const REPRODUCTIONS: &[&ReportSpec] = &[
+    &crate::guo_irq::SPEC,
+    &crate::rgedf::SPEC,
+    &crate::ko::SPEC,
+    &crate::miscort::SPEC,
+    &crate::miscort_real::SPEC,
+    &crate::guo_xen::SPEC,
+];
 
 /// The benchmarks' reports, by `switchyard bench NAME`.
 pub const BENCHMARKS: &[&ReportSpec] = &[

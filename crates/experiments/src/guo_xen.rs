@@ -8,6 +8,7 @@ use switchyard_sim::models::xen::{Capacity, Charge, Rule, Workload, XenOutcome, 
 
 use crate::ExperimentError;
 pub use crate::claim::Claim;
+use crate::report::{ColumnSpec, Progress, Quiet, Report, ReportSpec, Table, TableSpec};
 use crate::sweep::sweep;
 
 /// The experiment's setup.
@@ -105,13 +106,13 @@ impl Reproduction {
 
 // Written after running the model with its one fitted parameter (the web server's working set,
 // fitted to Table 8.2 alone) and its chosen costs, seeds 1–3; nothing was changed to move them.
-// `--xen-app-kib` gives the sensitivity runs the texts cite.
+// `--app-kib` gives the sensitivity runs the texts cite.
 const WHY_SESSIONS: &str = "ours is flat (Support -0.3%, Banking -0.8%, Ecommerce 0.0%: within the search's \
 10-session step). In the model most VCPU moves at capacity (88-99%) are a woken VCPU taken by an idle PCPU \
 because its own was busy (the notifier still runs when it sends the event) and idle PCPUs stealing waiting \
 VCPUs; Table 8.3 redirects only the other two kinds, a VCPU displaced by a tickle and the tick's check. And a \
 move costs at most the VCPU's working set once, while most of an answer's misses are the grant copies of data \
-no cache holds. With 2 MiB working sets (--xen-app-kib 2048: the two VCPUs of an L2 pair then fill its 4 MiB \
+no cache holds. With 2 MiB working sets (--app-kib 2048: the two VCPUs of an L2 pair then fill its 4 MiB \
 and evict each other) the rule gives +11.7% (Banking +28%, Ecommerce +10%, Support -3%), near the published \
 figure, but Table 8.2's share then falls to 7%: in this model the two published figures cannot both hold. \
 Cache-to-cache transfers are not modelled (a line leaving a pair comes from memory)";
@@ -136,13 +137,15 @@ reproduced natively in gop-cache-aware-cache). Guo gives neither the VCPU counts
 each other, so this is one reading of the setup";
 const WHY_NATIVE: &str = "left out: the loss against native Linux needs a native model of the same server \
 (no Dom0, no grant copies, no VCPUs), whose costs ch. 8 does not give apart from the totals it compares";
-fn runs(setup: &Setup, progress: &(dyn Fn(usize) + Sync)) -> Vec<(Workload, Rule, u64, Capacity)> {
+fn runs(setup: &Setup, progress: &dyn Progress) -> Vec<(Workload, Rule, u64, Capacity)> {
     let search = |w: usize, r: usize, i: u64| -> Result<_, std::convert::Infallible> {
         let (workload, rule, seed) = (setup.workloads[w], Rule::ALL[r], setup.seed + i);
         let base = XenParams { seed, ..params(setup, workload, rule, 0) };
         Ok((workload, rule, seed, capacity(&base, setup.step, 1 << 20, setup.target)))
     };
-    let Ok(all) = sweep(setup.workloads.len(), Rule::ALL.len(), setup.runs, setup.threads, &search, progress);
+    progress.stage("guo-xen-credit capacity searches", searches(setup) as u64);
+    let Ok(all) =
+        sweep(setup.workloads.len(), Rule::ALL.len(), setup.runs, setup.threads, &search, &|_| progress.advance(1));
     all
 }
 
@@ -163,12 +166,11 @@ pub fn searches(setup: &Setup) -> usize {
 
 /// Runs every workload under every rule, then compares with §5.7.
 pub fn run(setup: &Setup) -> Result<Reproduction, ExperimentError> {
-    run_with(setup, &|_| {})
+    run_with(setup, &Quiet)
 }
 
-/// [`run`], calling `progress` with the number of capacity searches done after each (of
-/// [`searches`]).
-pub fn run_with(setup: &Setup, progress: &(dyn Fn(usize) + Sync)) -> Result<Reproduction, ExperimentError> {
+/// [`run`], advancing `progress` by one a capacity search (of [`searches`]).
+pub fn run_with(setup: &Setup, progress: &dyn Progress) -> Result<Reproduction, ExperimentError> {
     if setup.workloads.is_empty() {
         return Err(ExperimentError::Input("at least one workload is needed".into()));
     }
@@ -273,6 +275,149 @@ pub fn run_with(setup: &Setup, progress: &(dyn Fn(usize) + Sync)) -> Result<Repr
         },
     ];
     Ok(repro)
+}
+
+/// Each workload's capacity under each rule, and the run at the credit scheduler's capacity.
+pub const CAPACITY: TableSpec = TableSpec::new(
+    "capacity",
+    "Session capacity by workload and rule",
+    &[
+        ColumnSpec::text("workload"),
+        ColumnSpec::text("rule")
+            .about("how VCPUs are placed: Xen 3.3's credit scheduler, or Table 8.3's cache-aware rule"),
+        ColumnSpec::num("sessions", 0).about("the most sessions meeting the QoS target, mean over the seeds"),
+        ColumnSpec::num("gain", 1).gain().header("vs credit").about("sessions over the credit scheduler's"),
+        ColumnSpec::num("answers_per_s", 0).header("answers/s").about("at the first seed's capacity"),
+        ColumnSpec::num("busy", 2).unit("PCPUs").about("PCPUs busy on average, at the first seed's capacity"),
+        ColumnSpec::text("busiest_vcpu").header("busiest VCPU").about("the VCPU busiest at the first seed's capacity"),
+        ColumnSpec::num("busiest_share", 0).percent().header("busy").about("the busiest VCPU's share of the time busy"),
+        ColumnSpec::num("moves_per_s", 0)
+            .header("moves/s")
+            .about("VCPU moves per second, at the credit scheduler's capacity"),
+        ColumnSpec::num("leave_l2", 0)
+            .percent()
+            .header("leave L2")
+            .about("share of the moves to a PCPU outside the VCPU's L2"),
+        ColumnSpec::num("l2_per_answer", 0)
+            .header("L2/answer")
+            .about("L2 misses per answer, at the credit scheduler's capacity"),
+        ColumnSpec::num("miss_share", 1)
+            .percent()
+            .header("miss share")
+            .about("share of the busy time spent in L2 misses"),
+    ],
+);
+
+/// VCPU moves by cause.
+pub const MOVES: TableSpec = TableSpec::new(
+    "moves",
+    "VCPU moves by cause at the credit scheduler's capacity (per second, and the share leaving the L2)",
+    &[
+        ColumnSpec::text("workload"),
+        ColumnSpec::text("rule"),
+        ColumnSpec::num("wake_per_s", 0).header("woken /s").about("woken VCPUs taken by an idle PCPU, per second"),
+        ColumnSpec::num("wake_leave_l2", 0).percent().header("leave L2").about("share of those leaving the L2"),
+        ColumnSpec::num("displace_per_s", 0).header("displaced /s").about("VCPUs displaced by a tickle, per second"),
+        ColumnSpec::num("displace_leave_l2", 0).percent().header("leave L2").about("share of those leaving the L2"),
+        ColumnSpec::num("tick_per_s", 0).header("tick /s").about("moves by the tick's check, per second"),
+        ColumnSpec::num("tick_leave_l2", 0).percent().header("leave L2").about("share of those leaving the L2"),
+        ColumnSpec::num("idle_per_s", 0).header("stolen /s").about("VCPUs stolen by an idle PCPU, per second"),
+        ColumnSpec::num("idle_leave_l2", 0).percent().header("leave L2").about("share of those leaving the L2"),
+    ],
+);
+
+/// L2 misses by function (Table 8.2's grouping).
+pub const L2_BY_FUNCTION: TableSpec = TableSpec::new(
+    "l2_by_function",
+    "L2 misses by function under the credit scheduler at its capacity (Table 8.2's grouping)",
+    &[
+        ColumnSpec::text("workload"),
+        ColumnSpec::num("guest", 1)
+            .percent()
+            .header("guests, app")
+            .about("the two domains' own kernels and the application"),
+        ColumnSpec::num("grant_table", 1)
+            .percent()
+            .header("grant table")
+            .about("do_grant_table_op, gnttab_copy: copies and entries"),
+        ColumnSpec::num("scheduler", 1)
+            .percent()
+            .header("credit scheduler")
+            .about("the credit scheduler and context switches"),
+        ColumnSpec::num("event_channel", 1).percent().header("event channels").about("event channel notifications"),
+    ],
+);
+
+/// What `reproduce guo-xen-credit` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "guo-xen-credit",
+    title: "Guo ch. 8 in the simulator: SPECweb2005-like session capacity of a web server in DomU under Xen's credit scheduler against Table 8.3's cache-aware VCPU migration, and the VMM's L2 misses",
+    tables: &[&CAPACITY, &MOVES, &L2_BY_FUNCTION],
+};
+
+impl Reproduction {
+    /// The reproduction as a report: capacities, moves by cause, L2 misses by function, claims.
+    pub fn report(&self, setup: &Setup) -> Report {
+        let mut r = Report::new(&SPEC);
+        r.param("seed", setup.seed, "the first seed")
+            .param("runs", setup.runs, "capacity searches per workload and rule, seeds seed, seed + 1, …")
+            .param("scale", setup.scale, "simulated time per run against the default 1.2 s")
+            .param("step", setup.step, "the capacity search's resolution, sessions")
+            .param("target", setup.target, "the share of answers that must be within 10 ms")
+            .param("app_kib", setup.app_bytes.map(|b| b >> 10), "the application's working set per request, KiB, in place of the mixes' own (none: the fitted 1,024)")
+            .note(format!(
+                "A web server in DomU (4 VCPUs) behind Dom0 (8 VCPUs) on a Xeon E5335 (L2 shared by core pairs), VCPUs placed by Xen's credit scheduler or by Table 8.3's cache-aware rule; capacity = the most sessions (to {}) with {:.0}% of answers within 10 ms, mean of seeds {}–{}.",
+                setup.step,
+                setup.target * 100.0,
+                setup.seed,
+                setup.seed + setup.runs.max(1) - 1
+            ));
+        if let Some(b) = setup.app_bytes {
+            r.note(format!(
+                "The application's working set per request: {} KiB on every workload, in place of the mixes' own.",
+                b >> 10
+            ));
+        }
+        let mut capacity = Table::new(&CAPACITY).grouped_by("workload");
+        capacity.note("sessions: mean over the seeds; answers/s, busy PCPUs and the busiest VCPU at the first seed's capacity; moves/s, leave L2, L2/answer and miss share at the credit scheduler's capacity, first seed, for every rule.");
+        let mut moves = Table::new(&MOVES).grouped_by("workload");
+        for row in &self.rows {
+            let (c, e) = (&row.capacity.at, &row.at_credit_capacity);
+            capacity.push(vec![
+                row.workload.name().into(),
+                row.rule.name().into(),
+                row.mean_sessions().into(),
+                self.gain(row.workload, row.rule).into(),
+                c.answers_per_s.into(),
+                c.busy_pcpus.into(),
+                c.busiest_vcpu.0.as_str().into(),
+                c.busiest_vcpu.1.into(),
+                e.moves_per_s.into(),
+                e.moves_leaving_l2.into(),
+                e.l2_per_answer().into(),
+                e.miss_share.into(),
+            ]);
+            let mut cells = vec![row.workload.name().into(), row.rule.name().into()];
+            // In `Move::ALL`'s order, which the columns follow: wake, displace, tick, idle.
+            for (per_s, leaving) in e.moves_by_cause {
+                cells.extend([per_s.into(), leaving.into()]);
+            }
+            moves.push(cells);
+        }
+        r.tables.push(capacity);
+        r.tables.push(moves);
+        let mut l2 = Table::new(&L2_BY_FUNCTION);
+        for w in &setup.workloads {
+            let Some(row) = self.row(*w, Rule::Credit) else { continue };
+            let o = &row.at_credit_capacity;
+            let mut cells = vec![w.name().into()];
+            cells.extend(Charge::ALL.iter().map(|&c| o.l2_share(c).into()));
+            l2.push(cells);
+        }
+        r.tables.push(l2);
+        r.claims = self.claims.iter().map(Into::into).collect();
+        r
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use switchyard_core::place::tasks::locality::Metric;
 use switchyard_sim::models::grid::{Grid, GridOutcome, GridParams, Scheduler, Workload};
 
 use crate::ExperimentError;
+use crate::report::{self, Chart, ColumnSpec, Progress, Report, ReportSpec, Table, TableSpec};
 
 /// The schedulers compared: the paper's five worker-centric variants, its baseline, and two
 /// more peers.
@@ -106,10 +107,16 @@ pub struct Row {
 /// A published finding beside ours.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Claim {
+    /// What is compared.
+    pub claim: &'static str,
     /// What the paper found.
     pub published: &'static str,
+    /// The paper's figure, where it gives one (a share).
+    pub published_figure: Option<f64>,
     /// What we measured.
     pub ours: String,
+    /// Ours as a figure comparable with the paper's.
+    pub ours_figure: Option<f64>,
 }
 
 /// The unit cost by default, seconds of computation per file.
@@ -136,16 +143,19 @@ fn params(s: &Setup, point: Point, scheduler: Scheduler, seed: u64) -> GridParam
     }
 }
 
-/// Runs every point, calling `progress` with the runs done after each.
-pub fn run(s: &Setup, progress: &(dyn Fn(usize) + Sync)) -> Result<Vec<Row>, ExperimentError> {
+/// Runs every point, advancing `progress` by one a run.
+pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Vec<Row>, ExperimentError> {
     if s.runs == 0 || s.points.is_empty() || s.schedulers.is_empty() || !(s.scale > 0.0 && s.scale <= 1.0) {
         return Err(ExperimentError::Input(
             "nothing to run: give points, schedulers, at least one run, and a scale in (0, 1]".into(),
         ));
     }
+    progress.stage("ko-worker-centric runs", (s.points.len() * s.schedulers.len()) as u64 * s.runs);
     let simulate = |p: usize, k: usize, r: u64| Grid::simulate(&params(s, s.points[p], s.schedulers[k], s.seed + r));
     let outcomes: Vec<GridOutcome> =
-        crate::sweep::sweep(s.points.len(), s.schedulers.len(), s.runs, s.threads, &simulate, progress)?;
+        crate::sweep::sweep(s.points.len(), s.schedulers.len(), s.runs, s.threads, &simulate, &|_| {
+            progress.advance(1)
+        })?;
     let n = s.runs as f64;
     let mut rows = Vec::new();
     for (p, point) in s.points.iter().enumerate() {
@@ -185,11 +195,14 @@ pub fn claims(rows: &[Row]) -> Vec<Claim> {
     let caps = family("capacity");
     if !caps.is_empty() {
         claims.push(Claim {
+            claim: "the fastest scheduler by store capacity (Fig. 3)",
             published: "rest.2 and combined.2 best at every capacity",
+            published_figure: None,
             ours: format!(
                 "fastest: {}",
                 caps.iter().map(|p| format!("{:.0} files: {}", p.axis().1, best_at(*p))).collect::<Vec<_>>().join("; ")
             ),
+            ours_figure: None,
         });
         let worst: Vec<String> = caps
             .iter()
@@ -204,8 +217,11 @@ pub fn claims(rows: &[Row]) -> Vec<Claim> {
             })
             .collect();
         claims.push(Claim {
+            claim: "storage affinity against the worker-centric metrics by capacity (Fig. 3)",
             published: "storage affinity worst at small capacity, comparable at large",
+            published_figure: None,
             ours: format!("slowest with locality, by capacity: {}", worst.join("; ")),
+            ours_figure: None,
         });
     }
     let gains: Vec<f64> = rows
@@ -215,24 +231,33 @@ pub fn claims(rows: &[Row]) -> Vec<Claim> {
         .collect();
     if let Some(best) = gains.iter().copied().reduce(f64::max) {
         claims.push(Claim {
+            claim: "rest's makespan below storage affinity's, best case",
             published: "best case: rest's makespan 28% below storage affinity's",
+            published_figure: Some(0.28),
             ours: format!("best case: rest {:.0}% below storage affinity", best * 100.0),
+            ours_figure: Some(best),
         });
     }
     if let Some(r) = at(Point::Capacity(6000), "combined.2").or_else(|| at(Point::WorkersPerSite(1), "combined.2")) {
         claims.push(Claim {
+            claim: "utilisation at the defaults",
             published: "with the defaults, utilisation above 90%",
+            published_figure: Some(0.9),
             ours: format!("combined.2 at the defaults: {:.0}%", r.utilisation * 100.0),
+            ours_figure: Some(r.utilisation),
         });
     }
     let workers = family("workers-per-site");
     if !workers.is_empty() {
         claims.push(Claim {
+            claim: "the fastest scheduler by workers per site (Fig. 4)",
             published: "worker-centric wins with few workers per site, storage affinity with many; makespan not monotonic in workers",
+            published_figure: None,
             ours: format!(
                 "fastest: {}",
                 workers.iter().map(|p| format!("{:.0} a site: {}", p.axis().1, best_at(*p))).collect::<Vec<_>>().join("; ")
             ),
+            ours_figure: None,
         });
     }
     claims
@@ -245,3 +270,116 @@ files, every site has the same bandwidth and every worker the same speed, with n
 size by default. The store's eviction (LRU) and the unit cost are our choices; the paper's storage affinity decided ahead \
 of time, ours on demand, so its premature decisions, which the paper blames for its losses at small capacity, are not \
 modelled.";
+
+/// A sweep's table: its x, then a row per scheduler.
+macro_rules! sweep_table {
+    ($name:literal, $title:literal, $x:expr) => {
+        TableSpec::new(
+            $name,
+            $title,
+            &[
+                $x,
+                ColumnSpec::text("scheduler"),
+                ColumnSpec::num("makespan", 2).unit("h").about("until the last task finished, mean over the runs"),
+                ColumnSpec::num("transfers", 0).about("files fetched from the file server"),
+                ColumnSpec::num("utilisation", 0)
+                    .percent()
+                    .header("util")
+                    .about("computation over the run, per worker"),
+                ColumnSpec::num("replicas", 0).about("replicas started (storage affinity)"),
+            ],
+        )
+    };
+}
+
+/// The capacity sweep (Fig. 3). A sweep's table is empty when the run has no points of it.
+pub const CAPACITY: TableSpec = sweep_table!(
+    "capacity",
+    "By data-server capacity, in the paper's files (Fig. 3)",
+    ColumnSpec::int("files").about("a data server's capacity in the paper's files, before the scale")
+);
+/// The workers-per-site sweep (Fig. 4).
+pub const WORKERS: TableSpec = sweep_table!(
+    "workers_per_site",
+    "By workers per site (Fig. 4)",
+    ColumnSpec::int("workers").about("workers at each of the 10 sites")
+);
+/// The unit-cost sweep (Fig. 5).
+pub const UNIT: TableSpec = sweep_table!(
+    "unit_cost",
+    "By computation per file (Fig. 5)",
+    ColumnSpec::num("unit_cost", 1).header("cost").unit("s/file").about("seconds of computation per file")
+);
+
+/// What `reproduce ko-worker-centric` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "ko-worker-centric",
+    title: "Worker-centric scheduling (Ko et al., Middleware 2007) in the simulator: makespan and transfers by store capacity, workers per site and computation cost, against storage affinity, delay scheduling and FIFO",
+    tables: &[&CAPACITY, &WORKERS, &UNIT],
+};
+
+/// The run's rows as a report: a table and a chart of makespan per sweep, and the paper's
+/// findings beside ours.
+pub fn report(setup: &Setup, rows: &[Row]) -> Report {
+    let mut r = Report::new(&SPEC);
+    r.param("runs", setup.runs, "runs a point and scheduler, seeds seed, seed + 1, …")
+        .param("seed", setup.seed, "the first seed")
+        .param("scale", setup.scale, "the workload's and the stores' size against the paper's")
+        .param("tasks", (6000.0 * setup.scale).round(), "Coadd-like tasks in the bag")
+        .note(format!(
+            "10 sites, stores of 6,000 files × {}, {FILES_PER_S} files/s a site, {UNIT_COST} s of computation a file unless swept.",
+            setup.scale
+        ))
+        .note(WHY);
+    let sweeps: [(&TableSpec, &str, &str); 3] = [
+        (&CAPACITY, "capacity", "store capacity (the paper's files)"),
+        (&WORKERS, "workers-per-site", "workers per site"),
+        (&UNIT, "unit-cost", "computation (s per file)"),
+    ];
+    for (spec, family, axis) in sweeps {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.point.axis().0 == family).collect();
+        let x = spec.columns[0].name;
+        let mut t = Table::new(spec).grouped_by(x);
+        for row in mine {
+            let at = match row.point {
+                Point::Capacity(c) => c.into(),
+                Point::WorkersPerSite(w) => w.into(),
+                Point::UnitCost(u) => u.into(),
+            };
+            t.push(vec![
+                at,
+                row.scheduler.as_str().into(),
+                (row.makespan / 3600.0).into(),
+                row.transfers.into(),
+                row.utilisation.into(),
+                row.replicas.into(),
+            ]);
+        }
+        r.tables.push(t);
+        r.charts.push(
+            Chart::new(
+                &format!("ko-worker-centric-{family}"),
+                &format!("Makespan by {axis}"),
+                spec.name,
+                x,
+                &["makespan"],
+            )
+            .by("scheduler")
+            .labels(axis, "makespan (h)"),
+        );
+    }
+    r.claims = claims(rows)
+        .into_iter()
+        .map(|c| report::Claim {
+            claim: c.claim.into(),
+            source: "Ko, Morales and Gupta, Middleware 2007; notes 004a §7(d)".into(),
+            published: c.published_figure,
+            published_text: c.published.into(),
+            ours: c.ours_figure,
+            difference: c.ours_figure.zip(c.published_figure).map(|(o, p)| o / p - 1.0),
+            ours_text: c.ours,
+            why: String::new(),
+        })
+        .collect();
+    r
+}

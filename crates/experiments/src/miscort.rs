@@ -25,6 +25,7 @@ use switchyard_core::place::tasks::{BoardConfig, TaskRule};
 use switchyard_sim::models::jobs::{AppPlan, Injector, Jobs, JobsOutcome, JobsParams, WorkerSpec};
 
 use crate::ExperimentError;
+use crate::report::{self, Chart, ColumnSpec, Progress, Report, ReportSpec, Table, TableSpec};
 
 /// A scheduler: an application order with a task rule.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -235,15 +236,18 @@ fn params(s: &Setup, regime: Regime, scheduler: Scheduler, seed: u64) -> JobsPar
     }
 }
 
-/// Runs every point, calling `progress` with the number of runs done after each.
-pub fn run(s: &Setup, progress: &(dyn Fn(usize) + Sync)) -> Result<Vec<Row>, ExperimentError> {
+/// Runs every point, advancing `progress` by one a run.
+pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Vec<Row>, ExperimentError> {
     if s.runs == 0 || s.schedulers.is_empty() || s.regimes.is_empty() {
         return Err(ExperimentError::Input("nothing to run: give at least one regime, scheduler and run".into()));
     }
+    progress.stage("dou-miscort runs", (s.regimes.len() * s.schedulers.len()) as u64 * s.runs);
     let simulate =
         |r: usize, k: usize, run: u64| Jobs::simulate(&params(s, s.regimes[r], s.schedulers[k], s.seed + run));
     let outcomes: Vec<JobsOutcome> =
-        crate::sweep::sweep(s.regimes.len(), s.schedulers.len(), s.runs, s.threads, &simulate, progress)?;
+        crate::sweep::sweep(s.regimes.len(), s.schedulers.len(), s.runs, s.threads, &simulate, &|_| {
+            progress.advance(1)
+        })?;
     let n = s.runs as f64;
     let mut rows = Vec::new();
     for (r, regime) in s.regimes.iter().enumerate() {
@@ -364,3 +368,131 @@ only what they hand out. The split size, task times, downtime (30 s), poll perio
 (3 × the mean task time) and how the half-vary regime held its fixed half are not in the thesis and are our choices; \
 the eleventh deadline is ours too. Spark's and LATE's rules are written from their documentation and paper, not run \
 in Spark or Hadoop.";
+
+/// A regime family's table: its x, then a row per scheduler.
+macro_rules! regime_table {
+    ($name:literal, $title:literal, $x:expr) => {
+        TableSpec::new(
+            $name,
+            $title,
+            &[
+                $x,
+                ColumnSpec::text("scheduler"),
+                ColumnSpec::num("missed", 0).percent().about("share of the applications that missed their deadlines"),
+                ColumnSpec::num("end_to_end", 0)
+                    .header("end-to-end")
+                    .unit("s")
+                    .about("from the first submission until the last application finished"),
+                ColumnSpec::num("waste", 0)
+                    .percent()
+                    .about("share of the workers' busy time spent on attempts whose work was not used"),
+                ColumnSpec::num("repeats", 1).header("repeats/app").about("attempts beyond the first, per application"),
+                ColumnSpec::num("failures", 0).about("worker failures in a run"),
+            ],
+        )
+    };
+}
+
+/// Every worker at failure rate p (Figs. 3.7, 3.9, 3.13). A family's table is empty when the
+/// run has no regime of it.
+pub const ALL: TableSpec = regime_table!(
+    "all",
+    "Every worker at failure rate p (Figs. 3.7, 3.9, 3.13)",
+    ColumnSpec::num("p", 1).about("every worker's failure rate")
+);
+/// Half the workers at p, half reliable.
+pub const HALF: TableSpec = regime_table!(
+    "half",
+    "Half the workers at p, half reliable (Figs. 3.8, 3.10, 3.15–3.19)",
+    ColumnSpec::num("p", 1).about("the failure rate of half the workers; the others do not fail")
+);
+/// Table 3.1's log-normal sets.
+pub const LOGNORMAL: TableSpec = regime_table!(
+    "lognormal",
+    "Table 3.1's log-normal sets (Figs. 3.11–3.12, 3.15–3.19)",
+    ColumnSpec::int("set").about("Table 3.1's set of per-worker failure rates, 1 to 4")
+);
+/// Deadlines scaled at p = 0.2.
+pub const DEADLINES: TableSpec = regime_table!(
+    "deadlines",
+    "Deadlines scaled, p = 0.2 (Fig. 3.23)",
+    ColumnSpec::num("scale", 1).about("every deadline multiplied by it")
+);
+
+/// What `reproduce dou-miscort` reports (the simulator's runs).
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "dou-miscort",
+    title: "MiscoRT (Dou 2011 ch. 3) in the simulator: least laxity first and Algorithm 2 against EDF and other task schedulers on 30 unreliable workers (misses, end-to-end time, waste)",
+    tables: &[&ALL, &HALF, &LOGNORMAL, &DEADLINES],
+};
+
+/// The run's rows as a report: a table per regime family, charts of misses, end-to-end time and
+/// waste by failure rate and deadline scale, and the thesis's claims beside ours.
+pub fn report(setup: &Setup, rows: &[Row]) -> Report {
+    let mut r = Report::new(&SPEC);
+    r.param("runs", setup.runs, "runs a point and scheduler, seeds seed, seed + 1, …")
+        .param("seed", setup.seed, "the first seed")
+        .param("poisson", setup.poisson, "failures as a Poisson process of rate p / 20 s, not a per-run probability")
+        .param("presume", setup.presume_factor, "an attempt is presumed failed past this many times its task's mean time")
+        .note(format!(
+            "11 applications (8 × 4 maps, 3 × 40 maps, 2 reduces each; a map {MAP_TIME} s, a reduce {REDUCE_TIME} s), deadlines 100–550 s, 30 workers; failures {}.",
+            if setup.poisson { "Poisson at λ = p / 20 s" } else { "per run with probability p, at a uniform point" }
+        ))
+        .note(WHY);
+    for (spec, family) in [(&ALL, "all"), (&HALF, "half"), (&LOGNORMAL, "lognormal"), (&DEADLINES, "deadlines")] {
+        let x = spec.columns[0].name;
+        let mut t = Table::new(spec).grouped_by(x);
+        for row in rows.iter().filter(|r| r.regime.axis().0 == family) {
+            let at = match row.regime {
+                Regime::LogNormal(set) => set.into(),
+                other => other.axis().1.into(),
+            };
+            t.push(vec![
+                at,
+                row.scheduler.into(),
+                row.miss_rate.into(),
+                row.end_to_end.into(),
+                row.waste.into(),
+                row.repeats.into(),
+                row.failures.into(),
+            ]);
+        }
+        let drawn = !t.rows.is_empty() && family != "lognormal";
+        r.tables.push(t);
+        if !drawn {
+            continue;
+        }
+        let axis = if family == "deadlines" { "deadline scale" } else { "failure rate p" };
+        for (metric, column, label) in [
+            ("missed", "missed", "deadlines missed (share of applications)"),
+            ("end-to-end", "end_to_end", "end-to-end time (s)"),
+            ("waste", "waste", "worker time wasted (share)"),
+        ] {
+            r.charts.push(
+                Chart::new(
+                    &format!("dou-miscort-{family}-{metric}"),
+                    &format!("{label}, {family}"),
+                    spec.name,
+                    x,
+                    &[column],
+                )
+                .by("scheduler")
+                .labels(axis, label),
+            );
+        }
+    }
+    r.claims = claims(rows)
+        .into_iter()
+        .map(|c| report::Claim {
+            claim: c.figure.into(),
+            source: "Dou 2011 ch. 3; notes 003 §5.2".into(),
+            published: None,
+            published_text: c.published.into(),
+            ours: None,
+            ours_text: c.ours,
+            difference: None,
+            why: String::new(),
+        })
+        .collect();
+    r
+}

@@ -24,6 +24,7 @@ use switchyard_jobs::{Allowed, Coordinator, Failures, Shared, Store, Sync, Worke
 use switchyard_sim::models::jobs::{Injector, Jobs, JobsParams, WorkerSpec};
 
 use crate::miscort::{MAP_TIME, REDUCE_TIME, Scheduler, applications};
+use crate::report::{ColumnSpec, Progress, Report, ReportSpec, Table, TableSpec};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -211,11 +212,12 @@ fn real(s: &Setup, scheduler: Scheduler) -> Result<(usize, f64, f64)> {
     result
 }
 
-/// Runs every scheduler on both sides; `progress` hears of each row as it is done.
-pub fn run(s: &Setup, progress: &mut dyn FnMut(&Row)) -> Result<Vec<Row>> {
+/// Runs every scheduler on both sides, advancing `progress` by one a scheduler.
+pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Vec<Row>> {
     if s.schedulers.is_empty() || !(s.scale > 0.0 && s.scale <= 1.0) || s.p.is_nan() || s.p < 0.0 {
         bail!("give at least one scheduler, a time scale in (0, 1] and p ≥ 0");
     }
+    progress.stage("dou-miscort --real, schedulers", s.schedulers.len() as u64);
     let mut rows = Vec::new();
     for &scheduler in &s.schedulers {
         let (sim_missed, sim_end_to_end, sim_attempts) = simulated(s, scheduler)?;
@@ -229,7 +231,7 @@ pub fn run(s: &Setup, progress: &mut dyn FnMut(&Row)) -> Result<Vec<Row>> {
             sim_end_to_end,
             sim_attempts,
         };
-        progress(&row);
+        progress.advance(1);
         rows.push(row);
     }
     Ok(rows)
@@ -275,4 +277,90 @@ pub fn kendall_tau(a: &[&str], b: &[&str]) -> f64 {
         }
     }
     score as f64 / (n * (n - 1) / 2) as f64
+}
+
+/// Each scheduler on the real coordinator beside the simulator.
+pub const SCHEDULERS: TableSpec = TableSpec::new(
+    "schedulers",
+    "Each scheduler on the real coordinator (one run) beside the simulator (the mean of its runs); times in simulated seconds",
+    &[
+        ColumnSpec::text("scheduler"),
+        ColumnSpec::int("real_missed")
+            .header("missed real")
+            .about("applications of 11 that missed their deadlines, real run"),
+        ColumnSpec::num("sim_missed", 1).header("missed sim").about("the same, mean over the simulated runs"),
+        ColumnSpec::num("real_end_to_end", 0)
+            .header("end-to-end real")
+            .unit("s")
+            .about("the real run's end-to-end time, scaled back to simulated seconds"),
+        ColumnSpec::num("sim_end_to_end", 0)
+            .header("end-to-end sim")
+            .unit("s")
+            .about("mean end-to-end time over the simulated runs"),
+        ColumnSpec::num("real_attempts", 1)
+            .header("attempts/app real")
+            .about("attempts handed out per application, real run"),
+        ColumnSpec::num("sim_attempts", 1)
+            .header("attempts/app sim")
+            .about("attempts per application, mean over the simulated runs"),
+    ],
+);
+
+/// The schedulers ranked on each side, and how alike the two orders are.
+pub const RANKINGS: TableSpec = TableSpec::new(
+    "rankings",
+    "The schedulers ranked on each side, best first",
+    &[
+        ColumnSpec::text("by").about("what ranks them"),
+        ColumnSpec::text("real").about("the order on the real coordinator, best first"),
+        ColumnSpec::text("simulated").about("the order in the simulator"),
+        ColumnSpec::num("kendall_tau", 2)
+            .header("Kendall's τ")
+            .about("between the two orders: 1 the same, 0 unrelated, -1 reversed"),
+    ],
+);
+
+/// What `reproduce dou-miscort --real` reports: its own spec, as its tables share nothing with
+/// the simulator's run (`switchyard schema reproduce dou-miscort-real`).
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "dou-miscort-real",
+    title: "dou-miscort's workload on the real jobs coordinator (HTTP on loopback, SQLite, 30 polling workers that crash and recover) beside the simulator, and the schedulers' rankings on both",
+    tables: &[&SCHEDULERS, &RANKINGS],
+};
+
+/// The rows as a report: both sides by scheduler, the rankings, and where the sides differ.
+pub fn report(setup: &Setup, rows: &[Row]) -> Report {
+    let mut r = Report::new(&SPEC);
+    r.param("p", setup.p, "every worker's failure probability per map time (Poisson, λ = p / 20 s)")
+        .param("time_scale", setup.scale, "real seconds per simulated second")
+        .param("sim_runs", setup.sim_runs, "simulated runs per scheduler")
+        .param("seed", setup.seed, "the root seed")
+        .param("presume", setup.presume_factor, "an attempt is presumed failed past this many times its task's mean time")
+        .param("horizon", setup.horizon, "real seconds after which a real run is cut off (open applications count as misses)")
+        .note(format!(
+            "30 polling workers crashing at λ = {} / {MAP_TIME} s and recovering in {RECOVERY} s on average, tasks that sleep their length (a map {MAP_TIME} s, a reduce {REDUCE_TIME} s), at 1/{:.0} of real time; one real run per scheduler.",
+            setup.p,
+            1.0 / setup.scale
+        ))
+        .note(GAP);
+    let mut t = Table::new(&SCHEDULERS);
+    for row in rows {
+        t.push(vec![
+            row.scheduler.into(),
+            row.real_missed.into(),
+            row.sim_missed.into(),
+            row.real_end_to_end.into(),
+            row.sim_end_to_end.into(),
+            row.real_attempts.into(),
+            row.sim_attempts.into(),
+        ]);
+    }
+    r.tables.push(t);
+    let mut ranks = Table::new(&RANKINGS);
+    for (by, what) in [(By::Misses, "fewer misses, then shorter end-to-end"), (By::EndToEnd, "shorter end-to-end")] {
+        let (real, sim) = (ranking(rows, true, by), ranking(rows, false, by));
+        ranks.push(vec![what.into(), real.join(" < ").into(), sim.join(" < ").into(), kendall_tau(&real, &sim).into()]);
+    }
+    r.tables.push(ranks);
+    r
 }

@@ -17,6 +17,7 @@ use switchyard_core::order::blocks::{BlockConfig, BlockPolicy};
 use switchyard_sim::models::flash::{CpuCost, Flash, FlashOutcome, FlashParams, Process};
 
 use crate::ExperimentError;
+use crate::report::{self, Chart, ColumnSpec, Progress, Report, ReportSpec, Table, TableSpec, Value};
 
 /// A sweep of Figs. 2.6–2.9.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,16 +203,17 @@ pub fn params(point: Point, policy: BlockPolicy, seed: u64, duration: Nanos) -> 
     }
 }
 
-/// Runs every point, calling `progress` with the number of runs done after each.
-pub fn run(s: &Setup, progress: &(dyn Fn(usize) + Sync)) -> Result<Vec<Row>, ExperimentError> {
+/// Runs every point, advancing `progress` by one a run.
+pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Vec<Row>, ExperimentError> {
     let points = s.points();
     if s.runs == 0 || points.is_empty() {
         return Err(ExperimentError::Input("nothing to run: give at least one sweep, CPU and run".into()));
     }
+    progress.stage("dou-rgedf runs", (points.len() * POLICIES.len()) as u64 * s.runs);
     let simulate =
         |p: usize, k: usize, run: u64| Flash::simulate(&params(points[p], POLICIES[k], s.seed + run, s.duration));
     let outcomes: Vec<FlashOutcome> =
-        crate::sweep::sweep(points.len(), POLICIES.len(), s.runs, s.threads, &simulate, progress)?;
+        crate::sweep::sweep(points.len(), POLICIES.len(), s.runs, s.threads, &simulate, &|_| progress.advance(1))?;
     let n = s.runs as f64;
     let mut rows = Vec::new();
     for (i, &point) in points.iter().enumerate() {
@@ -550,6 +552,284 @@ drops gather at the card's first writes into new sectors: 60–140 ms, longer th
 record waiting through one is lost; the thesis does not say how often its card paid that penalty. The size \
 sweep's period (20 ms) is our choice.";
 
+/// The four variants of each sweep, in the order the thesis's figures take them: (drop, bursty).
+const VARIANTS: [(bool, bool); 4] = [(false, false), (true, false), (false, true), (true, true)];
+
+/// A variant's name in reports.
+fn setting(drop: bool, bursty: bool) -> &'static str {
+    match (drop, bursty) {
+        (false, false) => "steady",
+        (true, false) => "drop",
+        (false, true) => "bursty",
+        (true, true) => "drop bursty",
+    }
+}
+
+/// The columns that say where a row of [`SWEEPS`] or [`LOSSES`] was run.
+macro_rules! point_columns {
+    ($($rest:expr),* $(,)?) => {
+        &[
+            ColumnSpec::text("cpu").about("the CPU charged for the scheduling: the thesis's 8051 or a present-day core"),
+            ColumnSpec::text("sweep").about("all: the period of all three processes; one: of the first; size: the record size"),
+            ColumnSpec::text("setting").about("drop: predicted misses dropped; bursty: the first process bursts; steady: neither"),
+            ColumnSpec::int("x").about("the swept value: a period in ms, or a record size in bytes"),
+            $($rest),*
+        ]
+    };
+}
+
+/// Each point's throughput, end-to-end time and misses by policy: Figs. 2.6–2.9's measures.
+pub const SWEEPS: TableSpec = TableSpec::new(
+    "sweeps",
+    "Records on time per second, end-to-end time and misses by policy",
+    point_columns![
+        ColumnSpec::num("fifo_per_s", 1)
+            .header("fifo /s")
+            .about("FIFO: records on the card by their deadlines, per second"),
+        ColumnSpec::num("fifo_e2e", 0).header("e2e").unit("ms").about("FIFO: mean time from injection to durable"),
+        ColumnSpec::num("fifo_missed", 0)
+            .percent()
+            .header("miss")
+            .about("FIFO: share of records out of the node that missed or were dropped"),
+        ColumnSpec::num("edf_per_s", 1).header("edf /s").about("EDF: records on time per second"),
+        ColumnSpec::num("edf_e2e", 0).header("e2e").unit("ms").about("EDF: mean end-to-end time"),
+        ColumnSpec::num("edf_missed", 0).percent().header("miss").about("EDF: share missed or dropped"),
+        ColumnSpec::num("g_edf_per_s", 1).header("g-edf /s").about("G-EDF: records on time per second"),
+        ColumnSpec::num("g_edf_e2e", 0).header("e2e").unit("ms").about("G-EDF: mean end-to-end time"),
+        ColumnSpec::num("g_edf_missed", 0).percent().header("miss").about("G-EDF: share missed or dropped"),
+        ColumnSpec::num("rg_edf_per_s", 1).header("rg-edf /s").about("RG-EDF: records on time per second"),
+        ColumnSpec::num("rg_edf_e2e", 0).header("e2e").unit("ms").about("RG-EDF: mean end-to-end time"),
+        ColumnSpec::num("rg_edf_missed", 0).percent().header("miss").about("RG-EDF: share missed or dropped"),
+    ],
+);
+
+/// Where each point's records went besides the card (Fig. 2.8c), RG-EDF's reordering (Fig. 2.7)
+/// and what the scheduling cost.
+pub const LOSSES: TableSpec = TableSpec::new(
+    "losses",
+    "Records refused for want of memory and dropped as predicted misses (per run), RG-EDF's reordered blocks, the CPU's share spent scheduling",
+    point_columns![
+        ColumnSpec::num("fifo_refused", 0)
+            .header("fifo refused")
+            .about("FIFO: injections refused, memory full, per run"),
+        ColumnSpec::num("fifo_dropped", 0)
+            .header("dropped")
+            .about("FIFO: records dropped as predicted misses, per run"),
+        ColumnSpec::num("edf_refused", 0).header("edf refused").about("EDF: injections refused per run"),
+        ColumnSpec::num("edf_dropped", 0).header("dropped").about("EDF: predicted misses dropped per run"),
+        ColumnSpec::num("g_edf_refused", 0).header("g-edf refused").about("G-EDF: injections refused per run"),
+        ColumnSpec::num("g_edf_dropped", 0).header("dropped").about("G-EDF: predicted misses dropped per run"),
+        ColumnSpec::num("rg_edf_refused", 0).header("rg-edf refused").about("RG-EDF: injections refused per run"),
+        ColumnSpec::num("rg_edf_dropped", 0).header("dropped").about("RG-EDF: predicted misses dropped per run"),
+        ColumnSpec::num("rg_edf_reordered", 1)
+            .percent()
+            .header("reordered")
+            .about("RG-EDF: share of its blocks written out of deadline order"),
+        ColumnSpec::num("edf_cpu", 1)
+            .percent()
+            .header("edf cpu")
+            .about("EDF: share of the time the CPU spent scheduling"),
+        ColumnSpec::num("rg_edf_cpu", 1)
+            .percent()
+            .header("rg-edf cpu")
+            .about("RG-EDF: share of the time the CPU spent scheduling"),
+    ],
+);
+
+/// The columns of a figure table: records on time by policy against x, for both CPUs.
+const FIGURE_COLUMNS: &[ColumnSpec] = &[
+    ColumnSpec::text("cpu").about("the CPU charged for the scheduling"),
+    ColumnSpec::int("x").about("the swept value: a period in ms, or a record size in bytes"),
+    ColumnSpec::num("fifo", 1).unit("/s").about("FIFO: records on time per second"),
+    ColumnSpec::num("edf", 1).unit("/s").about("EDF: records on time per second"),
+    ColumnSpec::num("g_edf", 1).header("g-edf").unit("/s").about("G-EDF: records on time per second"),
+    ColumnSpec::num("rg_edf", 1).header("rg-edf").unit("/s").about("RG-EDF: records on time per second"),
+];
+
+/// Fig. 2.8a's setting (dropping predicted misses, steady) with all three processes swept; a
+/// figure table is given when its sweep ran.
+pub const FIGURE_ALL: TableSpec = TableSpec::new(
+    "figure_all",
+    "Records on time per second, all three swept, dropping, steady (Fig. 2.8a)",
+    FIGURE_COLUMNS,
+)
+.optional();
+/// The same with the first process swept (Fig. 2.7).
+pub const FIGURE_ONE: TableSpec = TableSpec::new(
+    "figure_one",
+    "Records on time per second, the first swept, dropping, steady (Fig. 2.7)",
+    FIGURE_COLUMNS,
+)
+.optional();
+/// The same with the record size swept (Fig. 2.9).
+pub const FIGURE_SIZE: TableSpec = TableSpec::new(
+    "figure_size",
+    "Records on time per second, record size swept, dropping, steady (Fig. 2.9)",
+    FIGURE_COLUMNS,
+)
+.optional();
+
+/// The configurations whose ranking by throughput differs between the two CPUs.
+pub const RANKING: TableSpec = TableSpec::new(
+    "ranking",
+    "How the ranking changes on a modern core (throughput, best first; within 1% a tie)",
+    &[
+        ColumnSpec::text("sweep"),
+        ColumnSpec::int("x").about("the swept value"),
+        ColumnSpec::text("setting").about("drop: predicted misses dropped; bursty: the first process bursts"),
+        ColumnSpec::text("on_8051").header("8051").about("the policies best first, `=` joining those within 1%"),
+        ColumnSpec::text("on_modern").header("modern").about("the same on a present-day core"),
+    ],
+);
+
+/// The two pairs whose order the 8051's costs decided in the thesis, counted over the points.
+pub const VERSUS: TableSpec = TableSpec::new(
+    "versus",
+    "The pairs whose order the 8051's costs decided: points where the first is below, within 1% of, above the second",
+    &[
+        ColumnSpec::text("policy"),
+        ColumnSpec::text("against"),
+        ColumnSpec::text("cpu"),
+        ColumnSpec::int("below").about("points where `against` is more than 1% ahead"),
+        ColumnSpec::int("tie").header("within 1%").about("points within 1% either way"),
+        ColumnSpec::int("above").about("points where `policy` is more than 1% ahead"),
+    ],
+);
+
+/// What `reproduce dou-rgedf` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "dou-rgedf",
+    title: "Dou ch. 2 in the simulator: G-EDF and RG-EDF against FIFO and EDF writing records to an SD card on a CC1010 sensor node (Figs. 2.6–2.9), the scheduling charged to its 8051 and to a present-day core",
+    tables: &[&SWEEPS, &LOSSES, &FIGURE_ALL, &FIGURE_ONE, &FIGURE_SIZE, &RANKING, &VERSUS],
+};
+
+/// The run's rows as a report: the sweeps, the losses, the figures' settings, how the ranking
+/// moves on a modern core, and the thesis's claims beside ours for each CPU.
+pub fn report(setup: &Setup, rows: &[Row]) -> Report {
+    let mut r = Report::new(&SPEC);
+    r.param("runs", setup.runs, "runs per point and policy, seeds seed, seed + 1, …")
+        .param("seed", setup.seed, "the first seed")
+        .param("run_seconds", setup.duration.0 as f64 * 1e-9, "each run's simulated length, s")
+        .note("The node: three processes (64-byte records every 40 ms, due 70 ms after injection, unless swept), an SD card of 512-byte blocks (9–13 ms a write, 60–140 ms more into a new 256-block sector), 1.5 KB of memory for records.")
+        .note("8051: ≈100 µs a heap step and 80 µs a request, the thesis's array heap; modern: 20 ns a step, per-stream queues.")
+        .note(WHY);
+    let cpus: Vec<Cpu> = [Cpu::Cc1010, Cpu::Modern].into_iter().filter(|c| setup.cpus.contains(c)).collect();
+    let sweeps: Vec<Sweep> =
+        [Sweep::All, Sweep::One, Sweep::Size].into_iter().filter(|s| setup.sweeps.contains(s)).collect();
+    let mut main = Table::new(&SWEEPS).grouped_by("setting");
+    main.note("/s: records on the card by their deadlines, per second; e2e: mean time from injection to durable; miss: share of records out of the node that missed or were dropped.");
+    let mut losses = Table::new(&LOSSES).grouped_by("setting");
+    for &cpu in &cpus {
+        for &sweep in &sweeps {
+            for (drop, bursty) in VARIANTS {
+                for &x in sweep.xs() {
+                    let point = Point { sweep, x, drop, bursty, cpu };
+                    let at = |p| find(rows, point, p);
+                    let head: [Value; 4] =
+                        [cpu.name().into(), sweep.name().into(), setting(drop, bursty).into(), x.into()];
+                    let mut cells = head.to_vec();
+                    let mut lost = head.to_vec();
+                    for policy in POLICIES {
+                        let row = at(policy);
+                        cells.extend([
+                            row.map(|r| r.throughput).into(),
+                            row.map(|r| r.end_to_end_ms).into(),
+                            row.map(|r| r.missed).into(),
+                        ]);
+                        lost.extend([row.map(|r| r.refused).into(), row.map(|r| r.dropped).into()]);
+                    }
+                    let rg = at(BlockPolicy::RgEdf);
+                    lost.extend([
+                        rg.map(|r| r.reordered / r.blocks.max(1.0)).into(),
+                        at(BlockPolicy::Edf).map(|r| r.cpu_share).into(),
+                        rg.map(|r| r.cpu_share).into(),
+                    ]);
+                    main.push(cells);
+                    losses.push(lost);
+                }
+            }
+        }
+    }
+    r.tables.push(main);
+    r.tables.push(losses);
+    for (sweep, spec) in [(Sweep::All, &FIGURE_ALL), (Sweep::One, &FIGURE_ONE), (Sweep::Size, &FIGURE_SIZE)] {
+        if !sweeps.contains(&sweep) {
+            continue;
+        }
+        let mut t = Table::new(spec).grouped_by("cpu");
+        for &cpu in &cpus {
+            for &x in sweep.xs() {
+                let point = Point { sweep, x, drop: true, bursty: false, cpu };
+                let mut cells: Vec<Value> = vec![cpu.name().into(), x.into()];
+                cells.extend(POLICIES.iter().map(|&p| find(rows, point, p).map(|r| r.throughput).into()));
+                t.push(cells);
+            }
+        }
+        r.tables.push(t);
+        r.charts.push(
+            Chart::new(
+                &format!("dou-rgedf-{}", sweep.name()),
+                &format!("Records on time per second, {} swept, dropping, steady", sweep.name()),
+                spec.name,
+                "x",
+                &["fifo", "edf", "g_edf", "rg_edf"],
+            )
+            .by("cpu")
+            .labels(sweep.axis(), "records on time / s"),
+        );
+    }
+    let (shifts, same) = shifts(rows);
+    let order = |tiers: &[Vec<&str>]| tiers.iter().map(|t| t.join(" = ")).collect::<Vec<_>>().join(" > ");
+    let mut ranking = Table::new(&RANKING).grouped_by("sweep");
+    for s in &shifts {
+        let p = s.point;
+        ranking.push(vec![
+            p.sweep.name().into(),
+            p.x.into(),
+            setting(p.drop, p.bursty).into(),
+            order(&s.cc1010).into(),
+            order(&s.modern).into(),
+        ]);
+    }
+    ranking.note(format!("the order is the same at {same} points and differs at {}", shifts.len()));
+    r.tables.push(ranking);
+    let mut versus_table = Table::new(&VERSUS);
+    for (a, b) in [(BlockPolicy::Edf, BlockPolicy::Fifo), (BlockPolicy::RgEdf, BlockPolicy::GEdf)] {
+        for &cpu in &cpus {
+            let v = versus(rows, a, b, |p| p.cpu == cpu);
+            versus_table.push(vec![
+                a.name().into(),
+                b.name().into(),
+                cpu.name().into(),
+                v.below.into(),
+                v.tie.into(),
+                v.above.into(),
+            ]);
+        }
+    }
+    r.tables.push(versus_table);
+    for &cpu in &cpus {
+        for c in claims(rows, cpu) {
+            let mark = match c.holds {
+                Some(true) => "same",
+                Some(false) => "DIFFERS",
+                None => "not compared",
+            };
+            r.claims.push(report::Claim {
+                claim: format!("{} on the {}: {mark}", c.figure, cpu.name()),
+                source: "Dou 2011; notes 003 §5.1".into(),
+                published: None,
+                published_text: c.published.into(),
+                ours: None,
+                ours_text: c.ours,
+                difference: None,
+                why: String::new(),
+            });
+        }
+    }
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -563,7 +843,7 @@ mod tests {
             duration: Nanos::from_millis(3_000),
             ..Setup::thesis(2)
         };
-        let rows = run(&setup, &|_| {}).unwrap();
+        let rows = run(&setup, &report::Quiet).unwrap();
         assert_eq!(rows.len(), Sweep::All.xs().len() * 4 * POLICIES.len());
         let p = Point { sweep: Sweep::All, x: 10, drop: true, bursty: false, cpu: Cpu::Cc1010 };
         let (f, g) = (find(&rows, p, BlockPolicy::Fifo).unwrap(), find(&rows, p, BlockPolicy::GEdf).unwrap());
