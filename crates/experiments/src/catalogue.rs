@@ -4,7 +4,15 @@
 use crate::report::ReportSpec;
 
 /// The reproductions' reports, by `switchyard reproduce NAME`.
-pub const REPRODUCTIONS: &[&ReportSpec] = &[&crate::guo_irq::SPEC];
+pub const REPRODUCTIONS: &[&ReportSpec] = &[
+    &crate::guo_irq::SPEC,
+    &crate::scenarios::DPI_AFFINITY,
+    &crate::scenarios::NIAGARA_HIERARCHY,
+    &crate::scenarios::GOP_CACHE_AWARE,
+    &crate::scenarios::NIAGARA_HIERARCHY_CACHE,
+    &crate::scenarios::GOP_CACHE_AWARE_CACHE,
+    &crate::scenarios::PS_SHARES,
+];
 
 /// The benchmarks' reports, by `switchyard bench NAME`.
 pub const BENCHMARKS: &[&ReportSpec] = &[];
