@@ -1034,3 +1034,34 @@ fn bench_steer_places_by_receiving_core_and_prints_the_model_beside() {
     let left = Command::new("ip").args(["netns", "list"]).output().map(|o| stdout(&o)).unwrap_or_default();
     assert!(!left.contains("systeer-"), "namespaces left behind:\n{left}");
 }
+
+/// yates-clp's scaling part alone (simulated, quick): a report with the scaling table, the
+/// thesis's figure at 20 processors beside ours, and with --out its JSON, CSV and chart.
+#[test]
+fn yates_clp_reports_the_parts_it_ran() {
+    let dir = std::env::temp_dir().join(format!("switchyard-clp-{}", std::process::id()));
+    let o = switchyard(&[
+        "reproduce",
+        "yates-clp",
+        "--clp-parts",
+        "scaling",
+        "--format",
+        "json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["name"], "yates-clp");
+    let tables = report["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), 1, "only the part that ran");
+    assert_eq!(tables[0]["name"], "scaling");
+    assert_eq!(tables[0]["rows"].as_array().unwrap().len(), 4 * 7, "four workloads at seven processor counts");
+    let claims = report["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 4);
+    assert!(claims.iter().all(|c| c["ours"].as_f64().unwrap() > 14.0), "{claims:?}");
+    for name in ["report.json", "scaling.csv", "scaling.svg"] {
+        assert!(dir.join(name).exists(), "{name} not written");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

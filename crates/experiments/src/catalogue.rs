@@ -12,6 +12,7 @@ pub const REPRODUCTIONS: &[&ReportSpec] = &[
     &crate::scenarios::NIAGARA_HIERARCHY_CACHE,
     &crate::scenarios::GOP_CACHE_AWARE_CACHE,
     &crate::scenarios::PS_SHARES,
+    &crate::clp::SPEC,
 ];
 
 /// The benchmarks' reports, by `switchyard bench NAME`.

@@ -638,6 +638,12 @@ pub fn schema(spec: &ReportSpec) -> Json {
         .map(|t| json!({ "contains": { "type": "object", "properties": { "name": { "const": t.name } }, "required": ["name"] } }))
         .collect();
     let string_array = json!({ "type": "array", "items": { "type": "string" } });
+    // JSON Schema forbids an empty `allOf`: a report whose tables are all optional has none.
+    let tables_schema = if required.is_empty() {
+        json!({ "type": "array", "items": { "anyOf": tables } })
+    } else {
+        json!({ "type": "array", "items": { "anyOf": tables }, "allOf": required })
+    };
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": format!("https://switchyard.invalid/schema/{}.json", spec.name),
@@ -653,7 +659,7 @@ pub fn schema(spec: &ReportSpec) -> Json {
                 "type": "object", "required": ["name", "value"],
                 "properties": { "name": { "type": "string" }, "value": { "$ref": "#/$defs/value" }, "about": { "type": "string" } },
             } },
-            "tables": { "type": "array", "items": { "anyOf": tables }, "allOf": required },
+            "tables": tables_schema,
             "claims": { "type": "array", "items": {
                 "type": "object",
                 "required": ["claim", "source", "published", "published_text", "ours", "ours_text", "difference", "why"],
