@@ -101,6 +101,9 @@ pub(crate) fn chart(report: &Report, c: &Chart) -> Result<String> {
     let col =
         |name: &str| t.column(name).with_context(|| format!("chart `{}`: no column `{name}` in `{}`", c.name, t.name));
     let x = col(&c.x)?;
+    if t.columns[x].kind == Kind::Text {
+        return bars(t, c, x);
+    }
     let groups: Vec<Option<String>> = match &c.series {
         None => vec![None],
         Some(s) => {
@@ -142,6 +145,32 @@ pub(crate) fn chart(report: &Report, c: &Chart) -> Result<String> {
         }
     }
     line_chart_with(&c.title, &c.x_label, &c.y_label, &series, Axes { log_x: c.log_x, log_y: c.log_y })
+        .map_err(|e| anyhow::anyhow!("drawing chart `{}`: {e}", c.name))
+}
+
+/// A chart whose x column is text: one bar per row and y column, labelled by its series value
+/// and x, coloured by series; the values' axis is logarithmic when `log_y` is set.
+fn bars(t: &Table, c: &Chart, x: usize) -> Result<String> {
+    let col =
+        |name: &str| t.column(name).with_context(|| format!("chart `{}`: no column `{name}` in `{}`", c.name, t.name));
+    let series = c.series.as_deref().map(col).transpose()?;
+    let mut groups: Vec<String> = Vec::new();
+    let mut bars = Vec::new();
+    for line in &c.y {
+        let y = col(&line.column)?;
+        for r in &t.rows {
+            let Some(value) = r[y].as_f64() else { continue };
+            let group = series.map(|i| cell_text(&r[i])).unwrap_or_default();
+            let label = [group.as_str(), &cell_text(&r[x])].join(" ").trim().to_string();
+            let label = if c.y.len() > 1 { format!("{label}, {}", t.columns[y].header) } else { label };
+            let g = groups.iter().position(|n| *n == group).unwrap_or_else(|| {
+                groups.push(group.clone());
+                groups.len() - 1
+            });
+            bars.push(switchyard_sim::report::Bar { label, value, group: g });
+        }
+    }
+    switchyard_sim::report::bar_chart(&c.title, &c.y_label, &bars, c.log_y)
         .map_err(|e| anyhow::anyhow!("drawing chart `{}`: {e}", c.name))
 }
 

@@ -38,30 +38,6 @@ pub(crate) fn print_claims(out: &mut impl Write, claims: &[switchyard_experiment
     Ok(())
 }
 
-pub(crate) fn print_comparisons(comparisons: &[switchyard_sim::scenario::Comparison]) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "\npublished beside ours")?;
-    for c in comparisons {
-        let p = &c.published;
-        match &c.ours {
-            Ok(ours) => writeln!(
-                out,
-                "- {}\n  published {:.3} ({})\n  ours      {:.3}  ({})",
-                p.claim,
-                p.value,
-                p.source,
-                ours,
-                c.difference_text()
-            )?,
-            Err(e) => writeln!(out, "- {}: cannot compute ours: {e}", p.claim)?,
-        }
-        if !p.explain.is_empty() {
-            writeln!(out, "  why: {}", p.explain)?;
-        }
-    }
-    Ok(())
-}
-
 /// One line per name (in the order names first appear in `rows`), through the points `point`
 /// gives for that name's rows (`None` leaves a row out); names with no point are dropped.
 pub(crate) fn series_by_name<T>(

@@ -8,9 +8,6 @@ use clap::{Args, Subcommand};
 use switchyard_experiments::scenarios;
 use switchyard_sim::scenario::Scenario;
 
-use crate::report::{Format, print_comparisons};
-use crate::sim::run_scenario;
-
 /// Reproduce a published result: our figures beside the published ones, the difference, and
 /// why it arises.
 ///
@@ -198,8 +195,10 @@ fn list() -> Result<()> {
 }
 
 fn scenario(name: &str, a: &ScenarioArgs) -> Result<()> {
-    let text = scenarios::text(name).with_context(|| format!("no scenario reproduction `{name}`"))?;
-    let scenario = scenarios::parse(name, text)?;
-    let comparisons = run_scenario(&scenario, a.threads, a.output.out.as_deref(), Format::Table)?;
-    print_comparisons(&comparisons)
+    let spec = scenarios::spec(name).with_context(|| format!("no scenario reproduction `{name}`"))?;
+    let scenario = scenarios::scenario(name)?;
+    let bar = crate::print::Bar::new();
+    let run = scenarios::run(&scenario, threads(a.threads), &bar)?;
+    drop(bar);
+    a.output.emit(&run.report(spec, &scenario))
 }

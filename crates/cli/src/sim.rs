@@ -5,15 +5,21 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use clap::Args;
-use switchyard_experiments::scenarios::{self, Reproduction};
-use switchyard_sim::report;
-use switchyard_sim::scenario::{Comparison, Scenario};
+use clap::{Args, ValueEnum};
+use switchyard_experiments::scenarios;
+use switchyard_sim::scenario::Scenario;
 use switchyard_sim::summary::RunSummary;
 
-use switchyard_experiments::report::Progress as _;
-
-use crate::report::{Format, print_comparisons};
+/// What `sim` prints on standard output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// The report for a person: the runs table and the published figures beside ours.
+    Table,
+    /// The runs as a JSON array of objects, one per run.
+    Json,
+    /// The runs as CSV: a header of field names and one line per run.
+    Csv,
+}
 
 /// Run a scenario in the deterministic simulator.
 ///
@@ -36,7 +42,9 @@ pub(crate) struct SimArgs {
     #[arg(long)]
     seed: Option<u64>,
 
-    /// Directory for runs.csv, runs.json, report.html and the charts (created if missing).
+    /// Directory for report.json, runs.json (what --format json prints), the report's tables as
+    /// runs.csv and details.csv (together, what --format csv prints), and a bar chart per metric
+    /// (created if missing).
     #[arg(long)]
     out: Option<PathBuf>,
 
@@ -53,73 +61,31 @@ pub(crate) fn run(args: &SimArgs) -> Result<()> {
     let origin = args.scenario.display().to_string();
     let text = fs::read_to_string(&args.scenario).with_context(|| format!("cannot read scenario `{origin}`"))?;
     let scenario = Scenario::parse(&text, &origin, args.seed)?;
-    let comparisons = run_scenario(&scenario, args.threads, args.out.as_deref(), args.format)?;
-    if args.format == Format::Table && !comparisons.is_empty() {
-        print_comparisons(&comparisons)?;
-    }
-    Ok(())
-}
-
-/// Runs `scenario`; with `out_dir`, writes `runs.csv`, `runs.json`, `report.html` and one SVG
-/// chart per plotted metric there; prints the runs in `format`; returns the published figures
-/// beside ours.
-pub(crate) fn run_scenario(
-    scenario: &Scenario,
-    threads: Option<usize>,
-    out_dir: Option<&std::path::Path>,
-    format: Format,
-) -> Result<Vec<Comparison>> {
-    let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let bar = crate::print::Bar::new();
-    bar.stage(&format!("{}: runs", scenario.name), scenario.cases.len() as u64);
-    let Reproduction { rows, comparisons } = scenarios::run(scenario, threads, &|| bar.advance(1))?;
+    let run = scenarios::run(&scenario, crate::reproduce::threads(args.threads), &bar)?;
     drop(bar);
+    let report = run.report(&scenarios::SIM, &scenario);
 
-    if let Some(dir) = out_dir {
-        let write = |name: &str, text: &str| -> Result<()> {
-            let path = dir.join(name);
-            fs::write(&path, text).with_context(|| format!("cannot write `{}`", path.display()))
-        };
-        fs::create_dir_all(dir).with_context(|| format!("cannot create output directory `{}`", dir.display()))?;
-        let mut csv = Vec::new();
-        write_csv(&mut csv, &rows)?;
-        write("runs.csv", &String::from_utf8(csv)?)?;
-        write("runs.json", &(serde_json::to_string_pretty(&rows)? + "\n"))?;
-        for (field, title) in report::PLOTTED {
-            write(&format!("{field}.svg"), &report::bar_chart(&rows, field, title).map_err(anyhow::Error::msg)?)?;
-        }
-        write("report.html", &report::html(&scenario.name, &rows, &comparisons).map_err(anyhow::Error::msg)?)?;
+    if let Some(dir) = &args.out {
+        crate::print::write_dir(&report, dir)?;
+        // runs.json stays the array `--format json` prints, as scripts read it.
+        let path = dir.join("runs.json");
+        fs::write(&path, serde_json::to_string_pretty(&run.rows)? + "\n")
+            .with_context(|| format!("cannot write `{}`", path.display()))?;
     }
     let mut out = std::io::stdout().lock();
-    match format {
-        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?,
-        Format::Csv => write_csv(&mut out, &rows)?,
+    match args.format {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&run.rows)?)?,
+        Format::Csv => write_csv(&mut out, &run.rows)?,
         Format::Table => {
-            writeln!(out, "{}: {} runs", scenario.name, rows.len())?;
-            writeln!(
-                out,
-                "{:<14} {:<24} {:>10} {:>6} {:>8} {:>8} {:>8} {:>10} {:>10}",
-                "policy", "swept", "units/s", "util", "busy m/m", "migr", "reorder", "p50 µs", "p99 µs"
-            )?;
-            for r in &rows {
-                writeln!(
-                    out,
-                    "{:<14} {:<24} {:>10.0} {:>6.2} {:>8.3} {:>8} {:>8} {:>10.1} {:>10.1}",
-                    r.policy,
-                    if r.swept.is_empty() { "-" } else { &r.swept },
-                    r.units_per_s,
-                    r.utilisation_mean,
-                    r.busy_max_over_mean,
-                    r.migrations,
-                    r.out_of_order,
-                    r.latency_p50_us,
-                    r.latency_p99_us
-                )?;
+            crate::print::human(&mut out, &report)?;
+            if let Some(dir) = &args.out {
+                writeln!(out, "\nreport.json, runs.json, a CSV per table and the charts written to {}", dir.display())?;
             }
         }
     }
     out.flush()?;
-    Ok(comparisons)
+    Ok(())
 }
 
 /// One CSV row per run, with a header row of the field names.

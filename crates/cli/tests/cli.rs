@@ -208,14 +208,29 @@ fn sim_runs_the_shipped_scenario_the_same_on_any_number_of_threads() {
     let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/xeon-flows.toml");
     let one = switchyard(&["sim", scenario, "--threads", "1", "--format", "csv", "--out", dir.to_str().unwrap()]);
     assert!(one.status.success(), "{}", stderr(&one));
-    let two = switchyard(&["sim", scenario, "--threads", "2", "--format", "csv", "--out", again.to_str().unwrap()]);
+    let two = switchyard(&["sim", scenario, "-f", "csv", "--threads", "2", "--out", again.to_str().unwrap()]);
     assert_eq!(stdout(&one), stdout(&two));
-    assert_eq!(std::fs::read_to_string(dir.join("runs.csv")).unwrap(), stdout(&one));
+    // --format csv is still every field of a run, one line per run.
+    let csv = stdout(&one);
+    assert!(csv.starts_with("case,policy,seed,swept,emitted,served,dropped,units_per_s,"), "{csv}");
+    assert_eq!(csv.lines().count(), 12);
+    // runs.json is still the array --format json prints; report.json's runs table holds the
+    // same runs.
     let rows: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(dir.join("runs.json")).unwrap()).unwrap();
     assert_eq!(rows.len(), 11);
-    // Every file byte for byte, charts and the HTML report included (plotters' histogram
-    // once drew its bars in a different order each run).
+    let json = json_rows(&["sim", scenario, "--format", "json"]);
+    assert_eq!(json, rows);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["name"], "sim");
+    let runs = report["tables"].as_array().unwrap().iter().find(|t| t["name"] == "runs").unwrap();
+    let col = runs["columns"].as_array().unwrap().iter().position(|c| c["name"] == "units_per_s").unwrap();
+    let ours: Vec<f64> = runs["rows"].as_array().unwrap().iter().map(|r| r[col].as_f64().unwrap()).collect();
+    let theirs: Vec<f64> = rows.iter().map(|r| r["units_per_s"].as_f64().unwrap()).collect();
+    assert_eq!(ours, theirs);
+    // Every file byte for byte, the charts included (plotters' histogram once drew its bars in
+    // a different order each run).
     let files = |d: &std::path::Path| {
         let mut names: Vec<String> =
             std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
@@ -223,10 +238,15 @@ fn sim_runs_the_shipped_scenario_the_same_on_any_number_of_threads() {
         names
     };
     assert_eq!(files(&dir), files(&again));
-    assert!(files(&dir).iter().filter(|f| f.ends_with(".svg")).count() >= 3, "{:?}", files(&dir));
+    for name in ["report.json", "runs.csv", "details.csv", "runs.json", "units_per_s.svg", "latency_p99_us.svg"] {
+        assert!(files(&dir).contains(&name.to_string()), "{name}: {:?}", files(&dir));
+    }
     for name in files(&dir) {
         assert!(std::fs::read(dir.join(&name)).unwrap() == std::fs::read(again.join(&name)).unwrap(), "{name} differs");
     }
+    // The table view is the report: its runs, with units.
+    let table = stdout(&switchyard(&["sim", scenario]));
+    assert!(table.contains("p99 (µs)") && table.contains("throughput (units/s)"), "{table}");
     std::fs::remove_dir_all(dir).unwrap();
     std::fs::remove_dir_all(again).unwrap();
 }
@@ -1311,4 +1331,59 @@ fn bench_deliver_reports_the_paced_cases_and_bulk() {
     let tokio = bulk.iter().find(|r| r[0] == "tokio").expect("tokio serves bulk");
     assert_eq!(tokio[vs].as_f64(), Some(1.0));
     let _ = std::fs::remove_dir_all(out);
+}
+
+/// A scenario reproduction is a report: the runs table, the published claims beside ours, and
+/// with --out its JSON, CSVs and charts.
+#[test]
+fn a_scenario_reproduction_reports_its_runs_and_claims() {
+    let dir = std::env::temp_dir().join(format!("switchyard-ps-shares-{}", std::process::id()));
+    let o = switchyard(&["reproduce", "ps-shares", "--format", "json", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["name"], "ps-shares");
+    let runs = report["tables"].as_array().unwrap().iter().find(|t| t["name"] == "runs").unwrap();
+    assert_eq!(runs["rows"].as_array().unwrap().len(), 18, "6 policies × 3 values of β");
+    let claims = report["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 4);
+    assert!(claims.iter().all(|c| c["ours"].is_number()), "{claims:?}");
+    let p99 = report["charts"].as_array().unwrap().iter().find(|c| c["name"] == "latency_p99_us").unwrap();
+    assert_eq!(p99["log_y"], true);
+    for name in ["report.json", "runs.csv", "details.csv", "units_per_s.svg", "latency_p99_us.svg"] {
+        assert!(dir.join(name).exists(), "{name} not written");
+    }
+    let o = switchyard(&["reproduce", "ps-shares", "--format", "csv", "--table", "runs"]);
+    assert!(stdout(&o).starts_with("case,policy,swept,units_per_s,"), "{}", stdout(&o));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// yates-clp's scaling part alone (simulated, quick): a report with the scaling table, the
+/// thesis's figure at 20 processors beside ours, and with --out its JSON, CSV and chart.
+#[test]
+fn yates_clp_reports_the_parts_it_ran() {
+    let dir = std::env::temp_dir().join(format!("switchyard-clp-{}", std::process::id()));
+    let o = switchyard(&[
+        "reproduce",
+        "yates-clp",
+        "--clp-parts",
+        "scaling",
+        "--format",
+        "json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["name"], "yates-clp");
+    let tables = report["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), 1, "only the part that ran");
+    assert_eq!(tables[0]["name"], "scaling");
+    assert_eq!(tables[0]["rows"].as_array().unwrap().len(), 4 * 7, "four workloads at seven processor counts");
+    let claims = report["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 4);
+    assert!(claims.iter().all(|c| c["ours"].as_f64().unwrap() > 14.0), "{claims:?}");
+    for name in ["report.json", "scaling.csv", "scaling.svg"] {
+        assert!(dir.join(name).exists(), "{name} not written");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
 }

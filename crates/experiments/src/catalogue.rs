@@ -11,6 +11,13 @@ pub const REPRODUCTIONS: &[&ReportSpec] = &[
     &crate::miscort::SPEC,
     &crate::miscort_real::SPEC,
     &crate::guo_xen::SPEC,
+    &crate::scenarios::DPI_AFFINITY,
+    &crate::scenarios::NIAGARA_HIERARCHY,
+    &crate::scenarios::GOP_CACHE_AWARE,
+    &crate::scenarios::NIAGARA_HIERARCHY_CACHE,
+    &crate::scenarios::GOP_CACHE_AWARE_CACHE,
+    &crate::scenarios::PS_SHARES,
+    &crate::clp::SPEC,
 ];
 
 /// The benchmarks' reports, by `switchyard bench NAME`.

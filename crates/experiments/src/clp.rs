@@ -2,7 +2,8 @@
 //! a number of worker threads, measured from the send side as the thesis did, with soft
 //! throughput-based scheduling off or on, and rate-promised streams measured by their clients,
 //! window by window; and the processor-scaling curves in the simulator (`models::clp`). [`run`]
-//! runs the parts as the thesis's figures are laid out, with [`published`] beside them.
+//! runs the parts as the thesis's figures are laid out; [`Reproduction::report`] gives a table
+//! per part with [`published`] beside them.
 //!
 //! The thesis ran an in-memory device at memory speed on a 12-processor SGI Challenge. Here the
 //! device is loopback and the clients share the machine's cores with the server, so absolute
@@ -21,6 +22,7 @@ use switchyard_runtime::deliver::{
 use switchyard_sim::models::clp::{ScalingRow, Setup as ClpSetup, Workload, scaling};
 
 use crate::ExperimentError;
+use crate::report::{Chart, ColumnSpec, LineStyle, Progress, Report, ReportSpec, Table, TableSpec};
 
 /// What one run of bulk connections measured, from the send side as the thesis did.
 #[derive(Clone, Debug)]
@@ -272,19 +274,6 @@ impl Default for Setup {
     }
 }
 
-/// A section of the reproduction's report, for a caller that prints as it goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Section {
-    /// Fairness against threads over this transport.
-    Fairness(Transport),
-    /// Soft scheduling.
-    Soft,
-    /// Hard scheduling.
-    Hard,
-    /// Processor scaling.
-    Scaling,
-}
-
 /// One row of the reproduction.
 #[derive(Clone, Debug)]
 pub enum Row {
@@ -322,20 +311,9 @@ pub enum Row {
     },
 }
 
-/// Where a run is.
-#[derive(Clone, Copy, Debug)]
-pub enum Progress<'a> {
-    /// A section begins.
-    Begin(Section),
-    /// A row is measured.
-    Row(&'a Row),
-    /// A section ends.
-    End(Section),
-}
-
 /// Everything the reproduction measured.
 #[derive(Clone, Debug)]
-pub struct Report {
+pub struct Reproduction {
     /// This machine's cores.
     pub cores: usize,
     /// The fairness part's thread counts, the core count among them.
@@ -346,7 +324,7 @@ pub struct Report {
     pub hard_windows: Option<Windows>,
 }
 
-impl Report {
+impl Reproduction {
     /// (threads, per-thread max/min) of the fairness rows over `transport`.
     pub fn fairness_points(&self, transport: Transport) -> Vec<(f64, f64)> {
         self.rows
@@ -361,8 +339,9 @@ impl Report {
     }
 }
 
-/// Runs the parts `s` names, telling `progress` of each section and row as it goes.
-pub fn run(s: &Setup, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Report, ExperimentError> {
+/// Runs the parts `s` names, advancing `progress` by a stage per part (per transport for
+/// fairness) and a step per row.
+pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Reproduction, ExperimentError> {
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let mut threads = s.threads.clone();
     if !threads.contains(&cores) {
@@ -371,25 +350,25 @@ pub fn run(s: &Setup, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Report, 
     threads.sort_unstable();
     threads.dedup();
     let (conns, secs) = (s.conns.max(1), s.seconds.max(0.5));
-    let mut report = Report { cores, threads: threads.clone(), rows: Vec::new(), hard_windows: None };
-    let emit = |report: &mut Report, progress: &mut dyn FnMut(Progress<'_>), row: Row| {
-        progress(Progress::Row(&row));
+    let mut report = Reproduction { cores, threads: threads.clone(), rows: Vec::new(), hard_windows: None };
+    let emit = |report: &mut Reproduction, row: Row| {
+        progress.advance(1);
         report.rows.push(row);
     };
     if s.parts.contains(&Part::Fairness) {
         for transport in [Transport::Udp, Transport::Tcp] {
-            progress(Progress::Begin(Section::Fairness(transport)));
+            progress.stage(&format!("fairness, {}", transport_name(transport)), threads.len() as u64);
             for &t in &threads {
                 let measured = bulk_case(t, transport, conns, secs, 1.0, None)
                     .map_err(|e| in_case(e, &format!("the {transport:?} fairness case on {t} threads")))?;
-                emit(&mut report, progress, Row::Fairness { transport, measured });
+                emit(&mut report, Row::Fairness { transport, measured });
             }
-            progress(Progress::End(Section::Fairness(transport)));
         }
     }
     if s.parts.contains(&Part::Soft) {
-        progress(Progress::Begin(Section::Soft));
-        for t in [cores, 12, 48, 96].into_iter().filter(|t| *t <= conns) {
+        let soft_threads: Vec<usize> = [cores, 12, 48, 96].into_iter().filter(|t| *t <= conns).collect();
+        progress.stage("soft scheduling", 3 * soft_threads.len() as u64);
+        for t in soft_threads {
             for (rule, soft) in
                 [("off", None), ("equalise", Some(Direction::Equalise)), ("as-written", Some(Direction::AsWritten))]
             {
@@ -397,13 +376,12 @@ pub fn run(s: &Setup, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Report, 
                 let warmup = if soft.is_some() { 4.0 } else { 1.0 };
                 let measured = bulk_case(t, Transport::Udp, conns, secs, warmup, soft)
                     .map_err(|e| in_case(e, &format!("the soft case on {t} threads, rule {rule}")))?;
-                emit(&mut report, progress, Row::Soft { rule, measured });
+                emit(&mut report, Row::Soft { rule, measured });
             }
         }
-        progress(Progress::End(Section::Soft));
     }
     if s.parts.contains(&Part::Hard) {
-        progress(Progress::Begin(Section::Hard));
+        progress.stage("hard scheduling", 8);
         for t in [cores, 12, 24, 48] {
             for (name, pacing) in
                 [("fine", Pacing::Fine(PaceConfig::default())), ("quota", Pacing::Quota(QuotaConfig::default()))]
@@ -413,18 +391,324 @@ pub fn run(s: &Setup, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Report, 
                 if t == 12 && name == "quota" {
                     report.hard_windows = Some(windows);
                 }
-                emit(&mut report, progress, Row::Hard { threads: t, pacing: name, summary, not_accepted });
+                emit(&mut report, Row::Hard { threads: t, pacing: name, summary, not_accepted });
             }
         }
-        progress(Progress::End(Section::Hard));
     }
     if s.parts.contains(&Part::Scaling) {
-        progress(Progress::Begin(Section::Scaling));
+        progress.stage("processor scaling (simulated)", Workload::ALL.len() as u64);
         for workload in Workload::ALL {
             let rows = scaling(workload.cost(), &PROCESSORS, &ClpSetup::default())?;
-            emit(&mut report, progress, Row::Scaling { workload, rows });
+            emit(&mut report, Row::Scaling { workload, rows });
         }
-        progress(Progress::End(Section::Scaling));
     }
     Ok(report)
+}
+
+/// `UDP` or `TCP`, as the thesis writes them.
+pub fn transport_name(t: Transport) -> &'static str {
+    match t {
+        Transport::Udp => "UDP",
+        Transport::Tcp => "TCP",
+    }
+}
+
+/// Fairness against threads: a row per transport and thread count.
+pub const FAIRNESS: TableSpec = TableSpec::new(
+    "fairness",
+    "Fairness against threads, bulk, send side (Ch. 3, Figs. 3.1–3.8)",
+    &[
+        ColumnSpec::text("transport"),
+        ColumnSpec::int("threads").about("worker threads"),
+        ColumnSpec::num("aggregate", 0).unit("Mb/s").about("the connections' rates summed"),
+        ColumnSpec::num("thread_max_min", 2).header("thread max/min").about("the threads' rates, max over min"),
+        ColumnSpec::num("published", 1)
+            .header("thesis")
+            .about("the thesis's per-thread max/min at this thread count, where it gives one"),
+        ColumnSpec::num("conn_max_min", 2).header("conn max/min").about("the connections' rates, max over min"),
+        ColumnSpec::num("conn_jain", 4).header("conn Jain").about("Jain's index of the connections' rates"),
+        ColumnSpec::num("cpu_max_min", 2).header("CPU max/min").about("the threads' CPU time, max over min"),
+        ColumnSpec::int("not_accepted").header("refused").about("connections the server did not accept"),
+    ],
+)
+.optional();
+
+/// Soft scheduling: a row per thread count and rule.
+pub const SOFT: TableSpec = TableSpec::new(
+    "soft",
+    "Soft throughput-based scheduling, UDP bulk (Ch. 4, Figs. 4.1–4.8)",
+    &[
+        ColumnSpec::int("threads").about("worker threads"),
+        ColumnSpec::text("soft").about("the rebalancing rule: off, equalise or as-written"),
+        ColumnSpec::num("aggregate", 0).unit("Mb/s").about("the connections' rates summed"),
+        ColumnSpec::num("conn_gap", 1)
+            .percent()
+            .header("conn (max−min)/mean")
+            .about("the fastest connection's rate less the slowest's, over the mean"),
+        ColumnSpec::num("conn_jain", 4).header("conn Jain").about("Jain's index of the connections' rates"),
+        ColumnSpec::int("moves").about("connections the rebalancer moved"),
+        ColumnSpec::int("not_accepted").header("refused").about("connections the server did not accept"),
+    ],
+)
+.optional();
+
+/// Hard scheduling: a row per thread count and pacing.
+pub const HARD: TableSpec = TableSpec::new(
+    "hard",
+    "Hard throughput-based scheduling, UDP streams at 4 Mb/s, received by the clients (Ch. 4, Figs. 4.17–4.24)",
+    &[
+        ColumnSpec::int("threads").about("worker threads"),
+        ColumnSpec::text("pacing").about("fine, or Yates's quota"),
+        ColumnSpec::int("admitted").about("connections counted (every one that started)"),
+        ColumnSpec::num("aggregate", 1).unit("Mb/s").about("what the clients received, summed"),
+        ColumnSpec::num("jain", 4).header("Jain").about("Jain's index of the connections' mean rates"),
+        ColumnSpec::num("worst_conn", 2)
+            .percent()
+            .header("worst conn over run")
+            .about("the worst connection's mean rate against 4 Mb/s"),
+        ColumnSpec::num("window_p99", 1)
+            .percent()
+            .header("100 ms windows p99")
+            .about("the 99th percentile of every connection's every 100 ms window against 4 Mb/s"),
+        ColumnSpec::int("not_accepted").header("refused").about("connections the server did not accept"),
+    ],
+)
+.optional();
+
+/// The hard part's 12 threads paced by quota, the thesis's case, window by window.
+pub const HARD_WINDOWS: TableSpec = TableSpec::new(
+    "hard_windows",
+    "4 Mb/s streams on 12 threads paced by Yates's quota, 100 ms windows",
+    &[
+        ColumnSpec::num("seconds", 1).unit("s").about("the window's end, from the first window's start"),
+        ColumnSpec::num("slowest", 2).unit("Mb/s").about("the connection slowest over the run"),
+        ColumnSpec::num("median", 2).unit("Mb/s").about("the median connection over the run"),
+        ColumnSpec::num("fastest", 2).unit("Mb/s").about("the connection fastest over the run"),
+        ColumnSpec::num("target", 2).unit("Mb/s").about("the promised rate"),
+    ],
+)
+.optional();
+
+/// Processor scaling: a row per workload and processor count.
+pub const SCALING: TableSpec = TableSpec::new(
+    "scaling",
+    "Processor scaling in the simulator: PPC, one connection per processor (Ch. 2, Figs. 2.4–2.5; model crates/sim/src/models/clp.rs)",
+    &[
+        ColumnSpec::text("workload"),
+        ColumnSpec::int("processors"),
+        ColumnSpec::num("speedup", 2).about("throughput over that of one processor"),
+        ColumnSpec::num("throughput", 1).unit("Mb/s").about("aggregate throughput"),
+    ],
+)
+.optional();
+
+/// What `reproduce yates-clp` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "yates-clp",
+    title: "Yates ch. 2–4: fairness against threads, soft and hard throughput-based scheduling (real sockets), processor scaling (simulated)",
+    tables: &[&FAIRNESS, &SOFT, &HARD, &HARD_WINDOWS, &SCALING],
+};
+
+/// The thesis's per-thread max/min at `threads` over `t`, where it gives one.
+fn published_fairness(t: Transport, threads: usize) -> Option<f64> {
+    let i = usize::from(t == Transport::Tcp);
+    published::FAIRNESS_POINTS[i].iter().find(|p| p.0 == threads as f64).map(|p| p.1)
+}
+
+impl Reproduction {
+    /// The run as a report: a table per part that ran, the thesis's figures beside ours (as
+    /// columns, claims and notes) and the charts.
+    pub fn report(&self, s: &Setup) -> Report {
+        let (conns, secs) = (s.conns.max(1), s.seconds.max(0.5));
+        let mut r = Report::new(&SPEC);
+        r.param("conns", conns, "connections over loopback")
+            .param("seconds", secs, "seconds measured per case, after the warm-up")
+            .param("cores", self.cores, "this machine's cores");
+        r.machine = Some(format!("{} cores", self.cores));
+        r.note(format!(
+            "The thesis: 12 × 100 MHz processors, an in-memory device, 45 s runs; here the device is loopback and the clients share the {} cores with the server, so absolute rates differ: the shape is what should carry over.",
+            self.cores
+        ));
+        let mut fairness = Table::new(&FAIRNESS).grouped_by("transport");
+        let mut soft = Table::new(&SOFT).grouped_by("threads");
+        let mut hard = Table::new(&HARD).grouped_by("threads");
+        let mut scaling_t = Table::new(&SCALING).grouped_by("workload");
+        for row in &self.rows {
+            match row {
+                Row::Fairness { transport, measured: m } => fairness.push(vec![
+                    transport_name(*transport).into(),
+                    m.threads.into(),
+                    (m.aggregate_bps / 1e6).into(),
+                    m.per_thread.max_over_min().into(),
+                    published_fairness(*transport, m.threads).into(),
+                    m.per_conn.max_over_min().into(),
+                    m.conn_jain.into(),
+                    m.cpu.max_over_min().into(),
+                    m.not_accepted.into(),
+                ]),
+                Row::Soft { rule, measured: m } => soft.push(vec![
+                    m.threads.into(),
+                    (*rule).into(),
+                    (m.aggregate_bps / 1e6).into(),
+                    (m.per_conn.max - m.per_conn.min).into(),
+                    m.conn_jain.into(),
+                    m.moves.into(),
+                    m.not_accepted.into(),
+                ]),
+                Row::Hard { threads, pacing, summary: h, not_accepted } => hard.push(vec![
+                    (*threads).into(),
+                    (*pacing).into(),
+                    h.conns.into(),
+                    (h.aggregate_bps / 1e6).into(),
+                    h.jain.into(),
+                    h.run_error.into(),
+                    h.window_error.map(|[_, p99, _]| p99).into(),
+                    (*not_accepted).into(),
+                ]),
+                Row::Scaling { workload, rows } => {
+                    for p in rows {
+                        scaling_t.push(vec![
+                            workload.name().into(),
+                            p.processors.into(),
+                            p.speedup.into(),
+                            p.throughput_mbps.into(),
+                        ]);
+                    }
+                }
+            }
+        }
+        if !fairness.rows.is_empty() {
+            for t in [Transport::Udp, Transport::Tcp] {
+                let points = self.fairness_points(t);
+                let at =
+                    |n: f64| points.iter().find(|p| p.0 == n).map_or("not run".to_string(), |p| format!("{:.2}×", p.1));
+                let fairest = points.iter().min_by(|x, y| x.1.total_cmp(&y.1)).map_or(0.0, |p| p.0);
+                let said = if t == Transport::Udp { published::FAIRNESS_UDP } else { published::FAIRNESS_TCP };
+                fairness.note(format!("{} published: {said}", transport_name(t)));
+                fairness.note(format!(
+                    "{} ours:      {} at 96 threads, {} at 384; fairest at {fairest} threads (this machine has {} cores)",
+                    transport_name(t),
+                    at(96.0),
+                    at(384.0),
+                    self.cores
+                ));
+                for &(threads, thesis) in published::FAIRNESS_POINTS[usize::from(t == Transport::Tcp)] {
+                    let ours = points.iter().find(|p| p.0 == threads).map(|p| p.1);
+                    r.claims.push(crate::report::Claim {
+                        claim: format!("per-thread max/min, {} bulk, {threads} threads", transport_name(t)),
+                        source: "Yates ch. 3, Figs. 3.1–3.8".into(),
+                        published: Some(thesis),
+                        published_text: format!("≈{thesis}×"),
+                        ours,
+                        ours_text: ours.map_or_else(|| format!("not run (add {threads} to --clp-threads)"), |o| format!("{o:.2}×")),
+                        difference: ours.map(|o| o / thesis - 1.0),
+                        why: "the clients share this machine's cores with the server, and loopback is not the thesis's device; the shape, fairest at threads = processors, is what should carry over".into(),
+                    });
+                }
+            }
+            r.charts.push(
+                Chart::new(
+                    "fairness",
+                    "Per-thread throughput max/min against threads",
+                    FAIRNESS.name,
+                    "threads",
+                    &["thread_max_min", "published"],
+                )
+                .by("transport")
+                .styled("published", LineStyle::Published)
+                .labels("threads", "per-thread max/min"),
+            );
+            r.tables.push(fairness);
+        }
+        if !soft.rows.is_empty() {
+            soft.note(format!("published: {}", published::SOFT));
+            soft.note("`as-written` moves from the best-served thread to the worst, as the thesis's text says; `equalise` the other way (the default)");
+            r.tables.push(soft);
+        }
+        if !hard.rows.is_empty() {
+            hard.note(format!("{conns} streams at 4 Mb/s: {:.3} Gb/s in all", conns as f64 * HARD_BITS as f64 / 1e9));
+            hard.note(format!("published: {}", published::HARD));
+            hard.note(
+                "a 100 ms window holds a whole number of sends, so part of its error is quantisation, not lateness",
+            );
+            r.tables.push(hard);
+        }
+        if let Some(w) = &self.hard_windows
+            && let Some(t) = windows_table(w)
+        {
+            r.charts.push(
+                Chart::new(
+                    "hard-12-threads",
+                    "4 Mb/s streams, 12 threads, Yates's quota",
+                    HARD_WINDOWS.name,
+                    "seconds",
+                    &["slowest", "median", "fastest", "target"],
+                )
+                .styled("target", LineStyle::Model)
+                .labels("seconds", "Mb/s per window"),
+            );
+            r.tables.push(t);
+        }
+        if !scaling_t.rows.is_empty() {
+            let (lo, hi) = published::SCALING_AT_20;
+            for row in &self.rows {
+                if let Row::Scaling { workload, rows } = row
+                    && let Some(at_20) = rows.iter().find(|p| p.processors == 20)
+                {
+                    r.claims.push(crate::report::Claim {
+                        claim: format!("speedup at 20 processors, {}", workload.name()),
+                        source: "Yates ch. 2, Figs. 2.4–2.5".into(),
+                        published: None,
+                        published_text: format!("{lo}–{hi}"),
+                        ours: Some(at_20.speedup),
+                        ours_text: format!("{:.2}", at_20.speedup),
+                        difference: None,
+                        why: "one shared bus costs only the receive side speedup; the rest of the thesis's loss (coherence, cache conflicts, IRIX) is not in the model".into(),
+                    });
+                }
+            }
+            scaling_t.note(format!("published: {}", published::SCALING));
+            scaling_t.note(format!(
+                "A {}-core machine cannot show scaling past {}: that is why this part is simulated.",
+                self.cores, self.cores
+            ));
+            r.charts.push(
+                Chart::new(
+                    "scaling",
+                    "Speedup against processors (simulated; thesis: 14–17 at 20)",
+                    SCALING.name,
+                    "processors",
+                    &["speedup"],
+                )
+                .by("workload")
+                .labels("processors", "speedup"),
+            );
+            r.tables.push(scaling_t);
+        }
+        r
+    }
+}
+
+/// The slowest, median and fastest connection (by mean rate) window by window, with the
+/// target; `None` when nothing was received.
+fn windows_table(w: &Windows) -> Option<Table> {
+    let rates = w.mean_rates(0);
+    if rates.is_empty() || w.bytes.is_empty() {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..rates.len()).collect();
+    order.sort_by(|a, b| rates[*a].total_cmp(&rates[*b]));
+    let picks = [order[0], order[order.len() / 2], order[order.len() - 1]];
+    let mut t = Table::new(&HARD_WINDOWS);
+    for (k, (start, len)) in w.times.iter().enumerate() {
+        let mbps = |c: usize| w.bytes[k][c] as f64 * 8.0 / len.max(1e-9) / 1e6;
+        t.push(vec![
+            (start + len).into(),
+            mbps(picks[0]).into(),
+            mbps(picks[1]).into(),
+            mbps(picks[2]).into(),
+            (HARD_BITS as f64 / 1e6).into(),
+        ]);
+    }
+    Some(t)
 }

@@ -420,7 +420,9 @@ pub struct Line {
 }
 
 /// A chart to draw from one table: x against one or more y columns, one line per y column, or
-/// per distinct value of `series` when that is given.
+/// per distinct value of `series` when that is given. When x is a text column the chart is a
+/// bar per row instead (labelled by its `series` and x values, coloured by `series`; `log_y`
+/// makes the values' axis logarithmic).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Chart {
     /// The file stem of its SVG.

@@ -1,8 +1,11 @@
 //! yates-clp's measurements called as a library, briefly, on loopback: bulk connections on
 //! worker threads measured from the send side, and streams measured by their clients.
 
+mod common;
+
 use switchyard_core::order::PaceConfig;
 use switchyard_experiments::clp;
+use switchyard_experiments::report::Progress;
 use switchyard_runtime::deliver::{Pacing, Transport};
 
 /// One test, so that the bulk run's load does not starve the streams' measurement.
@@ -23,46 +26,41 @@ fn bulk_connections_per_thread_and_per_connection_then_streams_window_by_window(
     assert!(summary.window_error.is_some());
 }
 
-/// The whole reproduction as a library call, with its parts cut short: the sections come in
-/// order, each row where it belongs, and the report holds what a chart needs.
+/// Progress that records its stages and steps.
+#[derive(Default)]
+struct Seen(std::sync::Mutex<Vec<String>>);
+
+impl Progress for Seen {
+    fn stage(&self, what: &str, total: u64) {
+        self.0.lock().unwrap().push(format!("{what} ({total})"));
+    }
+    fn advance(&self, n: u64) {
+        self.0.lock().unwrap().push(format!("+{n}"));
+    }
+}
+
+/// The whole reproduction as a library call, with its parts cut short: the stages come in
+/// order with a step per row, and the report holds a table per part run, the thesis beside
+/// ours, and the charts.
 #[test]
 fn the_reproduction_runs_its_parts_in_order_and_reports_rows_beside_the_thesis() {
-    use switchyard_experiments::clp::{PROCESSORS, Part, Progress, Row, Setup, published};
+    use switchyard_experiments::clp::{PROCESSORS, Part, Row, SPEC, Setup, published};
     let setup = Setup { parts: vec![Part::Scaling, Part::Fairness], threads: vec![1], conns: 6, seconds: 0.5 };
-    let mut seen = Vec::new();
-    let report = clp::run(&setup, &mut |p| {
-        seen.push(match p {
-            Progress::Begin(s) => format!("begin {s:?}"),
-            Progress::Row(Row::Fairness { transport, .. }) => format!("row {transport:?}"),
-            Progress::Row(Row::Scaling { workload, .. }) => format!("row {}", workload.name()),
-            Progress::Row(r) => format!("unexpected {r:?}"),
-            Progress::End(s) => format!("end {s:?}"),
-        })
-    })
-    .unwrap();
-    let threads = report.threads.len();
-    assert!(report.threads.contains(&1) && report.threads.contains(&report.cores), "{:?}", report.threads);
+    let seen = Seen::default();
+    let repro = clp::run(&setup, &seen).unwrap();
+    let threads = repro.threads.len();
+    assert!(repro.threads.contains(&1) && repro.threads.contains(&repro.cores), "{:?}", repro.threads);
     // Fairness first (the order of the thesis's chapters as the report prints them), then scaling.
-    let mut expected = vec!["begin Fairness(Udp)".to_string()];
-    expected.extend(std::iter::repeat_n("row Udp".to_string(), threads));
-    expected.extend(["end Fairness(Udp)".to_string(), "begin Fairness(Tcp)".to_string()]);
-    expected.extend(std::iter::repeat_n("row Tcp".to_string(), threads));
-    expected.extend(
-        [
-            "end Fairness(Tcp)",
-            "begin Scaling",
-            "row udp-send",
-            "row udp-recv",
-            "row tcp-send",
-            "row tcp-recv",
-            "end Scaling",
-        ]
-        .map(String::from),
-    );
-    assert_eq!(seen, expected);
-    assert_eq!(report.fairness_points(Transport::Udp).len(), threads);
-    assert!(report.hard_windows.is_none(), "the hard part did not run");
-    for r in &report.rows {
+    let mut expected = vec![format!("fairness, UDP ({threads})")];
+    expected.extend(std::iter::repeat_n("+1".to_string(), threads));
+    expected.push(format!("fairness, TCP ({threads})"));
+    expected.extend(std::iter::repeat_n("+1".to_string(), threads));
+    expected.push("processor scaling (simulated) (4)".into());
+    expected.extend(std::iter::repeat_n("+1".to_string(), 4));
+    assert_eq!(*seen.0.lock().unwrap(), expected);
+    assert_eq!(repro.fairness_points(Transport::Udp).len(), threads);
+    assert!(repro.hard_windows.is_none(), "the hard part did not run");
+    for r in &repro.rows {
         if let Row::Scaling { rows, .. } = r {
             assert_eq!(rows.len(), PROCESSORS.len());
             // One processor is the unit; twenty cannot beat twenty, nor fall below the thesis's
@@ -72,6 +70,24 @@ fn the_reproduction_runs_its_parts_in_order_and_reports_rows_beside_the_thesis()
             assert!(at_20 <= 20.0 + 1e-9 && at_20 > published::SCALING_AT_20.0, "{at_20}");
         }
     }
+    // The report: the parts that ran, each row's figures as measured, the thesis beside them.
+    let report = repro.report(&setup);
+    common::assert_report(&report, &SPEC);
+    let names: Vec<&str> = report.tables.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["fairness", "scaling"]);
+    let fairness = report.table("fairness").unwrap();
+    assert_eq!(fairness.rows.len(), 2 * threads);
+    let ratio = fairness.column("thread_max_min").unwrap();
+    let udp: Vec<f64> = fairness.rows[..threads].iter().map(|r| r[ratio].as_f64().unwrap()).collect();
+    assert_eq!(udp, repro.fairness_points(Transport::Udp).iter().map(|p| p.1).collect::<Vec<_>>());
+    let scaling = report.table("scaling").unwrap();
+    assert_eq!(scaling.rows.len(), 4 * PROCESSORS.len());
+    // A claim per published fairness point (not run here: ours is empty) and per workload at 20.
+    assert_eq!(report.claims.len(), 3 + 4);
+    assert!(report.claims[..3].iter().all(|c| c.ours.is_none() && c.published.is_some()));
+    assert!(report.claims[3..].iter().all(|c| c.ours.unwrap() > published::SCALING_AT_20.0));
+    let charts: Vec<&str> = report.charts.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(charts, ["fairness", "scaling"]);
 }
 
 /// A server that goes away while the hard case's streams are measured: the case is an error

@@ -2,6 +2,9 @@
 //! its flows or GOPs: the rankings they reproduce hold, and the published claims come back
 //! beside ours.
 
+mod common;
+
+use switchyard_experiments::report::{Quiet, Value};
 use switchyard_experiments::scenarios::{self, Reproduction};
 use switchyard_sim::scenario::Scenario;
 
@@ -10,10 +13,38 @@ fn reduced(name: &str, from: &str, to: &str) -> (Scenario, Reproduction) {
     let text = scenarios::text(name).unwrap_or_else(|| panic!("no reproduction {name}"));
     assert!(text.contains(from), "{name} no longer has `{from}`");
     let scenario = scenarios::parse(name, &text.replace(from, to)).unwrap();
-    let run = scenarios::run(&scenario, 2, &|| {}).unwrap();
+    let run = scenarios::run(&scenario, 2, &Quiet).unwrap();
     assert_eq!(run.rows.len(), scenario.cases.len());
     assert_eq!(run.comparisons.len(), scenario.published.len(), "every published claim is answered");
+    check_report(name, &scenario, &run);
     (scenario, run)
+}
+
+/// The report of a run: its spec and schema hold, a row per run carrying the run's figures, a
+/// claim per published figure with ours, and a bar chart per plotted metric, the latency's on a
+/// log axis.
+fn check_report(name: &str, scenario: &Scenario, run: &Reproduction) {
+    let spec = scenarios::spec(name).unwrap();
+    let report = run.report(spec, scenario);
+    common::assert_report(&report, spec);
+    let t = report.table("runs").unwrap();
+    assert_eq!(t.rows.len(), run.rows.len());
+    let (policy, p99, swept) =
+        (t.column("policy").unwrap(), t.column("latency_p99_us").unwrap(), t.column("swept").unwrap());
+    for (row, summary) in t.rows.iter().zip(&run.rows) {
+        assert_eq!(row[policy], Value::Text(summary.policy.clone()));
+        assert_eq!(row[swept], Value::Text(summary.swept.clone()));
+        assert_eq!(row[p99].as_f64(), Some(summary.latency_p99_us));
+    }
+    assert_eq!(report.claims.len(), run.comparisons.len());
+    for (claim, c) in report.claims.iter().zip(&run.comparisons) {
+        assert_eq!(claim.claim, c.published.claim);
+        assert_eq!(claim.published, Some(c.published.value));
+        assert_eq!(claim.ours, c.ours.clone().ok());
+    }
+    assert_eq!(report.charts.len(), scenarios::PLOTTED.len());
+    let latency = report.charts.iter().find(|c| c.name == "latency_p99_us").unwrap();
+    assert!(latency.log_y && !report.charts.iter().find(|c| c.name == "units_per_s").unwrap().log_y);
 }
 
 fn ours(run: &Reproduction, claim: &str) -> f64 {

@@ -1,38 +1,10 @@
-//! Reports: SVG bar charts of the runs (plotters, with the DejaVu font embedded so no system font
-//! is needed), and one self-contained HTML page with the charts inline, the table of runs, and
-//! the published figures beside ours.
+//! Charts as SVG (plotters, with the DejaVu font embedded so no system font is needed): line
+//! charts of series against a shared x axis, and bar charts of labelled values, each with a
+//! logarithmic axis where the values span decades.
 
-use std::fmt::Write as _;
 use std::sync::Once;
 
 use plotters::prelude::*;
-
-use crate::scenario::Comparison;
-use crate::summary::RunSummary;
-
-/// The metrics a report plots: (field, title).
-pub const PLOTTED: &[(&str, &str)] = &[
-    ("units_per_s", "throughput (units/s)"),
-    ("offered_gbps", "offered throughput (Gbit/s)"),
-    ("utilisation_spread", "utilisation spread (max − min)"),
-    ("busy_max_over_mean", "busy time, max / mean"),
-    ("migrations", "flow migrations"),
-    ("out_of_order", "out-of-order departures"),
-    ("latency_p99_us", "99th-percentile latency (µs)"),
-];
-
-fn value(r: &RunSummary, field: &str) -> f64 {
-    match field {
-        "units_per_s" => r.units_per_s,
-        "offered_gbps" => r.offered_gbps,
-        "utilisation_spread" => r.utilisation_spread,
-        "busy_max_over_mean" => r.busy_max_over_mean,
-        "migrations" => r.migrations as f64,
-        "out_of_order" => r.out_of_order as f64,
-        "latency_p99_us" => r.latency_p99_us,
-        _ => 0.0,
-    }
-}
 
 fn register_font() {
     static FONT: Once = Once::new();
@@ -42,54 +14,86 @@ fn register_font() {
     });
 }
 
-/// A horizontal bar chart of `field` over the runs, as an SVG document.
-pub fn bar_chart(rows: &[RunSummary], field: &str, title: &str) -> Result<String, String> {
+/// One bar of a [`bar_chart`].
+#[derive(Clone, Debug)]
+pub struct Bar {
+    /// What the bar is (drawn beside it).
+    pub label: String,
+    /// Its length.
+    pub value: f64,
+    /// Bars of one group share a colour (one policy across a sweep, say).
+    pub group: usize,
+}
+
+/// A horizontal bar chart, one bar per entry from the top down, as an SVG document. On a
+/// logarithmic axis (for values that span decades, where a linear axis leaves the small ones
+/// slivers) bars at or below zero are left out; they have no place on it.
+pub fn bar_chart(title: &str, value_label: &str, bars: &[Bar], log: bool) -> Result<String, String> {
     register_font();
+    let shown = |b: &Bar| b.value.is_finite() && (!log || b.value > 0.0);
+    let lo = bars.iter().filter(|b| shown(b)).map(|b| b.value).fold(f64::INFINITY, f64::min);
+    let hi = bars.iter().filter(|b| shown(b)).map(|b| b.value).fold(f64::NEG_INFINITY, f64::max);
+    let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (1.0, 10.0) };
     let mut svg = String::new();
-    let height = 80 + 22 * rows.len().max(1) as u32;
+    let height = 90 + 22 * bars.len().max(1) as u32;
     {
         let root = SVGBackend::with_string(&mut svg, (760, height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let top = rows.iter().map(|r| value(r, field)).fold(0.0, f64::max).max(f64::MIN_POSITIVE) * 1.1;
-        let n = rows.len() as u32;
-        let labels: Vec<String> = rows.iter().map(RunSummary::label).collect();
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(260)
-            .build_cartesian_2d(0.0..top, (0u32..n).into_segmented())
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(rows.len())
-            // Row 0 at the top: bars are drawn from the bottom, so index from the end.
-            .y_label_formatter(&|v| match v {
-                // plotters also asks for the segment past the last; it has no label.
-                SegmentValue::CenterOf(i) => {
-                    n.checked_sub(1 + *i).and_then(|k| labels.get(k as usize).cloned()).unwrap_or_default()
-                }
-                _ => String::new(),
-            })
-            .draw()
-            .map_err(|e| e.to_string())?;
-        // Bars drawn one by one in row order: plotters' `Histogram` gathers its data in a
-        // `HashMap`, and drew them in a different order on every run, so the same runs made
-        // SVG files that differed byte for byte.
-        let rows_axis = chart.as_coord_spec().y_spec().clone();
-        let bars: Vec<Rectangle<(f64, SegmentValue<u32>)>> = rows
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| {
-                let k = n.saturating_sub(1 + i as u32) as usize;
-                let (from, to) = (rows_axis.from_index(k)?, rows_axis.from_index(k + 1)?);
-                let mut bar = Rectangle::new([(value(r, field), from), (0.0, to)], RGBColor(70, 110, 170).filled());
-                bar.set_margin(3, 3, 0, 0);
-                Some(bar)
-            })
-            .collect();
-        chart.draw_series(bars).map_err(|e| e.to_string())?;
+        let n = bars.len() as u32;
+        let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
+        let fmt = |v: &f64| tick(*v);
+        // Bar k from the top sits in segment n - 1 - k: plotters counts segments from the bottom.
+        let label = |v: &SegmentValue<u32>| match v {
+            // plotters also asks for the segment past the last; it has no label.
+            SegmentValue::CenterOf(i) => {
+                n.checked_sub(1 + *i).and_then(|k| labels.get(k as usize).cloned()).unwrap_or_default()
+            }
+            _ => String::new(),
+        };
+        macro_rules! draw {
+            ($x:expr, $base:expr) => {{
+                let mut chart = ChartBuilder::on(&root)
+                    .caption(title, ("sans-serif", 18))
+                    .margin(10)
+                    .x_label_area_size(40)
+                    .y_label_area_size(300)
+                    .build_cartesian_2d($x, (0u32..n).into_segmented())
+                    .map_err(|e| e.to_string())?;
+                chart
+                    .configure_mesh()
+                    .disable_y_mesh()
+                    .x_desc(value_label)
+                    .x_label_formatter(&fmt)
+                    .y_labels(bars.len())
+                    .y_label_formatter(&label)
+                    .draw()
+                    .map_err(|e| e.to_string())?;
+                // Bars drawn one by one in order: plotters' `Histogram` gathers its data in a
+                // `HashMap`, and drew them in a different order on every run, so the same runs
+                // made SVG files that differed byte for byte.
+                let rows_axis = chart.as_coord_spec().y_spec().clone();
+                let rects: Vec<Rectangle<(f64, SegmentValue<u32>)>> = bars
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| shown(b))
+                    .filter_map(|(i, b)| {
+                        let k = n.saturating_sub(1 + i as u32) as usize;
+                        let (from, to) = (rows_axis.from_index(k)?, rows_axis.from_index(k + 1)?);
+                        let color = Palette99::pick(b.group).to_rgba();
+                        let mut bar = Rectangle::new([(b.value, from), ($base, to)], color.filled());
+                        bar.set_margin(3, 3, 0, 0);
+                        Some(bar)
+                    })
+                    .collect();
+                chart.draw_series(rects).map_err(|e| e.to_string())?;
+            }};
+        }
+        if log {
+            let base = lo / 1.5;
+            draw!((base..hi * 1.5).log_scale(), base);
+        } else {
+            draw!(0.0f64.min(lo)..hi.max(f64::MIN_POSITIVE) * 1.1, 0.0);
+        }
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(svg)
@@ -235,67 +239,6 @@ pub fn line_chart_with(
     Ok(svg)
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
-/// The HTML report: title, published comparisons, charts and the table of runs, in one file.
-pub fn html(title: &str, rows: &[RunSummary], comparisons: &[Comparison]) -> Result<String, String> {
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{t}</title><style>\
-         body{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}\
-         table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}}\
-         td:first-child,th:first-child{{text-align:left}}.why{{color:#555;font-size:13px}}</style></head><body>\
-         <h1>{t}</h1><p>{n} runs. Generated by <code>switchyard</code>; the same scenario and seed give the same report.</p>",
-        t = escape(title),
-        n = rows.len()
-    );
-    if !comparisons.is_empty() {
-        h.push_str("<h2>Published beside ours</h2><table><tr><th>claim</th><th>source</th><th>published</th><th>ours</th><th>difference</th></tr>");
-        for c in comparisons {
-            let p = &c.published;
-            let (ours, diff) = match &c.ours {
-                Ok(o) => (format!("{o:.3}"), c.difference_text()),
-                Err(e) => (escape(e), String::new()),
-            };
-            let _ = write!(
-                h,
-                "<tr><td>{}<div class=\"why\">{}</div></td><td>{}</td><td>{:.3}</td><td>{ours}</td><td>{diff}</td></tr>",
-                escape(&p.claim),
-                escape(&p.explain),
-                escape(&p.source),
-                p.value
-            );
-        }
-        h.push_str("</table>");
-    }
-    h.push_str("<h2>Runs</h2>");
-    for (field, title) in PLOTTED {
-        h.push_str(&bar_chart(rows, field, title)?);
-    }
-    h.push_str("<table><tr><th>run</th><th>units/s</th><th>Gbit/s</th><th>util</th><th>util spread</th><th>busy max/mean</th><th>migrations</th><th>out of order</th><th>p50 µs</th><th>p99 µs</th></tr>");
-    for r in rows {
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td>{:.0}</td><td>{:.3}</td><td>{:.2}</td><td>{:.2}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td></tr>",
-            escape(&r.label()),
-            r.units_per_s,
-            r.offered_gbps,
-            r.utilisation_mean,
-            r.utilisation_spread,
-            r.busy_max_over_mean,
-            r.migrations,
-            r.out_of_order,
-            r.latency_p50_us,
-            r.latency_p99_us
-        );
-    }
-    h.push_str("</table></body></html>\n");
-    Ok(h)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,6 +256,19 @@ mod tests {
         }
         // A marked line has circles; a dashed model and crosses add paths but no circles.
         assert_eq!(svg.matches("<circle").count(), 2, "{svg}");
+    }
+
+    #[test]
+    fn a_log_bar_chart_draws_bars_that_span_decades_and_leaves_out_zero() {
+        let bar = |label: &str, value: f64| Bar { label: label.into(), value, group: 0 };
+        let bars = [bar("small", 66.0), bar("large", 1153.0), bar("none", 0.0)];
+        let log = bar_chart("p99", "µs", &bars, true).unwrap();
+        let linear = bar_chart("p99", "µs", &bars, false).unwrap();
+        for svg in [&log, &linear] {
+            assert!(svg.contains("small") && svg.contains("large") && svg.contains("none"), "{svg}");
+        }
+        // The zero bar has no place on a log axis; on a linear one it is an empty rectangle.
+        assert_eq!(log.matches("<rect").count() + 1, linear.matches("<rect").count());
     }
 }
 
