@@ -852,6 +852,84 @@ fn origin_mode_options_teach_when_wrong() {
     assert!(stdout(&o).contains("figurehead"), "{}", stdout(&o));
 }
 
+/// Reads `dir/report.json` and checks that `--out` wrote it, a CSV per table and an SVG per chart.
+fn written_report(dir: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("report.json")).expect("--out writes report.json");
+    let report: serde_json::Value = serde_json::from_str(&text).expect("report.json is JSON");
+    for t in report["tables"].as_array().unwrap() {
+        let csv = dir.join(format!("{}.csv", t["name"].as_str().unwrap()));
+        let lines = std::fs::read_to_string(&csv).unwrap_or_else(|e| panic!("{}: {e}", csv.display())).lines().count();
+        assert_eq!(lines, t["rows"].as_array().unwrap().len() + 1, "{}", csv.display());
+    }
+    for c in report["charts"].as_array().unwrap() {
+        let svg = dir.join(format!("{}.svg", c["name"].as_str().unwrap()));
+        assert!(std::fs::read_to_string(&svg).is_ok_and(|s| s.starts_with("<svg")), "{}", svg.display());
+    }
+    report
+}
+
+/// The rows of table `name` of a JSON report, each as an object keyed by column name.
+fn report_rows(report: &serde_json::Value, name: &str) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    let t = report["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no table {name} in {}", report["tables"]));
+    let columns: Vec<&str> = t["columns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    t["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| columns.iter().map(|c| c.to_string()).zip(r.as_array().unwrap().iter().cloned()).collect())
+        .collect()
+}
+
+/// `reproduce yates-cache --tables`: the chosen table ours beside the thesis's, its set-up and
+/// §5.4's trade-offs as JSON, and --out's files; bad choices are named.
+#[test]
+fn reproduce_yates_cache_reports_the_chosen_table_beside_the_thesis() {
+    let dir = std::env::temp_dir().join(format!("switchyard-yates-cache-{}", std::process::id()));
+    let o = switchyard(&[
+        "reproduce",
+        "yates-cache",
+        "--tables",
+        "5.4",
+        "--scale",
+        "0.01",
+        "--format",
+        "json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--format json prints JSON");
+    assert_eq!(report["name"], "yates-cache");
+    let names: Vec<&str> = report["tables"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["setups", "table_5_4", "trade_offs"]);
+    let rows = report_rows(&report, "table_5_4");
+    let policies: Vec<&str> = rows.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(
+        policies,
+        ["all-hits", "all-misses", "simple", "greedy-age", "greedy-distance", "median-of-3", "piggyback"]
+    );
+    assert_eq!(rows[3]["hit_published"], 0.62);
+    assert_eq!(rows[0]["hit"], 1.0);
+    assert_eq!(report_rows(&report, "trade_offs").len(), 2);
+    let setups = report_rows(&report, "setups");
+    assert!(setups[0]["queries"].as_u64().unwrap() > 0);
+    assert_eq!(written_report(&dir), report);
+    assert!(dir.join("table-5.4-a0.1.svg").is_file() && dir.join("table_5_4.csv").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let o = switchyard(&["reproduce", "yates-cache", "--tables", "9.9"]);
+    assert!(!o.status.success() && stderr(&o).contains("5.4 to 5.9"), "{}", stderr(&o));
+    let o = switchyard(&["reproduce", "yates-cache", "--tables", "5.4", "--lattice-neighbourhood", "near"]);
+    assert!(!o.status.success() && stderr(&o).contains("--lattice-neighbourhood"), "{}", stderr(&o));
+    let o = switchyard(&["reproduce", "yates-cache", "--tables", "5.4", "--scale=-1"]);
+    assert!(!o.status.success() && stderr(&o).contains("scale -1"), "{}", stderr(&o));
+}
+
 /// Starts `switchyard inspect --feed PATH` (extra arguments after) and waits for its socket.
 #[cfg(target_os = "linux")]
 fn feed_inspector(path: &std::path::Path, extra: &[&str]) -> std::process::Child {
