@@ -930,6 +930,34 @@ fn reproduce_yates_cache_reports_the_chosen_table_beside_the_thesis() {
     assert!(!o.status.success() && stderr(&o).contains("scale -1"), "{}", stderr(&o));
 }
 
+/// `reproduce dou-cacheflow`: the simulated cases beside the model and the published figures
+/// as JSON, the sample run's claims, and --out's files; --real's options need --real and
+/// refuse a run that would measure nothing.
+#[test]
+fn reproduce_dou_cacheflow_reports_the_cases_beside_the_thesis() {
+    let dir = std::env::temp_dir().join(format!("switchyard-cacheflow-{}", std::process::id()));
+    let o = switchyard(&["reproduce", "dou-cacheflow", "--format", "json", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--format json prints JSON");
+    assert_eq!(report["name"], "dou-cacheflow");
+    let rows = report_rows(&report, "simulated");
+    assert_eq!(rows.len(), 6);
+    let rate = |case: &str| rows.iter().find(|r| r["case"] == case).unwrap()["hit_rate"].as_f64().unwrap();
+    let coop = rate("Cacheflow, 1×, L = 0");
+    assert!(rate("alone, 2× memory") < coop && coop < rate("alone, 3× memory"), "{rows:?}");
+    assert_eq!(rows[0]["published"], "35.4% (model)");
+    assert!(rows[3]["model"].is_null());
+    assert!(report["claims"].as_array().unwrap().iter().any(|c| c["published_text"] == "33–34"));
+    assert_eq!(written_report(&dir), report);
+    assert!(dir.join("simulated.csv").is_file() && !dir.join("real.csv").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let o = switchyard(&["reproduce", "dou-cacheflow", "--requests", "10"]);
+    assert_eq!(o.status.code(), Some(2), "--requests needs --real: {}", stderr(&o));
+    let o = switchyard(&["reproduce", "dou-cacheflow", "--real", "--requests", "0"]);
+    assert!(!o.status.success() && stderr(&o).contains("0 requests"), "{}", stderr(&o));
+}
+
 /// Starts `switchyard inspect --feed PATH` (extra arguments after) and waits for its socket.
 #[cfg(target_os = "linux")]
 fn feed_inspector(path: &std::path::Path, extra: &[&str]) -> std::process::Child {
