@@ -958,6 +958,46 @@ fn reproduce_dou_cacheflow_reports_the_cases_beside_the_thesis() {
     assert!(!o.status.success() && stderr(&o).contains("0 requests"), "{}", stderr(&o));
 }
 
+/// `reproduce figurehead --requests`: Table 2 beside the paper's, every policy run of the
+/// sweep, the charts' rows and the published plans' prices as JSON, and --out's files.
+#[test]
+fn reproduce_figurehead_reports_table_2_and_every_policy_run() {
+    let dir = std::env::temp_dir().join(format!("switchyard-figurehead-{}", std::process::id()));
+    let o = switchyard(&[
+        "reproduce",
+        "figurehead",
+        "--requests",
+        "300",
+        "--format",
+        "json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--format json prints JSON");
+    assert_eq!(report["name"], "figurehead");
+    let table2 = report_rows(&report, "table2");
+    assert_eq!(table2.len(), 6);
+    assert_eq!(table2[0]["within"], 500);
+    assert_eq!(table2[0]["base_published"], 14.17);
+    // 9 scenarios × 9 policy runs; the charts' rows are the middle tail's.
+    let sweep = report_rows(&report, "sweep");
+    assert_eq!(sweep.len(), 81);
+    assert!(sweep.iter().all(|r| r["attained"].as_f64().is_some_and(|a| (0.0..=1.0).contains(&a))));
+    assert_eq!(report_rows(&report, "by_load").len(), 27);
+    let claims = report["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 2);
+    assert_eq!(claims[0]["published"], 11.65);
+    let parameters = report["parameters"].as_array().unwrap();
+    assert!(parameters.iter().any(|p| p["name"] == "requests" && p["value"] == 300));
+    assert_eq!(written_report(&dir), report);
+    assert!(dir.join("figurehead-table2.svg").is_file() && dir.join("sweep.csv").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let o = switchyard(&["reproduce", "figurehead", "--requests", "0"]);
+    assert!(!o.status.success() && stderr(&o).contains("--requests 0"), "{}", stderr(&o));
+}
+
 /// Starts `switchyard inspect --feed PATH` (extra arguments after) and waits for its socket.
 #[cfg(target_os = "linux")]
 fn feed_inspector(path: &std::path::Path, extra: &[&str]) -> std::process::Child {

@@ -4,7 +4,8 @@
 use crate::report::ReportSpec;
 
 /// The reproductions' reports, by `switchyard reproduce NAME`.
-pub const REPRODUCTIONS: &[&ReportSpec] = &[&crate::guo_irq::SPEC, &crate::yates_cache::SPEC, &crate::cacheflow::SPEC];
+pub const REPRODUCTIONS: &[&ReportSpec] =
+    &[&crate::guo_irq::SPEC, &crate::yates_cache::SPEC, &crate::cacheflow::SPEC, &crate::figurehead::SPEC];
 
 /// The benchmarks' reports, by `switchyard bench NAME`.
 pub const BENCHMARKS: &[&ReportSpec] = &[];
