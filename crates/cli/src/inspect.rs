@@ -19,7 +19,7 @@ use switchyard_runtime::pipeline::{self, OnFull, PipelineConfig, RunReport};
 use switchyard_runtime::serial::ConnResult;
 use switchyard_runtime::sharded;
 
-use crate::report::Format;
+use crate::print::RowFormat as Format;
 
 /// Identify the protocol of every connection in a capture, on worker threads.
 ///

@@ -29,7 +29,6 @@ mod inspect_live;
 mod jobs;
 mod place;
 mod print;
-mod report;
 mod reproduce;
 mod reproduce_cache;
 mod reproduce_cacheflow;

@@ -11,7 +11,7 @@ use switchyard_core::{PlaceConfig, Policy, QueueMeasure, Topology, Weight, Worke
 use switchyard_experiments::keys::KeySource;
 use switchyard_experiments::placement;
 
-use crate::report::Format;
+use crate::print::RowFormat as Format;
 
 /// Place keys on workers with one or more policies, and compare them.
 ///

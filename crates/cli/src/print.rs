@@ -21,6 +21,18 @@ pub(crate) enum Format {
     Csv,
 }
 
+/// How `place` and `inspect` print their rows. Their `--format json` is the array of rows it
+/// has always been (users' scripts read it), not a report; their table and CSV are this module's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum RowFormat {
+    /// Aligned columns for a person.
+    Table,
+    /// An array of objects, one per row.
+    Json,
+    /// A header line and one line per row.
+    Csv,
+}
+
 /// Where and how a report goes: shared by every reproduction and benchmark.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct Output {

@@ -1021,6 +1021,152 @@ fn origin_mode_options_teach_when_wrong() {
     assert!(stdout(&o).contains("figurehead"), "{}", stdout(&o));
 }
 
+/// Reads `dir/report.json` and checks that `--out` wrote it, a CSV per table and an SVG per chart.
+fn written_report(dir: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("report.json")).expect("--out writes report.json");
+    let report: serde_json::Value = serde_json::from_str(&text).expect("report.json is JSON");
+    for t in report["tables"].as_array().unwrap() {
+        let csv = dir.join(format!("{}.csv", t["name"].as_str().unwrap()));
+        let lines = std::fs::read_to_string(&csv).unwrap_or_else(|e| panic!("{}: {e}", csv.display())).lines().count();
+        assert_eq!(lines, t["rows"].as_array().unwrap().len() + 1, "{}", csv.display());
+    }
+    for c in report["charts"].as_array().unwrap() {
+        let svg = dir.join(format!("{}.svg", c["name"].as_str().unwrap()));
+        assert!(std::fs::read_to_string(&svg).is_ok_and(|s| s.starts_with("<svg")), "{}", svg.display());
+    }
+    report
+}
+
+/// The rows of table `name` of a JSON report, each as an object keyed by column name.
+fn report_rows(report: &serde_json::Value, name: &str) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    let t = report["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no table {name} in {}", report["tables"]));
+    let columns: Vec<&str> = t["columns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    t["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| columns.iter().map(|c| c.to_string()).zip(r.as_array().unwrap().iter().cloned()).collect())
+        .collect()
+}
+
+/// `reproduce yates-cache --tables`: the chosen table ours beside the thesis's, its set-up and
+/// §5.4's trade-offs as JSON, and --out's files; bad choices are named.
+#[test]
+fn reproduce_yates_cache_reports_the_chosen_table_beside_the_thesis() {
+    let dir = std::env::temp_dir().join(format!("switchyard-yates-cache-{}", std::process::id()));
+    let o = switchyard(&[
+        "reproduce",
+        "yates-cache",
+        "--tables",
+        "5.4",
+        "--scale",
+        "0.01",
+        "--format",
+        "json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--format json prints JSON");
+    assert_eq!(report["name"], "yates-cache");
+    let names: Vec<&str> = report["tables"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["setups", "table_5_4", "trade_offs"]);
+    let rows = report_rows(&report, "table_5_4");
+    let policies: Vec<&str> = rows.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(
+        policies,
+        ["all-hits", "all-misses", "simple", "greedy-age", "greedy-distance", "median-of-3", "piggyback"]
+    );
+    assert_eq!(rows[3]["hit_published"], 0.62);
+    assert_eq!(rows[0]["hit"], 1.0);
+    assert_eq!(report_rows(&report, "trade_offs").len(), 2);
+    let setups = report_rows(&report, "setups");
+    assert!(setups[0]["queries"].as_u64().unwrap() > 0);
+    assert_eq!(written_report(&dir), report);
+    assert!(dir.join("table-5.4-a0.1.svg").is_file() && dir.join("table_5_4.csv").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let o = switchyard(&["reproduce", "yates-cache", "--tables", "9.9"]);
+    assert!(!o.status.success() && stderr(&o).contains("5.4 to 5.9"), "{}", stderr(&o));
+    let o = switchyard(&["reproduce", "yates-cache", "--tables", "5.4", "--lattice-neighbourhood", "near"]);
+    assert!(!o.status.success() && stderr(&o).contains("--lattice-neighbourhood"), "{}", stderr(&o));
+    let o = switchyard(&["reproduce", "yates-cache", "--tables", "5.4", "--scale=-1"]);
+    assert!(!o.status.success() && stderr(&o).contains("scale -1"), "{}", stderr(&o));
+}
+
+/// `reproduce dou-cacheflow`: the simulated cases beside the model and the published figures
+/// as JSON, the sample run's claims, and --out's files; --real's options need --real and
+/// refuse a run that would measure nothing.
+#[test]
+fn reproduce_dou_cacheflow_reports_the_cases_beside_the_thesis() {
+    let dir = std::env::temp_dir().join(format!("switchyard-cacheflow-{}", std::process::id()));
+    let o = switchyard(&["reproduce", "dou-cacheflow", "--format", "json", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--format json prints JSON");
+    assert_eq!(report["name"], "dou-cacheflow");
+    let rows = report_rows(&report, "simulated");
+    assert_eq!(rows.len(), 6);
+    let rate = |case: &str| rows.iter().find(|r| r["case"] == case).unwrap()["hit_rate"].as_f64().unwrap();
+    let coop = rate("Cacheflow, 1×, L = 0");
+    assert!(rate("alone, 2× memory") < coop && coop < rate("alone, 3× memory"), "{rows:?}");
+    assert_eq!(rows[0]["published"], "35.4% (model)");
+    assert!(rows[3]["model"].is_null());
+    assert!(report["claims"].as_array().unwrap().iter().any(|c| c["published_text"] == "33–34"));
+    assert_eq!(written_report(&dir), report);
+    assert!(dir.join("simulated.csv").is_file() && !dir.join("real.csv").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let o = switchyard(&["reproduce", "dou-cacheflow", "--requests", "10"]);
+    assert_eq!(o.status.code(), Some(2), "--requests needs --real: {}", stderr(&o));
+    let o = switchyard(&["reproduce", "dou-cacheflow", "--real", "--requests", "0"]);
+    assert!(!o.status.success() && stderr(&o).contains("0 requests"), "{}", stderr(&o));
+}
+
+/// `reproduce figurehead --requests`: Table 2 beside the paper's, every policy run of the
+/// sweep, the charts' rows and the published plans' prices as JSON, and --out's files.
+#[test]
+fn reproduce_figurehead_reports_table_2_and_every_policy_run() {
+    let dir = std::env::temp_dir().join(format!("switchyard-figurehead-{}", std::process::id()));
+    let o = switchyard(&[
+        "reproduce",
+        "figurehead",
+        "--requests",
+        "300",
+        "--format",
+        "json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--format json prints JSON");
+    assert_eq!(report["name"], "figurehead");
+    let table2 = report_rows(&report, "table2");
+    assert_eq!(table2.len(), 6);
+    assert_eq!(table2[0]["within"], 500);
+    assert_eq!(table2[0]["base_published"], 14.17);
+    // 9 scenarios × 9 policy runs; the charts' rows are the middle tail's.
+    let sweep = report_rows(&report, "sweep");
+    assert_eq!(sweep.len(), 81);
+    assert!(sweep.iter().all(|r| r["attained"].as_f64().is_some_and(|a| (0.0..=1.0).contains(&a))));
+    assert_eq!(report_rows(&report, "by_load").len(), 27);
+    let claims = report["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 2);
+    assert_eq!(claims[0]["published"], 11.65);
+    let parameters = report["parameters"].as_array().unwrap();
+    assert!(parameters.iter().any(|p| p["name"] == "requests" && p["value"] == 300));
+    assert_eq!(written_report(&dir), report);
+    assert!(dir.join("figurehead-table2.svg").is_file() && dir.join("sweep.csv").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let o = switchyard(&["reproduce", "figurehead", "--requests", "0"]);
+    assert!(!o.status.success() && stderr(&o).contains("--requests 0"), "{}", stderr(&o));
+}
+
 /// Starts `switchyard inspect --feed PATH` (extra arguments after) and waits for its socket.
 #[cfg(target_os = "linux")]
 fn feed_inspector(path: &std::path::Path, extra: &[&str]) -> std::process::Child {

@@ -18,6 +18,7 @@ use switchyard_core::place::sla::{Backend, Plan, RouteKind, Sla, SlaRouter, base
 use switchyard_sim::models::figurehead::{BackendSpec, LatencyModel, Outcome, Setup, simulate};
 
 use crate::ExperimentError;
+use crate::report::{self as rep, Chart, ColumnSpec, LineStyle, Progress, Report, ReportSpec, TableSpec};
 
 /// One line of the paper's Table 2 (notes 004b §1(d)): prices, L, and the published costs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -223,46 +224,58 @@ pub struct SweepRow {
 }
 
 /// Runs every policy in every scenario, `requests` each, planning from latencies observed
-/// (re-planned every 1,000 requests) or from the models (`oracle`). `progress` is called
-/// after each run with the number done.
+/// (re-planned every 1,000 requests) or from the models (`oracle`), on up to `threads` threads
+/// (each run is deterministic, so the rows do not depend on how many). `progress` gets a step
+/// per run.
 pub fn sweep(
     scenarios: &[Scenario],
     requests: u64,
     oracle: bool,
     seed: u64,
-    progress: &dyn Fn(usize),
+    threads: usize,
+    progress: &dyn Progress,
 ) -> Result<Vec<SweepRow>, ExperimentError> {
-    let mut rows = Vec::new();
+    let mut runs: Vec<(&Scenario, RouteKind, bool)> = Vec::new();
     for sc in scenarios {
         for route in policies() {
             let hedges = matches!(route, RouteKind::OptWait | RouteKind::Hedge95 | RouteKind::HedgeFixed(_));
             for cancel in if hedges { vec![false, true] } else { vec![false] } {
-                let setup = Setup {
-                    backends: sc.backends.clone(),
-                    rate: sc.rate,
-                    requests,
-                    cancel,
-                    oracle,
-                    replan_every: 1000,
-                    seed,
-                };
-                let router = SlaRouter::new(route, sc.sla, sc.backends.iter().map(|b| b.price).collect(), 2000);
-                let plan = plan_text(&router, &sc.backends, oracle, seed);
-                let outcome = simulate(&setup, router)?;
-                rows.push(SweepRow {
-                    scenario: sc.name.clone(),
-                    rate: sc.rate,
-                    tail: sc.tail,
-                    route: route.name(),
-                    cancel,
-                    outcome,
-                    plan,
-                });
-                progress(rows.len());
+                runs.push((sc, route, cancel));
             }
         }
     }
-    Ok(rows)
+    progress.stage("policy runs in the simulator", runs.len() as u64);
+    crate::sweep::sweep(
+        1,
+        runs.len(),
+        1,
+        threads,
+        &|_, v, _| {
+            let (sc, route, cancel) = runs[v];
+            let setup = Setup {
+                backends: sc.backends.clone(),
+                rate: sc.rate,
+                requests,
+                cancel,
+                oracle,
+                replan_every: 1000,
+                seed,
+            };
+            let router = SlaRouter::new(route, sc.sla, sc.backends.iter().map(|b| b.price).collect(), 2000);
+            let plan = plan_text(&router, &sc.backends, oracle, seed);
+            let outcome = simulate(&setup, router)?;
+            Ok::<_, ExperimentError>(SweepRow {
+                scenario: sc.name.clone(),
+                rate: sc.rate,
+                tail: sc.tail,
+                route: route.name(),
+                cancel,
+                outcome,
+                plan,
+            })
+        },
+        &|_| progress.advance(1),
+    )
 }
 
 /// The plan Base or OptWait makes from the models' CDFs, as text.
@@ -342,4 +355,221 @@ pub fn findings(rows: &[SweepRow]) -> Vec<String> {
         out.push(line);
     }
     out
+}
+
+/// Table 2, ours beside the paper's.
+pub const TABLE2_SPEC: TableSpec = TableSpec::new(
+    "table2",
+    "Table 2: three back-ends, 95 % within L; published costs beside ours (stand-in CDFs)",
+    &[
+        ColumnSpec::int("within").header("L").unit("ms").about("the SLA's latency; 95 % of reads within it"),
+        ColumnSpec::text("prices").about("the three back-ends' prices, cheap/medium/dear"),
+        ColumnSpec::num("base_published", 2).header("Base pub"),
+        ColumnSpec::num("base", 2).header("Base").about("Base's price per read on our CDFs (null: infeasible)"),
+        ColumnSpec::num("base_diff", 2).signed().header("diff").about("ours minus published"),
+        ColumnSpec::num("optwait_published", 2).header("OptWait pub"),
+        ColumnSpec::num("optwait", 2)
+            .header("OptWait")
+            .about("OptWait's price per read on our CDFs (null: infeasible)"),
+        ColumnSpec::num("optwait_diff", 2).signed().header("diff").about("ours minus published"),
+        ColumnSpec::text("plans")
+            .header("our plans")
+            .about("Base's split (% to cheap, medium, dear) and OptWait's chain"),
+    ],
+);
+
+/// Every policy in every scenario of the sweep.
+pub const SWEEP_SPEC: TableSpec = TableSpec::new(
+    "sweep",
+    "Every policy in the simulator: four back-ends, three loads and three tails",
+    &[
+        ColumnSpec::text("scenario"),
+        ColumnSpec::num("rate", 0).unit("req/s").header("load").about("requests a second"),
+        ColumnSpec::num("tail", 0).percent().about("the heavy-tailed back-end's share of tail answers"),
+        ColumnSpec::text("route"),
+        ColumnSpec::flag("cancel").about("other attempts cancelled at the first answer"),
+        ColumnSpec::num("attained", 2).percent().about("requests answered within the SLA's latency"),
+        ColumnSpec::flag("met").about("attained at least the SLA's share"),
+        ColumnSpec::num("cost", 2).header("cost/req").about("price paid per request (every attempt sent is paid)"),
+        ColumnSpec::num("p50", 1).unit("ms"),
+        ColumnSpec::num("p99", 1).unit("ms"),
+        ColumnSpec::num("attempts", 2).about("attempts sent per request"),
+        ColumnSpec::num("waste", 2).unit("ms").about("back-end time on attempts already answered, per request"),
+        ColumnSpec::num("share_fast", 0).percent().header("fast").about("fast-dear's share of attempts"),
+        ColumnSpec::num("share_a", 0).percent().header("a").about("slow-cheap-a's share of attempts"),
+        ColumnSpec::num("share_b", 0).percent().header("b").about("slow-cheap-b's share of attempts"),
+        ColumnSpec::num("share_tail", 0).percent().header("tail").about("heavy-tail's share of attempts"),
+        ColumnSpec::num("util_fast", 0).percent().header("u.fast").about("fast-dear's servers' busy share"),
+        ColumnSpec::num("util_a", 0).percent().header("u.a").about("slow-cheap-a's servers' busy share"),
+        ColumnSpec::num("util_b", 0).percent().header("u.b").about("slow-cheap-b's servers' busy share"),
+        ColumnSpec::num("util_tail", 0).percent().header("u.tail").about("heavy-tail's servers' busy share"),
+        ColumnSpec::text("plan").about("the plan Base or OptWait makes from the models' CDFs"),
+    ],
+);
+
+/// The sweep at the middle tail, a line per policy against load: what the charts draw.
+pub const BY_LOAD_SPEC: TableSpec = TableSpec::new(
+    "by_load",
+    "At the middle tail (8 %): price and attainment against load",
+    &[
+        ColumnSpec::text("policy").about("the route, with (cancel) when late attempts are cancelled"),
+        ColumnSpec::num("rate", 0).unit("req/s").header("load"),
+        ColumnSpec::num("cost", 2).header("cost/req"),
+        ColumnSpec::num("attained", 2).percent().about("requests answered within the SLA's latency"),
+    ],
+);
+
+/// What `reproduce figurehead` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "figurehead",
+    title: "Figurehead (Middleware 2007, notes 004b §1): a latency SLA over back-ends of different speed and price, at least cost",
+    tables: &[&TABLE2_SPEC, &SWEEP_SPEC, &BY_LOAD_SPEC],
+};
+
+/// The middle tail of [`scenarios`], which the charts draw.
+const CHART_TAIL: f64 = 0.08;
+
+/// Table 2, the published plans priced by Eq 6, and the sweep, as a report: Table 2 beside the
+/// paper's, the sweep's rows with what they show as notes, the published plans' prices as
+/// claims, and charts of Table 2 and of price and attainment against load.
+pub fn report(table: &[Table2Row], sweep: &[SweepRow], requests: u64, oracle: bool, seed: u64) -> Report {
+    let mut r = Report::new(&SPEC);
+    r.param("requests", requests, "requests per simulated run")
+        .param("oracle", oracle, "Base and OptWait plan from the models' CDFs instead of latencies observed")
+        .param("seed", seed, "the root seed")
+        .param(
+            "sla",
+            format!("{:.0} % within {} ms", SWEEP_SLA.percent * 100.0, SWEEP_SLA.within.as_millis()),
+            "the sweep's SLA",
+        );
+
+    let mut t2 = rep::Table::new(&TABLE2_SPEC).grouped_by("prices");
+    let diff = |ours: Option<f64>, published: f64| ours.map(|o| o - published);
+    for row in table {
+        let p = &row.published;
+        t2.push(vec![
+            p.within_ms.into(),
+            format!("{}/{}/{}", p.prices[0], p.prices[1], p.prices[2]).into(),
+            p.base.into(),
+            row.base.into(),
+            diff(row.base, p.base).into(),
+            p.optwait.into(),
+            row.optwait.into(),
+            diff(row.optwait, p.optwait).into(),
+            row.plans.clone().into(),
+        ]);
+    }
+    t2.note("- : infeasible on our CDFs");
+    t2.note(WHY);
+    let search_ms = table.iter().map(|r| r.optwait_us).fold(0.0, f64::max) / 1e3;
+    t2.note(format!(
+        "OptWait's search took at most {search_ms:.1} ms here (the paper: 14 ms in Java; Base 710 µs with lp_solve, ours exact and O(n²))."
+    ));
+    r.tables.push(t2);
+
+    let [w, b] = worked_check();
+    for (claim, (ours, published)) in [
+        ("the published 600 ms OptWait plan [(0,0),(511 ms,89%),(∞,100)] priced by our Eq 6", w),
+        ("the published 600 ms Base plan [0,50,50] priced by our Eq 6", b),
+    ] {
+        r.claims.push(rep::Claim {
+            claim: claim.into(),
+            source: "Figurehead (Middleware 2007), Table 2; CDFs agreeing with the paper where the plans look".into(),
+            published: Some(published),
+            published_text: format!("{published:.2}"),
+            ours: Some(ours),
+            ours_text: format!("{ours:.2}"),
+            difference: Some(ours / published - 1.0).filter(|d| d.is_finite()),
+            why: String::new(),
+        });
+    }
+
+    let mut t = rep::Table::new(&SWEEP_SPEC).grouped_by("scenario");
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    for row in sweep {
+        let o = &row.outcome;
+        let at = |v: &[f64], i: usize| v.get(i).copied();
+        t.push(vec![
+            row.scenario.clone().into(),
+            row.rate.into(),
+            row.tail.into(),
+            row.route.clone().into(),
+            row.cancel.into(),
+            o.attained.into(),
+            (o.attained >= SWEEP_SLA.percent).into(),
+            o.cost.into(),
+            ms(o.p50).into(),
+            ms(o.p99).into(),
+            o.attempts.into(),
+            ms(o.wasted).into(),
+            at(&o.share, 0).into(),
+            at(&o.share, 1).into(),
+            at(&o.share, 2).into(),
+            at(&o.share, 3).into(),
+            at(&o.utilisation, 0).into(),
+            at(&o.utilisation, 1).into(),
+            at(&o.utilisation, 2).into(),
+            at(&o.utilisation, 3).into(),
+            row.plan.clone().into(),
+        ]);
+    }
+    t.note(format!(
+        "four back-ends (fast-dear 10, slow-cheap-a 1, slow-cheap-b 1.5, heavy-tail 2 per request; 16 servers each), SLA {:.0} % within {} ms, {requests} requests a run, plans from {}",
+        SWEEP_SLA.percent * 100.0,
+        SWEEP_SLA.within.as_millis(),
+        if oracle { "the models' CDFs (oracle)" } else { "latencies observed, re-planned every 1,000 requests" }
+    ));
+    for line in findings(sweep) {
+        t.note(format!("- {line}"));
+    }
+    r.tables.push(t);
+
+    let mut by_load = rep::Table::new(&BY_LOAD_SPEC);
+    let mut mid: Vec<&SweepRow> = sweep.iter().filter(|r| (r.tail - CHART_TAIL).abs() < 1e-9).collect();
+    let policy = |r: &SweepRow| if r.cancel { format!("{} (cancel)", r.route) } else { r.route.clone() };
+    // A policy's rows together, by load: each is one line of the charts.
+    mid.sort_by(|a, b| {
+        let (pa, pb) = (policies_order(a), policies_order(b));
+        pa.cmp(&pb).then(a.rate.total_cmp(&b.rate))
+    });
+    for row in mid {
+        by_load.push(vec![policy(row).into(), row.rate.into(), row.outcome.cost.into(), row.outcome.attained.into()]);
+    }
+    r.tables.push(by_load);
+
+    r.charts.push(
+        Chart::new(
+            "figurehead-table2",
+            "Table 2: price per read for 95 % within L",
+            "table2",
+            "within",
+            &["base", "optwait", "base_published", "optwait_published"],
+        )
+        .by("prices")
+        .styled("base_published", LineStyle::Published)
+        .styled("optwait_published", LineStyle::Published)
+        .labels("L, ms", "price per read"),
+    );
+    r.charts.push(
+        Chart::new("figurehead-cost", "Price per read against load (heavy tail 8 %)", "by_load", "rate", &["cost"])
+            .by("policy")
+            .labels("reads per second", "price per read"),
+    );
+    r.charts.push(
+        Chart::new(
+            "figurehead-attained",
+            "Reads within 100 ms against load (heavy tail 8 %)",
+            "by_load",
+            "rate",
+            &["attained"],
+        )
+        .by("policy")
+        .labels("reads per second", "share within the SLA's latency"),
+    );
+    r
+}
+
+/// Where a row's policy stands in [`policies`]' order, cancelling after not.
+fn policies_order(r: &SweepRow) -> (usize, bool) {
+    (policies().iter().position(|p| p.name() == r.route).unwrap_or(usize::MAX), r.cancel)
 }

@@ -2,10 +2,13 @@
 //! exactly, Table 2's rows, and the policies in the simulator at low load, where the paper's
 //! claim (OptWait meets the SLA for less than Base and fixed-delay hedging) should hold.
 
+mod common;
+
 use std::time::Duration;
 
 use switchyard_core::place::sla::{RouteKind, Sla, SlaRouter};
-use switchyard_experiments::figurehead::{self, SWEEP_SLA, Scenario};
+use switchyard_experiments::figurehead::{self, SPEC, SWEEP_SLA, Scenario};
+use switchyard_experiments::report::Quiet;
 use switchyard_sim::models::figurehead::{BackendSpec, LatencyModel, Setup, simulate};
 
 #[test]
@@ -34,7 +37,7 @@ fn at_low_load_optwait_meets_the_sla_for_less() {
         rate: 50.0,
         tail: 0.08,
     }];
-    let rows = figurehead::sweep(&scenarios, 6000, false, 3, &|_| {}).unwrap();
+    let rows = figurehead::sweep(&scenarios, 6000, false, 3, 2, &Quiet).unwrap();
     assert_eq!(rows.len(), 9, "six policies, three of them with and without cancelling");
     let get =
         |route: &str, cancel: bool| &rows.iter().find(|r| r.route == route && r.cancel == cancel).unwrap().outcome;
@@ -47,6 +50,34 @@ fn at_low_load_optwait_meets_the_sla_for_less() {
     // The same hedges, cancelled at the first answer, waste less back-end time.
     assert!(get("hedge:50ms", true).wasted < get("hedge:50ms", false).wasted);
     assert!(!figurehead::findings(&rows).is_empty());
+    // The same runs on one thread give the same rows.
+    let again = figurehead::sweep(&scenarios, 6000, false, 3, 1, &Quiet).unwrap();
+    assert!(rows.iter().zip(&again).all(|(a, b)| a.route == b.route && a.outcome.cost == b.outcome.cost));
+
+    // The report: Table 2 beside the paper's, a row per run, the middle tail by load, and the
+    // published plans' prices as claims.
+    let table = figurehead::table2(3);
+    let report = figurehead::report(&table, &rows, 6000, false, 3);
+    common::assert_report(&report, &SPEC);
+    let t2 = report.table("table2").unwrap();
+    assert_eq!(t2.rows.len(), figurehead::TABLE2.len());
+    let loose = t2.rows.iter().find(|r| r[0].as_f64() == Some(1600.0)).unwrap();
+    let ours = table.iter().find(|r| r.published.within_ms == 1600).unwrap();
+    assert_eq!(loose[t2.column("base").unwrap()].as_f64(), ours.base);
+    assert_eq!(loose[t2.column("base_published").unwrap()].as_f64(), Some(5.0));
+    assert_eq!(loose[t2.column("base_diff").unwrap()].as_f64(), ours.base.map(|b| b - 5.0));
+    let sweep = report.table("sweep").unwrap();
+    assert_eq!(sweep.rows.len(), 9);
+    let optwait = sweep.rows.iter().find(|r| r[3].as_str() == Some("optwait") && r[4] == false.into()).unwrap();
+    assert_eq!(optwait[sweep.column("cost").unwrap()].as_f64(), Some(w.cost));
+    assert_eq!(optwait[sweep.column("met").unwrap()], (w.attained >= SWEEP_SLA.percent).into());
+    assert_eq!(optwait[sweep.column("share_a").unwrap()].as_f64(), Some(w.share[1]));
+    assert!(sweep.notes.iter().any(|n| n.contains("50/s")), "the findings are the sweep's notes");
+    let by_load = report.table("by_load").unwrap();
+    assert_eq!(by_load.rows.len(), 9, "the scenario's tail is the charts' 8 %");
+    assert_eq!(report.claims.len(), 2);
+    assert!(report.claims.iter().all(|c| c.difference.is_some_and(|d| d.abs() < 1e-9)));
+    assert_eq!(report.charts.len(), 3);
 }
 
 /// One unloaded back-end: the share of requests within L is its CDF at L.

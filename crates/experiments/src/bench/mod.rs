@@ -58,4 +58,3 @@ fn process_cpu() -> f64 {
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
-
