@@ -158,7 +158,12 @@ impl Variant {
         let vary: u64 =
             self.vary.iter().map(|(n, v)| 48 + n.len() as u64 + v.as_ref().map_or(0, |v| v.len() as u64)).sum();
         let omit: u64 = self.rules.omit.iter().map(|n| 40 + n.len() as u64).sum();
-        size_of::<Self>() as u64 + 16 + self.body.len() as u64 + memory::fields_weight(&self.headers) + vary + omit
+        size_of::<Self>() as u64
+            + 2 * memory::PER_ALLOCATION
+            + self.body.len() as u64
+            + memory::fields_weight(&self.headers)
+            + vary
+            + omit
     }
 
     /// Its age at `now` (§4.2.3: initial age plus resident time).
