@@ -233,6 +233,27 @@ struct GatewayServe {
     /// them yet (e.g. 64M); a write that would pass it is refused with 503 before it is sent.
     #[arg(long, default_value = "64M", value_parser = crate::units::parse_size, requires = "origin")]
     write_memory: usize,
+    /// With --origin: the most memory the stored responses may take (e.g. 256MiB, 2G). Every
+    /// stored byte counts: bodies, header fields, URLs, variants, and an estimate of the index
+    /// per URL; past the bound the least recently used responses are evicted (the core's
+    /// byte-weighted LRU). Default: a quarter of the machine's memory (256 MiB where it cannot
+    /// be read), printed at start. Writes held for origins that lack them are bounded apart, by
+    /// --write-memory, and count beside this bound, not in it: they are data the gateway owes
+    /// an origin, which eviction must never drop, and a burst of writes must not empty the
+    /// cache. The gateway's memory is about --max-memory + --write-memory + what is in flight.
+    /// /metrics: gateway_stored_bytes, gateway_max_memory_bytes, gateway_stored_entries,
+    /// gateway_evictions_total, gateway_evicted_bytes_total.
+    #[arg(long, value_parser = crate::units::parse_size, requires = "origin")]
+    max_memory: Option<usize>,
+    /// With --origin: the largest response stored, body and fields (e.g. 8MiB); a larger one
+    /// is answered to the clients that asked for it and not kept (X-Cache-Store: no (larger
+    /// than --max-object-size); gateway_too_large_total). Default: an eighth of --max-memory, at
+    /// most 64 MiB. Bodies in flight are not bounded by this: a response is read whole before
+    /// it is answered, so each read under way costs its body's size until its clients have it
+    /// (reads of one URL are coalesced, so at most one per URL); streaming large responses
+    /// straight through is not done yet.
+    #[arg(long, value_parser = crate::units::parse_size, requires = "origin")]
+    max_object_size: Option<usize>,
     /// With --origin: answer a response this many seconds past its freshness at once, while
     /// one read refreshes it (RFC 5861 stale-while-revalidate).
     #[arg(long, requires = "origin")]
@@ -419,7 +440,26 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
             wait_timeout: a.wait_timeout.map(wait_timeout).transpose()?,
             write_rule: a.write_rule,
             write_memory: a.write_memory as u64,
+            max_memory: match a.max_memory {
+                Some(m) => m as u64,
+                None => switchyard_gateway::memory::default_max_memory(),
+            },
+            max_object_size: a.max_object_size.map(|m| m as u64),
         };
+        if config.object_bound() > config.max_memory {
+            anyhow::bail!(
+                "--max-object-size {} is larger than --max-memory {}: no response that size could be stored",
+                a.max_object_size.unwrap_or_default(),
+                config.max_memory
+            );
+        }
+        eprintln!(
+            "storing at most {} (--max-memory{}), responses of at most {} each (--max-object-size); writes held for origins bounded apart by {} (--write-memory)",
+            mib(config.max_memory),
+            if a.max_memory.is_some() { "" } else { ": a quarter of this machine's memory by default" },
+            mib(config.object_bound()),
+            mib(config.write_memory),
+        );
         let router = switchyard_gateway::origin::router(config);
         return runtime()?.block_on(serve(a.listen, router, &what));
     }
@@ -442,6 +482,11 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
         let router = switchyard_gateway::gateway::router(config).await?;
         serve(a.listen, router, &format!("gateway ({}, T = {ttl:.2} s)", a.policy)).await
     })
+}
+
+/// A size for people: MiB with one decimal.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
 }
 
 fn parse_write_rule(s: &str) -> Result<WriteRule, String> {

@@ -39,7 +39,8 @@ use switchyard_core::place::sla::{RouteKind, Sla};
 use tokio::sync::oneshot;
 
 use crate::http::nanos;
-use crate::metrics::{Count, Metrics};
+use crate::memory;
+use crate::metrics::{Count, Level, Metrics};
 use crate::origins::{FetchError, Fetched, OriginSpec, Origins};
 use crate::writes::Replicated;
 
@@ -78,6 +79,13 @@ pub struct OriginConfig {
     /// With several origins: the most bytes of writes held for origins that have not taken
     /// them yet; a write that would pass it is refused with 503 before it is sent.
     pub write_memory: u64,
+    /// The most bytes the stored responses may take, everything counted (bodies, fields, keys,
+    /// variants, an estimate of the index per URL: see [`crate::memory`]); past it the least
+    /// recently used are evicted (the core's `Cache::bounded`).
+    pub max_memory: u64,
+    /// The largest response stored (body and fields); a larger one is answered and not kept.
+    /// `None`: [`memory::default_max_object_size`] of `max_memory`.
+    pub max_object_size: Option<u64>,
 }
 
 /// Bytes of writes held for origins that lack them, by default (`--write-memory`).
@@ -107,7 +115,14 @@ impl OriginConfig {
             wait_timeout: None,
             write_rule: WriteRule::All,
             write_memory: WRITE_MEMORY,
+            max_memory: memory::default_max_memory(),
+            max_object_size: None,
         }
+    }
+
+    /// The largest response stored: `max_object_size`, or its default.
+    pub fn object_bound(&self) -> u64 {
+        self.max_object_size.unwrap_or_else(|| memory::default_max_object_size(self.max_memory))
     }
 }
 
@@ -132,9 +147,25 @@ pub struct Variant {
     received: SystemTime,
     /// The request fields it was selected with (§4.1).
     vary: Vec<(String, Option<String>)>,
+    /// What it costs in memory, all counted.
+    weight: u64,
 }
 
 impl Variant {
+    /// What a variant costs in memory: its body, its fields, its selecting fields, the names
+    /// its rules keep from other requests, and itself.
+    fn weigh(&self) -> u64 {
+        let vary: u64 =
+            self.vary.iter().map(|(n, v)| 48 + n.len() as u64 + v.as_ref().map_or(0, |v| v.len() as u64)).sum();
+        let omit: u64 = self.rules.omit.iter().map(|n| 40 + n.len() as u64).sum();
+        size_of::<Self>() as u64
+            + 2 * memory::PER_ALLOCATION
+            + self.body.len() as u64
+            + memory::fields_weight(&self.headers)
+            + vary
+            + omit
+    }
+
     /// Its age at `now` (§4.2.3: initial age plus resident time).
     fn age(&self, now: Nanos) -> Duration {
         self.initial_age + Duration::from_nanos(now.0.saturating_sub(self.arrived.0))
@@ -173,6 +204,11 @@ impl PartialOrd for Kept {
 }
 
 impl Kept {
+    /// What the URL `key` with these variants costs in memory.
+    fn weigh(&self, key: &str) -> u64 {
+        memory::PER_ENTRY + 3 * key.len() as u64 + self.0.iter().map(|v| v.weight + 8).sum::<u64>()
+    }
+
     /// The stored response `req` may use (§4.1).
     fn find(&self, req: Fields) -> Option<&Arc<Variant>> {
         self.0.iter().find(|v| rfc::vary_matches(&v.vary, req))
@@ -213,6 +249,11 @@ struct Counters {
     upstream_reads: Count,
     upstream_failures: Count,
     not_stored: Count,
+    too_large: Count,
+    stored_bytes: Level,
+    stored_entries: Level,
+    evictions: Count,
+    evicted_bytes: Count,
 }
 
 struct Shared {
@@ -231,6 +272,8 @@ struct Shared {
     longest_lifetime: AtomicU64,
 }
 
+type OriginCache = Cache<String, Waiter, Alone, Kept>;
+
 /// Reads between purges of what no answer can use any more.
 const PURGE_EVERY: u64 = 1024;
 
@@ -240,6 +283,17 @@ const KEEP_STALE: Duration = Duration::from_secs(600);
 impl Shared {
     fn now(&self) -> Nanos {
         Nanos(self.start.elapsed().as_nanos() as u64)
+    }
+
+    /// Brings `/metrics`' account of what is stored up to date with `cache` (called under its
+    /// lock, after each change).
+    fn account(&self, cache: &OriginCache) {
+        let c = &self.counters;
+        c.stored_bytes.set(i64::try_from(cache.weight()).unwrap_or(i64::MAX));
+        c.stored_entries.set(i64::try_from(cache.len()).unwrap_or(i64::MAX));
+        let st = cache.stats();
+        c.evictions.inc_by(st.evictions.saturating_sub(c.evictions.get()));
+        c.evicted_bytes.inc_by(st.evicted_weight.saturating_sub(c.evicted_bytes.get()));
     }
 
     /// Sends `method key` to the origin, or over the origins as the route says (a read: a
@@ -274,7 +328,8 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
         .expect("a plain HTTP client");
     // Each response's own rules decide freshness (see `serve`); the core keeps them and
     // coalesces reads, its T only long enough never to decide.
-    let cache = Cache::new(Lookup::Piggyback, Nanos(u64::MAX / 4), AgeFrom::Load, Alone);
+    // Bounded in bytes: the least recently used responses go first past --max-memory.
+    let cache = Cache::new(Lookup::Piggyback, Nanos(u64::MAX / 4), AgeFrom::Load, Alone).bounded(config.max_memory);
     let mut metrics = Metrics::default();
     let counters = Counters {
         hits: metrics.count("gateway_hits", "Answered from a stored response without asking the origin."),
@@ -288,7 +343,24 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
         upstream_failures: metrics.count("gateway_upstream_failures", "Reads of the origin that failed or timed out."),
         not_stored: metrics
             .count("gateway_not_stored", "Responses read that RFC 9111 does not let a shared cache store."),
+        too_large: metrics.count(
+            "gateway_too_large",
+            "Responses answered but not stored because they are larger than --max-object-size.",
+        ),
+        stored_bytes: metrics.level(
+            "gateway_stored_bytes",
+            "Bytes the stored responses take: bodies, fields, keys, variants and the index, as counted against --max-memory.",
+        ),
+        stored_entries: metrics.level("gateway_stored_entries", "URLs with a stored response."),
+        evictions: metrics.count("gateway_evictions", "Stored URLs evicted (least recently used) to stay within --max-memory."),
+        evicted_bytes: metrics.count("gateway_evicted_bytes", "Bytes of the stored URLs evicted to stay within --max-memory."),
     };
+    metrics
+        .level("gateway_max_memory_bytes", "The bound on what is stored (--max-memory).")
+        .set(i64::try_from(config.max_memory).unwrap_or(i64::MAX));
+    metrics
+        .level("gateway_max_object_size_bytes", "The largest response stored (--max-object-size).")
+        .set(i64::try_from(config.object_bound()).unwrap_or(i64::MAX));
     let policy = Policy { surrogate: SURROGATE.to_string(), heuristic: config.heuristic };
     let origins = Origins::new(
         config.origins.clone(),
@@ -405,6 +477,7 @@ fn invalidate(s: &Shared, key: &str, headers: Option<&HeaderMap>) {
     for k in &changed {
         cache.invalidate(k, now);
     }
+    s.account(&cache);
 }
 
 /// A write over several origins, answered as the write rule's verdict says (see
@@ -630,6 +703,8 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
         let now = s.now();
         let variant = cache.peek(&key).and_then(|e| e.reading.value.find(req).cloned());
         if let Some(v) = &variant {
+            // Used: the bound evicts it later.
+            cache.touch(&key);
             let age = v.age(now);
             match rfc::usable(&v.rules, age, &rules) {
                 Use::Fresh => {
@@ -869,8 +944,16 @@ async fn read_origin(
         let f = fields(h);
         let rules = rfc::response_rules(status.as_u16(), Fields(&f), &s.policy, received);
         let initial_age = rfc::initial_age(&rules, Fields(&f), requested, received);
-        let headers = end_to_end(h, &[]);
-        Variant { status, headers, body, rules, initial_age, arrived: now, received, vary }
+        // What is stored is copied out of the buffers it arrived in, so that it holds only
+        // what it counts (a response too large to store is passed on as it came).
+        let (headers, body) = if body.len() as u64 <= s.config.object_bound() {
+            (memory::own_fields(&end_to_end(h, &[])), memory::own_body(&body))
+        } else {
+            (end_to_end(h, &[]), body)
+        };
+        let mut v = Variant { status, headers, body, rules, initial_age, arrived: now, received, vary, weight: 0 };
+        v.weight = v.weigh();
+        v
     };
     let (outcome, store) = match got {
         Ok((status, h, _)) if status == StatusCode::NOT_MODIFIED && validating => {
@@ -892,12 +975,21 @@ async fn read_origin(
             let verdict = rfc::storable("GET", status.as_u16(), req, resp, &s.policy);
             let vary = rfc::vary_names(resp).map(|names| rfc::vary_key(&names, req)).unwrap_or_default();
             let v = Arc::new(make(status, &h, body, vary));
-            let not_stored = verdict.err().map(rfc::NotStored::as_str);
-            if not_stored.is_some() {
+            let storable = verdict.is_ok();
+            let too_large = storable && v.weight > s.config.object_bound();
+            let not_stored = match verdict {
+                Err(why) => Some(why.as_str()),
+                Ok(()) if too_large => Some("larger than --max-object-size"),
+                Ok(()) => None,
+            };
+            if !storable {
                 s.counters.not_stored.inc();
             }
-            let outcome =
-                Outcome::Got { variant: Arc::clone(&v), shared: not_stored.is_none(), revalidated: false, not_stored };
+            if too_large {
+                s.counters.too_large.inc();
+            }
+            // A response too large to keep may still be shared by the requests that waited on it.
+            let outcome = Outcome::Got { variant: Arc::clone(&v), shared: storable, revalidated: false, not_stored };
             (outcome, not_stored.is_none().then_some(v))
         }
         Err(e) => {
@@ -911,10 +1003,12 @@ async fn read_origin(
                 s.longest_lifetime.fetch_max(nanos(l).0, Ordering::Relaxed);
             }
             let kept = Kept::with(cache.peek(&key).map(|e| &e.reading.value), v, req);
-            cache.fill(key, read, Reading { value: kept, sensed_at: started }, now)
+            let weight = kept.weigh(&key);
+            cache.fill_weighted(key, read, Reading { value: kept, sensed_at: started }, now, weight)
         }
         None => cache.fail(&key, read),
     };
+    s.account(&cache);
     if let Some(mut p) = pending {
         p.armed = false;
     }

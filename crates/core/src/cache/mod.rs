@@ -9,6 +9,8 @@
 //! - [`neighbours`]: which locations may stand in for one another (pluggable; the thesis
 //!   leaves it open).
 //! - [`FieldCost`]: what reading a sensor field costs and how long it takes (Eqs 5.5, 5.6).
+//! - Bounded memory: [`Cache::bounded`] weighs each entry (in bytes, for the HTTP gateway) and
+//!   evicts the least recently used to stay within a bound ([`Lru`], weighted).
 //! - Cooperative caching (Cacheflow, Dou 2011 ch. 4): [`Lru`] with de-duplicating eviction,
 //!   [`cacheflow`]'s split of a multi-object request between a server and its neighbours, and
 //!   the [`HitModel`] of one cache's hit rate; [`updates`] keeps a server's stream of changes

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use super::lru::Lru;
 use super::neighbours::Neighbourhood;
 use super::policy::{AgeFrom, Freshness, Lookup};
 use crate::Nanos;
@@ -102,6 +103,10 @@ pub struct CacheStats {
     pub reads: u64,
     /// Reads that failed.
     pub failures: u64,
+    /// Entries evicted to keep a bounded cache ([`Cache::bounded`]) within its capacity.
+    pub evictions: u64,
+    /// The weight (bytes, for the HTTP gateway) of those entries.
+    pub evicted_weight: u64,
 }
 
 /// A freshness-bounded cache with one of Yates's seven lookup policies.
@@ -124,6 +129,8 @@ pub struct Cache<K, W, N, V = f64> {
     /// Keys invalidated, with when: a read started before then brings what was invalidated,
     /// and is answered but not kept.
     invalidated: BTreeMap<K, Nanos>,
+    /// With [`Cache::bounded`]: the entries' weights, and the order they are evicted in.
+    bound: Option<Lru<K>>,
 }
 
 impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, N, V> {
@@ -146,6 +153,74 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
             stats: CacheStats::default(),
             keep_approximations: false,
             invalidated: BTreeMap::new(),
+            bound: None,
+        }
+    }
+
+    /// Bounds the entries held: their weights (one each, or as [`Cache::fill_weighted`] says;
+    /// the HTTP gateway weighs them in bytes) sum to at most `capacity`, the least recently
+    /// used evicted first to make room ([`Lru`]: a hit, a fill and a [`Cache::touch`] count as
+    /// uses). An entry heavier than `capacity` is not kept. Without a bound, entries are kept
+    /// until they are purged or invalidated. Approximate answers kept
+    /// ([`Cache::keep_approximations`]) are not weighed; they go when their key's entry does.
+    pub fn bounded(mut self, capacity: u64) -> Self {
+        let mut lru = Lru::weighted(capacity, false);
+        for k in self.entries.keys() {
+            lru.insert_weighted(k.clone(), 1);
+        }
+        self.bound = Some(lru);
+        self
+    }
+
+    /// The bound on the entries' weights, if any.
+    pub fn capacity(&self) -> Option<u64> {
+        self.bound.as_ref().map(Lru::capacity)
+    }
+
+    /// The sum of the entries' weights (zero without a bound).
+    pub fn weight(&self) -> u64 {
+        self.bound.as_ref().map_or(0, Lru::weight)
+    }
+
+    /// Whether an entry of `weight` would be kept: no heavier than the bound.
+    pub fn admits(&self, weight: u64) -> bool {
+        self.bound.as_ref().is_none_or(|b| weight <= b.capacity())
+    }
+
+    /// Counts a use of `key`'s entry (a driver that answered from [`Cache::peek`]), so that a
+    /// bounded cache evicts it later; false if it is not held.
+    pub fn touch(&mut self, key: &K) -> bool {
+        match &mut self.bound {
+            Some(b) => b.touch(key),
+            None => self.entries.contains_key(key),
+        }
+    }
+
+    /// Keeps `entry` for `key` with `weight`, evicting what the bound says.
+    fn keep(&mut self, key: K, entry: Entry<V>, weight: u64) {
+        let Some(b) = &mut self.bound else {
+            self.entries.insert(key, entry);
+            return;
+        };
+        let evicted = b.insert_weighted(key.clone(), weight);
+        let held = b.contains(&key);
+        for (k, w) in evicted {
+            self.entries.remove(&k);
+            self.approximations.remove(&k);
+            if k != key {
+                self.stats.evictions += 1;
+                self.stats.evicted_weight += w;
+            }
+        }
+        if held {
+            self.entries.insert(key, entry);
+        }
+    }
+
+    /// Drops `key`'s entry, if any, from the bound's account.
+    fn unweigh(&mut self, key: &K) {
+        if let Some(b) = &mut self.bound {
+            b.remove(key);
         }
     }
 
@@ -211,7 +286,7 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
     /// Loads `reading` for `key` without a query (the thesis's All hits starts with every
     /// location cached).
     pub fn preload(&mut self, key: K, reading: Reading<V>, now: Nanos) {
-        self.entries.insert(key, Entry { reading, loaded_at: now });
+        self.keep(key, Entry { reading, loaded_at: now }, 1);
     }
 
     /// Whether `e` may answer at `now`: younger than T (counted as [`AgeFrom`] says), and
@@ -246,6 +321,7 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
     ) -> Answer<K, V> {
         if let Some(e) = self.fresh(key, now, max_age).cloned() {
             self.stats.hits += 1;
+            self.touch(key);
             return Answer::Hit(e);
         }
         if self.lookup.approximates() {
@@ -403,6 +479,20 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
     /// reading (except under All misses) and returns that read's waiters, each with the key its
     /// query asked for, to be answered with it.
     pub fn fill(&mut self, key: K, read: Option<ReadId>, reading: Reading<V>, now: Nanos) -> Vec<(W, K)> {
+        self.fill_weighted(key, read, reading, now, 1)
+    }
+
+    /// As [`Cache::fill`], the entry weighing `weight` against the bound ([`Cache::bounded`]):
+    /// the least recently used others are evicted to make room, and an entry heavier than the
+    /// bound is not kept (nor is the one it would have replaced, which it supersedes).
+    pub fn fill_weighted(
+        &mut self,
+        key: K,
+        read: Option<ReadId>,
+        reading: Reading<V>,
+        now: Nanos,
+        weight: u64,
+    ) -> Vec<(W, K)> {
         let waiters = self.end(&key, read);
         if self.lookup != Lookup::AllMisses {
             // A slower read of an older value must not replace a newer one (reads of one key
@@ -412,7 +502,7 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
             if newer && after_invalidation {
                 self.invalidated.remove(&key);
                 self.approximations.remove(&key);
-                self.entries.insert(key, Entry { reading, loaded_at: now });
+                self.keep(key, Entry { reading, loaded_at: now }, weight);
             }
         }
         waiters
@@ -430,6 +520,7 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
     /// before the change, answers its waiters but is not kept.
     pub fn invalidate(&mut self, key: &K, now: Nanos) {
         self.entries.remove(key);
+        self.unweigh(key);
         self.approximations.remove(key);
         if self.pending.contains_key(key) {
             self.invalidated.insert(key.clone(), now);
@@ -439,7 +530,14 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
     /// Drops entries older than `keep` (counted as the cache counts age), to bound memory.
     pub fn purge(&mut self, now: Nanos, keep: Nanos) {
         let from = self.freshness.age_from;
-        self.entries.retain(|_, e| e.age(now, from) < keep);
+        let bound = &mut self.bound;
+        self.entries.retain(|k, e| {
+            let kept = e.age(now, from) < keep;
+            if !kept && let Some(b) = bound.as_mut() {
+                b.remove(k);
+            }
+            kept
+        });
         self.approximations.retain(|_, (e, _)| e.age(now, from) < keep);
         let pending = &self.pending;
         self.invalidated.retain(|k, _| pending.contains_key(k));

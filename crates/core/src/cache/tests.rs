@@ -345,3 +345,84 @@ fn an_invalidated_entry_is_read_again_and_an_older_read_not_kept() {
     c.fill(0, Some(ReadId(2)), reading(3.0, 6), at(7));
     assert_eq!(c.peek(&0).map(|e| e.reading.value), Some(3.0), "a read after the change is kept");
 }
+
+#[test]
+fn a_bounded_cache_evicts_the_least_recently_used_by_weight() {
+    let mut c: Cache<u32, u64, Alone> = Cache::new(Lookup::Piggyback, T, AgeFrom::Load, Alone).bounded(100);
+    for (k, w) in [(1, 40), (2, 30), (3, 30)] {
+        c.fill_weighted(k, None, reading(0.0, 0), at(0), w);
+    }
+    assert_eq!((c.weight(), c.len()), (100, 3));
+    assert!(c.touch(&1), "1 is used again: 2 is now the least recently used");
+    c.fill_weighted(4, None, reading(0.0, 0), at(1), 50);
+    assert!(c.peek(&2).is_none() && c.peek(&3).is_none() && c.peek(&1).is_some());
+    assert_eq!((c.weight(), c.stats().evictions, c.stats().evicted_weight), (90, 2, 60));
+    // A hit counts as a use too.
+    assert!(matches!(c.query(&1, at(2), None, &mut never), Answer::Hit(_)));
+    c.fill_weighted(5, None, reading(0.0, 0), at(2), 20);
+    assert!(c.peek(&4).is_none() && c.peek(&1).is_some());
+    // Heavier than the bound: not kept, and the entry it replaces goes too.
+    assert!(!c.admits(101));
+    c.fill_weighted(1, None, reading(1.0, 3), at(3), 101);
+    assert!(c.peek(&1).is_none());
+    assert_eq!((c.weight(), c.len()), (20, 1));
+    c.invalidate(&5, at(4));
+    assert_eq!((c.weight(), c.len()), (0, 0));
+}
+
+proptest! {
+    /// Under random fills of random weights, hits and invalidations, a bounded cache never
+    /// holds more than its bound, and holds exactly what least-recently-used order keeps (a
+    /// model: a list, least recently used first).
+    #[test]
+    fn a_bounded_cache_never_holds_more_than_its_bound(
+        cap in 1u64..100_000,
+        ops in prop::collection::vec((0u8..5, 0u32..50, 0u64..30_000), 0..300),
+    ) {
+        let mut c: Cache<u32, u64, Alone> = Cache::new(Lookup::Piggyback, T, AgeFrom::Load, Alone).bounded(cap);
+        let mut model: Vec<(u32, u64)> = Vec::new();
+        let mut evicted = 0;
+        for (i, (op, k, w)) in ops.into_iter().enumerate() {
+            let now = at(i as u64);
+            let old = model.iter().position(|(m, _)| *m == k);
+            match op {
+                0..=2 => {
+                    c.fill_weighted(k, None, reading(0.0, i as u64), now, w);
+                    if let Some(at) = old {
+                        model.remove(at);
+                    }
+                    if w <= cap {
+                        while model.iter().map(|(_, w)| w).sum::<u64>() + w > cap {
+                            model.remove(0);
+                            evicted += 1;
+                        }
+                        model.push((k, w));
+                    }
+                }
+                3 => {
+                    let hit = matches!(c.query(&k, now, None, &mut |_| 0), Answer::Hit(_));
+                    prop_assert_eq!(hit, old.is_some());
+                    if let Some(at) = old {
+                        let e = model.remove(at);
+                        model.push(e);
+                    }
+                    // A miss registers a read; end it so that fills stay plain.
+                    if let Answer::Read { read } = c.query(&k, now, Some(Nanos::ZERO), &mut |_| 0) {
+                        c.fail(&k, read);
+                    }
+                }
+                _ => {
+                    c.invalidate(&k, now);
+                    if let Some(at) = old {
+                        model.remove(at);
+                    }
+                }
+            }
+            prop_assert!(c.weight() <= cap, "{} held over a bound of {cap}", c.weight());
+            prop_assert_eq!(c.weight(), model.iter().map(|(_, w)| w).sum::<u64>());
+            prop_assert_eq!(c.len(), model.len());
+            prop_assert!(model.iter().all(|(k, _)| c.peek(k).is_some()));
+            prop_assert_eq!(c.stats().evictions, evicted);
+        }
+    }
+}
