@@ -1533,3 +1533,46 @@ fn yates_clp_reports_the_parts_it_ran() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn reproduce_iwashima_m_reports_its_runs_as_json_and_files_or_says_why_it_cannot() {
+    let bad = switchyard(&["reproduce", "iwashima-m", "--seconds", "0"]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("--seconds 0"), "{}", stderr(&bad));
+    let dir = std::env::temp_dir().join(format!("switchyard-iwashima-{}", std::process::id()));
+    let o = switchyard(&[
+        "reproduce",
+        "iwashima-m",
+        "--m",
+        "1",
+        "--seconds",
+        "1",
+        "--schemes",
+        "pin",
+        "--format",
+        "json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    if !o.status.success() && stderr(&o).contains("network namespaces are not available") {
+        eprintln!("SKIPPED: {}", stderr(&o));
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(r["name"], "iwashima-m");
+    let t = &r["tables"][0];
+    assert_eq!(t["name"], "runs");
+    let rows = t["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{t}");
+    assert_eq!((rows[0][0].as_str(), rows[0][1].as_i64()), (Some("pin"), Some(1)));
+    // One connection beside two competing flows: the model is a third of 1,250 KB/s.
+    assert!((rows[0][3].as_f64().unwrap() - 1250.0 / 3.0).abs() < 1.0, "{t}");
+    let on_disk: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(on_disk["tables"], r["tables"]);
+    for name in ["runs.csv", "iwashima-m-aggregate.svg", "iwashima-m-error.svg", "iwashima-m-reorder.svg"] {
+        assert!(dir.join(name).exists(), "{name} was not written");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -18,6 +18,7 @@ pub const REPRODUCTIONS: &[&ReportSpec] = &[
     &crate::scenarios::GOP_CACHE_AWARE_CACHE,
     &crate::scenarios::PS_SHARES,
     &crate::clp::SPEC,
+    &crate::iwashima::SPEC,
     &crate::yates_cache::SPEC,
     &crate::cacheflow::SPEC,
     &crate::figurehead::SPEC,

@@ -15,6 +15,7 @@ use switchyard_mux::{ConnChoice, Listener, MuxConfig, Scheme, SendConfig, Sessio
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::ExperimentError;
+use crate::report::{Chart, ColumnSpec, LineStyle, Progress, Report, ReportSpec, Table, TableSpec};
 
 /// What one run measured.
 struct Point {
@@ -71,8 +72,8 @@ pub struct Setup {
     pub schemes: Vec<MuxScheme>,
 }
 
-/// One run, as the table, the CSV and the charts take it.
-#[derive(Clone, Debug, serde::Serialize)]
+/// One run: what the table and the charts take.
+#[derive(Clone, Debug)]
 pub struct Row {
     /// The scheme's name.
     pub scheme: &'static str,
@@ -86,23 +87,12 @@ pub struct Row {
     pub share: f64,
     /// RMS(opt) of the channels' rates against their weighted shares (B/s, Iwashima Eq 7.1).
     pub rms_bps: f64,
-    /// RMS_perc(opt) (%, Eq 7.2).
+    /// RMS_perc(opt), as a fraction (Eq 7.2).
     pub rms_perc: f64,
     /// Mean reorder delay per frame (ms).
     pub reorder_ms: f64,
     /// Mean reorder memory (KB).
     pub held_kb: f64,
-}
-
-/// A published claim beside our figure.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Claim {
-    /// The case (scheme and m).
-    pub case: String,
-    /// What was published, and where.
-    pub published: String,
-    /// Ours, with the difference where there is a number to compare.
-    pub ours: String,
 }
 
 /// The link the reproduction runs on.
@@ -114,14 +104,25 @@ fn gone(what: &str) -> ExperimentError {
     ExperimentError::Real(what.to_string())
 }
 
-/// Runs every scheme at every m, calling `each` with each row as it is measured (a run takes
-/// its seconds and more); returns the rows and the published claims beside ours.
-pub fn run(setup: &Setup, mut each: impl FnMut(&Row)) -> Result<(Vec<Row>, Vec<Claim>), ExperimentError> {
-    let weights: Vec<f64> = (0..N).map(|i| 0.8f64.powi(i as i32)).collect();
-    let link = link();
-    let b = link.rate_bps as f64 / 8.0;
-    let ch: Vec<(u32, f64)> = weights.iter().enumerate().map(|(i, w)| (i as u32, *w)).collect();
-    let mut claims = Vec::new();
+/// The channels' weights, 0.8^i.
+fn weights() -> Vec<f64> {
+    (0..N).map(|i| 0.8f64.powi(i as i32)).collect()
+}
+
+/// Runs every scheme at every m, advancing `progress` by one per run (a run takes its seconds
+/// and 3 s more).
+pub fn run(setup: &Setup, progress: &dyn Progress) -> Result<Vec<Row>, ExperimentError> {
+    if !(setup.seconds.is_finite() && setup.seconds > 0.0) {
+        return Err(ExperimentError::Input(format!(
+            "--seconds {}: a run needs a positive number of seconds",
+            setup.seconds
+        )));
+    }
+    if setup.ms.contains(&0) {
+        return Err(ExperimentError::Input("--m 0: a session needs at least one connection".into()));
+    }
+    let weights = weights();
+    let b = link().rate_bps as f64 / 8.0;
     let mut rows = Vec::new();
     let pin = Scheme::Pin { hysteresis: 0.01 };
     let schemes = [
@@ -131,7 +132,9 @@ pub fn run(setup: &Setup, mut each: impl FnMut(&Row)) -> Result<(Vec<Row>, Vec<C
         (MuxScheme::PinRates, "pin+rates", pin, Repin::ByRates),
         (MuxScheme::PinService, "pin+serv", pin, Repin::ByService),
     ];
-    for (_, name, scheme, repin) in schemes.into_iter().filter(|(k, ..)| setup.schemes.contains(k)) {
+    let chosen: Vec<_> = schemes.into_iter().filter(|(k, ..)| setup.schemes.contains(k)).collect();
+    progress.stage("runs", (chosen.len() * setup.ms.len()) as u64);
+    for (_, name, scheme, repin) in chosen {
         for &m in &setup.ms {
             let p = match point(scheme, repin, m, &weights, setup.seconds, setup.eq75) {
                 Ok(p) => p,
@@ -147,65 +150,221 @@ pub fn run(setup: &Setup, mut each: impl FnMut(&Row)) -> Result<(Vec<Row>, Vec<C
             // Pinning uses at most n connections: the model's aggregate stops growing at m = n.
             let used = if name.starts_with("pin") { m.min(N) } else { m };
             let expected = b * used as f64 / (used as f64 + CROSS as f64);
-            let row = Row {
+            rows.push(Row {
                 scheme: name,
                 m,
                 ours_kbps: total / 1e3,
                 model_kbps: expected / 1e3,
                 share: total / (total + p.cross),
                 rms_bps: rms,
-                rms_perc: rms_perc * 100.0,
+                rms_perc,
                 reorder_ms: p.reorder_s * 1e3,
                 held_kb: p.held / 1e3,
-            };
-            each(&row);
-            rows.push(row);
-            let claim = |case: String, published: String, ours: String| Claim { case, published, ours };
-            if name == "earliest" {
-                let rtt = 2.0 * link.delay.as_secs_f64();
-                claims.push(claim(
-                    format!("earliest-delivery striping, m = {m}"),
-                    format!("reorder delay at most one RTT, {:.0} ms (beyond the source; the issue's goal)", rtt * 1e3),
-                    format!("{:.0} ms", p.reorder_s * 1e3),
-                ));
-            } else if name == "stripe" {
-                claims.push(claim(
-                    format!("striping, m = {m}"),
-                    "RMS(opt) within one packet, 1,000 B/s (Figs 7-22..25)".into(),
-                    format!("{rms:.0} B/s ({:+.0}%)", (rms / 1000.0 - 1.0) * 100.0),
-                ));
-                for (at, published) in [(14, 0.1), (30, 1.2)] {
-                    if m == at {
-                        claims.push(claim(
-                            format!("striping, m = {m}"),
-                            format!("reorder delay ≈ {:.0} ms (Fig 7-3)", published * 1e3),
-                            format!("{:.0} ms ({:+.0}%)", p.reorder_s * 1e3, (p.reorder_s / published - 1.0) * 100.0),
-                        ));
-                    }
+            });
+            progress.advance(1);
+        }
+    }
+    Ok(rows)
+}
+
+/// The thesis's reorder delay for striping at m connections, where Fig 7-3 gives one (ms).
+pub fn published_reorder_ms(m: usize) -> Option<f64> {
+    [(14, 100.0), (30, 1200.0)].into_iter().find(|p| p.0 == m).map(|p| p.1)
+}
+
+/// The table of runs: a row per scheme and m.
+pub const RUNS: TableSpec = TableSpec::new(
+    "runs",
+    "Aggregate throughput, allocation error and reorder delay by scheme and m",
+    &[
+        ColumnSpec::text("scheme")
+            .about("stripe and pin are the thesis's; earliest, pin+rates and pin+serv are beyond it"),
+        ColumnSpec::int("m").about("connections"),
+        ColumnSpec::num("ours_kbps", 0)
+            .header("ours")
+            .unit("KB/s")
+            .about("the channels' aggregate, delivered in order"),
+        ColumnSpec::num("model_kbps", 0)
+            .header("B·m/(m+2)")
+            .unit("KB/s")
+            .about("the thesis's model of the aggregate (Fig 7-7); pinning uses at most n connections"),
+        ColumnSpec::num("vs_model", 1).gain().header("diff").about("ours over the model"),
+        ColumnSpec::num("share", 3).about("the session's share of the bottleneck"),
+        ColumnSpec::num("fair_share", 3)
+            .header("m/(m+2)")
+            .about("the share m connections get beside the competing flows"),
+        ColumnSpec::num("rms_bps", 0)
+            .header("RMS(opt)")
+            .unit("B/s")
+            .about("the channels' rates against their weighted shares (Iwashima Eq 7.1)"),
+        ColumnSpec::num("rms_perc", 1).percent().header("RMS_perc").about("RMS(opt) over the mean share (Eq 7.2)"),
+        ColumnSpec::num("reorder_ms", 1).header("reorder").unit("ms").about("mean reorder delay per delivered frame"),
+        ColumnSpec::num("published_reorder_ms", 0)
+            .header("Fig 7-3")
+            .unit("ms")
+            .about("the thesis's reorder delay for striping, where Fig 7-3 gives one (m = 14, 30)"),
+        ColumnSpec::num("held_kb", 1).header("held").unit("KB").about("mean bytes held for reordering (§3.9)"),
+    ],
+);
+
+/// What `reproduce iwashima-m` reports.
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "iwashima-m",
+    title: "Iwashima ch. 7: 15 weighted channels striped or pinned over m connections through an emulated 10 Mb/s, 50 ms RED bottleneck shared with 2 TCP flows (real TCP in network namespaces)",
+    tables: &[&RUNS],
+};
+
+/// The runs as a report: the table, the thesis's figures beside ours (as columns and claims),
+/// why they can differ, and charts of throughput, allocation error and reorder delay against m.
+pub fn report(setup: &Setup, rows: &[Row]) -> Report {
+    let link = link();
+    let rtt_ms = 2.0 * link.delay.as_secs_f64() * 1e3;
+    let ms: Vec<String> = setup.ms.iter().map(ToString::to_string).collect();
+    let mut schemes: Vec<&str> = rows.iter().map(|r| r.scheme).collect();
+    schemes.dedup();
+    let mut r = Report::new(&SPEC);
+    r.param("m", ms.join(","), "the connection counts run")
+        .param("seconds", setup.seconds, "seconds measured per run, after 3 s of warm-up (the thesis: 60 s × 15 runs)")
+        .param(
+            "eq75",
+            setup.eq75,
+            "socket buffers by the thesis's Eq 7.5, max(5000, B·RTT/(m+2)), not the kernel's with TCP_NOTSENT_LOWAT",
+        )
+        .param("schemes", schemes.join(","), "the schemes run")
+        .param("rate_mbps", link.rate_bps / 1_000_000, "the bottleneck's rate, Mb/s")
+        .param("delay_ms", link.delay.as_millis() as u64, "the bottleneck's one-way delay, ms; RED, max_th 40")
+        .param("cross", CROSS, "competing TCP flows")
+        .param("channels", N, "channels, weighted 0.8^i")
+        .param("packet", PACKET, "bytes per frame, header included");
+    let mut t = Table::new(&RUNS).grouped_by("scheme");
+    for row in rows {
+        t.push(vec![
+            row.scheme.into(),
+            row.m.into(),
+            row.ours_kbps.into(),
+            row.model_kbps.into(),
+            (row.ours_kbps / row.model_kbps).into(),
+            row.share.into(),
+            (row.m as f64 / (row.m + CROSS) as f64).into(),
+            row.rms_bps.into(),
+            row.rms_perc.into(),
+            row.reorder_ms.into(),
+            if row.scheme == "stripe" { published_reorder_ms(row.m) } else { None }.into(),
+            row.held_kb.into(),
+        ]);
+    }
+    t.note("Fig 7-3: the thesis's reorder delay for striping, where it gives one (m = 14 and 30)");
+    t.note("diff: ours over the thesis's B·m/(m+2) (Fig 7-7); ours carries frame and TCP/IP headers, ~6%");
+    r.tables.push(t);
+    let ch: Vec<(u32, f64)> = weights().into_iter().enumerate().map(|(i, w)| (i as u32, w)).collect();
+    for row in rows {
+        let m = row.m;
+        let claim =
+            |claim: String, source: &str, published: f64, published_text: String, ours: f64, ours_text: String| {
+                crate::report::Claim {
+                    claim,
+                    source: source.into(),
+                    published: Some(published),
+                    published_text,
+                    ours: Some(ours),
+                    ours_text,
+                    difference: Some(ours / published - 1.0).filter(|d| d.is_finite()),
+                    why: String::new(),
                 }
-            } else {
+            };
+        match row.scheme {
+            "earliest" => r.claims.push(claim(
+                format!("reorder delay of earliest-delivery striping, m = {m}: at most one RTT"),
+                "beyond the source; the issue's goal",
+                rtt_ms,
+                format!("at most {rtt_ms:.0} ms"),
+                row.reorder_ms,
+                format!("{:.0} ms", row.reorder_ms),
+            )),
+            "stripe" => {
+                r.claims.push(claim(
+                    format!("RMS(opt) of striping, m = {m}: within one packet"),
+                    "Iwashima ch. 7, Figs 7-22..25",
+                    PACKET as f64,
+                    "1,000 B/s".into(),
+                    row.rms_bps,
+                    format!("{:.0} B/s", row.rms_bps),
+                ));
+                if let Some(published) = published_reorder_ms(m) {
+                    r.claims.push(claim(
+                        format!("reorder delay of striping, m = {m}"),
+                        "Iwashima ch. 7, Fig 7-3",
+                        published,
+                        format!("≈ {published:.0} ms"),
+                        row.reorder_ms,
+                        format!("{:.0} ms", row.reorder_ms),
+                    ));
+                }
+            }
+            name => {
                 let conns: Vec<(usize, f64)> = (0..m).map(|c| (c, 1.0)).collect();
                 let model = pin::model_error(&pin::lpt(&ch, &conns), &ch, &conns);
-                claims.push(claim(
-                    format!("{name}, m = {m}"),
-                    format!(
-                        "RMS_perc(opt) from the assignment alone {:.1}% (notes §3.6; Fig 7-26's shape)",
-                        model * 100.0
-                    ),
-                    format!("{:.1}% ({:+.1} points)", rms_perc * 100.0, (rms_perc - model) * 100.0),
-                ));
-                if repin != Repin::Never && m == 5 {
-                    claims.push(claim(
-                        format!("{name}, m = {m}"),
-                        "periodic re-pinning brings pinning's error to at most 2% (beyond the source; the issue's goal)"
-                            .into(),
-                        format!("{:.1}%", rms_perc * 100.0),
+                // A model error of 0 makes a ratio meaningless: the gap is in points.
+                r.claims.push(crate::report::Claim {
+                    difference: None,
+                    ..claim(
+                        format!("RMS_perc(opt) of {name}, m = {m}: the error of the assignment alone"),
+                        "notes §3.6; Fig 7-26's shape",
+                        model * 100.0,
+                        format!("{:.1}%", model * 100.0),
+                        row.rms_perc * 100.0,
+                        format!("{:.1}% ({:+.1} points)", row.rms_perc * 100.0, (row.rms_perc - model) * 100.0),
+                    )
+                });
+                if name != "pin" && m == 5 {
+                    r.claims.push(claim(
+                        format!("RMS_perc(opt) of {name}, m = {m}: periodic re-pinning brings it to at most 2%"),
+                        "beyond the source; the issue's goal",
+                        2.0,
+                        "at most 2%".into(),
+                        row.rms_perc * 100.0,
+                        format!("{:.1}%", row.rms_perc * 100.0),
                     ));
                 }
             }
         }
     }
-    Ok((rows, claims))
+    r.note(format!(
+        "why they can differ: Linux CUBIC against FreeBSD 4.7's Reno; our RED's unstated parameters (min_th 10, max_p 0.1, w_q 0.002); {}; our receiver's window bounds reorder memory where the thesis's did not; {} s runs, not 60 s × 15.",
+        if setup.eq75 { "Eq 7.5's socket buffers as the thesis's" } else { "TCP_NOTSENT_LOWAT in place of Eq 7.5's socket buffers" },
+        setup.seconds
+    ));
+    r.note("earliest is striping onto the connection expected to deliver first (TCP_INFO); pin is the thesis's (weights only); pin+rates re-pins every second by the connections' measured rates, pin+serv also by the service each channel got so far, taking turns (both beyond the source).");
+    r.charts.push(
+        Chart::new(
+            "iwashima-m-aggregate",
+            "Aggregate throughput against m",
+            RUNS.name,
+            "m",
+            &["ours_kbps", "model_kbps"],
+        )
+        .by("scheme")
+        .styled("model_kbps", LineStyle::Model)
+        .labels("connections (m)", "KB/s"),
+    );
+    r.charts.push(
+        Chart::new("iwashima-m-error", "Allocation error against m (Iwashima Eq 7.2)", RUNS.name, "m", &["rms_perc"])
+            .by("scheme")
+            .labels("connections (m)", "RMS_perc (fraction)"),
+    );
+    r.charts.push(
+        Chart::new(
+            "iwashima-m-reorder",
+            "Mean reorder delay against m (thesis: Fig 7-3)",
+            RUNS.name,
+            "m",
+            &["reorder_ms", "published_reorder_ms"],
+        )
+        .by("scheme")
+        .styled("published_reorder_ms", LineStyle::Published)
+        .labels("connections (m)", "ms"),
+    );
+    r
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, ExperimentError> {
