@@ -30,15 +30,15 @@ impl<T> ReorderBuffer<T> {
     }
 
     /// Unit `seq` of `flow` has arrived: calls `release` for it and every held unit it unblocks,
-    /// in sequence order. A sequence number seen before (or already released) is dropped.
+    /// in sequence order. A sequence number seen before (or already released) is dropped: the
+    /// copy held first stays, as it arrived first.
     pub fn push(&mut self, flow: FlowId, seq: u64, unit: T, mut release: impl FnMut(u64, T)) {
         let (next, held) = self.flows.get_or_insert_with(flow, Default::default);
-        if seq < *next {
+        if seq < *next || held.contains_key(&seq) {
             return;
         }
-        if held.insert(seq, unit).is_none() {
-            self.held += 1;
-        }
+        held.insert(seq, unit);
+        self.held += 1;
         while let Some(u) = held.remove(next) {
             self.held -= 1;
             release(*next, u);
@@ -54,6 +54,17 @@ impl<T> ReorderBuffer<T> {
     /// Units one flow holds.
     pub fn held_of(&self, flow: FlowId) -> usize {
         self.flows.get(flow).map_or(0, |(_, held)| held.len())
+    }
+
+    /// Whether unit `seq` of the flow is held (arrived early and waiting for an earlier one).
+    pub fn holds(&self, flow: FlowId, seq: u64) -> bool {
+        self.flows.get(flow).is_some_and(|(_, held)| held.contains_key(&seq))
+    }
+
+    /// The units one flow holds, in sequence order.
+    #[cfg(test)]
+    pub(crate) fn units_of(&self, flow: FlowId) -> impl Iterator<Item = &T> {
+        self.flows.get(flow).into_iter().flat_map(|(_, held)| held.values())
     }
 
     /// Takes every unit the flow holds, in sequence order, and forgets nothing else: the flow
@@ -87,6 +98,14 @@ mod tests {
             b.push(FlowId(9), seq, seq * 10, |s, u| out.push((s, u)));
         }
         assert_eq!(out, [(0, 0), (1, 10), (2, 20), (3, 30), (4, 40), (5, 50)]);
+        // A copy of a held unit is dropped; the first stays.
+        b.push(FlowId(9), 7, 70, |_, _| panic!("unit 6 has not arrived"));
+        b.push(FlowId(9), 7, 71, |_, _| panic!("unit 6 has not arrived"));
+        assert!(b.holds(FlowId(9), 7) && !b.holds(FlowId(9), 6));
+        assert_eq!((b.held(), b.held_of(FlowId(9))), (1, 1));
+        out.clear();
+        b.push(FlowId(9), 6, 60, |s, u| out.push((s, u)));
+        assert_eq!(out, [(6, 60), (7, 70)]);
         assert_eq!(b.held(), 0);
         b.push(FlowId(1), 1, 0, |_, _| panic!("unit 0 has not arrived"));
         assert_eq!(b.held(), 1);
