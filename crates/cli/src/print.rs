@@ -332,6 +332,8 @@ impl Bar {
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
                 .progress_chars("=> "),
         );
+        // Redrawn every quarter second, so that the elapsed time moves during a long step.
+        bar.enable_steady_tick(std::time::Duration::from_millis(250));
         Self(bar)
     }
 }

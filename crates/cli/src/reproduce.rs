@@ -27,7 +27,7 @@ use switchyard_sim::scenario::Scenario;
 ///
 ///   switchyard reproduce dpi-affinity --out results/dpi
 ///
-///   switchyard reproduce dou-rgedf --runs 3 --format csv --table misses
+///   switchyard reproduce dou-rgedf --runs 3 --format csv --table losses
 ///
 ///   switchyard reproduce iwashima-m --m 5,14 --seconds 20
 #[derive(Args, Debug)]
