@@ -183,24 +183,26 @@ pub fn http_date(value: &str) -> Option<SystemTime> {
 pub enum AgeField {
     /// None was sent.
     Absent,
-    /// One non-negative integer, in seconds (capped at [`DELTA_SECONDS_MAX`]).
+    /// Its first member is a non-negative integer, in seconds (capped at
+    /// [`DELTA_SECONDS_MAX`]).
     Seconds(u64),
-    /// Anything else: a list, a sign, a fraction, a parameter, not a number.
+    /// Its first member is something else (a sign, a fraction, a parameter, not a number): the
+    /// field is ignored, as if absent.
     Invalid,
 }
 
-/// Reads `Age`. RFC 9111 §5.1 says to use the first member of a list and to ignore an invalid
-/// value; the public test suite expects a cache to treat both as stale. A cache may always
-/// treat a response as stale (it then asks the origin), so this takes the suite's side: a
-/// response with an `Age` that is not one integer on one line is stale on arrival
-/// ([`AgeField::Invalid`]). The cost is a revalidation, never a wrong answer.
+/// Reads `Age` as RFC 9111 §5.1 says: of a list, the first member counts and the rest are
+/// discarded; a first member that is not a non-negative integer makes the field ignored.
+/// Several field lines are one list, in order (RFC 9110 §5.3), so `Age: 0` then `Age: 7200`
+/// is 0, and `Age: 7200, 0` is 7200. Empty members are no members (RFC 9110 §5.6.1).
+///
+/// The public test suite's newer version checks exactly this; its npm release 0.4.5 took an
+/// `Age` list as stale, which this no longer does (its `age-parse-prefix` now passes).
 pub fn age_field(resp: Fields) -> AgeField {
-    let mut lines = resp.all("age");
-    let Some(first) = lines.next() else { return AgeField::Absent };
-    match delta_seconds(first.trim_matches([' ', '\t'])) {
-        Some(s) if lines.next().is_none() => AgeField::Seconds(s),
-        _ => AgeField::Invalid,
-    }
+    let Some(first) = resp.all("age").flat_map(members).next() else {
+        return if resp.has("age") { AgeField::Invalid } else { AgeField::Absent };
+    };
+    delta_seconds(first).map_or(AgeField::Invalid, AgeField::Seconds)
 }
 
 /// Status codes heuristically cacheable by default (RFC 9110 §15.1).
@@ -280,9 +282,7 @@ pub fn response_rules(status: u16, resp: Fields, policy: &Policy, received: Syst
     let secs = |s: u64| Duration::from_secs(s);
     let age = age_field(resp);
     let mut heuristic = false;
-    let lifetime = if age == AgeField::Invalid {
-        Some(Duration::ZERO)
-    } else if let Some(s) = sc.seconds("max-age") {
+    let lifetime = if let Some(s) = sc.seconds("max-age") {
         Some(secs(s))
     } else if let Some(s) = (!surrogate).then(|| cc.seconds("s-maxage").or_else(|| cc.seconds("max-age"))).flatten() {
         Some(secs(s))
@@ -730,7 +730,60 @@ mod tests {
         let dated = [("date", "Sun, 06 Nov 1994 08:49:37 GMT"), ("expires", "Sun, 06 Nov 1994 08:50:37 GMT")];
         assert_eq!(lifetime(&dated), Some(60), "Expires less Date");
         assert_eq!(lifetime(&[]), None, "no word, no heuristic: stale");
-        assert_eq!(lifetime(&[("cache-control", "max-age=60"), ("age", "0, 0")]), Some(0), "a list Age: stale");
+    }
+
+    /// The age a response arrives with, as `initial_age` counts it for a response with no
+    /// `Date` that took no time to arrive: its `Age` alone.
+    fn arrival_age(age_lines: &[&str]) -> Option<u64> {
+        let mut pairs = vec![("cache-control", "max-age=3600")];
+        pairs.extend(age_lines.iter().map(|v| ("age", *v)));
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let r = response_rules(200, Fields(&pairs), &policy(), at);
+        assert_eq!(r.lifetime, Some(Duration::from_secs(3600)), "Age never changes the lifetime: {age_lines:?}");
+        match r.age {
+            AgeField::Seconds(s) => {
+                assert_eq!(initial_age(&r, Fields(&pairs), at, at), Duration::from_secs(s));
+                Some(s)
+            }
+            AgeField::Absent | AgeField::Invalid => {
+                assert_eq!(initial_age(&r, Fields(&pairs), at, at), Duration::ZERO, "ignored as if absent");
+                None
+            }
+        }
+    }
+
+    /// RFC 9111 §5.1: a list-valued `Age` counts by its first member; a value that is not a
+    /// non-negative integer (after that) is ignored. Several field lines are one list (RFC 9110
+    /// §5.3), so the first line's first member counts.
+    #[test]
+    fn age_counts_its_first_member_and_ignores_what_is_not_an_integer() {
+        assert_eq!(arrival_age(&[]), None);
+        assert_eq!(arrival_age(&["7200"]), Some(7200));
+        assert_eq!(arrival_age(&[" 7200 "]), Some(7200), "optional whitespace around the value");
+        assert_eq!(arrival_age(&["abc"]), None, "not a number: ignored");
+        assert_eq!(arrival_age(&["-7200"]), None, "negative: ignored");
+        assert_eq!(arrival_age(&["7200.0"]), None, "a fraction: ignored");
+        assert_eq!(arrival_age(&["7200;foo=bar"]), None, "a parameter is not an integer: ignored");
+        assert_eq!(arrival_age(&["0, 7200"]), Some(0), "one line: the first member counts");
+        assert_eq!(arrival_age(&["7200, 0"]), Some(7200));
+        assert_eq!(arrival_age(&["0,7200"]), Some(0));
+        assert_eq!(arrival_age(&["0, 0"]), Some(0));
+        assert_eq!(arrival_age(&["0", "7200"]), Some(0), "several lines: the first counts");
+        assert_eq!(arrival_age(&["7200", "0"]), Some(7200));
+        assert_eq!(arrival_age(&["3600", "3600"]), Some(3600));
+        assert_eq!(arrival_age(&["abc, 0"]), None, "the first member is invalid: the field is ignored");
+        assert_eq!(arrival_age(&["", "5"]), Some(5), "an empty line is no member (RFC 9110 §5.6.1)");
+        assert_eq!(arrival_age(&["2147483648"]), Some(DELTA_SECONDS_MAX));
+        assert_eq!(arrival_age(&["99999999999"]), Some(DELTA_SECONDS_MAX), "capped, still stale");
+        // What the suite checks end to end: a max-age=3600 response is fresh on arrival with
+        // the Age values it should ignore or whose first member is 0, stale with 7200 first.
+        let fresh = |lines: &[&str]| arrival_age(lines).unwrap_or(0) < 3600;
+        for ok in [&["abc"][..], &["-7200"], &["7200.0"], &["0, 7200"], &["0", "7200"], &["0, 0"], &["0", "0"]] {
+            assert!(fresh(ok), "{ok:?} is fresh");
+        }
+        for old in [&["7200, 0"][..], &["7200", "0"], &["2147483647"], &["2147483649"]] {
+            assert!(!fresh(old), "{old:?} is stale");
+        }
     }
 
     #[test]

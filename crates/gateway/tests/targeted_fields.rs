@@ -1,0 +1,90 @@
+//! Response fields whose reading the public cache test suite's newer version checks, through
+//! the gateway over loopback: `Age` (RFC 9111 §5.1) and the targeted cache-control fields
+//! `CDN-Cache-Control` and `Switchyard-Cache-Control` (RFC 9213).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Router;
+use axum::http::{HeaderName, HeaderValue, Uri};
+use axum::response::IntoResponse;
+use switchyard_gateway::origin::{self, OriginConfig};
+
+type Table = HashMap<&'static str, Vec<(&'static str, &'static str)>>;
+
+/// An origin answering each path of `table` with that path's field lines (in order, repeated
+/// names kept as separate lines), counting its reads.
+async fn origin(table: Table) -> (SocketAddr, Arc<AtomicU64>) {
+    let reads = Arc::new(AtomicU64::new(0));
+    let (t, r) = (Arc::new(table), Arc::clone(&reads));
+    let app = Router::new().fallback(move |uri: Uri| {
+        let (t, r) = (Arc::clone(&t), Arc::clone(&r));
+        async move {
+            let n = r.fetch_add(1, Ordering::SeqCst) + 1;
+            let mut resp = format!("#{n}").into_response();
+            for (name, value) in t.get(uri.path()).into_iter().flatten() {
+                resp.headers_mut().append(HeaderName::from_static(name), HeaderValue::from_static(value));
+            }
+            resp
+        }
+    });
+    (serve(app).await, reads)
+}
+
+async fn serve(app: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// `X-Cache` (hit, miss, …) and the response's fields.
+async fn get(gateway: SocketAddr, path: &str) -> (String, reqwest::header::HeaderMap) {
+    let r = reqwest::get(format!("http://{gateway}{path}")).await.unwrap();
+    assert_eq!(r.status(), 200, "{path}");
+    let h = r.headers().clone();
+    (h.get("x-cache").map_or(String::new(), |v| v.to_str().unwrap().to_string()), h)
+}
+
+/// Whether the second of two requests for `path` is answered from the store.
+async fn reused(gateway: SocketAddr, path: &str) -> bool {
+    let (first, _) = get(gateway, path).await;
+    assert_eq!(first, "miss", "{path}: the first read goes to the origin");
+    get(gateway, path).await.0 == "hit"
+}
+
+/// RFC 9111 §5.1: of an `Age` list (one line or several, RFC 9110 §5.3) the first member
+/// counts; a value that is not a non-negative integer is ignored as if absent. Every path
+/// here says `max-age=3600`, so what decides is whether the Age that counts reaches 3600.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn age_counts_its_first_member_and_an_invalid_age_is_ignored() {
+    let ma = ("cache-control", "max-age=3600");
+    let table: Table = [
+        ("/nonnumeric", vec![ma, ("age", "abc")]),
+        ("/negative", vec![ma, ("age", "-7200")]),
+        ("/float", vec![ma, ("age", "7200.0")]),
+        ("/prefix", vec![ma, ("age", "0, 7200")]),
+        ("/prefix-twoline", vec![ma, ("age", "0"), ("age", "7200")]),
+        ("/dup-0", vec![ma, ("age", "0, 0")]),
+        ("/dup-0-twoline", vec![ma, ("age", "0"), ("age", "0")]),
+        ("/suffix", vec![ma, ("age", "7200, 0")]),
+        ("/suffix-twoline", vec![ma, ("age", "7200"), ("age", "0")]),
+        ("/large", vec![ma, ("age", "2147483648")]),
+    ]
+    .into_iter()
+    .collect();
+    let (o, reads) = origin(table).await;
+    let g = serve(origin::router(OriginConfig::new(format!("http://{o}")))).await;
+    for path in ["/nonnumeric", "/negative", "/float", "/prefix", "/prefix-twoline", "/dup-0", "/dup-0-twoline"] {
+        assert!(reused(g, path).await, "{path}: fresh, reused");
+    }
+    for path in ["/suffix", "/suffix-twoline", "/large"] {
+        assert!(!reused(g, path).await, "{path}: stale on arrival, read again");
+    }
+    assert_eq!(reads.load(Ordering::SeqCst), 7 + 3 * 2);
+    // The Age given downstream is the one that counted, not a stale member passed along.
+    let (_, h) = get(g, "/prefix").await;
+    assert!(h["age"].to_str().unwrap().parse::<u64>().unwrap() < 3600, "{:?}", h["age"]);
+}
