@@ -88,3 +88,43 @@ async fn age_counts_its_first_member_and_an_invalid_age_is_ignored() {
     let (_, h) = get(g, "/prefix").await;
     assert!(h["age"].to_str().unwrap().parse::<u64>().unwrap() < 3600, "{:?}", h["age"]);
 }
+
+/// RFC 9213: as a CDN cache the gateway obeys `CDN-Cache-Control` over `Cache-Control` and
+/// `Expires`, and the field targeted at it alone (`Switchyard-Cache-Control`, or the name
+/// configured) over both; an invalid targeted field is ignored; both are passed on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn targeted_cache_control_governs_over_cache_control() {
+    let table: Table = [
+        ("/cdn-long", vec![("cache-control", "max-age=0"), ("cdn-cache-control", "max-age=3600")]),
+        ("/cdn-fresh-cc-no-store", vec![("cache-control", "no-store"), ("cdn-cache-control", "max-age=3600")]),
+        ("/cdn-short", vec![("cache-control", "max-age=3600"), ("cdn-cache-control", "max-age=0")]),
+        ("/cdn-no-store", vec![("cache-control", "max-age=3600"), ("cdn-cache-control", "no-store")]),
+        ("/cdn-private", vec![("cache-control", "max-age=3600"), ("cdn-cache-control", "private")]),
+        ("/cdn-no-cache", vec![("cache-control", "max-age=3600"), ("cdn-cache-control", "no-cache")]),
+        ("/cdn-invalid", vec![("cache-control", "no-store"), ("cdn-cache-control", "max-age=3600, &&&&&")]),
+        ("/cdn-age", vec![("cdn-cache-control", "max-age=3600"), ("age", "7200")]),
+        ("/own", vec![("cdn-cache-control", "no-store"), ("switchyard-cache-control", "max-age=3600")]),
+        ("/own-renamed", vec![("cdn-cache-control", "no-store"), ("edge-cache-control", "max-age=3600")]),
+    ]
+    .into_iter()
+    .collect();
+    let (o, _) = origin(table).await;
+    let g = serve(origin::router(OriginConfig::new(format!("http://{o}")))).await;
+    for path in ["/cdn-long", "/cdn-fresh-cc-no-store", "/own"] {
+        assert!(reused(g, path).await, "{path}: fresh by the targeted field, reused");
+    }
+    for path in ["/cdn-short", "/cdn-no-store", "/cdn-private", "/cdn-no-cache", "/cdn-invalid", "/cdn-age"] {
+        assert!(!reused(g, path).await, "{path}: the targeted field (or, invalid, Cache-Control) forbids reuse");
+    }
+    // Another name for the gateway's own field: the old name is just another field then.
+    assert!(!reused(g, "/own-renamed").await, "Edge-Cache-Control is not this gateway's field by default");
+    let renamed =
+        OriginConfig { targeted_field: "edge-cache-control".into(), ..OriginConfig::new(format!("http://{o}")) };
+    let g2 = serve(origin::router(renamed)).await;
+    assert!(reused(g2, "/own-renamed").await, "configured: Edge-Cache-Control governs");
+    assert!(!reused(g2, "/own").await, "Switchyard-Cache-Control no longer targets it: CDN-Cache-Control governs");
+    // Passed on unchanged, to the client and on a hit.
+    let (_, h) = get(g, "/cdn-long").await;
+    assert_eq!(h["cdn-cache-control"], "max-age=3600");
+    assert_eq!(h["cache-control"], "max-age=0");
+}
