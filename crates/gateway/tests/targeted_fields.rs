@@ -128,3 +128,49 @@ async fn targeted_cache_control_governs_over_cache_control() {
     assert_eq!(h["cdn-cache-control"], "max-age=3600");
     assert_eq!(h["cache-control"], "max-age=0");
 }
+
+/// RFC 9111 §3: only a final response is stored. An origin that sends `103 Early Hints`
+/// first: the final response is stored and reused, without the interim response's fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interim_response_is_never_stored() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let o = listener.local_addr().unwrap();
+    let reads = Arc::new(AtomicU64::new(0));
+    let r = Arc::clone(&reads);
+    tokio::spawn(async move {
+        loop {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let r = Arc::clone(&r);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // One request per connection is enough here: answer once its head is in.
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let n = r.fetch_add(1, Ordering::SeqCst) + 1;
+                let body = format!("#{n}");
+                let answer = format!(
+                    "HTTP/1.1 103 Early Hints\r\nlink: </styles.css>; rel=preload\r\nx-interim: yes\r\n\r\n\
+                     HTTP/1.1 200 OK\r\ncache-control: max-age=100000\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(answer.as_bytes()).await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    });
+    let g = serve(origin::router(OriginConfig::new(format!("http://{o}")))).await;
+    let (first, h1) = get(g, "/hinted").await;
+    assert_eq!(first, "miss");
+    let (second, h2) = get(g, "/hinted").await;
+    assert_eq!(second, "hit", "the final response is stored");
+    assert_eq!(reads.load(Ordering::SeqCst), 1);
+    for h in [h1, h2] {
+        assert!(h.get("x-interim").is_none() && h.get("link").is_none(), "no field of the 103: {h:?}");
+    }
+}

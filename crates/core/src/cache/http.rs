@@ -580,7 +580,10 @@ pub fn response_rules(status: u16, resp: Fields, policy: &Policy, received: Syst
 pub enum NotStored {
     /// Only `GET` responses are stored.
     Method,
-    /// `206`, `304` and interim responses are not stored here.
+    /// An interim (1xx) response: never a response to store (RFC 9111 §3: only a final
+    /// response is; RFC 9110 §15.2).
+    Interim,
+    /// `206` and `304` are not stored here, nor a code outside 100–599.
     Status,
     /// `must-understand` with a status code this cache does not understand (§5.2.2.3).
     NotUnderstood,
@@ -601,6 +604,7 @@ impl NotStored {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Method => "method",
+            Self::Interim => "interim",
             Self::Status => "status",
             Self::NotUnderstood => "must-understand",
             Self::NoStore => "no-store",
@@ -620,6 +624,9 @@ impl NotStored {
 pub fn storable(method: &str, status: u16, req: Fields, resp: Fields, policy: &Policy) -> Result<(), NotStored> {
     if method != "GET" {
         return Err(NotStored::Method);
+    }
+    if (100..=199).contains(&status) {
+        return Err(NotStored::Interim);
     }
     if !(200..=599).contains(&status) || status == 206 || status == 304 {
         return Err(NotStored::Status);
@@ -1156,6 +1163,12 @@ mod tests {
             Err(NotStored::NoStore)
         );
         assert_eq!(storable("POST", 200, Fields(&[]), Fields(&[]), &p), Err(NotStored::Method));
+        // RFC 9111 §3: only a final response is stored, whatever it says of itself.
+        for interim in [100, 102, 103, 199] {
+            let fresh = [("cache-control", "public, max-age=100000"), ("expires", "Thu, 01 Jan 2099 00:00:00 GMT")];
+            assert_eq!(get(interim, &[], &fresh), Err(NotStored::Interim), "{interim}");
+            assert_eq!(get(interim, &[], &[("cdn-cache-control", "max-age=100000")]), Err(NotStored::Interim));
+        }
     }
 
     #[test]
