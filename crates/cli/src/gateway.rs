@@ -280,6 +280,15 @@ struct GatewayServe {
     /// default.
     #[arg(long, requires = "origin", value_parser = clap::value_parser!(u8).range(1..=100))]
     heuristic: Option<u8>,
+    /// With --origin: the response field that targets cache directives at this gateway alone
+    /// (RFC 9213). The gateway is a CDN-class cache, so its target list is this field, then
+    /// `CDN-Cache-Control`: the first of the two present with a valid, non-empty value (a
+    /// structured-field Dictionary) governs the response, with the meaning `Cache-Control`'s
+    /// directives have, and `Cache-Control`, `Surrogate-Control` and `Expires` are then
+    /// ignored; with neither, `Surrogate-Control` and `Cache-Control` apply as before. Both
+    /// fields are passed on to clients unchanged (caches after this one may be CDNs too).
+    #[arg(long, value_name = "NAME", default_value = "Switchyard-Cache-Control", value_parser = targeted_field_name)]
+    targeted_field: String,
     /// Count an entry's age from its `load` into the cache or from its `sensor` timestamp.
     #[arg(long, default_value = "load")]
     age_from: AgeFrom,
@@ -445,6 +454,7 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
                 None => switchyard_gateway::memory::default_max_memory(),
             },
             max_object_size: a.max_object_size.map(|m| m as u64),
+            targeted_field: a.targeted_field.clone(),
         };
         if config.object_bound() > config.max_memory {
             anyhow::bail!(
@@ -495,4 +505,18 @@ fn parse_write_rule(s: &str) -> Result<WriteRule, String> {
 
 fn parse_route(s: &str) -> Result<RouteKind, String> {
     RouteKind::parse(s).ok_or_else(|| format!("no route `{s}`: use one of {}", RouteKind::NAMES))
+}
+
+/// `--targeted-field NAME`: a field name (an RFC 9110 §5.6.2 token), in lower case, and none
+/// of the fields whose meaning is already fixed.
+fn targeted_field_name(s: &str) -> Result<String, String> {
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if s.is_empty() || !s.bytes().all(tchar) {
+        return Err(format!("{s:?} is not a field name (letters, digits and !#$%&'*+-.^_`|~ only)"));
+    }
+    let name = s.to_ascii_lowercase();
+    if ["cache-control", "surrogate-control", "expires", "age"].contains(&name.as_str()) {
+        return Err(format!("{s} already has its own meaning; name a field targeted at this gateway"));
+    }
+    Ok(name)
 }

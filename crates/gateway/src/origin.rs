@@ -86,6 +86,10 @@ pub struct OriginConfig {
     /// The largest response stored (body and fields); a larger one is answered and not kept.
     /// `None`: [`memory::default_max_object_size`] of `max_memory`.
     pub max_object_size: Option<u64>,
+    /// The name of the targeted cache-control field meant for this gateway alone (RFC 9213),
+    /// obeyed before `CDN-Cache-Control`, which it obeys as a CDN cache, and before
+    /// `Cache-Control` (`rfc::target_list`). By default `Switchyard-Cache-Control`.
+    pub targeted_field: String,
 }
 
 /// Bytes of writes held for origins that lack them, by default (`--write-memory`).
@@ -117,6 +121,7 @@ impl OriginConfig {
             write_memory: WRITE_MEMORY,
             max_memory: memory::default_max_memory(),
             max_object_size: None,
+            targeted_field: rfc::OWN_TARGETED_FIELD.to_string(),
         }
     }
 
@@ -361,7 +366,11 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
     metrics
         .level("gateway_max_object_size_bytes", "The largest response stored (--max-object-size).")
         .set(i64::try_from(config.object_bound()).unwrap_or(i64::MAX));
-    let policy = Policy { surrogate: SURROGATE.to_string(), heuristic: config.heuristic };
+    let policy = Policy {
+        surrogate: SURROGATE.to_string(),
+        targets: rfc::target_list(&config.targeted_field),
+        heuristic: config.heuristic,
+    };
     let origins = Origins::new(
         config.origins.clone(),
         config.route,

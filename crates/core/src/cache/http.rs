@@ -1,5 +1,6 @@
 //! HTTP caching as a shared cache does it (RFC 9111), as pure functions of header fields and
-//! times: whether a response may be stored (§3), how long it is fresh (§4.2.1, with
+//! times: whether a response may be stored (§3), how long it is fresh (§4.2.1, with the
+//! targeted fields of RFC 9213 — `CDN-Cache-Control` and the gateway's own — and then
 //! Surrogate-Control from the W3C Edge Architecture note before it), how old it is (§4.2.3),
 //! which stored response a request may use and how (§4, §4.1, §5.2.1), how a client's
 //! conditional request is answered from what is stored (§4.3.2), which fields a `304` updates
@@ -183,24 +184,26 @@ pub fn http_date(value: &str) -> Option<SystemTime> {
 pub enum AgeField {
     /// None was sent.
     Absent,
-    /// One non-negative integer, in seconds (capped at [`DELTA_SECONDS_MAX`]).
+    /// Its first member is a non-negative integer, in seconds (capped at
+    /// [`DELTA_SECONDS_MAX`]).
     Seconds(u64),
-    /// Anything else: a list, a sign, a fraction, a parameter, not a number.
+    /// Its first member is something else (a sign, a fraction, a parameter, not a number): the
+    /// field is ignored, as if absent.
     Invalid,
 }
 
-/// Reads `Age`. RFC 9111 §5.1 says to use the first member of a list and to ignore an invalid
-/// value; the public test suite expects a cache to treat both as stale. A cache may always
-/// treat a response as stale (it then asks the origin), so this takes the suite's side: a
-/// response with an `Age` that is not one integer on one line is stale on arrival
-/// ([`AgeField::Invalid`]). The cost is a revalidation, never a wrong answer.
+/// Reads `Age` as RFC 9111 §5.1 says: of a list, the first member counts and the rest are
+/// discarded; a first member that is not a non-negative integer makes the field ignored.
+/// Several field lines are one list, in order (RFC 9110 §5.3), so `Age: 0` then `Age: 7200`
+/// is 0, and `Age: 7200, 0` is 7200. Empty members are no members (RFC 9110 §5.6.1).
+///
+/// The public test suite's newer version checks exactly this; its npm release 0.4.5 took an
+/// `Age` list as stale, which this no longer does (its `age-parse-prefix` now passes).
 pub fn age_field(resp: Fields) -> AgeField {
-    let mut lines = resp.all("age");
-    let Some(first) = lines.next() else { return AgeField::Absent };
-    match delta_seconds(first.trim_matches([' ', '\t'])) {
-        Some(s) if lines.next().is_none() => AgeField::Seconds(s),
-        _ => AgeField::Invalid,
-    }
+    let Some(first) = resp.all("age").flat_map(members).next() else {
+        return if resp.has("age") { AgeField::Invalid } else { AgeField::Absent };
+    };
+    delta_seconds(first).map_or(AgeField::Invalid, AgeField::Seconds)
 }
 
 /// Status codes heuristically cacheable by default (RFC 9110 §15.1).
@@ -224,14 +227,30 @@ pub struct Heuristic {
     pub default: Option<Duration>,
 }
 
-/// Who is asking: the name this cache answers to in `Surrogate-Control` targets, and its
-/// heuristic.
+/// Who is asking: the name this cache answers to in `Surrogate-Control` targets, its list of
+/// targeted cache-control fields, and its heuristic.
 #[derive(Clone, Debug)]
 pub struct Policy {
     /// This surrogate's device token (`Surrogate-Capability: TOKEN="Surrogate/1.0"`).
     pub surrogate: String,
+    /// Its target list (RFC 9213 §2.1): the targeted cache-control fields it obeys, most
+    /// specific first, names in lower case. See [`target_list`].
+    pub targets: Vec<String>,
     /// Freshness for responses that state none.
     pub heuristic: Heuristic,
+}
+
+/// The targeted field meant for this gateway alone, unless configured otherwise.
+pub const OWN_TARGETED_FIELD: &str = "switchyard-cache-control";
+
+/// The field RFC 9213 §3 targets at every CDN cache, which this gateway is one of.
+pub const CDN_CACHE_CONTROL: &str = "cdn-cache-control";
+
+/// A CDN cache's target list (RFC 9213 §2.1, §3): the field targeted at it alone (`own`,
+/// e.g. [`OWN_TARGETED_FIELD`]), then `CDN-Cache-Control`. Names are compared in lower case.
+pub fn target_list(own: &str) -> Vec<String> {
+    let own = own.to_ascii_lowercase();
+    if own == CDN_CACHE_CONTROL { vec![own] } else { vec![own, CDN_CACHE_CONTROL.to_string()] }
 }
 
 /// The `Surrogate-Capability` request field announcing `token` (Edge Architecture §2.1).
@@ -263,30 +282,265 @@ pub struct ResponseRules {
     pub age: AgeField,
 }
 
-/// The caching directives that apply: `Surrogate-Control`'s for this surrogate, if it has
-/// any, else `Cache-Control`'s (Edge Architecture §2.2: a surrogate obeys Surrogate-Control
-/// over Cache-Control).
-fn controls(resp: Fields, policy: &Policy) -> (Directives, Directives, bool) {
+/// Which field's directives govern a response for this cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Governs {
+    /// `Cache-Control` (with `Expires`), as RFC 9111 has it.
+    CacheControl,
+    /// `Surrogate-Control` meant for this surrogate (Edge Architecture §2.2), beside
+    /// `Cache-Control` for what it does not say.
+    Surrogate,
+    /// A targeted field of the target list (RFC 9213 §2.1): `Cache-Control` and `Expires`
+    /// are ignored.
+    Targeted,
+}
+
+/// The caching directives that apply, as `(directives, surrogate directives, which)`.
+///
+/// RFC 9213 §2.1: the first field of the target list ([`Policy::targets`]) with a valid,
+/// non-empty value governs, and `Cache-Control` and `Expires` are then ignored; its
+/// directives mean what they mean in `Cache-Control`. Without one, `Surrogate-Control` for
+/// this surrogate governs if it says anything (Edge Architecture §2.2: a surrogate obeys it
+/// over Cache-Control), else `Cache-Control`. The targeted fields come before
+/// Surrogate-Control because they are the standard one (an origin sending both most likely
+/// means the newer for caches that read it).
+fn controls(resp: Fields, policy: &Policy) -> (Directives, Directives, Governs) {
+    if let Some(d) = policy.targets.iter().find_map(|name| targeted_field(resp, name)) {
+        return (d, Directives::default(), Governs::Targeted);
+    }
     let cc = Directives::parse(resp.all("cache-control"));
     let sc = Directives::parse_targeted(resp.all("surrogate-control"), &policy.surrogate);
-    let surrogate = !sc.is_empty();
-    (cc, sc, surrogate)
+    let governs = if sc.is_empty() { Governs::CacheControl } else { Governs::Surrogate };
+    (cc, sc, governs)
+}
+
+/// The directives of the targeted field `name` (RFC 9213 §2.2): its lines joined as one
+/// list, read as a structured-field Dictionary (RFC 8941 §4.2.2); `None` if it is absent,
+/// empty, or does not parse, which make it ignored as if absent. A directive whose value has
+/// another type than its definition asks (`max-age="10"`: a String where an Integer is due)
+/// is not consumed (§2.1): it is kept with a value no reading accepts. A Boolean false
+/// (`no-store=?0`) is no directive.
+fn targeted_field(resp: Fields, name: &str) -> Option<Directives> {
+    if !resp.has(name) {
+        return None;
+    }
+    let joined = resp.all(name).collect::<Vec<_>>().join(", ");
+    let members = structured::dictionary(&joined)?;
+    if members.is_empty() {
+        return None;
+    }
+    let out = members
+        .into_iter()
+        .filter_map(|(key, value)| match value {
+            structured::Value::True => Some((key, None)),
+            structured::Value::False => None,
+            structured::Value::Integer(i) => Some((key, Some(i.to_string()))),
+            // Not consumed: a value no delta-seconds or field-name reading accepts.
+            structured::Value::Other => Some((key, Some("\u{0}".to_string()))),
+        })
+        .collect();
+    Some(Directives(out))
+}
+
+/// Just enough of Structured Field Values (RFC 8941) to read a Dictionary and tell a valid
+/// one from one that must be ignored: every bare item type is parsed (and Dates and Display
+/// Strings of RFC 9651), but only Booleans and Integers are kept, the types cache directives
+/// take.
+mod structured {
+    /// A member's value, as far as cache directives care.
+    #[derive(Debug, PartialEq)]
+    pub(super) enum Value {
+        True,
+        False,
+        Integer(i64),
+        Other,
+    }
+
+    struct Parser<'a> {
+        s: &'a [u8],
+        i: usize,
+    }
+
+    impl Parser<'_> {
+        fn peek(&self) -> Option<u8> {
+            self.s.get(self.i).copied()
+        }
+        fn eat(&mut self, b: u8) -> bool {
+            let hit = self.peek() == Some(b);
+            self.i += usize::from(hit);
+            hit
+        }
+        fn skip(&mut self, set: &[u8]) {
+            while self.peek().is_some_and(|b| set.contains(&b)) {
+                self.i += 1;
+            }
+        }
+        fn key(&mut self) -> Option<String> {
+            let start = self.i;
+            if !self.peek().is_some_and(|b| b.is_ascii_lowercase() || b == b'*') {
+                return None;
+            }
+            self.skip(b"abcdefghijklmnopqrstuvwxyz0123456789_-.*");
+            Some(String::from_utf8_lossy(&self.s[start..self.i]).into_owned())
+        }
+        fn bare_item(&mut self) -> Option<Value> {
+            match self.peek()? {
+                b'-' | b'0'..=b'9' => self.number(),
+                b'"' => self.string().map(|_| Value::Other),
+                b'?' => {
+                    self.i += 1;
+                    if self.eat(b'1') {
+                        Some(Value::True)
+                    } else if self.eat(b'0') {
+                        Some(Value::False)
+                    } else {
+                        None
+                    }
+                }
+                b':' => {
+                    self.i += 1;
+                    self.skip(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=");
+                    self.eat(b':').then_some(Value::Other)
+                }
+                b'@' => {
+                    self.i += 1;
+                    matches!(self.number()?, Value::Integer(_)).then_some(Value::Other)
+                }
+                b'%' => {
+                    self.i += 1;
+                    self.string().map(|_| Value::Other)
+                }
+                b if b.is_ascii_alphabetic() || b == b'*' => {
+                    self.i += 1;
+                    while self.peek().is_some_and(|b| b.is_ascii_graphic() && !b"\"(),;<=>?@[\\]{}".contains(&b)) {
+                        self.i += 1;
+                    }
+                    Some(Value::Other)
+                }
+                _ => None,
+            }
+        }
+        /// RFC 8941 §4.2.4: at most 15 integer digits, or 12 and up to 3 fraction digits.
+        fn number(&mut self) -> Option<Value> {
+            let neg = self.eat(b'-');
+            let start = self.i;
+            self.skip(b"0123456789");
+            let int = &self.s[start..self.i];
+            if int.is_empty() {
+                return None;
+            }
+            if self.eat(b'.') {
+                let f = self.i;
+                self.skip(b"0123456789");
+                let frac = self.i - f;
+                return (int.len() <= 12 && (1..=3).contains(&frac)).then_some(Value::Other);
+            }
+            if int.len() > 15 {
+                return None;
+            }
+            let n: i64 = std::str::from_utf8(int).ok()?.parse().ok()?;
+            Some(Value::Integer(if neg { -n } else { n }))
+        }
+        fn string(&mut self) -> Option<()> {
+            self.i += 1;
+            loop {
+                match self.peek()? {
+                    b'\\' => {
+                        self.i += 1;
+                        if !matches!(self.peek()?, b'"' | b'\\') {
+                            return None;
+                        }
+                        self.i += 1;
+                    }
+                    b'"' => {
+                        self.i += 1;
+                        return Some(());
+                    }
+                    b' '..=b'~' => self.i += 1,
+                    _ => return None,
+                }
+            }
+        }
+        fn parameters(&mut self) -> Option<()> {
+            while self.eat(b';') {
+                self.skip(b" ");
+                self.key()?;
+                if self.eat(b'=') {
+                    self.bare_item()?;
+                }
+            }
+            Some(())
+        }
+        fn item_or_inner_list(&mut self) -> Option<Value> {
+            if self.eat(b'(') {
+                loop {
+                    self.skip(b" ");
+                    if self.eat(b')') {
+                        break;
+                    }
+                    self.bare_item()?;
+                    self.parameters()?;
+                    if !matches!(self.peek()?, b' ' | b')') {
+                        return None;
+                    }
+                }
+                self.parameters()?;
+                return Some(Value::Other);
+            }
+            let v = self.bare_item()?;
+            self.parameters()?;
+            Some(v)
+        }
+    }
+
+    /// A Dictionary's members in order, a later duplicate key replacing the earlier value in
+    /// place (RFC 8941 §4.2.2); `None` on any parse error.
+    pub(super) fn dictionary(input: &str) -> Option<Vec<(String, Value)>> {
+        let mut p = Parser { s: input.as_bytes(), i: 0 };
+        p.skip(b" ");
+        let mut out: Vec<(String, Value)> = Vec::new();
+        while p.peek().is_some() {
+            let key = p.key()?;
+            let value = if p.eat(b'=') {
+                p.item_or_inner_list()?
+            } else {
+                p.parameters()?;
+                Value::True
+            };
+            match out.iter_mut().find(|(k, _)| *k == key) {
+                Some(slot) => slot.1 = value,
+                None => out.push((key, value)),
+            }
+            p.skip(b" \t");
+            if p.peek().is_none() {
+                break;
+            }
+            if !p.eat(b',') {
+                return None;
+            }
+            p.skip(b" \t");
+            p.peek()?;
+        }
+        // Trailing spaces are discarded (§4.2); anything else left is an error, caught above.
+        Some(out)
+    }
 }
 
 /// Reads a response's caching rules. `received` is when it arrived (wall clock), the date a
 /// response without a valid `Date` is taken to have (RFC 9110 §6.6.1).
 pub fn response_rules(status: u16, resp: Fields, policy: &Policy, received: SystemTime) -> ResponseRules {
-    let (cc, sc, surrogate) = controls(resp, policy);
+    let (cc, sc, governs) = controls(resp, policy);
+    let surrogate = governs == Governs::Surrogate;
+    // A targeted field makes Expires ignored too (RFC 9213 §2.1).
+    let expires = resp.get("expires").filter(|_| governs != Governs::Targeted);
     let secs = |s: u64| Duration::from_secs(s);
     let age = age_field(resp);
     let mut heuristic = false;
-    let lifetime = if age == AgeField::Invalid {
-        Some(Duration::ZERO)
-    } else if let Some(s) = sc.seconds("max-age") {
+    let lifetime = if let Some(s) = sc.seconds("max-age") {
         Some(secs(s))
     } else if let Some(s) = (!surrogate).then(|| cc.seconds("s-maxage").or_else(|| cc.seconds("max-age"))).flatten() {
         Some(secs(s))
-    } else if let Some(expires) = resp.get("expires") {
+    } else if let Some(expires) = expires {
         // An Expires that does not read is in the past (§5.3); the first of several is used.
         let date = resp.get("date").and_then(http_date).unwrap_or(received);
         Some(http_date(expires).map_or(Duration::ZERO, |e| e.duration_since(date).unwrap_or(Duration::ZERO)))
@@ -326,7 +580,10 @@ pub fn response_rules(status: u16, resp: Fields, policy: &Policy, received: Syst
 pub enum NotStored {
     /// Only `GET` responses are stored.
     Method,
-    /// `206`, `304` and interim responses are not stored here.
+    /// An interim (1xx) response: never a response to store (RFC 9111 §3: only a final
+    /// response is; RFC 9110 §15.2).
+    Interim,
+    /// `206` and `304` are not stored here, nor a code outside 100–599.
     Status,
     /// `must-understand` with a status code this cache does not understand (§5.2.2.3).
     NotUnderstood,
@@ -347,6 +604,7 @@ impl NotStored {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Method => "method",
+            Self::Interim => "interim",
             Self::Status => "status",
             Self::NotUnderstood => "must-understand",
             Self::NoStore => "no-store",
@@ -367,10 +625,14 @@ pub fn storable(method: &str, status: u16, req: Fields, resp: Fields, policy: &P
     if method != "GET" {
         return Err(NotStored::Method);
     }
+    if (100..=199).contains(&status) {
+        return Err(NotStored::Interim);
+    }
     if !(200..=599).contains(&status) || status == 206 || status == 304 {
         return Err(NotStored::Status);
     }
-    let (cc, sc, surrogate) = controls(resp, policy);
+    let (cc, sc, governs) = controls(resp, policy);
+    let surrogate = governs == Governs::Surrogate;
     let must_understand = cc.has("must-understand");
     if must_understand && !understood(status) {
         return Err(NotStored::NotUnderstood);
@@ -392,7 +654,8 @@ pub fn storable(method: &str, status: u16, req: Fields, resp: Fields, policy: &P
     if vary_names(resp).is_none() {
         return Err(NotStored::VaryStar);
     }
-    let explicit = sc.has("max-age") || cc.has("max-age") || cc.has("s-maxage") || resp.has("expires");
+    let expires = resp.has("expires") && governs != Governs::Targeted;
+    let explicit = sc.has("max-age") || cc.has("max-age") || cc.has("s-maxage") || expires;
     if !(explicit || cc.has("public") || heuristically_cacheable(status)) {
         return Err(NotStored::Nothing);
     }
@@ -666,6 +929,7 @@ pub mod fuzzing {
         let status = [200, 203, 204, 206, 301, 304, 404, 410, 500, 503, 599, 201][usize::from(first % 12)];
         let policy = Policy {
             surrogate: "switchyard".into(),
+            targets: target_list(OWN_TARGETED_FIELD),
             heuristic: Heuristic { last_modified_fraction: Some(0.1), default: Some(Duration::from_secs(5)) },
         };
         let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
@@ -701,7 +965,7 @@ mod tests {
     use super::*;
 
     fn policy() -> Policy {
-        Policy { surrogate: "me".into(), heuristic: Heuristic::default() }
+        Policy { surrogate: "me".into(), targets: target_list("me-cache-control"), heuristic: Heuristic::default() }
     }
 
     fn rules(pairs: &[(&str, &str)]) -> ResponseRules {
@@ -730,13 +994,133 @@ mod tests {
         let dated = [("date", "Sun, 06 Nov 1994 08:49:37 GMT"), ("expires", "Sun, 06 Nov 1994 08:50:37 GMT")];
         assert_eq!(lifetime(&dated), Some(60), "Expires less Date");
         assert_eq!(lifetime(&[]), None, "no word, no heuristic: stale");
-        assert_eq!(lifetime(&[("cache-control", "max-age=60"), ("age", "0, 0")]), Some(0), "a list Age: stale");
+    }
+
+    /// The age a response arrives with, as `initial_age` counts it for a response with no
+    /// `Date` that took no time to arrive: its `Age` alone.
+    fn arrival_age(age_lines: &[&str]) -> Option<u64> {
+        let mut pairs = vec![("cache-control", "max-age=3600")];
+        pairs.extend(age_lines.iter().map(|v| ("age", *v)));
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let r = response_rules(200, Fields(&pairs), &policy(), at);
+        assert_eq!(r.lifetime, Some(Duration::from_secs(3600)), "Age never changes the lifetime: {age_lines:?}");
+        match r.age {
+            AgeField::Seconds(s) => {
+                assert_eq!(initial_age(&r, Fields(&pairs), at, at), Duration::from_secs(s));
+                Some(s)
+            }
+            AgeField::Absent | AgeField::Invalid => {
+                assert_eq!(initial_age(&r, Fields(&pairs), at, at), Duration::ZERO, "ignored as if absent");
+                None
+            }
+        }
+    }
+
+    /// RFC 9111 §5.1: a list-valued `Age` counts by its first member; a value that is not a
+    /// non-negative integer (after that) is ignored. Several field lines are one list (RFC 9110
+    /// §5.3), so the first line's first member counts.
+    #[test]
+    fn age_counts_its_first_member_and_ignores_what_is_not_an_integer() {
+        assert_eq!(arrival_age(&[]), None);
+        assert_eq!(arrival_age(&["7200"]), Some(7200));
+        assert_eq!(arrival_age(&[" 7200 "]), Some(7200), "optional whitespace around the value");
+        assert_eq!(arrival_age(&["abc"]), None, "not a number: ignored");
+        assert_eq!(arrival_age(&["-7200"]), None, "negative: ignored");
+        assert_eq!(arrival_age(&["7200.0"]), None, "a fraction: ignored");
+        assert_eq!(arrival_age(&["7200;foo=bar"]), None, "a parameter is not an integer: ignored");
+        assert_eq!(arrival_age(&["0, 7200"]), Some(0), "one line: the first member counts");
+        assert_eq!(arrival_age(&["7200, 0"]), Some(7200));
+        assert_eq!(arrival_age(&["0,7200"]), Some(0));
+        assert_eq!(arrival_age(&["0, 0"]), Some(0));
+        assert_eq!(arrival_age(&["0", "7200"]), Some(0), "several lines: the first counts");
+        assert_eq!(arrival_age(&["7200", "0"]), Some(7200));
+        assert_eq!(arrival_age(&["3600", "3600"]), Some(3600));
+        assert_eq!(arrival_age(&["abc, 0"]), None, "the first member is invalid: the field is ignored");
+        assert_eq!(arrival_age(&["", "5"]), Some(5), "an empty line is no member (RFC 9110 §5.6.1)");
+        assert_eq!(arrival_age(&["2147483648"]), Some(DELTA_SECONDS_MAX));
+        assert_eq!(arrival_age(&["99999999999"]), Some(DELTA_SECONDS_MAX), "capped, still stale");
+        // What the suite checks end to end: a max-age=3600 response is fresh on arrival with
+        // the Age values it should ignore or whose first member is 0, stale with 7200 first.
+        let fresh = |lines: &[&str]| arrival_age(lines).unwrap_or(0) < 3600;
+        for ok in [&["abc"][..], &["-7200"], &["7200.0"], &["0, 7200"], &["0", "7200"], &["0, 0"], &["0", "0"]] {
+            assert!(fresh(ok), "{ok:?} is fresh");
+        }
+        for old in [&["7200, 0"][..], &["7200", "0"], &["2147483647"], &["2147483649"]] {
+            assert!(!fresh(old), "{old:?} is stale");
+        }
+    }
+
+    /// RFC 9213 §2.1–§3: a CDN cache obeys the first field of its target list (its own
+    /// targeted field, then `CDN-Cache-Control`) that is present, valid and non-empty, and
+    /// ignores `Cache-Control` and `Expires` when one is; the directives mean what they mean in
+    /// `Cache-Control`. §2.2: an empty field, or one that is not a structured-field Dictionary,
+    /// is ignored as if absent.
+    #[test]
+    fn a_targeted_field_governs_over_cache_control() {
+        let p = policy();
+        let store = |resp: &[(&str, &str)]| storable("GET", 200, Fields(&[]), Fields(resp), &p);
+        let cdn = |v| ("cdn-cache-control", v);
+        // Freshness.
+        assert_eq!(lifetime(&[cdn("max-age=3600")]), Some(3600));
+        assert_eq!(lifetime(&[("cache-control", "max-age=1"), cdn("max-age=3600")]), Some(3600), "long over short");
+        assert_eq!(lifetime(&[("cache-control", "max-age=3600"), cdn("max-age=1")]), Some(1), "short over long");
+        assert_eq!(lifetime(&[cdn("max-age=99999999999")]), Some(DELTA_SECONDS_MAX));
+        assert_eq!(lifetime(&[cdn("foobar, max-age=3600")]), Some(3600), "an extension is ignored");
+        let dated = |e| [cdn("max-age=0"), ("expires", e), ("date", "Sun, 06 Nov 1994 08:49:37 GMT")];
+        assert_eq!(lifetime(&dated("Sun, 06 Nov 1994 09:49:37 GMT")), Some(0), "Expires is ignored");
+        assert_eq!(lifetime(&[cdn("max-age=3600"), ("expires", "0")]), Some(3600), "an invalid Expires too");
+        assert_eq!(lifetime(&[cdn("max-age=0"), ("expires", "Thu, 01 Jan 2099 00:00:00 GMT")]), Some(0));
+        // Age still counts against it (RFC 9111 §4.2.3 is unchanged).
+        let aged = rules(&[cdn("max-age=3600"), ("age", "7200")]);
+        assert_eq!(usable(&aged, Duration::from_secs(7200), &RequestRules::default()), Use::Validate);
+        // What may be stored, and how it is used.
+        let fresh_cc = [("cache-control", "max-age=10000"), ("expires", "Thu, 01 Jan 2099 00:00:00 GMT")];
+        let with = |v| [cdn(v), fresh_cc[0], fresh_cc[1]];
+        assert_eq!(store(&with("private")), Err(NotStored::Private));
+        assert_eq!(store(&with("no-store")), Err(NotStored::NoStore));
+        assert!(rules(&with("no-cache")).no_cache, "no-cache: validated on every use");
+        assert_eq!(rules(&with("no-cache")).lifetime, None, "Cache-Control's max-age is ignored");
+        assert!(rules(&[cdn("max-age=5, must-revalidate")]).must_revalidate);
+        assert_eq!(store(&[("cache-control", "no-store"), cdn("max-age=10000")]), Ok(()), "CC no-store ignored");
+        assert_eq!(store(&[("cache-control", "private"), cdn("max-age=10000")]), Ok(()));
+        // Invalid or empty fields are ignored: Cache-Control governs again.
+        let no_store = ("cache-control", "no-store");
+        assert_eq!(store(&[cdn("max-age=10000, &&&&&"), no_store]), Err(NotStored::NoStore), "not a Dictionary");
+        assert_eq!(store(&[cdn(""), no_store]), Err(NotStored::NoStore), "empty");
+        assert_eq!(store(&[cdn("max-age=10000,"), no_store]), Err(NotStored::NoStore), "trailing comma");
+        assert_eq!(store(&[cdn("MaX-aGe=10000"), no_store]), Err(NotStored::NoStore), "keys are lower case");
+        assert_eq!(lifetime(&[("cache-control", "max-age=1"), cdn("max-age =100")]), Some(1), "space before =");
+        assert_eq!(lifetime(&[("cache-control", "max-age=1"), cdn("max-age= 100")]), Some(1), "space after =");
+        // A valid field whose directive has the wrong type governs, but that directive is not
+        // consumed: no freshness from it, and Cache-Control stays ignored.
+        assert_eq!(store(&[cdn("max-age=\"10000\""), no_store]), Ok(()));
+        assert_eq!(lifetime(&[cdn("max-age=\"10000\""), ("cache-control", "max-age=50")]), None);
+        assert_eq!(lifetime(&[cdn("max-age=10.5")]), None, "a Decimal is not an Integer");
+        assert_eq!(lifetime(&[cdn("max-age=-5")]), None, "negative");
+        assert_eq!(store(&[cdn("no-store=?0"), ("cache-control", "max-age=5")]), Ok(()), "Boolean false");
+        assert_eq!(lifetime(&[cdn("none")]), None, "a field of an unknown directive governs (RFC 9213 §3.1)");
+        // Lines join as one list; a later duplicate key wins (RFC 8941 §4.2.2).
+        assert_eq!(lifetime(&[cdn("max-age=5"), cdn("max-age=9")]), Some(9));
+        assert_eq!(lifetime(&[cdn("public, max-age=7;a=1, x=(1 2)")]), Some(7), "parameters and inner lists");
+        // The field targeted at this cache comes first, then CDN-Cache-Control, then
+        // Surrogate-Control, then Cache-Control.
+        let own = |v| ("me-cache-control", v);
+        assert_eq!(lifetime(&[cdn("max-age=5"), own("max-age=50")]), Some(50));
+        assert_eq!(lifetime(&[own("max-age=50"), cdn("no-store")]), Some(50));
+        assert_eq!(store(&[own("max-age=50"), cdn("no-store")]), Ok(()));
+        assert_eq!(lifetime(&[own("&"), cdn("max-age=5")]), Some(5), "an invalid own field falls to the next");
+        assert_eq!(lifetime(&[cdn("max-age=5"), ("surrogate-control", "max-age=9;me")]), Some(5));
+        // Fields targeted at other caches change nothing.
+        assert_eq!(lifetime(&[("other-cache-control", "max-age=50"), ("cache-control", "max-age=5")]), Some(5));
+        assert_eq!(target_list("Switchyard-Cache-Control"), [OWN_TARGETED_FIELD, CDN_CACHE_CONTROL]);
+        assert_eq!(target_list("CDN-Cache-Control"), [CDN_CACHE_CONTROL], "named once");
     }
 
     #[test]
     fn a_heuristic_applies_only_where_the_rfc_lets_it() {
         let p = Policy {
             surrogate: "me".into(),
+            targets: target_list("me-cache-control"),
             heuristic: Heuristic { last_modified_fraction: Some(0.1), default: Some(Duration::from_secs(7)) },
         };
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
@@ -779,6 +1163,12 @@ mod tests {
             Err(NotStored::NoStore)
         );
         assert_eq!(storable("POST", 200, Fields(&[]), Fields(&[]), &p), Err(NotStored::Method));
+        // RFC 9111 §3: only a final response is stored, whatever it says of itself.
+        for interim in [100, 102, 103, 199] {
+            let fresh = [("cache-control", "public, max-age=100000"), ("expires", "Thu, 01 Jan 2099 00:00:00 GMT")];
+            assert_eq!(get(interim, &[], &fresh), Err(NotStored::Interim), "{interim}");
+            assert_eq!(get(interim, &[], &[("cdn-cache-control", "max-age=100000")]), Err(NotStored::Interim));
+        }
     }
 
     #[test]
