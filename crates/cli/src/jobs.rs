@@ -448,13 +448,17 @@ fn table(out: &mut impl Write, views: &[AppView]) -> std::io::Result<()> {
     for v in views {
         let name: String = v.name.chars().take(20).collect();
         let laxity = v.laxity.map_or_else(|| "-".into(), |l| format!("{l:.1}"));
+        // A countdown to the deadline means something only while the application runs: once
+        // it has ended (met, missed, failed, cancelled) the deadline passing is not news, and a
+        // negative "due in" beside "met" read as a fault.
+        let due = if v.verdict == "running" { format!("{:.1}", v.to_deadline) } else { "-".into() };
         let verdict = match (&*v.verdict, v.took) {
             (verdict, Some(t)) => format!("{verdict} (took {t:.1} s)"),
             (verdict, None) => verdict.to_string(),
         };
         writeln!(
             out,
-            "{:>4}  {:<20} {:<10} {:>11} {:>11} {:>7} {:>9} {:>7} {:>10} {:>10.1}  {verdict}",
+            "{:>4}  {:<20} {:<10} {:>11} {:>11} {:>7} {:>9} {:>7} {:>10} {:>10}  {verdict}",
             v.app,
             name,
             v.program,
@@ -464,7 +468,7 @@ fn table(out: &mut impl Write, views: &[AppView]) -> std::io::Result<()> {
             v.attempts,
             v.repeats,
             laxity,
-            v.to_deadline,
+            due,
         )?;
     }
     // Reasons are too long for a column: each on a line of its own.
@@ -542,4 +546,39 @@ fn output(a: &OutputArgs) -> Result<()> {
         None => std::io::stdout().lock().write_all(&data)?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod table_tests {
+    use switchyard_jobs::wire::AppView;
+
+    fn view(verdict: &str, to_deadline: f64, laxity: Option<f64>) -> AppView {
+        AppView {
+            app: 0,
+            name: "wc".into(),
+            program: "wordcount".into(),
+            maps: (4, 4),
+            reduces: (1, 1),
+            running: 0,
+            attempts: 5,
+            repeats: 0,
+            duplicates: 0,
+            to_deadline,
+            laxity,
+            took: (verdict != "running").then_some(12.0),
+            verdict: verdict.into(),
+            why: None,
+        }
+    }
+
+    #[test]
+    fn an_ended_application_shows_no_countdown_to_its_deadline() {
+        let mut out = Vec::new();
+        super::table(&mut out, &[view("met", -30.0, None), view("running", 40.0, Some(-2.5))]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let met = text.lines().find(|l| l.contains("met")).unwrap();
+        assert!(!met.contains("-30.0"), "{text}");
+        let running = text.lines().find(|l| l.contains("running (") || l.ends_with("running")).unwrap();
+        assert!(running.contains("40.0") && running.contains("-2.5"), "{text}");
+    }
 }
