@@ -1351,7 +1351,18 @@ impl Driver {
         };
         let mut moved = false;
         while let Some((data, _)) = ends.pending.front_mut() {
-            let took = self.sender.write(id, data.clone()).unwrap_or(data.len());
+            let took = match self.sender.write(id, data.clone()) {
+                Ok(took) => took,
+                // The core no longer takes this channel's bytes (it is gone or closing): every
+                // writer waiting learns so; none is told its bytes were sent.
+                Err(e) => {
+                    for (_, reply) in ends.pending.drain(..) {
+                        let _ = reply.send(Err(MuxError::from(e.clone())));
+                    }
+                    moved = true;
+                    break;
+                }
+            };
             if took == 0 {
                 break;
             }
@@ -1541,5 +1552,21 @@ mod tests {
         let frames: Vec<Frame> = std::iter::from_fn(|| driver.sender.poll_transmit(Nanos(0), 0)).collect();
         assert!(!frames.iter().any(|f| matches!(f, Frame::Close { .. })), "a close went: {frames:?}");
         assert!(frames.contains(&Frame::Reset { channel: 1, reason: "target refused".into() }), "{frames:?}");
+    }
+
+    /// A write waiting for a channel the core no longer takes bytes for (gone or closing) is
+    /// answered with the error: it used to be counted as taken and answered "sent".
+    #[test]
+    fn a_write_the_core_refuses_fails_for_its_writer() {
+        let (_session, _events, mut driver) = Driver::new(MuxConfig::default(), false, None);
+        assert!(driver.on_frame(0, Frame::Open { channel: 1, weight: 1.0, ordered: true }));
+        let (reply, mut answer) = oneshot::channel();
+        driver.on_command(Command::Write { id: 1, data: Bytes::from_static(b"lost?"), reply });
+        driver.sender.close(1).unwrap();
+        driver.take_writes(1);
+        assert!(
+            matches!(answer.try_recv(), Ok(Err(MuxError::Channel(switchyard_core::carry::SendError::Closed(1))))),
+            "{answer:?}"
+        );
     }
 }
