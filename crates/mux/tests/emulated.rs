@@ -78,13 +78,25 @@ fn channels_share_a_real_bottleneck_by_weight_and_the_session_takes_more_than_on
                     flow_bytes.load(Ordering::Relaxed),
                 )
             };
+            // Bytes arrived per channel, in order or not (delivered + held for reordering).
+            let arrived = |r: switchyard_mux::SessionReport| {
+                let mut v: Vec<(u32, u64)> =
+                    r.channels.iter().map(|c| (c.id, c.received.delivered_bytes + c.received.held_bytes)).collect();
+                v.sort();
+                v.into_iter().map(|(_, b)| b).collect::<Vec<_>>()
+            };
             tokio::time::sleep(Duration::from_secs(2)).await;
             let (c0, f0) = snapshot();
+            let a0 = arrived(session.report().await.unwrap());
             tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
             let (c1, f1) = snapshot();
+            let a1 = arrived(session.report().await.unwrap());
             let per_channel: Vec<(u32, u64)> =
                 counters.iter().zip(c0.iter().zip(&c1)).map(|((id, _), (a, b))| (*id, b - a)).collect();
-            (per_channel, f1 - f0)
+            let arr: Vec<u64> = a0.iter().zip(&a1).map(|(a, b)| b - a).collect();
+            let at: u64 = arr.iter().sum();
+            let arrived_shares: Vec<f64> = arr.iter().map(|x| *x as f64 / at as f64).collect();
+            (per_channel, f1 - f0, arrived_shares)
         })
     });
     std::thread::sleep(Duration::from_millis(300));
@@ -110,14 +122,14 @@ fn channels_share_a_real_bottleneck_by_weight_and_the_session_takes_more_than_on
             }
         })
     });
-    let (per_channel, flow) = server.join().unwrap().unwrap();
+    let (per_channel, flow, arrived) = server.join().unwrap().unwrap();
     client.join().unwrap().unwrap();
     let total: u64 = per_channel.iter().map(|(_, n)| n).sum();
     let w: f64 = weights.iter().sum();
     let shares: Vec<f64> = per_channel.iter().map(|(_, n)| *n as f64 / total as f64).collect();
     let session_share = total as f64 / (total + flow) as f64;
     eprintln!(
-        "session {:.2} Mb/s, competing flow {:.2} Mb/s: session share {session_share:.3} (model m/(m+k) = {:.3}); channel shares {shares:?} (targets {:?}); link {:?}",
+        "session {:.2} Mb/s, competing flow {:.2} Mb/s: session share {session_share:.3} (model m/(m+k) = {:.3}); channel shares {shares:?} (arrived, in order or not: {arrived:?}; targets {:?}); link {:?}",
         total as f64 * 8.0 / seconds / 1e6,
         flow as f64 * 8.0 / seconds / 1e6,
         m as f64 / (m as f64 + 1.0),
@@ -125,7 +137,10 @@ fn channels_share_a_real_bottleneck_by_weight_and_the_session_takes_more_than_on
         d.stats()
     );
     for (s, wi) in shares.iter().zip(weights) {
-        assert!((s - wi / w).abs() < 0.03, "shares {shares:?} against weights {weights:?}");
+        // The shares the application read, and beside them what arrived in order or not: a
+        // failure seen once (heaviest 0.609 against 0.571) did not come back in 30 runs; if it
+        // does, the two say whether the scheduler or reordering and reading moved the share.
+        assert!((s - wi / w).abs() < 0.03, "shares read {shares:?} (arrived {arrived:?}) against weights {weights:?}");
     }
     assert!(session_share > 0.5, "three connections take more than one flow: {session_share:.3}");
 }
