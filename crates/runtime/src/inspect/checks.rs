@@ -190,6 +190,18 @@ mod tests {
         assert!(!dhcpv6(b"\x01\x10\x20\x30\x00\x01\x00\x20\x00"), "an option longer than the datagram");
     }
 
+    proptest::proptest! {
+        /// Every signature's check returns on any bytes, whatever its pattern would have said
+        /// of them (as the fuzz target also runs them).
+        #[test]
+        fn checks_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..80)) {
+            for check in crate::inspect::SIGNATURES.iter().filter_map(|s| s.check) {
+                let _ = check(&bytes);
+            }
+            let _ = crate::inspect::dns::question(&bytes);
+        }
+    }
+
     #[test]
     fn a_version_negotiation_lists_quic_versions() {
         let mut vn = b"\x80\x00\x00\x00\x00\x08\x11\x22\x33\x44\x55\x66\x77\x88\x00".to_vec();
