@@ -34,9 +34,13 @@ use crate::print::RowFormat as Format;
 /// are skipped. TLS connections are read on to their ServerHello, for the version negotiated.
 /// The verdicts are the same for any policy and any number of workers.
 ///
-/// Evidence: a protocol is named by its payload. A few (mDNS, LLMNR, RADIUS, CoAP, SOCKS) are
-/// named by their payload on their own port only, as `payload+port`; with `--guess`, a
-/// connection nothing matched is named by its port alone, shown `(guessed)`.
+/// Evidence: a protocol is named by its payload. A few (mDNS, LLMNR, RADIUS, CoAP, SOCKS,
+/// DHCPv6) are named by their payload on their own port only, as `payload+port`; with
+/// `--guess`, a connection nothing matched is named by its port alone, shown `(guessed)`. A
+/// service carried in another protocol's messages is named by what its own bytes say, and
+/// `--results` shows the carrier beside it (`dnscrypt`, carrier `dns`), as it shows TLS's
+/// server name; payload that only looks like a carrier's (TPKT under S7comm, MMS and RDP) is
+/// named for what it carries or left unnamed.
 ///
 /// Verdicts: a protocol's name when a signature matched; `no-match` when all of a connection's
 /// inspected packets (`--packets`) were seen and none matched; `open` when the capture ended

@@ -58,6 +58,16 @@ impl Verdict {
         }
     }
 
+    /// The protocol whose message the matched payload was, where the protocol named is carried
+    /// in another's messages (DNSCrypt's certificate query is a DNS query): shown beside the
+    /// name, as a TLS connection's server name is.
+    pub fn carrier(self) -> Option<&'static str> {
+        match self {
+            Self::Matched(p) => p.signature().carrier,
+            _ => None,
+        }
+    }
+
     /// How reports show it: the name, and ` (guessed)` after a guessed one.
     pub fn shown(self) -> std::borrow::Cow<'static, str> {
         match self {
@@ -119,6 +129,8 @@ struct ResultRow<'a> {
     client: String,
     server: String,
     protocol: &'a str,
+    /// The protocol whose messages carry it (`dns` for `dnscrypt`), if another's do.
+    carrier: Option<&'a str>,
     /// `payload`, `payload+port` or `port` (guessed).
     evidence: Option<&'a str>,
     server_name: Option<&'a str>,
@@ -134,7 +146,7 @@ struct ResultRow<'a> {
 }
 
 /// Writes one CSV row per connection, with a header: `id, proto, client, server, protocol,
-/// evidence, server_name, alpn, tls_version, ja4, matched_packet` (counted from 1),
+/// carrier, evidence, server_name, alpn, tls_version, ja4, matched_packet` (counted from 1),
 /// `packets, bytes`.
 pub fn write_results(conns: &[ConnResult], out: impl std::io::Write) -> Result<(), csv::Error> {
     let mut w = csv::Writer::from_writer(out);
@@ -145,6 +157,7 @@ pub fn write_results(conns: &[ConnResult], out: impl std::io::Write) -> Result<(
             client: c.key.src().to_string(),
             server: c.key.dst().to_string(),
             protocol: c.verdict.name(),
+            carrier: c.verdict.carrier(),
             evidence: c.verdict.evidence(),
             server_name: c.server_name(),
             alpn: c.tls.as_ref().filter(|t| !t.alpn.is_empty()).map(|t| t.alpn.join(";")),
@@ -368,4 +381,26 @@ fn serial(
         })
         .collect();
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A DNSCrypt connection's row names the service, and `dns` beside it as its carrier, the
+    /// way a TLS row shows its server name; a protocol carried by nothing else has none.
+    #[test]
+    fn results_show_the_carrier_beside_a_service_carried_in_dns() {
+        let key = FiveTuple::new(17, "10.0.0.2:40000".parse().unwrap(), "192.0.2.53:443".parse().unwrap());
+        let named = |name| Verdict::Matched(Protocol::by_name(name).expect("shipped"));
+        let conns =
+            [ConnResult::new(0, key, None, named("dnscrypt"), None), ConnResult::new(1, key, None, named("dns"), None)];
+        let mut out = Vec::new();
+        write_results(&conns, &mut out).expect("writes to a Vec");
+        let text = String::from_utf8(out).expect("CSV is UTF-8");
+        let mut lines = text.lines();
+        assert!(lines.next().expect("a header").starts_with("id,proto,client,server,protocol,carrier,evidence,"));
+        assert!(lines.next().expect("a row").contains(",dnscrypt,dns,payload,"), "{text}");
+        assert!(lines.next().expect("a row").contains(",dns,,payload,"), "{text}");
+    }
 }

@@ -17,6 +17,8 @@
 //! port as well as their payload ([`Needs::PayloadOnPort`]); a port alone names nothing unless
 //! asked ([`Inspector::guess`], `--guess`), and then the verdict says it was guessed.
 
+pub mod checks;
+pub mod dns;
 pub mod samples;
 pub mod signatures;
 pub mod tls;
@@ -25,7 +27,7 @@ use std::sync::Mutex;
 
 use regex_automata::meta::{Cache, Regex};
 use regex_automata::util::syntax;
-use regex_automata::{Anchored, Input};
+use regex_automata::{Anchored, Input, MatchKind, PatternSet};
 
 pub use signatures::{Needs, Opens, Over, SIGNATURES, Signature};
 
@@ -49,6 +51,11 @@ impl Protocol {
     /// Its signature.
     pub fn signature(self) -> &'static Signature {
         &SIGNATURES[self.0 as usize]
+    }
+
+    /// Whether its signature's check, if it has one, accepts `bytes` (which its pattern matched).
+    fn accepts(self, bytes: &[u8]) -> bool {
+        self.signature().check.is_none_or(|check| check(bytes))
     }
 }
 
@@ -102,6 +109,7 @@ impl Found {
 #[derive(Clone, Debug)]
 pub struct Scratch {
     combined: Cache,
+    every: Cache,
     one_by_one: Vec<Cache>,
     on_port: Vec<Cache>,
 }
@@ -127,6 +135,10 @@ pub enum Engine {
 pub struct Inspector {
     /// Every [`Needs::Payload`] signature, in one automaton.
     regex: Regex,
+    /// The same patterns, reporting every one that matches: for a buffer whose earliest match
+    /// was refused (by its signature's check, or as not over the connection's transport), the
+    /// others that match, in priority order.
+    every: Regex,
     /// The protocol of each of `regex`'s patterns.
     ids: Vec<u16>,
     /// For [`Engine::Sequential`]: one regex per [`Needs::Payload`] signature, in priority order.
@@ -144,6 +156,7 @@ impl Clone for Inspector {
     fn clone(&self) -> Self {
         Self {
             regex: self.regex.clone(),
+            every: self.every.clone(),
             ids: self.ids.clone(),
             one_by_one: self.one_by_one.clone(),
             on_port: self.on_port.clone(),
@@ -189,6 +202,7 @@ impl Inspector {
                 .expect("the shipped signatures compile")
         };
         let regex = build(bytes(), &patterns);
+        let every = build(bytes().match_kind(MatchKind::All), &patterns);
         let one_by_one = match engine {
             Engine::Combined => Vec::new(),
             // Every faster engine off, so that the meta regex runs the Pike VM.
@@ -202,7 +216,7 @@ impl Inspector {
             .filter(|p| p.signature().needs == Needs::PayloadOnPort)
             .map(|p| (p, build(bytes(), &[p.signature().pattern])))
             .collect();
-        Self { regex, ids, one_by_one, on_port, spare: Mutex::default() }
+        Self { regex, every, ids, one_by_one, on_port, spare: Mutex::default() }
     }
 
     /// The engine this inspector matches with.
@@ -217,6 +231,7 @@ impl Inspector {
         let spare = self.spare.lock().map(|mut s| s.pop()).unwrap_or(None);
         spare.unwrap_or_else(|| Scratch {
             combined: self.regex.create_cache(),
+            every: self.every.create_cache(),
             one_by_one: self.one_by_one.iter().map(Regex::create_cache).collect(),
             on_port: self.on_port.iter().map(|(_, r)| r.create_cache()).collect(),
         })
@@ -239,7 +254,7 @@ impl Inspector {
     /// than running on to find where the match ends: only which protocol matched is wanted, and
     /// patterns such as `220[ -][^\r\n]*ftp` would otherwise read to the end of the line. When
     /// two signatures could both match, the one that matches at the earlier byte wins; the
-    /// shipped signatures do not overlap on any protocol's opening (tested).
+    /// shipped signatures do not overlap on any protocol's opening over one transport (tested).
     pub fn classify(&self, buffer: &[u8]) -> Option<Protocol> {
         let mut scratch = self.scratch();
         let found = self.classify_with(&mut scratch, buffer);
@@ -250,25 +265,42 @@ impl Inspector {
     /// [`Inspector::classify`] in `scratch`, which must come from this inspector's
     /// [`Inspector::scratch`].
     pub fn classify_with(&self, scratch: &mut Scratch, buffer: &[u8]) -> Option<Protocol> {
-        let input = Input::new(buffer).anchored(Anchored::Yes).earliest(true);
-        let pattern = if self.one_by_one.is_empty() {
-            self.regex.search_with(&mut scratch.combined, &input).map(|m| m.pattern().as_usize())
-        } else {
-            // In priority order, the first that matches; the signatures do not overlap, so this
-            // names what the combined automaton names.
-            self.one_by_one
-                .iter()
-                .zip(&mut scratch.one_by_one)
-                .position(|(r, cache)| r.search_with(cache, &input).is_some())
-        };
-        pattern.map(|i| Protocol(self.ids[i]))
+        self.first_accepted(scratch, buffer, |_| true)
+    }
+
+    /// The protocol of the first [`Needs::Payload`] signature, in priority order, whose pattern
+    /// matches the start of `bytes`, whose check (if it has one) accepts them and that `fits`.
+    /// The combined automaton gives the earliest match; only when that one is refused are the
+    /// others that match looked for.
+    fn first_accepted(&self, scratch: &mut Scratch, bytes: &[u8], fits: impl Fn(Protocol) -> bool) -> Option<Protocol> {
+        let input = Input::new(bytes).anchored(Anchored::Yes).earliest(true);
+        let accepted = |p: Protocol| fits(p) && p.accepts(bytes);
+        let protocol = |i: usize| Protocol(self.ids[i]);
+        if !self.one_by_one.is_empty() {
+            // In priority order, the first that matches and is accepted; the signatures do not
+            // overlap on a transport, so this names what the combined automaton names.
+            let mut found = self.one_by_one.iter().zip(&mut scratch.one_by_one).enumerate();
+            return found
+                .find_map(|(i, (r, cache))| {
+                    (r.search_with(cache, &input).is_some() && accepted(protocol(i))).then_some(i)
+                })
+                .map(protocol);
+        }
+        let earliest = protocol(self.regex.search_with(&mut scratch.combined, &input)?.pattern().as_usize());
+        if accepted(earliest) {
+            return Some(earliest);
+        }
+        let mut set = PatternSet::new(self.every.pattern_len());
+        self.every.which_overlapping_matches_with(&mut scratch.every, &input.earliest(false), &mut set);
+        set.iter().map(|i| protocol(i.as_usize())).find(|&p| accepted(p))
     }
 
     /// The protocol of a connection whose buffer is `buffer`: tried from each direction's first
     /// byte (`starts`: where the client's and the server's first bytes lie in the buffer, as
     /// [`switchyard_ingest::Assembly::starts`] gives them), the earlier first. At each, the
     /// signatures that need a port are tried first where `ports` has theirs, then every other;
-    /// a match whose protocol does not run over the connection's transport is none.
+    /// a match whose protocol does not run over the connection's transport, or whose check refuses
+    /// the bytes, is none.
     pub fn classify_conn(
         &self,
         scratch: &mut Scratch,
@@ -284,12 +316,17 @@ impl Inspector {
             let input = Input::new(bytes).anchored(Anchored::Yes).earliest(true);
             for ((p, regex), cache) in self.on_port.iter().zip(&mut scratch.on_port) {
                 let s = p.signature();
-                if s.over.carries(ports.proto) && ports.either_in(s.ports) && regex.search_with(cache, &input).is_some()
+                if s.over.carries(ports.proto)
+                    && ports.either_in(s.ports)
+                    && regex.search_with(cache, &input).is_some()
+                    && p.accepts(bytes)
                 {
                     return Some(Found { protocol: *p, from_client });
                 }
             }
-            if let Some(p) = self.classify_with(scratch, bytes).filter(|p| p.signature().over.carries(ports.proto)) {
+            // A protocol of the other transport is none, and another signature may still fit:
+            // SSDP's responses are HTTP's status line, over UDP.
+            if let Some(p) = self.first_accepted(scratch, bytes, |p| p.signature().over.carries(ports.proto)) {
                 return Some(Found { protocol: p, from_client });
             }
         }
@@ -309,13 +346,13 @@ impl Inspector {
         })
     }
 
-    /// Every protocol whose signature matches `buffer` (for checking that signatures do not
-    /// overlap).
+    /// Every [`Needs::Payload`] protocol whose signature, pattern and check, accepts `buffer`
+    /// (for checking that signatures do not overlap).
     pub fn all_matches(&self, buffer: &[u8]) -> Vec<Protocol> {
-        let mut set = regex_automata::PatternSet::new(self.regex.pattern_len());
+        let mut set = PatternSet::new(self.every.pattern_len());
         let input = Input::new(buffer).anchored(Anchored::Yes);
-        self.regex.which_overlapping_matches(&input, &mut set);
-        set.iter().map(|p| Protocol(self.ids[p.as_usize()])).collect()
+        self.every.which_overlapping_matches(&input, &mut set);
+        set.iter().map(|p| Protocol(self.ids[p.as_usize()])).filter(|p| p.accepts(buffer)).collect()
     }
 }
 
@@ -357,10 +394,16 @@ mod tests {
             let ports = ports_of(name);
             let mut on = |ports| inspector.classify_conn(&mut scratch, &bytes, [Some(0), None], ports);
             assert_eq!(on(ports).map(|f| f.protocol.name()), Some(name), "{shown}");
-            let all: Vec<&str> = inspector.all_matches(&bytes).into_iter().map(Protocol::name).collect();
+            // Signatures may overlap across transports only (SSDP's response is HTTP's status
+            // line, over UDP).
+            let every = inspector.all_matches(&bytes);
+            let all: Vec<&str> =
+                every.iter().filter(|p| p.signature().over.carries(ports.proto)).map(|p| p.name()).collect();
             if Protocol::by_name(name).expect("listed").signature().needs == Needs::Payload {
                 assert_eq!(all, [name], "{shown}");
-                assert_eq!(inspector.classify(&bytes).map(Protocol::name), Some(name));
+                if every.len() == 1 {
+                    assert_eq!(inspector.classify(&bytes).map(Protocol::name), Some(name));
+                }
             } else {
                 // Off its port, it is what its payload alone says: DNS for mDNS and LLMNR,
                 // nothing for the others.
@@ -470,6 +513,106 @@ mod tests {
         let inspector = Inspector::new();
         for text in [&b"hello world\r\n"[..], b"", b"GET", b"220 ", b"\x16\x03", b"SSH-", b"+OK", b"{\"a\":1}"] {
             assert_eq!(inspector.classify(text), None, "{}", String::from_utf8_lossy(text));
+        }
+    }
+
+    /// The protocol a connection over `proto` between `port` and an unprivileged port is named
+    /// for `bytes`, the first sender's.
+    fn named(inspector: &Inspector, bytes: &[u8], proto: u8, port: u16) -> Option<&'static str> {
+        let mut scratch = inspector.scratch();
+        let ports = Ports { proto, client: 40_000, server: port };
+        let found = inspector.classify_conn(&mut scratch, bytes, [Some(0), None], ports).map(|f| f.protocol.name());
+        inspector.give_back(scratch);
+        found
+    }
+
+    fn opening(name: &str, nth: usize) -> Vec<u8> {
+        openings().into_iter().filter(|(n, _)| *n == name).nth(nth).expect("a sample").1
+    }
+
+    /// S7comm and MMS ride on TPKT and COTP as RDP does, and were named `rdp`; DTLS and RTCP
+    /// share STUN's ports and RFC 7983's first-byte ranges tell them apart.
+    #[test]
+    fn carriers_are_not_named_for_what_they_carry() {
+        let inspector = Inspector::new();
+        assert_eq!(named(&inspector, &opening("s7comm", 0), 6, 102), Some("s7comm"), "COTP CR to an S7 TSAP");
+        assert_eq!(named(&inspector, &opening("s7comm", 1), 6, 102), Some("s7comm"), "an S7 PDU");
+        assert_eq!(named(&inspector, &opening("mms", 0), 6, 102), Some("mms"));
+        // A COTP Connection Request with neither cookie nor negotiation request, to TSAPs no
+        // signature knows: TPKT alone says nothing of what it carries.
+        let bare = b"\x03\x00\x00\x16\x11\xe0\x00\x00\x00\x01\x00\xc1\x02\x00\x01\xc2\x02\x00\x01\xc0\x01\x0a";
+        assert_eq!(named(&inspector, bare, 6, 102), None);
+        assert_eq!(named(&inspector, &opening("rdp", 0), 6, 3389), Some("rdp"));
+        let cookie =
+            b"\x03\x00\x00\x2a\x25\xe0\x00\x00\x00\x00\x00Cookie: mstshash=ALICE\r\n\x01\x00\x08\x00\x0b\x00\x00\x00";
+        assert_eq!(named(&inspector, cookie, 6, 3389), Some("rdp"));
+        assert_eq!(named(&inspector, &opening("dtls", 0), 17, 3478), Some("dtls"));
+        assert_eq!(named(&inspector, &opening("rtcp", 0), 17, 3478), Some("rtcp"));
+        assert_eq!(named(&inspector, &opening("stun", 0), 17, 3478), Some("stun"));
+    }
+
+    /// A payload whose first 12 bytes look like a DNS header was named `dns` whatever followed;
+    /// now its question must be a well-formed name, a known type and class.
+    #[test]
+    fn an_encrypted_payload_with_a_dns_like_header_is_not_dns() {
+        let inspector = Inspector::new();
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(39);
+        for _ in 0..2_000 {
+            let mut b = b"\x9c\x41\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x05k".to_vec();
+            b.extend((0..rand::RngExt::random_range(&mut rng, 0..300)).map(|_| rand::RngExt::random::<u8>(&mut rng)));
+            assert_eq!(named(&inspector, &b, 17, 53), None, "{b:02x?}");
+            assert_eq!(named(&inspector, &b, 6, 53), None, "{b:02x?}");
+        }
+    }
+
+    /// DNSCrypt's certificate query was named `dns`, and its encrypted answers nothing: both are
+    /// `dnscrypt` now, from the connection's own bytes, with `dns` as the carrier; other TXT
+    /// queries stay `dns`.
+    #[test]
+    fn dnscrypt_is_named_from_its_own_bytes() {
+        let inspector = Inspector::new();
+        let cert = opening("dnscrypt", 0);
+        assert_eq!(named(&inspector, &cert, 6, 443), Some("dnscrypt"), "over TCP");
+        assert_eq!(named(&inspector, &cert[2..], 17, 443), Some("dnscrypt"), "over UDP");
+        assert_eq!(named(&inspector, &opening("dnscrypt", 1), 17, 443), Some("dnscrypt"), "the resolver's magic");
+        assert_eq!(Protocol::by_name("dnscrypt").and_then(|p| p.signature().carrier), Some("dns"));
+        let txt = b"\xab\xcd\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x06_dmarc\x07example\x00\x00\x10\x00\x01";
+        assert_eq!(named(&inspector, txt, 17, 53), Some("dns"));
+        // A query from a client that sends the resolver's magic: not DNSCrypt's response form.
+        assert_eq!(named(&inspector, b"r6fnvWj8 too short", 17, 443), None);
+    }
+
+    /// Only QUIC versions 1 and 2 were named; the drafts, Google's and version negotiation are.
+    #[test]
+    fn quic_drafts_google_quic_and_version_negotiation_are_named() {
+        let inspector = Inspector::new();
+        for nth in 0..4 {
+            assert_eq!(named(&inspector, &opening("quic", nth), 17, 443), Some("quic"), "sample {nth}");
+        }
+        assert_eq!(named(&inspector, b"\xc3T051\x08\x83\x94\xc8\xf0\x3e\x51\x57\x08\x00", 17, 443), Some("quic"));
+        let mut vn = b"\x80\x00\x00\x00\x00\x08\x11\x22\x33\x44\x55\x66\x77\x88\x00".to_vec();
+        vn.extend_from_slice(b"\x00\x00\x00\x01\x6b\x33\x43\xcfQ050");
+        assert_eq!(named(&inspector, &vn, 17, 443), Some("quic"), "version negotiation");
+        vn.extend_from_slice(b"\x00\x13\x37");
+        assert_eq!(named(&inspector, &vn, 17, 443), None, "a version list cut short");
+        assert_eq!(named(&inspector, b"\xc3\xff\x00\x00\x1d\x30", 17, 443), None, "a connection id over 20 bytes");
+    }
+
+    /// Random payloads, as encrypted traffic looks, are named by none of the signatures added
+    /// or changed for issue 39, on any port, DHCPv6's and STUN's too. (Telnet's three-byte
+    /// IAC opening, older, is met about once in 90,000 buffers, as in this seed's.)
+    #[test]
+    fn random_payloads_are_not_named() {
+        let inspector = Inspector::new();
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(7983);
+        let short_headers = ["telnet", "smb", "mysql", "ntp"];
+        for _ in 0..4_000 {
+            let len = rand::RngExt::random_range(&mut rng, 1..600);
+            let b: Vec<u8> = (0..len).map(|_| rand::RngExt::random::<u8>(&mut rng)).collect();
+            for (proto, port) in [(17, 40_001), (6, 40_001), (17, 547), (17, 3478)] {
+                let found = named(&inspector, &b, proto, port).filter(|n| !short_headers.contains(n));
+                assert_eq!(found, None, "{b:02x?}");
+            }
         }
     }
 

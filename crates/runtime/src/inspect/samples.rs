@@ -1,6 +1,8 @@
 //! One canonical opening message per protocol, written from each protocol's specification: what
 //! the trace generator puts on the wire and what the tests check the signatures against.
 
+use super::dns;
+
 /// (protocol name, the message that opens its connections); some protocols have two openings
 /// (an HTTP request and a response, an SMTP greeting and a client's EHLO).
 pub fn openings() -> Vec<(&'static str, Vec<u8>)> {
@@ -93,5 +95,127 @@ pub fn openings() -> Vec<(&'static str, Vec<u8>)> {
         ("coap", b"\x40\x01\x12\x34\xbb.well-known\x04core".to_vec()),
         // SOCKS 5: one method offered, no authentication.
         ("socks", b"\x05\x01\x00".to_vec()),
+        // DNSCrypt: the certificate query over TCP, with an EDNS OPT record (a UDP payload of
+        // 4096); then an encrypted response, which opens with the resolver's magic.
+        (
+            "dnscrypt",
+            b"\x00\x31\xab\xcd\x01\x00\x00\x01\x00\x00\x00\x00\x00\x01\x012\x0ddnscrypt-cert\x08resolver\x07example\x00\x00\x10\x00\x01\x00\x00\x29\x10\x00\x00\x00\x00\x00\x00\x00"
+                .to_vec(),
+        ),
+        ("dnscrypt", [&dns::RESOLVER_MAGIC[..], &[0x3e; 24], &[0xa7; 16], &[0x19; 64]].concat()),
+        // Snap7's COTP Connection Request: TPDU size 1024, calling TSAP 0x0100, called TSAP
+        // 0x0102 (PG, rack 0, slot 2).
+        ("s7comm", b"\x03\x00\x00\x16\x11\xe0\x00\x00\x00\x01\x00\xc0\x01\x0a\xc1\x02\x01\x00\xc2\x02\x01\x02".to_vec()),
+        // Then its Setup Communication job, an S7 PDU in a COTP Data TPDU.
+        ("s7comm", b"\x03\x00\x00\x19\x02\xf0\x80\x32\x01\x00\x00\x00\x00\x00\x08\x00\x00\xf0\x00\x00\x01\x00\x01\x01\xe0".to_vec()),
+        // The start of an MMS association: a session CONNECT SPDU (SI 13) with its connect
+        // and session requirements, then the presentation CP-type whose context list names
+        // ACSE (2.2.1.0.1) and MMS (1.0.9506.2.1).
+        (
+            "mms",
+            [
+                &b"\x03\x00\x00\x5b\x02\xf0\x80\x0d\xb2\x05\x06\x13\x01\x00\x16\x01\x02\x14\x02\x00\x02"[..],
+                b"\x33\x02\x00\x01\x34\x02\x00\x01\xc1\x9c\x31\x81\x99\xa0\x03\x80\x01\x01\xa2\x81\x91",
+                b"\x81\x04\x00\x00\x00\x01\x82\x04\x00\x00\x00\x01\xa4\x23\x30\x0f\x02\x01\x01\x06\x04",
+                b"\x52\x01\x00\x01\x30\x04\x06\x02\x51\x01\x30\x10\x02\x01\x03\x06\x05\x28\xca\x22\x02\x01",
+                b"\x30\x04\x06\x02\x51\x01",
+            ]
+            .concat(),
+        ),
+        // A DTLS 1.2 ClientHello in a DTLS 1.0 record, epoch 0, sequence 0: its handshake
+        // header (type 1, message_seq 0, one fragment), client_version 1.2, the random.
+        (
+            "dtls",
+            [
+                &b"\x16\xfe\xff\x00\x00\x00\x00\x00\x00\x00\x00\x00\x38\x01\x00\x00\x2c\x00\x00\x00\x00\x00\x00\x00\x2c\xfe\xfd"[..],
+                &[0x6d; 32],
+                b"\x00\x00\x00\x04\xc0\x2b\xc0\x2f\x01\x00",
+            ]
+            .concat(),
+        ),
+        // A sender report, then an SDES with the sender's CNAME: one compound packet.
+        (
+            "rtcp",
+            [
+                &b"\x80\xc8\x00\x06\x5e\x1f\x00\xa1\xe9\x2b\x53\x10\x8a\x3d\x70\xa4\x00\x02\xbf\x20\x00\x00\x00\x31\x00\x00\x1e\xa4"[..],
+                b"\x81\xca\x00\x03\x5e\x1f\x00\xa1\x01\x05alice\x00",
+            ]
+            .concat(),
+        ),
+        // An SLPv2 SrvRqst for printers in scope DEFAULT, multicast (flag R).
+        ("slp", b"\x02\x01\x00\x00\x30\x20\x00\x00\x00\x00\x12\x34\x00\x02en\x00\x00\x00\x0fservice:printer\x00\x07DEFAULT\x00\x00\x00\x00".to_vec()),
+        // An IKE_SA_INIT request's header and SA payload: one proposal, AES-CBC-128 and
+        // PRF-HMAC-SHA2-256.
+        (
+            "ike",
+            [
+                &b"\x8e\x3a\x0c\x51\x6b\x02\x9d\xf4\x00\x00\x00\x00\x00\x00\x00\x00\x21\x20\x22\x08\x00\x00\x00\x00\x00\x00\x00\x3c"[..],
+                b"\x00\x00\x00\x20\x00\x00\x00\x1c\x01\x01\x00\x02\x03\x00\x00\x0c\x01\x00\x00\x0c\x80\x0e\x00\x80\x00\x00\x00\x08\x02\x00\x00\x05",
+            ]
+            .concat(),
+        ),
+        // An agent's active checks request.
+        ("zabbix", b"ZBXD\x01\x2b\x00\x00\x00\x00\x00\x00\x00{\"request\":\"active checks\",\"host\":\"web-01\"}".to_vec()),
+        // P_CONTROL_HARD_RESET_CLIENT_V2 over TCP, without tls-auth: session id, no acks,
+        // message id 0.
+        ("openvpn", b"\x00\x0e\x38\x7a\x1c\x9e\x02\x55\xd0\x41\xb3\x00\x00\x00\x00\x00".to_vec()),
+        // The same over UDP with tls-auth (HMAC-SHA1), replay id 1 and its time.
+        (
+            "openvpn",
+            [&b"\x38\x7a\x1c\x9e\x02\x55\xd0\x41\xb3"[..], &[0xc4; 20], b"\x00\x00\x00\x01\x65\xa5\x1f\x00\x00\x00\x00\x00\x00"].concat(),
+        ),
+        // An NFSv3 NULL call over TCP: the record mark, then AUTH_NULL credentials and verifier.
+        ("nfs", [&b"\x80\x00\x00\x28\x12\x34\x56\x78\x00\x00\x00\x00\x00\x00\x00\x02\x00\x01\x86\xa3\x00\x00\x00\x03"[..], &[0; 20]].concat()),
+        // A Logon, its body length and checksum as the specification computes them.
+        ("fix", b"8=FIX.4.4\x019=67\x0135=A\x0134=1\x0149=CLIENT\x0152=20240115-09:30:00.000\x0156=SERVER\x0198=0\x01108=30\x0110=132\x01".to_vec()),
+        // A PRELOGIN: VERSION, ENCRYPTION, INSTOPT, THREADID and MARS, then their values.
+        (
+            "tds",
+            b"\x12\x01\x00\x2f\x00\x00\x01\x00\x00\x00\x1a\x00\x06\x01\x00\x20\x00\x01\x02\x00\x21\x00\x01\x03\x00\x22\x00\x04\x04\x00\x26\x00\x01\xff\x0f\x00\x07\xd0\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+                .to_vec(),
+        ),
+        // A global Who-Is broadcast: BVLC Original-Broadcast-NPDU, an NPDU to DNET 0xFFFF.
+        ("bacnet", b"\x81\x0b\x00\x0c\x01\x20\xff\xff\x00\xff\x10\x08".to_vec()),
+        // A master's Reset Link States, from address 4 to outstation 1.
+        ("dnp3", b"\x05\x64\x05\xc0\x01\x00\x00\x04\xe9\x21".to_vec()),
+        // STARTDT act, then a general interrogation (C_IC_NA_1, activation, station 1).
+        ("iec104", b"\x68\x04\x07\x00\x00\x00\x68\x0e\x00\x00\x00\x00\x64\x01\x06\x00\x01\x00\x00\x00\x00\x14".to_vec()),
+        // ApiVersions v3 from librdkafka (client id rdkafka, its software name and version).
+        ("kafka", b"\x00\x00\x00\x24\x00\x12\x00\x03\x00\x00\x00\x01\x00\x07rdkafka\x00\x0blibrdkafka\x062.3.0\x00".to_vec()),
+        // A browser's direct group datagram from WORKSTATION<00> to WORKGROUP<1E>, cut after the
+        // names (its SMB follows).
+        (
+            "netbios-dgm",
+            [
+                &b"\x11\x0a\x81\x23\xc0\xa8\x01\x05\x00\x8a\x00\x44\x00\x00"[..],
+                b"\x20FHEPFCELFDFEEBFEEJEPEOCACACACAAA\x00",
+                b"\x20FHEPFCELEHFCEPFFFACACACACACACABO\x00",
+            ]
+            .concat(),
+        ),
+        // More ways the protocols named before begin.
+        // A WebDAV PROPFIND (RFC 4918 §9.1).
+        ("http", b"PROPFIND /calendars/alice/ HTTP/1.1\r\nHost: dav.example.org\r\nDepth: 1\r\n\r\n".to_vec()),
+        // A query over TCP, after its two-byte length; and a root priming query (RFC 8109 §3).
+        ("dns", b"\x00\x1d\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03org\x00\x00\x01\x00\x01".to_vec()),
+        ("dns", b"\x5a\x01\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x01".to_vec()),
+        // SIP over TCP after a CRLF keep-alive; an INFO (RFC 6086 §4.2).
+        ("sip", b"\r\n\r\nINFO sip:carol@chicago.example.com SIP/2.0\r\nVia: SIP/2.0/TCP pc33.example.com\r\n".to_vec()),
+        // RFC 3164's forms: a TAG and no timestamp, an RFC 3339 timestamp without the version.
+        ("syslog", b"<30>dhclient[1021]: DHCPREQUEST on eth0 to 10.0.0.1 port 67".to_vec()),
+        ("syslog", b"<86>2024-01-15T09:30:00+01:00 gateway sshd[4242]: Accepted publickey for alice".to_vec()),
+        // A search response (UDA 2.0 §1.3.3), over UDP.
+        ("ssdp", b"HTTP/1.1 200 OK\r\nCACHE-CONTROL: max-age=1800\r\nEXT:\r\nLOCATION: http://10.0.0.7:49152/desc.xml\r\nST: upnp:rootdevice\r\n\r\n".to_vec()),
+        // QUIC draft-29's Initial; gQUIC Q050 in the long header; Q043's public header (flags
+        // 0x0d: version, 8-byte connection id) with its packet number.
+        ("quic", b"\xc3\xff\x00\x00\x1d\x08\x83\x94\xc8\xf0\x3e\x51\x57\x08\x00\x00\x44\x9e".to_vec()),
+        ("quic", b"\xc3Q050\x08\x83\x94\xc8\xf0\x3e\x51\x57\x08\x00\x00\x00\x01".to_vec()),
+        ("quic", b"\x0d\x83\x94\xc8\xf0\x3e\x51\x57\x08Q043\x01\x5e\x4f\x8e\x0c".to_vec()),
+        // A Solicit: client id (DUID-LLT), elapsed time, IA_NA, option request.
+        (
+            "dhcpv6",
+            b"\x01\x10\x08\x74\x00\x01\x00\x0e\x00\x01\x00\x01\x2a\x2b\x2c\x2d\x00\x11\x22\x33\x44\x55\x00\x08\x00\x02\x00\x00\x00\x03\x00\x0c\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x06\x00\x04\x00\x17\x00\x18"
+                .to_vec(),
+        ),
     ]
 }

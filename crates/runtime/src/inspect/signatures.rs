@@ -7,7 +7,7 @@
 //! without Unicode (`(?-u)`), and `.` matches any byte (`(?s)`).
 
 /// A protocol the inspector can name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct Signature {
     /// Short lower-case name, as reports and labels print it.
     pub name: &'static str,
@@ -25,6 +25,13 @@ pub struct Signature {
     pub ports: &'static [u16],
     /// What it takes to name the protocol.
     pub needs: Needs,
+    /// What a regex cannot check, run on the bytes from the match's start once the pattern has
+    /// matched: counts consistent with the message, a well-formed name, a checksum. A buffer it
+    /// refuses is not this protocol's, and another signature may still name it.
+    pub check: Option<fn(&[u8]) -> bool>,
+    /// The protocol whose messages carry this one, where its opening is one of them (DNSCrypt's
+    /// certificate query is a DNS query): shown beside the name, as TLS shows its server name.
+    pub carrier: Option<&'static str>,
 }
 
 /// The transports a protocol runs over.
@@ -70,7 +77,10 @@ pub enum Needs {
 }
 
 macro_rules! signatures {
-    ($( $name:literal, $over:ident, $opens:ident, [$($port:literal),*], $needs:ident, $what:literal, $pattern:literal; )*) => {
+    (@opt) => { None };
+    (@opt $x:expr) => { Some($x) };
+    ($( $name:literal, $over:ident, $opens:ident, [$($port:literal),*], $needs:ident, $what:literal, $pattern:literal
+        $(, check = $check:path)? $(, carrier = $carrier:literal)?; )*) => {
         /// Every signature, in priority order (the first that matches names the protocol).
         pub const SIGNATURES: &[Signature] = &[ $( Signature {
             name: $name,
@@ -80,21 +90,24 @@ macro_rules! signatures {
             opens: Opens::$opens,
             ports: &[$($port),*],
             needs: Needs::$needs,
+            check: signatures!(@opt $($check)?),
+            carrier: signatures!(@opt $($carrier)?),
         }, )* ];
     };
 }
 
 signatures! {
-    "http", Tcp, Either, [80, 8080], Payload, "HTTP/1.x request line or status line (RFC 9112 §3, §4)",
-        r"(?s-u)\A(?:(?:GET|POST|HEAD|PUT|DELETE|OPTIONS|PATCH|CONNECT|TRACE) [!-~]+ HTTP/1\.[01]\r?\n|HTTP/1\.[01] [1-5][0-9][0-9])";
+    "http", Tcp, Either, [80, 8080], Payload, "HTTP/1.x request line or status line (RFC 9112 §3, §4): the methods of RFC 9110 §9 and PATCH (RFC 5789), WebDAV's (RFC 4918 §9, RFC 3253 §3–§13 for versioning, RFC 3744 §8.1 ACL, RFC 4791 §5.3.1 MKCALENDAR, RFC 5323 §2 SEARCH, RFC 5842 §4–§6 BIND), and the status line for a capture that starts with a response",
+        r"(?s-u)\A(?:(?:GET|POST|HEAD|PUT|DELETE|OPTIONS|PATCH|CONNECT|TRACE|PROPFIND|PROPPATCH|MKCOL|COPY|MOVE|LOCK|UNLOCK|SEARCH|REPORT|CHECKOUT|CHECKIN|UNCHECKOUT|VERSION-CONTROL|MKWORKSPACE|MKACTIVITY|MERGE|LABEL|UPDATE|BASELINE-CONTROL|ACL|MKCALENDAR|BIND|UNBIND|REBIND|ORDERPATCH) [!-~]+ HTTP/1\.[01]\r?\n|HTTP/1\.[01] [1-5][0-9][0-9])";
     "tls", Tcp, Either, [443, 853, 993, 995, 465, 8443], Payload, "TLS record of type handshake carrying a ClientHello or a ServerHello (RFC 8446 §5.1, §4.1.2, §4.1.3); or, for a capture that starts mid-connection or shows one side, any record (change_cipher_spec, alert, handshake, application_data) whose record-layer version is 1.0–1.2 (1.3 records say 1.2, §5.1) and whose length fits a record (at most 2^14 + 256 bytes, §5.2)",
         r"(?s-u)\A(?:\x16\x03[\x00-\x04]..[\x01\x02]...\x03[\x00-\x04]|[\x14-\x17]\x03[\x01-\x03][\x00-\x48].)";
     "ssh", Tcp, Either, [22], Payload, "SSH identification string (RFC 4253 §4.2)",
         r"(?s-u)\ASSH-(?:2\.0|1\.99|1\.5)-[!-~]";
     "netbios-ns", Udp, Either, [137], Payload, "NetBIOS name service packet (RFC 1002 §4.2): a DNS-shaped header, then a question name of 32 letters A–P (the first-level encoding of a 16-byte NetBIOS name, RFC 1001 §14.1) of type NB or NBSTAT, class IN. Before dns, whose signature its queries also match",
         r"(?s-u)\A.{12}\x20[A-P]{32}(?:[\x01-\x3f][!-~]{1,63})*\x00\x00[\x20\x21]\x00\x01";
-    "dns", Both, Either, [53], Payload, "DNS query or, for a response whose query is not in the capture, response header: one question, no answers (RFC 1035 §4.1.1), over UDP or with TCP's length prefix. A first label of 32 characters may not start with A–P: that is NetBIOS's encoding (netbios-ns), and signatures must not overlap (the combined engine takes the first to match, not the first listed). The cost: a DNS name whose first label is 32 characters from an upper-case A–P is missed",
-        r"(?s-u)\A(?:..)?..(?:[\x00\x01][\x00\x10\x20]\x00\x01\x00\x00\x00\x00\x00[\x00\x01]|[\x80-\x87][\x00-\x05\x80-\x85\xa0-\xa5]\x00\x01\x00[\x00-\x3f]\x00[\x00-\x0f]\x00[\x00-\x0f])(?:[\x01-\x1f\x21-\x3f][-0-9A-Za-z_]|\x20[-0-9Q-Za-z_])";
+    "dns", Both, Either, [53], Payload, "DNS message (RFC 1035 §4.1), over UDP or after TCP's two-byte length (§4.2.2): a query (opcode QUERY, NOTIFY of RFC 1996 §3 or UPDATE of RFC 2136 §2) or a response, whose header's counts fit the message (each question at least 5 bytes, each record 11) and whose first question is a name of printable labels of 1–63 bytes, 255 in all, then a known QTYPE and QCLASS — checked in code after the pattern, so that encrypted bytes with a DNS-like header are not named. A first label of 32 characters may not start with A–P: that is NetBIOS's encoding (netbios-ns). DNSCrypt's certificate queries are dnscrypt's",
+        r"(?s-u)\A(?:..)?..(?:[\x00-\x07\x20-\x2f][\x00\x10\x20\x30]\x00[\x01-\x08]\x00[\x00-\x0f]\x00[\x00-\x0f]\x00[\x00-\x03]|[\x80-\x87\xa0-\xaf][\x00-\x0a\x10-\x1a\x20-\x2a\x30-\x3a\x80-\x8a\x90-\x9a\xa0-\xaa\xb0-\xba]\x00[\x01-\x08][\x00\x01].\x00.\x00.)(?:[\x01-\x1f\x21-\x3f][!-~]|\x20[!-@Q-~]|\x00)",
+        check = super::dns::is_plain;
     "ftp", Tcp, Server, [21], Payload, "FTP server greeting naming FTP (RFC 959 §4.2)",
         r"(?s-u)\A220[ -][^\r\n]*(?i:ftp)";
     "smtp", Tcp, Either, [25, 587], Payload, "SMTP greeting naming (E)SMTP, or a client's EHLO/HELO (RFC 5321 §4.2, §4.1.1.1)",
@@ -103,10 +116,10 @@ signatures! {
         r"(?s-u)\A\* (?:OK|PREAUTH)[^\r\n]*(?i:imap)";
     "pop3", Tcp, Server, [110], Payload, "POP3 positive greeting (RFC 1939 §4)",
         r"(?s-u)\A\+OK[^\r\n]*(?i:pop|ready|dovecot)";
-    "sip", Both, Either, [5060], Payload, "SIP request line or status line (RFC 3261 §7.1, §7.2)",
-        r"(?s-u)\A(?:(?:INVITE|REGISTER|OPTIONS|BYE|ACK|CANCEL|SUBSCRIBE|NOTIFY|MESSAGE) sips?:[!-~]+ SIP/2\.0\r\n|SIP/2\.0 [1-6][0-9][0-9] )";
-    "rtsp", Tcp, Either, [554], Payload, "RTSP request or status line (RFC 2326 §6, §7)",
-        r"(?s-u)\A(?:(?:OPTIONS|DESCRIBE|SETUP|PLAY|PAUSE|TEARDOWN|ANNOUNCE|RECORD|GET_PARAMETER|SET_PARAMETER) (?:rtsp://[!-~]+|\*) RTSP/1\.0\r\n|RTSP/1\.0 [1-5][0-9][0-9] )";
+    "sip", Both, Either, [5060], Payload, "SIP request line or status line (RFC 3261 §7.1, §7.2), with the methods of RFC 3261, INFO (RFC 6086), PRACK (RFC 3262), SUBSCRIBE and NOTIFY (RFC 6665), UPDATE (RFC 3311), MESSAGE (RFC 3428), REFER (RFC 3515) and PUBLISH (RFC 3903), a SIP, SIPS or tel URI (RFC 3966); over TCP, after any CRLF keep-alives (RFC 5626 §3.5.1)",
+        r"(?s-u)\A(?:\r\n)*(?:(?:INVITE|REGISTER|OPTIONS|BYE|ACK|CANCEL|SUBSCRIBE|NOTIFY|MESSAGE|INFO|PRACK|UPDATE|REFER|PUBLISH) (?:sips?|tel):[!-~]+ SIP/2\.0\r\n|SIP/2\.0 [1-6][0-9][0-9] )";
+    "rtsp", Tcp, Either, [554], Payload, "RTSP request or status line (RFC 2326 §6, §7, with REDIRECT §10.10; RFC 7826 §7, §8 for RTSP 2.0 and PLAY_NOTIFY), to an rtsp, rtsps or rtspu URL or `*`",
+        r"(?s-u)\A(?:(?:OPTIONS|DESCRIBE|SETUP|PLAY|PAUSE|TEARDOWN|ANNOUNCE|RECORD|GET_PARAMETER|SET_PARAMETER|REDIRECT|PLAY_NOTIFY) (?:rtsp[su]?://[!-~]+|\*) RTSP/[12]\.0\r\n|RTSP/[12]\.0 [1-5][0-9][0-9] )";
     "mqtt", Tcp, Client, [1883], Payload, "MQTT CONNECT packet, protocol name MQTT (3.1.1, 5) or MQIsdp (3.1) (MQTT 5.0 §3.1.2.1)",
         r"(?s-u)\A\x10(?:[\x80-\xff]{0,3}[\x00-\x7f])(?:\x00\x04MQTT[\x04\x05]|\x00\x06MQIsdp\x03)";
     "redis", Tcp, Client, [6379], Payload, "RESP array of bulk strings, the form of every client command (Redis protocol spec)",
@@ -119,22 +132,23 @@ signatures! {
         r"(?s-u)\A(?:\x81\x00..\x20[A-P]{32}|\x82\x00\x00\x00\z)";
     "smb", Tcp, Either, [445], Payload, "SMB1 or SMB2/3 header after a NetBIOS session header (MS-SMB2 §2.2.1)",
         r"(?s-u)\A\x00...[\xfe\xff]SMB";
-    "rdp", Tcp, Client, [3389], Payload, "TPKT with an X.224 Connection Request (MS-RDPBCGR §2.2.1.1)",
-        r"(?s-u)\A\x03\x00..[\x06-\xff]\xe0\x00\x00";
+    "rdp", Tcp, Client, [3389], Payload, "TPKT (RFC 1006 §6) with an X.224 Connection Request whose user data is what makes it RDP's (MS-RDPBCGR §2.2.1.1): a cookie (`Cookie: mstshash=`), a routing token (`Cookie: msts=`) or an RDP Negotiation Request (§2.2.1.1.1: type 1, length 8, requested protocols). Other protocols open over TPKT too (S7comm, MMS); an RDP request with none of the three (RDP 4.0 and 5.0 clients may send one) is not named",
+        r"(?s-u)\A\x03\x00..[\x06-\xff]\xe0\x00\x00..\x00(?:Cookie: msts(?:hash)?=|\x01[\x00-\x0f]\x08\x00[\x00-\x3f]\x00\x00\x00)";
     "bittorrent", Tcp, Either, [6881], Payload, "BitTorrent handshake (BEP 3)",
         r"(?s-u)\A\x13BitTorrent protocol";
-    "quic", Udp, Either, [443], Payload, "QUIC long-header Initial packet of version 1 or 2 (RFC 9000 §17.2.2, RFC 9369)",
-        r"(?s-u)\A(?:[\xc0-\xcf]\x00\x00\x00\x01|[\xd0-\xdf]\x6b\x33\x43\xcf)";
+    "quic", Udp, Either, [443], Payload, "QUIC long-header packet (RFC 9000 §17.2, RFC 8999 §5.1): version 1, 2 (RFC 9369 §3.1), an IETF draft (0xff0000xx, draft-ietf-quic-transport §15) or mvfst's (0xfaceb00x), with a destination connection id of at most 20 bytes; Google QUIC Q046–Q059 and T050/T051 in the IETF-style long header, and Q024–Q045 in the public header (flags with the version and 8-byte connection id bits, the id, the version tag: Chromium's quic_versions.h and \"QUIC Wire Layout\"); or a version negotiation packet (version 0, §17.2.1) whose listed versions are all QUIC's, checked in code",
+        r"(?s-u)\A(?:[\xc0-\xff](?:\x00\x00\x00\x01|\x6b\x33\x43\xcf|\xff\x00\x00[\x01-\x22]|\xfa\xce\xb0[\x01-\x0f])[\x00-\x14]|[\xc0-\xff](?:Q04[6-9]|Q05[0-9]|T05[01])|[\x09\x0d\x19\x1d\x29\x2d\x39\x3d\x49\x4d\x59\x5d\x69\x6d\x79\x7d].{8}Q0(?:[23][0-9]|4[0-5])|[\x80-\xff]\x00\x00\x00\x00[\x00-\x14])",
+        check = super::checks::quic;
     "ntp", Udp, Either, [123], Payload, "NTP v3/v4 client or server packet of 48 bytes (RFC 5905 §7.3)",
         r"(?s-u)\A[\x1b\x1c\x23\x24\xe3\xe4\xdb\xdc][\x00-\x10].{46}\z";
     "dhcp", Udp, Either, [67, 68], Payload, "BOOTP message with the DHCP magic cookie (RFC 2131 §2, §3)",
         r"(?s-u)\A[\x01\x02]\x01\x06.{233}\x63\x82\x53\x63";
     "telnet", Tcp, Either, [23], Payload, "Telnet option negotiation (RFC 854), or a subnegotiation (RFC 855) where a capture starts with one",
         r"(?s-u)\A\xff(?:[\xfb-\xfe]|\xfa)[\x00-\x2f]";
-    "ssdp", Udp, Either, [1900], Payload, "SSDP search or announcement (UPnP Device Architecture 2.0 §1.2.2, §1.3.2): HTTP over UDP with the methods HTTP does not have",
-        r"(?s-u)\A(?:M-SEARCH|NOTIFY) \* HTTP/1\.1\r\n";
-    "syslog", Both, Client, [514], Payload, "syslog message: a priority in angle brackets, then version 1 (RFC 5424 §6.2) or a BSD timestamp (RFC 3164 §4.1.2)",
-        r"(?s-u)\A<(?:[0-9]|[1-9][0-9]|1[0-8][0-9]|19[01])>(?:1 |(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ 0-3][0-9] [0-2][0-9]:)";
+    "ssdp", Udp, Either, [1900], Payload, "SSDP search or announcement (UPnP Device Architecture 2.0 §1.2.2, §1.3.2): HTTP over UDP with the methods HTTP does not have; or a search response (§1.3.3), the status line `HTTP/1.1 200 OK` over UDP (HTTP's is over TCP)",
+        r"(?s-u)\A(?:(?:M-SEARCH|NOTIFY) \* HTTP/1\.1\r\n|HTTP/1\.1 200 OK\r\n)";
+    "syslog", Both, Client, [514], Payload, "syslog message: a priority in angle brackets (RFC 5424 §6.2.1), then version 1 (§6.2.2), a BSD timestamp (RFC 3164 §4.1.2), an RFC 3339 timestamp without the version (as many senders write RFC 3164's header), or no header and a TAG ending in `:` or `[pid]:` (RFC 3164 §4.1.3, a message a relay passes on as it is, §4.3.3); over TCP, optionally after the octet count (RFC 6587 §3.4.1)",
+        r"(?s-u)\A(?:[1-9][0-9]{0,5} )?<(?:[0-9]|[1-9][0-9]|1[0-8][0-9]|19[01])>(?:1 |(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ 0-3][0-9] [0-2][0-9]:|[12][0-9]{3}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:|[A-Za-z][-.0-9A-Za-z_/]{0,47}(?:\[[0-9]{1,10}\])?: )";
     "snmp", Udp, Either, [161, 162], Payload, "SNMP message: a BER SEQUENCE holding version 1, 2c (then the community string) or 3 (then its global data) (RFC 3416 §3, RFC 3412 §6)",
         r"(?s-u)\A\x30(?:[\x00-\x7f]|\x81.|\x82..)\x02\x01(?:[\x00\x01]\x04|\x03\x30)";
     "ldap", Both, Either, [389], Payload, "LDAP message: a BER SEQUENCE, a message ID, then a protocol operation's application tag (RFC 4511 §4.1.1, §4.2)",
@@ -177,4 +191,48 @@ signatures! {
         r"(?s-u)\A[\x40-\x48\x50-\x58\x60-\x68\x70-\x78][\x00-\x07\x41-\x45\x5f\x80-\x8f\xa0-\xa5]..";
     "socks", Tcp, Client, [1080], PayloadOnPort, "SOCKS 5 method selection (RFC 1928 §3) or a SOCKS 4 CONNECT/BIND request (SOCKS 4 protocol, \"CONNECT\"): a few bytes with no magic, so only on SOCKS's port",
         r"(?s-u)\A(?:\x05[\x01-\x0a][\x00-\x03\x80-\xfe]|\x04[\x01\x02]......[!-~]{0,255}\x00)";
+    "dnscrypt", Both, Either, [443, 5443], Payload, "DNSCrypt (\"DNSCrypt version 2\" protocol specification): a client's certificate query, TXT for `2.dnscrypt-cert.<provider>` (§\"Certificates\"), or the answer to one — a DNS message, so `dns` is its carrier — or an encrypted response, which opens with the resolver's magic `r6fnvWj8` (§\"Encrypted responses\"), over UDP or after TCP's two-byte length. Only what the connection's own bytes say: the queries that follow the certificate's are encrypted and begin with a magic of the provider's own, which no signature can know",
+        r"(?s-u)\A(?:(?:..)?..(?:[\x00\x01][\x00\x10\x20\x30]\x00\x01\x00\x00\x00\x00\x00[\x00\x01]|[\x80-\x87][\x00-\x0a\x80-\x8a\xa0-\xaa]\x00\x01\x00.\x00.\x00.)\x012\x0d(?i:dnscrypt-cert)[\x01-\x3f]|(?:..)?r6fnvWj8)",
+        check = super::dns::is_dnscrypt, carrier = "dns";
+    "s7comm", Tcp, Either, [102], Payload, "S7comm over ISO-on-TCP (RFC 1006 §6, ISO 8073 §13.3): a COTP Connection Request or Confirm whose called TSAP (parameter 0xC2) is an S7 one — two bytes, connection type 1–3 (PG, OP, S7 basic) then rack and slot — or S7comm-plus's `SIMATIC-ROOT-*`; or a COTP Data TPDU carrying an S7 PDU (protocol id 0x32, ROSCTR job, ack, ack-data or userdata, reserved zero) or an S7comm-plus one (0x72). Siemens publishes no specification: the layout is that of Wireshark's S7comm dissector (packet-s7comm.c) and Snap7's documentation (\"The S7 Protocol\")",
+        r"(?s-u)\A\x03\x00..(?:[\x06-\xff](?:\xe0\x00\x00|\xd0....)..\x00(?:\xc0\x01.|\xc1[\x02\x04][\x00-\xff]{2}(?:[\x00-\xff]{2})?)*\xc2(?:\x02[\x01-\x03].|[\x0e-\x14]SIMATIC-ROOT-)|\x02\xf0\x80(?:\x32[\x01-\x03\x07]\x00\x00|\x72[\x01-\x03]))";
+    "mms", Tcp, Either, [102], Payload, "IEC 61850 / ISO 9506 MMS association over ISO-on-TCP (RFC 1006 §6): a COTP Data TPDU carrying an ISO 8327 session CONNECT or ACCEPT SPDU (SI 13, 14; X.225 §8.3.1, §8.3.2) whose presentation and ACSE content names MMS's abstract syntax or application context (1.0.9506.2.1 or 1.0.9506.2.3, ISO 9506-2 Annex A) in its first 300 bytes",
+        r"(?s-u)\A\x03\x00..\x02\xf0\x80[\x0d\x0e].{0,300}?\x06\x05\x28\xca\x22\x02[\x01\x03]";
+    "dtls", Udp, Either, [4433], Payload, "DTLS record (RFC 6347 §4.1, RFC 9147 §4): content type 20–25, the first-byte range RFC 7983 §7 gives DTLS beside STUN and RTP, version 1.0 (0xfeff) or 1.2 (0xfefd, which 1.3 records also say), an epoch whose high byte is 0 and a sequence number below 2^32, a length that fits a record (2^14 + 2048)",
+        r"(?s-u)\A[\x14-\x19]\xfe[\xfd\xff]\x00.\x00\x00....[\x00-\x48].";
+    "rtcp", Udp, Either, [5005], Payload, "RTCP compound packet (RFC 3550 §6.1, Appendix A.2's checks): version 2 without padding, first a sender or receiver report (payload type 200, 201; RFC 7983 §7 puts RTP and RTCP at first bytes 128–191), whose length fits the datagram, and any packet after it RTCP's too (192–223, RFC 5761 §4) — checked in code",
+        r"(?s-u)\A[\x80-\x9f][\xc8\xc9]\x00.",
+        check = super::checks::rtcp;
+    "slp", Both, Either, [427], Payload, "Service Location Protocol: a version 2 header (RFC 2608 §8) — function 1–11, a length, flags with only O, F and R, an extension offset, an XID, then a language tag of 2 or more letters — or a version 1 header (RFC 2165 §7): function 1–10, flags with the reserved bits clear, dialect 0, a two-letter language code and a character encoding (US-ASCII, ISO-8859-1, UTF-8, or ISO 10646 forms)",
+        r"(?s-u)\A(?:\x02[\x01-\x0b]\x00..[\x00\x20\x40\x60\x80\xa0\xc0\xe0]\x00.....\x00[\x02-\x20][A-Za-z]{2}|\x01[\x01-\x0a]..[\x00\x08\x10\x18\x20\x28\x30\x38\x40\x48\x50\x58\x60\x68\x70\x78\x80\x88\x90\x98\xa0\xa8\xb0\xb8\xc0\xc8\xd0\xd8\xe0\xe8\xf0\xf8]\x00[a-z]{2}(?:\x00[\x03\x04\x6a]|\x03[\xe8\xe9\xf5-\xf7]))";
+    "ike", Udp, Either, [500, 4500], Payload, "IKE message header (RFC 7296 §3.1 for IKEv2: version 0x20, exchange IKE_SA_INIT to INFORMATIONAL, IKE_INTERMEDIATE or IKE_FOLLOWUP_KE, flags I, V, R only; RFC 2408 §3.1 for IKEv1: version 0x10, exchanges of RFC 2409 §5 and §6), on UDP 4500 after the non-ESP marker (RFC 3948 §2.2); a length of at least 28 that the buffer holds, checked in code",
+        r"(?s-u)\A(?:\x00\x00\x00\x00)?.{16}(?:[\x00\x21-\x35]\x20[\x22-\x25\x2b\x2c][\x00\x08\x10\x18\x20\x28\x30\x38]|[\x00-\x0e\x14\x15\x82-\x84]\x10[\x00-\x06\x20\x21][\x00-\x07])....\x00\x00..",
+        check = super::checks::ike;
+    "zabbix", Tcp, Either, [10051, 10050], Payload, "Zabbix protocol header: `ZBXD`, then flags 0x01 (Zabbix communications protocol) with 0x02 (compressed) and 0x04 (large packet) (Zabbix manual, \"Zabbix protocols: Header and data length\")",
+        r"(?s-u)\AZBXD[\x01\x03\x05\x07]";
+    "openvpn", Both, Either, [1194], Payload, "OpenVPN control channel reset (OpenVPN's ssl_pkt.h and \"OpenVPN wire protocol\", draft-schwabe-openvpn-wire-protocol §3): P_CONTROL_HARD_RESET_CLIENT_V2 or _V3 (opcode 7, 10, key id 0) with its session id, then no acks and message id 0 — plain, after tls-auth's HMAC (SHA-1 or SHA-256) and replay id 1, or with tls-crypt's replay id 1 — or the server's P_CONTROL_HARD_RESET_SERVER_V2 (opcode 8) acking message 0; over TCP after a two-byte length",
+        r"(?s-u)\A(?:..)?(?:[\x38\x50].{8}(?:\x00\x00\x00\x00\x00|\x00\x00\x00\x01|(?:.{20}|.{32})\x00\x00\x00\x01....\x00\x00\x00\x00\x00)|\x40.{8}(?:\x01\x00\x00\x00\x00.{8}\x00\x00\x00\x00|(?:.{20}|.{32})\x00\x00\x00\x01....\x01\x00\x00\x00\x00))";
+    "nfs", Both, Client, [2049], Payload, "ONC RPC call to NFS (RFC 5531 §9: an xid, message type CALL, RPC version 2, program 100003 (RFC 1813 §1, RFC 7530 §1), version 2–4), over TCP after the record mark (§11) of a last fragment",
+        r"(?s-u)\A(?:\x80...)?....\x00\x00\x00\x00\x00\x00\x00\x02\x00\x01\x86\xa3\x00\x00\x00[\x02-\x04]";
+    "fix", Tcp, Either, [9876], Payload, "FIX message: BeginString (tag 8, FIX.x.y or FIXT.1.1), then BodyLength (9), then MsgType (35), in that order (FIX 4.4 Vol. 1 \"Message format\"; FIXT 1.1 §\"Standard message header\"). IANA assigns FIX no port: 9876 only gives --guess one",
+        r"(?s-u)\A8=FIXT?\.[0-9]\.[0-9](?:SP[0-9])?\x019=[0-9]{1,7}\x0135=";
+    "tds", Tcp, Either, [1433], Payload, "MS SQL TDS PRELOGIN (MS-TDS §2.2.6.5): a packet header of type 0x12 (§2.2.3.1.1) and end-of-message status, or the server's reply, type 0x04, whose option list opens with VERSION (token 0, a 6-byte value)",
+        r"(?s-u)\A(?:\x12|\x04)\x01..\x00\x00[\x00\x01]\x00\x00\x00[\x06-\xff]\x00\x06";
+    "bacnet", Udp, Either, [47808], Payload, "BACnet/IP BVLC message (ASHRAE 135-2020 Annex J.2): type 0x81, a function carrying an NPDU (Forwarded-NPDU, Distribute-Broadcast-To-Network, Original-Unicast-NPDU, Original-Broadcast-NPDU) or a BVLC-Result; its length, and the NPDU's version and control octet, checked in code",
+        r"(?s-u)\A\x81(?:[\x04\x09-\x0b][\x00-\x05].|\x00\x00\x06\x00[\x00-\x60])",
+        check = super::checks::bacnet;
+    "dnp3", Both, Either, [20000], Payload, "DNP3 data link frame (IEEE 1815-2012 §9.2.1): start bytes 0x05 0x64, a length of 5 or more, control, destination, source, and the header's CRC (Annex E), checked in code",
+        r"(?s-u)\A\x05\x64[\x05-\xff]",
+        check = super::checks::dnp3;
+    "iec104", Tcp, Either, [2404], Payload, "IEC 60870-5-104 APDUs (IEC 60870-5-104 §5): start 0x68, a length of 4–253, an I-, S- or U-format control field (STARTDT, STOPDT, TESTFR act or con), an I-format's ASDU type 1–127; every whole APDU in the buffer, checked in code",
+        r"(?s-u)\A\x68(?:\x04(?:[\x07\x0b\x13\x23\x43\x83]\x00\x00\x00|\x01\x00)|[\x0a-\xfd])",
+        check = super::checks::iec104;
+    "kafka", Tcp, Client, [9092], Payload, "Kafka request (Kafka protocol guide, \"Common Request and Response Structure\", \"Request Header\"): a size below 16 MB, an API key of 0–74, an API version of 0–31, a correlation id, and a client id that fits the size and is printable, checked in code",
+        r"(?s-u)\A\x00[\x00-\xff]..\x00[\x00-\x4a]\x00[\x00-\x1f]....(?:\xff\xff|\x00[\x00-\x7f])",
+        check = super::checks::kafka;
+    "netbios-dgm", Udp, Either, [138], Payload, "NetBIOS datagram service (RFC 1002 §4.4.1–§4.4.3): a direct unique, direct group or broadcast datagram (types 0x10–0x12) of a first fragment (offset 0) with its source name, or a datagram query request (0x14) with its destination name, 32 letters A–P (RFC 1001 §14.1)",
+        r"(?s-u)\A(?:[\x10-\x12][\x00-\x0f].{10}\x00\x00|\x14[\x00-\x0f].{8})\x20[A-P]{32}";
+    "dhcpv6", Udp, Either, [547, 546], PayloadOnPort, "DHCPv6 message (RFC 8415 §7.3 message types 1–11, §8 header; relay-forward and -reply, 12 and 13, §9) whose options (§21.1) walk to the datagram's end, checked in code. A 4-byte header of few fixed bits: only on DHCPv6's ports",
+        r"(?s-u)\A(?:[\x01-\x0b]...\x00[\x01-\xff]|[\x0c\x0d][\x00-\x20].{32}\x00[\x01-\xff])",
+        check = super::checks::dhcpv6;
 }
