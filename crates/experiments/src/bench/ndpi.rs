@@ -78,15 +78,42 @@ pub const NAME_MAP: &[(&str, &str)] = &[
     ("Radius", "radius"),
     ("COAP", "coap"),
     ("SOCKS", "socks"),
+    // Added with issue 39's signatures; the names are nDPI's display names.
+    ("DNScrypt", "dnscrypt"),
+    ("s7comm", "s7comm"),
+    ("DTLS", "dtls"),
+    ("RTCP", "rtcp"),
+    ("IPsec", "ike"),
+    ("Zabbix", "zabbix"),
+    ("OpenVPN", "openvpn"),
+    ("NFS", "nfs"),
+    ("FIX", "fix"),
+    ("MsSQL-TDS", "tds"),
+    ("BACnet", "bacnet"),
+    ("DNP3", "dnp3"),
+    ("IEC60870", "iec104"),
+    ("DHCPV6", "dhcpv6"),
 ];
 
 /// Our name for nDPI's `name` (`master.app` or `app`) on IP protocol `proto`, if it is in our set.
+/// NetBIOS over UDP is the name service here unless the flow is on the datagram service's
+/// port ([`ours_for_flow`] knows the ports).
 pub fn ours_for(name: &str, proto: u8) -> Option<&'static str> {
     let master = name.split('.').next().unwrap_or(name);
     if master == "NetBIOS" {
         return Some(if proto == 17 { "netbios-ns" } else { "netbios-ssn" });
     }
     NAME_MAP.iter().find(|(n, _)| *n == master).map(|(_, ours)| *ours)
+}
+
+/// [`ours_for`] for one flow: nDPI's one NetBIOS is our `netbios-dgm` on UDP port 138
+/// (RFC 1002 §4.4), the name service elsewhere on UDP.
+pub fn ours_for_flow(f: &NdpiFlow) -> Option<&'static str> {
+    let on_138 = f.ends.0.port() == 138 || f.ends.1.port() == 138;
+    match ours_for(&f.name, f.proto) {
+        Some("netbios-ns") if on_138 => Some("netbios-dgm"),
+        other => other,
+    }
 }
 
 /// One flow of ndpiReader's `-v 2` report.
@@ -204,7 +231,7 @@ pub fn compare(ours: &[ConnResult], theirs: &[NdpiFlow]) -> Agreement {
             a.unpaired += 1;
             continue;
         };
-        let theirs = f.by_payload().then(|| ours_for(&f.name, f.proto));
+        let theirs = f.by_payload().then(|| ours_for_flow(f));
         if !f.by_payload() && f.confidence != "Unknown" {
             a.theirs_by_port += 1;
         }
@@ -535,6 +562,19 @@ mod tests {
         assert_eq!(ours_for("NetBIOS", 6), Some("netbios-ssn"));
         assert_eq!(ours_for("Skype_Teams", 17), None);
         assert_eq!(reported_pps(REPORT), Some(252_180.0));
+    }
+
+    #[test]
+    fn netbios_over_udp_is_the_datagram_service_on_its_port() {
+        let flow = |port: u16| NdpiFlow {
+            proto: 17,
+            ends: ("10.0.0.1:138".parse().unwrap(), SocketAddr::from(([10, 0, 0, 255], port))),
+            name: "NetBIOS".into(),
+            confidence: "DPI".into(),
+        };
+        assert_eq!(ours_for_flow(&flow(138)), Some("netbios-dgm"));
+        let ns = NdpiFlow { ends: ("10.0.0.1:137".parse().unwrap(), "10.0.0.2:137".parse().unwrap()), ..flow(137) };
+        assert_eq!(ours_for_flow(&ns), Some("netbios-ns"));
     }
 
     #[test]
