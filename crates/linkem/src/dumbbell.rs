@@ -143,19 +143,25 @@ impl Dumbbell {
 
     /// Makes two namespaces joined by `forward` (left to right) and `back` (right to left).
     pub fn new(forward: LinkConfig, back: LinkConfig) -> Result<Self, LinkemError> {
-        Self::with_addresses(forward, back, 1)
+        Self::with_addresses(forward, back, 1, 1)
     }
 
-    /// The same with `per_side` addresses on each side: [`Dumbbell::LEFT`] and
+    /// The same with `left` and `right` addresses on the two sides: [`Dumbbell::LEFT`] and
     /// [`Dumbbell::RIGHT`] first, then [`Dumbbell::left_address`] and
     /// [`Dumbbell::right_address`] of 1, 2, …, so that connections (an MPTCP connection's
     /// subflows) can take different address pairs across the one link.
-    pub fn with_addresses(forward: LinkConfig, back: LinkConfig, per_side: usize) -> Result<Self, LinkemError> {
+    pub fn with_addresses(
+        forward: LinkConfig,
+        back: LinkConfig,
+        left: usize,
+        right: usize,
+    ) -> Result<Self, LinkemError> {
         if !std::path::Path::new("/dev/net/tun").exists() {
             return Err(LinkemError::Unavailable("no /dev/net/tun".into()));
         }
-        if !(1..=255).contains(&per_side) {
-            return Err(LinkemError::Setup(format!("{per_side} addresses a side: from 1 to 255")));
+        let counts = [left, right];
+        if let Some(bad) = counts.iter().find(|k| !(1..=255).contains(*k)) {
+            return Err(LinkemError::Setup(format!("{bad} addresses a side: from 1 to 255")));
         }
         let (left, right) = (Namespace::new("l")?, Namespace::new("r")?);
         let left_tun = tun_in(&left, "sylink")?;
@@ -163,12 +169,12 @@ impl Dumbbell {
         for (ns, side) in [(&left, 0), (&right, 1)] {
             let me = |k| if side == 0 { Self::left_address(k) } else { Self::right_address(k) };
             let peer = if side == 0 { Self::RIGHT } else { Self::LEFT };
-            for k in 0..per_side {
+            for k in 0..counts[side] {
                 ns.ip(&["addr", "add", &format!("{}/32", me(k)), "dev", "sylink"])?;
             }
             ns.ip(&["link", "set", "sylink", "up"])?;
             ns.ip(&["route", "add", &format!("{peer}/32"), "dev", "sylink"])?;
-            if per_side > 1 {
+            if counts[1 - side] > 1 {
                 // The far side's further addresses, all of them through the link.
                 let far = if side == 0 { 2 } else { 1 };
                 ns.ip(&["route", "add", &format!("10.200.{far}.0/24"), "dev", "sylink"])?;

@@ -121,7 +121,7 @@ fn an_mptcp_connection_crosses_the_dumbbell_from_each_of_the_left_sides_addresse
     }
     // A fast link: the test is about paths, not rates.
     let link = LinkConfig { rate_bps: 200_000_000, delay: Duration::from_millis(2), ..LinkConfig::default() };
-    let Some(d) = available(Dumbbell::with_addresses(link, LinkConfig { seed: 2, ..link }, 2)) else { return };
+    let Some(d) = available(Dumbbell::with_addresses(link, LinkConfig { seed: 2, ..link }, 2, 1)) else { return };
     let left = [Dumbbell::left_address(0), Dumbbell::left_address(1)];
     assert_eq!(left[1], Ipv4Addr::new(10, 200, 1, 1));
     mptcp::endpoints(&d.left, &left[1..]).unwrap();
