@@ -11,7 +11,17 @@ use switchyard_mux::{MuxConfig, SendConfig};
 /// The multiplexed session on loopback: m raw TCP streams (the ceiling), then the session's
 /// schedulers carrying n backlogged channels with Iwashima's weights (1, 0.8, 0.8², …), and the
 /// same channels as HTTP/2 streams of one connection (the h2 crate) and as QUIC streams of one
-/// connection (quinn), all in one process and one run.
+/// connection (quinn), all in one process and one run; and Linux MPTCP, the kernel's peer.
+///
+/// MPTCP: one kernel MPTCP connection per channel (one connection carrying every channel
+/// would need our framing over it), each with as many subflows as --connections (at most 9:
+/// the kernel joins at most 8 to the first). Its subflows need several addresses, and the path
+/// manager's endpoints (`ip mptcp endpoint`, `ip mptcp limits`) are a whole namespace's
+/// settings, so the case runs in a namespace the bench makes and deletes (never the machine's
+/// own): its loopback with m client addresses, sockets made by a thread inside it and driven
+/// by the same runtime, beside raw TCP ×m in that namespace, which its ×raw is taken against.
+/// It needs root and MPTCP (sysctl net.mptcp.enabled = 1); where either is missing, the
+/// report says why in one line and the other cases run.
 ///
 /// For each scheduler: aggregate throughput and its ratio to the raw ceiling; weight
 /// adherence (the largest gap between a channel's share and its weight's, in percentage
@@ -68,7 +78,7 @@ pub(crate) struct MuxBench {
 
     /// Which cases to run besides raw TCP (comma-separated), for a shorter run or a profile
     /// of one carrier.
-    #[arg(long, value_delimiter = ',', value_parser = case_parser(), default_value = "stripe,stripe-tls,earliest,pin,h2,quic")]
+    #[arg(long, value_delimiter = ',', value_parser = case_parser(), default_value = "stripe,stripe-tls,earliest,pin,h2,quic,mptcp")]
     cases: Vec<Case>,
 
     #[command(flatten)]

@@ -17,6 +17,13 @@ pub(crate) enum MuxScheme {
     PinRates,
     /// Pinning, re-pinned every second by rates and by the service each channel got.
     PinService,
+    /// Linux MPTCP, the kernel's peer: one MPTCP connection per channel, each with m subflows
+    /// (m ≤ 9; larger m are left out with a note). The sending namespace gets m addresses, the
+    /// first where connections start and the others path-manager `subflow` endpoints (set only
+    /// in the reproduction's namespaces); the receiving side needs one address, since subflows
+    /// already differ by source address. Where MPTCP is off or missing, the report says so and
+    /// the other schemes run.
+    Mptcp,
 }
 
 impl MuxScheme {
@@ -27,6 +34,7 @@ impl MuxScheme {
             Self::Pin => iwashima::MuxScheme::Pin,
             Self::PinRates => iwashima::MuxScheme::PinRates,
             Self::PinService => iwashima::MuxScheme::PinService,
+            Self::Mptcp => iwashima::MuxScheme::Mptcp,
         }
     }
 }
@@ -48,7 +56,7 @@ pub(crate) struct Args {
     pub(crate) eq75: bool,
 
     /// The schemes to run.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [MuxScheme::Stripe, MuxScheme::Earliest, MuxScheme::Pin, MuxScheme::PinRates, MuxScheme::PinService])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [MuxScheme::Stripe, MuxScheme::Earliest, MuxScheme::Pin, MuxScheme::PinRates, MuxScheme::PinService, MuxScheme::Mptcp])]
     pub(crate) schemes: Vec<MuxScheme>,
 
     #[command(flatten)]
@@ -62,6 +70,6 @@ pub(crate) fn run(a: &Args) -> Result<()> {
         eq75: a.eq75,
         schemes: a.schemes.iter().map(|s| s.of()).collect(),
     };
-    let rows = iwashima::run(&setup, &crate::print::Bar::new())?;
-    a.output.emit(&iwashima::report(&setup, &rows))
+    let runs = iwashima::run(&setup, &crate::print::Bar::new())?;
+    a.output.emit(&iwashima::report(&setup, &runs))
 }

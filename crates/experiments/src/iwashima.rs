@@ -1,6 +1,9 @@
 //! `reproduce iwashima-m`: Iwashima ch. 7, n weighted channels striped or pinned over m
 //! connections through an emulated 10 Mb/s, 50 ms RED bottleneck shared with competing TCP
-//! flows (real TCP in network namespaces; needs root), beside the thesis's figures.
+//! flows (real TCP in network namespaces; needs root), beside the thesis's figures; and Linux
+//! MPTCP, the kernel's peer, one connection per channel with m subflows each across the same
+//! bottleneck (the sending side has m addresses, one a subflow; the receiving side needs one,
+//! since subflows already differ by source address).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,6 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use switchyard_core::carry::pin;
 use switchyard_core::measure::{Allocation, allocation};
+use switchyard_linkem::mptcp;
 use switchyard_linkem::{Dumbbell, LinkConfig, LinkemError};
 use switchyard_mux::{ConnChoice, Listener, MuxConfig, Scheme, SendConfig, Session};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -49,6 +53,8 @@ pub enum MuxScheme {
     PinRates,
     /// Pinning, re-pinned every second by rates and by the service each channel got.
     PinService,
+    /// Linux MPTCP, one connection per channel, each with m subflows (the kernel's peer; m ≤ 9).
+    Mptcp,
 }
 
 /// How pinning is redone as the run goes.
@@ -83,15 +89,15 @@ pub struct Row {
     pub ours_kbps: f64,
     /// The thesis's model, B·m/(m+2) (KB/s; pinning uses at most n connections).
     pub model_kbps: f64,
-    /// The session's share of the bottleneck.
+    /// The session's share of the bottleneck (MPTCP: its connections' together).
     pub share: f64,
     /// RMS(opt) of the channels' rates against their weighted shares (B/s, Iwashima Eq 7.1).
     pub rms_bps: f64,
     /// RMS_perc(opt), as a fraction (Eq 7.2).
     pub rms_perc: f64,
-    /// Mean reorder delay per frame (ms).
+    /// Mean reorder delay per frame (ms; NaN for MPTCP, whose reordering the kernel hides).
     pub reorder_ms: f64,
-    /// Mean reorder memory (KB).
+    /// Mean reorder memory (KB; NaN for MPTCP).
     pub held_kb: f64,
 }
 
@@ -109,9 +115,19 @@ fn weights() -> Vec<f64> {
     (0..N).map(|i| 0.8f64.powi(i as i32)).collect()
 }
 
+/// What the runs measured, and the runs left out with why (MPTCP where the machine cannot run
+/// it, or at more subflows than the kernel joins).
+#[derive(Clone, Debug, Default)]
+pub struct Runs {
+    /// A row per scheme and m run.
+    pub rows: Vec<Row>,
+    /// One line per run or scheme left out.
+    pub skipped: Vec<String>,
+}
+
 /// Runs every scheme at every m, advancing `progress` by one per run (a run takes its seconds
 /// and 3 s more).
-pub fn run(setup: &Setup, progress: &dyn Progress) -> Result<Vec<Row>, ExperimentError> {
+pub fn run(setup: &Setup, progress: &dyn Progress) -> Result<Runs, ExperimentError> {
     if !(setup.seconds.is_finite() && setup.seconds > 0.0) {
         return Err(ExperimentError::Input(format!(
             "--seconds {}: a run needs a positive number of seconds",
@@ -124,6 +140,7 @@ pub fn run(setup: &Setup, progress: &dyn Progress) -> Result<Vec<Row>, Experimen
     let weights = weights();
     let b = link().rate_bps as f64 / 8.0;
     let mut rows = Vec::new();
+    let mut skipped = Vec::new();
     let pin = Scheme::Pin { hysteresis: 0.01 };
     let schemes = [
         (MuxScheme::Stripe, "stripe", Scheme::Stripe(ConnChoice::LeastQueued), Repin::Never),
@@ -133,16 +150,37 @@ pub fn run(setup: &Setup, progress: &dyn Progress) -> Result<Vec<Row>, Experimen
         (MuxScheme::PinService, "pin+serv", pin, Repin::ByService),
     ];
     let chosen: Vec<_> = schemes.into_iter().filter(|(k, ..)| setup.schemes.contains(k)).collect();
-    progress.stage("runs", (chosen.len() * setup.ms.len()) as u64);
+    // MPTCP's runs: every m it can take, where the machine runs it.
+    let mptcp_ms: Vec<usize> = if setup.schemes.contains(&MuxScheme::Mptcp) {
+        match mptcp::enabled() {
+            Ok(()) => {
+                for &m in setup.ms.iter().filter(|m| **m > mptcp::MAX_SUBFLOWS) {
+                    skipped.push(format!(
+                        "mptcp, m = {m} not run: MPTCP here takes at most {} subflows a connection (the first and 8 joined)",
+                        mptcp::MAX_SUBFLOWS
+                    ));
+                }
+                setup.ms.iter().copied().filter(|m| *m <= mptcp::MAX_SUBFLOWS).collect()
+            }
+            Err(e) => {
+                skipped.push(format!("mptcp not run: {e}"));
+                Vec::new()
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    progress.stage("runs", (chosen.len() * setup.ms.len() + mptcp_ms.len()) as u64);
+    let unavailable = |why: String| {
+        ExperimentError::Unavailable(format!(
+            "network namespaces are not available here: {why}; this reproduction runs real TCP in network namespaces and needs root"
+        ))
+    };
     for (_, name, scheme, repin) in chosen {
         for &m in &setup.ms {
             let p = match point(scheme, repin, m, &weights, setup.seconds, setup.eq75) {
                 Ok(p) => p,
-                Err(ExperimentError::Link(LinkemError::Unavailable(why))) => {
-                    return Err(ExperimentError::Unavailable(format!(
-                        "network namespaces are not available here: {why}; this reproduction runs real TCP in network namespaces and needs root"
-                    )));
-                }
+                Err(ExperimentError::Link(LinkemError::Unavailable(why))) => return Err(unavailable(why)),
                 Err(e) => return Err(e),
             };
             let total: f64 = p.channels.iter().sum();
@@ -164,7 +202,30 @@ pub fn run(setup: &Setup, progress: &dyn Progress) -> Result<Vec<Row>, Experimen
             progress.advance(1);
         }
     }
-    Ok(rows)
+    for m in mptcp_ms {
+        let p = match mptcp_point(m, &weights, setup.seconds) {
+            Ok(p) => p,
+            Err(ExperimentError::Link(LinkemError::Unavailable(why))) => return Err(unavailable(why)),
+            Err(e) => return Err(e),
+        };
+        let total: f64 = p.channels.iter().sum();
+        let Allocation { rms, rms_perc, .. } = allocation(&p.channels, &weights);
+        // Uncoupled subflows: each of the n·m takes a TCP flow's share beside the competing ones.
+        let flows = (N * m) as f64;
+        rows.push(Row {
+            scheme: "mptcp",
+            m,
+            ours_kbps: total / 1e3,
+            model_kbps: b * flows / (flows + CROSS as f64) / 1e3,
+            share: total / (total + p.cross),
+            rms_bps: rms,
+            rms_perc,
+            reorder_ms: f64::NAN,
+            held_kb: f64::NAN,
+        });
+        progress.advance(1);
+    }
+    Ok(Runs { rows, skipped })
 }
 
 /// The thesis's reorder delay for striping at m connections, where Fig 7-3 gives one (ms).
@@ -216,7 +277,8 @@ pub const SPEC: ReportSpec = ReportSpec {
 
 /// The runs as a report: the table, the thesis's figures beside ours (as columns and claims),
 /// why they can differ, and charts of throughput, allocation error and reorder delay against m.
-pub fn report(setup: &Setup, rows: &[Row]) -> Report {
+pub fn report(setup: &Setup, runs: &Runs) -> Report {
+    let rows = &runs.rows;
     let link = link();
     let rtt_ms = 2.0 * link.delay.as_secs_f64() * 1e3;
     let ms: Vec<String> = setup.ms.iter().map(ToString::to_string).collect();
@@ -255,6 +317,14 @@ pub fn report(setup: &Setup, rows: &[Row]) -> Report {
     }
     t.note("Fig 7-3: the thesis's reorder delay for striping, where it gives one (m = 14 and 30)");
     t.note("diff: ours over the thesis's B·m/(m+2) (Fig 7-7); ours carries frame and TCP/IP headers, ~6%");
+    if rows.iter().any(|r| r.scheme == "mptcp") {
+        t.note(format!(
+            "mptcp: Linux MPTCP, {N} connections (one per channel) of m subflows each; its model column is B·nm/(nm+2), the share {N}·m uncoupled subflows take beside the competing flows; reorder and held are the kernel's, not seen"
+        ));
+    }
+    for why in &runs.skipped {
+        t.note(why.clone());
+    }
     r.tables.push(t);
     let ch: Vec<(u32, f64)> = weights().into_iter().enumerate().map(|(i, w)| (i as u32, w)).collect();
     for row in rows {
@@ -273,6 +343,22 @@ pub fn report(setup: &Setup, rows: &[Row]) -> Report {
                 }
             };
         match row.scheme {
+            "mptcp" => r.claims.push(crate::report::Claim {
+                why: format!(
+                    "Linux's MPTCP couples no congestion control (no LIA/OLIA upstream): each of the {} subflows competes as a TCP flow",
+                    N * m
+                ),
+                ..claim(
+                    format!(
+                        "MPTCP's share of the bottleneck, {N} connections × {m} subflows, against the m/(m+2) that m connections' fair share is"
+                    ),
+                    "the issue's question; Iwashima Eq 7.3's m/(m+2)",
+                    m as f64 / (m + CROSS) as f64,
+                    format!("{:.3}", m as f64 / (m + CROSS) as f64),
+                    row.share,
+                    format!("{:.3}", row.share),
+                )
+            }),
             "earliest" => r.claims.push(claim(
                 format!("reorder delay of earliest-delivery striping, m = {m}: at most one RTT"),
                 "beyond the source; the issue's goal",
@@ -334,6 +420,39 @@ pub fn report(setup: &Setup, rows: &[Row]) -> Report {
         if setup.eq75 { "Eq 7.5's socket buffers as the thesis's" } else { "TCP_NOTSENT_LOWAT in place of Eq 7.5's socket buffers" },
         setup.seconds
     ));
+    for mp in rows.iter().filter(|r| r.scheme == "mptcp") {
+        let best =
+            rows.iter().filter(|r| r.m == mp.m && r.scheme != "mptcp").min_by(|a, b| a.rms_perc.total_cmp(&b.rms_perc));
+        r.note(match best {
+            Some(ours) => format!(
+                "m = {}: MPTCP took {:.3} of the bottleneck and the session {:.3} (m/(m+2) = {:.3}): {}; the channels' RMS_perc {:.1}% under MPTCP against {:.1}% under {}: {}",
+                mp.m,
+                mp.share,
+                ours.share,
+                mp.m as f64 / (mp.m + CROSS) as f64,
+                if mp.share > ours.share {
+                    "MPTCP takes more from the competing flows, the session keeps nearer m connections' share"
+                } else {
+                    "the session took the larger share"
+                },
+                mp.rms_perc * 100.0,
+                ours.rms_perc * 100.0,
+                ours.scheme,
+                if mp.rms_perc < ours.rms_perc {
+                    "MPTCP's channels were nearer their weights"
+                } else {
+                    "the session's channels are nearer their weights"
+                }
+            ),
+            None => format!(
+                "m = {}: MPTCP took {:.3} of the bottleneck (m/(m+2) = {:.3}); the channels' RMS_perc {:.1}%",
+                mp.m,
+                mp.share,
+                mp.m as f64 / (mp.m + CROSS) as f64,
+                mp.rms_perc * 100.0
+            ),
+        });
+    }
     r.note("earliest is striping onto the connection expected to deliver first (TCP_INFO); pin is the thesis's (weights only); pin+rates re-pins every second by the connections' measured rates, pin+serv also by the service each channel got so far, taking turns (both beyond the source).");
     r.charts.push(
         Chart::new(
@@ -491,6 +610,121 @@ fn point(
                     let (ch, chunk) = (Arc::clone(&ch), chunk.clone());
                     tasks.push(tokio::spawn(async move { while ch.send(chunk.clone()).await.is_ok() {} }));
                 }
+            }
+            tokio::time::sleep(warm + measure + Duration::from_millis(500)).await;
+            for t in tasks {
+                t.abort();
+            }
+            Ok::<(), ExperimentError>(())
+        })
+    });
+    let p = server.join().map_err(|_| gone("the receiving side panicked"))???;
+    client.join().map_err(|_| gone("the sending side panicked"))???;
+    Ok(p)
+}
+
+/// One MPTCP run: a kernel MPTCP connection per channel, each with `m` subflows from the left
+/// side's `m` addresses, and the competing flows, across a fresh dumbbell. The channels carry
+/// no weights: what they get is what the kernel gives.
+fn mptcp_point(m: usize, weights: &[f64], seconds: f64) -> Result<Point, ExperimentError> {
+    let link = LinkConfig::default();
+    let d = Dumbbell::with_addresses(link, LinkConfig { seed: 2, ..link }, m, 1)?;
+    let extra: Vec<_> = (1..m).map(Dumbbell::left_address).collect();
+    mptcp::endpoints(&d.left, &extra)?;
+    mptcp::accept_joins(&d.right, extra.len())?;
+    let mp_addr = SocketAddr::from((Dumbbell::RIGHT, 7202));
+    let cross_addr = SocketAddr::from((Dumbbell::RIGHT, 7201));
+    let warm = Duration::from_secs(3);
+    let measure = Duration::from_secs_f64(seconds);
+    let n = weights.len();
+    let server = d.right.spawn(move || -> Result<Point, ExperimentError> {
+        runtime()?.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(mptcp::listener(mp_addr, true)?)?;
+            let sink = tokio::net::TcpListener::bind(cross_addr).await?;
+            let count = |k: Arc<AtomicU64>, mut s: tokio::net::TcpStream| async move {
+                let mut buf = vec![0u8; 1 << 16];
+                while let Ok(got) = s.read(&mut buf).await {
+                    if got == 0 {
+                        break;
+                    }
+                    k.fetch_add(got as u64, Ordering::Relaxed);
+                }
+            };
+            let cross = Arc::new(AtomicU64::new(0));
+            let c = Arc::clone(&cross);
+            tokio::spawn(async move {
+                while let Ok((s, _)) = sink.accept().await {
+                    tokio::spawn(count(Arc::clone(&c), s));
+                }
+            });
+            let counters: Arc<Vec<Arc<AtomicU64>>> = Arc::new((0..n).map(|_| Arc::new(AtomicU64::new(0))).collect());
+            let k = Arc::clone(&counters);
+            tokio::spawn(async move {
+                while let Ok((mut s, _)) = listener.accept().await {
+                    let k = Arc::clone(&k);
+                    tokio::spawn(async move {
+                        let mut index = [0u8; 1];
+                        if s.read_exact(&mut index).await.is_ok()
+                            && let Some(counter) = k.get(usize::from(index[0]))
+                        {
+                            count(Arc::clone(counter), s).await;
+                        }
+                    });
+                }
+            });
+            let snap = || {
+                (counters.iter().map(|k| k.load(Ordering::Relaxed)).collect::<Vec<_>>(), cross.load(Ordering::Relaxed))
+            };
+            tokio::time::sleep(warm).await;
+            let (c0, x0) = snap();
+            tokio::time::sleep(measure).await;
+            let (c1, x1) = snap();
+            let secs = measure.as_secs_f64();
+            Ok(Point {
+                channels: c0.iter().zip(&c1).map(|(a, b)| (b - a) as f64 / secs).collect(),
+                cross: (x1 - x0) as f64 / secs,
+                reorder_s: f64::NAN,
+                held: f64::NAN,
+            })
+        })
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let client = d.left.spawn(move || -> Result<(), ExperimentError> {
+        runtime()?.block_on(async move {
+            let mut tasks = Vec::new();
+            // Every MPTCP connection open before any sends: opened while the earlier ones sent,
+            // the 6th to 8th was refused (ECONNREFUSED) run after run. Likely a SYN lost to the
+            // full queue, retried without MPTCP's option (net.mptcp.syn_retrans_before_tcp_fallback)
+            // and reset; on an idle link none is lost.
+            let mut streams = Vec::new();
+            for i in 0..n {
+                let socket = tokio::net::TcpSocket::from_std_stream(mptcp::stream_socket(true)?);
+                socket.bind(SocketAddr::from((Dumbbell::LEFT, 0)))?;
+                let s = socket
+                    .connect(mp_addr)
+                    .await
+                    .map_err(|e| gone(&format!("MPTCP connection {i} to {mp_addr}: {e}")))?;
+                streams.push(s);
+            }
+            for (i, mut s) in streams.into_iter().enumerate() {
+                s.write_all(&[i as u8]).await?;
+                tasks.push(tokio::spawn(async move {
+                    let chunk = vec![0u8; 1 << 16];
+                    while s.write_all(&chunk).await.is_ok() {}
+                }));
+            }
+            for _ in 0..CROSS {
+                let socket = tokio::net::TcpSocket::new_v4()?;
+                // The thesis's cross traffic, as in the session's runs.
+                socket.set_send_buffer_size(200_000)?;
+                let mut s = socket
+                    .connect(cross_addr)
+                    .await
+                    .map_err(|e| gone(&format!("competing flow to {cross_addr}: {e}")))?;
+                tasks.push(tokio::spawn(async move {
+                    let chunk = vec![0u8; 1 << 16];
+                    while s.write_all(&chunk).await.is_ok() {}
+                }));
             }
             tokio::time::sleep(warm + measure + Duration::from_millis(500)).await;
             for t in tasks {

@@ -6,7 +6,7 @@
 mod common;
 
 use switchyard_experiments::ExperimentError;
-use switchyard_experiments::iwashima::{self, MuxScheme, Row, SPEC, Setup};
+use switchyard_experiments::iwashima::{self, MuxScheme, Row, Runs, SPEC, Setup};
 use switchyard_experiments::report::{Quiet, Value};
 
 fn row(scheme: &'static str, m: usize, reorder_ms: f64) -> Row {
@@ -39,7 +39,7 @@ fn the_report_holds_every_run_the_published_points_and_the_claims() {
         row("pin+rates", 5, 0.0),
         row("pin+rates", 14, 0.0),
     ];
-    let report = iwashima::report(&setup, &rows);
+    let report = iwashima::report(&setup, &Runs { rows: rows.to_vec(), skipped: Vec::new() });
     common::assert_report(&report, &SPEC);
     let t = report.table("runs").unwrap();
     assert_eq!(t.rows.len(), rows.len());
@@ -81,23 +81,76 @@ fn bad_settings_are_refused_before_anything_runs() {
 #[test]
 fn a_short_run_gives_a_row_per_scheme_and_m() {
     let setup = Setup { ms: vec![2], seconds: 1.0, eq75: false, schemes: vec![MuxScheme::Stripe, MuxScheme::Pin] };
-    let rows = match iwashima::run(&setup, &Quiet) {
-        Ok(rows) => rows,
+    let runs = match iwashima::run(&setup, &Quiet) {
+        Ok(runs) => runs,
         Err(ExperimentError::Unavailable(why)) => {
             eprintln!("SKIPPED: {why}");
             return;
         }
         Err(e) => panic!("{e}"),
     };
+    let rows = &runs.rows;
     let seen: Vec<(&str, usize)> = rows.iter().map(|r| (r.scheme, r.m)).collect();
     assert_eq!(seen, [("stripe", 2), ("pin", 2)]);
-    for r in &rows {
+    for r in rows {
         // Two connections against two competing flows: about half of 1,250 KB/s.
         assert!(r.ours_kbps > 200.0 && r.ours_kbps < 1300.0, "{r:?}");
         assert!((r.model_kbps - 625.0).abs() < 1.0, "{r:?}");
     }
     assert!(rows[1].reorder_ms < 1.0, "pinning reorders nothing: {:?}", rows[1]);
-    let report = iwashima::report(&setup, &rows);
+    let report = iwashima::report(&setup, &runs);
     common::assert_report(&report, &SPEC);
     assert_eq!(report.table("runs").unwrap().rows.len(), 2);
+}
+
+#[test]
+fn mptcp_rows_carry_their_share_claim_and_the_comparison_with_the_session() {
+    let setup =
+        Setup { ms: vec![5, 14], seconds: 2.0, eq75: false, schemes: vec![MuxScheme::Stripe, MuxScheme::Mptcp] };
+    let mptcp = Row { share: 0.97, rms_perc: 0.4, reorder_ms: f64::NAN, held_kb: f64::NAN, ..row("mptcp", 5, 0.0) };
+    let stripe = Row { share: 0.7, rms_perc: 0.01, ..row("stripe", 5, 30.0) };
+    let runs = Runs { rows: vec![stripe, mptcp], skipped: vec!["mptcp, m = 14 not run: at most 9".into()] };
+    let report = iwashima::report(&setup, &runs);
+    common::assert_report(&report, &SPEC);
+    let t = report.table("runs").unwrap();
+    // The kernel's reordering is not seen: no figure rather than a zero.
+    assert_eq!(t.cells("reorder_ms").nth(1), Some(&Value::Null));
+    assert!(t.notes.iter().any(|n| n == "mptcp, m = 14 not run: at most 9"), "{:?}", t.notes);
+    let share = report.claims.iter().find(|c| c.claim.starts_with("MPTCP's share")).unwrap();
+    assert_eq!((share.published, share.ours), (Some(5.0 / 7.0), Some(0.97)));
+    let verdict = report.notes.iter().find(|n| n.starts_with("m = 5: MPTCP took 0.970")).unwrap();
+    assert!(verdict.contains("MPTCP takes more from the competing flows"), "{verdict}");
+    assert!(verdict.contains("the session's channels are nearer their weights"), "{verdict}");
+}
+
+#[test]
+fn mptcp_at_more_subflows_than_the_kernel_takes_is_left_out_with_a_line_saying_why() {
+    let setup = Setup { ms: vec![10], seconds: 1.0, eq75: false, schemes: vec![MuxScheme::Mptcp] };
+    let runs = iwashima::run(&setup, &Quiet).unwrap();
+    assert!(runs.rows.is_empty(), "{runs:?}");
+    let [why] = runs.skipped.as_slice() else { panic!("{runs:?}") };
+    assert!(why.starts_with("mptcp") && why.contains("not run") && !why.contains('\n'), "{why}");
+}
+
+#[test]
+fn a_short_mptcp_run_crosses_the_bottleneck_with_a_connection_per_channel() {
+    let setup = Setup { ms: vec![2], seconds: 1.0, eq75: false, schemes: vec![MuxScheme::Mptcp] };
+    let runs = match iwashima::run(&setup, &Quiet) {
+        Ok(runs) if runs.rows.is_empty() => {
+            eprintln!("SKIPPED: {:?}", runs.skipped);
+            return;
+        }
+        Ok(runs) => runs,
+        Err(ExperimentError::Unavailable(why)) => {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let [r] = runs.rows.as_slice() else { panic!("{runs:?}") };
+    assert_eq!((r.scheme, r.m), ("mptcp", 2));
+    assert!(r.ours_kbps > 200.0 && r.ours_kbps < 1300.0, "{r:?}");
+    // 15 connections of 2 uncoupled subflows against 2 flows: well over the half 2 connections get.
+    assert!(r.share > 0.5, "{r:?}");
+    assert!(r.reorder_ms.is_nan(), "{r:?}");
 }

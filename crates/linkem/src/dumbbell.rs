@@ -41,6 +41,29 @@ pub struct Namespace {
 }
 
 impl Namespace {
+    /// Makes a fresh namespace named after this process and `tag`, its loopback up. Needs root;
+    /// says plainly when it cannot, as [`LinkemError::Unavailable`].
+    pub fn new(tag: &str) -> Result<Self, LinkemError> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(LinkemError::Unavailable("not root (network namespaces need it)".into()));
+        }
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("sy{}-{n}{tag}", std::process::id());
+        ip(&["netns", "add", &name]).map_err(|e| LinkemError::Unavailable(e.to_string()))?;
+        let ns = Self { name };
+        ns.ip(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// Runs `ip -n NAME ARGS…`: its configuration stays inside the namespace.
+    pub fn ip(&self, args: &[&str]) -> Result<(), LinkemError> {
+        let mut all = vec!["-n", self.name.as_str()];
+        all.extend_from_slice(args);
+        ip(&all)
+    }
+
     /// Its name (for `ip netns exec NAME …`).
     pub fn name(&self) -> &str {
         &self.name
@@ -120,30 +143,42 @@ impl Dumbbell {
 
     /// Makes two namespaces joined by `forward` (left to right) and `back` (right to left).
     pub fn new(forward: LinkConfig, back: LinkConfig) -> Result<Self, LinkemError> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return Err(LinkemError::Unavailable("not root (namespaces and TUN devices need it)".into()));
-        }
+        Self::with_addresses(forward, back, 1, 1)
+    }
+
+    /// The same with `left` and `right` addresses on the two sides: [`Dumbbell::LEFT`] and
+    /// [`Dumbbell::RIGHT`] first, then [`Dumbbell::left_address`] and
+    /// [`Dumbbell::right_address`] of 1, 2, …, so that connections (an MPTCP connection's
+    /// subflows) can take different address pairs across the one link.
+    pub fn with_addresses(
+        forward: LinkConfig,
+        back: LinkConfig,
+        left: usize,
+        right: usize,
+    ) -> Result<Self, LinkemError> {
         if !std::path::Path::new("/dev/net/tun").exists() {
             return Err(LinkemError::Unavailable("no /dev/net/tun".into()));
         }
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let base = format!("sy{}-{n}", std::process::id());
-        let make = |side: &str| -> Result<Namespace, LinkemError> {
-            let name = format!("{base}{side}");
-            ip(&["netns", "add", &name]).map_err(|e| LinkemError::Unavailable(e.to_string()))?;
-            Ok(Namespace { name })
-        };
-        let (left, right) = (make("l")?, make("r")?);
+        let counts = [left, right];
+        if let Some(bad) = counts.iter().find(|k| !(1..=255).contains(*k)) {
+            return Err(LinkemError::Setup(format!("{bad} addresses a side: from 1 to 255")));
+        }
+        let (left, right) = (Namespace::new("l")?, Namespace::new("r")?);
         let left_tun = tun_in(&left, "sylink")?;
         let right_tun = tun_in(&right, "sylink")?;
-        for (ns, me, peer) in [(&left, Self::LEFT, Self::RIGHT), (&right, Self::RIGHT, Self::LEFT)] {
-            let n = ns.name();
-            ip(&["-n", n, "link", "set", "lo", "up"])?;
-            ip(&["-n", n, "addr", "add", &format!("{me}/32"), "dev", "sylink"])?;
-            ip(&["-n", n, "link", "set", "sylink", "up"])?;
-            ip(&["-n", n, "route", "add", &format!("{peer}/32"), "dev", "sylink"])?;
+        for (ns, side) in [(&left, 0), (&right, 1)] {
+            let me = |k| if side == 0 { Self::left_address(k) } else { Self::right_address(k) };
+            let peer = if side == 0 { Self::RIGHT } else { Self::LEFT };
+            for k in 0..counts[side] {
+                ns.ip(&["addr", "add", &format!("{}/32", me(k)), "dev", "sylink"])?;
+            }
+            ns.ip(&["link", "set", "sylink", "up"])?;
+            ns.ip(&["route", "add", &format!("{peer}/32"), "dev", "sylink"])?;
+            if counts[1 - side] > 1 {
+                // The far side's further addresses, all of them through the link.
+                let far = if side == 0 { 2 } else { 1 };
+                ns.ip(&["route", "add", &format!("10.200.{far}.0/24"), "dev", "sylink"])?;
+            }
         }
         let stats = Arc::new(Mutex::new([LinkStats::default(); 2]));
         let impairments = Impairments::new();
@@ -174,6 +209,16 @@ impl Dumbbell {
             })
             .map_err(|e| LinkemError::Setup(format!("starting the forwarder: {e}")))?;
         Ok(Self { left, right, stats, impairments, stop: Some(stop), forwarder: Some(forwarder) })
+    }
+
+    /// The left side's address `k`: [`Dumbbell::LEFT`] for 0, then 10.200.1.k.
+    pub fn left_address(k: usize) -> Ipv4Addr {
+        if k == 0 { Self::LEFT } else { Ipv4Addr::new(10, 200, 1, k as u8) }
+    }
+
+    /// The right side's address `k`: [`Dumbbell::RIGHT`] for 0, then 10.200.2.k.
+    pub fn right_address(k: usize) -> Ipv4Addr {
+        if k == 0 { Self::RIGHT } else { Ipv4Addr::new(10, 200, 2, k as u8) }
     }
 
     /// The impairments of single connections, in force from the next packet.

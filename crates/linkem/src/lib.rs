@@ -7,6 +7,9 @@
 //! - [`link`]: one direction of a link as a state machine with time passed in (testable alone).
 //! - [`Dumbbell`]: the namespaces, the TUN devices and the forwarder thread.
 //! - [`impair`]: single connections silenced, slowed or reset on top of the link.
+//! - [`mptcp`]: Linux MPTCP's sockets and path-manager endpoints inside a namespace made for
+//!   them (never the machine's own), and the subflows `ss` shows: the kernel's peer of the
+//!   weighted channels.
 //!
 //! # What does not
 //!
@@ -16,6 +19,7 @@
 mod dumbbell;
 pub mod impair;
 pub mod link;
+pub mod mptcp;
 
 pub use dumbbell::{Dumbbell, LinkemError, Namespace};
 pub use impair::{Impairment, Impairments};

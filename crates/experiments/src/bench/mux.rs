@@ -1,6 +1,14 @@
 //! `bench mux`: the multiplexed session on loopback against m raw parallel TCP streams (the
 //! ceiling), and the same channels as HTTP/2 streams of one connection (the h2 crate) and as
-//! QUIC streams of one connection (quinn), all in one process and one run.
+//! QUIC streams of one connection (quinn), all in one process and one run; and the kernel's
+//! peer, Linux MPTCP, one connection per channel with m subflows each.
+//!
+//! MPTCP needs several addresses for its subflows, and its path manager's endpoints are
+//! configuration of a whole namespace: that case runs in a namespace the bench makes (its
+//! loopback, m client addresses as `subflow` endpoints), with its sockets made by a thread that
+//! entered it and driven by the same runtime, beside raw TCP ×m in that namespace, the ceiling its
+//! ratio is taken against. Where MPTCP or namespaces are not available, the case is left out
+//! with a note saying why, and the others run.
 //!
 //! For each carrier: aggregate throughput and its ratio to the raw ceiling, and CPU time per
 //! byte beside raw TCP's; weight adherence (the largest gap between a channel's share and its
@@ -17,6 +25,7 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use switchyard_core::carry::pin;
 use switchyard_core::measure::{allocation, median_of_rounds};
+use switchyard_linkem::mptcp::{self, Loopback};
 use switchyard_mux::{
     ConnChoice, Listener, MuxConfig, RecvConfig, Scheme, SelfSigned, SendConfig, Session, SessionReport,
 };
@@ -90,11 +99,14 @@ pub enum Case {
     H2,
     /// QUIC streams of one connection (quinn).
     Quic,
+    /// Linux MPTCP, a connection per channel, each with m subflows, in a namespace of its own.
+    Mptcp,
 }
 
 impl Case {
     /// Every case, in the order the bench runs them.
-    pub const ALL: [Self; 6] = [Self::Stripe, Self::StripeTls, Self::Earliest, Self::Pin, Self::H2, Self::Quic];
+    pub const ALL: [Self; 7] =
+        [Self::Stripe, Self::StripeTls, Self::Earliest, Self::Pin, Self::H2, Self::Quic, Self::Mptcp];
 
     /// The case's key, as a command line names it.
     pub fn key(self) -> &'static str {
@@ -105,6 +117,7 @@ impl Case {
             Self::Pin => "pin",
             Self::H2 => "h2",
             Self::Quic => "quic",
+            Self::Mptcp => "mptcp",
         }
     }
 
@@ -117,6 +130,9 @@ impl Case {
             Self::Pin => "The session, each channel pinned to one connection",
             Self::H2 => "HTTP/2 streams of one connection (h2)",
             Self::Quic => "QUIC streams of one connection (quinn)",
+            Self::Mptcp => {
+                "Linux MPTCP, one connection per channel with --connections subflows each (at most 9), in a namespace the bench makes (root), against raw TCP in that namespace"
+            }
         }
     }
 
@@ -129,6 +145,7 @@ impl Case {
             Self::Pin => "pin",
             Self::H2 => "HTTP/2 (h2), 1 conn",
             Self::Quic => "QUIC (quinn), 1 conn",
+            Self::Mptcp => "MPTCP (kernel), 1 conn/channel",
         }
     }
 
@@ -142,6 +159,7 @@ impl Case {
             Self::Pin => Carrier::Session(Scheme::Pin { hysteresis: 0.01 }, Wire::Plain),
             Self::H2 => Carrier::H2,
             Self::Quic => Carrier::Quic,
+            Self::Mptcp => Carrier::Mptcp,
         }
     }
 }
@@ -159,6 +177,23 @@ pub struct Report {
     pub cases: Vec<CaseRow>,
     /// The RMS_perc that pinning's assignment alone gives on equal connections (Iwashima §3.6).
     pub pin_model_rms: f64,
+    /// Raw TCP over m connections in MPTCP's namespace, when MPTCP ran.
+    pub ns_raw: Option<NsRaw>,
+    /// Cases left out, each with why (MPTCP where the machine cannot run it).
+    pub skipped: Vec<(Case, String)>,
+}
+
+/// Raw TCP ×m in the namespace MPTCP runs in: MPTCP's ceiling.
+#[derive(Clone, Copy, Debug)]
+pub struct NsRaw {
+    /// Bytes per second over every round.
+    pub rate: f64,
+    /// CPU seconds per byte (median round).
+    pub cost: f64,
+    /// Its rate over raw TCP's on the machine's loopback in the same round (median round).
+    pub over_raw: f64,
+    /// Subflows that carried bytes, per MPTCP connection (mean over the rounds; `ss -tni`).
+    pub subflows: f64,
 }
 
 impl Report {
@@ -202,6 +237,13 @@ pub struct CaseRow {
     pub session: Option<SessionStats>,
 }
 
+impl Report {
+    /// MPTCP's row, when it ran.
+    pub fn mptcp(&self) -> Option<&CaseRow> {
+        self.cases.iter().find(|c| c.case == Case::Mptcp)
+    }
+}
+
 /// What the session's schedulers report.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SessionStats {
@@ -234,6 +276,7 @@ enum Carrier {
     Session(Scheme, Wire),
     H2,
     Quic,
+    Mptcp,
 }
 
 async fn bench(a: &Setup, progress: &dyn Progress) -> Result<Report> {
@@ -243,7 +286,22 @@ async fn bench(a: &Setup, progress: &dyn Progress) -> Result<Report> {
     let measure = Duration::from_secs_f64(a.seconds / rounds as f64);
     // By case: bytes per channel summed over the rounds, and each round's ratios to raw (of
     // rates, and of CPU time per byte).
-    let n = a.cases.len();
+    // MPTCP's namespace, made once; where it cannot be, the case is left out and said why.
+    let mut cases = a.cases.clone();
+    let mut skipped = Vec::new();
+    let net = if cases.contains(&Case::Mptcp) {
+        match Loopback::new(a.connections) {
+            Ok(net) => Some(net),
+            Err(e) => {
+                cases.retain(|c| *c != Case::Mptcp);
+                skipped.push((Case::Mptcp, e.to_string()));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let n = cases.len();
     let mut bytes = vec![vec![0.0; weights.len()]; n];
     let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); n];
     let mut cost_ratios: Vec<Vec<f64>> = vec![Vec::new(); n];
@@ -251,16 +309,19 @@ async fn bench(a: &Setup, progress: &dyn Progress) -> Result<Report> {
     let mut stats: Vec<Option<SessionStats>> = vec![None; n];
     let mut raw_rates = Vec::new();
     let mut raw_costs = Vec::new();
+    let (mut ns_bytes, mut ns_costs, mut ns_ratios, mut ns_subflows) = (0.0, Vec::new(), Vec::new(), Vec::new());
     // A shared VM's speed drifts by a fifth within a minute: in rounds, every case meets it in
     // every mood, and each ratio is taken against raw TCP measured moments before.
-    progress.stage("bench mux: cases run", (rounds * (n + 1)) as u64);
+    progress.stage("bench mux: cases run", (rounds * (n + 1 + usize::from(net.is_some()))) as u64);
     for _ in 0..rounds {
         let (raw, raw_cpu) = raw_streams(a.connections, warm, measure).await?;
         progress.advance(1);
         let raw_cost = raw_cpu / (raw * measure.as_secs_f64());
         raw_rates.push(raw);
         raw_costs.push(raw_cost);
-        for (k, case) in a.cases.iter().enumerate() {
+        for (k, case) in cases.iter().enumerate() {
+            // The ceiling this case's ratios are taken against.
+            let (mut base_rate, mut base_cost) = (raw, raw_cost);
             let (got, cpu) = match case.carrier() {
                 Carrier::Session(scheme, wire) => {
                     let r = session_case(a, scheme, wire, &weights, warm, measure).await?;
@@ -272,21 +333,33 @@ async fn bench(a: &Setup, progress: &dyn Progress) -> Result<Report> {
                 }
                 Carrier::H2 => h2_case(&weights, warm, measure).await?,
                 Carrier::Quic => quic_case(&weights, warm, measure).await?,
+                Carrier::Mptcp => {
+                    let net = net.as_ref().context("MPTCP's namespace")?;
+                    let (got, cpu, _) = ns_streams(net, false, a.connections, warm, measure).await?;
+                    progress.advance(1);
+                    let total: f64 = got.iter().sum();
+                    (base_rate, base_cost) = (total / measure.as_secs_f64(), cpu / total.max(1.0));
+                    ns_bytes += total;
+                    ns_costs.push(base_cost);
+                    ns_ratios.push(base_rate / raw);
+                    let (got, cpu, carrying) = ns_streams(net, true, weights.len(), warm, measure).await?;
+                    ns_subflows.push(carrying as f64 / weights.len() as f64);
+                    (got, cpu)
+                }
             };
             for (sum, b) in bytes[k].iter_mut().zip(&got) {
                 *sum += b;
             }
             let total: f64 = got.iter().sum();
-            ratios[k].push(total / measure.as_secs_f64() / raw);
+            ratios[k].push(total / measure.as_secs_f64() / base_rate);
             let cost = cpu / total.max(1.0);
             costs[k].push(cost);
-            cost_ratios[k].push(raw_cost / cost);
+            cost_ratios[k].push(base_cost / cost);
             progress.advance(1);
         }
     }
     let total_time = measure.as_secs_f64() * rounds as f64;
-    let cases = a
-        .cases
+    let rows = cases
         .iter()
         .enumerate()
         .map(|(k, case)| {
@@ -313,8 +386,15 @@ async fn bench(a: &Setup, progress: &dyn Progress) -> Result<Report> {
         measure,
         raw_rate: raw_rates.iter().sum::<f64>() / raw_rates.len() as f64,
         raw_cost: median_of_rounds(raw_costs),
-        cases,
+        cases: rows,
         pin_model_rms: pin::model_error(&pin::lpt(&ch, &conns), &ch, &conns),
+        ns_raw: net.is_some().then(|| NsRaw {
+            rate: ns_bytes / total_time,
+            cost: median_of_rounds(ns_costs),
+            over_raw: median_of_rounds(ns_ratios),
+            subflows: ns_subflows.iter().sum::<f64>() / ns_subflows.len().max(1) as f64,
+        }),
+        skipped,
     })
 }
 
@@ -355,7 +435,7 @@ pub const CASES: TableSpec = TableSpec::new(
 /// What `bench mux` reports.
 pub const SPEC: ReportSpec = ReportSpec {
     name: "bench-mux",
-    title: "The multiplexed session on loopback against m raw TCP streams, HTTP/2 (h2) and QUIC (quinn), in one process and one run",
+    title: "The multiplexed session on loopback against m raw TCP streams, HTTP/2 (h2), QUIC (quinn) and Linux MPTCP, in one process and one run",
     tables: &[&CASES],
 };
 
@@ -396,6 +476,22 @@ impl Report {
             Value::Null,
         ]);
         for c in &self.cases {
+            if let (Case::Mptcp, Some(ns)) = (c.case, &self.ns_raw) {
+                t.push(vec![
+                    format!("raw TCP ×{}, MPTCP's namespace", s.connections).into(),
+                    (ns.rate / 1e6).into(),
+                    ns.over_raw.into(),
+                    (ns.cost * 1e12).into(),
+                    (self.raw_cost / ns.cost).into(),
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                ]);
+            }
             let (held, idle, blocked) = match &c.session {
                 Some(st) => ((st.max_held as f64 / 1e3).into(), st.idle.into(), st.blocked.into()),
                 None => (Value::Null, Value::Null, Value::Null),
@@ -427,6 +523,16 @@ impl Report {
                 self.stripe_gaps().iter().map(|(case, gap)| format!("{} {:.2}", case.name(), gap * 100.0)).collect();
             t.note(format!("weight adherence, largest gap in percentage points (goal ≤ 1): {}", gaps.join(", ")));
         }
+        if let (Some(mp), Some(ns)) = (self.mptcp(), &self.ns_raw) {
+            t.note(format!(
+                "MPTCP: {} kernel MPTCP connections, one per channel, {:.1} subflows carrying bytes each (of {}; ss -tni); ×raw against raw TCP ×{} in its namespace, the row above it",
+                s.channels, ns.subflows, s.connections, s.connections
+            ));
+            t.note(self.mptcp_verdict(mp));
+        }
+        for (case, why) in &self.skipped {
+            t.note(format!("{} not run: {why}", case.name()));
+        }
         r.tables.push(t);
         r.note("CPU: the process's CPU time (user and kernel) per KB delivered; ×raw CPU is raw TCP's cost over the case's, each round against its own raw run")
             .note(format!(
@@ -435,8 +541,36 @@ impl Report {
             ))
             .note("idle / blocked: turns channels lost for want of bytes from the application / credit from the receiver")
             .note("HTTP/2: the same channels as streams of one connection (h2 crate, cleartext); it has no weights (RFC 9113 deprecated them), so its gap is what no scheduler gives")
-            .note("QUIC: the same channels as unidirectional streams of one connection (quinn, TLS 1.3 with a self-signed certificate, UDP without GSO tuning); its streams share by round robin within a priority, no weights");
+            .note("QUIC: the same channels as unidirectional streams of one connection (quinn, TLS 1.3 with a self-signed certificate, UDP without GSO tuning); its streams share by round robin within a priority, no weights")
+            .note("MPTCP: Linux's, one MPTCP connection per channel (a connection carrying every channel would need our framing over it), each with as many subflows as --connections from the namespace's m client addresses (path-manager `subflow` endpoints, set only in a namespace the bench makes); the kernel has no weights between connections, so its gap is what it gives without them, and its subflows' congestion control is uncoupled");
         r
+    }
+
+    /// Where the kernel's MPTCP does better than our session and where the weighted channels
+    /// do, from this run's figures.
+    fn mptcp_verdict(&self, mp: &CaseRow) -> String {
+        let ours = || self.cases.iter().filter(|c| c.session.is_some());
+        let Some(rate) = ours().map(|c| c.over_raw).reduce(f64::max) else {
+            return format!(
+                "MPTCP: {:.2}× its raw TCP by rate, {:.2}× by CPU per byte, largest gap {:.1} points (no session case ran to compare)",
+                mp.over_raw,
+                mp.cost_over_raw,
+                mp.max_gap * 100.0
+            );
+        };
+        let cost = ours().map(|c| c.cost_over_raw).fold(0.0, f64::max);
+        let gap = ours().filter(|c| c.case != Case::Pin).map(|c| c.max_gap).reduce(f64::min);
+        let side = |better: bool| if better { "MPTCP" } else { "the session" };
+        format!(
+            "MPTCP against the session: rate {:.2}× raw against {rate:.2}× (better: {}); CPU per byte {:.2}× raw's against {cost:.2}× (better: {}); weights: largest gap {:.1} points against striping's {} (better: {})",
+            mp.over_raw,
+            side(mp.over_raw > rate),
+            mp.cost_over_raw,
+            side(mp.cost_over_raw > cost),
+            mp.max_gap * 100.0,
+            gap.map_or("—".to_string(), |g| format!("{:.1}", g * 100.0)),
+            gap.map_or("—", |g| side(mp.max_gap < g)),
+        )
     }
 }
 
@@ -705,6 +839,83 @@ async fn quic_case(weights: &[f64], warm: Duration, measure: Duration) -> Result
     server.close(VarInt::from_u32(0), b"done");
     sink.abort();
     Ok(delivered)
+}
+
+/// `k` streams in MPTCP's namespace, MPTCP or plain TCP, each from a writer to a reader that
+/// discards, opened with its index as its first byte. Returns the bytes each delivered in the
+/// measured window, the CPU time meanwhile, and the MPTCP subflows that carried bytes (from
+/// `ss`, read before the streams end; 0 for plain TCP).
+///
+/// The sockets are made by a thread inside the namespace (a socket belongs to the namespace it
+/// was made in, whatever thread drives it later) and driven by this runtime. Plain TCP spreads
+/// its streams over the client addresses as MPTCP's subflows are spread; MPTCP starts every
+/// connection from the first address and the kernel joins a subflow from each other one.
+async fn ns_streams(
+    net: &Loopback,
+    use_mptcp: bool,
+    k: usize,
+    warm: Duration,
+    measure: Duration,
+) -> Result<(Vec<f64>, f64, usize)> {
+    let made = net.ns.spawn(move || -> std::io::Result<_> {
+        let listener = mptcp::listener(SocketAddr::from(([10, 77, 1, 1], 0)), use_mptcp)?;
+        let sockets = (0..k).map(|_| mptcp::stream_socket(use_mptcp)).collect::<std::io::Result<Vec<_>>>()?;
+        Ok((listener, sockets))
+    });
+    let (listener, sockets) =
+        made.join().map_err(|_| anyhow::anyhow!("the thread making MPTCP's sockets panicked"))???;
+    let listener = TcpListener::from_std(listener)?;
+    let addr = listener.local_addr()?;
+    let counters: Arc<Vec<AtomicU64>> = Arc::new((0..k).map(|_| AtomicU64::new(0)).collect());
+    let c = Arc::clone(&counters);
+    let sink = tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let c = Arc::clone(&c);
+            tokio::spawn(async move {
+                let mut index = [0u8; 1];
+                if s.read_exact(&mut index).await.is_err() {
+                    return;
+                }
+                let Some(counter) = c.get(usize::from(index[0])) else { return };
+                let mut buf = vec![0u8; CHUNK];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    counter.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let chunk = Bytes::from(vec![7u8; CHUNK]);
+    let mut writers = Vec::new();
+    for (i, socket) in sockets.into_iter().enumerate() {
+        let socket = tokio::net::TcpSocket::from_std_stream(socket);
+        let from = if use_mptcp { net.clients[0] } else { net.clients[i % net.clients.len()] };
+        socket.bind(SocketAddr::from((from, 0)))?;
+        let mut s = socket.connect(addr).await.with_context(|| format!("connecting from {from} to {addr}"))?;
+        s.write_all(&[i as u8]).await?;
+        let chunk = chunk.clone();
+        writers.push(tokio::spawn(async move { while s.write_all(&chunk).await.is_ok() {} }));
+    }
+    let (delivered, cpu) = window(&counters, warm, measure).await;
+    let carrying = if use_mptcp {
+        let ns = &net.ns;
+        let clients = &net.clients;
+        mptcp::subflows(ns)?
+            .iter()
+            .filter(|f| {
+                f.mptcp && f.bytes_acked > 0 && clients.iter().any(|a| f.local.ip() == std::net::IpAddr::V4(*a))
+            })
+            .count()
+    } else {
+        0
+    };
+    for w in writers {
+        w.abort();
+    }
+    sink.abort();
+    Ok((delivered, cpu, carrying))
 }
 
 /// What each counter gained over `measure`, after `warm`, and the CPU time the process spent
