@@ -971,7 +971,7 @@ impl Sender {
     /// on every frame.
     #[cfg(test)]
     pub(crate) fn check_invariants(&self) {
-        let max_frame = ch.next_len(self.config.max_frame);
+        let max_frame = self.config.max_frame;
         let mut heads: BTreeMap<usize, usize> = BTreeMap::new();
         let mut rescuable: BTreeMap<usize, BTreeSet<u32>> = BTreeMap::new();
         let mut closes = BTreeSet::new();
