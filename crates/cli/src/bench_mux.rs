@@ -55,7 +55,9 @@ pub(crate) struct MuxBench {
     #[arg(long, default_value_t = 3)]
     rounds: usize,
 
-    /// Frames of credit for the whole session, shared among channels by weight.
+    /// Bytes of credit for the whole session (payload held or unread by the receiver), shared
+    /// among channels by weight. Counted in bytes since protocol version 4, so a larger
+    /// --frame does not raise the memory this bounds.
     #[arg(long, default_value_t = switchyard_mux::RecvConfig::default().window)]
     window: u64,
 

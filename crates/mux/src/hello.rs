@@ -38,8 +38,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The protocol's name and version: a peer that is not ours fails on the first bytes. Version
 /// 3 added the reset frame (a channel abandoned both ways, with its reason), which a version-2
-/// peer would take for a broken protocol.
-const MAGIC: [u8; 8] = *b"SYMUX\0\0\x03";
+/// peer would take for a broken protocol. Version 4 counts credit in payload bytes rather than
+/// frames (`Frame::Credit`'s limit; see `switchyard_core::carry::recv`), which a version-3 peer
+/// would read as a limit thousands of times too large or too small: it is refused by
+/// [`HelloError::Version`], which names both versions. This constant is the one place the
+/// version is set.
+const MAGIC: [u8; 8] = *b"SYMUX\0\0\x04";
 
 /// A session's identity, chosen by the client.
 pub type SessionId = [u8; 16];
@@ -328,10 +332,11 @@ mod tests {
     async fn a_peer_of_another_version_is_told_which() {
         let (mut a, mut b) = tokio::io::duplex(1024);
         let (server, _) = tokio::join!(accept(&mut a, b"k"), async {
-            b.write_all(b"SYMUX\0\0\x02 and the rest of a version-2 hello").await.unwrap();
+            b.write_all(b"SYMUX\0\0\x03 and the rest of a version-3 hello").await.unwrap();
         });
         let e = server.unwrap_err();
-        assert!(matches!(e, HelloError::Version { theirs: 2, ours: 3 }), "{e:?}");
+        // Version 3 counted credit in frames: its limits mean something else to version 4.
+        assert!(matches!(e, HelloError::Version { theirs: 3, ours: 4 }), "{e:?}");
         assert!(e.to_string().contains("same release"), "{e}");
     }
 }

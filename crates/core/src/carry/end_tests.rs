@@ -85,7 +85,8 @@ struct Outcome {
 }
 
 fn run(plan: &Plan) -> Outcome {
-    let window = 6;
+    // Six frames' worth of credit, in bytes.
+    let window = 6 * 500;
     let mut tx = Sender::new(SendConfig {
         max_frame: 500,
         channel_buffer: 2000,
@@ -327,7 +328,7 @@ fn a_close_on_a_connection_that_dies_after_the_sender_stopped_was_not_idle() {
 
 #[test]
 fn a_cut_says_what_was_lost() {
-    let mut rx = Receiver::new(RecvConfig { window: 8, min_window: 8 });
+    let mut rx = Receiver::new(RecvConfig { window: 32, min_window: 32 });
     let data = |seq| Frame::Data { channel: 3, seq, payload: Bytes::from_static(b"abcd") };
     for seq in [0, 1, 3] {
         rx.on_frame(Nanos::ZERO, data(seq)).unwrap();

@@ -21,7 +21,7 @@
 //! | 1 | [`Frame::Open`] | bit 0: unordered | 0 | the weight, an `f64` |
 //! | 2 | [`Frame::SetWeight`] | 0 | 0 | the weight, an `f64` |
 //! | 3 | [`Frame::Close`] | 0 | data frames the channel carried in all | none |
-//! | 4 | [`Frame::Credit`] | 0 | cumulative acknowledgement: every data frame below it has arrived; one more than a closed channel's frame count acknowledges its `Close` as well | the limit, a `u64`: the sender may send frames numbered below it |
+//! | 4 | [`Frame::Credit`] | 0 | cumulative acknowledgement: every data frame below it has arrived; one more than a closed channel's frame count acknowledges its `Close` as well | the limit, a `u64`: the sender may send the channel's payload bytes below this offset (counted over its first sends; protocol version 4, frame numbers before) |
 //! | 5 | [`Frame::Ping`] | bit 0: this is the reply | a nonce the reply echoes | none |
 //! | 6 | [`Frame::Reset`] | 0 | 0 | why, in UTF-8 (at most [`MAX_REASON`] bytes) |
 //!

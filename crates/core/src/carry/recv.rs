@@ -3,10 +3,12 @@
 //! Iwashima's receiver (Fig 6‑5) keeps an unbounded buffer per channel keyed by sequence number
 //! and never removes what it delivered (notes §2.7). Ours holds a channel's early frames in a
 //! [`ReorderBuffer`], hands bytes over in sequence order (or as they arrive, for an unordered
-//! channel), and bounds memory with credit: the sender may send only frames numbered below
-//! `limit = read + window`, where `read` counts the frames the application has taken. Frames
-//! held plus frames waiting to be read therefore never exceed the channel's window, whatever
-//! the connections do; a peer that sends beyond its credit is refused ([`RecvError::Credit`]).
+//! channel), and bounds memory with credit in payload bytes (protocol version 4; frames
+//! before, so a larger frame raised the bound): the sender may frame only bytes below the
+//! offset `limit = read + window`, where `read` counts the bytes the application has taken.
+//! Bytes held plus bytes waiting to be read therefore never exceed the channel's window,
+//! whatever the connections do and whatever the frames' sizes; a peer that sends beyond its
+//! credit is refused ([`RecvError::Credit`]).
 //!
 //! Reorder delay (the thesis's application delay less TCP delay, §3.7) and reorder memory
 //! (bytes held, sampled after each arrival, §3.9) are measured here, with time passed in.
@@ -30,32 +32,36 @@ use crate::time::Nanos;
 /// session instead of 53%). Windows in proportion to weight keep the shares in that regime too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecvConfig {
-    /// Frames held or unread over the whole session, shared by weight.
+    /// Payload bytes held or unread over the whole session, shared by weight.
     pub window: u64,
-    /// The least window a channel gets, and the credit a channel has before the receiver has
-    /// said anything (the sender's initial credit must not exceed it).
+    /// The least window a channel gets, in bytes, and the credit a channel has before the
+    /// receiver has said anything (the sender's initial credit must not exceed it).
     pub min_window: u64,
 }
 
 impl Default for RecvConfig {
-    /// 4,096 frames for the session (64 MiB with 16 KiB frames), at least 32 per channel.
+    /// 64 MiB for the session (what 4,096 frames of 16 KiB were before credit was counted in
+    /// bytes), at least 512 KiB per channel.
     fn default() -> Self {
-        Self { window: 4096, min_window: 32 }
+        Self { window: 64 << 20, min_window: 512 << 10 }
     }
 }
 
 /// A peer's frame that breaks the protocol; the session should end.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RecvError {
-    /// A data frame beyond the credit given.
-    #[error("channel {channel}: frame {seq} sent beyond the credit limit {limit}")]
+    /// A data frame beyond the credit given: with it, the channel's bytes held and unread
+    /// would pass the room the credit left.
+    #[error("channel {channel}: frame {seq} sent beyond the credit: {bytes} bytes held and unread, {room} allowed")]
     Credit {
         /// The channel.
         channel: u32,
         /// The frame's number.
         seq: u64,
-        /// The limit in force.
-        limit: u64,
+        /// Bytes held and unread with the frame.
+        bytes: u64,
+        /// Bytes the credit given allows beyond what was read.
+        room: u64,
     },
     /// A data frame numbered at or after the channel's announced end.
     #[error("channel {channel}: frame {seq} after the close at {frames} frames")]
@@ -151,8 +157,14 @@ struct Channel {
     ready: VecDeque<Bytes>,
     /// Frames the application has taken.
     read: u64,
-    /// The limit last told to the sender, and the acknowledgement.
+    /// Bytes the application has taken: the offset the credit's limit counts from.
+    read_bytes: u64,
+    /// Bytes handed over and not yet taken (in `ready`).
+    unread_bytes: u64,
+    /// The limit (bytes) last told to the sender, and the acknowledgement (frames).
     told: (u64, u64),
+    /// `stats.delivered_bytes` when the last credit was told.
+    told_delivered: u64,
     closed_at: Option<u64>,
     /// The weight counted in the session's sum of live weights, while the channel is live
     /// (not closed, or not yet read to its close).
@@ -319,6 +331,7 @@ impl Receiver {
                         ch.stats.held_bytes -= payload.len() as u64;
                         ch.stats.delivered_bytes += payload.len() as u64;
                         ch.stats.delivered_frames += 1;
+                        ch.unread_bytes += payload.len() as u64;
                         ch.ready.push_back(payload);
                     }
                     while ch.seen.remove(&ch.next) {
@@ -369,12 +382,6 @@ impl Receiver {
         // `next`, not more bytes held.
         let held_already = self.held.holds(FlowId(u64::from(channel)), seq);
         let ch = self.channel(channel);
-        // What the sender was told is the limit; a window that has since shrunk (more channels,
-        // new weights) cannot take back credit already given.
-        let limit = ch.told.0;
-        if seq >= limit {
-            return Err(RecvError::Credit { channel, seq, limit });
-        }
         if let Some(frames) = ch.closed_at.filter(|f| seq >= *f) {
             return Err(RecvError::AfterClose { channel, seq, frames });
         }
@@ -384,6 +391,17 @@ impl Receiver {
             ch.stats.held_bytes_sum += u128::from(ch.stats.held_bytes);
             self.credit_due.insert(channel);
             return Ok(());
+        }
+        // What the sender was told is the limit; a window that has since shrunk (more channels,
+        // new weights) cannot take back credit already given. Every byte held or unread lies
+        // between what was read and the end of a frame the credit allowed, so a frame that
+        // would make them more than that was sent beyond it (the frame carries no offset: the
+        // memory it would take is what the credit bounds).
+        let room = ch.told.0.saturating_sub(ch.read_bytes);
+        let bytes = ch.stats.held_bytes + ch.unread_bytes + payload.len() as u64;
+        if bytes > room {
+            ch.stats.arrivals -= 1;
+            return Err(RecvError::Credit { channel, seq, bytes, room });
         }
         if ch.ordered {
             ch.stats.held_bytes += payload.len() as u64;
@@ -396,6 +414,7 @@ impl Receiver {
                 ch.stats.held_bytes -= p.len() as u64;
                 ch.stats.delivered_bytes += p.len() as u64;
                 ch.stats.delivered_frames += 1;
+                ch.unread_bytes += p.len() as u64;
                 ch.ready.push_back(p);
             }
         } else {
@@ -405,6 +424,7 @@ impl Receiver {
             }
             ch.stats.delivered_bytes += payload.len() as u64;
             ch.stats.delivered_frames += 1;
+            ch.unread_bytes += payload.len() as u64;
             ch.ready.push_back(payload);
         }
         let ch = self.channels.get_mut(&channel).expect("made above");
@@ -420,9 +440,9 @@ impl Receiver {
         // the channel's last frame is in.
         // Also when the window has opened since the last credit: a channel's share grows once
         // its Open (with its weight) arrives, before the application reads anything.
-        if ch.next >= ch.told.1 + (window / 8).max(1)
+        if ch.stats.delivered_bytes >= ch.told_delivered + (window / 8).max(1)
             || ch.closed_at.is_some_and(|f| ch.next >= f)
-            || ch.read + window >= ch.told.0 + (window / 8).max(1)
+            || ch.read_bytes + window >= ch.told.0 + (window / 8).max(1)
         {
             self.credit_due.insert(channel);
         }
@@ -435,8 +455,10 @@ impl Receiver {
         let window = self.window_of(channel);
         let ch = self.channels.get_mut(&channel).expect("popped above");
         ch.read += 1;
+        ch.read_bytes += p.len() as u64;
+        ch.unread_bytes -= p.len() as u64;
         // Tell the sender of new room once an eighth of the window has opened.
-        if ch.read + window >= ch.told.0 + (window / 8).max(1) {
+        if ch.read_bytes + window >= ch.told.0 + (window / 8).max(1) {
             self.credit_due.insert(channel);
         }
         // Read to its close, the channel no longer counts in the shares of the window.
@@ -554,6 +576,13 @@ impl Receiver {
         self.channels.keys().copied()
     }
 
+    /// The payload bytes of a channel this end holds: early frames waiting for order and
+    /// frames waiting for the application. Never more than the credit it gave: the memory
+    /// bound.
+    pub fn buffered(&self, channel: u32) -> Option<u64> {
+        self.channels.get(&channel).map(|c| c.stats.held_bytes + c.unread_bytes)
+    }
+
     /// A channel's counters.
     pub fn stats(&self, channel: u32) -> Option<RecvStats> {
         self.channels.get(&channel).map(|c| c.stats)
@@ -575,8 +604,9 @@ impl Receiver {
         let channel = self.credit_due.pop_first()?;
         let window = self.window_of(channel);
         let ch = self.channels.get_mut(&channel)?;
-        let limit = ch.told.0.max(ch.read + window);
+        let limit = ch.told.0.max(ch.read_bytes + window);
         ch.told = (limit, ch.next);
+        ch.told_delivered = ch.stats.delivered_bytes;
         self.lagging.remove(&channel);
         // Every frame in and the close too: the close takes the next number, so the sender
         // knows it has arrived (see `Sender::is_idle`).
@@ -679,11 +709,30 @@ mod tests {
     #[test]
     fn frames_beyond_the_credit_given_are_refused() {
         let mut rx = Receiver::new(RecvConfig { window: 100, min_window: 4 });
-        let data = |seq| Frame::Data { channel: 1, seq, payload: Bytes::from_static(b"x") };
-        assert_eq!(rx.on_frame(Nanos(0), data(4)), Err(RecvError::Credit { channel: 1, seq: 4, limit: 4 }));
-        rx.on_frame(Nanos(0), data(0)).unwrap();
-        assert!(!credit_of(&mut rx).is_empty());
-        rx.on_frame(Nanos(0), data(4)).unwrap();
+        let data = |seq, b: &'static [u8]| Frame::Data { channel: 1, seq, payload: Bytes::from_static(b) };
+        // Credit counts bytes: one frame larger than the initial credit is refused whole.
+        assert_eq!(
+            rx.on_frame(Nanos(0), data(0, b"abcde")),
+            Err(RecvError::Credit { channel: 1, seq: 0, bytes: 5, room: 4 })
+        );
+        // Frames out of order, held: their bytes count as much as bytes waiting to be read.
+        rx.on_frame(Nanos(0), data(1, b"b")).unwrap();
+        rx.on_frame(Nanos(0), data(2, b"cd")).unwrap();
+        assert_eq!(
+            rx.on_frame(Nanos(0), data(0, b"xy")),
+            Err(RecvError::Credit { channel: 1, seq: 0, bytes: 5, room: 4 })
+        );
+        rx.on_frame(Nanos(0), data(0, b"a")).unwrap();
+        assert_eq!(rx.buffered(1), Some(4));
+        assert_eq!(
+            rx.on_frame(Nanos(0), data(3, b"e")),
+            Err(RecvError::Credit { channel: 1, seq: 3, bytes: 5, room: 4 })
+        );
+        // The credit told lets the next frame in.
+        assert_eq!(credit_of(&mut rx), [(1, 100)]);
+        rx.on_frame(Nanos(0), data(3, b"e")).unwrap();
+        assert_eq!(rx.read(1).as_deref(), Some(&b"a"[..]));
+        assert_eq!(rx.buffered(1), Some(4), "what was read no longer counts");
     }
 
     /// A frame held behind a gap can arrive again (sent again after the connection that carried
@@ -692,7 +741,7 @@ mod tests {
     /// bytes" (over a window of 8 frames of 700).
     #[test]
     fn a_copy_of_a_held_frame_is_a_duplicate_not_more_bytes_held() {
-        let mut rx = Receiver::new(RecvConfig { window: 100, min_window: 4 });
+        let mut rx = Receiver::new(RecvConfig { window: 100, min_window: 12 });
         let data = |seq, b: &'static [u8]| Frame::Data { channel: 1, seq, payload: Bytes::from_static(b) };
         rx.on_frame(Nanos(0), data(1, b"second")).unwrap();
         rx.on_frame(Nanos(1), data(1, b"second")).unwrap();

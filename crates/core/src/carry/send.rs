@@ -7,9 +7,11 @@
 //!
 //! - **Backpressure.** Each channel accepts at most [`SendConfig::channel_buffer`] bytes that
 //!   have not yet been framed; `write` takes what fits and says how much. The receiver's credit
-//!   (a frame-number limit per channel) bounds what is framed beyond that, so a channel's memory
-//!   on both sides is bounded by configuration (the thesis has no flow control at all, notes
-//!   §2.8 and §3.8).
+//!   (a limit in payload bytes per channel, from protocol version 4; frame numbers before) bounds
+//!   what is framed beyond that, so a channel's memory on both sides is bounded by configuration
+//!   in bytes whatever the frame size (the thesis has no flow control at all, notes §2.8 and
+//!   §3.8). A frame is cut to the credit left, so frames may grow on a fast path without
+//!   raising the bound.
 //! - **Nothing lost with a connection.** Every data frame is kept until the receiver acknowledges
 //!   it (cumulatively, in [`Frame::Credit`]). When a connection dies, the frames sent on it and not
 //!   acknowledged are sent again, first, on the connections left; the receiver drops duplicates
@@ -57,8 +59,8 @@ pub struct SendConfig {
     pub max_frame: usize,
     /// Bytes a channel accepts from the application before they are framed.
     pub channel_buffer: usize,
-    /// Frames a channel may send before the receiver's first credit arrives (at most the
-    /// receiver's [`RecvConfig::min_window`]).
+    /// Payload bytes a channel may send before the receiver's first credit arrives (at most
+    /// the receiver's [`RecvConfig::min_window`]).
     pub initial_credit: u64,
     /// The scheduler.
     pub scheme: Scheme,
@@ -115,8 +117,12 @@ struct Channel {
     queue: VecDeque<Bytes>,
     queued: usize,
     next_seq: u64,
+    /// The receiver's credit: payload bytes below this offset may be framed (the offset being
+    /// `stats.sent_bytes`).
     limit: u64,
     acked: u64,
+    /// Payload bytes of the frames in `unacked`.
+    unacked_bytes: u64,
     /// Sent and not acknowledged: sequence number → (payload, connection it went on).
     unacked: BTreeMap<u64, (Bytes, usize)>,
     /// Whether the receiver restores order (announced in `Open`).
@@ -189,24 +195,37 @@ impl Indexed {
     fn of(ch: &Channel, max_frame: usize) -> Self {
         let wait = if ch.queued == 0 {
             Wait::Idle
-        } else if ch.next_seq >= ch.limit {
+        } else if ch.credit() == 0 {
             Wait::Blocked
         } else {
             Wait::Ready
         };
         // Out of credit with more than half its window unacknowledged (frames missing, not an
         // application slow to read), and its oldest unacknowledged frame not yet rescued.
-        let stuck = wait == Wait::Blocked && (ch.next_seq - ch.acked) * 2 > ch.limit - ch.acked;
+        let acked_off = ch.stats.sent_bytes - ch.unacked_bytes;
+        let stuck = wait == Wait::Blocked && ch.unacked_bytes * 2 > ch.limit.saturating_sub(acked_off);
         let rescue =
             ch.unacked.first_key_value().filter(|(seq, _)| stuck && **seq >= ch.rescued_below).map(|(_, (_, on))| *on);
         Self {
-            head: (wait == Wait::Ready).then(|| ch.queued.min(max_frame)),
+            head: (wait == Wait::Ready).then(|| ch.next_len(max_frame)),
             wait,
             since: ch.at.since,
             rescue,
             close_due: ch.closing && ch.queued == 0 && ch.close_sent.is_none() && !ch.close_acked && ch.reset.is_none(),
             busy: !(ch.queued == 0 && ch.unacked.is_empty() && (!ch.closing || ch.close_acked)),
         }
+    }
+}
+
+impl Channel {
+    /// Payload bytes the receiver's credit allows now.
+    fn credit(&self) -> u64 {
+        self.limit.saturating_sub(self.stats.sent_bytes)
+    }
+
+    /// The length of the channel's next data frame: what waits, up to a frame and the credit.
+    fn next_len(&self, max_frame: usize) -> usize {
+        self.queued.min(max_frame).min(usize::try_from(self.credit()).unwrap_or(usize::MAX))
     }
 }
 
@@ -381,6 +400,7 @@ impl Sender {
                 next_seq: 0,
                 limit: self.config.initial_credit,
                 acked: 0,
+                unacked_bytes: 0,
                 unacked: BTreeMap::new(),
                 ordered,
                 opened_here,
@@ -506,6 +526,7 @@ impl Sender {
         ch.queue.clear();
         ch.queued = 0;
         ch.unacked.clear();
+        ch.unacked_bytes = 0;
         ch.acked = ch.next_seq;
         ch.closing = true;
         ch.reset = Some(reason.clone());
@@ -537,8 +558,9 @@ impl Sender {
         }
     }
 
-    /// The receiver's credit for a channel: frames below `ack` arrived, frames below `limit` may
-    /// be sent. An `ack` one past the channel's last data frame acknowledges its `Close`.
+    /// The receiver's credit for a channel: frames below `ack` arrived, payload bytes below the
+    /// offset `limit` (counted over the channel's first sends) may be sent. An `ack` one past
+    /// the channel's last data frame acknowledges its `Close`.
     pub fn on_credit(&mut self, channel: u32, ack: u64, limit: u64) {
         let Some(ch) = self.channels.get_mut(&channel) else { return };
         // Only a receiver that has the close can count past the last frame; a peer that claims
@@ -551,6 +573,7 @@ impl Sender {
         if ack > ch.acked {
             ch.acked = ack;
             ch.unacked = ch.unacked.split_off(&ack);
+            ch.unacked_bytes = ch.unacked.values().map(|(p, _)| p.len() as u64).sum();
         }
         ch.limit = ch.limit.max(limit);
         self.refresh(channel);
@@ -637,7 +660,7 @@ impl Sender {
                 let turns = self.scanned_turns.entry(*id).or_default();
                 if ch.queued == 0 {
                     turns.0 += 1;
-                } else if ch.next_seq >= ch.limit {
+                } else if ch.credit() == 0 {
                     turns.1 += 1;
                 }
             }
@@ -681,10 +704,11 @@ impl Sender {
         Some(frame)
     }
 
-    /// Cuts the channel's next frame and keeps it until acknowledged.
+    /// Cuts the channel's next frame (as long as the credit allows) and keeps it until
+    /// acknowledged.
     fn frame_data(&mut self, channel: u32, slot: usize) -> Frame {
-        let max_frame = self.config.max_frame;
         let ch = self.channels.get_mut(&channel).expect("the scheduler picks open channels");
+        let max_frame = ch.next_len(self.config.max_frame);
         let mut parts: Vec<Bytes> = Vec::new();
         let mut len = 0;
         while len < max_frame {
@@ -702,6 +726,7 @@ impl Sender {
         ch.next_seq += 1;
         ch.stats.sent_frames += 1;
         ch.stats.sent_bytes += payload.len() as u64;
+        ch.unacked_bytes += payload.len() as u64;
         ch.unacked.insert(seq, (payload.clone(), slot));
         self.refresh(channel);
         Frame::Data { channel, seq, payload }
@@ -1252,8 +1277,12 @@ mod tests {
 
     #[test]
     fn credit_and_buffer_limits_hold() {
-        let mut tx =
-            Sender::new(SendConfig { max_frame: 100, channel_buffer: 250, initial_credit: 2, ..SendConfig::default() });
+        let mut tx = Sender::new(SendConfig {
+            max_frame: 100,
+            channel_buffer: 250,
+            initial_credit: 200,
+            ..SendConfig::default()
+        });
         tx.connection_up(0);
         tx.open(1, 1.0, true).unwrap();
         assert_eq!(tx.write(1, Bytes::from(vec![1u8; 1000])).unwrap(), 250);
@@ -1262,7 +1291,7 @@ mod tests {
         assert!(matches!(tx.poll_transmit(Nanos::ZERO, 0), Some(Frame::Data { seq: 0, .. })));
         assert!(matches!(tx.poll_transmit(Nanos::ZERO, 0), Some(Frame::Data { seq: 1, .. })));
         assert_eq!(tx.poll_transmit(Nanos::ZERO, 0), None, "no credit for frame 2");
-        tx.on_credit(1, 2, 4);
+        tx.on_credit(1, 2, 400);
         assert_eq!(tx.stats(1).unwrap().unacked_frames, 0);
         assert!(
             matches!(tx.poll_transmit(Nanos::ZERO, 0), Some(Frame::Data { seq: 2, ref payload, .. }) if payload.len() == 50)

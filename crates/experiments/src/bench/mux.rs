@@ -50,7 +50,7 @@ pub struct Setup {
     pub seconds: f64,
     /// Rounds of every case in turn.
     pub rounds: usize,
-    /// Frames of credit for the whole session, shared among channels by weight.
+    /// Bytes of credit for the whole session, shared among channels by weight.
     pub window: u64,
     /// TCP_NOTSENT_LOWAT of each connection, in bytes.
     pub lowat: u32,
@@ -450,7 +450,7 @@ impl Report {
             .param("ratio", s.ratio, "ratio r between consecutive channels' weights")
             .param("seconds", s.seconds, "seconds each case is measured in all, split over the rounds")
             .param("rounds", rounds, "rounds of every case in turn")
-            .param("window", s.window, "frames of credit for the whole session")
+            .param("window", s.window, "bytes of credit for the whole session")
             .param("lowat", s.lowat, "TCP_NOTSENT_LOWAT of each connection, bytes")
             .param(
                 "repin_every",

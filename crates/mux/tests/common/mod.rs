@@ -14,7 +14,7 @@ pub(crate) async fn shares(peer: Peer, config: MuxConfig, weights: &[f64]) -> Ve
     // which `switchyard bench mux` reports through each channel's blocked turns.
     let config = {
         let mut c = config;
-        c.recv.window = 16384;
+        c.recv.window = 16384 * (16 << 10);
         c.send.channel_buffer = 4 << 20;
         c
     };
