@@ -334,7 +334,10 @@ impl Sender {
                     again.push((*id, *seq));
                 }
             }
-            if ch.close_sent == Some(slot) && !ch.close_acked {
+            // Every close not yet acknowledged goes again, whichever connection carried it: the
+            // acknowledgement may have been on this one's way back, and a receiver that has
+            // forgotten the channel acknowledges it only when a copy of something comes.
+            if ch.close_sent.is_some() && !ch.close_acked {
                 ch.close_sent = None;
             }
         }
