@@ -38,8 +38,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The protocol's name and version: a peer that is not ours fails on the first bytes. Version
 /// 3 added the reset frame (a channel abandoned both ways, with its reason), which a version-2
-/// peer would take for a broken protocol.
-const MAGIC: [u8; 8] = *b"SYMUX\0\0\x03";
+/// peer would take for a broken protocol. Version 4 added open credit (the open-credit frame:
+/// a peer opens channels only with leave), which a version-3 peer neither sends nor waits
+/// for. The version is this one byte: [`VERSION`].
+const MAGIC: [u8; 8] = *b"SYMUX\0\0\x04";
+
+/// The mux protocol's version (the last byte of the hello's magic).
+pub const VERSION: u8 = MAGIC[7];
 
 /// A session's identity, chosen by the client.
 pub type SessionId = [u8; 16];
@@ -328,10 +333,10 @@ mod tests {
     async fn a_peer_of_another_version_is_told_which() {
         let (mut a, mut b) = tokio::io::duplex(1024);
         let (server, _) = tokio::join!(accept(&mut a, b"k"), async {
-            b.write_all(b"SYMUX\0\0\x02 and the rest of a version-2 hello").await.unwrap();
+            b.write_all(b"SYMUX\0\0\x03 and the rest of a version-3 hello").await.unwrap();
         });
         let e = server.unwrap_err();
-        assert!(matches!(e, HelloError::Version { theirs: 2, ours: 3 }), "{e:?}");
+        assert!(matches!(e, HelloError::Version { theirs: 3, ours: VERSION }), "{e:?}");
         assert!(e.to_string().contains("same release"), "{e}");
     }
 }
