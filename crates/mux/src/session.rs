@@ -253,8 +253,11 @@ pub struct SessionReport {
     pub retired: (u64, ChannelReport),
 }
 
+/// Where an open's channel (or why there is none) goes.
+pub(crate) type OpenReply = oneshot::Sender<Result<Channel, MuxError>>;
+
 pub(crate) enum Command {
-    Open { weight: f64, ordered: bool, reply: oneshot::Sender<Result<Channel, MuxError>> },
+    Open { weight: f64, ordered: bool, reply: OpenReply },
     Write { id: u32, data: Bytes, reply: oneshot::Sender<Result<(), MuxError>> },
     SetWeight { id: u32, weight: f64, reply: oneshot::Sender<Result<(), MuxError>> },
     Close { id: u32 },
@@ -830,7 +833,7 @@ struct Driver {
     /// The peer's channels opening here, and the leave it has to open more (the core's).
     open_window: OpenWindow,
     /// The application's opens waiting for the peer's leave, in the order asked.
-    waiting_opens: VecDeque<(f64, bool, oneshot::Sender<Result<Channel, MuxError>>)>,
+    waiting_opens: VecDeque<(f64, bool, OpenReply)>,
     /// [`Room::accepted`] as last counted into `open_window`.
     accepted_seen: u64,
     started: Instant,
