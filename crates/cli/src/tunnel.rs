@@ -129,8 +129,9 @@ struct ListenArgs {
     /// open, nothing is lost) until this end takes channels and gives leave for more, so a
     /// burst of clients is paced by this end instead of queued here without bound. Each
     /// channel opening may bring its first window of data before it is taken, so this also
-    /// bounds that memory here. At least 1.
-    #[arg(long, default_value_t = 1024, value_name = "CHANNELS", value_parser = clap::value_parser!(u64).range(1..))]
+    /// bounds that memory here. Smaller windows cost time in a burst (each round of leave waits
+    /// on both ends): on 2 cores 10,000 clients took 24 s at 1,024 and 11 s at 4,096. At least 1.
+    #[arg(long, default_value_t = 4096, value_name = "CHANNELS", value_parser = clap::value_parser!(u64).range(1..))]
     open_window: u64,
 
     /// Channels that may wait here to be taken before one more is refused: reset, with the

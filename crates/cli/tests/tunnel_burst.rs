@@ -13,7 +13,8 @@
 //! most descriptors is printed, in total and per channel above the idle process.
 //!
 //! In CI: 1,000 clients. A measurement of 10,000:
-//! `SWITCHYARD_BURST=10000 cargo test --release -p switchyard --test tunnel_burst -- --ignored --nocapture`.
+//! `SWITCHYARD_BURST=10000 cargo test --release -p switchyard --test tunnel_burst -- --ignored --nocapture`
+//! (`SWITCHYARD_LISTEN_ARGS="--open-window 1000000"` adds arguments to `tunnel listen`).
 
 // The same target the mux crate's burst tests use.
 #[path = "../../mux/tests/web/mod.rs"]
@@ -258,6 +259,11 @@ fn burst_through_two_tunnel_processes(clients: usize) {
     let (_web, web_addr, http) = web_server(&dir, clients);
     let mut listen = Command::new(bin);
     listen.args(["tunnel", "listen", "--bind", "127.0.0.1:0", "--key-file", key.to_str().unwrap(), "--every", "0"]);
+    // For measurements: more arguments for `tunnel listen` (`--open-window 1000000` shows the
+    // burst with no open credit to wait on).
+    if let Ok(more) = std::env::var("SWITCHYARD_LISTEN_ARGS") {
+        listen.args(more.split_whitespace());
+    }
     let (_listen, line) = started(listen, true, "listening on ");
     let far = line.split("listening on ").nth(1).unwrap().split(',').next().unwrap().to_string();
     let local = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();

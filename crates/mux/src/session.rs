@@ -91,9 +91,10 @@ pub struct MuxConfig {
     /// application instead of queued here without bound or refused. At least 1.
     ///
     /// Each channel opening may carry its first window of data before it is accepted, so this
-    /// also bounds that memory here. The default, 1,024, keeps a burst flowing (an application
-    /// that accepts at once gives the leave back within a round trip) well inside the accept
-    /// backlog.
+    /// also bounds that memory here. The default, 4,096, is the accept backlog's (so a peer
+    /// never reaches the backlog) and keeps a burst flowing: through a tunnel on 2 busy cores,
+    /// 10,000 clients at once took 11 s with it, as long as with no window, and 24 s with a
+    /// window of 1,024, where each round of leave waited on both drivers' turns.
     pub open_window: u64,
     /// Channels the peer opened that may wait for the application to accept them. One more
     /// is refused: reset, with a reason its opener's application sees, and counted in
@@ -128,7 +129,7 @@ impl Default for MuxConfig {
             idle_timeout: Duration::from_secs(60),
             linger: Duration::from_secs(60),
             dead_after: Duration::from_secs(15),
-            open_window: 1024,
+            open_window: 4096,
             accept_backlog: 4096,
             tls: None,
         }
