@@ -31,6 +31,9 @@ pub(crate) struct Room {
     /// Wakes the driver: a channel called, or the application took a channel the peer opened
     /// (the queue of those has room).
     pub(crate) bell: Notify,
+    /// Channels the peer opened that the application has accepted, in all: the driver gives
+    /// the peer leave to open as many more (open credit).
+    pub(crate) accepted: std::sync::atomic::AtomicU64,
     calls: Mutex<Calls>,
 }
 

@@ -40,10 +40,14 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// 3 added the reset frame (a channel abandoned both ways, with its reason), which a version-2
 /// peer would take for a broken protocol. Version 4 counts credit in payload bytes rather than
 /// frames (`Frame::Credit`'s limit; see `switchyard_core::carry::recv`), which a version-3 peer
-/// would read as a limit thousands of times too large or too small: it is refused by
-/// [`HelloError::Version`], which names both versions. This constant is the one place the
-/// version is set.
+/// would read as a limit thousands of times too large or too small, and adds open credit (the
+/// open-credit frame: a peer opens channels only with leave), which a version-3 peer neither
+/// sends nor waits for. A version-3 peer is refused by [`HelloError::Version`], which names
+/// both versions. The version is this one byte: [`VERSION`].
 const MAGIC: [u8; 8] = *b"SYMUX\0\0\x04";
+
+/// The mux protocol's version (the last byte of the hello's magic).
+pub const VERSION: u8 = MAGIC[7];
 
 /// A session's identity, chosen by the client.
 pub type SessionId = [u8; 16];
@@ -335,8 +339,8 @@ mod tests {
             b.write_all(b"SYMUX\0\0\x03 and the rest of a version-3 hello").await.unwrap();
         });
         let e = server.unwrap_err();
-        // Version 3 counted credit in frames: its limits mean something else to version 4.
-        assert!(matches!(e, HelloError::Version { theirs: 3, ours: 4 }), "{e:?}");
+        // Version 3 counted credit in frames and opened without leave.
+        assert!(matches!(e, HelloError::Version { theirs: 3, ours: VERSION }), "{e:?}");
         assert!(e.to_string().contains("same release"), "{e}");
     }
 }

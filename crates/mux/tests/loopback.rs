@@ -682,9 +682,7 @@ async fn tls_frames_that_arrive_with_the_hello_are_not_left_behind() {
     let Tls::Server(server_config) = server_tls else { unreachable!() };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let data = pattern(2, 3000);
     let server = {
-        let data = data.clone();
         tokio::spawn(async move {
             let (tcp, _) = listener.accept().await.unwrap();
             let tls = tokio_rustls::TlsAcceptor::from(server_config).accept(tcp).await.unwrap();
@@ -693,16 +691,11 @@ async fn tls_frames_that_arrive_with_the_hello_are_not_left_behind() {
             switchyard_mux::hello::answer(&mut held, b"test key", &claim, switchyard_mux::hello::Answer::Joined)
                 .await
                 .unwrap();
-            // The server opens channel 2 and sends it one frame and its end, right behind its
-            // proof: the client's TLS reads them together with the proof.
+            // The server gives the client leave to open a channel (open credit), right behind its
+            // proof: the client's TLS reads it together with the proof. (The server may not
+            // open channels of its own before the client's leave has come.)
             let mut frames = bytes::BytesMut::new();
-            for f in [
-                Frame::Open { channel: 2, weight: 1.0, ordered: true },
-                Frame::Data { channel: 2, seq: 0, payload: Bytes::from(data) },
-                Frame::Close { channel: 2, frames: 1 },
-            ] {
-                f.encode(&mut frames);
-            }
+            Frame::OpenCredit { limit: 1 }.encode(&mut frames);
             let tls = held.release(&frames).await;
             // Nothing more is sent; the connection stays open.
             tokio::time::sleep(Duration::from_secs(30)).await;
@@ -711,15 +704,11 @@ async fn tls_frames_that_arrive_with_the_hello_are_not_left_behind() {
     };
     let session =
         Session::connect(addr, with_tls(Scheme::Stripe(ConnChoice::LeastQueued), 1, client_tls)).await.unwrap();
-    let got = tokio::time::timeout(Duration::from_secs(5), async {
-        let mut ch = session.accept().await.expect("the server's channel");
-        let mut all = Vec::new();
-        ch.read_to_end(&mut all).await.unwrap();
-        all
-    })
-    .await
-    .expect("the frames that came with the hello are read");
-    assert!(got == data);
+    // The leave that came with the hello lets a channel open; left behind, the open would wait.
+    tokio::time::timeout(Duration::from_secs(5), session.open(1.0, true))
+        .await
+        .expect("the frame that came with the hello is read")
+        .expect("leave to open");
     server.abort();
 }
 

@@ -94,6 +94,8 @@ fn run(plan: &Plan) -> Outcome {
         scheme: plan.scheme,
         pin_by_service: true,
     });
+    // Leave to open every channel (open credit is tested on its own).
+    tx.on_open_credit(u64::MAX);
     let mut rx = Receiver::new(RecvConfig { window, min_window: window });
     let mut wires: Vec<Wire> = (0..plan.conns).map(|_| Wire { up: true, ..Wire::default() }).collect();
     for c in 0..plan.conns {
@@ -296,6 +298,8 @@ fn a_close_on_a_connection_that_dies_after_the_sender_stopped_was_not_idle() {
     // The sequence behind the striped echo's loss, reduced: the close is on its way when the
     // sender's driver would stop. Sent is not delivered; only the receiver's acknowledgement is.
     let mut tx = Sender::new(SendConfig { initial_credit: 4, ..SendConfig::default() });
+    // Leave to open every channel (open credit is tested on its own).
+    tx.on_open_credit(u64::MAX);
     let mut rx = Receiver::new(RecvConfig { window: 4, min_window: 4 });
     tx.connection_up(0);
     tx.open(1, 1.0, true).unwrap();

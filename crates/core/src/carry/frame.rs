@@ -13,7 +13,7 @@
 //!
 //! All integers big-endian. The sequence number is 64 bits, so it does not wrap (a 32-bit count
 //! of 1 kB frames wraps in about an hour at 10 Gb/s). Channel 0 is the session's own: only
-//! [`Frame::Ping`] uses it, and no other frame may.
+//! [`Frame::Ping`] and [`Frame::OpenCredit`] use it, and no other frame may.
 //!
 //! | type | frame | `flags` | sequence field | payload |
 //! |---|---|---|---|---|
@@ -24,6 +24,7 @@
 //! | 4 | [`Frame::Credit`] | 0 | cumulative acknowledgement: every data frame below it has arrived; one more than a closed channel's frame count acknowledges its `Close` as well | the limit, a `u64`: the sender may send the channel's payload bytes below this offset (counted over its first sends; protocol version 4, frame numbers before) |
 //! | 5 | [`Frame::Ping`] | bit 0: this is the reply | a nonce the reply echoes | none |
 //! | 6 | [`Frame::Reset`] | 0 | 0 | why, in UTF-8 (at most [`MAX_REASON`] bytes) |
+//! | 7 | [`Frame::OpenCredit`] | 0 | the limit: the receiver may open channels while it has opened fewer than this in all | none |
 //!
 //! The decoder is strict: an unknown type or flag, a length that does not fit the type, a weight
 //! that is not a positive finite number or a payload longer than the receiver's limit is a
@@ -47,6 +48,7 @@ const CLOSE: u8 = 3;
 const CREDIT: u8 = 4;
 const PING: u8 = 5;
 const RESET: u8 = 6;
+const OPEN_CREDIT: u8 = 7;
 
 /// The longest reason a [`Frame::Reset`] carries, in bytes.
 pub const MAX_REASON: u32 = 1024;
@@ -112,6 +114,14 @@ pub enum Frame {
         /// Why, for the people at the other end (`target not allowed: HOST:PORT`).
         reason: String,
     },
+    /// The sender's leave to open channels (on channel 0): the receiver may open channels
+    /// while it has opened fewer than `limit` in the session in all. Cumulative, so a copy or a
+    /// late one changes nothing (the largest holds); the sender raises it as its application
+    /// accepts the channels opened so far (see [`OpenWindow`](super::OpenWindow)).
+    OpenCredit {
+        /// Channels the receiver may have opened, in all.
+        limit: u64,
+    },
     /// A round-trip probe on one connection, or its reply.
     Ping {
         /// Echoed by the reply (the sender's clock, typically).
@@ -125,7 +135,9 @@ pub enum Frame {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum FrameError {
     /// The type byte names no frame.
-    #[error("unknown frame type {0} (known: 0 data, 1 open, 2 set-weight, 3 close, 4 credit, 5 ping, 6 reset)")]
+    #[error(
+        "unknown frame type {0} (known: 0 data, 1 open, 2 set-weight, 3 close, 4 credit, 5 ping, 6 reset, 7 open-credit)"
+    )]
     UnknownType(u8),
     /// A flag bit the frame type does not define is set.
     #[error("{kind} frame with undefined flags {flags:#04x}")]
@@ -177,7 +189,9 @@ pub enum FrameError {
         value: u64,
     },
     /// A session frame on a channel, or a channel frame on the session's channel 0.
-    #[error("{kind} frame on channel {channel}: ping uses channel 0 and every other frame a channel above 0")]
+    #[error(
+        "{kind} frame on channel {channel}: ping and open-credit use channel 0 and every other frame a channel above 0"
+    )]
     Channel {
         /// The frame type.
         kind: &'static str,
@@ -195,6 +209,7 @@ fn kind_name(kind: u8) -> &'static str {
         CREDIT => "credit",
         PING => "ping",
         RESET => "reset",
+        OPEN_CREDIT => "open-credit",
         _ => "unknown",
     }
 }
@@ -209,7 +224,7 @@ impl Frame {
             | Self::Close { channel, .. }
             | Self::Credit { channel, .. }
             | Self::Reset { channel, .. } => channel,
-            Self::Ping { .. } => SESSION_CHANNEL,
+            Self::Ping { .. } | Self::OpenCredit { .. } => SESSION_CHANNEL,
         }
     }
 
@@ -220,7 +235,7 @@ impl Frame {
                 Self::Data { payload, .. } => payload.len(),
                 Self::Reset { reason, .. } => cut_reason(reason).len(),
                 Self::Open { .. } | Self::SetWeight { .. } | Self::Credit { .. } => 8,
-                Self::Close { .. } | Self::Ping { .. } => 0,
+                Self::Close { .. } | Self::Ping { .. } | Self::OpenCredit { .. } => 0,
             }
     }
 
@@ -261,6 +276,7 @@ impl Frame {
             Self::Credit { ack, .. } => (CREDIT, 0, *ack, 8),
             Self::Reset { reason, .. } => (RESET, 0, 0, cut_reason(reason).len() as u32),
             Self::Ping { nonce, pong } => (PING, if *pong { PONG } else { 0 }, *nonce, 0),
+            Self::OpenCredit { limit } => (OPEN_CREDIT, 0, *limit, 0),
         };
         dst.reserve(HEADER_LEN + 8);
         dst.put_u8(kind);
@@ -273,7 +289,7 @@ impl Frame {
             Self::Open { weight, .. } | Self::SetWeight { weight, .. } => dst.put_f64(*weight),
             Self::Credit { limit, .. } => dst.put_u64(*limit),
             Self::Reset { reason, .. } => dst.put_slice(cut_reason(reason).as_bytes()),
-            Self::Close { .. } | Self::Ping { .. } => {}
+            Self::Close { .. } | Self::Ping { .. } | Self::OpenCredit { .. } => {}
         }
         None
     }
@@ -318,6 +334,7 @@ impl Frame {
             CLOSE => Self::Close { channel, frames: seq },
             CREDIT => Self::Credit { channel, ack: seq, limit: payload.get_u64() },
             PING => Self::Ping { nonce: seq, pong: flags & PONG != 0 },
+            OPEN_CREDIT => Self::OpenCredit { limit: seq },
             RESET => Self::Reset { channel, reason: String::from_utf8_lossy(&payload).into_owned() },
             _ => unreachable!("check_header refused it"),
         };
@@ -333,7 +350,7 @@ fn check_header(kind: u8, flags: u8, channel: u32, seq: u64, len: u32, max_paylo
         DATA => (0, "1 or more bytes"),
         OPEN => (UNORDERED, "8 bytes"),
         SET_WEIGHT | CREDIT => (0, "8 bytes"),
-        CLOSE => (0, "none"),
+        CLOSE | OPEN_CREDIT => (0, "none"),
         PING => (PONG, "none"),
         RESET => (0, "at most 1024 bytes"),
         _ => return Err(FrameError::UnknownType(kind)),
@@ -341,7 +358,7 @@ fn check_header(kind: u8, flags: u8, channel: u32, seq: u64, len: u32, max_paylo
     if flags & !allowed_flags != 0 {
         return Err(FrameError::UnknownFlags { kind: name, flags });
     }
-    if (kind == PING) != (channel == SESSION_CHANNEL) {
+    if matches!(kind, PING | OPEN_CREDIT) != (channel == SESSION_CHANNEL) {
         return Err(FrameError::Channel { kind: name, channel });
     }
     let fits = match kind {
@@ -400,6 +417,7 @@ mod tests {
             }),
             (any::<u64>(), any::<bool>()).prop_map(|(nonce, pong)| Frame::Ping { nonce, pong }),
             (1u32.., "[a-zé :0-9.]{0,200}").prop_map(|(channel, reason)| Frame::Reset { channel, reason }),
+            any::<u64>().prop_map(|limit| Frame::OpenCredit { limit }),
         ]
     }
 
@@ -469,6 +487,9 @@ mod tests {
                 FrameError::Length { kind: "reset", len: 2000, expected: "at most 1024 bytes" },
             ),
             (header(RESET, 0, 0, 0, 0), FrameError::Channel { kind: "reset", channel: 0 }),
+            (header(OPEN_CREDIT, 0, 2, 9, 0), FrameError::Channel { kind: "open-credit", channel: 2 }),
+            (header(OPEN_CREDIT, 0, 0, 9, 8), FrameError::Length { kind: "open-credit", len: 8, expected: "none" }),
+            (header(OPEN_CREDIT, 1, 0, 9, 0), FrameError::UnknownFlags { kind: "open-credit", flags: 1 }),
         ];
         for (mut bytes, want) in cases {
             let before = bytes.len();
@@ -500,6 +521,10 @@ mod tests {
         Frame::Open { channel: 3, weight: 0.5, ordered: false }.encode(&mut b);
         assert_eq!(&b[..2], &[OPEN, UNORDERED]);
         assert_eq!(&b[HEADER_LEN..], &0.5f64.to_be_bytes());
+        let mut b = BytesMut::new();
+        Frame::OpenCredit { limit: 0x0102 }.encode(&mut b);
+        let want: [u8; 18] = [7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0];
+        assert_eq!(&b[..], &want[..]);
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! - [`pin`]: which connection each channel is pinned to (Iwashima §6.4), kept up to date.
 //! - [`choose`]: which connection a striped frame goes on.
 //! - [`ReorderBuffer`]: units finish in any order and leave in sequence order.
+//! - [`OpenWindow`]: how many channels the peer may have opening at once, and the leave to open
+//!   more as the application accepts them (open credit).
 //!
 //! - [`Sender`] and [`Receiver`]: a session's two halves as state machines: channels framed
 //!   under credit, frames kept until acknowledged and sent again when a connection dies; frames
@@ -17,6 +19,7 @@ pub mod choose;
 mod end_tests;
 mod exact_sum;
 pub mod frame;
+mod open;
 pub mod pin;
 mod recv;
 mod reorder;
@@ -26,6 +29,7 @@ mod session_tests;
 mod wfq;
 
 pub use frame::{Frame, FrameError};
+pub use open::{OpenError, OpenWindow};
 pub use recv::{ChannelEnd, Cut, Receiver, RecvConfig, RecvError, RecvStats};
 pub use reorder::ReorderBuffer;
 pub use send::{ChannelStats, Scheme, SendConfig, SendError, Sender};

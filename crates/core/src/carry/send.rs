@@ -24,6 +24,10 @@
 //!   [`ConnChoice`]), pinning (a [`Wfq`] per connection over the channels [`Pinning`] put there),
 //!   and the per-channel baseline (channel k on connection k mod m). The single-connection baseline
 //!   is striping over a session of one connection.
+//! - **Opening under credit.** A channel opens only with the peer's leave ([`Frame::OpenCredit`],
+//!   [`Sender::on_open_credit`]): the peer bounds how many of this end's channels may be
+//!   opening there at once ([`OpenWindow`](super::OpenWindow)), and [`Sender::open`] refuses
+//!   past it ([`SendError::NoOpenCredit`]), so that the driver makes the opener wait.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -247,6 +251,17 @@ pub enum SendError {
     /// The channel was closed.
     #[error("channel {0} is closed for sending")]
     Closed(u32),
+    /// The peer has not given leave to open another channel: it has `limit` of this end's
+    /// channels opening or accepted, and will give more as its application accepts them.
+    #[error(
+        "no leave to open a channel: {opened} opened, and the peer allows {limit} until its application accepts more"
+    )]
+    NoOpenCredit {
+        /// Channels this end has opened, in all.
+        opened: u64,
+        /// The peer's limit.
+        limit: u64,
+    },
 }
 
 /// The sending half of a session.
@@ -274,6 +289,10 @@ pub struct Sender {
     closes: BTreeSet<u32>,
     /// Channels with something the peer has not acknowledged.
     busy: usize,
+    /// Channels this end has opened, in all, and the most the peer allows
+    /// ([`Frame::OpenCredit`]; none until it says).
+    opened: u64,
+    open_limit: u64,
     /// The idle and blocked turns of each channel, counted as the scan over every channel on
     /// every frame counted them: the oracle for the lazy counts.
     #[cfg(test)]
@@ -300,6 +319,8 @@ impl Sender {
             rescuable: BTreeMap::new(),
             closes: BTreeSet::new(),
             busy: 0,
+            opened: 0,
+            open_limit: 0,
             #[cfg(test)]
             scanned_turns: BTreeMap::new(),
         }
@@ -332,7 +353,10 @@ impl Sender {
                     again.push((*id, *seq));
                 }
             }
-            if ch.close_sent == Some(slot) && !ch.close_acked {
+            // Every close not yet acknowledged goes again, whichever connection carried it: the
+            // acknowledgement may have been on this one's way back, and a receiver that has
+            // forgotten the channel acknowledges it only when a copy of something comes.
+            if ch.close_sent.is_some() && !ch.close_acked {
                 ch.close_sent = None;
             }
         }
@@ -375,9 +399,31 @@ impl Sender {
         }
     }
 
-    /// Opens a channel with `weight`; the receiver learns of it from the first frame.
+    /// Opens a channel with `weight`; the receiver learns of it from the first frame. Refused
+    /// ([`SendError::NoOpenCredit`]) while the peer's leave is used up ([`Sender::may_open`]).
     pub fn open(&mut self, channel: u32, weight: f64, ordered: bool) -> Result<(), SendError> {
-        self.insert(channel, weight, ordered, true)
+        if !self.may_open() {
+            return Err(SendError::NoOpenCredit { opened: self.opened, limit: self.open_limit });
+        }
+        self.insert(channel, weight, ordered, true)?;
+        self.opened += 1;
+        Ok(())
+    }
+
+    /// Whether the peer's leave allows another channel to open now.
+    pub fn may_open(&self) -> bool {
+        self.opened < self.open_limit
+    }
+
+    /// The peer's leave to open channels: `limit` in all ([`Frame::OpenCredit`]). The largest
+    /// told holds, so a copy or a late frame changes nothing.
+    pub fn on_open_credit(&mut self, limit: u64) {
+        self.open_limit = self.open_limit.max(limit);
+    }
+
+    /// Channels this end has opened, in all, and the peer's limit.
+    pub fn opens(&self) -> (u64, u64) {
+        (self.opened, self.open_limit)
     }
 
     /// Opens a channel, announcing it if this end `opened_here`.
@@ -1062,6 +1108,8 @@ mod tests {
             scheme,
             pin_by_service: true,
         });
+        // Leave to open every channel (open credit is tested on its own).
+        tx.on_open_credit(u64::MAX);
         for c in 0..conns {
             tx.connection_up(c);
         }
@@ -1077,6 +1125,8 @@ mod tests {
     fn a_reset_drops_what_was_not_delivered_and_is_sent_again_until_acknowledged() {
         use super::super::{Receiver, RecvConfig};
         let mut tx = Sender::new(SendConfig { max_frame: 4, ..SendConfig::default() });
+        // Leave to open every channel (open credit is tested on its own).
+        tx.on_open_credit(u64::MAX);
         tx.connection_up(0);
         tx.connection_up(1);
         tx.open(1, 1.0, true).unwrap();
@@ -1284,7 +1334,15 @@ mod tests {
             ..SendConfig::default()
         });
         tx.connection_up(0);
+        // No channel opens before the peer gives leave, and the leave bounds how many.
+        assert_eq!(tx.open(1, 1.0, true), Err(SendError::NoOpenCredit { opened: 0, limit: 0 }));
+        tx.on_open_credit(1);
         tx.open(1, 1.0, true).unwrap();
+        assert!(!tx.may_open());
+        assert_eq!(tx.open(3, 1.0, true), Err(SendError::NoOpenCredit { opened: 1, limit: 1 }));
+        tx.on_open_credit(0);
+        assert_eq!(tx.opens(), (1, 1), "a smaller limit (a late copy) changes nothing");
+        tx.on_open_credit(u64::MAX);
         assert_eq!(tx.write(1, Bytes::from(vec![1u8; 1000])).unwrap(), 250);
         assert_eq!(tx.write(1, Bytes::from_static(b"x")).unwrap(), 0);
         assert!(matches!(tx.poll_transmit(Nanos::ZERO, 0), Some(Frame::Open { .. })));

@@ -70,6 +70,8 @@ fn run(plan: &Plan) -> Vec<Vec<u8>> {
         pin_by_service: true,
     };
     let mut tx = Sender::new(send_config);
+    // Leave to open every channel (open credit is tested on its own).
+    tx.on_open_credit(u64::MAX);
     let mut rx = Receiver::new(RecvConfig { window, min_window: window });
     // In flight on each connection: encoded bytes, FIFO (TCP), and whether it is up.
     let mut wires: Vec<VecDeque<Bytes>> = vec![VecDeque::new(); plan.conns];
@@ -268,6 +270,8 @@ fn churn(scheme: Scheme, conns: usize, moves: &[u16]) {
         scheme,
         pin_by_service: true,
     });
+    // Leave to open every channel (open credit is tested on its own).
+    tx.on_open_credit(u64::MAX);
     let mut rx = Receiver::new(RecvConfig { window: 40 * 500, min_window: window });
     let mut wires: Vec<VecDeque<Bytes>> = vec![VecDeque::new(); conns];
     let mut partial = vec![BytesMut::new(); conns];
@@ -426,6 +430,8 @@ fn credit_in_bytes_keeps_shares_by_weight_with_frames_cut_to_the_credit() {
         pin_by_service: true,
     });
     let mut rx = Receiver::new(RecvConfig { window: 3 * 1500, min_window: 1500 });
+    // Leave to open every channel (open credit is tested on its own).
+    tx.on_open_credit(u64::MAX);
     tx.connection_up(0);
     let weights = [1.0, 2.0, 4.0];
     for (i, w) in weights.iter().enumerate() {
@@ -473,5 +479,211 @@ fn credit_in_bytes_keeps_shares_by_weight_with_frames_cut_to_the_credit() {
             got[i] as f64 / total as f64,
             w / wsum
         );
+    }
+}
+
+/// Channels opened under open credit, between an opener and an accepting end whose application
+/// accepts when it gets round to it, over connections that die with frames in flight both ways
+/// (grants among them). Returns what each channel carried to the accepting application.
+fn opens(window: u64, sizes: &[usize], resets: &[bool], conns: usize, moves: &[u8], kills: &[u16]) -> Vec<Vec<u8>> {
+    use super::OpenWindow;
+    let mut tx = Sender::new(SendConfig {
+        max_frame: 300,
+        channel_buffer: 1000,
+        // Four frames' worth of bytes, as credit is counted in bytes.
+        initial_credit: 4 * 300,
+        scheme: Scheme::Stripe(ConnChoice::LeastQueued),
+        pin_by_service: true,
+    });
+    let mut rx = Receiver::new(RecvConfig { window: 4 * 300, min_window: 4 * 300 });
+    let mut win = OpenWindow::new(window);
+    // Both directions of each connection, whole frames in order, and whether it is up.
+    let mut ahead: Vec<VecDeque<Frame>> = vec![VecDeque::new(); conns];
+    let mut back: Vec<VecDeque<Frame>> = vec![VecDeque::new(); conns];
+    let mut up = vec![true; conns];
+    for c in 0..conns {
+        tx.connection_up(c);
+    }
+    let n = sizes.len();
+    let (mut opened, mut written) = (0usize, vec![0usize; n]);
+    // The accepting end: channels arrived and waiting for the application, accepted ones, and
+    // what each carried.
+    let (mut waiting, mut accepted) = (VecDeque::new(), BTreeSet::new());
+    let mut got: Vec<Vec<u8>> = vec![Vec::new(); n];
+    let mut reset_seen = BTreeSet::new();
+    let mut moves = moves.iter().copied().cycle();
+    let id = |k: usize| 2 * k as u32 + 1;
+    let index = |id: u32| (id as usize - 1) / 2;
+    for step in 0u64.. {
+        assert!(
+            step < 300_000,
+            "stalled: {opened} of {n} opened, {:?} (opened, limit), {} opening at the far end, {} waiting; \
+             idle {}, unfinished {:?}, accepted {accepted:?}",
+            tx.opens(),
+            win.opening(),
+            waiting.len(),
+            tx.is_idle(),
+            (0..n)
+                .filter(|k| !(rx.is_retired(id(*k)) || reset_seen.contains(&id(*k))))
+                .map(|k| (id(k), tx.stats(id(k)), rx.stats(id(k)), got[k].len(), sizes[k], resets[k]))
+                .collect::<Vec<_>>(),
+        );
+        if kills.iter().any(|k| u64::from(*k % 3000) + 1 == step) {
+            let victim = step as usize % conns;
+            if up[victim] && up.iter().filter(|u| **u).count() > 1 {
+                up[victim] = false;
+                ahead[victim].clear();
+                back[victim].clear();
+                tx.connection_lost(victim);
+                rx.connection_lost();
+                win.connection_lost();
+            }
+        }
+        if step % 2000 == 1999 {
+            for (c, u) in up.iter_mut().enumerate() {
+                if !*u {
+                    *u = true;
+                    tx.connection_up(c);
+                }
+            }
+        }
+        let m = moves.next().expect("cycled");
+        let c = (m as usize >> 3) % conns;
+        match m % 8 {
+            // The opener opens its next channel if it has leave, and is refused if not.
+            0 if opened < n => {
+                let may = tx.may_open();
+                match tx.open(id(opened), 1.0, true) {
+                    Ok(()) => {
+                        assert!(may);
+                        if sizes[opened] == 0 {
+                            tx.close(id(opened)).unwrap();
+                        }
+                        if resets[opened] {
+                            tx.reset(id(opened), "given up".into()).unwrap();
+                        }
+                        opened += 1;
+                    }
+                    Err(e) => assert!(!may && matches!(e, super::SendError::NoOpenCredit { .. }), "{e}"),
+                }
+            }
+            1 => {
+                // The first channel from the one the move names that has bytes left to write.
+                let left = |k: usize| k < opened && !resets[k] && written[k] < sizes[k];
+                if let Some(k) = (0..n).map(|i| (i + (m as usize >> 3)) % n).find(|k| left(*k)) {
+                    let chunk: Vec<u8> = (written[k]..sizes[k].min(written[k] + 700)).map(|i| byte(id(k), i)).collect();
+                    written[k] += tx.write(id(k), chunk.into()).unwrap();
+                    if written[k] == sizes[k] {
+                        tx.close(id(k)).unwrap();
+                    }
+                }
+            }
+            2 | 3 => {
+                if up[c]
+                    && ahead[c].len() < 4
+                    && let Some(f) = tx.poll_transmit(Nanos(step), c)
+                {
+                    ahead[c].push_back(f);
+                }
+            }
+            // The accepting end takes a frame: a channel it has not seen (nor forgotten) is one
+            // the peer opened, and must have had leave.
+            4 => {
+                if let Some(f) = ahead[c].pop_front() {
+                    let ch = f.channel();
+                    let new = !accepted.contains(&ch) && !waiting.contains(&ch) && !rx.is_retired(ch);
+                    let reset_first = matches!(f, Frame::Reset { .. });
+                    rx.on_frame(Nanos(step), f).expect("the opener keeps to its data credit");
+                    if new {
+                        win.on_open().expect("the opener keeps to its open credit");
+                        if reset_first {
+                            // Abandoned before anything else of it came: settled at once.
+                            win.settle(1);
+                        } else {
+                            waiting.push_back(ch);
+                        }
+                    }
+                    while let Some((ch, _)) = rx.poll_reset() {
+                        reset_seen.insert(ch);
+                    }
+                }
+            }
+            // The accepting application accepts, now and then, and reads what it accepted.
+            5 => {
+                if m & 0x20 == 0
+                    && let Some(ch) = waiting.pop_front()
+                {
+                    accepted.insert(ch);
+                    win.settle(1);
+                }
+                for &ch in &accepted {
+                    while let Some(b) = rx.read(ch) {
+                        got[index(ch)].extend_from_slice(&b);
+                    }
+                }
+                let done: Vec<u32> = accepted.iter().copied().filter(|ch| rx.is_finished(*ch)).collect();
+                for ch in done {
+                    assert!(rx.retire(ch));
+                    accepted.remove(&ch);
+                }
+                rx.flush_acks();
+            }
+            // Credit and leave back, on a connection that is up.
+            6 => {
+                if up[c] {
+                    back[c].extend(std::iter::from_fn(|| rx.poll_credit()));
+                    back[c].extend(win.poll_grant());
+                }
+            }
+            _ => {
+                if let Some(f) = back[c].pop_front() {
+                    match f {
+                        Frame::Credit { channel, ack, limit } => tx.on_credit(channel, ack, limit),
+                        Frame::OpenCredit { limit } => tx.on_open_credit(limit),
+                        other => panic!("{other:?} on the way back"),
+                    }
+                }
+            }
+        }
+        // Leave is never more than the window beyond what the accepting application settled.
+        assert!(win.opening() <= win.window());
+        assert!(tx.opens().0 <= tx.opens().1);
+        assert!(tx.opens().1 <= win.limit(), "the opener's limit {:?} beyond the far end's", tx.opens());
+        for k in 0..opened {
+            if tx.is_delivered(id(k)) && (accepted.contains(&id(k)) || rx.is_retired(id(k))) {
+                tx.forget(id(k));
+            }
+        }
+        let finished = (0..n).all(|k| rx.is_retired(id(k)) || reset_seen.contains(&id(k)));
+        if opened == n && finished && waiting.is_empty() && tx.is_idle() {
+            break;
+        }
+    }
+    assert_eq!(win.limit(), n as u64 + win.window(), "every channel's credit came back");
+    got
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    /// The opener never has more channels opening than the accepting end's window, credit comes
+    /// back as the application accepts (or the channel is abandoned), and nothing is lost when
+    /// connections die with data, leave or credit in flight.
+    #[test]
+    fn channels_open_within_the_window_and_every_one_carries_its_bytes(
+        window in 1u64..6,
+        channels in proptest::collection::vec((0usize..1500, proptest::bool::weighted(0.15)), 1..30),
+        conns in 1usize..4,
+        moves in proptest::collection::vec(any::<u8>(), 500..2000),
+        kills in proptest::collection::vec(any::<u16>(), 0..4),
+    ) {
+        let (sizes, resets): (Vec<usize>, Vec<bool>) = channels.into_iter().unzip();
+        let got = opens(window, &sizes, &resets, conns, &moves, &kills);
+        for k in 0..sizes.len() {
+            if resets[k] {
+                continue;
+            }
+            let want: Vec<u8> = (0..sizes[k]).map(|i| byte(2 * k as u32 + 1, i)).collect();
+            prop_assert!(got[k] == want, "channel {}: {} bytes of {}", 2 * k + 1, got[k].len(), sizes[k]);
+        }
     }
 }
