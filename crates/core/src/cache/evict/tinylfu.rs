@@ -18,10 +18,11 @@ const PROTECTED: u8 = 2;
 /// The window lets bursts of new keys earn their frequency; the admission keeps one-hit
 /// wonders from pushing out what is popular, and the halving reset lets popularity shift.
 ///
-/// As in Caffeine with weights: the entries leaving the window are candidates; while the
-/// cache is over its capacity, the oldest candidate duels main's victim (probation's least
-/// recently used, else protected's), and the one with the lower estimate (the candidate on a
-/// tie) is evicted; a candidate that wins stays in probation. A hit in probation moves the
+/// With weights, as moka does: the entries leaving the window are candidates; while the cache
+/// is over its capacity, the oldest candidate is weighed against the victims main would evict
+/// to make its room (probation's least recently used, then protected's): it is admitted, and
+/// they evicted, only if its estimate beats theirs summed; else it is evicted. A candidate that
+/// wins stays in probation. A hit in probation moves the
 /// entry to protected, whose overflow goes back to probation.
 ///
 /// Left out of Caffeine: the window's size is fixed (Caffeine adapts it by hill climbing), and
@@ -137,35 +138,58 @@ impl<K: Hash + Eq + Clone> TinyLfu<K> {
         self.sketch.estimate(self.slots.hash(self.slots.node(i).key.as_ref().expect("in use")))
     }
 
+    /// Main's victims for a candidate that needs `need` bytes: probation's least recently used
+    /// first (up to the candidates at its back, from `stop` on), then protected's; with their
+    /// summed estimates. `None` if all of them together do not free `need`.
+    fn victims(&self, stop: Option<u32>, need: u64) -> Option<(Vec<u32>, u32)> {
+        let (mut out, mut freed, mut freq) = (Vec::new(), 0u64, 0u32);
+        let mut at = self.probation.front().filter(|&v| Some(v) != stop);
+        let mut in_protected = false;
+        while freed < need {
+            let v = match at {
+                Some(v) => v,
+                None if !in_protected => {
+                    in_protected = true;
+                    at = self.protected.front();
+                    continue;
+                }
+                None => return None,
+            };
+            out.push(v);
+            freed += self.slots.node(v).weight;
+            freq += u32::from(self.estimate_of(v));
+            at = self.slots.next(v).filter(|&n| in_protected || Some(n) != stop);
+        }
+        Some((out, freq))
+    }
+
     /// Evicts until the weights fit; `candidates` (oldest first) are the entries that just
     /// left the window for probation, each to be admitted over main's victims or evicted.
+    ///
+    /// With weights, a candidate may need several victims' room: as moka does, it is admitted
+    /// only if its estimate beats the victims' estimates summed (so a large newcomer must be
+    /// asked for more than all it would push out together).
     fn fit(&mut self, candidates: &[u32], evicted: &mut Vec<(K, u64)>) {
         let mut next = 0;
         while self.weight() > self.capacity {
-            let candidate = candidates[next..].first().copied();
-            // Main's victim: probation's least recently used that is not a candidate (the
-            // candidates are at probation's back), else protected's, else the window's.
-            let victim = match self.probation.front() {
-                Some(v) if Some(v) != candidate => Some(v),
-                _ => self.protected.front().or(self.window.front()),
+            let need = self.weight() - self.capacity;
+            let Some(&c) = candidates.get(next) else {
+                // No candidate: main's victim goes, else the window's oldest.
+                let v = self.probation.front().or(self.protected.front()).or(self.window.front());
+                evicted.push(self.drop_slot(v.expect("over the capacity, so something is held")));
+                continue;
             };
-            let evict = match (candidate, victim) {
-                (Some(c), Some(v)) => {
-                    if self.estimate_of(c) > self.estimate_of(v) {
-                        v
-                    } else {
-                        next += 1;
-                        c
+            match self.victims(Some(c), need) {
+                Some((victims, freq)) if u32::from(self.estimate_of(c)) > freq => {
+                    for v in victims {
+                        evicted.push(self.drop_slot(v));
                     }
                 }
-                (Some(c), None) => {
+                _ => {
                     next += 1;
-                    c
+                    evicted.push(self.drop_slot(c));
                 }
-                (None, Some(v)) => v,
-                (None, None) => unreachable!("over the capacity, so something is held"),
-            };
-            evicted.push(self.drop_slot(evict));
+            }
         }
     }
 
