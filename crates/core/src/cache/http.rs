@@ -207,8 +207,8 @@ impl AgeReading {
     /// Its name on the command line.
     pub fn name(self) -> &'static str {
         match self {
-            AgeReading::Rfc => "rfc",
-            AgeReading::Suite045 => "suite-0.4.5",
+            Self::Rfc => "rfc",
+            Self::Suite045 => "suite-0.4.5",
         }
     }
 }
@@ -218,8 +218,8 @@ impl std::str::FromStr for AgeReading {
 
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "rfc" => Ok(AgeReading::Rfc),
-            "suite-0.4.5" => Ok(AgeReading::Suite045),
+            "rfc" => Ok(Self::Rfc),
+            "suite-0.4.5" => Ok(Self::Suite045),
             _ => Err(format!("unknown Age reading {s:?}: expected rfc or suite-0.4.5")),
         }
     }
