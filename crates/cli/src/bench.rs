@@ -23,6 +23,7 @@ enum BenchWhat {
     Figurehead(crate::bench_figurehead::FigureheadBench),
     Blocklog(crate::bench_blocklog::BlocklogBench),
     Shm(crate::bench_shm::ShmBench),
+    Eviction(crate::bench_eviction::EvictionBench),
     #[cfg(target_os = "linux")]
     Steer(crate::bench_steer::SteerBench),
 }
@@ -120,6 +121,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         BenchWhat::Figurehead(a) => crate::bench_figurehead::run_bench(a),
         BenchWhat::Blocklog(a) => crate::bench_blocklog::run(a),
         BenchWhat::Shm(a) => crate::bench_shm::run(a),
+        BenchWhat::Eviction(a) => crate::bench_eviction::run(a),
         #[cfg(target_os = "linux")]
         BenchWhat::Steer(a) => crate::bench_steer::run(a),
     }

@@ -8,6 +8,7 @@
 mod bench;
 mod bench_blocklog;
 mod bench_deliver;
+mod bench_eviction;
 mod bench_figurehead;
 mod bench_gateway;
 mod bench_jobs;

@@ -36,6 +36,7 @@ pub const BENCHMARKS: &[&ReportSpec] = &[
     &crate::bench::jobs::SPEC,
     &crate::bench::figurehead::SPEC,
     &crate::bench::blocklog::SPEC,
+    &crate::bench::eviction::SPEC,
 ];
 
 /// The spec of reproduction `name`, if there is one.

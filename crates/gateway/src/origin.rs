@@ -32,8 +32,8 @@ use axum::response::Response;
 use axum::routing::{any, get};
 use bytes::Bytes;
 use switchyard_core::Nanos;
-use switchyard_core::cache::http::{self as rfc, Fields, Heuristic, Policy, ResponseRules, Use};
-use switchyard_core::cache::{AgeFrom, Alone, Answer, Cache, Lookup, ReadId, Reading};
+use switchyard_core::cache::http::{self as rfc, AgeReading, Fields, Heuristic, Policy, ResponseRules, Use};
+use switchyard_core::cache::{AgeFrom, Alone, Answer, Cache, Eviction, Lookup, ReadId, Reading};
 use switchyard_core::place::sla::write::WriteRule;
 use switchyard_core::place::sla::{RouteKind, Sla};
 use tokio::sync::oneshot;
@@ -80,9 +80,15 @@ pub struct OriginConfig {
     /// them yet; a write that would pass it is refused with 503 before it is sent.
     pub write_memory: u64,
     /// The most bytes the stored responses may take, everything counted (bodies, fields, keys,
-    /// variants, an estimate of the index per URL: see [`crate::memory`]); past it the least
-    /// recently used are evicted (the core's `Cache::bounded`).
+    /// variants, an estimate of the index per URL: see [`crate::memory`]); past it entries are
+    /// evicted as `eviction` says (the core's `Cache::bounded_by`).
     pub max_memory: u64,
+    /// Which entries go past `max_memory` (`switchyard_core::cache::evict`); by default
+    /// [`Eviction::DEFAULT`], chosen from `switchyard bench eviction`.
+    pub eviction: Eviction,
+    /// How `Age` is read: RFC 9111 §5.1 (the default), or as the cache test suite's npm release
+    /// 0.4.5 requires (`rfc::age_field_suite`).
+    pub age_reading: AgeReading,
     /// The largest response stored (body and fields); a larger one is answered and not kept.
     /// `None`: [`memory::default_max_object_size`] of `max_memory`.
     pub max_object_size: Option<u64>,
@@ -120,6 +126,8 @@ impl OriginConfig {
             write_rule: WriteRule::All,
             write_memory: WRITE_MEMORY,
             max_memory: memory::default_max_memory(),
+            eviction: Eviction::DEFAULT,
+            age_reading: AgeReading::Rfc,
             max_object_size: None,
             targeted_field: rfc::OWN_TARGETED_FIELD.to_string(),
         }
@@ -333,8 +341,14 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
         .expect("a plain HTTP client");
     // Each response's own rules decide freshness (see `serve`); the core keeps them and
     // coalesces reads, its T only long enough never to decide.
-    // Bounded in bytes: the least recently used responses go first past --max-memory.
-    let cache = Cache::new(Lookup::Piggyback, Nanos(u64::MAX / 4), AgeFrom::Load, Alone).bounded(config.max_memory);
+    // Bounded in bytes: past --max-memory, responses go as --eviction says. The policy's hash
+    // is seeded at random: clients choose the URLs, and must not be able to make them collide.
+    let seed = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8);
+    let cache = Cache::new(Lookup::Piggyback, Nanos(u64::MAX / 4), AgeFrom::Load, Alone).bounded_by(
+        config.max_memory,
+        config.eviction,
+        seed,
+    );
     let mut metrics = Metrics::default();
     let counters = Counters {
         hits: metrics.count("gateway_hits", "Answered from a stored response without asking the origin."),
@@ -357,7 +371,7 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
             "Bytes the stored responses take: bodies, fields, keys, variants and the index, as counted against --max-memory.",
         ),
         stored_entries: metrics.level("gateway_stored_entries", "URLs with a stored response."),
-        evictions: metrics.count("gateway_evictions", "Stored URLs evicted (least recently used) to stay within --max-memory."),
+        evictions: metrics.count("gateway_evictions", "Stored URLs evicted (as --eviction says) to stay within --max-memory."),
         evicted_bytes: metrics.count("gateway_evicted_bytes", "Bytes of the stored URLs evicted to stay within --max-memory."),
     };
     metrics
@@ -370,6 +384,7 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
         surrogate: SURROGATE.to_string(),
         targets: rfc::target_list(&config.targeted_field),
         heuristic: config.heuristic,
+        age_reading: config.age_reading,
     };
     let origins = Origins::new(
         config.origins.clone(),

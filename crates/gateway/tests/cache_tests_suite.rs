@@ -2,12 +2,14 @@
 //! gateway's origin mode in process: its test origin (Node.js) behind the gateway, its client
 //! in front. `.ci/install-cache-tests` fetches it; without it (or without Node.js) the test
 //! says SKIPPED. `bench/cache-tests.sh` runs the same suite beside nginx and prints the lot.
+//! The suite is run twice, once per `Age` reading (`--age-reading`).
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use switchyard_core::cache::http::AgeReading;
 use switchyard_gateway::origin::{self, OriginConfig};
 
 /// Kills the suite's origin when the test ends, however it ends.
@@ -28,26 +30,17 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_public_cache_test_suite_passes_through_the_gateway() {
-    let suite = root().join("target/peers/cache-tests/node_modules/http-cache-tests");
-    let node = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !node || !suite.join("cli.mjs").exists() {
-        eprintln!(
-            "SKIPPED: the cache test suite is not installed (.ci/install-cache-tests fetches it; Node.js needed)"
-        );
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("switchyard-cache-tests-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// One run of the suite's client through a gateway reading `Age` as `reading` says: the
+/// summary's row for it (counts by kind, result by test id) and its text.
+async fn run_suite(suite: &Path, dir: &Path, reading: AgeReading) -> (serde_json::Value, String) {
     let port = free_port();
     let origin = Killed(
         Command::new("node")
             .arg("server/server.mjs")
-            .current_dir(&suite)
+            .current_dir(suite)
             .env("npm_config_protocol", "http")
             .env("npm_config_port", port.to_string())
-            .env("npm_config_pidfile", dir.join("origin.pid"))
+            .env("npm_config_pidfile", dir.join(format!("origin-{}.pid", reading.name())))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -60,11 +53,11 @@ async fn the_public_cache_test_suite_passes_through_the_gateway() {
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let gateway = listener.local_addr().unwrap();
-    let router = origin::router(OriginConfig::new(format!("http://127.0.0.1:{port}")));
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let config = OriginConfig { age_reading: reading, ..OriginConfig::new(format!("http://127.0.0.1:{port}")) };
+    let server = tokio::spawn(async move { axum::serve(listener, origin::router(config)).await.unwrap() });
 
-    let results = dir.join("switchyard.json");
-    let (suite2, results2) = (suite.clone(), results.clone());
+    let results = dir.join(format!("switchyard-{}.json", reading.name()));
+    let (suite2, results2) = (suite.to_path_buf(), results.clone());
     let client = tokio::task::spawn_blocking(move || {
         Command::new("node")
             .args(["--no-warnings", "cli.mjs"])
@@ -79,52 +72,85 @@ async fn the_public_cache_test_suite_passes_through_the_gateway() {
     .expect("running the suite's client");
     assert!(client.status.success(), "the suite's client failed: {}", String::from_utf8_lossy(&client.stderr));
     drop(origin);
+    server.abort();
 
     let summary = Command::new("node")
         .arg(root().join("bench/cache-tests/summarise.mjs"))
-        .arg(&suite)
+        .arg(suite)
         .arg(format!("switchyard={}", results.display()))
         .output()
         .expect("summarising");
-    let text = String::from_utf8_lossy(&summary.stdout);
+    let text = String::from_utf8_lossy(&summary.stdout).into_owned();
     let json = text.lines().find_map(|l| l.strip_prefix("json: ")).expect("the summary's json line");
     let rows: serde_json::Value = serde_json::from_str(json).unwrap();
-    let ours = &rows[0];
-    let count = |kind: &str| ours["counts"][kind].as_u64().unwrap();
-    let failing: Vec<&str> = ours["byId"]
+    (rows[0].clone(), text)
+}
+
+/// The ids of the required tests, setups or harness runs that failed.
+fn failing(ours: &serde_json::Value) -> Vec<&str> {
+    ours["byId"]
         .as_object()
         .unwrap()
         .iter()
         .filter(|(_, k)| matches!(k.as_str(), Some("fail" | "setup_fail" | "harness_fail")))
         .map(|(id, _)| id.as_str())
-        .collect();
-    eprintln!("{text}");
-    // The only required failures are `Age` tests where the npm release (0.4.5) asks the
-    // opposite of RFC 9111 §5.1, which the gateway follows (cache::http::age_field: the first
-    // member counts, a value that is not a non-negative integer is ignored): 0.4.5 wants
-    // `Age: abc`, `-7200`, `7200.0`, `0, 0`, `0` + `0`, `0` + `7200`, `3600, 3600` (under
-    // max-age=10000) and `7200;foo=…` all taken as stale. The suite's own later version
-    // reverses these (its age-parse tests expect the RFC's reading, or are checks), and
-    // `age-parse-prefix` (`Age: 0,7200`, fresh), the one 0.4.5 shares with the RFC, passes.
+        .collect()
+}
+
+/// The `Age` tests where the npm release 0.4.5 asks the opposite of RFC 9111 §5.1, which the
+/// gateway follows by default (cache::http::age_field: the first member counts, a value that
+/// is not a non-negative integer is ignored): 0.4.5 wants `Age: abc`, `-7200`, `7200.0`,
+/// `0, 0`, `0` + `0`, `0` + `7200`, `3600, 3600` (under max-age=10000) and `7200;foo=…` all
+/// taken as stale. The suite's own later version reverses these (its age-parse tests expect
+/// the RFC's reading, or are checks), and `age-parse-prefix` (`Age: 0,7200`, fresh), the one
+/// 0.4.5 shares with the RFC, passes either way.
+const AGAINST_THE_RFC: [&str; 9] = [
+    "age-parse-dup-0",
+    "age-parse-dup-0-twoline",
+    "age-parse-dup-old",
+    "age-parse-float",
+    "age-parse-negative",
+    "age-parse-nonnumeric",
+    "age-parse-numeric-parameter",
+    "age-parse-parameter",
+    "age-parse-prefix-twoline",
+];
+
+/// The suite through the gateway twice: reading `Age` as RFC 9111 says (the default), the only
+/// required failures are the nine where 0.4.5 contradicts the RFC; with `--age-reading
+/// suite-0.4.5` there are none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_public_cache_test_suite_passes_through_the_gateway() {
+    let suite = root().join("target/peers/cache-tests/node_modules/http-cache-tests");
+    let node = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !node || !suite.join("cli.mjs").exists() {
+        eprintln!(
+            "SKIPPED: the cache test suite is not installed (.ci/install-cache-tests fetches it; Node.js needed)"
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("switchyard-cache-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
     let release = std::fs::read_to_string(suite.join("package.json")).unwrap_or_default();
-    let against_the_rfc: &[&str] = if release.contains("\"version\": \"0.4.5\"") {
-        &[
-            "age-parse-dup-0",
-            "age-parse-dup-0-twoline",
-            "age-parse-dup-old",
-            "age-parse-float",
-            "age-parse-negative",
-            "age-parse-nonnumeric",
-            "age-parse-numeric-parameter",
-            "age-parse-parameter",
-            "age-parse-prefix-twoline",
-        ]
-    } else {
-        &[]
-    };
-    assert_eq!(failing, against_the_rfc, "required, setup or harness failures");
-    assert_eq!(ours["byId"]["age-parse-prefix"], "pass");
+    let is_0_4_5 = release.contains("\"version\": \"0.4.5\"");
+
+    let (rfc, text) = run_suite(&suite, &dir, AgeReading::Rfc).await;
+    eprintln!("--age-reading rfc\n{text}");
+    let want: &[&str] = if is_0_4_5 { &AGAINST_THE_RFC } else { &[] };
+    assert_eq!(failing(&rfc), want, "required, setup or harness failures reading Age as the RFC says");
+    assert_eq!(rfc["byId"]["age-parse-prefix"], "pass");
     // Ahead of every result the suite's release publishes (Apache httpd, 178 passes).
-    assert!(count("pass") > 178, "{} passes", count("pass"));
+    let passes = |row: &serde_json::Value| row["counts"]["pass"].as_u64().unwrap();
+    assert!(passes(&rfc) > 178, "{} passes", passes(&rfc));
+
+    if is_0_4_5 {
+        let (suite_reading, text) = run_suite(&suite, &dir, AgeReading::Suite045).await;
+        eprintln!("--age-reading suite-0.4.5\n{text}");
+        assert_eq!(failing(&suite_reading), Vec::<&str>::new(), "required failures reading Age as 0.4.5 asks");
+        for id in AGAINST_THE_RFC.iter().chain(&["age-parse-prefix"]) {
+            assert_eq!(suite_reading["byId"][id], "pass", "{id}");
+        }
+        assert_eq!(passes(&suite_reading), passes(&rfc) + 9, "the nine, and nothing else changed");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,8 +9,9 @@
 //! - [`neighbours`]: which locations may stand in for one another (pluggable; the thesis
 //!   leaves it open).
 //! - [`FieldCost`]: what reading a sensor field costs and how long it takes (Eqs 5.5, 5.6).
-//! - Bounded memory: [`Cache::bounded`] weighs each entry (in bytes, for the HTTP gateway) and
-//!   evicts the least recently used to stay within a bound ([`Lru`], weighted).
+//! - Bounded memory: [`Cache::bounded_by`] weighs each entry (in bytes, for the HTTP gateway)
+//!   and evicts as one of the policies of [`evict`] says (LRU, W-TinyLFU, S3-FIFO, SIEVE) to
+//!   stay within a bound.
 //! - Cooperative caching (Cacheflow, Dou 2011 ch. 4): [`Lru`] with de-duplicating eviction,
 //!   [`cacheflow`]'s split of a multi-object request between a server and its neighbours, and
 //!   the [`HitModel`] of one cache's hit rate; [`updates`] keeps a server's stream of changes
@@ -21,6 +22,7 @@
 
 pub mod cacheflow;
 mod cost;
+pub mod evict;
 mod hit_model;
 pub mod http;
 mod lru;
@@ -32,6 +34,7 @@ mod tests;
 pub mod updates;
 
 pub use cost::FieldCost;
+pub use evict::{Eviction, Evictor, UnknownEviction};
 pub use hit_model::HitModel;
 pub use lru::Lru;
 pub use neighbours::{Alone, Neighbourhood, Neighbours, Point, Rule};

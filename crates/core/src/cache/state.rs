@@ -7,8 +7,9 @@
 //! the cache keeps the tokens and hands them back when the read they wait on ends.
 
 use std::collections::BTreeMap;
+use std::hash::Hash;
 
-use super::lru::Lru;
+use super::evict::{Eviction, Evictor};
 use super::neighbours::Neighbourhood;
 use super::policy::{AgeFrom, Freshness, Lookup};
 use crate::Nanos;
@@ -129,11 +130,11 @@ pub struct Cache<K, W, N, V = f64> {
     /// Keys invalidated, with when: a read started before then brings what was invalidated,
     /// and is answered but not kept.
     invalidated: BTreeMap<K, Nanos>,
-    /// With [`Cache::bounded`]: the entries' weights, and the order they are evicted in.
-    bound: Option<Lru<K>>,
+    /// With [`Cache::bounded`]: the entries' weights, and the policy that evicts them.
+    bound: Option<Evictor<K>>,
 }
 
-impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, N, V> {
+impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, N, V> {
     /// An empty cache. `ttl` is Yates's T (ignored for [`Lookup::AllHits`], where it is ∞, and
     /// [`Lookup::AllMisses`], where it is 0).
     pub fn new(lookup: Lookup, ttl: Nanos, age_from: AgeFrom, neighbours: N) -> Self {
@@ -159,27 +160,40 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
 
     /// Bounds the entries held: their weights (one each, or as [`Cache::fill_weighted`] says;
     /// the HTTP gateway weighs them in bytes) sum to at most `capacity`, the least recently
-    /// used evicted first to make room ([`Lru`]: a hit, a fill and a [`Cache::touch`] count as
-    /// uses). An entry heavier than `capacity` is not kept. Without a bound, entries are kept
-    /// until they are purged or invalidated. Approximate answers kept
-    /// ([`Cache::keep_approximations`]) are not weighed; they go when their key's entry does.
-    pub fn bounded(mut self, capacity: u64) -> Self {
-        let mut lru = Lru::weighted(capacity, false);
+    /// used evicted first to make room (a hit, a fill and a [`Cache::touch`] count as uses).
+    /// [`Cache::bounded_by`] chooses another policy. An entry heavier than `capacity` is not
+    /// kept. Without a bound, entries are kept until they are purged or invalidated.
+    /// Approximate answers kept ([`Cache::keep_approximations`]) are not weighed; they go when
+    /// their key's entry does.
+    pub fn bounded(self, capacity: u64) -> Self {
+        self.bounded_by(capacity, Eviction::Lru, 0)
+    }
+
+    /// As [`Cache::bounded`], evicting as `eviction` says (see [`super::evict`]); `seed` seeds
+    /// the policy's hash (a driver facing keys it does not choose passes a random one). A fill
+    /// the policy refuses to admit (W-TinyLFU's admission) answers its waiters and is not kept.
+    pub fn bounded_by(mut self, capacity: u64, eviction: Eviction, seed: u64) -> Self {
+        let mut bound = Evictor::new(eviction, capacity, seed);
         for k in self.entries.keys() {
-            lru.insert_weighted(k.clone(), 1);
+            bound.insert(k.clone(), 1);
         }
-        self.bound = Some(lru);
+        self.bound = Some(bound);
         self
+    }
+
+    /// The eviction policy, if the cache is bounded.
+    pub fn eviction(&self) -> Option<Eviction> {
+        self.bound.as_ref().map(Evictor::kind)
     }
 
     /// The bound on the entries' weights, if any.
     pub fn capacity(&self) -> Option<u64> {
-        self.bound.as_ref().map(Lru::capacity)
+        self.bound.as_ref().map(Evictor::capacity)
     }
 
     /// The sum of the entries' weights (zero without a bound).
     pub fn weight(&self) -> u64 {
-        self.bound.as_ref().map_or(0, Lru::weight)
+        self.bound.as_ref().map_or(0, Evictor::weight)
     }
 
     /// Whether an entry of `weight` would be kept: no heavier than the bound.
@@ -202,7 +216,7 @@ impl<K: Ord + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache<K, W, 
             self.entries.insert(key, entry);
             return;
         };
-        let evicted = b.insert_weighted(key.clone(), weight);
+        let evicted = b.insert(key.clone(), weight);
         let held = b.contains(&key);
         for (k, w) in evicted {
             self.entries.remove(&k);

@@ -426,3 +426,63 @@ proptest! {
         }
     }
 }
+
+/// A fill that W-TinyLFU refuses to admit still answers its waiters, and what the cache holds
+/// and weighs stays what the policy holds.
+#[test]
+fn a_fill_tinylfu_refuses_answers_its_waiters_and_is_not_kept() {
+    let mut c: Cache<u32, u64, Alone> =
+        Cache::new(Lookup::Piggyback, T, AgeFrom::Load, Alone).bounded_by(100, Eviction::TinyLfu, 3);
+    assert_eq!(c.eviction(), Some(Eviction::TinyLfu));
+    for k in 1..=10 {
+        c.fill_weighted(k, None, reading(0.0, 0), at(0), 10);
+        for _ in 0..4 {
+            assert!(matches!(c.query(&k, at(1), None, &mut never), Answer::Hit(_)));
+        }
+    }
+    let Answer::Read { read } = c.query(&50, at(2), None, &mut never) else { panic!("a miss reads") };
+    c.wait(&50, read.unwrap(), 50, 7).unwrap();
+    let waiters = c.fill_weighted(50, read, reading(5.0, 2), at(3), 10);
+    assert_eq!(waiters, vec![(7, 50)], "the waiter is answered");
+    assert!(c.peek(&50).is_none(), "a one-hit wonder is not admitted over keys used five times");
+    assert_eq!((c.weight(), c.len()), (100, 10));
+    assert_eq!(c.stats().evictions, 0, "refusing a newcomer evicts nothing held");
+}
+
+proptest! {
+    /// Whatever the policy, a bounded cache holds no more than its bound, and exactly the
+    /// entries its policy holds (none it has let go, each with the value last filled).
+    #[test]
+    fn every_policy_keeps_a_bounded_cache_within_its_bound(
+        kind in prop::sample::select(Eviction::ALL.to_vec()),
+        cap in 1u64..50_000,
+        ops in prop::collection::vec((0u8..5, 0u32..40, 0u64..20_000), 0..300),
+    ) {
+        let mut c: Cache<u32, u64, Alone> =
+            Cache::new(Lookup::Piggyback, T, AgeFrom::Load, Alone).bounded_by(cap, kind, 1);
+        let mut last = std::collections::BTreeMap::new();
+        for (i, (op, k, w)) in ops.into_iter().enumerate() {
+            let now = at(i as u64);
+            match op {
+                0..=2 => {
+                    c.fill_weighted(k, None, reading(i as f64, i as u64), now, w);
+                    last.insert(k, i as f64);
+                }
+                3 => {
+                    if let Answer::Hit(e) = c.query(&k, now, None, &mut |_| 0) {
+                        prop_assert_eq!(Some(&e.reading.value), last.get(&k), "a hit answers what was filled");
+                    } else if let Answer::Read { read } = c.query(&k, now, Some(Nanos::ZERO), &mut |_| 0) {
+                        c.fail(&k, read);
+                    }
+                }
+                _ => c.invalidate(&k, now),
+            }
+            prop_assert!(c.weight() <= cap, "{} held over a bound of {cap} by {kind}", c.weight());
+            for (k, v) in &last {
+                if let Some(e) = c.peek(k) {
+                    prop_assert_eq!(e.reading.value, *v);
+                }
+            }
+        }
+    }
+}

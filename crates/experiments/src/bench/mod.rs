@@ -27,6 +27,7 @@
 
 pub mod blocklog;
 pub mod deliver;
+pub mod eviction;
 pub mod figurehead;
 pub mod gateway;
 pub mod inspect;

@@ -1,0 +1,217 @@
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::cache::Lru;
+
+fn unit(kind: Eviction, cap: u64) -> Evictor<u32> {
+    Evictor::new(kind, cap, 7)
+}
+
+#[test]
+fn names_round_trip_and_a_wrong_one_is_named() {
+    for e in Eviction::ALL {
+        assert_eq!(e.name().parse::<Eviction>(), Ok(e));
+    }
+    let err = "arc".parse::<Eviction>().unwrap_err();
+    assert_eq!(err.to_string(), "unknown eviction policy \"arc\": expected one of lru, tinylfu, s3fifo, sieve");
+}
+
+/// SIEVE's hand (Algorithm 1): a hit sets a bit and moves nothing; the hand clears bits as it
+/// passes and stays where it evicted, so an older entry it passed outlives a newer one.
+#[test]
+fn sieve_hand_passes_visited_entries_and_stays_where_it_evicted() {
+    let mut c = unit(Eviction::Sieve, 3);
+    for k in [1, 2, 3] {
+        assert!(c.insert(k, 1).is_empty());
+    }
+    assert!(c.touch(&1));
+    assert_eq!(c.insert(4, 1), vec![(2, 1)], "1 was visited: the hand clears its bit and moves on to 2");
+    let Evictor::Sieve(s) = &c else { unreachable!() };
+    assert_eq!(s.visited(&1), Some(false), "the hand cleared 1's bit on its way");
+    assert!(c.touch(&3));
+    // LRU would evict 1 now (least recently used); the hand is at 3, visited, so it evicts 4.
+    assert_eq!(c.insert(5, 1), vec![(4, 1)]);
+    assert!(c.contains(&1) && c.contains(&3) && c.contains(&5));
+}
+
+/// S3-FIFO (§4.2): an entry never used in the small queue leaves it as a ghost and comes back
+/// straight into main; one used there moves to main.
+#[test]
+fn s3fifo_readmits_a_ghost_to_main_and_promotes_what_was_used_in_small() {
+    let mut c = unit(Eviction::S3Fifo, 10);
+    for k in 1..=10 {
+        assert!(c.insert(k, 1).is_empty());
+    }
+    assert!(c.touch(&2));
+    assert_eq!(c.insert(11, 1), vec![(1, 1)], "1 was never used: out of small, into the ghost queue");
+    let Evictor::S3Fifo(s) = &c else { unreachable!() };
+    assert_eq!(s.queue_of(&1), Some("ghost"));
+    assert!(!c.contains(&1) && !c.touch(&1), "a ghost is not held");
+    assert_eq!(c.insert(12, 1), vec![(3, 1)], "2 was used: it moves to main, and 3 goes");
+    let Evictor::S3Fifo(s) = &c else { unreachable!() };
+    assert_eq!(s.queue_of(&2), Some("main"));
+    c.insert(1, 1);
+    let Evictor::S3Fifo(s) = &c else { unreachable!() };
+    assert_eq!(s.queue_of(&1), Some("main"), "a ghost asked for again goes straight to main");
+    assert_eq!(s.queue_of(&13), None);
+}
+
+/// TinyLFU (§3): a newcomer seen once is not admitted over a frequent victim; one asked for
+/// more often than the victim is.
+#[test]
+fn tinylfu_refuses_a_one_hit_wonder_and_admits_a_frequent_newcomer() {
+    let mut c = unit(Eviction::TinyLfu, 100);
+    for k in 1..=10 {
+        assert!(c.insert(k, 10).is_empty());
+        for _ in 0..4 {
+            c.touch(&k);
+        }
+    }
+    let evicted = c.insert(50, 10);
+    assert_eq!(evicted, vec![(50, 10)], "the one-hit wonder loses the duel to a key used five times");
+    assert!(!c.contains(&50));
+    assert_eq!(c.weight(), 100);
+    let mut admitted_after = None;
+    for tries in 1..=10 {
+        let evicted = c.insert(60, 10);
+        if c.contains(&60) {
+            assert_eq!(evicted.len(), 1);
+            assert_ne!(evicted[0].0, 60);
+            admitted_after = Some(tries);
+            break;
+        }
+    }
+    let Evictor::TinyLfu(t) = &c else { unreachable!() };
+    let tries = admitted_after.expect("a newcomer asked for often enough is admitted");
+    assert!(tries >= 5, "admitted after {tries} asks, before it was asked for more than the victims (5)");
+    assert_eq!(t.segment_of(&60), Some("probation"));
+}
+
+/// A hit in probation moves to protected (the segmented LRU of W-TinyLFU, §4).
+#[test]
+fn tinylfu_promotes_a_probation_hit_to_protected() {
+    let mut c = unit(Eviction::TinyLfu, 1000);
+    c.insert(1, 100);
+    c.insert(2, 100);
+    let Evictor::TinyLfu(t) = &c else { unreachable!() };
+    assert_eq!(t.segment_of(&1), Some("probation"), "heavier than the 1% window, so straight past it");
+    c.touch(&1);
+    let Evictor::TinyLfu(t) = &c else { unreachable!() };
+    assert_eq!(t.segment_of(&1), Some("protected"));
+    assert_eq!(t.segment_of(&2), Some("probation"));
+}
+
+/// A literal SIEVE, Algorithm 1 over a list (newest last), with weights: the model the
+/// property below holds the slots-and-hand implementation to.
+#[derive(Default)]
+struct SieveModel {
+    queue: Vec<(u32, u64, bool)>,
+    hand: Option<u32>,
+}
+
+impl SieveModel {
+    fn evict(&mut self) -> (u32, u64) {
+        let mut at = self.hand.and_then(|h| self.queue.iter().position(|e| e.0 == h)).unwrap_or(0);
+        while self.queue[at].2 {
+            self.queue[at].2 = false;
+            at = (at + 1) % self.queue.len();
+        }
+        let (k, w, _) = self.queue.remove(at);
+        self.hand = self.queue.get(at).map(|e| e.0);
+        (k, w)
+    }
+}
+
+fn held(c: &Evictor<u32>, keys: impl Iterator<Item = u32>) -> BTreeMap<u32, u64> {
+    keys.filter_map(|k| c.weight_of(&k).map(|w| (k, w))).collect()
+}
+
+proptest! {
+    /// Every policy: the weights held never pass the capacity; what is held is exactly what
+    /// was inserted less what was reported evicted (a hit is a hit, with the weight given);
+    /// and a key heavier than the capacity is never held.
+    #[test]
+    fn no_policy_holds_more_than_its_capacity_or_anything_not_inserted(
+        kind in prop::sample::select(Eviction::ALL.to_vec()),
+        cap in 0u64..5_000,
+        ops in prop::collection::vec((0u8..8, 0u32..60, 0u64..1_500), 0..400),
+    ) {
+        let mut c = unit(kind, cap);
+        let mut model: BTreeMap<u32, u64> = BTreeMap::new();
+        for (op, k, w) in ops {
+            match op {
+                0..=3 => {
+                    let evicted = c.insert(k, w);
+                    let old = model.remove(&k);
+                    if w <= cap {
+                        model.insert(k, w);
+                    }
+                    for (e, ew) in evicted {
+                        if e == k {
+                            // The newcomer itself (refused), or its former version (too heavy now).
+                            prop_assert!(ew == w || Some(ew) == old, "{} reported evicted with weight {}", e, ew);
+                            model.remove(&k);
+                        } else {
+                            prop_assert_eq!(model.remove(&e), Some(ew), "{} reported evicted with weight {}", e, ew);
+                        }
+                    }
+                }
+                4..=6 => prop_assert_eq!(c.touch(&k), model.contains_key(&k)),
+                _ => prop_assert_eq!(c.remove(&k), model.remove(&k).is_some()),
+            }
+            prop_assert!(c.weight() <= cap, "{} holds {} over a capacity of {}", kind, c.weight(), cap);
+            prop_assert_eq!(c.weight(), model.values().sum::<u64>());
+            prop_assert_eq!(c.len(), model.len());
+            prop_assert_eq!(held(&c, 0..60), model.clone());
+        }
+    }
+
+    /// The slots-and-hand SIEVE evicts exactly what Algorithm 1 over a plain list does.
+    #[test]
+    fn sieve_evicts_as_algorithm_1_does(
+        cap in 1u64..3_000,
+        ops in prop::collection::vec((0u8..4, 0u32..30, 1u64..800), 0..300),
+    ) {
+        let mut c = unit(Eviction::Sieve, cap);
+        let mut m = SieveModel::default();
+        for (op, k, w) in ops {
+            if op == 0 {
+                let at = m.queue.iter().position(|e| e.0 == k);
+                prop_assert_eq!(c.touch(&k), at.is_some());
+                if let Some(at) = at {
+                    m.queue[at].2 = true;
+                }
+                continue;
+            }
+            if m.queue.iter().any(|e| e.0 == k) || w > cap {
+                continue; // new versions are covered by the property above
+            }
+            let mut want = Vec::new();
+            while m.queue.iter().map(|e| e.1).sum::<u64>() + w > cap {
+                want.push(m.evict());
+            }
+            m.queue.push((k, w, false));
+            prop_assert_eq!(c.insert(k, w), want);
+        }
+    }
+
+    /// The slots LRU evicts exactly as the ordered [`Lru`] (Cacheflow's, without its
+    /// de-duplication) does.
+    #[test]
+    fn the_slots_lru_evicts_as_the_ordered_lru_does(
+        cap in 0u64..4_000,
+        ops in prop::collection::vec((0u8..6, 0u32..40, 0u64..1_000), 0..300),
+    ) {
+        let mut c = unit(Eviction::Lru, cap);
+        let mut l = Lru::weighted(cap, false);
+        for (op, k, w) in ops {
+            match op {
+                0..=2 => prop_assert_eq!(c.insert(k, w), l.insert_weighted(k, w)),
+                3 | 4 => prop_assert_eq!(c.touch(&k), l.touch(&k)),
+                _ => prop_assert_eq!(c.remove(&k), l.remove(&k)),
+            }
+        }
+    }
+}

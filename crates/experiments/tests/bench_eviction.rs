@@ -1,0 +1,75 @@
+//! `bench eviction` called as a library, briefly: every workload at every size, every
+//! contender, and a report whose rows are the run's figures.
+
+mod common;
+
+use switchyard_core::cache::Eviction;
+use switchyard_experiments::bench::eviction::{self, Contender, SPEC, Setup, Workload};
+use switchyard_experiments::report::Quiet;
+
+fn small() -> Setup {
+    Setup { requests: 6_000, objects: 800, fractions: vec![0.01, 0.5], timed: 500, seed: 3 }
+}
+
+#[test]
+fn eviction_reports_every_contender_on_every_trace_and_size() {
+    let s = small();
+    let runs = eviction::run(&s, &Quiet);
+    assert_eq!(runs.len(), Workload::ALL.len() * 2);
+    for r in &runs {
+        assert_eq!(r.outcomes.len(), Contender::ALL.len());
+        for o in &r.outcomes {
+            assert!((0.0..=100.0).contains(&o.hit_ratio) && (0.0..=100.0).contains(&o.byte_hit_ratio));
+            assert!(o.ns_per_get.is_some_and(|ns| ns > 0.0));
+            if let Contender::Ours(_) = o.contender {
+                assert!(o.peak_bytes <= r.capacity, "{} held {} over {}", o.contender.name(), o.peak_bytes, r.capacity);
+            }
+        }
+    }
+    // A bigger cache hits more, for every contender, on every trace.
+    for pair in runs.chunks(2) {
+        for c in Contender::ALL {
+            assert!(pair[1].of(c).unwrap().hit_ratio > pair[0].of(c).unwrap().hit_ratio, "{}", c.name());
+        }
+    }
+    let report = eviction::report(&s, &runs, Eviction::DEFAULT);
+    common::assert_report(&report, &SPEC);
+    let hits = report.table("hit_ratio").unwrap();
+    assert_eq!(hits.rows.len(), runs.len());
+    for (run, cell) in runs.iter().zip(hits.cells("sieve")) {
+        assert_eq!(cell.as_f64(), Some(run.of(Contender::Ours(Eviction::Sieve)).unwrap().hit_ratio));
+    }
+    for (run, cell) in runs.iter().zip(hits.cells("best")) {
+        assert_eq!(cell.as_str(), Some(run.best().contender.name()));
+    }
+    let families = report.table("families").unwrap();
+    let names: Vec<&str> = families.cells("family").filter_map(|v| v.as_str()).collect();
+    assert_eq!(names, ["zipf", "zipf + scan", "shifting"]);
+    let verdicts = eviction::verdicts(&runs, Eviction::DEFAULT);
+    for (v, cell) in verdicts.iter().zip(families.cells("worst_gap")) {
+        assert_eq!(cell.as_f64(), Some(v.worst_gap));
+        assert!(v.worst_gap <= 0.0, "the default is never better than the best");
+    }
+    assert!(families.notes.iter().any(|n| n.starts_with("issue 38's goal")), "{:?}", families.notes);
+    assert!(report.table("lookup_cost").is_some());
+}
+
+/// LRU keeps nothing of the Zipf load through a scan; the scan-resistant policies do, and a
+/// trace is the same for the same seed.
+#[test]
+fn scans_hurt_lru_more_than_the_scan_resistant_policies_and_traces_are_seeded() {
+    let s = Setup { requests: 40_000, objects: 2_000, fractions: vec![0.1], timed: 0, seed: 5 };
+    let a = eviction::trace(Workload::ZipfScan, &s);
+    let b = eviction::trace(Workload::ZipfScan, &s);
+    assert_eq!((a.requests.clone(), a.sizes.clone()), (b.requests, b.sizes));
+    let runs = eviction::run(&s, &Quiet);
+    let scan = runs.iter().find(|r| r.workload == Workload::ZipfScan).unwrap();
+    let lru = scan.of(Contender::Ours(Eviction::Lru)).unwrap().hit_ratio;
+    for e in [Eviction::TinyLfu, Eviction::S3Fifo] {
+        let h = scan.of(Contender::Ours(e)).unwrap().hit_ratio;
+        assert!(h > lru + 1.0, "{e}: {h:.2}% against LRU's {lru:.2}%");
+    }
+    let report = eviction::report(&s, &runs, Eviction::DEFAULT);
+    common::assert_report(&report, &SPEC);
+    assert!(report.table("lookup_cost").is_none(), "no timing, no lookup table");
+}
