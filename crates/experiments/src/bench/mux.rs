@@ -461,36 +461,23 @@ impl Report {
             .param("frame", s.frame, "largest payload of a data frame, bytes");
         r.machine = Some(crate::machine::describe());
         let mut t = rep::Table::new(&CASES);
-        t.push(vec![
-            format!("raw TCP ×{}", s.connections).into(),
-            (self.raw_rate / 1e6).into(),
-            1.0.into(),
-            (self.raw_cost * 1e12).into(),
-            1.0.into(),
-            Value::Null,
-            Value::Null,
-            Value::Null,
-            Value::Null,
-            Value::Null,
-            Value::Null,
-            Value::Null,
-        ]);
+        // A raw TCP row: rate, its ratio, cost and its ratio; no weights, no session counters.
+        let raw_row = |name: String, rate: f64, over: f64, cost: f64, cost_over: f64| {
+            let mut row: Vec<Value> =
+                vec![name.into(), (rate / 1e6).into(), over.into(), (cost * 1e12).into(), cost_over.into()];
+            row.resize(CASES.columns.len(), Value::Null);
+            row
+        };
+        t.push(raw_row(format!("raw TCP ×{}", s.connections), self.raw_rate, 1.0, self.raw_cost, 1.0));
         for c in &self.cases {
             if let (Case::Mptcp, Some(ns)) = (c.case, &self.ns_raw) {
-                t.push(vec![
-                    format!("raw TCP ×{}, MPTCP's namespace", s.connections).into(),
-                    (ns.rate / 1e6).into(),
-                    ns.over_raw.into(),
-                    (ns.cost * 1e12).into(),
-                    (self.raw_cost / ns.cost).into(),
-                    Value::Null,
-                    Value::Null,
-                    Value::Null,
-                    Value::Null,
-                    Value::Null,
-                    Value::Null,
-                    Value::Null,
-                ]);
+                t.push(raw_row(
+                    format!("raw TCP ×{}, MPTCP's namespace", s.connections),
+                    ns.rate,
+                    ns.over_raw,
+                    ns.cost,
+                    self.raw_cost / ns.cost,
+                ));
             }
             let (held, idle, blocked) = match &c.session {
                 Some(st) => ((st.max_held as f64 / 1e3).into(), st.idle.into(), st.blocked.into()),
