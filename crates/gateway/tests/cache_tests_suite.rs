@@ -83,7 +83,10 @@ async fn run_suite(suite: &Path, dir: &Path, reading: AgeReading) -> (serde_json
     let text = String::from_utf8_lossy(&summary.stdout).into_owned();
     let json = text.lines().find_map(|l| l.strip_prefix("json: ")).expect("the summary's json line");
     let rows: serde_json::Value = serde_json::from_str(json).unwrap();
-    (rows[0].clone(), text)
+    // The table and the failures, without the machine-readable line: a failing run's own
+    // message must not be pushed out of a CI log's excerpt by 15 kB of JSON.
+    let table = text.lines().filter(|l| !l.starts_with("json: ")).collect::<Vec<_>>().join("\n");
+    (rows[0].clone(), table)
 }
 
 /// The ids of the required tests, setups or harness runs that failed.
@@ -131,26 +134,46 @@ async fn the_public_cache_test_suite_passes_through_the_gateway() {
     }
     let dir = std::env::temp_dir().join(format!("switchyard-cache-tests-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let release = std::fs::read_to_string(suite.join("package.json")).unwrap_or_default();
-    let is_0_4_5 = release.contains("\"version\": \"0.4.5\"");
+    // The release decides which Age tests want the RFC's reading; it is read from the
+    // package's own manifest, and where that cannot be read the results decide (the nine
+    // failing together, and nothing else, is 0.4.5's signature).
+    let release = std::fs::read_to_string(suite.join("package.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|manifest| manifest["version"].as_str().map(str::to_owned));
+    eprintln!("http-cache-tests release: {}", release.as_deref().unwrap_or("unknown (package.json unreadable)"));
 
     let (rfc, text) = run_suite(&suite, &dir, AgeReading::Rfc).await;
     eprintln!("--age-reading rfc\n{text}");
-    let want: &[&str] = if is_0_4_5 { &AGAINST_THE_RFC } else { &[] };
-    assert_eq!(failing(&rfc), want, "required, setup or harness failures reading Age as the RFC says");
+    let failed = failing(&rfc);
+    let against_the_rfc = match release.as_deref() {
+        Some("0.4.5") => true,
+        Some(_) => false,
+        None => failed == AGAINST_THE_RFC,
+    };
+    let want: &[&str] = if against_the_rfc { &AGAINST_THE_RFC } else { &[] };
+    assert_eq!(failed, want, "required, setup or harness failures reading Age as the RFC says");
     assert_eq!(rfc["byId"]["age-parse-prefix"], "pass");
     // Ahead of every result the suite's release publishes (Apache httpd, 178 passes).
     let passes = |row: &serde_json::Value| row["counts"]["pass"].as_u64().unwrap();
     assert!(passes(&rfc) > 178, "{} passes", passes(&rfc));
 
-    if is_0_4_5 {
+    if against_the_rfc {
         let (suite_reading, text) = run_suite(&suite, &dir, AgeReading::Suite045).await;
         eprintln!("--age-reading suite-0.4.5\n{text}");
         assert_eq!(failing(&suite_reading), Vec::<&str>::new(), "required failures reading Age as 0.4.5 asks");
         for id in AGAINST_THE_RFC.iter().chain(&["age-parse-prefix"]) {
             assert_eq!(suite_reading["byId"][id], "pass", "{id}");
         }
-        assert_eq!(passes(&suite_reading), passes(&rfc) + 9, "the nine, and nothing else changed");
+        let moved: Vec<String> = rfc["byId"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(id, _)| !AGAINST_THE_RFC.contains(&id.as_str()))
+            .filter(|(id, was)| suite_reading["byId"][id.as_str()] != **was)
+            .map(|(id, was)| format!("{id}: {was} then {}", suite_reading["byId"][id.as_str()]))
+            .collect();
+        assert!(moved.is_empty(), "only the nine may change between the readings; also changed: {moved:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
