@@ -316,7 +316,7 @@ impl Shared {
             let url = format!("{}{key}", one.url);
             return crate::origins::send(&self.client, method, &url, headers, body, 0)
                 .await
-                .map_err(|e| FetchError { timeout: e.is_timeout(), why: e.to_string() });
+                .map_err(|e| FetchError { timeout: e.is_timeout(), why: crate::origins::explain(&e) });
         }
         // Writes over several origins go through `write`, never here.
         self.origins.fetch(&self.client, method, key, headers, body).await

@@ -110,6 +110,15 @@ pub struct Fetched {
 }
 
 /// Sends one request to origin number `origin` at `url` and reads its answer whole.
+///
+/// A pooled connection can be closed by the origin in the moment it is reused (an origin's
+/// keep-alive timeout, 5 s in Node.js, racing the next request; likelier when the gateway is
+/// starved of CPU and notices the close late): the request is written and the connection ends
+/// with no answer. An idempotent request is then sent once more, on a fresh connection, as RFC
+/// 9112 §9.3.1 allows ("a user agent MAY automatically retry idempotent requests"); one that
+/// is not idempotent is not ("a proxy MUST NOT automatically retry non-idempotent requests")
+/// and fails with the reason. Only a close before any answer counts: a body cut short, a
+/// refused connect or a timeout is reported as it is.
 pub(crate) async fn send(
     client: &reqwest::Client,
     method: Method,
@@ -118,9 +127,51 @@ pub(crate) async fn send(
     body: Bytes,
     origin: usize,
 ) -> Result<Fetched, reqwest::Error> {
-    let r = client.request(method, url).headers(headers).body(body).send().await?;
+    let once = |method: Method, headers: HeaderMap, body: Bytes| {
+        client.request(method, url).headers(headers).body(body).send()
+    };
+    let r = match once(method.clone(), headers.clone(), body.clone()).await {
+        Err(e) if method.is_idempotent() && closed_before_answering(&e) => once(method, headers, body).await?,
+        r => r?,
+    };
     let (status, headers) = (r.status(), r.headers().clone());
     Ok(Fetched { status, headers, body: r.bytes().await?, origin })
+}
+
+/// Whether a request failed because its connection ended before any of the answer came
+/// (hyper's "connection closed before message completed", or a reset while it was written).
+fn closed_before_answering(e: &reqwest::Error) -> bool {
+    if e.is_connect() || e.is_timeout() {
+        return false;
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message) {
+            return true;
+        }
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+            return matches!(io.kind(), ConnectionReset | ConnectionAborted | BrokenPipe);
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// An error and its causes on one line: reqwest's own text ("error sending request for url
+/// …") names no cause, and the client of a 502 should read why.
+pub(crate) fn explain(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// Why no origin answered.
@@ -374,7 +425,7 @@ impl Origins {
                         Err(e) => {
                             router.ended(b, Ended::Abandoned(took));
                             self.per.cancelled.get_or_create(&self.label(b)).inc();
-                            last = FetchError { timeout: e.is_timeout(), why: format!("{}: {e}", self.specs[b].url) };
+                            last = FetchError { timeout: e.is_timeout(), why: format!("{}: {}", self.specs[b].url, explain(&e)) };
                             if attempts.is_empty() {
                                 if next >= plan.len() {
                                     return Err(last);

@@ -524,3 +524,88 @@ async fn a_read_that_hangs_bounds_its_waiters_and_the_next_request_reads_again()
     }
     panic!("every request joined the read that hung");
 }
+
+/// An origin that closes each connection, without a word, once it has read the connection's
+/// second request: what an origin's keep-alive timeout does to a pooled connection when the
+/// gateway reuses it in the moment the origin closes it (Node.js closes idle connections
+/// after 5 s; the cache test suite hit this under load). Counts the requests it read by method.
+async fn closing_origin() -> (SocketAddr, Arc<(AtomicU64, AtomicU64)>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+    let counts = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let counts = Arc::clone(&counts);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                for nth in 0..2 {
+                    // One request: its head, then a Content-Length body if it has one.
+                    let head_end = loop {
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                        let mut chunk = [0u8; 4096];
+                        match socket.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+                    let length = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+                    while buf.len() < head_end + length {
+                        let mut chunk = [0u8; 4096];
+                        match socket.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    buf.drain(..head_end + length);
+                    let counter = if head.starts_with("post ") { &counts.1 } else { &counts.0 };
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    if nth == 1 {
+                        return; // read, never answered: the connection closes
+                    }
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncache-control: no-store\r\n\r\nok";
+                    if socket.write_all(answer).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// A pooled connection the origin closes under a request: a GET (idempotent) is sent again on
+/// a fresh connection and answered; a POST is not (RFC 9112 §9.3.1: a proxy must not retry a
+/// request that is not idempotent), and its client hears 502 saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_request_on_a_connection_the_origin_closed_is_sent_again() {
+    let (o, seen) = closing_origin().await;
+    let g = serve(origin::router(config(o))).await;
+    let client = reqwest::Client::new();
+    let status = |path: &'static str, post: bool| {
+        let client = client.clone();
+        async move {
+            let url = format!("http://{g}{path}");
+            let r = if post { client.post(url).body("x").send() } else { client.get(url).send() };
+            let r = tokio::time::timeout(Duration::from_secs(15), r).await.expect("a request hung").unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    assert_eq!(status("/a", false).await, (200, "ok".to_string()));
+    // The second request on the pooled connection: the origin reads it and closes.
+    let (code, body) = status("/b", false).await;
+    assert_eq!((code, body.as_str()), (200, "ok"), "a GET is sent again on a fresh connection");
+    assert_eq!(seen.0.load(Ordering::SeqCst), 3, "/a, /b read and dropped, /b again");
+    // The fresh connection has answered one request: the POST is its second, and is dropped.
+    let (code, body) = status("/p", true).await;
+    assert_eq!(code, 502, "{body}");
+    assert!(body.contains("closed before message completed"), "the 502 says why: {body}");
+    assert_eq!(seen.1.load(Ordering::SeqCst), 1, "the POST was sent once, never again");
+}
