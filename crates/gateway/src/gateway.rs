@@ -250,7 +250,7 @@ async fn reading(State(s): State<Arc<Shared>>, path: Path<String>, query: Query<
 /// Adds `|value − truth|` for `location` to the deviation counters.
 async fn measure_deviation(s: Arc<Shared>, location: u32, value: f64) {
     let url = format!("{}/v1/truth/{location}", s.config.field.trim_end_matches('/'));
-    if let Ok(r) = s.client.get(url).send().await
+    if let Ok(r) = crate::origins::send_again_if_closed(s.client.get(url)).await
         && let Ok(truth) = r.json::<f64>().await
     {
         s.counters.deviation.inc_by((value - truth).abs());
@@ -415,7 +415,7 @@ async fn read_udp(addr: std::net::SocketAddr, location: u32, timeout: Duration) 
 async fn read_http(s: &Shared, location: u32) -> Result<SensorReading, ReadFailure> {
     let url = format!("{}/v1/sensors/{location}", s.config.field.trim_end_matches('/'));
     async {
-        let r = s.client.get(&url).send().await?;
+        let r = crate::origins::send_again_if_closed(s.client.get(&url)).await?;
         if !r.status().is_success() {
             let status = r.status();
             let why =

@@ -127,15 +127,23 @@ pub(crate) async fn send(
     body: Bytes,
     origin: usize,
 ) -> Result<Fetched, reqwest::Error> {
-    let once = |method: Method, headers: HeaderMap, body: Bytes| {
-        client.request(method, url).headers(headers).body(body).send()
-    };
-    let r = match once(method.clone(), headers.clone(), body.clone()).await {
-        Err(e) if method.is_idempotent() && closed_before_answering(&e) => once(method, headers, body).await?,
-        r => r?,
-    };
+    let r = send_again_if_closed(client.request(method, url).headers(headers).body(body)).await?;
     let (status, headers) = (r.status(), r.headers().clone());
     Ok(Fetched { status, headers, body: r.bytes().await?, origin })
+}
+
+/// Sends `request`, and sends it once more on a fresh connection if its method is idempotent
+/// and its connection closed before any answer came (see [`send`]).
+pub(crate) async fn send_again_if_closed(
+    request: reqwest::RequestBuilder,
+) -> Result<reqwest::Response, reqwest::Error> {
+    let (client, request) = request.build_split();
+    let request = request?;
+    let again = if request.method().is_idempotent() { request.try_clone() } else { None };
+    match (client.execute(request).await, again) {
+        (Err(e), Some(again)) if closed_before_answering(&e) => client.execute(again).await,
+        (r, _) => r,
+    }
 }
 
 /// Whether a request failed because its connection ended before any of the answer came
