@@ -126,7 +126,7 @@ pub(crate) struct GatewayArgs {
 #[derive(Subcommand, Debug)]
 enum GatewayCommand {
     /// Serve until interrupted.
-    Serve(GatewayServe),
+    Serve(Box<GatewayServe>),
     /// Serve as one of Cacheflow's cooperating gateways (Dou 2011 ch. 4).
     Coop(CoopServe),
 }
@@ -314,6 +314,21 @@ struct GatewayServe {
     /// fields are passed on to clients unchanged (caches after this one may be CDNs too).
     #[arg(long, value_name = "NAME", default_value = "Switchyard-Cache-Control", value_parser = targeted_field_name)]
     targeted_field: String,
+    /// With --origin: the networks whose clients may send PURGE (repeat the flag, or separate
+    /// with commas; `none` for no network). By default this machine only (127.0.0.0/8, ::1).
+    /// A purge is `curl -X PURGE http://GATEWAY/path` (that URL, all its variants),
+    /// `curl -X PURGE 'http://GATEWAY/prefix*'` (every URL beginning with /prefix) or
+    /// `curl -X PURGE -H 'Surrogate-Key: tag1 tag2' http://GATEWAY/` (every response the origin
+    /// tagged so in `Surrogate-Key` or `Cache-Tag`; those fields are not passed on to clients).
+    /// Reads under way of what is purged answer their clients and are not kept. Refused purges
+    /// get 403 saying why; /metrics counts purges, refusals and URLs purged.
+    #[arg(long, value_name = "NETWORK", requires = "origin", value_delimiter = ',', value_parser = purge_network)]
+    purge_from: Vec<Option<ipnet::IpNet>>,
+    /// With --origin: a client sending `Authorization: Bearer TOKEN` may purge from anywhere.
+    /// Read from the file named here (its first line), so that the token is not in the
+    /// process list.
+    #[arg(long, value_name = "FILE", requires = "origin")]
+    purge_token_file: Option<std::path::PathBuf>,
     /// Count an entry's age from its `load` into the cache or from its `sensor` timestamp.
     #[arg(long, default_value = "load")]
     age_from: AgeFrom,
@@ -361,7 +376,8 @@ fn wait_timeout(s: f64) -> Result<Duration> {
 async fn serve(listen: SocketAddr, router: axum::Router, what: &str) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
     eprintln!("{what} on http://{}", listener.local_addr()?);
-    axum::serve(listener, router)
+    // The peers' addresses, for those allowed to purge (--purge-from).
+    axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })
@@ -482,6 +498,7 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
             eviction: a.eviction,
             age_reading: a.age_reading,
             targeted_field: a.targeted_field.clone(),
+            purge: purge_rules(a)?,
         };
         if config.object_bound() > config.max_memory {
             anyhow::bail!(
@@ -497,6 +514,16 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
             config.eviction,
             mib(config.object_bound()),
             mib(config.write_memory),
+        );
+        let nets: Vec<String> = config.purge.from.iter().map(ToString::to_string).collect();
+        eprintln!(
+            "PURGE allowed from {}{}",
+            if nets.is_empty() { "no network".to_string() } else { nets.join(", ") },
+            if config.purge.token.is_some() {
+                ", and from anywhere with the token (--purge-token-file)"
+            } else {
+                " (--purge-from)"
+            },
         );
         let router = switchyard_gateway::origin::router(config);
         return runtime()?.block_on(serve(a.listen, router, &what));
@@ -533,6 +560,36 @@ fn parse_write_rule(s: &str) -> Result<WriteRule, String> {
 
 fn parse_route(s: &str) -> Result<RouteKind, String> {
     RouteKind::parse(s).ok_or_else(|| format!("no route `{s}`: use one of {}", RouteKind::NAMES))
+}
+
+/// `--purge-from NETWORK`: a network (`10.0.0.0/8`), an address (a network of one), or `none`.
+fn purge_network(s: &str) -> Result<Option<ipnet::IpNet>, String> {
+    let s = s.trim();
+    if s == "none" {
+        return Ok(None);
+    }
+    s.parse::<ipnet::IpNet>()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map(Some)
+        .map_err(|_| format!("`{s}` is not a network (such as 10.0.0.0/8 or ::1/128), an address, or `none`"))
+}
+
+/// Who may purge, from `--purge-from` and `--purge-token-file`.
+fn purge_rules(a: &GatewayServe) -> Result<switchyard_gateway::purge::PurgeRules> {
+    let mut rules = switchyard_gateway::purge::PurgeRules::default();
+    if !a.purge_from.is_empty() {
+        rules.from = a.purge_from.iter().flatten().copied().collect();
+    }
+    if let Some(path) = &a.purge_token_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the purge token from {} (--purge-token-file)", path.display()))?;
+        let token = text.lines().next().unwrap_or("").trim();
+        if token.is_empty() {
+            anyhow::bail!("{} (--purge-token-file) has no token on its first line", path.display());
+        }
+        rules.token = Some(token.to_string());
+    }
+    Ok(rules)
 }
 
 /// `--targeted-field NAME`: a field name (an RFC 9110 §5.6.2 token), in lower case, and none

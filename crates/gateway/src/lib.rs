@@ -34,4 +34,5 @@ pub mod memory;
 mod metrics;
 pub mod origin;
 pub mod origins;
+pub mod purge;
 mod writes;

@@ -28,7 +28,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use bytes::Bytes;
 use switchyard_core::Nanos;
@@ -42,6 +42,7 @@ use crate::http::nanos;
 use crate::memory;
 use crate::metrics::{Count, Level, Metrics};
 use crate::origins::{FetchError, Fetched, OriginSpec, Origins};
+use crate::purge::{self, PurgeRules, Scope, TagPurges};
 use crate::writes::Replicated;
 
 /// The device token the gateway answers to in `Surrogate-Control` (it announces itself with
@@ -96,6 +97,8 @@ pub struct OriginConfig {
     /// obeyed before `CDN-Cache-Control`, which it obeys as a CDN cache, and before
     /// `Cache-Control` (`rfc::target_list`). By default `Switchyard-Cache-Control`.
     pub targeted_field: String,
+    /// Who may send `PURGE` (see [`crate::purge`]); by default this machine only.
+    pub purge: PurgeRules,
 }
 
 /// Bytes of writes held for origins that lack them, by default (`--write-memory`).
@@ -130,6 +133,7 @@ impl OriginConfig {
             age_reading: AgeReading::Rfc,
             max_object_size: None,
             targeted_field: rfc::OWN_TARGETED_FIELD.to_string(),
+            purge: PurgeRules::default(),
         }
     }
 
@@ -267,6 +271,9 @@ struct Counters {
     stored_entries: Level,
     evictions: Count,
     evicted_bytes: Count,
+    purges: Count,
+    purges_refused: Count,
+    purged: Count,
 }
 
 struct Shared {
@@ -283,6 +290,8 @@ struct Shared {
     reads_since_purge: AtomicU64,
     /// The longest freshness lifetime kept so far, ns: what a purge must leave.
     longest_lifetime: AtomicU64,
+    /// When tags were purged, for the reads under way then (see [`purge_request`]).
+    tag_purges: Mutex<TagPurges>,
 }
 
 type OriginCache = Cache<String, Waiter, Alone, Kept>;
@@ -373,6 +382,10 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
         stored_entries: metrics.level("gateway_stored_entries", "URLs with a stored response."),
         evictions: metrics.count("gateway_evictions", "Stored URLs evicted (as --eviction says) to stay within --max-memory."),
         evicted_bytes: metrics.count("gateway_evicted_bytes", "Bytes of the stored URLs evicted to stay within --max-memory."),
+        purges: metrics.count("gateway_purges", "PURGE requests carried out (by URL, prefix or tag)."),
+        purges_refused: metrics
+            .count("gateway_purges_refused", "PURGE requests refused: neither --purge-from nor --purge-token allowed them."),
+        purged: metrics.count("gateway_purged", "Stored URLs forgotten by purges."),
     };
     metrics
         .level("gateway_max_memory_bytes", "The bound on what is stored (--max-memory).")
@@ -405,6 +418,7 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
         counters,
         reads_since_purge: AtomicU64::new(0),
         longest_lifetime: AtomicU64::new(0),
+        tag_purges: Mutex::new(TagPurges::default()),
     })
 }
 
@@ -419,7 +433,53 @@ pub fn reader_bound(headers: &HeaderMap) -> Option<Nanos> {
 /// `GET` and `HEAD` through the cache, every other method passed through to the origin.
 async fn route(State(s): State<Arc<Shared>>, request: Request) -> Response {
     let method = request.method().clone();
-    if method == Method::GET || method == Method::HEAD { serve(s, request).await } else { pass(s, request).await }
+    if method == Method::GET || method == Method::HEAD {
+        serve(s, request).await
+    } else if purge::is_purge(&method) {
+        purge_request(&s, &request)
+    } else {
+        pass(s, request).await
+    }
+}
+
+/// A `PURGE` (see [`crate::purge`] for what it names): refused with 403 unless `--purge-from`
+/// or `--purge-token` allow it; else what it names is forgotten, and reads of it under way
+/// answer their waiters but are not kept. Answered with how many stored URLs went.
+fn purge_request(s: &Shared, request: &Request) -> Response {
+    let peer = request.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0);
+    if let Err(why) = s.config.purge.allows(request.headers(), peer) {
+        s.counters.purges_refused.inc();
+        return crate::http::error(StatusCode::FORBIDDEN, why);
+    }
+    let scope = Scope::of(&key_of(request), request.headers());
+    if let Scope::Tags(tags) = &scope {
+        // Recorded before the stored responses are scanned: a read that stores after the scan
+        // finds the purge recorded (see `read_origin`), one that stored before it is scanned.
+        let horizon = s.config.wait_bound() + Duration::from_secs(1);
+        s.tag_purges.lock().expect("no request panics holding the tag purges").purged(tags, s.now(), horizon);
+    }
+    let mut cache = s.cache.lock().expect("no request panics holding the cache");
+    let now = s.now();
+    let purged = match &scope {
+        Scope::Url(key) => {
+            let was = usize::from(cache.peek(key).is_some());
+            cache.invalidate(key, now);
+            was
+        }
+        Scope::Prefix(prefix) => cache.invalidate_run(prefix, |k| k.starts_with(prefix.as_str()), now),
+        Scope::Tags(tags) => cache.invalidate_picked(
+            |_, kept| kept.0.iter().any(|v| purge::tags(&v.headers).iter().any(|t| tags.contains(t))),
+            now,
+        ),
+    };
+    s.account(&cache);
+    drop(cache);
+    s.counters.purges.inc();
+    s.counters.purged.inc_by(purged as u64);
+    let body = serde_json::json!({ "purged": purged, "scope": scope.name() });
+    let mut r = axum::Json(body).into_response();
+    r.headers_mut().insert("x-cache", HeaderValue::from_static("purge"));
+    r
 }
 
 /// The request's fields to send to the origin: all but the hop-by-hop ones and `Host`; for a
@@ -481,6 +541,9 @@ fn passed(r: Fetched) -> Response {
     let mut resp = Response::new(Body::from(r.body));
     *resp.status_mut() = r.status;
     *resp.headers_mut() = end_to_end(&r.headers, &[]);
+    for name in purge::TAG_FIELDS {
+        resp.headers_mut().remove(name);
+    }
     resp.headers_mut().insert("x-cache", HeaderValue::from_static("pass"));
     resp
 }
@@ -650,6 +713,9 @@ fn answer(v: &Variant, age: Duration, how: How, req: Fields, head: bool) -> Resp
         }
     } else {
         *r.headers_mut() = v.headers.clone();
+        for name in purge::TAG_FIELDS {
+            r.headers_mut().remove(name);
+        }
         if !how.first {
             for name in &v.rules.omit {
                 r.headers_mut().remove(name.as_str());
@@ -1026,9 +1092,21 @@ async fn read_origin(
             if let Some(l) = v.rules.lifetime {
                 s.longest_lifetime.fetch_max(nanos(l).0, Ordering::Relaxed);
             }
-            let kept = Kept::with(cache.peek(&key).map(|e| &e.reading.value), v, req);
-            let weight = kept.weigh(&key);
-            cache.fill_weighted(key, read, Reading { value: kept, sensed_at: started }, now, weight)
+            let tags = purge::tags(&v.headers);
+            let purged = !tags.is_empty()
+                && s.tag_purges.lock().expect("no request panics holding the tag purges").any_since(&tags, started);
+            if purged {
+                // One of its tags was purged while it was read: it answers its waiters and is
+                // not kept (the core keeps no read that predates an invalidation).
+                cache.invalidate(&key, now);
+            }
+            if purged && read.is_none() {
+                Vec::new()
+            } else {
+                let kept = Kept::with(cache.peek(&key).map(|e| &e.reading.value), v, req);
+                let weight = kept.weigh(&key);
+                cache.fill_weighted(key, read, Reading { value: kept, sensed_at: started }, now, weight)
+            }
         }
         None => cache.fail(&key, read),
     };

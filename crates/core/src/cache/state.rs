@@ -541,6 +541,32 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
         }
     }
 
+    /// Forgets, as [`Cache::invalidate`] does, every key from `from` on in order for as long as
+    /// `within` holds (for text keys and a prefix: everything under the prefix, found in the
+    /// order's range rather than by a scan): stored entries, and reads under way, which answer
+    /// their waiters but are not kept. Returns how many stored entries were forgotten.
+    pub fn invalidate_run(&mut self, from: &K, within: impl Fn(&K) -> bool, now: Nanos) -> usize {
+        let stored: Vec<K> = self.entries.range(from..).map(|(k, _)| k).take_while(|k| within(k)).cloned().collect();
+        let reading: Vec<K> = self.pending.range(from..).map(|(k, _)| k).take_while(|k| within(k)).cloned().collect();
+        for k in stored.iter().chain(&reading) {
+            self.invalidate(k, now);
+        }
+        stored.len()
+    }
+
+    /// Forgets, as [`Cache::invalidate`] does, every stored entry `pick` chooses by its key and
+    /// value (a scan of them all: for what the key's order cannot find, such as a tag inside
+    /// the stored value). Reads under way are not touched: what they bring is not known yet,
+    /// and the caller decides on it when it comes. Returns how many were forgotten.
+    pub fn invalidate_picked(&mut self, mut pick: impl FnMut(&K, &V) -> bool, now: Nanos) -> usize {
+        let picked: Vec<K> =
+            self.entries.iter().filter(|(k, e)| pick(k, &e.reading.value)).map(|(k, _)| k.clone()).collect();
+        for k in &picked {
+            self.invalidate(k, now);
+        }
+        picked.len()
+    }
+
     /// Drops entries older than `keep` (counted as the cache counts age), to bound memory.
     pub fn purge(&mut self, now: Nanos, keep: Nanos) {
         let from = self.freshness.age_from;

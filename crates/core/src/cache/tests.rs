@@ -346,6 +346,37 @@ fn an_invalidated_entry_is_read_again_and_an_older_read_not_kept() {
     assert_eq!(c.peek(&0).map(|e| e.reading.value), Some(3.0), "a read after the change is kept");
 }
 
+/// A run of keys (here 10..20, as a prefix is a run of text keys) is forgotten whole, stored
+/// and weighed entries and reads under way alike, and nothing outside it; a read under way in
+/// the run answers its waiters but is not kept.
+#[test]
+fn a_run_of_keys_is_invalidated_with_its_reads_under_way() {
+    let mut c: Cache<u32, u64, Alone> = Cache::new(Lookup::Piggyback, T, AgeFrom::Load, Alone).bounded(1000);
+    for k in [5, 10, 12, 19, 20, 30] {
+        c.fill_weighted(k, None, reading(f64::from(k), 0), at(0), 10);
+    }
+    let Answer::Read { read: Some(r) } = c.join(&15, at(1)) else { panic!("a new read of 15") };
+    c.wait(&15, r, 15, 7).unwrap();
+    assert_eq!(c.invalidate_run(&10, |k| *k < 20, at(2)), 3, "10, 12 and 19 were stored");
+    let left: Vec<u32> = [5, 10, 12, 19, 20, 30].into_iter().filter(|k| c.peek(k).is_some()).collect();
+    assert_eq!(left, vec![5, 20, 30]);
+    assert_eq!(c.weight(), 30, "the forgotten entries' weight is given back");
+    assert_eq!(c.fill_weighted(15, Some(r), reading(1.0, 1), at(3), 10), vec![(7, 15)]);
+    assert!(c.peek(&15).is_none(), "a read started before the purge does not put back what it brought");
+    assert_eq!(c.invalidate_run(&40, |_| true, at(4)), 0, "an empty run");
+}
+
+/// Entries chosen by their values are forgotten, and only they.
+#[test]
+fn entries_picked_by_value_are_invalidated() {
+    let mut c = cache(Lookup::Piggyback);
+    for k in 0..6u32 {
+        c.fill(k, None, reading(f64::from(k % 2), 0), at(0));
+    }
+    assert_eq!(c.invalidate_picked(|_, v| *v == 1.0, at(1)), 3);
+    assert!((0..6).all(|k| c.peek(&k).is_some() == (k % 2 == 0)));
+}
+
 #[test]
 fn a_bounded_cache_evicts_the_least_recently_used_by_weight() {
     let mut c: Cache<u32, u64, Alone> = Cache::new(Lookup::Piggyback, T, AgeFrom::Load, Alone).bounded(100);
