@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
 # The peers the benchmarks measure against. From Debian: nginx (proxy_cache with
 # proxy_cache_lock) and the load generator wrk for `bench gateway` and `bench deliver`;
-# redis-server for `bench jobs`; ndpiReader (libndpi-bin) for `bench inspect --peer ndpi`;
+# redis-server for `bench jobs`; varnish for `bench memory`; ndpiReader (libndpi-bin) for `bench inspect --peer ndpi`;
 # tcpreplay for live capture. From PyPI, into target/peers/venv: Celery with its Redis
 # client, the task queue `bench jobs` runs beside the jobs coordinator. Needs root (or sudo)
 # for the Debian packages; a no-op where everything is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
-if ! { have wrk && have nginx && have redis-server && have ndpiReader && have tcpreplay; }; then
+if ! { have wrk && have nginx && have redis-server && have ndpiReader && have tcpreplay && have varnishd; }; then
   SUDO=""
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   $SUDO apt-get update -qq
   # nginx-light has proxy_cache; the packages' services are not started where there is no init.
   # libndpi-bin: ndpiReader (nDPI 4.2), the DPI peer of `bench inspect --peer ndpi`; tcpreplay
-  # replays captures onto an interface for `inspect --interface`'s tests.
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nginx-light wrk redis-server libndpi-bin tcpreplay >/dev/null
+  # replays captures onto an interface for `inspect --interface`'s tests; varnish (varnishd,
+# Varnish 7.1) for `bench memory`, run as a process of the bench's own (no service started).
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nginx-light wrk redis-server libndpi-bin tcpreplay varnish >/dev/null
 fi
 echo "installed: $(/usr/sbin/nginx -v 2>&1), $(wrk --version 2>&1 | head -1), $(redis-server --version | cut -d' ' -f1-3)"
-echo "installed: ndpiReader $(dpkg-query -W -f='${Version}' libndpi-bin), $(tcpreplay --version 2>&1 | head -1)"
+echo "installed: ndpiReader $(dpkg-query -W -f='${Version}' libndpi-bin), $(tcpreplay --version 2>&1 | head -1), $(/usr/sbin/varnishd -V 2>&1 | head -1)"
 VENV=target/peers/venv
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import celery, redis, packaging, kombu; assert kombu.__version__ == '5.4.2'" 2>/dev/null; then
   python3 -m venv "$VENV"

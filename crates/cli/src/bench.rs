@@ -24,6 +24,7 @@ enum BenchWhat {
     Blocklog(crate::bench_blocklog::BlocklogBench),
     Shm(crate::bench_shm::ShmBench),
     Eviction(crate::bench_eviction::EvictionBench),
+    Memory(crate::bench_memory::MemoryBench),
     #[cfg(target_os = "linux")]
     Steer(crate::bench_steer::SteerBench),
 }
@@ -122,6 +123,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         BenchWhat::Blocklog(a) => crate::bench_blocklog::run(a),
         BenchWhat::Shm(a) => crate::bench_shm::run(a),
         BenchWhat::Eviction(a) => crate::bench_eviction::run(a),
+        BenchWhat::Memory(a) => crate::bench_memory::run(a),
         #[cfg(target_os = "linux")]
         BenchWhat::Steer(a) => crate::bench_steer::run(a),
     }

@@ -14,6 +14,7 @@ mod bench_gateway;
 mod bench_jobs;
 #[cfg(target_os = "linux")]
 mod bench_live;
+mod bench_memory;
 mod bench_mux;
 mod bench_ndpi;
 mod bench_shm;

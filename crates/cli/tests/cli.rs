@@ -1395,6 +1395,27 @@ fn bench_gateway_reports_the_herds_and_the_lookups() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `bench memory`, a second each: the gateway's flood answered without failures, its own count
+/// of what it stores within the bound, and a row for each peer found (a note for each not).
+#[test]
+fn bench_memory_floods_each_cache_and_keeps_the_gateway_within_its_bound() {
+    let (report, dir) = run_bench_report("memory", &["--seconds", "1", "--connections", "8", "--max-memory", "4MiB"]);
+    let (rows, answered) = bench_table(&report, "flood", "answered");
+    let (_, failed) = bench_table(&report, "flood", "failed");
+    let (_, stored) = bench_table(&report, "flood", "stored_mib");
+    let ours = &rows[0];
+    assert_eq!(ours[0], "switchyard gateway");
+    assert!(ours[answered].as_u64().is_some_and(|n| n > 0) && ours[failed] == 0, "{ours:?}");
+    assert!(ours[stored].as_f64().is_some_and(|m| m > 0.0 && m <= 4.0), "stored within the bound: {ours:?}");
+    let notes = report["notes"].as_array().unwrap();
+    for (peer, row) in [("Varnish", "varnish (malloc)"), ("nginx", "nginx proxy_cache (disk)")] {
+        let ran = rows.iter().any(|r| r[0] == row);
+        let said = notes.iter().any(|n| n.as_str().unwrap().starts_with(&format!("{peer} was not run")));
+        assert!(ran != said, "{peer}: a row or a note saying why not");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// `bench jobs`, one short round: the round, the median and the goals read off it.
 #[test]
 fn bench_jobs_reports_rounds_medians_and_goals() {

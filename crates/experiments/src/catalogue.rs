@@ -37,6 +37,7 @@ pub const BENCHMARKS: &[&ReportSpec] = &[
     &crate::bench::figurehead::SPEC,
     &crate::bench::blocklog::SPEC,
     &crate::bench::eviction::SPEC,
+    &crate::bench::memory::SPEC,
 ];
 
 /// The spec of reproduction `name`, if there is one.

@@ -34,6 +34,7 @@ pub mod inspect;
 pub mod jobs;
 #[cfg(target_os = "linux")]
 pub mod live;
+pub mod memory;
 pub mod mux;
 pub mod ndpi;
 pub mod peers;
