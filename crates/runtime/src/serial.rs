@@ -6,7 +6,9 @@ use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use switchyard_core::flow::FiveTuple;
-use switchyard_ingest::{Assembly, ConnConfig, ConnTable, Glimpse, IngestError, Packet, Packets, SkipCounts, Step};
+use switchyard_ingest::{
+    Assembly, Conn, ConnConfig, ConnTable, Glimpse, IngestError, Packet, Packets, SkipCounts, Step,
+};
 
 use crate::inspect::{Found, Inspector, Needs, Ports, Protocol, tls};
 
@@ -105,6 +107,24 @@ pub struct ConnResult {
     pub packets: u64,
     /// Payload bytes seen.
     pub bytes: u64,
+    /// Capture times of its first and last packets, nanoseconds since the Unix epoch.
+    pub first_ns: u64,
+    /// See [`ConnResult::first_ns`].
+    pub last_ns: u64,
+    /// What the client (as [`ConnResult::key`] has it) sent.
+    pub to_server: Sent,
+    /// What the server sent.
+    pub to_client: Sent,
+}
+
+/// What one end of a connection sent: packets, and bytes as on the wire (each frame's length,
+/// link header included).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sent {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes on the wire.
+    pub wire_bytes: u64,
 }
 
 impl ConnResult {
@@ -117,7 +137,36 @@ impl ConnResult {
     /// if any, is `found`; its counts are left for the caller.
     pub fn new(id: u64, key: FiveTuple, found: Option<Found>, verdict: Verdict, tls: Option<Box<tls::Seen>>) -> Self {
         let key = if found.is_some_and(Found::roles_reversed) { key.reversed() } else { key };
-        Self { id, key, verdict, tls, matched_at: None, packets: 0, bytes: 0 }
+        Self {
+            id,
+            key,
+            verdict,
+            tls,
+            matched_at: None,
+            packets: 0,
+            bytes: 0,
+            first_ns: 0,
+            last_ns: 0,
+            to_server: Sent::default(),
+            to_client: Sent::default(),
+        }
+    }
+
+    /// With the counts and times the table kept of `conn`, each direction's put the way round
+    /// [`ConnResult::key`] is (a matched server's greeting may have turned the roles round).
+    pub fn counted<T>(self, conn: &Conn<T>) -> Self {
+        let client = Sent { packets: conn.sent.client_packets, wire_bytes: conn.sent.client_wire_bytes };
+        let server = Sent { packets: conn.server_packets(), wire_bytes: conn.sent.server_wire_bytes };
+        let (to_server, to_client) = if self.key == conn.key() { (client, server) } else { (server, client) };
+        Self {
+            packets: conn.packets,
+            bytes: conn.bytes,
+            first_ns: conn.first_ns,
+            last_ns: conn.last_ns,
+            to_server,
+            to_client,
+            ..self
+        }
     }
 }
 
@@ -370,14 +419,10 @@ fn serial(
     ended.sort_by_key(|c| c.id);
     s.conns = ended
         .into_iter()
-        .map(|c| {
+        .map(|mut c| {
             let verdict = Verdict::of(c.data.found.map(|f| f.protocol), c.packets, &config);
-            ConnResult {
-                matched_at: c.data.matched_at,
-                packets: c.packets,
-                bytes: c.bytes,
-                ..ConnResult::new(c.id, c.key(), c.data.found, verdict, c.data.tls)
-            }
+            let (matched_at, tls) = (c.data.matched_at, c.data.tls.take());
+            ConnResult { matched_at, ..ConnResult::new(c.id, c.key(), c.data.found, verdict, tls) }.counted(&c)
         })
         .collect();
     Ok(s)

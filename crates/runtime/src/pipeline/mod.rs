@@ -400,12 +400,7 @@ pub fn run_with_progress<'a>(
                     let tls =
                         c.data.shared.and_then(|sh| sh.work.0.lock().expect("workers are done").as_mut()?.tls.take());
                     let matched_at = matched.map(|_| shared::index_of(first) as u32);
-                    ConnResult {
-                        matched_at,
-                        packets: c.packets,
-                        bytes: c.bytes,
-                        ..ConnResult::new(c.id, c.key(), found, verdict, tls)
-                    }
+                    ConnResult { matched_at, ..ConnResult::new(c.id, c.key(), found, verdict, tls) }.counted(&c)
                 })
                 .collect();
             Ok(RunReport {
