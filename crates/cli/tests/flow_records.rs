@@ -134,6 +134,18 @@ fn eve_lines_carry_the_fields_suricata_documents() {
         assert_eq!(events[at + 1]["flow_id"], e["flow_id"]);
         assert_eq!(events[at + 1]["app_proto"], "tls");
     }
+    // A query's and a request's events carry the fields Suricata's DNS and HTTP loggers write.
+    for e in events.iter().filter(|e| e["event_type"] == "dns") {
+        let mut got = keys(&e["dns"]);
+        got.sort_unstable();
+        assert_eq!(got, ["id", "rrname", "rrtype", "tx_id", "type"], "{e}");
+    }
+    let http: Vec<&Value> = events.iter().filter(|e| e["event_type"] == "http").collect();
+    assert!(!http.is_empty(), "the capture has curl's HTTP/1.1 request");
+    for e in http {
+        assert!(e["http"]["hostname"].is_string() && e["http"]["url"].is_string(), "{e}");
+        assert!(e["http"]["http_method"].is_string(), "{e}");
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -186,6 +198,63 @@ fn eve_counts_each_direction_as_tshark_does() {
         }
     }
     assert_eq!(covered, theirs.len(), "every direction tshark saw is a flow event's: {theirs:?}");
+}
+
+/// The `dns` and `http` events say what tshark's dissectors read of the same queries and
+/// requests: the query's ID, name and type; the request's host, target and method.
+#[test]
+fn eve_dns_and_http_events_agree_with_tshark() {
+    if !installed("tshark") {
+        eprintln!("SKIPPED: tshark is not installed (.ci/install-flow-collectors installs it)");
+        return;
+    }
+    let events = eve_lines(&["inspect", CONVERSATIONS, "-w", "2", "--eve", "-"]);
+    let tshark = |filter: &str, fields: &[&str]| -> Vec<String> {
+        let mut args = vec!["-r", CONVERSATIONS, "-Y", filter, "-T", "fields"];
+        for f in fields {
+            args.extend(["-e", f]);
+        }
+        let out = Command::new("tshark").args(&args).output().expect("tshark runs");
+        let mut rows: Vec<String> =
+            String::from_utf8_lossy(&out.stdout).lines().map(|l| l.replace('\t', " ")).collect();
+        rows.sort();
+        rows
+    };
+    let port = |e: &Value| e["src_port"].to_string();
+    // tshark: a UDP or a TCP source port (the other field empty), the ID in hex, name, type.
+    let mut ours: Vec<String> = events
+        .iter()
+        .filter(|e| e["event_type"] == "dns")
+        .map(|e| {
+            let d = &e["dns"];
+            assert_eq!(d["type"], "query");
+            let rrtype = match d["rrtype"].as_str().unwrap() {
+                "A" => 1,
+                "AAAA" => 28,
+                other => panic!("a type this capture does not have: {other}"),
+            };
+            let (udp, tcp) = if e["proto"] == "UDP" { (port(e), String::new()) } else { (String::new(), port(e)) };
+            format!("{udp} {tcp} 0x{:04x} {} {rrtype}", d["id"].as_u64().unwrap(), d["rrname"].as_str().unwrap())
+        })
+        .collect();
+    ours.sort();
+    let theirs =
+        tshark("dns.flags.response==0", &["udp.srcport", "tcp.srcport", "dns.id", "dns.qry.name", "dns.qry.type"]);
+    assert!(!theirs.is_empty());
+    assert_eq!(ours, theirs, "DNS queries: ours, then tshark's");
+    let mut ours: Vec<String> = events
+        .iter()
+        .filter(|e| e["event_type"] == "http")
+        .map(|e| {
+            let h = &e["http"];
+            let s = |k: &str| h[k].as_str().unwrap_or("").to_string();
+            format!("{} {} {} {}", port(e), s("hostname"), s("url"), s("http_method"))
+        })
+        .collect();
+    ours.sort();
+    let theirs = tshark("http.request", &["tcp.srcport", "http.host", "http.request.uri", "http.request.method"]);
+    assert!(!theirs.is_empty());
+    assert_eq!(ours, theirs, "HTTP requests: ours, then tshark's");
 }
 
 /// The records are the same whatever the workers and the design: they come from the

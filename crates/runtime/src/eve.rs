@@ -7,7 +7,11 @@
 //! `src_port`, `dest_ip`, `dest_port`, `proto`; a `flow` event's `flow` object has
 //! `pkts_toserver`, `pkts_toclient`, `bytes_toserver`, `bytes_toclient`, `start`, `end`, `age`,
 //! `state`, `reason`, `alerted`; a `tls` event's `tls` object has `sni`, `version`, `ja4`,
-//! `client_alpns` and `server_alpns`.
+//! `client_alpns` and `server_alpns`; a `dns` event's `dns` object (a query, as Suricata's
+//! version-2 DNS logger writes one) has `type`, `id`, `rrname`, `rrtype`, `tx_id`; an `http`
+//! event's `http` object has `hostname`, `url`, `http_method`, and `status` where the response
+//! was in the bytes that named the connection. A connection's events come before its `flow`
+//! event, in the order `tls`, `dns`/`http`, `flow`.
 //!
 //! Where inspect knows less than Suricata, a field says what inspect knows, never a guess:
 //! - `bytes_*` count each frame's length as captured on the wire, link header included, as
@@ -28,6 +32,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
+use crate::app_fields::AppFields;
 use crate::inspect::tls;
 use crate::serial::{ConnResult, Verdict};
 
@@ -88,6 +93,41 @@ struct Extra<'a> {
 }
 
 #[derive(Serialize)]
+struct DnsEvent<'a> {
+    #[serde(flatten)]
+    header: Header<'a>,
+    dns: Dns<'a>,
+}
+
+/// A query as Suricata's version-2 DNS logger writes one.
+#[derive(Serialize)]
+struct Dns<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: u16,
+    rrname: &'a str,
+    rrtype: String,
+    tx_id: u64,
+}
+
+#[derive(Serialize)]
+struct HttpEvent<'a> {
+    #[serde(flatten)]
+    header: Header<'a>,
+    http: Http<'a>,
+}
+
+#[derive(Serialize)]
+struct Http<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hostname: Option<&'a str>,
+    url: &'a str,
+    http_method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+}
+
+#[derive(Serialize)]
 struct TlsEvent<'a> {
     #[serde(flatten)]
     header: Header<'a>,
@@ -109,7 +149,8 @@ struct Tls<'a> {
 }
 
 /// Writes each connection's events, in the order of `conns`: its `tls` event if it showed a
-/// TLS handshake, then its `flow` event; one JSON object a line.
+/// TLS handshake, its `dns` or `http` event if its opening showed a query or a request, then
+/// its `flow` event; one JSON object a line.
 pub fn write_eve(conns: &[ConnResult], config: EveConfig, mut out: impl Write) -> io::Result<()> {
     // The run's last packet: a connection silent long before it had timed out.
     let run_end = conns.iter().map(|c| c.last_ns).max().unwrap_or(0);
@@ -126,6 +167,17 @@ pub fn write_eve(conns: &[ConnResult], config: EveConfig, mut out: impl Write) -
                 },
             };
             line(&mut out, &event)?;
+        }
+        match c.app.as_deref() {
+            Some(AppFields::Dns { id, rrname, rrtype }) => {
+                let dns = Dns { kind: "query", id: *id, rrname, rrtype: rrtype_name(*rrtype), tx_id: 0 };
+                line(&mut out, &DnsEvent { header: header(c, "dns"), dns })?;
+            }
+            Some(AppFields::Http { method, url, hostname, status }) => {
+                let http = Http { hostname: hostname.as_deref(), url, http_method: method, status: *status };
+                line(&mut out, &HttpEvent { header: header(c, "http"), http })?;
+            }
+            None => {}
         }
         let app_proto = match c.verdict {
             Verdict::Matched(p) => Some(p.name()),
@@ -190,6 +242,31 @@ fn proto_name(proto: u8) -> &'static str {
         132 => "SCTP",
         _ => "unknown",
     }
+}
+
+/// A query type's mnemonic (IANA's "Resource Record (RR) TYPEs" registry), or `TYPE` and its
+/// number for the others (RFC 3597 §5).
+fn rrtype_name(t: u16) -> String {
+    let name = match t {
+        1 => "A",
+        2 => "NS",
+        5 => "CNAME",
+        6 => "SOA",
+        12 => "PTR",
+        15 => "MX",
+        16 => "TXT",
+        28 => "AAAA",
+        33 => "SRV",
+        35 => "NAPTR",
+        43 => "DS",
+        48 => "DNSKEY",
+        64 => "SVCB",
+        65 => "HTTPS",
+        252 => "AXFR",
+        255 => "ANY",
+        _ => return format!("TYPE{t}"),
+    };
+    name.into()
 }
 
 /// A negotiated version as Suricata's TLS logger names it (`TLS 1.3`, `TLSv1`, `SSLv3`).

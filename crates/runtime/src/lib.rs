@@ -5,6 +5,7 @@
 //!
 //! - [`affinity`]: running the calling thread on one core, for baselines measured against
 //!   pinned workers.
+//! - [`app_fields`]: what flow records show of a DNS query or an HTTP request beside its protocol.
 //! - [`deliver`]: the delivery server of Yates ch. 2–4 — connections sharded over worker threads,
 //!   bulk and rate-promised streams, soft rebalancing, pacing and admission carried out for the
 //!   core — and the clients that measure it.
@@ -34,6 +35,7 @@
 //! No placement logic: a policy added to the core is used here unchanged.
 
 pub mod affinity;
+pub mod app_fields;
 pub mod deliver;
 pub mod eve;
 #[cfg(target_os = "linux")]

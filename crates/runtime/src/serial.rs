@@ -10,6 +10,7 @@ use switchyard_ingest::{
     Assembly, Conn, ConnConfig, ConnTable, Glimpse, IngestError, Packet, Packets, SkipCounts, Step,
 };
 
+use crate::app_fields::{self, AppFields};
 use crate::inspect::{Found, Inspector, Needs, Ports, Protocol, tls};
 
 /// How a connection ended up (Guo §2.4's three states).
@@ -101,6 +102,9 @@ pub struct ConnResult {
     pub verdict: Verdict,
     /// For TLS, what its handshake showed.
     pub tls: Option<Box<tls::Seen>>,
+    /// For DNS and HTTP, what the buffer that matched showed (a query's name; a request's host
+    /// and URL).
+    pub app: Option<Box<AppFields>>,
     /// The packet (numbered from 0 in the connection) whose buffer matched.
     pub matched_at: Option<u32>,
     /// Packets seen.
@@ -142,6 +146,7 @@ impl ConnResult {
             key,
             verdict,
             tls,
+            app: None,
             matched_at: None,
             packets: 0,
             bytes: 0,
@@ -272,6 +277,7 @@ struct State {
     found: Option<Found>,
     matched_at: Option<u32>,
     tls: Option<Box<tls::Seen>>,
+    app: Option<Box<AppFields>>,
     /// A TLS connection whose ServerHello is still to come: its later buffers are read for it.
     tls_pending: bool,
 }
@@ -397,6 +403,7 @@ fn serial(
                     }
                     state.found = Some(found);
                     state.matched_at = Some(index);
+                    state.app = app_fields::read(found, buffer, starts, p.tcp.is_some());
                     if found.protocol.name() == "tls" {
                         let mut seen = Box::<tls::Seen>::default();
                         state.tls_pending = seen.read(buffer, starts);
@@ -421,8 +428,8 @@ fn serial(
         .into_iter()
         .map(|mut c| {
             let verdict = Verdict::of(c.data.found.map(|f| f.protocol), c.packets, &config);
-            let (matched_at, tls) = (c.data.matched_at, c.data.tls.take());
-            ConnResult { matched_at, ..ConnResult::new(c.id, c.key(), c.data.found, verdict, tls) }.counted(&c)
+            let (matched_at, tls, app) = (c.data.matched_at, c.data.tls.take(), c.data.app.take());
+            ConnResult { matched_at, app, ..ConnResult::new(c.id, c.key(), c.data.found, verdict, tls) }.counted(&c)
         })
         .collect();
     Ok(s)
