@@ -166,8 +166,10 @@ pub(crate) struct InspectArgs {
     /// Write flow records here as JSON lines in the shape of Suricata's EVE output (`-`:
     /// standard output, the summary then going to standard error), for the tools that read
     /// Suricata's eve.json (Filebeat, jq, SIEM parsers). Each connection gives a `flow` event
-    /// (5-tuple, `app_proto`, packets and bytes each way, start, end, state, reason) and, for
-    /// TLS, a `tls` event before it (sni, version, ja4, client_alpns). `flow_id` is the `id` of
+    /// (5-tuple, `app_proto`, packets and bytes each way, start, end, state, reason), and
+    /// before it a `tls` event (sni, version, ja4, client_alpns), a `dns` event (the query's
+    /// rrname, rrtype, id; answers are not read) or an `http` event (hostname, url, http_method;
+    /// status only where the response was in the bytes that named it). `flow_id` is the `id` of
     /// `--results`; `app_proto` is only a payload verdict (`failed` where nothing matched: a
     /// `--guess` is in `switchyard.verdict`, with evidence `port`); bytes count each frame as
     /// captured; `state` is never `closed` (FIN and RST are not followed). Written when the run
@@ -182,8 +184,9 @@ pub(crate) struct InspectArgs {
     /// flowStart/EndMilliseconds, packetDeltaCount, layer2OctetDeltaCount (frames as captured),
     /// and the protocol named by payload in applicationName (IE 96, RFC 6759). Messages stay
     /// under 1,400 bytes; templates lead each export and come again every 16 messages, since
-    /// UDP may lose them. E.g. `nfcapd -p 4739 -w DIR` or
-    /// `tshark -i lo -f 'udp port 4739' -d udp.port==4739,cflow -V` collects them.
+    /// UDP may lose them. E.g. `nfcapd -p 4739 -w DIR` collects them (nfdump 1.7 shows the
+    /// flows, packets, times and direction, but neither IE 352's bytes nor IE 96's name), or
+    /// `tshark -i lo -f 'udp port 4739' -d udp.port==4739,cflow -V` decodes every field.
     #[arg(long, value_name = "HOST:PORT", verbatim_doc_comment)]
     pub(crate) ipfix: Option<String>,
 

@@ -476,3 +476,52 @@ fn write_udp_capture(path: &Path, port: u16, payloads: &[Vec<u8>]) {
     }
     std::fs::write(path, out).expect("the capture is written");
 }
+
+/// A capture fed by another process (`switchyard feed`) gives the file's flow records: the
+/// same events, connection by connection, once the feeder has sent everything.
+#[cfg(target_os = "linux")]
+#[test]
+fn eve_from_a_feed_is_the_file_s() {
+    let dir = scratch("feed");
+    let (sock, eve) = (dir.join("feed.sock"), dir.join("eve.json"));
+    let mut inspector = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["inspect", "--feed", sock.to_str().unwrap(), "--workers", "2", "--feed-ring-kib", "64"])
+        .args(["--eve", eve.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let started = std::time::Instant::now();
+    while !sock.exists() {
+        assert!(started.elapsed() < Duration::from_secs(20), "the inspector never listened at {sock:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    switchyard(&["feed", CONVERSATIONS, "--to", sock.to_str().unwrap()]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pid = inspector.id();
+    std::thread::spawn(move || tx.send(inspector.wait()));
+    let status = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        panic!("the inspector still ran a minute after the feeder ended");
+    });
+    assert!(status.expect("waited").success());
+    // Events by connection (the feed numbers connections per ring: compared without flow_id).
+    let events = |text: &str| -> Vec<String> {
+        let mut v: Vec<String> = text
+            .lines()
+            .map(|l| {
+                let mut e: Value = serde_json::from_str(l).unwrap();
+                e.as_object_mut().unwrap().remove("flow_id");
+                e.to_string()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let fed = events(&std::fs::read_to_string(&eve).expect("the EVE file is written"));
+    let file =
+        events(&String::from_utf8(switchyard(&["inspect", CONVERSATIONS, "-w", "1", "--eve", "-"]).stdout).unwrap());
+    assert!(!file.is_empty());
+    assert_eq!(fed, file);
+    let _ = std::fs::remove_dir_all(dir);
+}
