@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -14,7 +14,9 @@ use switchyard_core::measure::balance;
 use switchyard_core::place::{self, PlaceConfig};
 use switchyard_core::{Policy, Topology, WorkerId};
 use switchyard_ingest::{CaptureBytes, ConnConfig, SliceReader};
+use switchyard_runtime::eve::{self, EveConfig};
 use switchyard_runtime::inspect::{Engine, Inspector, Needs, Ports, SIGNATURES};
+use switchyard_runtime::ipfix::{Exporter, IpfixConfig};
 use switchyard_runtime::pipeline::{self, OnFull, PipelineConfig, RunReport};
 use switchyard_runtime::serial::ConnResult;
 use switchyard_runtime::sharded;
@@ -61,6 +63,8 @@ use crate::print::RowFormat as Format;
 ///   switchyard feed capture.pcap --to /tmp/dpi.sock, or tcpdump -w - | switchyard feed - ...)
 ///
 ///   switchyard inspect big.pcap --workers 2 --policy ahrw --results conns.csv
+///
+///   switchyard inspect site.pcap --eve eve.json --ipfix 127.0.0.1:4739   (flow records)
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct InspectArgs {
@@ -158,6 +162,33 @@ pub(crate) struct InspectArgs {
     /// Write one CSV row per connection here (id, client, server, protocol, server name, …).
     #[arg(long)]
     pub(crate) results: Option<PathBuf>,
+
+    /// Write flow records here as JSON lines in the shape of Suricata's EVE output (`-`:
+    /// standard output, the summary then going to standard error), for the tools that read
+    /// Suricata's eve.json (Filebeat, jq, SIEM parsers). Each connection gives a `flow` event
+    /// (5-tuple, `app_proto`, packets and bytes each way, start, end, state, reason), and
+    /// before it a `tls` event (sni, version, ja4, client_alpns), a `dns` event (the query's
+    /// rrname, rrtype, id; answers are not read) or an `http` event (hostname, url, http_method;
+    /// status only where the response was in the bytes that named it). `flow_id` is the `id` of
+    /// `--results`; `app_proto` is only a payload verdict (`failed` where nothing matched: a
+    /// `--guess` is in `switchyard.verdict`, with evidence `port`); bytes count each frame as
+    /// captured; `state` is never `closed` (FIN and RST are not followed). Written when the run
+    /// ends (Ctrl-C for a live one), like `--results`. E.g.
+    ///   switchyard inspect site.pcap --eve - | jq 'select(.event_type=="flow") | .app_proto'
+    #[arg(long, value_name = "PATH|-", verbatim_doc_comment)]
+    pub(crate) eve: Option<PathBuf>,
+
+    /// Export the connections as IPFIX (RFC 7011) over UDP to the collector at HOST:PORT
+    /// (4739 is IPFIX's port), when the run ends. Each connection is a record a direction
+    /// (biflowDirection 1 from the client, 2 from the server) with the 5-tuple,
+    /// flowStart/EndMilliseconds, packetDeltaCount, layer2OctetDeltaCount (frames as captured),
+    /// and the protocol named by payload in applicationName (IE 96, RFC 6759). Messages stay
+    /// under 1,400 bytes; templates lead each export and come again every 16 messages, since
+    /// UDP may lose them. E.g. `nfcapd -p 4739 -w DIR` collects them (nfdump 1.7 shows the
+    /// flows, packets, times and direction, but neither IE 352's bytes nor IE 96's name), or
+    /// `tshark -i lo -f 'udp port 4739' -d udp.port==4739,cflow -V` decodes every field.
+    #[arg(long, value_name = "HOST:PORT", verbatim_doc_comment)]
+    pub(crate) ipfix: Option<String>,
 
     /// Check the verdicts against a labels CSV from `switchyard trace-gen`, and report misses.
     #[arg(long)]
@@ -320,7 +351,7 @@ pub(crate) fn run(args: &InspectArgs) -> Result<()> {
     if args.design == Design::Sharded {
         totals.policy = format!("{} (sharded)", totals.policy);
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = summary_out(args);
     match args.format {
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&totals)?)?,
         Format::Csv => {
@@ -450,6 +481,34 @@ pub(crate) fn write_results(conns: &[ConnResult], path: &PathBuf) -> Result<()> 
         .with_context(|| format!("cannot write `{}`", path.display()))
 }
 
+fn write_eve(conns: &[ConnResult], path: &Path) -> Result<()> {
+    let config = EveConfig { idle_timeout_ns: ConnConfig::default().idle_timeout_ns };
+    if path == Path::new("-") {
+        return eve::write_eve(conns, config, std::io::BufWriter::new(std::io::stdout().lock()))
+            .context("cannot write the EVE records to standard output");
+    }
+    let f = File::create(path).with_context(|| format!("--eve: cannot create `{}`", path.display()))?;
+    eve::write_eve(conns, config, std::io::BufWriter::new(f))
+        .with_context(|| format!("--eve: cannot write `{}`", path.display()))
+}
+
+fn export_ipfix(conns: &[ConnResult], addr: &str) -> Result<()> {
+    let mut exporter = Exporter::connect(addr, IpfixConfig::default())?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let sent = exporter.export(conns, u32::try_from(now).unwrap_or(u32::MAX))?;
+    eprintln!("ipfix: {} records in {} messages to {addr}", sent.records, sent.messages);
+    Ok(())
+}
+
+/// Where the summary is printed: standard error when `--eve -` has standard output.
+pub(crate) fn summary_out(args: &InspectArgs) -> Box<dyn Write> {
+    if args.eve.as_deref() == Some(Path::new("-")) {
+        Box::new(std::io::stderr().lock())
+    } else {
+        Box::new(std::io::stdout().lock())
+    }
+}
+
 /// Compares verdicts with a labels CSV: the number checked, and a line per miss.
 /// What an inspection does with its connections once the run is over, whether they came from
 /// a file or an interface: `--guess` names the unnamed by port, `--results` writes them, and
@@ -462,6 +521,12 @@ pub(crate) fn finish(args: &InspectArgs, conns: &mut [ConnResult]) -> Result<Opt
     }
     if let Some(path) = &args.results {
         write_results(conns, path)?;
+    }
+    if let Some(path) = &args.eve {
+        write_eve(conns, path)?;
+    }
+    if let Some(addr) = &args.ipfix {
+        export_ipfix(conns, addr)?;
     }
     args.labels.as_ref().map(|p| check_labels(conns, p)).transpose()
 }

@@ -14,7 +14,7 @@ use switchyard_ingest::live::RingConfig;
 use switchyard_runtime::feed::{FeedListener, inspect_feed};
 use switchyard_runtime::live::{LiveCounts, LiveReport, inspect_live};
 
-use crate::inspect::{InspectArgs, finish, print_protocols};
+use crate::inspect::{InspectArgs, finish, print_protocols, summary_out};
 
 pub(crate) fn run(args: &InspectArgs, interface: &str) -> Result<()> {
     let workers = workers(args, 1)?;
@@ -103,7 +103,7 @@ fn watch<R: Send>(counts: &LiveCounts, kernel: bool, inspect: impl FnOnce() -> R
 fn print_report(args: &InspectArgs, what: &str, workers: usize, mut report: LiveReport, kernel: bool) -> Result<()> {
     let check = finish(args, &mut report.summary.conns)?;
     let s = &report.summary;
-    let mut out = std::io::stdout().lock();
+    let mut out = summary_out(args);
     write!(
         out,
         "{what}: {} packets, {} connections in {:.1} s on {workers} worker{}",

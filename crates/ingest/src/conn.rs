@@ -67,10 +67,15 @@ pub struct Conn<T> {
     key: Key,
     /// Capture time of the latest packet.
     pub last_ns: u64,
+    /// Capture time of the first packet (the earliest, if capture times go backwards).
+    pub first_ns: u64,
     /// Packets seen.
     pub packets: u64,
     /// Payload bytes seen, in both directions, buffered or not.
     pub bytes: u64,
+    /// Packets and bytes on the wire each way, for flow records (EVE's `pkts_toserver`, IPFIX's
+    /// delta counts): two additions a packet beside the totals above.
+    pub sent: Sent,
     /// The caller's state.
     pub data: T,
 }
@@ -85,6 +90,26 @@ impl<T> Conn<T> {
             }
             Key::Other(ref key) => **key,
         }
+    }
+}
+
+/// What a connection's two ends sent: packets, and bytes as on the wire (each frame's length,
+/// link header included, as Suricata's EVE counts them). Its server's counts are the totals less
+/// the client's, so only the client's are kept apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sent {
+    /// Packets from the client.
+    pub client_packets: u64,
+    /// Wire bytes from the client.
+    pub client_wire_bytes: u64,
+    /// Wire bytes from the server.
+    pub server_wire_bytes: u64,
+}
+
+impl<T> Conn<T> {
+    /// Packets from the server: the rest of them.
+    pub fn server_packets(&self) -> u64 {
+        self.packets - self.sent.client_packets
     }
 }
 
@@ -242,7 +267,16 @@ impl<T: Default> ConnTable<T> {
         let cfg = self.config;
         let probe = Probe::of(&p.key);
         let hash = probe.hash(&self.hasher);
-        let fresh = |id| Conn { id, key: probe.key(), last_ns: p.time_ns, packets: 0, bytes: 0, data: T::default() };
+        let fresh = |id| Conn {
+            id,
+            key: probe.key(),
+            last_ns: p.time_ns,
+            first_ns: p.time_ns,
+            packets: 0,
+            bytes: 0,
+            sent: Sent::default(),
+            data: T::default(),
+        };
         // One lookup per packet: the table is the producer's hottest structure.
         let live = &self.live;
         let mut from_client = true;
@@ -279,7 +313,15 @@ impl<T: Default> ConnTable<T> {
             }
         };
         conn.last_ns = conn.last_ns.max(p.time_ns);
+        conn.first_ns = conn.first_ns.min(p.time_ns);
         conn.bytes += p.payload.len() as u64;
+        let wire = u64::from(p.wire_len);
+        if from_client {
+            conn.sent.client_packets += 1;
+            conn.sent.client_wire_bytes += wire;
+        } else {
+            conn.sent.server_wire_bytes += wire;
+        }
         let index = conn.packets;
         conn.packets += 1;
         if index >= u64::from(cfg.max_packets) {
@@ -370,6 +412,25 @@ mod tests {
         assert_eq!(done.len(), 1);
         assert_eq!(done[0].data.buffer(), &b"GET / HTTP/1.1\r\nHTTP/1.1 200 OK\r\nHost: x\r\n"[..]);
         assert_eq!(done[0].key().dst().port(), 80, "the client is the first packet's sender");
+    }
+
+    /// Each direction's packets and wire bytes are counted apart, past the inspected packets
+    /// too, and the connection's first and last times span all of them: what a flow record
+    /// (EVE, IPFIX) reports.
+    #[test]
+    fn each_direction_is_counted_apart_for_flow_records() {
+        let config = ConnConfig { max_packets: 2, ..ConnConfig::default() };
+        let mut table: ConnTable<()> = ConnTable::new(config);
+        let mut big = packet(7, true, 200, b"later");
+        big.wire_len = 1514;
+        for p in [packet(5, true, 100, b"a"), packet(6, false, 900, b"bb"), big, packet(9, false, 902, b"")] {
+            table.on_packet(&p);
+        }
+        let done = table.finish();
+        let c = &done[0];
+        assert_eq!((c.first_ns, c.last_ns), (5, 9));
+        assert_eq!((c.sent.client_packets, c.server_packets()), (2, 2));
+        assert_eq!((c.sent.client_wire_bytes, c.sent.server_wire_bytes), (60 + 1514, 60 + 60));
     }
 
     #[test]

@@ -35,7 +35,7 @@ mod slice;
 pub mod stream;
 
 pub use assemble::Assembly;
-pub use conn::{Conn, ConnConfig, ConnTable, Step};
+pub use conn::{Conn, ConnConfig, ConnTable, Sent, Step};
 pub use decode::{Decoded, Skip, Tcp, decode, decode_thorough};
 pub use glimpse::Glimpse;
 pub use mapped::CaptureBytes;

@@ -6,8 +6,11 @@ use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use switchyard_core::flow::FiveTuple;
-use switchyard_ingest::{Assembly, ConnConfig, ConnTable, Glimpse, IngestError, Packet, Packets, SkipCounts, Step};
+use switchyard_ingest::{
+    Assembly, Conn, ConnConfig, ConnTable, Glimpse, IngestError, Packet, Packets, SkipCounts, Step,
+};
 
+use crate::app_fields::{self, AppFields};
 use crate::inspect::{Found, Inspector, Needs, Ports, Protocol, tls};
 
 /// How a connection ended up (Guo §2.4's three states).
@@ -99,12 +102,33 @@ pub struct ConnResult {
     pub verdict: Verdict,
     /// For TLS, what its handshake showed.
     pub tls: Option<Box<tls::Seen>>,
+    /// For DNS and HTTP, what the buffer that matched showed (a query's name; a request's host
+    /// and URL).
+    pub app: Option<Box<AppFields>>,
     /// The packet (numbered from 0 in the connection) whose buffer matched.
     pub matched_at: Option<u32>,
     /// Packets seen.
     pub packets: u64,
     /// Payload bytes seen.
     pub bytes: u64,
+    /// Capture times of its first and last packets, nanoseconds since the Unix epoch.
+    pub first_ns: u64,
+    /// See [`ConnResult::first_ns`].
+    pub last_ns: u64,
+    /// What the client (as [`ConnResult::key`] has it) sent.
+    pub to_server: Sent,
+    /// What the server sent.
+    pub to_client: Sent,
+}
+
+/// What one end of a connection sent: packets, and bytes as on the wire (each frame's length,
+/// link header included).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sent {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes on the wire.
+    pub wire_bytes: u64,
 }
 
 impl ConnResult {
@@ -117,7 +141,37 @@ impl ConnResult {
     /// if any, is `found`; its counts are left for the caller.
     pub fn new(id: u64, key: FiveTuple, found: Option<Found>, verdict: Verdict, tls: Option<Box<tls::Seen>>) -> Self {
         let key = if found.is_some_and(Found::roles_reversed) { key.reversed() } else { key };
-        Self { id, key, verdict, tls, matched_at: None, packets: 0, bytes: 0 }
+        Self {
+            id,
+            key,
+            verdict,
+            tls,
+            app: None,
+            matched_at: None,
+            packets: 0,
+            bytes: 0,
+            first_ns: 0,
+            last_ns: 0,
+            to_server: Sent::default(),
+            to_client: Sent::default(),
+        }
+    }
+
+    /// With the counts and times the table kept of `conn`, each direction's put the way round
+    /// [`ConnResult::key`] is (a matched server's greeting may have turned the roles round).
+    pub fn counted<T>(self, conn: &Conn<T>) -> Self {
+        let client = Sent { packets: conn.sent.client_packets, wire_bytes: conn.sent.client_wire_bytes };
+        let server = Sent { packets: conn.server_packets(), wire_bytes: conn.sent.server_wire_bytes };
+        let (to_server, to_client) = if self.key == conn.key() { (client, server) } else { (server, client) };
+        Self {
+            packets: conn.packets,
+            bytes: conn.bytes,
+            first_ns: conn.first_ns,
+            last_ns: conn.last_ns,
+            to_server,
+            to_client,
+            ..self
+        }
     }
 }
 
@@ -223,6 +277,7 @@ struct State {
     found: Option<Found>,
     matched_at: Option<u32>,
     tls: Option<Box<tls::Seen>>,
+    app: Option<Box<AppFields>>,
     /// A TLS connection whose ServerHello is still to come: its later buffers are read for it.
     tls_pending: bool,
 }
@@ -348,6 +403,7 @@ fn serial(
                     }
                     state.found = Some(found);
                     state.matched_at = Some(index);
+                    state.app = app_fields::read(found, buffer, starts, p.tcp.is_some());
                     if found.protocol.name() == "tls" {
                         let mut seen = Box::<tls::Seen>::default();
                         state.tls_pending = seen.read(buffer, starts);
@@ -370,14 +426,10 @@ fn serial(
     ended.sort_by_key(|c| c.id);
     s.conns = ended
         .into_iter()
-        .map(|c| {
+        .map(|mut c| {
             let verdict = Verdict::of(c.data.found.map(|f| f.protocol), c.packets, &config);
-            ConnResult {
-                matched_at: c.data.matched_at,
-                packets: c.packets,
-                bytes: c.bytes,
-                ..ConnResult::new(c.id, c.key(), c.data.found, verdict, c.data.tls)
-            }
+            let (matched_at, tls, app) = (c.data.matched_at, c.data.tls.take(), c.data.app.take());
+            ConnResult { matched_at, app, ..ConnResult::new(c.id, c.key(), c.data.found, verdict, tls) }.counted(&c)
         })
         .collect();
     Ok(s)

@@ -397,15 +397,12 @@ pub fn run_with_progress<'a>(
                     } else {
                         Verdict::of(matched, c.packets, &config.conn)
                     };
-                    let tls =
-                        c.data.shared.and_then(|sh| sh.work.0.lock().expect("workers are done").as_mut()?.tls.take());
+                    let (tls, app) = c.data.shared.map_or((None, None), |sh| {
+                        let mut work = sh.work.0.lock().expect("workers are done");
+                        work.as_mut().map_or((None, None), |w| (w.tls.take(), w.app.take().and_then(|(_, a)| a)))
+                    });
                     let matched_at = matched.map(|_| shared::index_of(first) as u32);
-                    ConnResult {
-                        matched_at,
-                        packets: c.packets,
-                        bytes: c.bytes,
-                        ..ConnResult::new(c.id, c.key(), found, verdict, tls)
-                    }
+                    ConnResult { matched_at, app, ..ConnResult::new(c.id, c.key(), found, verdict, tls) }.counted(&c)
                 })
                 .collect();
             Ok(RunReport {

@@ -7,6 +7,7 @@ use std::sync::{Mutex, OnceLock};
 
 use switchyard_ingest::{Assembly, ConnConfig, Tcp};
 
+use crate::app_fields::AppFields;
 use crate::inspect::{Found, Ports, Protocol, tls};
 
 /// The shared state of one connection, allocated in the run's arena.
@@ -163,6 +164,9 @@ pub(super) struct Assembled {
     pub(super) assembly: Assembly,
     pub(super) len_after: Vec<u32>,
     pub(super) tls: Option<Box<tls::Seen>>,
+    /// What the earliest buffer that matched showed (DNS, HTTP), and that buffer's index: kept
+    /// from the earliest, as the serial pipeline reads it, whichever worker scanned first.
+    pub(super) app: Option<(u32, Option<Box<AppFields>>)>,
 }
 
 impl Assembled {

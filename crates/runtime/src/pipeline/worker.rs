@@ -9,6 +9,7 @@ use switchyard_ingest::ConnConfig;
 
 use super::WorkerStats;
 use super::shared::Job;
+use crate::app_fields;
 use crate::inspect::{Inspector, Scratch, tls};
 
 /// One worker's end of its queue, and its count of finished buffers in the load view.
@@ -124,9 +125,15 @@ pub(super) fn inspect(
         let before = job.shared.first_match.fetch_min(packed, Ordering::AcqRel);
         if before < packed {
             stats.duplicated += 1;
-        } else if assembled.tls.is_none() {
-            // A later buffer's match, scanned first on another worker, may have read more.
-            assembled.tls = seen;
+        } else {
+            if assembled.tls.is_none() {
+                // A later buffer's match, scanned first on another worker, may have read more.
+                assembled.tls = seen;
+            }
+            if assembled.app.as_ref().is_none_or(|(at, _)| *at > job.index) {
+                let tcp = job.shared.ports.proto == 6;
+                assembled.app = Some((job.index, app_fields::read(found, buffer, starts, tcp)));
+            }
         }
     }
 }
