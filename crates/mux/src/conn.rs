@@ -6,7 +6,7 @@
 //! connection cost a wake-up or two per frame, which on loopback was most of the work.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -299,20 +299,11 @@ impl Conn {
                 if self.inbox.capacity() - self.inbox.len() < pending {
                     self.make_room(pending);
                 }
-                // Copied straight from rustls's buffers onto the inbox: reading into the inbox
-                // needs its room zeroed first, a memset of every byte received that took 6–7%
-                // of a TLS session's CPU.
-                let mut reader = self.tls.as_mut().expect("a TLS connection").reader();
-                let mut left = pending;
-                while left > 0 {
-                    let Ok(chunk) = reader.fill_buf() else { return Io::Lost };
-                    if chunk.is_empty() {
-                        return Io::Lost;
-                    }
-                    let n = chunk.len().min(left);
-                    self.inbox.extend_from_slice(&chunk[..n]);
-                    reader.consume(n);
-                    left -= n;
+                let len = self.inbox.len();
+                self.inbox.resize(len + pending, 0);
+                let tls = self.tls.as_mut().expect("a TLS connection");
+                if tls.reader().read_exact(&mut self.inbox[len..]).is_err() {
+                    return Io::Lost;
                 }
                 taken += pending;
                 if !self.decode(frames) {
