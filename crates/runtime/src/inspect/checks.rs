@@ -68,7 +68,7 @@ const STUN_COOKIE: [u8; 4] = [0x21, 0x12, 0xa4, 0x42];
 /// length, the value; types 0x0001–0x000b, or 0x8000 and above, which a receiver may ignore)
 /// walk exactly to that length.
 pub fn stun(b: &[u8]) -> bool {
-    if b.get(4..8) == Some(&STUN_COOKIE[..]) {
+    if b.get(4..8) == Some(&STUN_COOKIE[..]) || b.get(6..10) == Some(&STUN_COOKIE[..]) {
         return true;
     }
     let Some(len) = u16_at(b, 2) else { return false };

@@ -697,6 +697,25 @@ mod tests {
         assert_eq!(named(&inspector, b"000eversion 2\n0015agent=git/2.29.2\n", 6, 9418), Some("git"));
         let compressed = b"\x00\x00\x00\x4a\xfc\x53\x4d\x42\x50\x10\x00\x00\x02\x00\x00\x00";
         assert_eq!(named(&inspector, compressed, 6, 445), Some("smb"));
+        // A DNS-SD query over unicast DNS for an instance name with a space and UTF-8; GENA's
+        // SUBSCRIBE over TCP; a session request whose E flag is set; STUN over ICE-TCP's
+        // framing; a zone transfer's response with 300 answers.
+        let mut sd = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00".to_vec();
+        let instance = "My Printer \u{e9}".as_bytes();
+        sd.push(instance.len() as u8);
+        sd.extend_from_slice(instance);
+        sd.extend_from_slice(b"\x04_ipp\x04_tcp\x07example\x03org\x00\x00\x10\x00\x01");
+        assert_eq!(named(&inspector, &sd, 17, 53), Some("dns"));
+        let gena =
+            b"SUBSCRIBE /upnp/event/cm HTTP/1.1\r\nHOST: 10.0.0.7:49152\r\nCALLBACK: <http://10.0.0.2:5000/>\r\n";
+        assert_eq!(named(&inspector, gena, 6, 49_152), Some("http"));
+        let session = [&b"\x81\x01\x00\x44\x20"[..], &[b'E'; 32]].concat();
+        assert_eq!(named(&inspector, &session, 6, 139), Some("netbios-ssn"));
+        let ice_tcp = b"\x00\x14\x00\x01\x00\x00\x21\x12\xa4\x42\x6b\x1f\x0c\x77\x92\xd3\x5a\x11\x0e\x4d\x38\x2c";
+        assert_eq!(named(&inspector, ice_tcp, 6, 40_004), Some("stun"));
+        let mut axfr = b"\xff\xf0\x12\x34\x84\x00\x00\x01\x01\x2c\x00\x00\x00\x00".to_vec();
+        axfr.extend_from_slice(b"\x07example\x03org\x00\x00\xfc\x00\x01");
+        assert_eq!(named(&inspector, &axfr, 6, 53), Some("dns"));
         // Random bytes after the same first bytes are not.
         assert_eq!(
             named(
