@@ -65,8 +65,10 @@ const STUN_COOKIE: [u8; 4] = [0x21, 0x12, 0xa4, 0x42];
 
 /// A STUN message: with RFC 8489's magic cookie, as its pattern matched; without it, an RFC
 /// 3489 message (§11.1) whose length the buffer holds and whose attributes (§11.2: a type, a
-/// length, the value; types 0x0001–0x000b, or 0x8000 and above, which a receiver may ignore)
-/// walk exactly to that length.
+/// length, the value) walk exactly to that length. Types are RFC 3489's (0x0001–0x000b), those
+/// IANA's STUN Attributes registry assigned below 0x0031 since (TURN's, XOR-MAPPED-ADDRESS
+/// 0x0020, which RFC 3489 servers such as stund already send), or 0x8000 and above, which a
+/// receiver may ignore.
 pub fn stun(b: &[u8]) -> bool {
     if b.get(4..8) == Some(&STUN_COOKIE[..]) || b.get(6..10) == Some(&STUN_COOKIE[..]) {
         return true;
@@ -79,7 +81,7 @@ pub fn stun(b: &[u8]) -> bool {
     let mut at = 20;
     while at < end {
         let (Some(kind), Some(n)) = (u16_at(b, at), u16_at(b, at + 2)) else { return false };
-        if !(matches!(kind, 0x0001..=0x000b) || kind >= 0x8000) || at + 4 + n > end {
+        if !(matches!(kind, 0x0001..=0x0030) || kind >= 0x8000) || at + 4 + n > end {
             return false;
         }
         at += 4 + n;

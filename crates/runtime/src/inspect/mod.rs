@@ -716,6 +716,10 @@ mod tests {
         let mut axfr = b"\xff\xf0\x12\x34\x84\x00\x00\x01\x01\x2c\x00\x00\x00\x00".to_vec();
         axfr.extend_from_slice(b"\x07example\x03org\x00\x00\xfc\x00\x01");
         assert_eq!(named(&inspector, &axfr, 6, 53), Some("dns"));
+        // stund's Binding Response from its other address, recorded (bench/record-conversations.sh):
+        // MAPPED-, SOURCE- and CHANGED-ADDRESS, XOR-MAPPED-ADDRESS (0x0020), SERVER.
+        let stund = b"\x01\x01\x00\x44\x02\x58\xb1\x0d\x9a\x92\xbc\x40\xe7\x31\xe7\x1f\x0f\xb2\x45\x6c\x00\x01\x00\x08\x00\x01\x70\xa5\x0a\x63\x00\x01\x00\x04\x00\x08\x00\x01\x0d\x96\x0a\x63\x00\x02\x00\x05\x00\x08\x00\x01\x0d\x97\x0a\x63\x00\x02\x00\x20\x00\x08\x00\x01\x72\xfd\x08\x3b\xb1\x0c\x80\x22\x00\x10Vovida.org 0.97\x00";
+        assert_eq!(named(&inspector, stund, 17, 28_837), Some("stun"));
         // Random bytes after the same first bytes are not.
         assert_eq!(
             named(
