@@ -5,8 +5,10 @@
 # In a network namespace of its own (nothing else on its loopback), it starts nginx (HTTP/1.1,
 # h2c, and TLS with a self-signed certificate), dnsmasq, redis-server, memcached, mosquitto,
 # sshd, Python's SMTP debugging server, vsftpd, tftpd-hpa, snmpd, chronyd, Dovecot (IMAP and
-# POP3), ngIRCd, git daemon and PostgreSQL (where its server is installed); runs curl, dig,
-# redis-cli, mosquitto_pub, ssh, tftp, snmpget, sntp, psql, git, logger (syslog) and Python
+# POP3), ngIRCd, git daemon and PostgreSQL (where its server is installed), microsocks (SOCKS 5),
+# stund (classic STUN, RFC 3489: no magic cookie) and SIPp as a SIP user agent server; runs curl,
+# dig, redis-cli, mosquitto_pub, ssh, tftp, snmpget, sntp, psql, git, logger (syslog), curl
+# through the SOCKS 5 proxy, stun (RFC 3489's client), SIPp's call (INVITE, ACK, BYE) and Python
 # clients against them while tcpdump listens; then labels each connection by
 # the server's port (not by its payload) into a CSV that `switchyard inspect --labels` reads.
 # Needs root and the packages below (installed if missing). Usage:
@@ -17,7 +19,8 @@ out="${1:-data/traces/conversations}"
 need=(tcpdump:tcpdump dig:bind9-dnsutils dnsmasq:dnsmasq-base memcached:memcached mosquitto:mosquitto
   mosquitto_pub:mosquitto-clients sshd:openssh-server nginx:nginx-light redis-server:redis-server curl:curl
   vsftpd:vsftpd in.tftpd:tftpd-hpa tftp:tftp-hpa snmpd:snmpd snmpget:snmp chronyd:chrony sntp:sntp
-  psql:postgresql-client dovecot:dovecot-imapd /usr/lib/dovecot/pop3:dovecot-pop3d ngircd:ngircd)
+  psql:postgresql-client dovecot:dovecot-imapd /usr/lib/dovecot/pop3:dovecot-pop3d ngircd:ngircd
+  microsocks:microsocks stund:stun-server stun:stun-client sipp:sip-tester)
 missing=()
 for pair in "${need[@]}"; do
   bin="${pair%%:*}"
@@ -49,6 +52,8 @@ ip -n "$ns" link add syrec-a type veth peer name syrec-b
 ip -n "$ns" addr add 10.99.0.1/24 dev syrec-a
 ip -n "$ns" link set syrec-a up
 ip -n "$ns" link set syrec-b up
+# stund answers from a second address (RFC 3489 §8.1's CHANGE-REQUEST).
+ip -n "$ns" addr add 10.99.0.2/24 dev syrec-b
 in_ns() { ip netns exec "$ns" "$@"; }
 
 # Servers.
@@ -156,6 +161,10 @@ in_ns /usr/sbin/ngircd -f "$work/ngircd.conf"
 git init -q --bare "$work/git/repo.git"
 in_ns git daemon --export-all --base-path="$work/git" --listen=127.0.0.1 --port=9418 --reuseaddr --detach \
   --pid-file="$work/git.pid"
+in_ns microsocks -i 127.0.0.1 -p 1080 >/dev/null 2>&1 &
+in_ns stund -h 10.99.0.1 -a 10.99.0.2 -b >/dev/null 2>&1
+# With -bg, SIPp leaves its server running and exits 99.
+in_ns sipp -sn uas -i 127.0.0.1 -p 5060 -bg >/dev/null 2>&1 || true
 sleep 1
 
 # The conversations, recorded.
@@ -194,6 +203,10 @@ s.sendall(b"NICK switchyard\r\nUSER switchyard 0 * :Switchyard\r\n")
 time.sleep(0.5); s.sendall(b"QUIT :bye\r\n"); s.recv(65536); s.close()'
 in_ns git ls-remote git://127.0.0.1:9418/repo.git >/dev/null 2>&1 || true
 in_ns logger --server 127.0.0.1 --port 514 --udp --rfc5424 "hello from switchyard's recording"
+in_ns curl -s -o /dev/null --socks5-hostname 127.0.0.1:1080 http://127.0.0.1:8080/
+in_ns curl -s -o /dev/null --socks5 127.0.0.1:1080 http://127.0.0.1:8080/
+in_ns timeout 10 stun 10.99.0.1 >/dev/null 2>&1 || true
+in_ns timeout 20 sipp -sn uac 127.0.0.1:5060 -i 127.0.0.1 -p 5061 -m 1 -nostdin >/dev/null 2>&1 || true
 sleep 1
 in_ns pkill -INT tcpdump || true
 sleep 0.5
@@ -204,7 +217,8 @@ python3 - "$work/conns.csv" "$out.csv" <<'EOF'
 import csv, sys
 by_port = {8080: "http", 8082: "http2", 8443: "tls", 53: "dns", 6379: "redis", 11211: "memcached",
            1883: "mqtt", 2222: "ssh", 2525: "smtp", 2121: "ftp", 69: "tftp", 161: "snmp", 123: "ntp",
-           5432: "postgresql", 1143: "imap", 1110: "pop3", 6667: "irc", 9418: "git", 514: "syslog"}
+           5432: "postgresql", 1143: "imap", 1110: "pop3", 6667: "irc", 9418: "git", 514: "syslog",
+           1080: "socks", 3478: "stun", 3479: "stun", 5060: "sip"}
 rows = []
 for r in csv.DictReader(open(sys.argv[1])):
     # The end on a server's port is the server, whichever end the inspector took it for: a

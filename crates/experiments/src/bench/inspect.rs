@@ -643,7 +643,7 @@ pub const NDPI_DIFFERENCES: TableSpec = TableSpec::new(
     &[
         ColumnSpec::text("capture"),
         ColumnSpec::text("kind")
-            .about("differ, only ours (nDPI: unknown or by port), only nDPI's in our set, nDPI's outside our set"),
+            .about("differ, only ours (nDPI: unknown or by port), ours where nDPI names outside our set, only nDPI's in our set, nDPI's outside our set"),
         ColumnSpec::text("ours"),
         ColumnSpec::text("ndpi").header("nDPI"),
         ColumnSpec::int("connections"),

@@ -93,6 +93,17 @@ pub const NAME_MAP: &[(&str, &str)] = &[
     ("DNP3", "dnp3"),
     ("IEC60870", "iec104"),
     ("DHCPV6", "dhcpv6"),
+    // Added with issue 39's second round. nDPI 4.2 (Debian 12's) has Gnutella, RTP, MGCP and
+    // SOMEIP; later releases name RakNet, NAT-PMP, Bitcoin and SLP (their display names).
+    ("Gnutella", "gnutella"),
+    ("RTP", "rtp"),
+    ("MGCP", "mgcp"),
+    ("SOMEIP", "someip"),
+    ("RakNet", "raknet"),
+    ("NAT-PMP", "natpmp"),
+    ("Bitcoin", "bitcoin"),
+    ("Service_Location_Protocol", "slp"),
+    ("SLP", "slp"),
 ];
 
 /// Our name for nDPI's `name` (`master.app` or `app`) on IP protocol `proto`, if it is in our set.
@@ -100,6 +111,11 @@ pub const NAME_MAP: &[(&str, &str)] = &[
 /// port ([`ours_for_flow`] knows the ports).
 pub fn ours_for(name: &str, proto: u8) -> Option<&'static str> {
     let master = name.split('.').next().unwrap_or(name);
+    // nDPI's `NetBIOS.SMBv1`, `NetBIOS.SMBv23`: SMB over the session service, ours `smb`
+    // (its carrier, `netbios-ssn`, counts as alike too: see [`alike`]).
+    if master == "NetBIOS" && proto == 6 && name.contains(".SMBv") {
+        return Some("smb");
+    }
     if master == "NetBIOS" {
         return Some(if proto == 17 { "netbios-ns" } else { "netbios-ssn" });
     }
@@ -114,6 +130,13 @@ pub fn ours_for_flow(f: &NdpiFlow) -> Option<&'static str> {
         Some("netbios-ns") if on_138 => Some("netbios-dgm"),
         other => other,
     }
+}
+
+/// Whether our name `ours` is nDPI's `theirs` (ours for its name) for `flow`: the same, or for
+/// SMB over NetBIOS (nDPI's `NetBIOS.SMBv23`) the session service that carries it, which is
+/// what a capture that opens with the session request shows first.
+fn alike(ours: &str, theirs: &str, flow: &NdpiFlow) -> bool {
+    ours == theirs || (theirs == "smb" && ours == "netbios-ssn" && flow.name.starts_with("NetBIOS."))
 }
 
 /// One flow of ndpiReader's `-v 2` report.
@@ -180,8 +203,11 @@ pub struct Agreement {
     pub per_protocol: BTreeMap<String, (usize, usize)>,
     /// (ours, nDPI's) for connections both named differently, with counts.
     pub disagreements: BTreeMap<(String, String), usize>,
-    /// Connections we named that nDPI did not name from payload: by our name.
+    /// Connections we named that nDPI did not name from payload (unknown, or by port): by our name.
     pub ours_only: BTreeMap<String, usize>,
+    /// (ours, nDPI's) for connections we named that nDPI named from payload with a name outside
+    /// our set: false claims too, as a disagreement is.
+    pub outside_named: BTreeMap<(String, String), usize>,
     /// Connections nDPI named from payload, in our set, that we did not: by nDPI's name.
     pub theirs_only: BTreeMap<String, usize>,
     /// nDPI names outside our set (named from payload), by name.
@@ -196,6 +222,18 @@ impl Agreement {
     /// Connections both named from payload, and how many alike.
     pub fn totals(&self) -> (usize, usize) {
         self.per_protocol.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y))
+    }
+
+    /// Issue 39's three figures over connections nDPI named from payload: `(named, known,
+    /// alike, false)`: how many nDPI named, how many of those with a name in our set, how
+    /// many we named alike, and how many we named otherwise (a different protocol of ours, or
+    /// any of ours where nDPI's is outside our set).
+    pub fn figures(&self) -> (usize, usize, usize, usize) {
+        let (alike, both) = self.totals();
+        let sum = |m: &BTreeMap<String, usize>| m.values().sum::<usize>();
+        let known = both + sum(&self.theirs_only);
+        let wrong = (both - alike) + self.outside_named.values().sum::<usize>();
+        (known + sum(&self.theirs_outside), known, alike, wrong)
     }
 
     /// The agreed share of connections both named, if any were.
@@ -239,7 +277,7 @@ pub fn compare(ours: &[ConnResult], theirs: &[NdpiFlow]) -> Agreement {
             (Some(o), Some(Some(t))) => {
                 let e = a.per_protocol.entry(o.to_string()).or_default();
                 e.1 += 1;
-                if o == t {
+                if alike(o, t, f) {
                     e.0 += 1;
                 } else {
                     *a.disagreements.entry((o.to_string(), f.name.clone())).or_default() += 1;
@@ -247,7 +285,7 @@ pub fn compare(ours: &[ConnResult], theirs: &[NdpiFlow]) -> Agreement {
             }
             (Some(o), Some(None)) => {
                 *a.theirs_outside.entry(f.name.clone()).or_default() += 1;
-                *a.ours_only.entry(o.to_string()).or_default() += 1;
+                *a.outside_named.entry((o.to_string(), f.name.clone())).or_default() += 1;
             }
             (Some(o), None) => *a.ours_only.entry(o.to_string()).or_default() += 1,
             (None, Some(Some(_))) => *a.theirs_only.entry(f.name.clone()).or_default() += 1,
@@ -479,6 +517,9 @@ impl Suite {
             for (ours, n) in &a.ours_only {
                 diff("only ours", ours.as_str().into(), Value::Null, *n);
             }
+            for ((ours, theirs), n) in &a.outside_named {
+                diff("ours, nDPI's outside our set", ours.as_str().into(), theirs.as_str().into(), *n);
+            }
             for (theirs, n) in &a.theirs_only {
                 diff("only nDPI's, in our set", Value::Null, theirs.as_str().into(), *n);
             }
@@ -499,6 +540,13 @@ impl Suite {
 
 /// Issue 21's goals: agreement on connections both name, and our single thread's speed.
 pub const AGREEMENT_GOAL: f64 = 0.98;
+/// Issue 39's goals on traffic never seen, over connections nDPI names from payload: agreement
+/// where our set has nDPI's protocol, breadth over all of them, false claims at most.
+pub const ISSUE39_AGREEMENT: f64 = 0.95;
+/// See [`ISSUE39_AGREEMENT`].
+pub const ISSUE39_BREADTH: f64 = 0.85;
+/// See [`ISSUE39_AGREEMENT`].
+pub const ISSUE39_FALSE_CLAIMS: f64 = 0.01;
 /// Ours over ndpiReader's packets per second, each on one thread with its per-connection output.
 pub const SPEED_GOAL: f64 = 3.0;
 
@@ -507,6 +555,37 @@ pub const SPEED_GOAL: f64 = 3.0;
 pub fn goals(runs: &[PeerRun]) -> Vec<(String, bool)> {
     let (agree, both) = runs.iter().map(|r| r.agreement.totals()).fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
     let mut lines = Vec::new();
+    let (named, known, alike, wrong) = runs
+        .iter()
+        .map(|r| r.agreement.figures())
+        .fold((0, 0, 0, 0), |t, f| (t.0 + f.0, t.1 + f.1, t.2 + f.2, t.3 + f.3));
+    if named > 0 {
+        let pct = |n: usize, of: usize| if of == 0 { 0.0 } else { n as f64 * 100.0 / of as f64 };
+        lines.push((
+            format!(
+                "issue 39, on connections nDPI names from payload in every capture: agreement {alike} of {known} whose protocol we know, {:.1}% (goal ≥ {:.0}%)",
+                pct(alike, known),
+                ISSUE39_AGREEMENT * 100.0
+            ),
+            known > 0 && alike as f64 >= ISSUE39_AGREEMENT * known as f64,
+        ));
+        lines.push((
+            format!(
+                "issue 39: breadth {alike} of {named} named alike, {:.1}% (goal ≥ {:.0}%)",
+                pct(alike, named),
+                ISSUE39_BREADTH * 100.0
+            ),
+            alike as f64 >= ISSUE39_BREADTH * named as f64,
+        ));
+        lines.push((
+            format!(
+                "issue 39: false claims {wrong} of {named}, {:.1}% (goal ≤ {:.0}%)",
+                pct(wrong, named),
+                ISSUE39_FALSE_CLAIMS * 100.0
+            ),
+            wrong as f64 <= ISSUE39_FALSE_CLAIMS * named as f64,
+        ));
+    }
     if both > 0 {
         let share = agree as f64 / both as f64;
         lines.push((
@@ -560,6 +639,10 @@ mod tests {
         assert_eq!(ours_for(&flows[3].name, 17), Some("dns"), "master of master.app");
         assert_eq!(ours_for("NetBIOS", 17), Some("netbios-ns"));
         assert_eq!(ours_for("NetBIOS", 6), Some("netbios-ssn"));
+        assert_eq!(ours_for("NetBIOS.SMBv23", 6), Some("smb"), "SMB over the session service was netbios-ssn");
+        let smb = NdpiFlow { name: "NetBIOS.SMBv1".into(), ..flows[0].clone() };
+        assert!(alike("netbios-ssn", "smb", &smb) && alike("smb", "smb", &smb));
+        assert!(!alike("netbios-ssn", "smb", &flows[0]), "only for nDPI's NetBIOS.SMB");
         assert_eq!(ours_for("Skype_Teams", 17), None);
         assert_eq!(reported_pps(REPORT), Some(252_180.0));
     }
@@ -614,5 +697,31 @@ mod tests {
         assert_eq!(a.ours_only.get("xmpp"), Some(&1));
         assert_eq!(a.theirs_only.get("DNS.Google"), Some(&1));
         assert_eq!(a.unpaired, 0);
+    }
+
+    /// A flow nDPI names outside our set that we name was counted as "only ours", beside the
+    /// flows nDPI did not name at all: it is a false claim and is counted as one now.
+    #[test]
+    fn a_flow_named_outside_our_set_is_a_false_claim() {
+        use switchyard_core::flow::FiveTuple;
+        use switchyard_runtime::inspect::Protocol;
+        let mut flows = parse_flows(REPORT);
+        flows[4].name = "Gnutella_Unmapped".into();
+        flows[4].confidence = "DPI".into();
+        let conn = |f: &NdpiFlow, name| ConnResult {
+            id: 0,
+            key: FiveTuple::new(f.proto, f.ends.1, f.ends.0),
+            verdict: Verdict::Matched(Protocol::by_name(name).unwrap()),
+            tls: None,
+            matched_at: None,
+            packets: 1,
+            bytes: 1,
+        };
+        let a = compare(&[conn(&flows[0], "tls"), conn(&flows[1], "imap"), conn(&flows[4], "xmpp")], &flows[..5]);
+        assert_eq!(a.ours_only.get("xmpp"), None, "nDPI named it");
+        assert_eq!(a.outside_named.get(&("xmpp".into(), "Gnutella_Unmapped".into())), Some(&1));
+        // Of the connections both saw, nDPI named two from payload (TLS, in our set; one outside):
+        // we named TLS alike and the outside one wrongly.
+        assert_eq!(a.figures(), (2, 1, 1, 1));
     }
 }

@@ -11,6 +11,185 @@ fn u32_at(b: &[u8], at: usize) -> Option<usize> {
     Some(u32::from_be_bytes([*b.get(at)?, *b.get(at + 1)?, *b.get(at + 2)?, *b.get(at + 3)?]) as usize)
 }
 
+fn u32_le_at(b: &[u8], at: usize) -> Option<usize> {
+    Some(u32::from_le_bytes([*b.get(at)?, *b.get(at + 1)?, *b.get(at + 2)?, *b.get(at + 3)?]) as usize)
+}
+
+/// SOCKS (RFC 1928): a SOCKS 5 message the buffer holds whole — a method selection (§3:
+/// NMETHODS, then that many methods, each assigned or private) followed by nothing or by the
+/// next SOCKS 5 message, the server's two-byte choice alone, or a request or reply (§4, §6)
+/// whose address, of the type ATYP says, fits; SOCKS 4's forms as the pattern matched them.
+pub fn socks(b: &[u8]) -> bool {
+    if b.first() != Some(&5) {
+        return true;
+    }
+    if b.len() < 3 {
+        return b.len() == 2;
+    }
+    let n = usize::from(b[1]);
+    let selection = n >= 1
+        && b.get(2..2 + n).is_some_and(|m| m.iter().all(|&m| m <= 3 || (0x80..=0xfe).contains(&m)))
+        && b.get(2 + n).is_none_or(|&next| next == 5);
+    let address = match b.get(3) {
+        Some(1) => Some(4),
+        Some(4) => Some(16),
+        Some(3) => b.get(4).map(|&len| 1 + usize::from(len)),
+        _ => None,
+    };
+    let request = b[1] <= 8 && b[2] == 0 && address.is_some_and(|a| 4 + a + 2 <= b.len());
+    selection || request
+}
+
+/// NTP (RFC 5905 §7.3): a client or server packet is a whole datagram of 48 bytes, or 52, 68
+/// or 72 with its key id and digest; a control message (mode 6, RFC 9327 §2) has its count of
+/// data within the datagram, followed by at most 3 bytes of padding and a 24-byte MAC.
+pub fn ntp(b: &[u8]) -> bool {
+    if b.first().is_none_or(|&first| first & 0x07 != 6) {
+        return matches!(b.len(), 48 | 52 | 68 | 72);
+    }
+    let Some(count) = u16_at(b, 10) else { return false };
+    count <= 468 && (12 + count..=12 + count + 3 + 24).contains(&b.len())
+}
+
+/// TFTP (RFC 1350 §5): a first DATA block holds at most 512 bytes, so the client's ACK of
+/// block 1, if the buffer holds it, lies within the 516 bytes after the block's start.
+pub fn tftp(b: &[u8]) -> bool {
+    if !b.starts_with(&[0, 3, 0, 1]) {
+        return true;
+    }
+    b.len() <= 516 || b[4..b.len().min(520)].windows(4).any(|w| w == [0, 4, 0, 1])
+}
+
+/// The magic cookie of RFC 8489 §5, which RFC 3489's messages do not have.
+const STUN_COOKIE: [u8; 4] = [0x21, 0x12, 0xa4, 0x42];
+
+/// A STUN message: with RFC 8489's magic cookie, as its pattern matched; without it, an RFC
+/// 3489 message (§11.1) whose length the buffer holds and whose attributes (§11.2: a type, a
+/// length, the value) walk exactly to that length. Types are RFC 3489's (0x0001–0x000b), those
+/// IANA's STUN Attributes registry assigned below 0x0031 since (TURN's, XOR-MAPPED-ADDRESS
+/// 0x0020, which RFC 3489 servers such as stund already send), or 0x8000 and above, which a
+/// receiver may ignore.
+pub fn stun(b: &[u8]) -> bool {
+    if b.get(4..8) == Some(&STUN_COOKIE[..]) || b.get(6..10) == Some(&STUN_COOKIE[..]) {
+        return true;
+    }
+    let Some(len) = u16_at(b, 2) else { return false };
+    let end = 20 + len;
+    if end > b.len() {
+        return false;
+    }
+    let mut at = 20;
+    while at < end {
+        let (Some(kind), Some(n)) = (u16_at(b, at), u16_at(b, at + 2)) else { return false };
+        if !(matches!(kind, 0x0001..=0x0030) || kind >= 0x8000) || at + 4 + n > end {
+            return false;
+        }
+        at += 4 + n;
+    }
+    at == end
+}
+
+/// BitTorrent: the handshake, a DHT message or a tracker's connect request as the pattern
+/// matched them; a uTP packet (BEP 29, "Header format") must be a SYN: version 1 and type
+/// ST_SYN (the pattern), its extension chain whole (each a next-extension byte, a length, the
+/// bytes), a timestamp difference of 0 (nothing received yet) and a non-zero window.
+pub fn bittorrent(b: &[u8]) -> bool {
+    if b.first() != Some(&0x41) {
+        return true;
+    }
+    if b.len() < 20 || b[8..12] != [0; 4] || b[12..16] == [0; 4] {
+        return false;
+    }
+    let (mut next, mut at) = (b[1], 20);
+    while next != 0 {
+        let (Some(&kind), Some(&n)) = (b.get(at), b.get(at + 1)) else { return false };
+        if kind > 2 || at + 2 + usize::from(n) > b.len() {
+            return false;
+        }
+        next = kind;
+        at += 2 + usize::from(n);
+    }
+    true
+}
+
+/// WireGuard's transport data (whitepaper §5.4.6), where its pattern matched type 4: a whole
+/// datagram of at least 32 bytes and a multiple of 16 (the 16-byte header, the padded packet,
+/// the tag). The handshake messages' lengths are the pattern's.
+pub fn wireguard(b: &[u8]) -> bool {
+    b.first() != Some(&4) || (b.len() >= 32 && b.len().is_multiple_of(16))
+}
+
+/// Gnutella: a handshake line or a G2 packet's header as the pattern matched them (G2's part
+/// at most its count); a descriptor (v0.4 §2.2.1) whose payload length fits the buffer and is
+/// at least its kind's smallest payload (a Pong's 14 bytes, a Bye's code and NUL, a Push's 26,
+/// a Query's speed and NUL, a QueryHit's 11-byte header and 16-byte servent id), a Ping's empty
+/// or a GGEP block (magic 0xC3). What follows the descriptor, if anything, is another one's
+/// header or a G2 packet: datagrams follow one another in the buffer.
+pub fn gnutella(b: &[u8]) -> bool {
+    if b.starts_with(b"GNUTELLA") {
+        return true;
+    }
+    if b.starts_with(b"GND") {
+        return b.len() > 8 && b[6] <= b[7];
+    }
+    descriptor(b).is_some_and(|end| end == b.len() || b[end..].starts_with(b"GND") || descriptor(&b[end..]).is_some())
+}
+
+/// Where the Gnutella descriptor at the start of `b` ends, if it is one.
+fn descriptor(b: &[u8]) -> Option<usize> {
+    let (kind, ttl, hops) = (*b.get(16)?, *b.get(17)?, *b.get(18)?);
+    let len = u32_le_at(b, 19)?;
+    if ttl == 0 || u16::from(ttl) + u16::from(hops) > 16 || len > b.len().saturating_sub(23) {
+        return None;
+    }
+    let least = match kind {
+        0x00 => 0,
+        0x01 => 14,
+        0x02 => 3,
+        0x40 => 26,
+        0x80 => 3,
+        0x81 => 27,
+        _ => return None,
+    };
+    let ping_ok = kind != 0 || len == 0 || b[23] == 0xc3;
+    (len >= least && ping_ok).then_some(23 + len)
+}
+
+/// A Bitcoin message header ("P2P Network: Message Headers"): a 12-byte command of lower-case
+/// ASCII then NULs only, then a payload size of at most 32 MiB (Bitcoin Core's MAX_SIZE).
+pub fn bitcoin(b: &[u8]) -> bool {
+    let Some(command) = b.get(4..16) else { return false };
+    let letters = command.iter().take_while(|c| c.is_ascii_lowercase()).count();
+    letters > 0 && command[letters..].iter().all(|&c| c == 0) && u32_le_at(b, 16).is_some_and(|n| n <= 32 << 20)
+}
+
+/// RTP (RFC 3550 §5.1): the fixed header and its CSRCs within the buffer, and the same
+/// stream's next packet after it: a header of version 2 with the same payload type, the same
+/// SSRC and a sequence number 1–8 ahead (modulo 2^16), within the buffer's first 4 KiB.
+/// Datagrams are appended in the buffer without their boundaries, so each offset past the first
+/// header is tried.
+pub fn rtp(b: &[u8]) -> bool {
+    let header = 12 + 4 * usize::from(b.first().map_or(0, |v| v & 0x0f));
+    if header > b.len() {
+        return false;
+    }
+    let (seq, ssrc) = (u16::from_be_bytes([b[2], b[3]]), &b[8..12]);
+    let window = &b[..b.len().min(4096)];
+    (header..window.len().saturating_sub(11)).any(|k| {
+        let next = &window[k..k + 12];
+        next[0] & 0xc0 == 0x80
+            && next[1] & 0x7f == b[1] & 0x7f
+            && next[8..12] == *ssrc
+            && (1..=8).contains(&u16::from_be_bytes([next[2], next[3]]).wrapping_sub(seq))
+    })
+}
+
+/// A SOME/IP message (PRS_SOMEIPProtocol §4.1.2): its length, which counts from the request id
+/// on, at least the 8 bytes of the header's rest and no more than the buffer holds.
+pub fn someip(b: &[u8]) -> bool {
+    u32_at(b, 4).is_some_and(|len| len >= 8 && 8 + len <= b.len())
+}
+
 /// An RTCP compound packet (RFC 3550 §6.1, and the validity checks of its Appendix A.2): the
 /// first packet an SR (at least 28 bytes) or an RR (at least 8), whole within the buffer; the
 /// bytes after it, if any, another RTCP packet of version 2 with a payload type of 192–223
@@ -47,7 +226,9 @@ pub fn dnp3(b: &[u8]) -> bool {
 /// IEC 60870-5-104 APDUs (IEC 60870-5-104 §5.1–5.4): each a start byte 0x68, a length of 4 to
 /// 253, a control field whose first and third octets' low bits say I-format (0), S-format (01,
 /// then a zero octet) or U-format (11, then zeros); an I-format APDU carries an ASDU of a type
-/// from 1 to 127 and a known cause of transmission. Every whole APDU in the buffer must be one; the first must be whole.
+/// from 1 to 127, at least one object and a known cause of transmission. Every whole APDU in
+/// the buffer must be one, the first must be whole, and bytes after the last whole one must
+/// start the next.
 pub fn iec104(b: &[u8]) -> bool {
     let mut rest = b;
     let mut whole = 0;
@@ -62,7 +243,15 @@ pub fn iec104(b: &[u8]) -> bool {
             0b01 => len == 4 && c[1] == 0 && c[2] & 1 == 0,
             0b11 => len == 4 && c[1] == 0 && c[2] == 0 && c[3] == 0,
             // The ASDU's type, then its cause of transmission, 1–47 (IEC 60870-5-101 §7.2.3).
-            _ => len >= 10 && c[2] & 1 == 0 && (1..=127).contains(&apdu[6]) && (1..=47).contains(&(apdu[8] & 0x3f)),
+            // The ASDU's type, a number of objects of 1 or more (its variable structure
+            // qualifier, IEC 60870-5-101 §7.2.2), then its cause of transmission, 1–47 (§7.2.3).
+            _ => {
+                len >= 10
+                    && c[2] & 1 == 0
+                    && (1..=127).contains(&apdu[6])
+                    && apdu[7] & 0x7f > 0
+                    && (1..=47).contains(&(apdu[8] & 0x3f))
+            }
         };
         if !ok {
             return false;
@@ -70,7 +259,8 @@ pub fn iec104(b: &[u8]) -> bool {
         whole += 1;
         rest = &rest[2 + len..];
     }
-    whole > 0
+    // What is left is the start of the next APDU, cut by the buffer.
+    whole > 0 && rest.first().is_none_or(|&b| b == 0x68)
 }
 
 /// A Kafka request header (Kafka protocol guide, "Common Request and Response Structure" and
@@ -190,6 +380,20 @@ mod tests {
         assert!(!dhcpv6(b"\x01\x10\x20\x30\x00\x01\x00\x20\x00"), "an option longer than the datagram");
     }
 
+    /// Random bytes that opened 0x68 and a length were named `iec104` (found by
+    /// `random_bytes_are_rarely_claimed`): an I-format ASDU of no objects, then 5 bytes that
+    /// start no APDU.
+    #[test]
+    fn iec104_refuses_an_asdu_without_objects_and_bytes_that_start_no_apdu() {
+        let mut b = vec![0x68, 0x2a, 0x30, 0x00, 0x5a, 0x00, 0x01, 0x00, 0x01];
+        b.resize(49, 0);
+        assert!(!iec104(&b));
+        b[7] = 1;
+        assert!(!iec104(&b), "one object, but 5 bytes after the APDU that are not 0x68");
+        b.truncate(44);
+        assert!(iec104(&b));
+    }
+
     proptest::proptest! {
         /// Every signature's check returns on any bytes, whatever its pattern would have said
         /// of them (as the fuzz target also runs them).
@@ -199,6 +403,7 @@ mod tests {
                 let _ = check(&bytes);
             }
             let _ = crate::inspect::dns::question(&bytes);
+            let _ = descriptor(&bytes);
         }
     }
 

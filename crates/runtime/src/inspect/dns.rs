@@ -34,7 +34,7 @@ fn known_type_and_class(qtype: u16, qclass: u16) -> bool {
 /// The first question of the DNS message `m` (its bytes from the header on), if the header's
 /// counts fit a message of `len` bytes and the question is well formed: one to eight questions,
 /// each of at least 5 bytes and each other record of at least 11 (RFC 1035 §4.1.3); a name of
-/// labels of 1–63 printable bytes, 255 bytes at most, ending in the root or in a pointer back
+/// labels of 1–63 bytes, printable, spaces or UTF-8, 255 bytes at most, ending in the root or in a pointer back
 /// into itself (§4.1.4); a known type and class. The question must lie within `m`.
 fn question_in(m: &[u8], len: usize) -> Option<Question> {
     let count = |i: usize| u16_at(m, 4 + 2 * i).map(usize::from);
@@ -53,7 +53,9 @@ fn question_in(m: &[u8], len: usize) -> Option<Question> {
             }
             1..=MAX_LABEL => {
                 let label = m.get(at + 1..at + 1 + n)?;
-                if !label.iter().all(u8::is_ascii_graphic) {
+                // Printable ASCII, spaces and UTF-8 (DNS-SD's instance names, RFC 6763 §4.1.1;
+                // RFC 6762 §16): no control bytes.
+                if !label.iter().all(|&c| c >= 0x20 && c != 0x7f) {
                     return None;
                 }
                 labels.push(String::from_utf8_lossy(label).to_ascii_lowercase());

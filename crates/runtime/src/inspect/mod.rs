@@ -609,7 +609,9 @@ mod tests {
         for _ in 0..4_000 {
             let len = rand::RngExt::random_range(&mut rng, 1..600);
             let b: Vec<u8> = (0..len).map(|_| rand::RngExt::random::<u8>(&mut rng)).collect();
-            for (proto, port) in [(17, 40_001), (6, 40_001), (17, 547), (17, 3478)] {
+            for (proto, port) in
+                [(17, 40_001), (6, 40_001), (17, 547), (17, 3478), (17, 5351), (17, 30490), (6, 1080), (17, 6346)]
+            {
                 let found = named(&inspector, &b, proto, port).filter(|n| !short_headers.contains(n));
                 assert_eq!(found, None, "{b:02x?}");
             }
@@ -626,9 +628,136 @@ mod tests {
             let (inspector, sequential) = &*BOTH;
             proptest::prop_assert_eq!(sequential.classify(&bytes), inspector.classify(&bytes));
             if let Some(p) = inspector.classify(&bytes) {
-                // Only patterns that open with a short binary header can be hit by chance.
-                proptest::prop_assert!(["telnet", "rdp", "smb", "mysql", "dns", "ntp", "quic"].contains(&p.name()), "{}", p.name());
+                // Only patterns that open with a short binary header can be hit by chance
+                // (IEC 104's I-format APDU: about one of 200,000 random buffers).
+                proptest::prop_assert!(["telnet", "rdp", "smb", "mysql", "dns", "ntp", "quic", "iec104"].contains(&p.name()), "{}", p.name());
             }
         }
+    }
+
+    /// Ways the protocols named before begin that were `no-match` (issue 39's misses): STUN
+    /// without the magic cookie (RFC 3489), SOCKS's replies and SOCKS 5 requests mid-stream, an
+    /// SSLv2-compatible ClientHello, a request URI with raw UTF-8, XMPP after STARTTLS's
+    /// negotiation, syslog without a header, SSDP over HTTP/1.0, DHCP on InfiniBand, SIP to a
+    /// URN, RTSP with an upper-case scheme, NetBIOS session keep-alives, BitTorrent's DHT and uTP.
+    #[test]
+    fn more_openings_of_known_protocols_are_named() {
+        let inspector = Inspector::new();
+        let stun_classic = b"\x00\x01\x00\x08\x6b\x1f\x0c\x77\x92\xd3\x5a\x11\x0e\x4d\x38\x2c\x71\x55\x02\xaa\x00\x03\x00\x04\x00\x00\x00\x00";
+        assert_eq!(named(&inspector, stun_classic, 17, 3478), Some("stun"), "a Binding Request with CHANGE-REQUEST");
+        let empty = [&b"\x00\x01\x00\x00"[..], &stun_classic[4..20]].concat();
+        assert_eq!(named(&inspector, &empty, 17, 40_002), Some("stun"), "an empty Binding Request");
+        assert_eq!(named(&inspector, &stun_classic[..20], 17, 40_002), None, "8 bytes of attributes said, none there");
+        assert_eq!(named(&inspector, b"\x05\x00", 6, 1080), Some("socks"), "SOCKS 5 method selected");
+        assert_eq!(named(&inspector, b"\x00\x5a\x1f\x90\x0a\x00\x00\x01", 6, 1080), Some("socks"), "SOCKS 4 granted");
+        assert_eq!(
+            named(&inspector, b"\x05\x01\x00\x03\x0bexample.org\x01\xbb", 6, 1080),
+            Some("socks"),
+            "a SOCKS 5 CONNECT"
+        );
+        assert_eq!(named(&inspector, b"\x05\x00\x00\x01\x0a\x00\x00\x01\x1f\x90", 6, 1080), Some("socks"), "its reply");
+        let sslv2 =
+            [&b"\x80\x2e\x01\x00\x02\x00\x15\x00\x00\x00\x10"[..], &[0x07, 0x00, 0xc0].repeat(7), &[0x5a; 16]].concat();
+        assert_eq!(named(&inspector, &sslv2, 6, 443), Some("tls"), "an SSLv2-compatible ClientHello");
+        assert_eq!(named(&inspector, "GET /wiki/Zürich HTTP/1.1\r\nHost: x\r\n\r\n".as_bytes(), 6, 80), Some("http"));
+        let proceed = b"<proceed xmlns='urn:ietf:params:xml:ns:xmpp-tls'/>";
+        assert_eq!(named(&inspector, proceed, 6, 5222), Some("xmpp"), "STARTTLS's proceed");
+        let features = b"<stream:features><starttls xmlns='urn:ietf:params:xml:ns:xmpp-tls'><required/></starttls></stream:features>";
+        assert_eq!(named(&inspector, features, 6, 5222), Some("xmpp"), "a server's features seen first");
+        assert_eq!(named(&inspector, b"<189>date=2024-01-15 time=09:30:00 devname=fw01", 17, 514), Some("syslog"));
+        assert_eq!(named(&inspector, b"<13>  1 2024 some relayed text", 17, 514), Some("syslog"));
+        assert_eq!(named(&inspector, b"HTTP/1.0 200 OK\r\nST: upnp:rootdevice\r\n\r\n", 17, 1900), Some("ssdp"));
+        let mut ib = vec![0x01, 0x20, 0x00, 0x00];
+        ib.extend_from_slice(&[0u8; 232]);
+        ib.extend_from_slice(&[0x63, 0x82, 0x53, 0x63, 53, 1, 1, 0xff]);
+        assert_eq!(named(&inspector, &ib, 17, 67), Some("dhcp"), "InfiniBand's DHCPDISCOVER (RFC 4390)");
+        let sos = b"INVITE urn:service:sos SIP/2.0\r\nVia: SIP/2.0/UDP 10.0.0.2\r\n";
+        assert_eq!(named(&inspector, sos, 17, 5060), Some("sip"));
+        assert_eq!(named(&inspector, b"OPTIONS RTSP://cam.example.org/ RTSP/1.0\r\nCSeq: 1\r\n", 6, 554), Some("rtsp"));
+        assert_eq!(named(&inspector, b"\x85\x00\x00\x00", 6, 139), Some("netbios-ssn"), "a keep-alive");
+        assert_eq!(named(&inspector, b"\x83\x00\x00\x01\x82", 6, 139), Some("netbios-ssn"), "called name not present");
+        let dht = b"d1:ad2:id20:abcdefghij0123456789e1:q4:ping1:t2:aa1:y1:qe";
+        assert_eq!(named(&inspector, dht, 17, 6881), Some("bittorrent"), "a DHT ping");
+        let dht_r = b"d2:ip6:\x0a\x00\x00\x01\x1a\xe11:rd2:id20:mnopqrstuvwxyz123456e1:t2:aa1:y1:re";
+        assert_eq!(named(&inspector, dht_r, 17, 6881), Some("bittorrent"), "its answer, with BEP 42's ip");
+        let utp_syn = b"\x41\x00\x30\x39\x0b\x1c\x2d\x3e\x00\x00\x00\x00\x00\x10\x00\x00\x00\x01\x00\x00";
+        assert_eq!(named(&inspector, utp_syn, 17, 40_003), Some("bittorrent"), "a uTP SYN");
+        // Captures written by others (tcpdump's and Wireshark's test captures): an NTP server
+        // packet with its key id and SHA-1 digest, an NTP control request (mode 6, READVAR),
+        // a TFTP transfer's first DATA block from the server's new port, a Git v2 server's
+        // first pkt-line, SMB 3.1.1's compression transform header.
+        let mut ntp_mac = b"\x24\x02\x00\xe9\x00\x00\x27\xcf\x00\x00\x00\x67\x0a\x05\x1b\x0a".to_vec();
+        ntp_mac.resize(72, 0x5c);
+        assert_eq!(named(&inspector, &ntp_mac, 17, 123), Some("ntp"));
+        assert_eq!(named(&inspector, &ntp_mac[..60], 17, 123), None, "no such length");
+        assert_eq!(named(&inspector, b"\x16\x02\x00\x44\x00\x00\x00\x00\x00\x00\x00\x00", 17, 123), Some("ntp"));
+        let data = [&b"\x00\x03\x00\x01#! /bin/sh\n"[..], &[b'#'; 500]].concat();
+        assert_eq!(named(&inspector, &data, 17, 59_557), Some("tftp"));
+        assert_eq!(named(&inspector, &[&data[..], &[b'x'; 300]].concat(), 17, 59_557), None, "a block over 512 bytes");
+        assert_eq!(named(&inspector, b"000eversion 2\n0015agent=git/2.29.2\n", 6, 9418), Some("git"));
+        let compressed = b"\x00\x00\x00\x4a\xfc\x53\x4d\x42\x50\x10\x00\x00\x02\x00\x00\x00";
+        assert_eq!(named(&inspector, compressed, 6, 445), Some("smb"));
+        // A DNS-SD query over unicast DNS for an instance name with a space and UTF-8; GENA's
+        // SUBSCRIBE over TCP; a session request whose E flag is set; STUN over ICE-TCP's
+        // framing; a zone transfer's response with 300 answers.
+        let mut sd = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00".to_vec();
+        let instance = "My Printer \u{e9}".as_bytes();
+        sd.push(instance.len() as u8);
+        sd.extend_from_slice(instance);
+        sd.extend_from_slice(b"\x04_ipp\x04_tcp\x07example\x03org\x00\x00\x10\x00\x01");
+        assert_eq!(named(&inspector, &sd, 17, 53), Some("dns"));
+        let gena =
+            b"SUBSCRIBE /upnp/event/cm HTTP/1.1\r\nHOST: 10.0.0.7:49152\r\nCALLBACK: <http://10.0.0.2:5000/>\r\n";
+        assert_eq!(named(&inspector, gena, 6, 49_152), Some("http"));
+        let session = [&b"\x81\x01\x00\x44\x20"[..], &[b'E'; 32]].concat();
+        assert_eq!(named(&inspector, &session, 6, 139), Some("netbios-ssn"));
+        let ice_tcp = b"\x00\x14\x00\x01\x00\x00\x21\x12\xa4\x42\x6b\x1f\x0c\x77\x92\xd3\x5a\x11\x0e\x4d\x38\x2c";
+        assert_eq!(named(&inspector, ice_tcp, 6, 40_004), Some("stun"));
+        let mut axfr = b"\xff\xf0\x12\x34\x84\x00\x00\x01\x01\x2c\x00\x00\x00\x00".to_vec();
+        axfr.extend_from_slice(b"\x07example\x03org\x00\x00\xfc\x00\x01");
+        assert_eq!(named(&inspector, &axfr, 6, 53), Some("dns"));
+        // stund's Binding Response from its other address, recorded (bench/record-conversations.sh):
+        // MAPPED-, SOURCE- and CHANGED-ADDRESS, XOR-MAPPED-ADDRESS (0x0020), SERVER.
+        let stund = b"\x01\x01\x00\x44\x02\x58\xb1\x0d\x9a\x92\xbc\x40\xe7\x31\xe7\x1f\x0f\xb2\x45\x6c\x00\x01\x00\x08\x00\x01\x70\xa5\x0a\x63\x00\x01\x00\x04\x00\x08\x00\x01\x0d\x96\x0a\x63\x00\x02\x00\x05\x00\x08\x00\x01\x0d\x97\x0a\x63\x00\x02\x00\x20\x00\x08\x00\x01\x72\xfd\x08\x3b\xb1\x0c\x80\x22\x00\x10Vovida.org 0.97\x00";
+        assert_eq!(named(&inspector, stund, 17, 28_837), Some("stun"));
+        // Random bytes after the same first bytes are not.
+        assert_eq!(
+            named(
+                &inspector,
+                b"\x41\x00\x30\x39\x0b\x1c\x2d\x3e\x00\x01\x00\x00\x00\x10\x00\x00\x00\x01\x00\x00",
+                17,
+                40_003
+            ),
+            None
+        );
+        assert_eq!(named(&inspector, b"\x00\x01\x00\x08\x6b\x1f\x0c\x77\x92\xd3\x5a\x11\x0e\x4d\x38\x2c\x71\x55\x02\xaa\x7f\x03\x00\x04\x00\x00\x00\x00", 17, 3478), None, "no such attribute");
+    }
+
+    /// Protocols nDPI names that inspect did not (issue 39's list): Gnutella, RTP, MGCP,
+    /// NAT-PMP, RakNet, Bitcoin, SOME/IP and WireGuard's other handshake messages.
+    #[test]
+    fn protocols_added_for_issue_39_are_named() {
+        let inspector = Inspector::new();
+        for (name, nth, proto, port) in [
+            ("gnutella", 0, 6, 6346),
+            ("gnutella", 1, 17, 6346),
+            ("gnutella", 2, 17, 6346),
+            ("rtp", 0, 17, 40_010),
+            ("mgcp", 0, 17, 2427),
+            ("natpmp", 0, 17, 5351),
+            ("natpmp", 1, 17, 5351),
+            ("raknet", 0, 17, 19132),
+            ("bitcoin", 0, 6, 8333),
+            ("someip", 0, 17, 30490),
+            ("wireguard", 1, 17, 51820),
+        ] {
+            let bytes = opening(name, nth);
+            assert_eq!(named(&inspector, &bytes, proto, port), Some(name), "{name} sample {nth}");
+        }
+        // One RTP packet alone is not told from random bytes: the same SSRC with the next
+        // sequence number must follow.
+        let rtp = opening("rtp", 0);
+        assert_eq!(named(&inspector, &rtp[..172], 17, 40_010), None);
+        assert_eq!(named(&inspector, &opening("natpmp", 0), 17, 40_010), None, "NAT-PMP off its port");
     }
 }

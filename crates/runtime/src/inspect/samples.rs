@@ -217,5 +217,40 @@ pub fn openings() -> Vec<(&'static str, Vec<u8>)> {
             b"\x01\x10\x08\x74\x00\x01\x00\x0e\x00\x01\x00\x01\x2a\x2b\x2c\x2d\x00\x11\x22\x33\x44\x55\x00\x08\x00\x02\x00\x00\x00\x03\x00\x0c\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x06\x00\x04\x00\x17\x00\x18"
                 .to_vec(),
         ),
+        // Issue 39's protocols.
+        // A 0.6 handshake (RFC-Gnutella 0.6 draft §2.2); a GUESS Ping over UDP, TTL 1; a G2
+        // ping over UDP: `GND`, no flags, sequence 0x1234, part 1 of 1, then the packet.
+        ("gnutella", b"GNUTELLA CONNECT/0.6\r\nUser-Agent: LimeWire/4.18.8\r\nX-Ultrapeer: False\r\n\r\n".to_vec()),
+        ("gnutella", [&b"\x5a\x0e\x21\xc4\x93\x77\x1b\x4f\xff\x3c\x80\x2a\x61\xd5\x4e\x00"[..], b"\x00\x01\x00\x00\x00\x00\x00"].concat()),
+        ("gnutella", b"GND\x00\x12\x34\x01\x01\x48\x02PI\x00".to_vec()),
+        // Two PCMU packets of one stream (RFC 3551 §4.5.14: payload type 0, 20 ms, 160 bytes).
+        (
+            "rtp",
+            [
+                &b"\x80\x80\x03\xe8\x00\x00\x3e\x80\x1b\x4d\x2c\x9e"[..],
+                &[0xd5; 160],
+                b"\x80\x00\x03\xe9\x00\x00\x3f\x20\x1b\x4d\x2c\x9e",
+                &[0x55; 160],
+            ]
+            .concat(),
+        ),
+        // RFC 3435 §2.3.3's example: a NotificationRequest to an analog line.
+        ("mgcp", b"RQNT 1201 aaln/1@rgw-2567.whatever.net MGCP 1.0\r\nN: ca@ca1.whatever.net:5678\r\nX: 0123456789AC\r\n".to_vec()),
+        // An external address request and its response (RFC 6886 §3.2).
+        ("natpmp", b"\x00\x00".to_vec()),
+        ("natpmp", b"\x00\x80\x00\x00\x00\x01\x51\x80\xc6\x33\x64\x07".to_vec()),
+        // An unconnected ping: time, the offline message magic, the client's GUID.
+        (
+            "raknet",
+            b"\x01\x00\x00\x00\x00\x00\x9e\x4b\x21\x00\xff\xff\x00\xfe\xfe\xfe\xfe\xfd\xfd\xfd\xfd\x12\x34\x56\x78\x4f\x2a\x91\x0c\x77\x13\xe2\x05"
+                .to_vec(),
+        ),
+        // A mainnet `version` header (its payload cut after the protocol version).
+        ("bitcoin", b"\xf9\xbe\xb4\xd9version\x00\x00\x00\x00\x00\x66\x00\x00\x00\x2f\x5e\x1d\x8a\x80\x11\x01\x00".to_vec()),
+        // A SOME/IP-SD message (service 0xFFFF, method 0x8100, a notification): its header, the
+        // SD flags, and an empty entries and options array.
+        ("someip", b"\xff\xff\x81\x00\x00\x00\x00\x14\x00\x00\x00\x01\x01\x01\x02\x00\xc0\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00".to_vec()),
+        // A handshake response (whitepaper §5.4.3): sender and receiver indices, the rest.
+        ("wireguard", [&b"\x02\x00\x00\x00\x11\x22\x33\x44\x55\x66\x77\x88"[..], &[0x9b; 80]].concat()),
     ]
 }
