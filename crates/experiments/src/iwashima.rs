@@ -110,6 +110,23 @@ fn gone(what: &str) -> ExperimentError {
     ExperimentError::Real(what.to_string())
 }
 
+/// The far side's thread, once it has said its listeners are bound: the near side starts
+/// then, not after a fixed pause (300 ms was too short under load, and the competing flow's
+/// connect was refused). A far side that ended first gives its own error.
+fn listening_or_why<T>(
+    ready: &std::sync::mpsc::Receiver<()>,
+    server: std::thread::JoinHandle<Result<Result<T, ExperimentError>, LinkemError>>,
+) -> Result<std::thread::JoinHandle<Result<Result<T, ExperimentError>, LinkemError>>, ExperimentError> {
+    match ready.recv_timeout(Duration::from_secs(30)) {
+        Ok(()) => Ok(server),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            server.join().map_err(|_| gone("the receiving side panicked"))???;
+            Err(gone("the receiving side ended before it listened"))
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(gone("the receiving side did not listen within 30 s")),
+    }
+}
+
 /// The channels' weights, 0.8^i.
 fn weights() -> Vec<f64> {
     (0..N).map(|i| 0.8f64.powi(i as i32)).collect()
@@ -523,10 +540,12 @@ fn point(
     let measure = Duration::from_secs_f64(seconds);
     let server_config = config.clone();
     let n = weights.len();
+    let (listening, ready) = std::sync::mpsc::sync_channel(1);
     let server = d.right.spawn(move || -> Result<Point, ExperimentError> {
         runtime()?.block_on(async move {
             let mut listener = Listener::bind(mux_addr, server_config).await?;
             let sink = tokio::net::TcpListener::bind(cross_addr).await?;
+            let _ = listening.send(());
             let cross = Arc::new(AtomicU64::new(0));
             let c = Arc::clone(&cross);
             tokio::spawn(async move {
@@ -587,7 +606,7 @@ fn point(
             })
         })
     });
-    std::thread::sleep(Duration::from_millis(300));
+    let server = listening_or_why(&ready, server)?;
     let weights = weights.to_vec();
     let client = d.left.spawn(move || -> Result<(), ExperimentError> {
         runtime()?.block_on(async move {
@@ -637,10 +656,12 @@ fn mptcp_point(m: usize, weights: &[f64], seconds: f64) -> Result<Point, Experim
     let warm = Duration::from_secs(3);
     let measure = Duration::from_secs_f64(seconds);
     let n = weights.len();
+    let (listening, ready) = std::sync::mpsc::sync_channel(1);
     let server = d.right.spawn(move || -> Result<Point, ExperimentError> {
         runtime()?.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(mptcp::listener(mp_addr, true)?)?;
             let sink = tokio::net::TcpListener::bind(cross_addr).await?;
+            let _ = listening.send(());
             let count = |k: Arc<AtomicU64>, mut s: tokio::net::TcpStream| async move {
                 let mut buf = vec![0u8; 1 << 16];
                 while let Ok(got) = s.read(&mut buf).await {
@@ -688,7 +709,7 @@ fn mptcp_point(m: usize, weights: &[f64], seconds: f64) -> Result<Point, Experim
             })
         })
     });
-    std::thread::sleep(Duration::from_millis(300));
+    let server = listening_or_why(&ready, server)?;
     let client = d.left.spawn(move || -> Result<(), ExperimentError> {
         runtime()?.block_on(async move {
             let mut tasks = Vec::new();

@@ -40,10 +40,12 @@ fn channels_share_a_real_bottleneck_by_weight_and_the_session_takes_more_than_on
     let flow_addr = SocketAddr::from((Dumbbell::RIGHT, 7101));
     // The far side: the session's receiver, and a sink for the competing flow; reports bytes.
     let server_config = config.clone();
+    let (listening, ready) = std::sync::mpsc::sync_channel(1);
     let server = d.right.spawn(move || {
         runtime().block_on(async move {
             let mut listener = Listener::bind(mux_addr, server_config).await.unwrap();
             let sink = tokio::net::TcpListener::bind(flow_addr).await.unwrap();
+            let _ = listening.send(());
             // Counters sampled at the same two moments for everyone: the channels open one
             // after another, and slow start is no steady state.
             let count = |n: &Arc<AtomicU64>, k: usize| n.fetch_add(k as u64, Ordering::Relaxed);
@@ -99,7 +101,8 @@ fn channels_share_a_real_bottleneck_by_weight_and_the_session_takes_more_than_on
             (per_channel, f1 - f0, arrived_shares)
         })
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // The client starts once the far side listens (not after a fixed pause, too short under load).
+    ready.recv_timeout(Duration::from_secs(30)).expect("the far side listening");
     let client = d.left.spawn(move || {
         runtime().block_on(async move {
             let session = Session::connect(mux_addr, config).await.unwrap();

@@ -616,6 +616,7 @@ pub fn goals(runs: &[PeerRun]) -> Vec<(String, bool)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchyard_runtime::serial::Sent;
 
     const REPORT: &str = "\
 \tnDPI throughput:       252.18 K pps / 691.88 Mb/sec
@@ -677,9 +678,14 @@ mod tests {
             key: FiveTuple::new(f.proto, f.ends.1, f.ends.0),
             verdict,
             tls: None,
+            app: None,
             matched_at: None,
             packets: 1,
             bytes: 1,
+            first_ns: 0,
+            last_ns: 0,
+            to_server: Sent::default(),
+            to_client: Sent::default(),
         };
         let named = |n| Verdict::Matched(Protocol::by_name(n).unwrap());
         let ours = vec![
@@ -713,9 +719,14 @@ mod tests {
             key: FiveTuple::new(f.proto, f.ends.1, f.ends.0),
             verdict: Verdict::Matched(Protocol::by_name(name).unwrap()),
             tls: None,
+            app: None,
             matched_at: None,
             packets: 1,
             bytes: 1,
+            first_ns: 0,
+            last_ns: 0,
+            to_server: Sent::default(),
+            to_client: Sent::default(),
         };
         let a = compare(&[conn(&flows[0], "tls"), conn(&flows[1], "imap"), conn(&flows[4], "xmpp")], &flows[..5]);
         assert_eq!(a.ours_only.get("xmpp"), None, "nDPI named it");
