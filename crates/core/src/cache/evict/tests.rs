@@ -106,7 +106,7 @@ fn tinylfu_weighs_even_a_light_newcomer_against_its_victims() {
     assert_eq!(held(&c, 1..=10).len(), 10, "every frequent key still held");
 }
 
-/// A hit in probation moves to protected (the segmented LRU of W-TinyLFU, §4).
+/// A hit in probation moves to protected (the segmented LRU of W-TinyLFU, §4, which TinyLfu keeps without the window).
 #[test]
 fn tinylfu_promotes_a_probation_hit_to_protected() {
     let mut c = unit(Eviction::TinyLfu, 1000);
