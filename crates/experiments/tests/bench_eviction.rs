@@ -51,6 +51,20 @@ fn eviction_reports_every_contender_on_every_trace_and_size() {
         assert!(v.worst_gap <= 0.0, "the default is never better than the best");
     }
     assert!(families.notes.iter().any(|n| n.starts_with("issue 38's goal")), "{:?}", families.notes);
+    // The byte hit ratio beside the goal's: one line per family, the default's mean from the runs.
+    let bytes = report.table("byte_hit_ratio").unwrap();
+    let zipf: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.workload.family() == "zipf")
+        .map(|r| r.of(Contender::Ours(Eviction::DEFAULT)).unwrap().byte_hit_ratio)
+        .collect();
+    let want = format!(
+        "zipf: mean byte hit ratio, the default ({}) {:.2}%",
+        Eviction::DEFAULT.name(),
+        zipf.iter().sum::<f64>() / zipf.len() as f64
+    );
+    assert!(bytes.notes.iter().any(|n| n.starts_with(&want)), "{want:?} not in {:?}", bytes.notes);
+    assert_eq!(bytes.notes.iter().filter(|n| n.contains("mean byte hit ratio")).count(), 3);
     assert!(report.table("lookup_cost").is_some());
 }
 

@@ -10,7 +10,7 @@
 //!   leaves it open).
 //! - [`FieldCost`]: what reading a sensor field costs and how long it takes (Eqs 5.5, 5.6).
 //! - Bounded memory: [`Cache::bounded_by`] weighs each entry (in bytes, for the HTTP gateway)
-//!   and evicts as one of the policies of [`evict`] says (LRU, W-TinyLFU, S3-FIFO, SIEVE) to
+//!   and evicts as one of the policies of [`evict`] says (LRU, TinyLFU, S3-FIFO, SIEVE) to
 //!   stay within a bound.
 //! - Cooperative caching (Cacheflow, Dou 2011 ch. 4): [`Lru`] with de-duplicating eviction,
 //!   [`cacheflow`]'s split of a multi-object request between a server and its neighbours, and

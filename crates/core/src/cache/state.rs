@@ -171,7 +171,7 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
 
     /// As [`Cache::bounded`], evicting as `eviction` says (see [`super::evict`]); `seed` seeds
     /// the policy's hash (a driver facing keys it does not choose passes a random one). A fill
-    /// the policy refuses to admit (W-TinyLFU's admission) answers its waiters and is not kept.
+    /// the policy refuses to admit (TinyLFU's admission) answers its waiters and is not kept.
     pub fn bounded_by(mut self, capacity: u64, eviction: Eviction, seed: u64) -> Self {
         let mut bound = Evictor::new(eviction, capacity, seed);
         for k in self.entries.keys() {

@@ -458,7 +458,7 @@ proptest! {
     }
 }
 
-/// A fill that W-TinyLFU refuses to admit still answers its waiters, and what the cache holds
+/// A fill that TinyLFU refuses to admit still answers its waiters, and what the cache holds
 /// and weighs stays what the policy holds.
 #[test]
 fn a_fill_tinylfu_refuses_answers_its_waiters_and_is_not_kept() {

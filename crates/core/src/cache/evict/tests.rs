@@ -89,14 +89,31 @@ fn tinylfu_refuses_a_one_hit_wonder_and_admits_a_frequent_newcomer() {
     assert_eq!(t.segment_of(&60), Some("probation"));
 }
 
-/// A hit in probation moves to protected (the segmented LRU of W-TinyLFU, §4).
+/// Size-aware admission (Einziger, Eytan, Friedman and Manes, ACM ToS 2022): a newcomer to a
+/// full cache is weighed against its victims at once, however light it is. Before, a newcomer
+/// lighter than the 1 % window stayed in the window and main's least recently used entry went
+/// for it untested: a one-hit wonder pushed out a key used four times.
+#[test]
+fn tinylfu_weighs_even_a_light_newcomer_against_its_victims() {
+    let mut c = unit(Eviction::TinyLfu, 1000);
+    for k in 1..=10 {
+        assert!(c.insert(k, 100).is_empty());
+        for _ in 0..3 {
+            c.touch(&k);
+        }
+    }
+    assert_eq!(c.insert(99, 5), vec![(99, 5)], "a one-hit wonder is refused, not held over a frequent key");
+    assert_eq!(held(&c, 1..=10).len(), 10, "every frequent key still held");
+}
+
+/// A hit in probation moves to protected (the segmented LRU of W-TinyLFU, §4, which TinyLfu keeps without the window).
 #[test]
 fn tinylfu_promotes_a_probation_hit_to_protected() {
     let mut c = unit(Eviction::TinyLfu, 1000);
     c.insert(1, 100);
     c.insert(2, 100);
     let Evictor::TinyLfu(t) = &c else { unreachable!() };
-    assert_eq!(t.segment_of(&1), Some("probation"), "heavier than the 1% window, so straight past it");
+    assert_eq!(t.segment_of(&1), Some("probation"), "newcomers enter probation");
     c.touch(&1);
     let Evictor::TinyLfu(t) = &c else { unreachable!() };
     assert_eq!(t.segment_of(&1), Some("protected"));
@@ -165,6 +182,37 @@ proptest! {
             prop_assert_eq!(c.weight(), model.values().sum::<u64>());
             prop_assert_eq!(c.len(), model.len());
             prop_assert_eq!(held(&c, 0..60), model.clone());
+        }
+    }
+
+    /// TinyLFU's size-aware admission: a newcomer held by evicting others is estimated more
+    /// frequent than those others summed, and a newcomer evicts nothing unless the cache was
+    /// full (no entry goes for a newcomer untested).
+    #[test]
+    fn tinylfu_admits_a_newcomer_only_over_less_frequent_victims(
+        cap in 1u64..3_000,
+        ops in prop::collection::vec((0u8..4, 0u32..50, 1u64..600), 0..400),
+    ) {
+        let mut c = unit(Eviction::TinyLfu, cap);
+        for (op, k, w) in ops {
+            if op == 0 || c.contains(&k) {
+                c.touch(&k);
+                continue;
+            }
+            let before = c.weight();
+            let evicted = c.insert(k, w);
+            let others: Vec<u32> = evicted.iter().map(|e| e.0).filter(|&e| e != k).collect();
+            let Evictor::TinyLfu(t) = &c else { unreachable!() };
+            if c.contains(&k) && !others.is_empty() {
+                let summed: u32 = others.iter().map(|v| u32::from(t.frequency(v))).sum();
+                prop_assert!(u32::from(t.frequency(&k)) > summed, "{} (estimate {}) admitted over {:?} (summed {})", k, t.frequency(&k), others, summed);
+            }
+            if before + w <= cap {
+                prop_assert!(evicted.is_empty(), "room for {} of {}, yet {:?} evicted", k, w, evicted);
+            }
+            if !c.contains(&k) {
+                prop_assert!(others.is_empty(), "{} refused, yet {:?} evicted for it", k, others);
+            }
         }
     }
 
