@@ -271,6 +271,7 @@ struct Counters {
     stored_entries: Level,
     evictions: Count,
     evicted_bytes: Count,
+    refused: Count,
     purges: Count,
     purges_refused: Count,
     purged: Count,
@@ -316,6 +317,7 @@ impl Shared {
         let st = cache.stats();
         c.evictions.inc_by(st.evictions.saturating_sub(c.evictions.get()));
         c.evicted_bytes.inc_by(st.evicted_weight.saturating_sub(c.evicted_bytes.get()));
+        c.refused.inc_by(st.refused.saturating_sub(c.refused.get()));
     }
 
     /// Sends `method key` to the origin, or over the origins as the route says (a read: a
@@ -382,6 +384,10 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
         stored_entries: metrics.level("gateway_stored_entries", "URLs with a stored response."),
         evictions: metrics.count("gateway_evictions", "Stored URLs evicted (as --eviction says) to stay within --max-memory."),
         evicted_bytes: metrics.count("gateway_evicted_bytes", "Bytes of the stored URLs evicted to stay within --max-memory."),
+        refused: metrics.count(
+            "gateway_refused",
+            "Storable responses the eviction policy did not admit (TinyLFU: less frequent than what they would evict).",
+        ),
         purges: metrics.count("gateway_purges", "PURGE requests carried out (by URL, prefix or tag)."),
         purges_refused: metrics
             .count("gateway_purges_refused", "PURGE requests refused: neither --purge-from nor --purge-token allowed them."),

@@ -108,6 +108,9 @@ pub struct CacheStats {
     pub evictions: u64,
     /// The weight (bytes, for the HTTP gateway) of those entries.
     pub evicted_weight: u64,
+    /// Fills a bounded cache did not keep: heavier than its capacity, or refused by the
+    /// policy's admission (TinyLFU's, over more frequent victims).
+    pub refused: u64,
 }
 
 /// A freshness-bounded cache with one of Yates's seven lookup policies.
@@ -228,6 +231,8 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
         }
         if held {
             self.entries.insert(key, entry);
+        } else {
+            self.stats.refused += 1;
         }
     }
 
