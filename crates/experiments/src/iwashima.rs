@@ -110,13 +110,16 @@ fn gone(what: &str) -> ExperimentError {
     ExperimentError::Real(what.to_string())
 }
 
+/// The thread of a run's far side (in its namespace), with what it measured.
+type FarSide<T> = std::thread::JoinHandle<Result<Result<T, ExperimentError>, LinkemError>>;
+
 /// The far side's thread, once it has said its listeners are bound: the near side starts
 /// then, not after a fixed pause (300 ms was too short under load, and the competing flow's
 /// connect was refused). A far side that ended first gives its own error.
 fn listening_or_why<T>(
     ready: &std::sync::mpsc::Receiver<()>,
-    server: std::thread::JoinHandle<Result<Result<T, ExperimentError>, LinkemError>>,
-) -> Result<std::thread::JoinHandle<Result<Result<T, ExperimentError>, LinkemError>>, ExperimentError> {
+    server: FarSide<T>,
+) -> Result<FarSide<T>, ExperimentError> {
     match ready.recv_timeout(Duration::from_secs(30)) {
         Ok(()) => Ok(server),
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
