@@ -5,6 +5,14 @@
 //! experiment, benchmark or measurement (`switchyard-experiments` runs them and returns rows,
 //! which this binary prints).
 
+/// jemalloc, not the system's allocator: under a flood of distinct URLs, with what is stored
+/// held at `--max-memory`, glibc's heap fragmented until the gateway's process was 17–26%
+/// past the bound; with jemalloc 5% (`switchyard bench memory`, the same build run under each
+/// allocator; issue 38's goal is 15%).
+#[cfg(all(unix, not(target_env = "musl")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 mod bench;
 mod bench_blocklog;
 mod bench_deliver;

@@ -618,6 +618,24 @@ mod tests {
     use super::*;
     use switchyard_runtime::serial::Sent;
 
+    /// What inspect found of one of nDPI's flows, as `compare` reads it.
+    fn seen(f: &NdpiFlow, verdict: Verdict) -> ConnResult {
+        ConnResult {
+            id: 0,
+            key: switchyard_core::flow::FiveTuple::new(f.proto, f.ends.1, f.ends.0),
+            verdict,
+            tls: None,
+            app: None,
+            matched_at: None,
+            packets: 1,
+            bytes: 1,
+            first_ns: 0,
+            last_ns: 0,
+            to_server: Sent::default(),
+            to_client: Sent::default(),
+        }
+    }
+
     const REPORT: &str = "\
 \tnDPI throughput:       252.18 K pps / 691.88 Mb/sec
 \t1\tTCP 10.1.0.160:32928 <-> 192.0.2.161:443 [proto: 91/TLS][Encrypted][Confidence: DPI][cat: Web/5][6 pkts/603 bytes]
@@ -670,23 +688,9 @@ mod tests {
 
     #[test]
     fn agreement_counts_only_what_both_name_from_payload() {
-        use switchyard_core::flow::FiveTuple;
         use switchyard_runtime::inspect::Protocol;
         let flows = parse_flows(REPORT);
-        let conn = |f: &NdpiFlow, verdict| ConnResult {
-            id: 0,
-            key: FiveTuple::new(f.proto, f.ends.1, f.ends.0),
-            verdict,
-            tls: None,
-            app: None,
-            matched_at: None,
-            packets: 1,
-            bytes: 1,
-            first_ns: 0,
-            last_ns: 0,
-            to_server: Sent::default(),
-            to_client: Sent::default(),
-        };
+        let conn = seen;
         let named = |n| Verdict::Matched(Protocol::by_name(n).unwrap());
         let ours = vec![
             conn(&flows[0], named("tls")),
@@ -709,25 +713,11 @@ mod tests {
     /// flows nDPI did not name at all: it is a false claim and is counted as one now.
     #[test]
     fn a_flow_named_outside_our_set_is_a_false_claim() {
-        use switchyard_core::flow::FiveTuple;
         use switchyard_runtime::inspect::Protocol;
         let mut flows = parse_flows(REPORT);
         flows[4].name = "Gnutella_Unmapped".into();
         flows[4].confidence = "DPI".into();
-        let conn = |f: &NdpiFlow, name| ConnResult {
-            id: 0,
-            key: FiveTuple::new(f.proto, f.ends.1, f.ends.0),
-            verdict: Verdict::Matched(Protocol::by_name(name).unwrap()),
-            tls: None,
-            app: None,
-            matched_at: None,
-            packets: 1,
-            bytes: 1,
-            first_ns: 0,
-            last_ns: 0,
-            to_server: Sent::default(),
-            to_client: Sent::default(),
-        };
+        let conn = |f: &NdpiFlow, name| seen(f, Verdict::Matched(Protocol::by_name(name).unwrap()));
         let a = compare(&[conn(&flows[0], "tls"), conn(&flows[1], "imap"), conn(&flows[4], "xmpp")], &flows[..5]);
         assert_eq!(a.ours_only.get("xmpp"), None, "nDPI named it");
         assert_eq!(a.outside_named.get(&("xmpp".into(), "Gnutella_Unmapped".into())), Some(&1));
