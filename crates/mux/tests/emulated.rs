@@ -118,21 +118,36 @@ fn channels_share_a_real_bottleneck_by_weight_and_the_session_takes_more_than_on
                 let chunk = chunk.clone();
                 writers.push(tokio::spawn(async move { while ch.send(chunk.clone()).await.is_ok() {} }));
             }
-            tokio::time::sleep(Duration::from_secs_f64(seconds + 2.5)).await;
+            // The sender's own account over (about) the far side's window: turns each channel
+            // lost for want of bytes from its writer (idle) or of credit (blocked). A weighted
+            // queue keeps weights only among channels with bytes waiting, so a starved writer
+            // moves the shares; these say whether one did.
+            let turns = |r: switchyard_mux::SessionReport| {
+                let mut v: Vec<(u32, u64, u64)> =
+                    r.channels.iter().map(|c| (c.id, c.sent.idle_turns, c.sent.blocked_turns)).collect();
+                v.sort();
+                v
+            };
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let t0 = turns(session.report().await.unwrap());
+            tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+            let t1 = turns(session.report().await.unwrap());
+            tokio::time::sleep(Duration::from_millis(500)).await;
             competing.abort();
             for w in writers {
                 w.abort();
             }
+            t0.iter().zip(&t1).map(|(a, b)| (b.1 - a.1, b.2 - a.2)).collect::<Vec<(u64, u64)>>()
         })
     });
     let (per_channel, flow, arrived) = server.join().unwrap().unwrap();
-    client.join().unwrap().unwrap();
+    let lost_turns = client.join().unwrap().unwrap();
     let total: u64 = per_channel.iter().map(|(_, n)| n).sum();
     let w: f64 = weights.iter().sum();
     let shares: Vec<f64> = per_channel.iter().map(|(_, n)| *n as f64 / total as f64).collect();
     let session_share = total as f64 / (total + flow) as f64;
     eprintln!(
-        "session {:.2} Mb/s, competing flow {:.2} Mb/s: session share {session_share:.3} (model m/(m+k) = {:.3}); channel shares {shares:?} (arrived, in order or not: {arrived:?}; targets {:?}); link {:?}",
+        "session {:.2} Mb/s, competing flow {:.2} Mb/s: session share {session_share:.3} (model m/(m+k) = {:.3}); channel shares {shares:?} (arrived, in order or not: {arrived:?}; targets {:?}); turns lost by the sender (idle, blocked) {lost_turns:?}; link {:?}",
         total as f64 * 8.0 / seconds / 1e6,
         flow as f64 * 8.0 / seconds / 1e6,
         m as f64 / (m as f64 + 1.0),
@@ -143,7 +158,10 @@ fn channels_share_a_real_bottleneck_by_weight_and_the_session_takes_more_than_on
         // The shares the application read, and beside them what arrived in order or not: a
         // failure seen once (heaviest 0.609 against 0.571) did not come back in 30 runs; if it
         // does, the two say whether the scheduler or reordering and reading moved the share.
-        assert!((s - wi / w).abs() < 0.03, "shares read {shares:?} (arrived {arrived:?}) against weights {weights:?}");
+        assert!(
+            (s - wi / w).abs() < 0.03,
+            "shares read {shares:?} (arrived {arrived:?}) against weights {weights:?}; turns lost by the sender (idle, blocked) {lost_turns:?}"
+        );
     }
     assert!(session_share > 0.5, "three connections take more than one flow: {session_share:.3}");
 }
