@@ -110,6 +110,22 @@ fn gone(what: &str) -> ExperimentError {
     ExperimentError::Real(what.to_string())
 }
 
+/// Lets the near side's senders run past the far side's measurement (`measured`, and half a
+/// second more), then stops them.
+async fn send_then_stop(tasks: Vec<tokio::task::JoinHandle<()>>, measured: Duration) {
+    tokio::time::sleep(measured + Duration::from_millis(500)).await;
+    for t in tasks {
+        t.abort();
+    }
+}
+
+/// What the far side measured, once both sides have ended; either side's error otherwise.
+fn both_ended(server: FarSide<Point>, client: FarSide<()>) -> Result<Point, ExperimentError> {
+    let p = server.join().map_err(|_| gone("the receiving side panicked"))???;
+    client.join().map_err(|_| gone("the sending side panicked"))???;
+    Ok(p)
+}
+
 /// The thread of a run's far side (in its namespace), with what it measured.
 type FarSide<T> = std::thread::JoinHandle<Result<Result<T, ExperimentError>, LinkemError>>;
 
@@ -633,16 +649,11 @@ fn point(
                     tasks.push(tokio::spawn(async move { while ch.send(chunk.clone()).await.is_ok() {} }));
                 }
             }
-            tokio::time::sleep(warm + measure + Duration::from_millis(500)).await;
-            for t in tasks {
-                t.abort();
-            }
+            send_then_stop(tasks, warm + measure).await;
             Ok::<(), ExperimentError>(())
         })
     });
-    let p = server.join().map_err(|_| gone("the receiving side panicked"))???;
-    client.join().map_err(|_| gone("the sending side panicked"))???;
-    Ok(p)
+    both_ended(server, client)
 }
 
 /// One MPTCP run: a kernel MPTCP connection per channel, each with `m` subflows from the left
@@ -750,14 +761,9 @@ fn mptcp_point(m: usize, weights: &[f64], seconds: f64) -> Result<Point, Experim
                     while s.write_all(&chunk).await.is_ok() {}
                 }));
             }
-            tokio::time::sleep(warm + measure + Duration::from_millis(500)).await;
-            for t in tasks {
-                t.abort();
-            }
+            send_then_stop(tasks, warm + measure).await;
             Ok::<(), ExperimentError>(())
         })
     });
-    let p = server.join().map_err(|_| gone("the receiving side panicked"))???;
-    client.join().map_err(|_| gone("the sending side panicked"))???;
-    Ok(p)
+    both_ended(server, client)
 }
