@@ -181,11 +181,13 @@ pub(crate) struct InspectArgs {
     /// Export the connections as IPFIX (RFC 7011) over UDP to the collector at HOST:PORT
     /// (4739 is IPFIX's port), when the run ends. Each connection is a record a direction
     /// (biflowDirection 1 from the client, 2 from the server) with the 5-tuple,
-    /// flowStart/EndMilliseconds, packetDeltaCount, layer2OctetDeltaCount (frames as captured),
-    /// and the protocol named by payload in applicationName (IE 96, RFC 6759). Messages stay
-    /// under 1,400 bytes; templates lead each export and come again every 16 messages, since
-    /// UDP may lose them. E.g. `nfcapd -p 4739 -w DIR` collects them (nfdump 1.7 shows the
-    /// flows, packets, times and direction, but neither IE 352's bytes nor IE 96's name), or
+    /// flowStart/EndMilliseconds, packetDeltaCount, octetDeltaCount (IP bytes),
+    /// layer2OctetDeltaCount (frames as captured), and the protocol named by payload in
+    /// applicationName (IE 96, RFC 6759) and as a number in applicationId (IE 95), which
+    /// options records sent with each export name. Messages stay under 1,400 bytes; templates
+    /// lead each export and come again every 16 messages, since UDP may lose them. E.g.
+    /// `nfcapd -p 4739 -w DIR` collects them (nfdump 1.7.1 shows flows, packets, bytes, times,
+    /// direction and the id as %nbid, but not names), or
     /// `tshark -i lo -f 'udp port 4739' -d udp.port==4739,cflow -V` decodes every field.
     #[arg(long, value_name = "HOST:PORT", verbatim_doc_comment)]
     pub(crate) ipfix: Option<String>,

@@ -274,9 +274,12 @@ fn free_udp_port() -> u16 {
 }
 
 /// nfcapd, nfdump's collector, listens on loopback; the export reaches it whole, and nfdump
-/// reads back every direction of every connection as a flow with its 5-tuple, its packets,
-/// its first and last times to the millisecond, and its biflowDirection. (nfdump 1.7 keeps
-/// neither applicationName nor layer2OctetDeltaCount: tshark's test below reads those.)
+/// reads back every direction of every connection as a flow with its 5-tuple, its packets, its
+/// bytes (`octetDeltaCount`: the IP datagrams', which on this capture's loopback Ethernet frames
+/// are each frame's length less its 14-byte header), its first and last times to the
+/// millisecond, and its application id. (nfdump 1.7.1 keeps neither applicationName nor
+/// layer2OctetDeltaCount, and over IPFIX does not read the options records that name the ids:
+/// tshark's test below reads those.)
 #[test]
 fn ipfix_reaches_nfcapd_and_nfdump_reads_the_flows() {
     if !installed("nfcapd") || !installed("nfdump") {
@@ -311,9 +314,13 @@ fn ipfix_reaches_nfcapd_and_nfdump_reads_the_flows() {
         let proto = if e["proto"] == "TCP" { 6 } else { 17 };
         let (c, s) = ((e["src_ip"].clone(), e["src_port"].clone()), (e["dest_ip"].clone(), e["dest_port"].clone()));
         let f = &e["flow"];
-        for (from, to, packets) in [(&c, &s, &f["pkts_toserver"]), (&s, &c, &f["pkts_toclient"])] {
+        for (from, to, packets, bytes) in
+            [(&c, &s, &f["pkts_toserver"], &f["bytes_toserver"]), (&s, &c, &f["pkts_toclient"], &f["bytes_toclient"])]
+        {
+            let (packets, bytes) = (packets.as_u64().unwrap(), bytes.as_u64().unwrap());
             if packets != 0 {
-                expected.push((proto, from.0.clone(), from.1.clone(), to.0.clone(), to.1.clone(), packets.clone()));
+                let ip_bytes = bytes - 14 * packets;
+                expected.push((proto, from.0.clone(), from.1.clone(), to.0.clone(), to.1.clone(), packets, ip_bytes));
             }
         }
     }
@@ -326,7 +333,8 @@ fn ipfix_reaches_nfcapd_and_nfdump_reads_the_flows() {
                 r["src_port"].clone(),
                 r["dst4_addr"].clone(),
                 r["dst_port"].clone(),
-                r["in_packets"].clone(),
+                r["in_packets"].as_u64().unwrap(),
+                r["in_bytes"].as_u64().unwrap(),
             )
         })
         .collect();
@@ -337,6 +345,14 @@ fn ipfix_reaches_nfcapd_and_nfdump_reads_the_flows() {
     let http = records.iter().find(|r| r["dst_port"] == 8080).expect("the HTTP/1.1 conversation");
     assert_eq!(http["first"], "2026-11-26T01:21:48.889");
     assert_eq!(http["last"], "2026-11-26T01:21:48.890");
+    // Its application id: nfdump prints RFC 6759's selector, then the engine (6, user defined).
+    let ids = Command::new("nfdump")
+        .args(["-R", dir.to_str().unwrap(), "-q", "-o", "fmt:%dp %nbid", "dst port 8080"])
+        .output()
+        .expect("nfdump runs");
+    let ids = String::from_utf8_lossy(&ids.stdout);
+    let http_id = switchyard_runtime::inspect::Protocol::by_name("http").unwrap().0 + 1;
+    assert_eq!(ids.split_whitespace().collect::<Vec<_>>(), ["8080", &format!("{http_id}..6")], "{ids}");
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -378,6 +394,7 @@ fn ipfix_decodes_in_tshark_with_the_application_name() {
         "cflow.protocol",
         "cflow.biflow_direction",
         "cflow.packets",
+        "cflow.octets",
         "cflow.layer2_octet_delta_count",
         "cflow.appl_name",
     ];
@@ -429,14 +446,27 @@ fn ipfix_decodes_in_tshark_with_the_application_name() {
                     proto.to_string(),
                     dir.to_string(),
                     s(p),
+                    // IP bytes: each loopback Ethernet frame less its 14-byte header.
+                    (b.as_u64().unwrap() - 14 * p.as_u64().unwrap()).to_string(),
                     s(b),
                     name.clone(),
                 ]);
             }
         }
     }
-    let expected_names: Vec<String> = expected.iter_mut().map(|r| r.pop().unwrap()).filter(|n| !n.is_empty()).collect();
-    assert_eq!(got_names, expected_names, "applicationName (IE 96) as tshark decodes it");
+    let flow_names: Vec<String> = expected.iter_mut().map(|r| r.pop().unwrap()).filter(|n| !n.is_empty()).collect();
+    // The options records naming each application id come first, in the signatures' order.
+    let mut named: Vec<_> =
+        flow_names.iter().map(|n| switchyard_runtime::inspect::Protocol::by_name(n).unwrap()).collect();
+    named.sort();
+    named.dedup();
+    let expected_names: Vec<String> =
+        named.iter().map(|p| p.name().to_string()).chain(flow_names.iter().cloned()).collect();
+    assert_eq!(
+        got_names, expected_names,
+        "applicationName (IE 96) as tshark decodes it: the ids' names, then the flows'"
+    );
+    let expected_names = flow_names;
     assert!(expected_names.iter().any(|n| n == "tls") && expected_names.iter().any(|n| n == "dns"));
     records.sort();
     expected.sort();

@@ -93,9 +93,10 @@ impl<T> Conn<T> {
     }
 }
 
-/// What a connection's two ends sent: packets, and bytes as on the wire (each frame's length,
-/// link header included, as Suricata's EVE counts them). Its server's counts are the totals less
-/// the client's, so only the client's are kept apart.
+/// What a connection's two ends sent: packets; bytes as on the wire (each frame's length, link
+/// header included, as Suricata's EVE counts them); and bytes of IP datagrams (their headers'
+/// lengths, as IPFIX's `octetDeltaCount` and NetFlow collectors count them). Its server's
+/// packets are the total less the client's, so only the client's are kept apart.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sent {
     /// Packets from the client.
@@ -104,6 +105,10 @@ pub struct Sent {
     pub client_wire_bytes: u64,
     /// Wire bytes from the server.
     pub server_wire_bytes: u64,
+    /// IP bytes from the client.
+    pub client_ip_bytes: u64,
+    /// IP bytes from the server.
+    pub server_ip_bytes: u64,
 }
 
 impl<T> Conn<T> {
@@ -315,12 +320,14 @@ impl<T: Default> ConnTable<T> {
         conn.last_ns = conn.last_ns.max(p.time_ns);
         conn.first_ns = conn.first_ns.min(p.time_ns);
         conn.bytes += p.payload.len() as u64;
-        let wire = u64::from(p.wire_len);
+        let (wire, ip) = (u64::from(p.wire_len), u64::from(p.ip_len));
         if from_client {
             conn.sent.client_packets += 1;
             conn.sent.client_wire_bytes += wire;
+            conn.sent.client_ip_bytes += ip;
         } else {
             conn.sent.server_wire_bytes += wire;
+            conn.sent.server_ip_bytes += ip;
         }
         let index = conn.packets;
         conn.packets += 1;
@@ -384,7 +391,14 @@ mod tests {
     fn packet<'a>(t: u64, from_client: bool, seq: u32, payload: &'a [u8]) -> Packet<'a> {
         let (c, s) = ("10.0.0.1:40000".parse().unwrap(), "10.0.0.2:80".parse().unwrap());
         let key = if from_client { FiveTuple::new(6, c, s) } else { FiveTuple::new(6, s, c) };
-        Packet { time_ns: t, key, wire_len: 60, payload, tcp: Some(Tcp { seq, ..Tcp::default() }) }
+        Packet {
+            time_ns: t,
+            key,
+            wire_len: 60,
+            ip_len: 40 + payload.len() as u32,
+            payload,
+            tcp: Some(Tcp { seq, ..Tcp::default() }),
+        }
     }
 
     #[test]
@@ -422,7 +436,7 @@ mod tests {
         let config = ConnConfig { max_packets: 2, ..ConnConfig::default() };
         let mut table: ConnTable<()> = ConnTable::new(config);
         let mut big = packet(7, true, 200, b"later");
-        big.wire_len = 1514;
+        (big.wire_len, big.ip_len) = (1514, 1500);
         for p in [packet(5, true, 100, b"a"), packet(6, false, 900, b"bb"), big, packet(9, false, 902, b"")] {
             table.on_packet(&p);
         }
@@ -431,6 +445,11 @@ mod tests {
         assert_eq!((c.first_ns, c.last_ns), (5, 9));
         assert_eq!((c.sent.client_packets, c.server_packets()), (2, 2));
         assert_eq!((c.sent.client_wire_bytes, c.sent.server_wire_bytes), (60 + 1514, 60 + 60));
+        assert_eq!(
+            (c.sent.client_ip_bytes, c.sent.server_ip_bytes),
+            (41 + 1500, 42 + 40),
+            "IP bytes apart from the frames'"
+        );
     }
 
     #[test]
@@ -524,7 +543,7 @@ mod tests {
                     } else {
                         FiveTuple::new(6, a, b)
                     };
-                    let p = Packet { time_ns: now, key, wire_len: 60, payload: b"x", tcp: None };
+                    let p = Packet { time_ns: now, key, wire_len: 60, ip_len: 29, payload: b"x", tcp: None };
                     let want = model.on_packet(&p, &cfg);
                     let got = match table.on_packet(&p) {
                         Step::Buffer { conn, index, from_client, .. } => (conn.id, u64::from(index), from_client, conn.key()),

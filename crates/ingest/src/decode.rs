@@ -25,6 +25,10 @@ pub struct Decoded<'a> {
     pub payload: &'a [u8],
     /// TCP's sequence number and flags (`None` for UDP).
     pub tcp: Option<Tcp>,
+    /// The IP datagram's length as its header gives it (IPv4's total length; IPv6's payload
+    /// length and its 40-byte header): what flow records count as `octetDeltaCount` (IANA IE 1),
+    /// which leaves out the link header and an Ethernet frame's padding.
+    pub ip_len: u32,
 }
 
 /// What reassembly needs of a TCP header.
@@ -135,6 +139,7 @@ pub(crate) struct Plain<'a> {
     dport: u16,
     payload: &'a [u8],
     tcp: Option<Tcp>,
+    ip_len: u16,
 }
 
 impl<'a> Plain<'a> {
@@ -172,7 +177,7 @@ impl<'a> Plain<'a> {
             }
             _ => return None,
         };
-        Some(Self { proto, src, sport, dst, dport, payload, tcp })
+        Some(Self { proto, src, sport, dst, dport, payload, tcp, ip_len: total as u16 })
     }
 
     /// Whose packet this is, either way round.
@@ -184,7 +189,7 @@ impl<'a> Plain<'a> {
     #[inline]
     pub(crate) fn decoded(self) -> Decoded<'a> {
         let key = FiveTuple::v4(self.proto, self.src, self.sport, self.dst, self.dport);
-        Decoded { key, payload: self.payload, tcp: self.tcp }
+        Decoded { key, payload: self.payload, tcp: self.tcp, ip_len: u32::from(self.ip_len) }
     }
 }
 
@@ -206,16 +211,18 @@ fn thorough(linktype: i32, frame: &[u8]) -> Result<Decoded<'_>, Skip> {
         _ => return Err(Skip::UnsupportedLink),
     }
     .map_err(|_| Skip::Malformed)?;
-    let (src, dst, fragment) = match &sliced.net {
+    let (src, dst, fragment, ip_len) = match &sliced.net {
         Some(NetSlice::Ipv4(ip)) => (
             IpAddr::from(ip.header().source_addr()),
             IpAddr::from(ip.header().destination_addr()),
             ip.payload().fragmented,
+            u32::from(ip.header().total_len()),
         ),
         Some(NetSlice::Ipv6(ip)) => (
             IpAddr::from(ip.header().source_addr()),
             IpAddr::from(ip.header().destination_addr()),
             ip.payload().fragmented,
+            40 + u32::from(ip.header().payload_length()),
         ),
         _ => return Err(Skip::NotIp),
     };
@@ -231,7 +238,7 @@ fn thorough(linktype: i32, frame: &[u8]) -> Result<Decoded<'_>, Skip> {
         _ => return Err(Skip::NotTcpOrUdp),
     };
     let key = FiveTuple::new(proto, SocketAddr::new(src, sport), SocketAddr::new(dst, dport));
-    Ok(Decoded { key, payload, tcp })
+    Ok(Decoded { key, payload, tcp, ip_len })
 }
 
 #[cfg(test)]

@@ -379,6 +379,7 @@ impl Packets for Ring {
                         time_ns,
                         key: d.key,
                         wire_len: hdr.tp_len,
+                        ip_len: d.ip_len,
                         payload: d.payload,
                         tcp: d.tcp,
                     }));

@@ -60,6 +60,8 @@ pub struct Packet<'a> {
     pub key: FiveTuple,
     /// Length on the wire.
     pub wire_len: u32,
+    /// The IP datagram's length as its header gives it ([`Decoded::ip_len`]).
+    pub ip_len: u32,
     /// The TCP or UDP payload as captured.
     pub payload: &'a [u8],
     /// TCP's sequence number and flags (`None` for UDP).
@@ -187,8 +189,8 @@ impl<'r> CaptureReader<'r> {
     /// The next TCP or UDP packet, `None` at the end of the capture. Other packets are counted
     /// in [`CaptureReader::skipped`] and passed over.
     pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, IngestError> {
-        let Some((time_ns, key, wire_len, tcp)) = self.advance(State::take)? else { return Ok(None) };
-        Ok(Some(Packet { time_ns, key, wire_len, payload: &self.state.payload, tcp }))
+        let Some((time_ns, key, wire_len, ip_len, tcp)) = self.advance(State::take)? else { return Ok(None) };
+        Ok(Some(Packet { time_ns, key, wire_len, ip_len, payload: &self.state.payload, tcp }))
     }
 
     /// The next captured frame, not decoded: for passing a capture on (to a file, or to
@@ -324,13 +326,13 @@ pub(crate) fn trouble(offset: usize, e: PcapError<&[u8]>) -> IngestError {
 
 impl State {
     /// Takes in a block: headers update the reader's state; a packet is decoded, its payload
-    /// copied into `self.payload`, and returned as (time, key, wire length, TCP), or counted as
-    /// skipped.
-    fn take(&mut self, block: PcapBlockOwned<'_>) -> Option<(u64, FiveTuple, u32, Option<Tcp>)> {
+    /// copied into `self.payload`, and returned as (time, key, wire length, IP length, TCP), or
+    /// counted as skipped.
+    fn take(&mut self, block: PcapBlockOwned<'_>) -> Option<(u64, FiveTuple, u32, u32, Option<Tcp>)> {
         let (time, wire_len, d) = self.packet(block)?;
         self.payload.clear();
         self.payload.extend_from_slice(d.payload);
-        Some((time, d.key, wire_len, d.tcp))
+        Some((time, d.key, wire_len, d.ip_len, d.tcp))
     }
 
     /// Takes in a block: headers update the reader's state; a frame is copied into

@@ -175,7 +175,14 @@ impl<'a> SliceReader<'a> {
             };
             self.rest = rest;
             if let Some((time_ns, wire_len, d)) = self.state.packet(block) {
-                return Ok(Some(Packet { time_ns, key: d.key, wire_len, payload: d.payload, tcp: d.tcp }));
+                return Ok(Some(Packet {
+                    time_ns,
+                    key: d.key,
+                    wire_len,
+                    ip_len: d.ip_len,
+                    payload: d.payload,
+                    tcp: d.tcp,
+                }));
             }
         }
         Ok(None)
@@ -227,7 +234,7 @@ impl<'a> SliceReader<'a> {
                     }
                 },
             };
-            return Some(Packet { time_ns, key: d.key, wire_len, payload: d.payload, tcp: d.tcp });
+            return Some(Packet { time_ns, key: d.key, wire_len, ip_len: d.ip_len, payload: d.payload, tcp: d.tcp });
         }
         None
     }

@@ -129,6 +129,8 @@ pub struct Sent {
     pub packets: u64,
     /// Bytes on the wire.
     pub wire_bytes: u64,
+    /// Bytes of the IP datagrams (link headers and frame padding left out).
+    pub ip_bytes: u64,
 }
 
 impl ConnResult {
@@ -160,8 +162,16 @@ impl ConnResult {
     /// With the counts and times the table kept of `conn`, each direction's put the way round
     /// [`ConnResult::key`] is (a matched server's greeting may have turned the roles round).
     pub fn counted<T>(self, conn: &Conn<T>) -> Self {
-        let client = Sent { packets: conn.sent.client_packets, wire_bytes: conn.sent.client_wire_bytes };
-        let server = Sent { packets: conn.server_packets(), wire_bytes: conn.sent.server_wire_bytes };
+        let client = Sent {
+            packets: conn.sent.client_packets,
+            wire_bytes: conn.sent.client_wire_bytes,
+            ip_bytes: conn.sent.client_ip_bytes,
+        };
+        let server = Sent {
+            packets: conn.server_packets(),
+            wire_bytes: conn.sent.server_wire_bytes,
+            ip_bytes: conn.sent.server_ip_bytes,
+        };
         let (to_server, to_client) = if self.key == conn.key() { (client, server) } else { (server, client) };
         Self {
             packets: conn.packets,
