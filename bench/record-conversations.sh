@@ -14,11 +14,12 @@
 #
 # Then, into a second capture (OUT_PREFIX-more), the protocols of issue 39: DNS over TLS and over
 # HTTPS (dig +tls, dig +https against unbound), QUIC versions 1 and 2 (aioquic from PyPI, in a
-# venv under target/), Modbus/TCP (pymodbus), OpenVPN in TLS mode over UDP and TCP (with
-# --dev null: no tunnel device needed), WireGuard (wireguard-go, userspace), IKEv2 (strongSwan's
-# charon and charon-cmd: IKE_SA_INIT and IKE_AUTH; this kernel has no ESP, so no CHILD_SA is
-# installed), NFSv4 (nfs-ganesha, userspace, and libnfs's nfs-cat and nfs-ls), and a SIP call
-# with RTP (SIPp's uac_pcap playing its G.711 and RFC 2833 captures, the server echoing them).
+# venv under target/), Modbus/TCP (pymodbus), OpenVPN in TLS mode over UDP and TCP, and with
+# tls-auth and tls-crypt (with --dev null: no tunnel device needed), WireGuard (wireguard-go, userspace), IKEv2 (strongSwan's
+# charon and charon-cmd: IKE_SA_INIT and IKE_AUTH, and IKEv1's Main Mode, over UDP 4500; this
+# kernel has no ESP, so no CHILD_SA is installed), NFSv4 (nfs-ganesha, userspace, and libnfs's nfs-cat and nfs-ls), and a SIP call
+# with RTP (SIPp's uac_pcap playing its G.711 and RFC 2833 captures, the server echoing them)
+# and one over TCP.
 # Needs root and the packages below (installed if missing). About a minute once installed. Usage:
 #   bench/record-conversations.sh [OUT_PREFIX]   (default data/traces/conversations)
 set -euo pipefail
@@ -257,10 +258,15 @@ in_ns unbound -c "$work/unbound.conf"
 in_ns "$venv/bin/python" "$PWD/bench/quic_peer.py" server 4433 "$work/cert.pem" "$work/key.pem" >"$work/quic.log" 2>&1 &
 # Modbus/TCP (pymodbus) on 502.
 in_ns /usr/bin/python3 "$PWD/bench/modbus_peer.py" server 502 >"$work/modbus.log" 2>&1 &
-# OpenVPN in TLS mode, peer to peer, over UDP and TCP on 1194, with no tunnel device (--dev null).
-for p in udp tcp-server; do
-  in_ns openvpn --dev null --proto "$p" --local 127.0.0.1 --lport 1194 --tls-server --dh none --ca "$work/cert.pem" \
-    --cert "$work/cert.pem" --key "$work/key.pem" --verb 1 --log "$work/openvpn-$p.log" --daemon 2>/dev/null
+# OpenVPN in TLS mode, peer to peer, with no tunnel device (--dev null): over UDP and TCP on
+# 1194, and over UDP with its control channel wrapped, by tls-auth's HMAC on 1195 and by
+# tls-crypt on 1196.
+openvpn --genkey secret "$work/ta.key"
+ovpn=(--dev null --dh none --ca "$work/cert.pem" --cert "$work/cert.pem" --key "$work/key.pem" --verb 1)
+for p in "udp 1194" "tcp-server 1194" "udp 1195 --tls-auth $work/ta.key 0" "udp 1196 --tls-crypt $work/ta.key"; do
+  set -- $p
+  in_ns openvpn "${ovpn[@]}" --proto "$1" --local 127.0.0.1 --lport "$2" --tls-server "${@:3}" \
+    --log "$work/openvpn-$1-$2.log" --daemon 2>/dev/null
 done
 # WireGuard (wireguard-go, userspace: no kernel module needed) on 51820.
 wg0="sywg$$a" wg1="sywg$$b"
@@ -275,6 +281,8 @@ in_ns ip link set "$wg0" up
 # capture's SIPp holds 6000); its uac_pcap scenario
 # plays pcap/g711a.pcap and pcap/dtmf_2833_*.pcap from the directory it runs in.
 in_ns sipp -sn uas -i 127.0.0.1 -p 5070 -mp 6100 -rtp_echo -bg >/dev/null 2>&1 || true
+# And a call over TCP (RFC 3261 §18), without media, on 5072.
+in_ns sipp -sn uas -t t1 -i 127.0.0.1 -p 5072 -mp 6200 -bg >/dev/null 2>&1 || true
 sleep 1
 
 # IKEv2 (strongSwan): charon answering on 500/4500, charon-cmd initiating from 1500/14500;
@@ -343,9 +351,10 @@ in_ns dig +short +tls @127.0.0.1 example.org A >/dev/null || echo "record-conver
 in_ns dig +short +https @127.0.0.1 example.org A >/dev/null || echo "record-conversations: dig +https failed" >&2
 in_ns timeout 20 "$venv/bin/python" "$PWD/bench/quic_peer.py" client 4433 - - VERSION_1 VERSION_2 || echo "record-conversations: QUIC client failed" >&2
 in_ns timeout 20 /usr/bin/python3 "$PWD/bench/modbus_peer.py" client 502 || echo "record-conversations: Modbus client failed" >&2
-for p in udp tcp-client; do
-  in_ns timeout 4 openvpn --dev null --proto "$p" --remote 127.0.0.1 1194 --nobind --tls-client --ca "$work/cert.pem" \
-    --cert "$work/cert.pem" --key "$work/key.pem" --verb 1 --log "$work/openvpn-client-$p.log" 2>/dev/null || true
+for p in "udp 1194" "tcp-client 1194" "udp 1195 --tls-auth $work/ta.key 1" "udp 1196 --tls-crypt $work/ta.key"; do
+  set -- $p
+  in_ns timeout 4 openvpn "${ovpn[@]}" --proto "$1" --remote 127.0.0.1 "$2" --nobind --tls-client "${@:3}" \
+    --log "$work/openvpn-client-$1-$2.log" 2>/dev/null || true
 done
 # The initiator's persistent keepalive opens the handshake as soon as its peer is set.
 in_ns wg set "$wg1" private-key "$work/wg1.key" \
@@ -354,9 +363,16 @@ in_ns ip link set "$wg1" up
 sleep 2
 mkdir -p "$work/sipp/pcap" && ln -sf /usr/share/sip-tester/*.pcap "$work/sipp/pcap/"
 (cd "$work/sipp" && in_ns timeout 30 sipp -sn uac_pcap 127.0.0.1:5070 -i 127.0.0.1 -p 5071 -mp 6010 -m 1 -nostdin >/dev/null 2>&1) || true
+in_ns timeout 20 sipp -sn uac -t t1 127.0.0.1:5072 -i 127.0.0.1 -p 5073 -mp 6210 -m 1 -nostdin >/dev/null 2>&1 || true
 in_ns env STRONGSWAN_CONF="$work/ike/strongswan.conf" timeout 10 charon-cmd --host 127.0.0.1 --identity client \
   --remote-identity server --cert "$work/ike/ca.pem" --cert "$work/ike/client.pem" --rsa "$work/ike/client.key" \
   --profile ikev2-pub >"$work/ike/cmd.log" 2>&1 || true
+# IKEv1's Main Mode, the same way (the server's connection takes either version), from ports
+# of its own so that it is a connection of its own.
+sed 's/= 1500/= 1501/; s/= 14500/= 14501/' "$work/ike/strongswan.conf" >"$work/ike/strongswan-v1.conf"
+in_ns env STRONGSWAN_CONF="$work/ike/strongswan-v1.conf" timeout 10 charon-cmd --host 127.0.0.1 --identity client \
+  --remote-identity server --cert "$work/ike/ca.pem" --cert "$work/ike/client.pem" --rsa "$work/ike/client.key" \
+  --profile ikev1-pub >"$work/ike/cmd1.log" 2>&1 || true
 in_ns timeout 10 nfs-cat 'nfs://127.0.0.1/export/hello.txt?version=4' >/dev/null || echo "record-conversations: nfs-cat failed" >&2
 in_ns timeout 10 nfs-ls 'nfs://127.0.0.1/export?version=4' >/dev/null || echo "record-conversations: nfs-ls failed" >&2
 sleep 1
@@ -395,4 +411,5 @@ label "$out" '{"8080": "http", "8082": "http2", "8443": "tls", "53": "dns", "637
   "1080": "socks", "3478": "stun", "3479": "stun", "5060": "sip"}'
 # DNS over TLS and over HTTPS are TLS on the wire (RFC 7858 §3.3, RFC 8484 §5): labelled so.
 label "$more" '{"853": "tls", "443": "tls", "4433": "quic", "502": "modbus", "1194": "openvpn", "51820": "wireguard",
-  "500": "ike", "4500": "ike", "2049": "nfs", "5070": "sip", "6100": "rtp"}'
+  "500": "ike", "4500": "ike", "2049": "nfs", "5070": "sip", "6100": "rtp",
+  "1195": "openvpn", "1196": "openvpn", "5072": "sip"}'
