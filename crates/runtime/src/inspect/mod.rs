@@ -762,6 +762,20 @@ mod tests {
         assert_eq!(named(&inspector, &modbus[..10], 6, 502), None);
     }
 
+    /// OpenVPN's server answering with tls-crypt, recorded (bench/record-conversations.sh): its
+    /// P_CONTROL_HARD_RESET_SERVER_V2, session id, replay id 1 and time, then the 32-byte tag
+    /// and the encrypted rest. A capture holding the server's side alone still names it, as it
+    /// does the client's reset under tls-crypt.
+    #[test]
+    fn an_openvpn_server_reset_under_tls_crypt_is_openvpn() {
+        let inspector = Inspector::new();
+        let reset = b"\x40\x22\x67\x86\xe0\xf1\x73\x99\x8e\x00\x00\x00\x01\x6b\x09\x98\xf0\x95\x2c\xd2\xf3\xff\x7d\xf2\x43\xb8\x94\x44\xd4\x69\xe4\xbf\x27\x79\xc7\x60\x60\x64\xff\xba\x14\x20\x48\xbe\x4a\xe7\xfe\x4b\x95\xaa\xad\x08\x36\x35\x6e\x16\x2f\xb2\xf6\x4c\x79\x41\x21\xd4\x6f\xd0";
+        assert_eq!(named(&inspector, reset, 17, 41_196), Some("openvpn"));
+        let mut other = reset.to_vec();
+        other[12] = 2;
+        assert_eq!(named(&inspector, &other, 17, 41_196), None, "a first packet's replay id is 1");
+    }
+
     /// Protocols nDPI names that inspect did not (issue 39's list): Gnutella, RTP, MGCP,
     /// NAT-PMP, RakNet, Bitcoin, SOME/IP and WireGuard's other handshake messages.
     #[test]
