@@ -13,8 +13,8 @@
 # the server's port (not by its payload) into a CSV that `switchyard inspect --labels` reads.
 #
 # Then, into a second capture (OUT_PREFIX-more), the protocols of issue 39: DNS over TLS and over
-# HTTPS (dig +tls, dig +https against unbound), QUIC versions 1 and 2 (aioquic from PyPI, in a
-# venv under target/), Modbus/TCP (pymodbus), OpenVPN in TLS mode over UDP and TCP, and with
+# HTTPS (dig +tls, dig +https against unbound), QUIC versions 1 and 2, drafts 29 and 32 and a
+# version negotiation (aioquic 1.x and 0.9 from PyPI, in venvs under target/), Modbus/TCP (pymodbus), OpenVPN in TLS mode over UDP and TCP, and with
 # tls-auth and tls-crypt (with --dev null: no tunnel device needed), WireGuard (wireguard-go, userspace), IKEv2 (strongSwan's
 # charon and charon-cmd: IKE_SA_INIT and IKE_AUTH, and IKEv1's Main Mode, over UDP 4500; this
 # kernel has no ESP, so no CHILD_SA is installed), NFSv4 (nfs-ganesha, userspace, and libnfs's nfs-cat and nfs-ls), and a SIP call
@@ -49,6 +49,10 @@ cargo build --release -q -p switchyard
 venv="$PWD/target/rec-venv"
 [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import aioquic' 2>/dev/null ||
   { /usr/bin/python3 -m venv "$venv" && "$venv/bin/pip" install -q aioquic; }
+# aioquic before 1.0 (0.9.25) still speaks the IETF drafts 29–32, which real networks still carry.
+venv_draft="$PWD/target/rec-venv-draft"
+[ -x "$venv_draft/bin/python" ] && "$venv_draft/bin/python" -c 'import aioquic' 2>/dev/null ||
+  { /usr/bin/python3 -m venv "$venv_draft" && "$venv_draft/bin/pip" install -q 'aioquic<1'; }
 ns="syrec$$"
 work="$(mktemp -d)"
 chmod 755 "$work"
@@ -254,8 +258,10 @@ server:
   local-data: "example.org. A 192.0.2.7"
 UEOF
 in_ns unbound -c "$work/unbound.conf"
-# QUIC (aioquic, from PyPI in a venv) on UDP 4433.
+# QUIC (aioquic, from PyPI in a venv) on UDP 4433 (versions 1 and 2), and aioquic 0.9 on 4434
+# (version 1 and drafts 29–32).
 in_ns "$venv/bin/python" "$PWD/bench/quic_peer.py" server 4433 "$work/cert.pem" "$work/key.pem" >"$work/quic.log" 2>&1 &
+in_ns "$venv_draft/bin/python" "$PWD/bench/quic_peer.py" server 4434 "$work/cert.pem" "$work/key.pem" >"$work/quic-draft.log" 2>&1 &
 # Modbus/TCP (pymodbus) on 502.
 in_ns /usr/bin/python3 "$PWD/bench/modbus_peer.py" server 502 >"$work/modbus.log" 2>&1 &
 # OpenVPN in TLS mode, peer to peer, with no tunnel device (--dev null): over UDP and TCP on
@@ -350,6 +356,11 @@ sleep 1
 in_ns dig +short +tls @127.0.0.1 example.org A >/dev/null || echo "record-conversations: dig +tls failed" >&2
 in_ns dig +short +https @127.0.0.1 example.org A >/dev/null || echo "record-conversations: dig +https failed" >&2
 in_ns timeout 20 "$venv/bin/python" "$PWD/bench/quic_peer.py" client 4433 - - VERSION_1 VERSION_2 || echo "record-conversations: QUIC client failed" >&2
+in_ns timeout 20 "$venv_draft/bin/python" "$PWD/bench/quic_peer.py" client 4434 - - DRAFT_29 DRAFT_32 ||
+  echo "record-conversations: QUIC draft client failed" >&2
+# Draft 29 to a server of versions 1 and 2 alone: its answer is a Version Negotiation packet
+# (RFC 9000 §17.2.1), and the client gives up (ConnectionError, as expected).
+in_ns timeout 10 "$venv_draft/bin/python" "$PWD/bench/quic_peer.py" client 4433 - - DRAFT_29 >/dev/null 2>&1 || true
 in_ns timeout 20 /usr/bin/python3 "$PWD/bench/modbus_peer.py" client 502 || echo "record-conversations: Modbus client failed" >&2
 for p in "udp 1194" "tcp-client 1194" "udp 1195 --tls-auth $work/ta.key 1" "udp 1196 --tls-crypt $work/ta.key"; do
   set -- $p
@@ -410,6 +421,6 @@ label "$out" '{"8080": "http", "8082": "http2", "8443": "tls", "53": "dns", "637
   "5432": "postgresql", "1143": "imap", "1110": "pop3", "6667": "irc", "9418": "git", "514": "syslog",
   "1080": "socks", "3478": "stun", "3479": "stun", "5060": "sip"}'
 # DNS over TLS and over HTTPS are TLS on the wire (RFC 7858 §3.3, RFC 8484 §5): labelled so.
-label "$more" '{"853": "tls", "443": "tls", "4433": "quic", "502": "modbus", "1194": "openvpn", "51820": "wireguard",
+label "$more" '{"853": "tls", "443": "tls", "4433": "quic", "4434": "quic", "502": "modbus", "1194": "openvpn", "51820": "wireguard",
   "500": "ike", "4500": "ike", "2049": "nfs", "5070": "sip", "6100": "rtp",
   "1195": "openvpn", "1196": "openvpn", "5072": "sip"}'

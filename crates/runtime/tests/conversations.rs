@@ -60,7 +60,8 @@ fn the_tls_handshakes_show_their_name_protocols_version_and_fingerprint() {
 }
 
 /// The second recording (`bench/record-conversations.sh`): DNS over TLS and over HTTPS (dig and
-/// unbound), QUIC versions 1 and 2 (aioquic), Modbus/TCP (pymodbus), OpenVPN over UDP and TCP
+/// unbound), QUIC versions 1 and 2 (aioquic), drafts 29 and 32 and a version negotiation (aioquic
+/// 0.9), Modbus/TCP (pymodbus), OpenVPN over UDP and TCP
 /// and with tls-auth and tls-crypt, WireGuard (wireguard-go), IKEv2's IKE_SA_INIT and IKE_AUTH
 /// and IKEv1's Main Mode over UDP 4500 (strongSwan), NFSv4 (nfs-ganesha and libnfs), and SIP
 /// calls over UDP, with RTP, and over TCP (SIPp). Labelled by the server's port: every
@@ -72,7 +73,7 @@ fn every_design_names_every_recorded_conversation_of_issue_39() {
     let inspector = Inspector::new();
     let check = |conns: &[ConnResult], design: &str| {
         let check = check_labels(conns, MORE_LABELS).unwrap();
-        assert_eq!(check.checked, 19, "{design}");
+        assert_eq!(check.checked, 22, "{design}");
         assert!(check.missed.is_empty(), "{design}: {:?}", check.missed);
     };
     let serial = inspect_serial(SliceReader::new(MORE).unwrap(), ConnConfig::default(), &inspector).unwrap();
