@@ -11,7 +11,16 @@
 # through the SOCKS 5 proxy, stun (RFC 3489's client), SIPp's call (INVITE, ACK, BYE) and Python
 # clients against them while tcpdump listens; then labels each connection by
 # the server's port (not by its payload) into a CSV that `switchyard inspect --labels` reads.
-# Needs root and the packages below (installed if missing). Usage:
+#
+# Then, into a second capture (OUT_PREFIX-more), the protocols of issue 39: DNS over TLS and over
+# HTTPS (dig +tls, dig +https against unbound), QUIC versions 1 and 2, drafts 29 and 32 and a
+# version negotiation (aioquic 1.x and 0.9 from PyPI, in venvs under target/), Modbus/TCP (pymodbus), OpenVPN in TLS mode over UDP and TCP, and with
+# tls-auth and tls-crypt (with --dev null: no tunnel device needed), WireGuard (wireguard-go, userspace), IKEv2 (strongSwan's
+# charon and charon-cmd: IKE_SA_INIT and IKE_AUTH, and IKEv1's Main Mode, over UDP 4500; this
+# kernel has no ESP, so no CHILD_SA is installed), NFSv4 (nfs-ganesha, userspace, and libnfs's nfs-cat and nfs-ls), and a SIP call
+# with RTP (SIPp's uac_pcap playing its G.711 and RFC 2833 captures, the server echoing them)
+# and one over TCP.
+# Needs root and the packages below (installed if missing). About a minute once installed. Usage:
 #   bench/record-conversations.sh [OUT_PREFIX]   (default data/traces/conversations)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,16 +29,30 @@ need=(tcpdump:tcpdump dig:bind9-dnsutils dnsmasq:dnsmasq-base memcached:memcache
   mosquitto_pub:mosquitto-clients sshd:openssh-server nginx:nginx-light redis-server:redis-server curl:curl
   vsftpd:vsftpd in.tftpd:tftpd-hpa tftp:tftp-hpa snmpd:snmpd snmpget:snmp chronyd:chrony sntp:sntp
   psql:postgresql-client dovecot:dovecot-imapd /usr/lib/dovecot/pop3:dovecot-pop3d ngircd:ngircd
-  microsocks:microsocks stund:stun-server stun:stun-client sipp:sip-tester)
+  microsocks:microsocks stund:stun-server stun:stun-client sipp:sip-tester
+  unbound:unbound openvpn:openvpn wireguard-go:wireguard-go wg:wireguard-tools /usr/lib/ipsec/charon:strongswan-charon
+  swanctl:strongswan-swanctl charon-cmd:charon-cmd pki:strongswan-pki
+  /usr/lib/ipsec/plugins/libstrongswan-openssl.so:libstrongswan-standard-plugins ganesha.nfsd:nfs-ganesha
+  /usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so:nfs-ganesha-vfs nfs-cat:libnfs-utils
+  /usr/lib/python3/dist-packages/pymodbus:python3-pymodbus
+  /usr/lib/python3/dist-packages/serial_asyncio:python3-serial-asyncio /usr/lib/python3/ensurepip:python3-venv)
 missing=()
 for pair in "${need[@]}"; do
   bin="${pair%%:*}"
-  command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/sbin/$bin" ] || [ -x "$bin" ] || missing+=("${pair#*:}")
+  command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/sbin/$bin" ] || [ -e "$bin" ] || missing+=("${pair#*:}")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 cargo build --release -q -p switchyard
+# aioquic is not in Debian 12: from PyPI, into a venv of Debian's Python under target/.
+venv="$PWD/target/rec-venv"
+[ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import aioquic' 2>/dev/null ||
+  { /usr/bin/python3 -m venv "$venv" && "$venv/bin/pip" install -q aioquic; }
+# aioquic before 1.0 (0.9.25) still speaks the IETF drafts 29–32, which real networks still carry.
+venv_draft="$PWD/target/rec-venv-draft"
+[ -x "$venv_draft/bin/python" ] && "$venv_draft/bin/python" -c 'import aioquic' 2>/dev/null ||
+  { /usr/bin/python3 -m venv "$venv_draft" && "$venv_draft/bin/pip" install -q 'aioquic<1'; }
 ns="syrec$$"
 work="$(mktemp -d)"
 chmod 755 "$work"
@@ -211,14 +234,168 @@ sleep 1
 in_ns pkill -INT tcpdump || true
 sleep 0.5
 
+# The protocols of issue 39, into a second capture, with servers of their own.
+more="$out-more"
+# DNS over TLS (853) and over HTTPS (443), unbound answering from local data.
+cat >"$work/unbound.conf" <<UEOF
+server:
+  interface: 127.0.0.1@853
+  interface: 127.0.0.1@443
+  tls-port: 853
+  https-port: 443
+  tls-service-key: "$work/key.pem"
+  tls-service-pem: "$work/cert.pem"
+  http-notls-downstream: no
+  username: ""
+  chroot: ""
+  directory: "$work"
+  pidfile: "$work/unbound.pid"
+  use-syslog: no
+  logfile: "$work/unbound.log"
+  do-daemonize: yes
+  access-control: 127.0.0.0/8 allow
+  local-zone: "example.org." static
+  local-data: "example.org. A 192.0.2.7"
+UEOF
+in_ns unbound -c "$work/unbound.conf"
+# QUIC (aioquic, from PyPI in a venv) on UDP 4433 (versions 1 and 2), and aioquic 0.9 on 4434
+# (version 1 and drafts 29–32).
+in_ns "$venv/bin/python" "$PWD/bench/quic_peer.py" server 4433 "$work/cert.pem" "$work/key.pem" >"$work/quic.log" 2>&1 &
+in_ns "$venv_draft/bin/python" "$PWD/bench/quic_peer.py" server 4434 "$work/cert.pem" "$work/key.pem" >"$work/quic-draft.log" 2>&1 &
+# Modbus/TCP (pymodbus) on 502.
+in_ns /usr/bin/python3 "$PWD/bench/modbus_peer.py" server 502 >"$work/modbus.log" 2>&1 &
+# OpenVPN in TLS mode, peer to peer, with no tunnel device (--dev null): over UDP and TCP on
+# 1194, and over UDP with its control channel wrapped, by tls-auth's HMAC on 1195 and by
+# tls-crypt on 1196.
+openvpn --genkey secret "$work/ta.key"
+ovpn=(--dev null --dh none --ca "$work/cert.pem" --cert "$work/cert.pem" --key "$work/key.pem" --verb 1)
+for p in "udp 1194" "tcp-server 1194" "udp 1195 --tls-auth $work/ta.key 0" "udp 1196 --tls-crypt $work/ta.key"; do
+  set -- $p
+  in_ns openvpn "${ovpn[@]}" --proto "$1" --local 127.0.0.1 --lport "$2" --tls-server "${@:3}" \
+    --log "$work/openvpn-$1-$2.log" --daemon 2>/dev/null
+done
+# WireGuard (wireguard-go, userspace: no kernel module needed) on 51820.
+wg0="sywg$$a" wg1="sywg$$b"
+wg genkey >"$work/wg0.key"; wg genkey >"$work/wg1.key"
+in_ns wireguard-go -f "$wg0" >/dev/null 2>&1 &
+in_ns wireguard-go -f "$wg1" >/dev/null 2>&1 &
+sleep 1
+in_ns wg set "$wg0" private-key "$work/wg0.key" listen-port 51820 \
+  peer "$(wg pubkey <"$work/wg1.key")" allowed-ips 10.201.0.2/32
+in_ns ip link set "$wg0" up
+# SIPp answering calls on 5070 and echoing their RTP (media port 6100: the first
+# capture's SIPp holds 6000); its uac_pcap scenario
+# plays pcap/g711a.pcap and pcap/dtmf_2833_*.pcap from the directory it runs in.
+in_ns sipp -sn uas -i 127.0.0.1 -p 5070 -mp 6100 -rtp_echo -bg >/dev/null 2>&1 || true
+# And a call over TCP (RFC 3261 §18), without media, on 5072.
+in_ns sipp -sn uas -t t1 -i 127.0.0.1 -p 5072 -mp 6200 -bg >/dev/null 2>&1 || true
+sleep 1
+
+# IKEv2 (strongSwan): charon answering on 500/4500, charon-cmd initiating from 1500/14500;
+# certificates from strongSwan's pki. This kernel has no ESP, so the CHILD_SA is not
+# installed: the exchange (IKE_SA_INIT, IKE_AUTH) is what is recorded.
+mkdir -p "$work/ike"
+pki --gen --type rsa --size 2048 --outform pem >"$work/ike/ca.key"
+pki --self --ca --lifetime 2 --in "$work/ike/ca.key" --dn "CN=switchyard ca" --outform pem >"$work/ike/ca.pem"
+for who in server client; do
+  pki --gen --type rsa --size 2048 --outform pem >"$work/ike/$who.key"
+  pki --pub --in "$work/ike/$who.key" | pki --issue --lifetime 2 --cacert "$work/ike/ca.pem" --cakey "$work/ike/ca.key" \
+    --dn "CN=$who" --san "$who" --outform pem >"$work/ike/$who.pem"
+done
+cat >"$work/ike/strongswan.conf" <<IEOF
+charon {
+  port = 500
+  port_nat_t = 4500
+  install_routes = no
+  # The control sockets of stroke, error-notify and lookip would be left in /var/run.
+  plugins {
+    vici { socket = unix://$work/ike/charon.vici }
+    stroke { load = no }
+    error-notify { load = no }
+    lookip { load = no }
+  }
+  filelog { log { path = $work/ike/charon.log  default = 1 } }
+}
+charon-cmd {
+  port = 1500
+  port_nat_t = 14500
+  install_routes = no
+}
+IEOF
+mkdir -p "$work/ike/swanctl/"{x509,x509ca,private}
+cp "$work/ike/ca.pem" "$work/ike/swanctl/x509ca/"; cp "$work/ike/server.pem" "$work/ike/swanctl/x509/"
+cp "$work/ike/server.key" "$work/ike/swanctl/private/"
+cat >"$work/ike/swanctl/swanctl.conf" <<IEOF
+connections {
+  rw {
+    local { auth = pubkey  certs = server.pem  id = server }
+    remote { auth = pubkey }
+    children { net { local_ts = 10.202.0.0/24 } }
+  }
+}
+IEOF
+in_ns env STRONGSWAN_CONF="$work/ike/strongswan.conf" /usr/lib/ipsec/charon >/dev/null 2>&1 &
+sleep 1.5
+in_ns env STRONGSWAN_CONF="$work/ike/strongswan.conf" SWANCTL_DIR="$work/ike/swanctl" swanctl --load-all --file "$work/ike/swanctl/swanctl.conf" \
+  --uri "unix://$work/ike/charon.vici" >/dev/null 2>&1
+# NFSv4 (nfs-ganesha, userspace: no kernel server here) on 2049, exporting a directory through
+# its VFS backend; libnfs's nfs-ls and nfs-cat as the client.
+mkdir -p "$work/nfs/export" && echo "hello over nfs" >"$work/nfs/export/hello.txt"
+cat >"$work/nfs/ganesha.conf" <<NEOF
+NFS_CORE_PARAM { Protocols = 4; NFS_Port = 2049; Bind_addr = 127.0.0.1; Enable_NLM = false; Enable_RQUOTA = false; }
+NFSV4 { Graceless = true; }
+EXPORT_DEFAULTS { Access_Type = RW; Squash = No_Root_Squash; SecType = sys; }
+EXPORT { Export_Id = 1; Path = $work/nfs/export; Pseudo = /export; Protocols = 4; Transports = TCP; FSAL { Name = VFS; } }
+NEOF
+in_ns ganesha.nfsd -F -f "$work/nfs/ganesha.conf" -L "$work/nfs/ganesha.log" -p "$work/nfs/ganesha.pid" >/dev/null 2>&1 &
+sleep 3
+
+# The second capture's conversations, recorded.
+in_ns tcpdump -q -i lo -w "$more.pcap" -U 'tcp or udp' 2>/dev/null &
+sleep 1
+in_ns dig +short +tls @127.0.0.1 example.org A >/dev/null || echo "record-conversations: dig +tls failed" >&2
+in_ns dig +short +https @127.0.0.1 example.org A >/dev/null || echo "record-conversations: dig +https failed" >&2
+in_ns timeout 20 "$venv/bin/python" "$PWD/bench/quic_peer.py" client 4433 - - VERSION_1 VERSION_2 || echo "record-conversations: QUIC client failed" >&2
+in_ns timeout 20 "$venv_draft/bin/python" "$PWD/bench/quic_peer.py" client 4434 - - DRAFT_29 DRAFT_32 ||
+  echo "record-conversations: QUIC draft client failed" >&2
+# Draft 29 to a server of versions 1 and 2 alone: its answer is a Version Negotiation packet
+# (RFC 9000 §17.2.1), and the client gives up (ConnectionError, as expected).
+in_ns timeout 10 "$venv_draft/bin/python" "$PWD/bench/quic_peer.py" client 4433 - - DRAFT_29 >/dev/null 2>&1 || true
+in_ns timeout 20 /usr/bin/python3 "$PWD/bench/modbus_peer.py" client 502 || echo "record-conversations: Modbus client failed" >&2
+for p in "udp 1194" "tcp-client 1194" "udp 1195 --tls-auth $work/ta.key 1" "udp 1196 --tls-crypt $work/ta.key"; do
+  set -- $p
+  in_ns timeout 4 openvpn "${ovpn[@]}" --proto "$1" --remote 127.0.0.1 "$2" --nobind --tls-client "${@:3}" \
+    --log "$work/openvpn-client-$1-$2.log" 2>/dev/null || true
+done
+# The initiator's persistent keepalive opens the handshake as soon as its peer is set.
+in_ns wg set "$wg1" private-key "$work/wg1.key" \
+  peer "$(wg pubkey <"$work/wg0.key")" allowed-ips 10.201.0.1/32 endpoint 127.0.0.1:51820 persistent-keepalive 1
+in_ns ip link set "$wg1" up
+sleep 2
+mkdir -p "$work/sipp/pcap" && ln -sf /usr/share/sip-tester/*.pcap "$work/sipp/pcap/"
+(cd "$work/sipp" && in_ns timeout 30 sipp -sn uac_pcap 127.0.0.1:5070 -i 127.0.0.1 -p 5071 -mp 6010 -m 1 -nostdin >/dev/null 2>&1) || true
+in_ns timeout 20 sipp -sn uac -t t1 127.0.0.1:5072 -i 127.0.0.1 -p 5073 -mp 6210 -m 1 -nostdin >/dev/null 2>&1 || true
+in_ns env STRONGSWAN_CONF="$work/ike/strongswan.conf" timeout 10 charon-cmd --host 127.0.0.1 --identity client \
+  --remote-identity server --cert "$work/ike/ca.pem" --cert "$work/ike/client.pem" --rsa "$work/ike/client.key" \
+  --profile ikev2-pub >"$work/ike/cmd.log" 2>&1 || true
+# IKEv1's Main Mode, the same way (the server's connection takes either version), from ports
+# of its own so that it is a connection of its own.
+sed 's/= 1500/= 1501/; s/= 14500/= 14501/' "$work/ike/strongswan.conf" >"$work/ike/strongswan-v1.conf"
+in_ns env STRONGSWAN_CONF="$work/ike/strongswan-v1.conf" timeout 10 charon-cmd --host 127.0.0.1 --identity client \
+  --remote-identity server --cert "$work/ike/ca.pem" --cert "$work/ike/client.pem" --rsa "$work/ike/client.key" \
+  --profile ikev1-pub >"$work/ike/cmd1.log" 2>&1 || true
+in_ns timeout 10 nfs-cat 'nfs://127.0.0.1/export/hello.txt?version=4' >/dev/null || echo "record-conversations: nfs-cat failed" >&2
+in_ns timeout 10 nfs-ls 'nfs://127.0.0.1/export?version=4' >/dev/null || echo "record-conversations: nfs-ls failed" >&2
+sleep 1
+in_ns pkill -INT tcpdump || true
+sleep 0.5
+
 # Labels by the server's port, as the conversations were made.
-target/release/switchyard inspect "$out.pcap" --workers 1 --results "$work/conns.csv" >/dev/null
-python3 - "$work/conns.csv" "$out.csv" <<'EOF'
-import csv, sys
-by_port = {8080: "http", 8082: "http2", 8443: "tls", 53: "dns", 6379: "redis", 11211: "memcached",
-           1883: "mqtt", 2222: "ssh", 2525: "smtp", 2121: "ftp", 69: "tftp", 161: "snmp", 123: "ntp",
-           5432: "postgresql", 1143: "imap", 1110: "pop3", 6667: "irc", 9418: "git", 514: "syslog",
-           1080: "socks", 3478: "stun", 3479: "stun", 5060: "sip"}
+label() {
+  target/release/switchyard inspect "$1.pcap" --workers 1 --results "$work/conns.csv" >/dev/null
+  python3 - "$work/conns.csv" "$1.csv" "$2" <<'EOF'
+import csv, json, sys
+by_port = {int(k): v for k, v in json.loads(sys.argv[3]).items()}
 rows = []
 for r in csv.DictReader(open(sys.argv[1])):
     # The end on a server's port is the server, whichever end the inspector took it for: a
@@ -237,4 +414,13 @@ with open(sys.argv[2], "w", newline="") as f:
     w.writerows(rows)
 print(f"record-conversations: {len(rows)} labelled connections in {sys.argv[2]}")
 EOF
-echo "record-conversations: $(tcpdump -r "$out.pcap" 2>/dev/null | wc -l) packets in $out.pcap"
+  echo "record-conversations: $(tcpdump -r "$1.pcap" 2>/dev/null | wc -l) packets in $1.pcap"
+}
+label "$out" '{"8080": "http", "8082": "http2", "8443": "tls", "53": "dns", "6379": "redis", "11211": "memcached",
+  "1883": "mqtt", "2222": "ssh", "2525": "smtp", "2121": "ftp", "69": "tftp", "161": "snmp", "123": "ntp",
+  "5432": "postgresql", "1143": "imap", "1110": "pop3", "6667": "irc", "9418": "git", "514": "syslog",
+  "1080": "socks", "3478": "stun", "3479": "stun", "5060": "sip"}'
+# DNS over TLS and over HTTPS are TLS on the wire (RFC 7858 §3.3, RFC 8484 §5): labelled so.
+label "$more" '{"853": "tls", "443": "tls", "4433": "quic", "4434": "quic", "502": "modbus", "1194": "openvpn", "51820": "wireguard",
+  "500": "ike", "4500": "ike", "2049": "nfs", "5070": "sip", "6100": "rtp",
+  "1195": "openvpn", "1196": "openvpn", "5072": "sip"}'

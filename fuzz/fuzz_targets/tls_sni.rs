@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(q.labels.iter().all(|l| !l.is_empty() && l.len() <= 63));
     }
     // Checks run only after their pattern matched; here on any bytes at all.
-    for check in SIGNATURES.iter().filter_map(|s| s.check) {
+    for check in SIGNATURES.iter().flat_map(|s| s.check.into_iter().chain(s.check_tcp)) {
         let _ = check(data);
     }
     let mut seen = tls::Seen::default();
@@ -31,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
     INSPECTOR.with(|i| {
         let _ = i.classify(data);
         let mut scratch = i.scratch();
-        for (proto, port) in [(17, 5353), (17, 1812), (17, 5683), (6, 1080), (6, 80), (17, 547)] {
+        for (proto, port) in [(17, 5353), (17, 1812), (17, 5683), (6, 1080), (6, 80), (17, 547), (6, 502)] {
             let ports = Ports { proto, client: port, server: port };
             let _ = i.classify_conn(&mut scratch, data, [Some(0), Some(half)], ports);
         }

@@ -58,3 +58,31 @@ fn the_tls_handshakes_show_their_name_protocols_version_and_fingerprint() {
     // TLS 1.2 shows the server's choice in the clear.
     assert_eq!(v12.chosen_alpn.as_deref(), Some("http/1.1"));
 }
+
+/// The second recording (`bench/record-conversations.sh`): DNS over TLS and over HTTPS (dig and
+/// unbound), QUIC versions 1 and 2 (aioquic), drafts 29 and 32 and a version negotiation (aioquic
+/// 0.9), Modbus/TCP (pymodbus), OpenVPN over UDP and TCP
+/// and with tls-auth and tls-crypt, WireGuard (wireguard-go), IKEv2's IKE_SA_INIT and IKE_AUTH
+/// and IKEv1's Main Mode over UDP 4500 (strongSwan), NFSv4 (nfs-ganesha and libnfs), and SIP
+/// calls over UDP, with RTP, and over TCP (SIPp). Labelled by the server's port: every
+/// connection is named as labelled, by every design.
+#[test]
+fn every_design_names_every_recorded_conversation_of_issue_39() {
+    const MORE: &[u8] = include_bytes!("../../../data/traces/conversations-more.pcap");
+    const MORE_LABELS: &[u8] = include_bytes!("../../../data/traces/conversations-more.csv");
+    let inspector = Inspector::new();
+    let check = |conns: &[ConnResult], design: &str| {
+        let check = check_labels(conns, MORE_LABELS).unwrap();
+        assert_eq!(check.checked, 22, "{design}");
+        assert!(check.missed.is_empty(), "{design}: {:?}", check.missed);
+    };
+    let serial = inspect_serial(SliceReader::new(MORE).unwrap(), ConnConfig::default(), &inspector).unwrap();
+    check(&serial.conns, "single thread");
+    let ids = [WorkerId(0), WorkerId(1)];
+    let mut placer = place::build(Policy::Affinity, &PlaceConfig::default(), &ids).unwrap();
+    let config = PipelineConfig { pin: false, ..PipelineConfig::default() };
+    let r = pipeline::run(SliceReader::new(MORE).unwrap(), placer.as_mut(), &config, &inspector).unwrap();
+    check(&r.summary.conns, "producer design");
+    let r = sharded::run(MORE, 2, Policy::Hrw, ConnConfig::default(), &inspector, false).unwrap();
+    check(&r.summary.conns, "sharded design");
+}

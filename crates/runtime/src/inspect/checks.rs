@@ -89,6 +89,34 @@ pub fn stun(b: &[u8]) -> bool {
     at == end
 }
 
+/// STUN over TCP (RFC 8489 §6.2.2): a message with the magic cookie, plain or after RFC 4571's
+/// two-byte framing. RFC 3489's classic messages, without it, are sent in the clear over UDP
+/// only (§8.1; its Shared Secret Requests go over TLS, §9.2).
+pub fn stun_tcp(b: &[u8]) -> bool {
+    b.get(4..8) == Some(&STUN_COOKIE[..]) || b.get(6..10) == Some(&STUN_COOKIE[..])
+}
+
+/// Modbus/TCP (Implementation Guide v1.0b §3.1.3): ADUs one after another, each an MBAP header
+/// whose protocol id is 0 and whose length (2–254: unit id and PDU) the buffer holds, then a
+/// public function code or its exception (Application Protocol v1.1b3 §5.1, §7). The last ADU
+/// may be cut by the end of the buffer, the first may not.
+pub fn modbus(b: &[u8]) -> bool {
+    let public = |code: u8| matches!(code & 0x7f, 1..=8 | 11 | 12 | 15..=17 | 20..=24 | 43);
+    let mut at = 0;
+    while at < b.len() {
+        let Some(adu) = b.get(at..at + 8) else { return at > 0 };
+        let len = usize::from(u16::from_be_bytes([adu[4], adu[5]]));
+        if adu[2..4] != [0, 0] || !(2..=254).contains(&len) || !public(adu[7]) {
+            return false;
+        }
+        if at + 6 + len > b.len() {
+            return at > 0;
+        }
+        at += 6 + len;
+    }
+    true
+}
+
 /// BitTorrent: the handshake, a DHT message or a tracker's connect request as the pattern
 /// matched them; a uTP packet (BEP 29, "Header format") must be a SYN: version 1 and type
 /// ST_SYN (the pattern), its extension chain whole (each a next-extension byte, a length, the
@@ -399,7 +427,7 @@ mod tests {
         /// of them (as the fuzz target also runs them).
         #[test]
         fn checks_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..80)) {
-            for check in crate::inspect::SIGNATURES.iter().filter_map(|s| s.check) {
+            for check in crate::inspect::SIGNATURES.iter().flat_map(|s| s.check.into_iter().chain(s.check_tcp)) {
                 let _ = check(&bytes);
             }
             let _ = crate::inspect::dns::question(&bytes);

@@ -53,9 +53,13 @@ impl Protocol {
         &SIGNATURES[self.0 as usize]
     }
 
-    /// Whether its signature's check, if it has one, accepts `bytes` (which its pattern matched).
-    fn accepts(self, bytes: &[u8]) -> bool {
-        self.signature().check.is_none_or(|check| check(bytes))
+    /// Whether its signature's check, if it has one, accepts `bytes` (which its pattern matched)
+    /// over transport `proto` (IP protocol number; `None` where it is not known, which runs the
+    /// check of any transport).
+    fn accepts(self, bytes: &[u8], proto: Option<u8>) -> bool {
+        let s = self.signature();
+        let check = if proto == Some(6) { s.check_tcp.or(s.check) } else { s.check };
+        check.is_none_or(|check| check(bytes))
     }
 }
 
@@ -265,16 +269,18 @@ impl Inspector {
     /// [`Inspector::classify`] in `scratch`, which must come from this inspector's
     /// [`Inspector::scratch`].
     pub fn classify_with(&self, scratch: &mut Scratch, buffer: &[u8]) -> Option<Protocol> {
-        self.first_accepted(scratch, buffer, |_| true)
+        self.first_accepted(scratch, buffer, None)
     }
 
     /// The protocol of the first [`Needs::Payload`] signature, in priority order, whose pattern
-    /// matches the start of `bytes`, whose check (if it has one) accepts them and that `fits`.
+    /// matches the start of `bytes`, whose check (if it has one) accepts them and that runs over
+    /// transport `proto` (any, if `None`).
     /// The combined automaton gives the earliest match; only when that one is refused are the
     /// others that match looked for.
-    fn first_accepted(&self, scratch: &mut Scratch, bytes: &[u8], fits: impl Fn(Protocol) -> bool) -> Option<Protocol> {
+    fn first_accepted(&self, scratch: &mut Scratch, bytes: &[u8], proto: Option<u8>) -> Option<Protocol> {
         let input = Input::new(bytes).anchored(Anchored::Yes).earliest(true);
-        let accepted = |p: Protocol| fits(p) && p.accepts(bytes);
+        let fits = |p: Protocol| proto.is_none_or(|proto| p.signature().over.carries(proto));
+        let accepted = |p: Protocol| fits(p) && p.accepts(bytes, proto);
         let protocol = |i: usize| Protocol(self.ids[i]);
         if !self.one_by_one.is_empty() {
             // In priority order, the first that matches and is accepted; the signatures do not
@@ -319,14 +325,14 @@ impl Inspector {
                 if s.over.carries(ports.proto)
                     && ports.either_in(s.ports)
                     && regex.search_with(cache, &input).is_some()
-                    && p.accepts(bytes)
+                    && p.accepts(bytes, Some(ports.proto))
                 {
                     return Some(Found { protocol: *p, from_client });
                 }
             }
             // A protocol of the other transport is none, and another signature may still fit:
             // SSDP's responses are HTTP's status line, over UDP.
-            if let Some(p) = self.first_accepted(scratch, bytes, |p| p.signature().over.carries(ports.proto)) {
+            if let Some(p) = self.first_accepted(scratch, bytes, Some(ports.proto)) {
                 return Some(Found { protocol: p, from_client });
             }
         }
@@ -352,7 +358,7 @@ impl Inspector {
         let mut set = PatternSet::new(self.every.pattern_len());
         let input = Input::new(buffer).anchored(Anchored::Yes);
         self.every.which_overlapping_matches(&input, &mut set);
-        set.iter().map(|p| Protocol(self.ids[p.as_usize()])).filter(|p| p.accepts(buffer)).collect()
+        set.iter().map(|p| Protocol(self.ids[p.as_usize()])).filter(|p| p.accepts(buffer, None)).collect()
     }
 }
 
@@ -731,6 +737,43 @@ mod tests {
             None
         );
         assert_eq!(named(&inspector, b"\x00\x01\x00\x08\x6b\x1f\x0c\x77\x92\xd3\x5a\x11\x0e\x4d\x38\x2c\x71\x55\x02\xaa\x7f\x03\x00\x04\x00\x00\x00\x00", 17, 3478), None, "no such attribute");
+    }
+
+    /// pymodbus's first three requests over TCP, recorded (bench/record-conversations.sh): read
+    /// holding registers, read coils, write a register. `00 01` then a length of 0 read as a
+    /// classic STUN Binding Request with no attributes, but RFC 3489 sends its messages in the
+    /// clear over UDP alone (§8.1; Shared Secret Requests go over TLS, §9.2): over TCP a STUN
+    /// message has the magic cookie (RFC 8489 §6.2.2).
+    #[test]
+    fn modbus_requests_over_tcp_are_modbus_not_classic_stun() {
+        let inspector = Inspector::new();
+        let modbus = b"\x00\x01\x00\x00\x00\x06\x01\x03\x00\x00\x00\x0a\x00\x02\x00\x00\x00\x06\x01\x01\x00\x00\x00\x08\x00\x03\x00\x00\x00\x06\x01\x06\x00\x03\x00\x2a";
+        assert_eq!(named(&inspector, modbus, 6, 502), Some("modbus"));
+        assert_eq!(named(&inspector, modbus, 6, 15_020), None, "Modbus off its port, and not STUN");
+        // The server's answers: 10 registers of 7, then 8 coils set.
+        let answers = b"\x00\x01\x00\x00\x00\x17\x01\x03\x14\x00\x07\x00\x07\x00\x07\x00\x07\x00\x07\x00\x07\x00\x07\x00\x07\x00\x07\x00\x07\x00\x02\x00\x00\x00\x04\x01\x01\x01\xff";
+        assert_eq!(named(&inspector, answers, 6, 502), Some("modbus"));
+        // The same bytes as a datagram are still a classic Binding Request: UDP is its transport.
+        assert_eq!(named(&inspector, modbus, 17, 3478), Some("stun"));
+        // A protocol id other than Modbus's 0, or a length the buffer does not hold, is not Modbus.
+        let mut other = modbus.to_vec();
+        other[3] = 1;
+        assert_eq!(named(&inspector, &other, 6, 502), None);
+        assert_eq!(named(&inspector, &modbus[..10], 6, 502), None);
+    }
+
+    /// OpenVPN's server answering with tls-crypt, recorded (bench/record-conversations.sh): its
+    /// P_CONTROL_HARD_RESET_SERVER_V2, session id, replay id 1 and time, then the 32-byte tag
+    /// and the encrypted rest. A capture holding the server's side alone still names it, as it
+    /// does the client's reset under tls-crypt.
+    #[test]
+    fn an_openvpn_server_reset_under_tls_crypt_is_openvpn() {
+        let inspector = Inspector::new();
+        let reset = b"\x40\x22\x67\x86\xe0\xf1\x73\x99\x8e\x00\x00\x00\x01\x6b\x09\x98\xf0\x95\x2c\xd2\xf3\xff\x7d\xf2\x43\xb8\x94\x44\xd4\x69\xe4\xbf\x27\x79\xc7\x60\x60\x64\xff\xba\x14\x20\x48\xbe\x4a\xe7\xfe\x4b\x95\xaa\xad\x08\x36\x35\x6e\x16\x2f\xb2\xf6\x4c\x79\x41\x21\xd4\x6f\xd0";
+        assert_eq!(named(&inspector, reset, 17, 41_196), Some("openvpn"));
+        let mut other = reset.to_vec();
+        other[12] = 2;
+        assert_eq!(named(&inspector, &other, 17, 41_196), None, "a first packet's replay id is 1");
     }
 
     /// Protocols nDPI names that inspect did not (issue 39's list): Gnutella, RTP, MGCP,

@@ -252,5 +252,7 @@ pub fn openings() -> Vec<(&'static str, Vec<u8>)> {
         ("someip", b"\xff\xff\x81\x00\x00\x00\x00\x14\x00\x00\x00\x01\x01\x01\x02\x00\xc0\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00".to_vec()),
         // A handshake response (whitepaper §5.4.3): sender and receiver indices, the rest.
         ("wireguard", [&b"\x02\x00\x00\x00\x11\x22\x33\x44\x55\x66\x77\x88"[..], &[0x9b; 80]].concat()),
+        // Read Holding Registers (Application Protocol v1.1b3 §6.3): ten from address 0 of unit 1.
+        ("modbus", b"\x00\x01\x00\x00\x00\x06\x01\x03\x00\x00\x00\x0a".to_vec()),
     ]
 }

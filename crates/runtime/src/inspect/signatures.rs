@@ -29,6 +29,9 @@ pub struct Signature {
     /// matched: counts consistent with the message, a well-formed name, a checksum. A buffer it
     /// refuses is not this protocol's, and another signature may still name it.
     pub check: Option<fn(&[u8]) -> bool>,
+    /// Run instead of [`Signature::check`] on a TCP connection, for a protocol whose forms differ
+    /// by transport (STUN's classic messages travel in the clear over UDP alone).
+    pub check_tcp: Option<fn(&[u8]) -> bool>,
     /// The protocol whose messages carry this one, where its opening is one of them (DNSCrypt's
     /// certificate query is a DNS query): shown beside the name, as TLS shows its server name.
     pub carrier: Option<&'static str>,
@@ -80,7 +83,7 @@ macro_rules! signatures {
     (@opt) => { None };
     (@opt $x:expr) => { Some($x) };
     ($( $name:literal, $over:ident, $opens:ident, [$($port:literal),*], $needs:ident, $what:literal, $pattern:literal
-        $(, check = $check:path)? $(, carrier = $carrier:literal)?; )*) => {
+        $(, check = $check:path)? $(, check_tcp = $check_tcp:path)? $(, carrier = $carrier:literal)?; )*) => {
         /// Every signature, in priority order (the first that matches names the protocol).
         pub const SIGNATURES: &[Signature] = &[ $( Signature {
             name: $name,
@@ -91,6 +94,7 @@ macro_rules! signatures {
             ports: &[$($port),*],
             needs: Needs::$needs,
             check: signatures!(@opt $($check)?),
+            check_tcp: signatures!(@opt $($check_tcp)?),
             carrier: signatures!(@opt $($carrier)?),
         }, )* ];
     };
@@ -157,9 +161,9 @@ signatures! {
         r"(?s-u)\A\x30(?:[\x00-\x7f]|\x81.|\x82..|\x84....)\x02(?:\x01.|\x02..|\x03...|\x04....)[\x42\x4a\x60-\x78]";
     "kerberos", Both, Either, [88], Payload, "Kerberos 5 KDC request (AS-REQ, TGS-REQ: pvno 5 at tag [1]), reply or error (pvno at tag [0]), over UDP or with TCP's length prefix (RFC 4120 §5.4.1, §5.4.2, §5.9.1, §7.2.2)",
         r"(?s-u)\A(?:\x00...)?(?:[\x6a\x6c](?:[\x00-\x7f]|\x81.|\x82..)\x30(?:[\x00-\x7f]|\x81.|\x82..)\xa1\x03\x02\x01\x05\xa2\x03\x02\x01[\x0a\x0c]|[\x6b\x6d\x7e](?:[\x00-\x7f]|\x81.|\x82..)\x30(?:[\x00-\x7f]|\x81.|\x82..)\xa0\x03\x02\x01\x05\xa1\x03\x02\x01[\x0b\x0d\x1e])";
-    "stun", Both, Either, [3478], Payload, "STUN message: class and method, a length that is a multiple of 4, the magic cookie 0x2112A442 (RFC 8489 §5), over TCP also after RFC 4571's two-byte framing, as ICE-TCP sends it (RFC 6544 §3); or a classic STUN message without it (RFC 3489 §11.1: Binding or Shared Secret request, response or error response, a 128-bit transaction id) whose attributes (§11.2, types 0x0001–0x000b, those IANA's STUN registry assigned up to 0x0030, or comprehension-optional ones) walk to the length the header gives, checked in code",
+    "stun", Both, Either, [3478], Payload, "STUN message: class and method, a length that is a multiple of 4, the magic cookie 0x2112A442 (RFC 8489 §5), over TCP also after RFC 4571's two-byte framing, as ICE-TCP sends it (RFC 6544 §3); or, over UDP only, a classic STUN message without it (RFC 3489 §11.1: Binding or Shared Secret request, response or error response, a 128-bit transaction id) whose attributes (§11.2, types 0x0001–0x000b, those IANA's STUN registry assigned up to 0x0030, or comprehension-optional ones) walk to the length the header gives, checked in code. RFC 3489 sends Binding Requests over UDP (§8.1) and Shared Secret Requests over TLS (§9.2), so over TCP the cookie is required (RFC 8489 §6.2.2): Modbus/TCP's requests open with the same bytes as a classic Binding Request",
         r"(?s-u)\A(?:(?:..)?[\x00\x01].[\x00-\x0f][\x00\x04\x08\x0c\x10\x14\x18\x1c\x20\x24\x28\x2c\x30\x34\x38\x3c\x40\x44\x48\x4c\x50\x54\x58\x5c\x60\x64\x68\x6c\x70\x74\x78\x7c\x80\x84\x88\x8c\x90\x94\x98\x9c\xa0\xa4\xa8\xac\xb0\xb4\xb8\xbc\xc0\xc4\xc8\xcc\xd0\xd4\xd8\xdc\xe0\xe4\xe8\xec\xf0\xf4\xf8\xfc]\x21\x12\xa4\x42|(?:\x00[\x01\x02]|\x01[\x01\x02\x11\x12])[\x00-\x01][\x00\x04\x08\x0c\x10\x14\x18\x1c\x20\x24\x28\x2c\x30\x34\x38\x3c\x40\x44\x48\x4c\x50\x54\x58\x5c\x60\x64\x68\x6c\x70\x74\x78\x7c\x80\x84\x88\x8c\x90\x94\x98\x9c\xa0\xa4\xa8\xac\xb0\xb4\xb8\xbc\xc0\xc4\xc8\xcc\xd0\xd4\xd8\xdc\xe0\xe4\xe8\xec\xf0\xf4\xf8\xfc].{16})",
-        check = super::checks::stun;
+        check = super::checks::stun, check_tcp = super::checks::stun_tcp;
     "tftp", Udp, Either, [69], Payload, "TFTP read or write request: opcode 1 or 2, a file name, a mode (RFC 1350 §5), or where the transfer's own ports start a connection of their own (§4: the server answers from a new port): the first DATA block (opcode 3, block 1, at most 512 bytes of data, checked in code), a write request's ACK of block 0 (opcode 4), an option acknowledgment (opcode 6, RFC 2347) or an error packet (opcode 5, codes 0–8)",
         r"(?s-u)\A(?:\x00[\x01\x02][!-~]{1,255}\x00(?i:netascii|octet|mail)\x00|\x00\x03\x00\x01|\x00\x04\x00\x00(?:\z|\x00\x03\x00\x01)|\x00\x06[A-Za-z]{3,16}\x00[0-9]{1,10}\x00|\x00\x05\x00[\x00-\x08][\x20-\x7e]*\x00)",
         check = super::checks::tftp;
@@ -216,8 +220,8 @@ signatures! {
         check = super::checks::ike;
     "zabbix", Tcp, Either, [10051, 10050], Payload, "Zabbix protocol header: `ZBXD`, then flags 0x01 (Zabbix communications protocol) with 0x02 (compressed) and 0x04 (large packet) (Zabbix manual, \"Zabbix protocols: Header and data length\")",
         r"(?s-u)\AZBXD[\x01\x03\x05\x07]";
-    "openvpn", Both, Either, [1194], Payload, "OpenVPN control channel reset (OpenVPN's ssl_pkt.h and \"OpenVPN wire protocol\", draft-schwabe-openvpn-wire-protocol §3): P_CONTROL_HARD_RESET_CLIENT_V2 or _V3 (opcode 7, 10, key id 0) with its session id, then no acks and message id 0 — plain, after tls-auth's HMAC (SHA-1 or SHA-256) and replay id 1, or with tls-crypt's replay id 1 — or the server's P_CONTROL_HARD_RESET_SERVER_V2 (opcode 8) acking message 0; over TCP after a two-byte length",
-        r"(?s-u)\A(?:..)?(?:[\x38\x50].{8}(?:\x00\x00\x00\x00\x00|\x00\x00\x00\x01|(?:.{20}|.{32})\x00\x00\x00\x01....\x00\x00\x00\x00\x00)|\x40.{8}(?:\x01\x00\x00\x00\x00.{8}\x00\x00\x00\x00|(?:.{20}|.{32})\x00\x00\x00\x01....\x01\x00\x00\x00\x00))";
+    "openvpn", Both, Either, [1194], Payload, "OpenVPN control channel reset (OpenVPN's ssl_pkt.h and \"OpenVPN wire protocol\", draft-schwabe-openvpn-wire-protocol §3): P_CONTROL_HARD_RESET_CLIENT_V2 or _V3 (opcode 7, 10, key id 0) with its session id, then no acks and message id 0 — plain, after tls-auth's HMAC (SHA-1 or SHA-256) and replay id 1, or with tls-crypt's replay id 1 — or the server's P_CONTROL_HARD_RESET_SERVER_V2 (opcode 8) acking message 0 — plain or after tls-auth's HMAC and replay id 1 — or with tls-crypt's replay id 1 (its ack list is encrypted: OpenVPN's tls_crypt.h gives the packet as opcode, session id, packet id, tag, then the encrypted rest); over TCP after a two-byte length",
+        r"(?s-u)\A(?:..)?(?:[\x38\x50].{8}(?:\x00\x00\x00\x00\x00|\x00\x00\x00\x01|(?:.{20}|.{32})\x00\x00\x00\x01....\x00\x00\x00\x00\x00)|\x40.{8}(?:\x01\x00\x00\x00\x00.{8}\x00\x00\x00\x00|\x00\x00\x00\x01|(?:.{20}|.{32})\x00\x00\x00\x01....\x01\x00\x00\x00\x00))";
     "nfs", Both, Client, [2049], Payload, "ONC RPC call to NFS (RFC 5531 §9: an xid, message type CALL, RPC version 2, program 100003 (RFC 1813 §1, RFC 7530 §1), version 2–4), over TCP after the record mark (§11) of a last fragment",
         r"(?s-u)\A(?:\x80...)?....\x00\x00\x00\x00\x00\x00\x00\x02\x00\x01\x86\xa3\x00\x00\x00[\x02-\x04]";
     "fix", Tcp, Either, [9876], Payload, "FIX message: BeginString (tag 8, FIX.x.y or FIXT.1.1), then BodyLength (9), then MsgType (35), in that order (FIX 4.4 Vol. 1 \"Message format\"; FIXT 1.1 §\"Standard message header\"). IANA assigns FIX no port: 9876 only gives --guess one",
@@ -259,4 +263,7 @@ signatures! {
     "dhcpv6", Udp, Either, [547, 546], PayloadOnPort, "DHCPv6 message (RFC 8415 §7.3 message types 1–11, §8 header; relay-forward and -reply, 12 and 13, §9) whose options (§21.1) walk to the datagram's end, checked in code. A 4-byte header of few fixed bits: only on DHCPv6's ports",
         r"(?s-u)\A(?:[\x01-\x0b]...\x00[\x01-\xff]|[\x0c\x0d][\x00-\x20].{32}\x00[\x01-\xff])",
         check = super::checks::dhcpv6;
+    "modbus", Tcp, Either, [502], PayloadOnPort, "Modbus/TCP ADUs (Modbus Messaging on TCP/IP Implementation Guide v1.0b §3.1.3): an MBAP header of a transaction id, protocol id 0 (Modbus), a length of 2–254 (the unit id and a PDU of at most 253 bytes, Modbus Application Protocol v1.1b3 §4.1), the unit id; then a function code of the public ones (§5.1: 1–8, 11, 12, 15–17, 20–24, 43) or their exception responses (code + 0x80, §7); every whole ADU in the buffer the same, checked in code. An 8-byte header of few fixed bits: only on Modbus's port",
+        r"(?s-u)\A..\x00\x00\x00[\x02-\xfe].[\x01-\x08\x0b\x0c\x0f-\x11\x14-\x18\x2b\x81-\x88\x8b\x8c\x8f-\x91\x94-\x98\xab]",
+        check = super::checks::modbus;
 }
