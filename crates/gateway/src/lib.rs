@@ -30,6 +30,7 @@ pub mod coop;
 pub mod field;
 pub mod gateway;
 mod http;
+mod inflight;
 pub mod memory;
 mod metrics;
 pub mod origin;
