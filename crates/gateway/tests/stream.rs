@@ -57,11 +57,7 @@ fn words(n: u64, o: Option<Arc<Origin>>) -> Channel {
         let mut at = 0u64;
         while at < n {
             let len = (n - at).min(64 << 10);
-            let mut chunk = Vec::with_capacity(len as usize);
-            for w in at / 8..(at + len) / 8 {
-                chunk.extend_from_slice(&w.to_le_bytes());
-            }
-            if tx.send(Bytes::from(chunk)).await.is_err() {
+            if tx.send(piece(at, len)).await.is_err() {
                 if let Some(o) = &o {
                     o.dropped.store(true, Ordering::SeqCst);
                 }
@@ -74,6 +70,15 @@ fn words(n: u64, o: Option<Arc<Origin>>) -> Channel {
         }
     });
     Channel(rx)
+}
+
+/// The words from byte `at` on, `len` bytes of them (both multiples of 8).
+fn piece(at: u64, len: u64) -> Bytes {
+    let mut chunk = Vec::with_capacity(len as usize);
+    for w in at / 8..(at + len) / 8 {
+        chunk.extend_from_slice(&w.to_le_bytes());
+    }
+    Bytes::from(chunk)
 }
 
 /// Checks a body of words as it comes.
@@ -418,4 +423,80 @@ async fn coalesced_readers_of_a_stored_response_share_one_read() {
     assert_eq!(metric(&client, g, "gateway_stored_entries").await, Some(1));
     many(format!("/big/{}", 3 * MIB), 3 * MIB).await;
     assert_eq!(metric(&client, g, "gateway_stored_entries").await, Some(1), "the large one is not stored");
+}
+
+/// An origin that answers `GET /stall` with 8 MiB announced and stops after 2 MiB, the
+/// connection left open; and takes any other request's body for ever without answering.
+async fn silent_origin() -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut chunk = vec![0u8; 64 << 10];
+                let Ok(n) = socket.read(&mut chunk).await else { return };
+                if chunk[..n].starts_with(b"GET /stall ") {
+                    let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", 8 * MIB);
+                    let _ = socket.write_all(head.as_bytes()).await;
+                    let _ = socket.write_all(&vec![7u8; 2 << 20]).await;
+                }
+                while let Ok(n) = socket.read(&mut chunk).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+                // Held open (and silent) until the gateway lets go.
+                let _ = socket.read(&mut chunk).await;
+            });
+        }
+    });
+    addr
+}
+
+/// A gateway whose upstream timeout is 2 s.
+async fn impatient_gateway(origin: SocketAddr) -> SocketAddr {
+    let config = OriginConfig {
+        max_object_size: Some(MIB),
+        upstream_timeout: Duration::from_secs(2),
+        ..OriginConfig::new(format!("http://{origin}"))
+    };
+    serve(origin::router(config)).await
+}
+
+/// The upstream timeout bounds each wait on the origin, not a whole exchange: a PUT whose
+/// body takes twice the timeout to send goes through, since the origin takes it all along;
+/// an origin that takes a body and then says nothing gets its client a 504; one that stops
+/// mid-body gets its client an aborted answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_timeout_bounds_silence_not_a_whole_body() {
+    let (o, _) = origin().await;
+    let g = impatient_gateway(o).await;
+    let client = reqwest::Client::new();
+    // Five pieces of 256 KiB, one a second: 4 s in all.
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(async move {
+        for i in 0..5 {
+            if i > 0 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            tx.send(piece(i * (256 << 10), 256 << 10)).await.unwrap();
+        }
+    });
+    let put = client.put(format!("http://{g}/up")).body(reqwest::Body::wrap(Channel(rx))).send();
+    let r = tokio::time::timeout(Duration::from_secs(60), put).await.expect("hung").unwrap();
+    let status = r.status().as_u16();
+    assert_eq!((status, r.text().await.unwrap()), (200, (5 * (256 << 10)).to_string()), "a slow upload went through");
+
+    let g = impatient_gateway(silent_origin().await).await;
+    let put = client.put(format!("http://{g}/up")).body(reqwest::Body::wrap(words(MIB, None))).send();
+    let r = tokio::time::timeout(Duration::from_secs(60), put).await.expect("hung").unwrap();
+    assert_eq!(r.status().as_u16(), 504, "an origin silent once it has the body");
+    let r = tokio::time::timeout(Duration::from_secs(60), client.get(format!("http://{g}/stall")).send())
+        .await
+        .expect("hung")
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let body = tokio::time::timeout(Duration::from_secs(60), r.bytes()).await.expect("hung");
+    assert!(body.is_err(), "a body the origin stopped sending ends in an error, not a clean short answer");
 }
