@@ -16,6 +16,10 @@
 //! `Cache-Control` or the gateway's options, never to `must-revalidate`, `proxy-revalidate`,
 //! `s-maxage` or `no-cache` responses.
 //!
+//! A response stored is read whole (at most `--max-object-size`) and shared by its readers;
+//! one not stored is carried through as it comes, to the request that asked (see
+//! [`crate::inflight`]), and request bodies passed to the origin likewise.
+//!
 //! Every answer says how it was made: `X-Cache: hit | miss | coalesced | revalidated | stale
 //! | pass`, `Age` in seconds (§4.2.3), for a stale answer `X-Cache-Stale: revalidating |
 //! error | allowed`, and for a response not stored `X-Cache-Store` with the reason.
@@ -840,9 +844,9 @@ fn answer(v: &Variant, age: Duration, how: How, req: Fields, head: bool) -> Resp
 }
 
 /// The answer to `req` from the head `v` and the body `body` carried through as it comes: as
-/// [`answer`] makes it, but a `Range` asked for is answered with the whole body (RFC 9110
-/// §14.2 lets a server ignore it; the body is not at hand to cut), and a `304` or a `HEAD`
-/// drops the body, which ends the origin's read.
+/// [`answer`] makes it, but with no range cut (the body is not at hand: a request with a
+/// `Range` has sent it to the origin, see [`serve`], and this is the origin's answer to it),
+/// and a `304` or a `HEAD` drops the body, which ends the origin's read.
 fn answer_streamed(v: &Variant, age: Duration, how: How, req: Fields, head: bool, body: FromOrigin) -> Response {
     let whole: Vec<(&str, &str)> = req.0.iter().filter(|(n, _)| !n.eq_ignore_ascii_case("range")).copied().collect();
     let mut r = answer(v, age, how, Fields(&whole), true);
@@ -973,6 +977,9 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
     if let Some((pending, forward, variant)) = start {
         tokio::spawn(read_origin(Arc::clone(&s), key.clone(), Some(pending), forward, variant));
     }
+    // Whether the read was sent without this request's range and conditional fields (a read
+    // others may share).
+    let mut shared_read = true;
     let (outcome, how, first) = match plan {
         Plan::Now(r) => return r,
         Plan::Wait(rx, how) => match tokio::time::timeout(s.config.wait_bound(), rx).await {
@@ -992,19 +999,22 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
         },
         Plan::Alone(stale) => {
             s.counters.misses.inc();
+            shared_read = false;
             (read_origin(Arc::clone(&s), key.clone(), None, forwarded(&req_headers, false), stale).await, "miss", true)
         }
     };
     let (outcome, first) = match outcome {
         // A response stored for others, or for this request only, that this request may not
         // have (it was not the one asking, or its fields select another variant): read alone.
-        // A body carried through goes to the request the read was made for; the others read
-        // for themselves, as nginx's proxy_cache_lock lets them pass through (see `serve`).
         Outcome::Got { variant, shared, .. } if !first && (!shared || !rfc::vary_matches(&variant.vary, req)) => {
             s.counters.misses.inc();
             (read_origin(Arc::clone(&s), key.clone(), None, forwarded(&req_headers, false), None).await, true)
         }
-        Outcome::Streamed { .. } if !first => {
+        // A body carried through goes to the request the read was made for; the others read
+        // for themselves, as nginx's proxy_cache_lock lets them pass through. So does the one
+        // it was made for if it asked for a range, which cannot be cut from a body not at
+        // hand: the origin is asked for that range (the whole body's read is dropped).
+        Outcome::Streamed { .. } if !first || (shared_read && req.has("range")) => {
             s.counters.misses.inc();
             (read_origin(Arc::clone(&s), key.clone(), None, forwarded(&req_headers, false), None).await, true)
         }

@@ -122,8 +122,23 @@ async fn origin() -> (SocketAddr, Arc<Origin>) {
     let app = Router::new()
         .route(
             "/big/{n}",
-            get(move |State(o): State<Arc<Origin>>, Path(n): Path<u64>| async move {
-                body(o, n, true, "public, max-age=3600")
+            get(move |State(o): State<Arc<Origin>>, Path(n): Path<u64>, h: axum::http::HeaderMap| async move {
+                // One range of whole words, as `bytes=A-B`.
+                let range = h.get(header::RANGE).and_then(|r| {
+                    let (a, b) = r.to_str().ok()?.strip_prefix("bytes=")?.split_once('-')?;
+                    Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?))
+                });
+                match range {
+                    Some((a, b)) => {
+                        o.reads.fetch_add(1, Ordering::SeqCst);
+                        let mut r = Response::new(Body::from(piece(a, b + 1 - a)));
+                        *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+                        let range = HeaderValue::from_str(&format!("bytes {a}-{b}/{n}")).unwrap();
+                        r.headers_mut().insert(header::CONTENT_RANGE, range);
+                        r
+                    }
+                    None => body(o, n, true, "public, max-age=3600"),
+                }
             }),
         )
         .route(
@@ -499,4 +514,24 @@ async fn the_upstream_timeout_bounds_silence_not_a_whole_body() {
     assert_eq!(r.status().as_u16(), 200);
     let body = tokio::time::timeout(Duration::from_secs(60), r.bytes()).await.expect("hung");
     assert!(body.is_err(), "a body the origin stopped sending ends in an error, not a clean short answer");
+}
+
+/// A request for a range of a response that is carried through (so cannot be cut from what is
+/// stored) is answered by the origin with that range, not with the whole body; a stored
+/// response's range is cut from it, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_of_a_body_carried_through_is_asked_of_the_origin() {
+    let (o, _) = origin().await;
+    let g = gateway(o).await;
+    let client = reqwest::Client::new();
+    for n in [3 * MIB, 512 << 10] {
+        let r = client.get(format!("http://{g}/big/{n}")).header(header::RANGE, "bytes=8-15").send();
+        let r = tokio::time::timeout(Duration::from_secs(60), r).await.expect("hung").unwrap();
+        let status = r.status().as_u16();
+        let range = r.headers().get(header::CONTENT_RANGE).map(|v| v.to_str().unwrap().to_string());
+        let body = r.bytes().await.unwrap();
+        assert_eq!(status, 206, "{n} bytes: a range asked for is a range answered");
+        assert_eq!(range, Some(format!("bytes 8-15/{n}")));
+        assert_eq!(&body[..], &1u64.to_le_bytes(), "{n} bytes: the second word");
+    }
 }
