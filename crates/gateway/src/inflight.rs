@@ -113,7 +113,7 @@ pub(crate) enum Whole {
     /// The body, in one allocation of its own (nothing of the connection's buffers kept).
     Read(Bytes),
     /// Past `limit`: what was read, and the rest still to come.
-    Over(FromOrigin),
+    Over(Box<FromOrigin>),
     /// The origin failed mid-body.
     Failed(reqwest::Error),
 }
@@ -132,12 +132,8 @@ pub(crate) async fn read_whole(mut r: reqwest::Response, limit: u64, gauges: &In
                 buffer.add(c.len());
                 chunks.push_back(c);
                 if total > limit {
-                    return Whole::Over(FromOrigin {
-                        prefix: chunks,
-                        buffer,
-                        length,
-                        ..FromOrigin::new(r, gauges, idle)
-                    });
+                    let rest = FromOrigin { prefix: chunks, buffer, length, ..FromOrigin::new(r, gauges, idle) };
+                    return Whole::Over(Box::new(rest));
                 }
             }
             Ok(None) => break,

@@ -270,7 +270,7 @@ enum ReadBody {
     /// Read whole.
     Whole(Bytes),
     /// To be carried through, not stored, for the reason given.
-    Streamed(FromOrigin, &'static str),
+    Streamed(Box<FromOrigin>, &'static str),
 }
 
 /// A waiter: where its outcome goes, and whether its request is the one the read was made for.
@@ -1160,7 +1160,11 @@ async fn read_origin(
                 || (storable.is_ok() && length.is_none_or(|l| l <= object_bound));
             if !kept_whole {
                 let why = storable.err().map_or("larger than --max-object-size", |w| w.as_str());
-                Ok((status, h, ReadBody::Streamed(FromOrigin::new(r, &s.inflight, s.config.upstream_timeout), why)))
+                Ok((
+                    status,
+                    h,
+                    ReadBody::Streamed(Box::new(FromOrigin::new(r, &s.inflight, s.config.upstream_timeout)), why),
+                ))
             } else {
                 match tokio::time::timeout_at(
                     deadline,
@@ -1237,7 +1241,7 @@ async fn read_origin(
             } else {
                 s.counters.not_stored.inc();
             }
-            let body = Arc::new(Mutex::new(Some(body)));
+            let body = Arc::new(Mutex::new(Some(*body)));
             (Outcome::Streamed { variant: v, body, not_stored: why }, None)
         }
         Ok((status, h, ReadBody::Whole(body))) => {
