@@ -273,12 +273,17 @@ struct GatewayServe {
     #[arg(long, default_value = "rfc", value_parser = parse_age_reading, requires = "origin", verbatim_doc_comment)]
     age_reading: switchyard_core::cache::http::AgeReading,
     /// With --origin: the largest response stored, body and fields (e.g. 8MiB); a larger one
-    /// is answered to the clients that asked for it and not kept (X-Cache-Store: no (larger
-    /// than --max-object-size); gateway_too_large_total). Default: an eighth of --max-memory, at
-    /// most 64 MiB. Bodies in flight are not bounded by this: a response is read whole before
-    /// it is answered, so each read under way costs its body's size until its clients have it
-    /// (reads of one URL are coalesced, so at most one per URL); streaming large responses
-    /// straight through is not done yet.
+    /// is answered and not kept (X-Cache-Store: no (larger than --max-object-size);
+    /// gateway_too_large_total). Default: an eighth of --max-memory, at most 64 MiB.
+    /// It also bounds the bodies in flight, apart from --max-memory: a response that may be
+    /// stored is read whole, up to this size, before it is answered (one read per URL at a
+    /// time, its concurrent readers sharing that one body); one larger (by its Content-Length,
+    /// or once its body passes this size) or one that may not be stored is carried straight
+    /// through as it comes, to the one client that asked (coalesced readers of it read for
+    /// themselves), holding about 1 MB per connection (hyper's buffers and one chunk), however
+    /// large it is. Request bodies are carried through likewise. So bodies in flight take at
+    /// most: reads being stored x this size, plus connections x about 1 MB; /metrics reports
+    /// them as gateway_buffered_bytes and gateway_streamed_bytes.
     #[arg(long, value_parser = crate::units::parse_size, requires = "origin")]
     max_object_size: Option<usize>,
     /// With --origin: answer a response this many seconds past its freshness at once, while
@@ -338,7 +343,10 @@ struct GatewayServe {
     #[arg(long)]
     keep_approximations: bool,
     /// The longest a read of the field (or of one origin) may take, seconds; its waiters then
-    /// get 504.
+    /// get 504. With --origin, the longest the origin may keep the gateway waiting: to connect,
+    /// for an answer's head, or between two pieces of a body; a body carried through (not
+    /// stored) takes as long as its size needs while the origin keeps sending, and is cut
+    /// short (an aborted answer) if the origin goes silent for this long.
     #[arg(long, default_value_t = 10.0)]
     upstream_timeout: f64,
     /// The longest a request waits on a read, its own or one it joined, seconds; it then gets
@@ -510,7 +518,7 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
             );
         }
         eprintln!(
-            "storing at most {} (--max-memory{}), evicting by {} (--eviction), responses of at most {} each (--max-object-size); writes held for origins bounded apart by {} (--write-memory)",
+            "storing at most {} (--max-memory{}), evicting by {} (--eviction), responses of at most {} each (--max-object-size; larger ones and those not stored are carried through as they come, about 1 MB per connection); writes held for origins bounded apart by {} (--write-memory)",
             mib(config.max_memory),
             if a.max_memory.is_some() { "" } else { ": a quarter of this machine's memory by default" },
             config.eviction,

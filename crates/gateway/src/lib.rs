@@ -11,7 +11,8 @@
 //!   clear status, or with the stale value marked as such. `/metrics` in Prometheus text.
 //! - [`origin`]: the same gateway in front of any HTTP origin, as a shared HTTP cache: RFC
 //!   9111's rules (`switchyard_core::cache::http`) carried out, coalesced exactly, with
-//!   revalidation, variants, stale-while-revalidate and stale-if-error.
+//!   revalidation, variants, stale-while-revalidate and stale-if-error; what it does not
+//!   store it carries through as a stream (`inflight`), so a body's size is not its cost.
 //! - [`origins`]: several origins of different speed and price behind it, each read sent as
 //!   the core's SLA router says (`switchyard_core::place::sla`: Figurehead's Base and OptWait,
 //!   hedging, P2C), the first answer kept and the rest cancelled, the price counted; writes
@@ -30,6 +31,7 @@ pub mod coop;
 pub mod field;
 pub mod gateway;
 mod http;
+mod inflight;
 pub mod memory;
 mod metrics;
 pub mod origin;

@@ -6,7 +6,6 @@
 //! and copies it out of the buffers it arrived in, so that what is counted is what is held.
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
-use bytes::Bytes;
 
 /// What one header field costs beyond its name and value: its slot in the map (hash, name,
 /// value, links: about 100 bytes on 64-bit), its index, its value's allocation and the
@@ -75,11 +74,6 @@ pub(crate) fn own_fields(h: &HeaderMap) -> HeaderMap {
         out.append(name, value);
     }
     out
-}
-
-/// `body` in an allocation of its own, for the same reason as [`own_fields`].
-pub(crate) fn own_body(body: &Bytes) -> Bytes {
-    Bytes::copy_from_slice(body)
 }
 
 #[cfg(test)]

@@ -16,6 +16,10 @@
 //! `Cache-Control` or the gateway's options, never to `must-revalidate`, `proxy-revalidate`,
 //! `s-maxage` or `no-cache` responses.
 //!
+//! A response stored is read whole (at most `--max-object-size`) and shared by its readers;
+//! one not stored is carried through as it comes, to the request that asked (see
+//! [`crate::inflight`]), and request bodies passed to the origin likewise.
+//!
 //! Every answer says how it was made: `X-Cache: hit | miss | coalesced | revalidated | stale
 //! | pass`, `Age` in seconds (§4.2.3), for a stale answer `X-Cache-Stale: revalidating |
 //! error | allowed`, and for a response not stored `X-Cache-Store` with the reason.
@@ -39,9 +43,10 @@ use switchyard_core::place::sla::{RouteKind, Sla};
 use tokio::sync::oneshot;
 
 use crate::http::nanos;
+use crate::inflight::{self, Activity, FromOrigin, InFlight, ToOrigin};
 use crate::memory;
 use crate::metrics::{Count, Level, Metrics};
-use crate::origins::{FetchError, Fetched, OriginSpec, Origins};
+use crate::origins::{FetchError, Fetched, Incoming, OriginSpec, Origins};
 use crate::purge::{self, PurgeRules, Scope, TagPurges};
 use crate::writes::Replicated;
 
@@ -67,7 +72,10 @@ pub struct OriginConfig {
     /// How long past its freshness a response is answered when the read fails, where the
     /// response does not say (`stale-if-error`).
     pub stale_if_error: Option<Duration>,
-    /// The longest a read of the origin may take.
+    /// The longest the origin may keep the gateway waiting: to connect, for an answer's head,
+    /// or between two pieces of a body. A body carried through (not stored) takes as long as
+    /// its size needs while the origin keeps sending; a read to store is bounded whole by
+    /// [`OriginConfig::wait_bound`].
     pub upstream_timeout: Duration,
     /// The longest a request waits on a read (its own or one it joined) before it is answered
     /// 504, and the longest such a read may run before its waiters are failed and the next
@@ -261,8 +269,20 @@ enum Outcome {
     /// The response, and whether it was stored for everyone (if not, only the request that
     /// asked for it may have it).
     Got { variant: Arc<Variant>, shared: bool, revalidated: bool, not_stored: Option<&'static str> },
+    /// A response not stored, its body carried through as it comes (`variant` has its head
+    /// only): for the request the read was made for alone, which takes the body; the others
+    /// that waited read for themselves (see [`read_origin`]).
+    Streamed { variant: Arc<Variant>, body: Arc<Mutex<Option<FromOrigin>>>, not_stored: &'static str },
     /// The read failed; a stale response that may stand in, if any.
     Failed { timeout: bool, why: String, stale: Option<Arc<Variant>> },
+}
+
+/// An origin's body as the read ends with it.
+enum ReadBody {
+    /// Read whole.
+    Whole(Bytes),
+    /// To be carried through, not stored, for the reason given.
+    Streamed(Box<FromOrigin>, &'static str),
 }
 
 /// A waiter: where its outcome goes, and whether its request is the one the read was made for.
@@ -294,11 +314,16 @@ struct Shared {
     config: OriginConfig,
     policy: Policy,
     client: reqwest::Client,
+    /// The client for requests whose bodies are carried through: its waits are bounded by the
+    /// body's [`Activity`] rather than from the request's start.
+    upload_client: reqwest::Client,
     /// The router over several origins (unused with one).
     origins: Origins,
     start: Instant,
     metrics: Metrics,
     counters: Counters,
+    /// Bytes of bodies in flight, streamed and buffered.
+    inflight: InFlight,
     /// Reads since the cache was last purged.
     reads_since_purge: AtomicU64,
     /// The longest freshness lifetime kept so far, ns: what a purge must leave.
@@ -356,9 +381,17 @@ pub fn router(config: OriginConfig) -> Router {
 
 /// The gateway's state.
 fn shared(config: OriginConfig) -> Arc<Shared> {
-    // A cache passes redirects on; it does not follow them.
+    // A cache passes redirects on; it does not follow them. The upstream timeout bounds each
+    // wait on the origin, not a whole answer: a body carried through may take as long as its
+    // size needs, while the origin keeps sending.
     let client = reqwest::Client::builder()
-        .timeout(config.upstream_timeout)
+        .connect_timeout(config.upstream_timeout)
+        .read_timeout(config.upstream_timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a plain HTTP client");
+    let upload_client = reqwest::Client::builder()
+        .connect_timeout(config.upstream_timeout)
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("a plain HTTP client");
@@ -411,6 +444,7 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
     metrics
         .level("gateway_max_object_size_bytes", "The largest response stored (--max-object-size).")
         .set(i64::try_from(config.object_bound()).unwrap_or(i64::MAX));
+    let inflight = InFlight::new(&mut metrics);
     let policy = Policy {
         surrogate: SURROGATE.to_string(),
         targets: rfc::target_list(&config.targeted_field),
@@ -430,10 +464,12 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
         config,
         policy,
         client,
+        upload_client,
         origins,
         start: Instant::now(),
         metrics,
         counters,
+        inflight,
         reads_since_purge: AtomicU64::new(0),
         longest_lifetime: AtomicU64::new(0),
         tag_purges: Mutex::new(TagPurges::default()),
@@ -526,19 +562,49 @@ fn key_of(request: &Request) -> String {
 /// Passes a request the cache does not answer to the origin, and its answer back; an unsafe
 /// method's success invalidates what it may have changed (RFC 9111 §4.4: the target, and the
 /// `Location` and `Content-Location` it names on this origin).
+///
+/// The request's body is carried to the origin as it comes, but for two kinds: a small one of
+/// known length (at most [`KEPT_REQUEST`]) is read whole so that it can be sent again should
+/// the origin close the connection under it (see `origins::send`), and, with several origins,
+/// one that may go to more than one of them (a hedged read, a write to each) is kept to send
+/// to each, up to [`SEVERAL_REQUEST`] (a write's also within `--write-memory`).
 async fn pass(s: Arc<Shared>, request: Request) -> Response {
     let key = key_of(&request);
     let method = request.method().clone();
     let headers = forwarded(request.headers(), false);
-    let body = match axum::body::to_bytes(request.into_body(), 64 << 20).await {
-        Ok(b) => b,
-        Err(e) => return failure(StatusCode::PAYLOAD_TOO_LARGE, format!("the request's body: {e}")),
-    };
     let unsafe_method = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE);
-    if unsafe_method && s.config.origins.len() > 1 {
-        return write(&s, method, key, headers, body).await;
-    }
-    let r = match s.fetch(method.clone(), &key, headers, body).await {
+    let several = s.config.origins.len() > 1;
+    let small = http_body::Body::size_hint(request.body()).upper().is_some_and(|n| n <= KEPT_REQUEST);
+    let got = if several || small {
+        let limit = if several { SEVERAL_REQUEST } else { KEPT_REQUEST };
+        let body = match axum::body::to_bytes(request.into_body(), usize::try_from(limit).unwrap_or(usize::MAX)).await {
+            Ok(b) => b,
+            Err(e) => {
+                return failure(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "the request's body: {e} (with several origins a body is kept to send to each, up to {limit} bytes)"
+                    ),
+                );
+            }
+        };
+        if unsafe_method && several {
+            return write(&s, method, key, headers, body).await;
+        }
+        s.fetch(method.clone(), &key, headers, body).await
+    } else {
+        // Sent with the client that has no read timeout of its own: the origin may say
+        // nothing for as long as it is still taking the body.
+        let url = format!("{}{key}", s.config.origins[0].url);
+        let activity = Arc::new(Activity::new());
+        let body = reqwest::Body::wrap(ToOrigin::new(request.into_body(), &s.inflight, Arc::clone(&activity)));
+        let send = crate::origins::send(&s.upload_client, method.clone(), &url, headers, body, 0);
+        match activity.bounded(send, s.config.upstream_timeout).await {
+            Some(got) => got.map_err(|e| FetchError { timeout: e.is_timeout(), why: crate::origins::explain(&e) }),
+            None => Err(FetchError { timeout: true, why: String::new() }),
+        }
+    };
+    let r = match got {
         Ok(r) => r,
         Err(e) if e.timeout => {
             return failure(
@@ -551,12 +617,23 @@ async fn pass(s: Arc<Shared>, request: Request) -> Response {
     if unsafe_method && (r.status.is_success() || r.status.is_redirection()) {
         invalidate(&s, &key, Some(&r.headers));
     }
-    passed(r)
+    passed(r, &s.inflight, s.config.upstream_timeout)
 }
 
-/// An origin's answer passed on.
-fn passed(r: Fetched) -> Response {
-    let mut resp = Response::new(Body::from(r.body));
+/// A request body kept whole to be sent again if need be, at most (larger ones are carried
+/// through as they come).
+const KEPT_REQUEST: u64 = 64 << 10;
+
+/// A request body kept to be sent to several origins, at most.
+const SEVERAL_REQUEST: u64 = 64 << 20;
+
+/// An origin's answer passed on, its body as it comes.
+fn passed(r: Fetched, inflight: &InFlight, idle: Duration) -> Response {
+    let body = match r.body {
+        Incoming::Whole(b) => Body::from(b),
+        Incoming::Coming(c) => Body::new(FromOrigin::new(c, inflight, idle)),
+    };
+    let mut resp = Response::new(body);
     *resp.status_mut() = r.status;
     *resp.headers_mut() = end_to_end(&r.headers, &[]);
     for name in purge::TAG_FIELDS {
@@ -604,7 +681,7 @@ async fn write(s: &Arc<Shared>, method: Method, key: String, headers: HeaderMap,
     let (mut resp, tally) = match s.origins.replicate(&s.client, method.clone(), &key, headers, body, bound).await {
         Replicated::Stored { answer, tally } => {
             invalidate(s, &key, Some(&answer.headers));
-            (passed(answer), Some(tally))
+            (passed(answer, &s.inflight, s.config.upstream_timeout), Some(tally))
         }
         Replicated::Pending { tally, said: what } => {
             invalidate(s, &key, None);
@@ -633,7 +710,7 @@ async fn write(s: &Arc<Shared>, method: Method, key: String, headers: HeaderMap,
             );
             (crate::http::error(StatusCode::BAD_GATEWAY, why), Some(tally))
         }
-        Replicated::Refused(f) => (passed(f), None),
+        Replicated::Refused(f) => (passed(f, &s.inflight, s.config.upstream_timeout), None),
         Replicated::Failed(e) if e.timeout => {
             (failure(StatusCode::GATEWAY_TIMEOUT, format!("no origin took {method} {key} in time: {e}")), None)
         }
@@ -782,6 +859,30 @@ fn answer(v: &Variant, age: Duration, how: How, req: Fields, head: bool) -> Resp
     r
 }
 
+/// The answer to `req` from the head `v` and the body `body` carried through as it comes: as
+/// [`answer`] makes it, but with no range cut (the body is not at hand: a request with a
+/// `Range` has sent it to the origin, see [`serve`], and this is the origin's answer to it),
+/// and a `304` or a `HEAD` drops the body, which ends the origin's read.
+fn answer_streamed(v: &Variant, age: Duration, how: How, req: Fields, head: bool, body: FromOrigin) -> Response {
+    let whole: Vec<(&str, &str)> = req.0.iter().filter(|(n, _)| !n.eq_ignore_ascii_case("range")).copied().collect();
+    let mut r = answer(v, age, how, Fields(&whole), true);
+    if r.status() == StatusCode::NOT_MODIFIED {
+        return r;
+    }
+    r.headers_mut().remove(header::CONTENT_LENGTH);
+    if head {
+        if let Some(n) = body.length() {
+            r.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+        }
+    } else {
+        // Its length, when the origin said it, goes on as `Content-Length` (hyper reads the
+        // body's size hint): a body cut short is then seen as such, as is a chunked one
+        // that ends in an error.
+        *r.body_mut() = Body::new(body);
+    }
+    r
+}
+
 fn failure(status: StatusCode, error: String) -> Response {
     let mut r = crate::http::error(status, error);
     r.headers_mut().insert("x-cache", HeaderValue::from_static("miss"));
@@ -896,6 +997,9 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
     if let Some((pending, forward, variant)) = start {
         tokio::spawn(read_origin(Arc::clone(&s), key.clone(), Some(pending), forward, variant));
     }
+    // Whether the read was sent without this request's range and conditional fields (a read
+    // others may share).
+    let mut shared_read = true;
     let (outcome, how, first) = match plan {
         Plan::Now(r) => return r,
         Plan::Wait(rx, how) => match tokio::time::timeout(s.config.wait_bound(), rx).await {
@@ -915,6 +1019,7 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
         },
         Plan::Alone(stale) => {
             s.counters.misses.inc();
+            shared_read = false;
             (read_origin(Arc::clone(&s), key.clone(), None, forwarded(req_headers, false), stale).await, "miss", true)
         }
     };
@@ -925,6 +1030,14 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
             s.counters.misses.inc();
             (read_origin(Arc::clone(&s), key.clone(), None, forwarded(req_headers, false), None).await, true)
         }
+        // A body carried through goes to the request the read was made for; the others read
+        // for themselves, as nginx's proxy_cache_lock lets them pass through. So does the one
+        // it was made for if it asked for a range, which cannot be cut from a body not at
+        // hand: the origin is asked for that range (the whole body's read is dropped).
+        Outcome::Streamed { .. } if !first || (shared_read && req.has("range")) => {
+            s.counters.misses.inc();
+            (read_origin(Arc::clone(&s), key.clone(), None, forwarded(req_headers, false), None).await, true)
+        }
         o => (o, first),
     };
     let now = s.now();
@@ -932,6 +1045,16 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
         Outcome::Got { variant, revalidated, not_stored, .. } => {
             let how = How { cache: if revalidated { "revalidated" } else { how }, first, stale: None, not_stored };
             answer(&variant, variant.age(now), how, req, head)
+        }
+        Outcome::Streamed { variant, body, not_stored } => {
+            let how = How { cache: how, first, stale: None, not_stored: Some(not_stored) };
+            let body = body.lock().expect("no request panics holding a body").take();
+            match body {
+                Some(body) => answer_streamed(&variant, variant.age(now), how, req, head, body),
+                None => {
+                    failure(StatusCode::INTERNAL_SERVER_ERROR, format!("the body of {key} went to another request"))
+                }
+            }
         }
         Outcome::Failed { stale: Some(v), .. } => {
             s.counters.stale_error.inc();
@@ -1031,15 +1154,59 @@ async fn read_origin(
         HeaderValue::from_str(&rfc::surrogate_capability(SURROGATE)).expect("a token"),
     );
     // Each attempt is bounded by the upstream timeout, but a read over several origins makes
-    // several: the read as a whole is bounded by what its waiters wait.
+    // several: the read as a whole, up to its head and, for a body to store, to its end, is
+    // bounded by what its waiters wait.
     let bound = s.config.wait_bound();
-    let got = match tokio::time::timeout(bound, s.fetch(Method::GET, &key, headers, Bytes::new())).await {
-        Ok(got) => got.map(|f| (f.status, f.headers, f.body)),
-        Err(_) => Err(FetchError { timeout: true, why: format!("no answer within {bound:?} (--wait-timeout)") }),
+    let deadline = tokio::time::Instant::now() + bound;
+    let late = || FetchError { timeout: true, why: format!("no answer within {bound:?} (--wait-timeout)") };
+    let got = match tokio::time::timeout_at(deadline, s.fetch(Method::GET, &key, headers, Bytes::new())).await {
+        Ok(got) => got,
+        Err(_) => Err(late()),
     };
     let received = SystemTime::now();
     let rf = fields(&forward);
     let req = Fields(&rf);
+    // The head says whether the body is to be stored: if it may be and is not known to be over
+    // the bound, it is read whole (past the bound after all, it is carried on from there);
+    // otherwise it is carried through as it comes and read by the request that asked alone.
+    let object_bound = s.config.object_bound();
+    let got = match got {
+        Ok(Fetched { status, headers: h, body: Incoming::Coming(r), .. }) => {
+            let f = fields(&h);
+            let storable = rfc::storable("GET", status.as_u16(), req, Fields(&f), &s.policy);
+            let length = r.content_length();
+            let kept_whole = status == StatusCode::NOT_MODIFIED
+                || rfc::stale_may_answer(status.as_u16())
+                || (storable.is_ok() && length.is_none_or(|l| l <= object_bound));
+            if !kept_whole {
+                let why = storable.err().map_or("larger than --max-object-size", |w| w.as_str());
+                Ok((
+                    status,
+                    h,
+                    ReadBody::Streamed(Box::new(FromOrigin::new(r, &s.inflight, s.config.upstream_timeout)), why),
+                ))
+            } else {
+                match tokio::time::timeout_at(
+                    deadline,
+                    inflight::read_whole(r, object_bound, &s.inflight, s.config.upstream_timeout),
+                )
+                .await
+                {
+                    Ok(inflight::Whole::Read(b)) => Ok((status, h, ReadBody::Whole(b))),
+                    Ok(inflight::Whole::Over(rest)) => {
+                        Ok((status, h, ReadBody::Streamed(rest, "larger than --max-object-size")))
+                    }
+                    Ok(inflight::Whole::Failed(e)) => Err(FetchError {
+                        timeout: e.is_timeout(),
+                        why: format!("the body broke off: {}", crate::origins::explain(&e)),
+                    }),
+                    Err(_) => Err(late()),
+                }
+            }
+        }
+        Ok(Fetched { status, headers: h, body: Incoming::Whole(b), .. }) => Ok((status, h, ReadBody::Whole(b))),
+        Err(e) => Err(e),
+    };
     let mut cache = s.cache.lock().expect("no request panics holding the cache");
     let now = s.now();
     if s.reads_since_purge.fetch_add(1, Ordering::Relaxed) + 1 >= PURGE_EVERY {
@@ -1061,11 +1228,11 @@ async fn read_origin(
         let rules = rfc::response_rules(status.as_u16(), Fields(&f), &s.policy, received);
         let initial_age = rfc::initial_age(&rules, Fields(&f), requested, received);
         // What is stored is copied out of the buffers it arrived in, so that it holds only
-        // what it counts (a response too large to store is passed on as it came).
-        let (headers, body) = if body.len() as u64 <= s.config.object_bound() {
-            (memory::own_fields(&end_to_end(h, &[])), memory::own_body(&body))
+        // what it counts (a body read whole is in an allocation of its own already).
+        let headers = if body.len() as u64 <= object_bound {
+            memory::own_fields(&end_to_end(h, &[]))
         } else {
-            (end_to_end(h, &[]), body)
+            end_to_end(h, &[])
         };
         let tagged = TAG_NAMES.iter().any(|n| headers.contains_key(n));
         let mut v =
@@ -1086,7 +1253,20 @@ async fn read_origin(
             let why = format!("it answered {status}");
             (Outcome::Failed { timeout: false, why, stale: stand_in() }, None)
         }
-        Ok((status, h, body)) => {
+        Ok((status, h, ReadBody::Streamed(body, why))) => {
+            s.counters.upstream_reads.inc();
+            let f = fields(&h);
+            let vary = rfc::vary_names(Fields(&f)).map(|names| rfc::vary_key(&names, req)).unwrap_or_default();
+            let v = Arc::new(make(status, &h, Bytes::new(), vary));
+            if why == "larger than --max-object-size" {
+                s.counters.too_large.inc();
+            } else {
+                s.counters.not_stored.inc();
+            }
+            let body = Arc::new(Mutex::new(Some(*body)));
+            (Outcome::Streamed { variant: v, body, not_stored: why }, None)
+        }
+        Ok((status, h, ReadBody::Whole(body))) => {
             s.counters.upstream_reads.inc();
             let f = fields(&h);
             let resp = Fields(&f);
@@ -1094,7 +1274,7 @@ async fn read_origin(
             let vary = rfc::vary_names(resp).map(|names| rfc::vary_key(&names, req)).unwrap_or_default();
             let v = Arc::new(make(status, &h, body, vary));
             let storable = verdict.is_ok();
-            let too_large = storable && v.weight > s.config.object_bound();
+            let too_large = storable && v.weight > object_bound;
             let not_stored = match verdict {
                 Err(why) => Some(why.as_str()),
                 Ok(()) if too_large => Some("larger than --max-object-size"),

@@ -103,13 +103,33 @@ pub struct Fetched {
     pub status: StatusCode,
     /// Its fields.
     pub headers: HeaderMap,
-    /// Its body, whole.
-    pub body: Bytes,
+    /// Its body: still to come when the answer's head is all that has been read.
+    pub body: Incoming,
     /// Which origin answered.
     pub origin: usize,
 }
 
-/// Sends one request to origin number `origin` at `url` and reads its answer whole.
+/// An origin's body.
+#[derive(Debug)]
+pub enum Incoming {
+    /// Read whole.
+    Whole(Bytes),
+    /// Still to come (nothing of it read yet).
+    Coming(reqwest::Response),
+}
+
+impl Incoming {
+    /// The body read whole.
+    pub async fn whole(self) -> Result<Bytes, reqwest::Error> {
+        match self {
+            Self::Whole(b) => Ok(b),
+            Self::Coming(r) => r.bytes().await,
+        }
+    }
+}
+
+/// Sends one request to origin number `origin` at `url` and reads its answer's head; the body
+/// is left to come (see [`send_whole`] for one read whole).
 ///
 /// A pooled connection can be closed by the origin in the moment it is reused (an origin's
 /// keep-alive timeout, 5 s in Node.js, racing the next request; likelier when the gateway is
@@ -124,12 +144,26 @@ pub(crate) async fn send(
     method: Method,
     url: &str,
     headers: HeaderMap,
-    body: Bytes,
+    body: impl Into<reqwest::Body>,
     origin: usize,
 ) -> Result<Fetched, reqwest::Error> {
     let r = send_again_if_closed(client.request(method, url).headers(headers).body(body)).await?;
     let (status, headers) = (r.status(), r.headers().clone());
-    Ok(Fetched { status, headers, body: r.bytes().await?, origin })
+    Ok(Fetched { status, headers, body: Incoming::Coming(r), origin })
+}
+
+/// [`send`], with the answer's body read whole (a write's answer, kept for its client).
+pub(crate) async fn send_whole(
+    client: &reqwest::Client,
+    method: Method,
+    url: &str,
+    headers: HeaderMap,
+    body: Bytes,
+    origin: usize,
+) -> Result<Fetched, reqwest::Error> {
+    let mut f = send(client, method, url, headers, body, origin).await?;
+    f.body = Incoming::Whole(f.body.whole().await?);
+    Ok(f)
 }
 
 /// Sends `request`, and sends it once more on a fresh connection if its method is idempotent
@@ -342,7 +376,14 @@ impl Origins {
         let url = format!("{}{path}", self.specs[b].url);
         tokio::spawn(async move {
             let sent = Instant::now();
-            let got = async { client.get(&url).headers(headers).send().await?.bytes().await }.await;
+            // Read to its end, to time it whole, but not held: a probe of a large object
+            // must not cost its size.
+            let got = async {
+                let mut r = client.get(&url).headers(headers).send().await?;
+                while r.chunk().await?.is_some() {}
+                Ok::<_, reqwest::Error>(())
+            }
+            .await;
             let took = sent.elapsed();
             let mut r = router.lock().expect("no panic under the router's lock");
             r.observed(b, if got.is_ok() { Ended::Answered(took) } else { Ended::Abandoned(took) });
@@ -350,8 +391,8 @@ impl Origins {
     }
 
     /// Sends `method path` with `headers` and `body` as the router plans, and returns the
-    /// first answer (any status); cancels the attempts still under way. An attempt that fails
-    /// starts the next one at once.
+    /// first answer (any status) once its head has come, its body still to come; cancels the
+    /// attempts still under way. An attempt that fails starts the next one at once.
     pub async fn fetch(
         &self,
         client: &reqwest::Client,

@@ -16,7 +16,7 @@ use switchyard_core::place::sla::write::{Full, NotNow, Replicas, Step, Tally, Ve
 use tokio::sync::Notify;
 
 use crate::metrics::{Count, Level, Metrics};
-use crate::origins::{FetchError, Fetched, OriginSpec, send};
+use crate::origins::{FetchError, Fetched, OriginSpec, send_whole};
 
 /// One write: what is sent, and what each origin first answered (kept while a client waits).
 struct Job {
@@ -236,7 +236,7 @@ impl Writes {
                     .unwrap_or_else(|| Fetched {
                         status: axum::http::StatusCode::NO_CONTENT,
                         headers: HeaderMap::new(),
-                        body: Bytes::new(),
+                        body: crate::origins::Incoming::Whole(Bytes::new()),
                         origin: tally.took.first().copied().unwrap_or(0),
                     });
                 self.answered("stored", Replicated::Stored { answer, tally })
@@ -339,7 +339,7 @@ async fn lane(w: Arc<Writes>, client: reqwest::Client, key: String, b: usize) {
         };
         let mut attempt = Attempt { writes: Arc::clone(&w), key: key.clone(), origin: b, id, armed: true };
         let url = format!("{}{}", w.specs[b].url, job.path);
-        let got = send(&client, job.method.clone(), &url, job.headers.clone(), job.body.clone(), b).await;
+        let got = send_whole(&client, job.method.clone(), &url, job.headers.clone(), job.body.clone(), b).await;
         let reached = !matches!(&got, Err(e) if e.is_connect());
         let how = attempted(got.as_ref().ok().map(|f| f.status.as_u16()), job.idempotent, reached);
         let outcome = match how {
