@@ -64,11 +64,6 @@ const WRITE_PIECES: usize = 64;
 /// Plaintext rustls holds for a connection, encrypted and unsent: beyond the frames the driver
 /// queues, this is what is bound to the connection before the socket takes it.
 const TLS_BUFFER: usize = 64 << 10;
-/// A TLS connection's socket read: records read from the socket wait here until rustls has
-/// taken them, one or two records at a time (its own buffer holds at most one record and a
-/// bit). Large enough that a turn's budget is a read or two; small enough to stay in L2 cache
-/// between the kernel's copy into it and rustls's copy out.
-const SEALED_READ: usize = 64 << 10;
 /// Largest plaintext a TLS record carries.
 #[cfg(test)]
 const RECORD: usize = 16 << 10;
@@ -93,10 +88,6 @@ pub(crate) enum Io {
 pub(crate) struct Conn {
     pub(crate) link: Link,
     tls: Option<Box<rustls::Connection>>,
-    /// With TLS, records read from the socket and not yet all handed to rustls (from `fed` on):
-    /// [`SEALED_READ`] bytes at most.
-    sealed: BytesMut,
-    fed: usize,
     /// Bytes read (decrypted, with TLS) and not yet decoded.
     inbox: BytesMut,
     /// Buffers read into before `inbox`, oldest first, emptied: reused once their frames are
@@ -175,8 +166,6 @@ impl Conn {
         }
         Self {
             link,
-            sealed: if tls.is_some() { BytesMut::with_capacity(SEALED_READ) } else { BytesMut::new() },
-            fed: 0,
             tls,
             read_budget: (READ_FRAMES * frame).max(64 << 10),
             inbox: BytesMut::new(),
@@ -308,16 +297,8 @@ impl Conn {
 
     /// [`Conn::read`] through TLS. What rustls already holds is taken first: the handshake may
     /// have read past the hello, and those bytes will not make the socket readable again.
-    ///
-    /// The socket is read in large reads into `sealed`, and rustls is fed from there: left to
-    /// read the socket itself, rustls reads 4 KiB at a time, and its buffer, emptied at every
-    /// record boundary, shrank and was grown and zeroed again for each record (together about
-    /// 180 ns a KB in the profile). Fed a slice longer than a record, its buffer stays at its
-    /// largest and keeps the head of the next record, so it is neither shrunk nor zeroed.
     fn read_tls(&mut self, frames: &mut Vec<Frame>) -> Io {
         let mut taken = 0;
-        // The last socket read emptied what had arrived: the link says when more comes.
-        let mut drained = false;
         loop {
             let tls = self.tls.as_mut().expect("a TLS connection");
             // Records already read are decrypted; what they hold is taken whole.
@@ -337,41 +318,17 @@ impl Conn {
                 if !self.decode(frames) {
                     return Io::Broken;
                 }
-            }
-            if state.peer_has_closed() {
-                // The peer's close_notify, and everything before it taken (rustls decrypts
-                // nothing after it). Asked now, not at the next read: the records may have
-                // come in the socket's last read, and no readiness will call that read.
+            } else if state.peer_has_closed() {
+                // The peer's close_notify, and everything before it read.
                 return Io::Lost;
             }
-            // Past the budget, the turn ends unless the last read emptied the socket: its
-            // readiness is then cleared, and records left in `sealed` would wait for bytes
-            // that may never come. Those are at most `SEALED_READ` bytes.
-            if taken >= self.read_budget && !drained {
+            if taken >= self.read_budget {
                 return Io::Fine;
             }
-            if self.fed < self.sealed.len() {
-                let tls = self.tls.as_mut().expect("a TLS connection");
-                match tls.read_tls(&mut &self.sealed[self.fed..]) {
-                    // rustls takes nothing after the peer's close_notify.
-                    Ok(0) => return Io::Lost,
-                    Ok(n) => self.fed += n,
-                    Err(_) => return Io::Broken,
-                }
-                continue;
-            }
-            self.sealed.clear();
-            self.fed = 0;
-            if drained {
-                return Io::Fine;
-            }
-            let room = self.sealed.capacity();
-            match self.link.read_into(&mut self.sealed, room) {
-                Ok((0, _)) => return Io::Lost,
-                Ok((_, emptied)) => {
-                    self.heard = Instant::now();
-                    drained = emptied;
-                }
+            let tls = self.tls.as_mut().expect("a TLS connection");
+            match tls.read_tls(&mut Sock(&mut self.link)) {
+                Ok(0) => return Io::Lost,
+                Ok(_) => self.heard = Instant::now(),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Io::Fine,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => return Io::Lost,
@@ -518,15 +475,7 @@ mod tests {
             let mut got = Vec::new();
             loop {
                 std::future::poll_fn(|cx| conn.link.poll_read_ready(cx)).await.unwrap();
-                let io = conn.read(&mut got);
-                eprintln!(
-                    "read: {} frames, fine {}, sealed {} fed {}",
-                    got.len(),
-                    matches!(io, Io::Fine),
-                    conn.sealed.len(),
-                    conn.fed
-                );
-                match io {
+                match conn.read(&mut got) {
                     Io::Fine => {}
                     Io::Lost => return got,
                     Io::Broken => panic!("broken after {} frames", got.len()),
@@ -539,8 +488,8 @@ mod tests {
     /// Records reach the connection cut anywhere by the socket (a byte at a time, across a
     /// record's header, a bit more and less than a record, more than a read takes), and the
     /// last ones in a single burst after a pause, so that a turn's budget runs out with records
-    /// read from the socket and not yet handed to rustls, and no more bytes come to wake the
-    /// reader: every frame arrives, whole and in order.
+    /// read from the socket and not yet decrypted, and no more bytes come to wake the reader:
+    /// every frame arrives, whole and in order.
     #[tokio::test]
     async fn tls_records_cut_anywhere_by_the_socket_arrive_whole_and_in_order() {
         let frame = 1 << 10;
@@ -549,12 +498,9 @@ mod tests {
         let mut sent = data_frames(&sizes);
         let cuts = sealed(&mut peer, &sent);
         // The burst starts at a record's start, so that rustls holds nothing when it comes, and
-        // is more than one socket read ([`SEALED_READ`]) and a turn's budget: the first read
-        // fills `sealed` and falls short of the budget, the second empties the socket and
-        // passes the budget with records left over.
+        // is more than a turn's budget (64 KiB): the turn ends with records already read.
         let last = data_frames(&[1000; 95]);
         let burst = sealed(&mut peer, &last);
-        assert!(burst.len() > SEALED_READ + 16_000 && burst.len() < 2 * SEALED_READ);
         sent.extend(last);
         let writer = tokio::spawn(async move {
             let steps = [1, 3, 1, 5, 4096, 16_401, 16_406, 16_411, 65_535, 65_536, 65_537, 100_000];
