@@ -418,6 +418,175 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(30), read).await.expect("the frames came")
     }
 
+    /// A TLS connection (the server) and its peer's ends: the socket, and the client's rustls
+    /// state to make and read records with, by hand.
+    async fn tls_pair(frame: usize) -> (Conn, TcpStream, rustls::Connection) {
+        let names = vec!["localhost".to_owned()];
+        let (server, client) = crate::tls::SelfSigned::generate(&names).unwrap().pair("localhost").unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let connecting = TcpStream::connect(listener.local_addr().unwrap());
+        let (connected, accepted) = tokio::join!(connecting, listener.accept());
+        let (theirs, ours) = tokio::join!(client.handshake(connected.unwrap()), server.handshake(accepted.unwrap().0));
+        let tokio_rustls::TlsStream::Client(theirs) = theirs.unwrap() else { unreachable!("the client's end") };
+        let (socket, peer) = theirs.into_inner();
+        let mut peer = rustls::Connection::Client(peer);
+        peer.set_buffer_limit(None);
+        (Conn::new(Wire::from_tls(ours.unwrap()), frame), socket, peer)
+    }
+
+    /// Data frames of the given payload sizes, each payload a pattern of its own.
+    fn data_frames(sizes: &[usize]) -> Vec<Frame> {
+        let payload = |seq: usize, n: usize| (0..n).map(|i| (i * 7 + seq * 13) as u8).collect::<Vec<u8>>();
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(seq, &n)| Frame::Data { channel: 3, seq: seq as u64, payload: Bytes::from(payload(seq, n)) })
+            .collect()
+    }
+
+    /// `frames` encrypted by `peer`, in writes of a few frames each (records of many sizes).
+    fn sealed(peer: &mut rustls::Connection, frames: &[Frame]) -> Vec<u8> {
+        let mut wire = Vec::new();
+        for group in frames.chunks(3) {
+            let mut plain = BytesMut::new();
+            for f in group {
+                f.encode(&mut plain);
+            }
+            peer.writer().write_all(&plain).unwrap();
+            while peer.wants_write() {
+                peer.write_tls(&mut wire).unwrap();
+            }
+        }
+        wire
+    }
+
+    /// Reads until the connection ends (`Io::Lost`), with every frame that came before.
+    async fn frames_to_end(conn: &mut Conn) -> Vec<Frame> {
+        let read = async {
+            let mut got = Vec::new();
+            loop {
+                std::future::poll_fn(|cx| conn.link.poll_read_ready(cx)).await.unwrap();
+                match conn.read(&mut got) {
+                    Io::Fine => {}
+                    Io::Lost => return got,
+                    Io::Broken => panic!("broken after {} frames", got.len()),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), read).await.expect("the connection ended")
+    }
+
+    /// Records reach the connection cut anywhere by the socket (a byte at a time, across a
+    /// record's header, a bit more and less than a record, more than a read takes), and the
+    /// last ones in a single burst after a pause, so that a turn's budget runs out with records
+    /// read from the socket and not yet decrypted, and no more bytes come to wake the reader:
+    /// every frame arrives, whole and in order.
+    #[tokio::test]
+    async fn tls_records_cut_anywhere_by_the_socket_arrive_whole_and_in_order() {
+        let frame = 1 << 10;
+        let (mut conn, mut socket, mut peer) = tls_pair(frame).await;
+        let sizes: Vec<usize> = (0..900).map(|i| [1, 700, 16 << 10, 5000, 2, 20_000][i % 6]).collect();
+        let mut sent = data_frames(&sizes);
+        let cuts = sealed(&mut peer, &sent);
+        // The burst starts at a record's start, so that rustls holds nothing when it comes, and
+        // is more than a turn's budget (64 KiB): the turn ends with records already read.
+        let last = data_frames(&[1000; 95]);
+        let burst = sealed(&mut peer, &last);
+        sent.extend(last);
+        let writer = tokio::spawn(async move {
+            let steps = [1, 3, 1, 5, 4096, 16_401, 16_406, 16_411, 65_535, 65_536, 65_537, 100_000];
+            let mut at = 0;
+            for step in steps.iter().cycle() {
+                let end = (at + step).min(cuts.len());
+                socket.write_all(&cuts[at..end]).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                at = end;
+                if at == cuts.len() {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            socket.write_all(&burst).await.unwrap();
+            socket
+        });
+        let got = frames(&mut conn, sent.len()).await;
+        assert_eq!(got.len(), sent.len());
+        for (i, (got, sent)) in got.iter().zip(&sent).enumerate() {
+            assert!(got == sent, "frame {i} differs");
+        }
+        drop(writer.await.unwrap());
+    }
+
+    /// The peer's frames, its close_notify and bytes after it, in one read: the frames arrive,
+    /// then the end, and what followed the close_notify is not taken as frames.
+    #[tokio::test]
+    async fn tls_frames_before_a_close_notify_in_the_same_read_all_arrive() {
+        let (mut conn, mut socket, mut peer) = tls_pair(16 << 10).await;
+        let sent = data_frames(&[5, 16 << 10, 300, 9000, 1]);
+        let mut wire = sealed(&mut peer, &sent);
+        peer.send_close_notify();
+        while peer.wants_write() {
+            peer.write_tls(&mut wire).unwrap();
+        }
+        wire.extend(sealed(&mut peer, &data_frames(&[100])));
+        socket.write_all(&wire).await.unwrap();
+        let got = frames_to_end(&mut conn).await;
+        assert!(got == sent, "{} frames of {} came, or they differ", got.len(), sent.len());
+        drop(socket);
+    }
+
+    /// Frames of many sizes, queued and then written through TLS while the peer reads: rustls
+    /// takes them as far as its buffer goes, and the peer reads every frame, whole and in
+    /// order.
+    #[tokio::test]
+    async fn tls_frames_written_arrive_whole_and_in_order() {
+        let (mut conn, mut socket, mut peer) = tls_pair(16 << 10).await;
+        let sizes: Vec<usize> = (0..300).map(|i| [100, 16 << 10, 3000, 1, 2][i % 5]).collect();
+        let sent = data_frames(&sizes);
+        let mut plain = BytesMut::new();
+        for f in &sent {
+            conn.push(f);
+            f.encode(&mut plain);
+        }
+        let writing = async {
+            while conn.queued > 0 {
+                conn.full = false;
+                conn.write().unwrap();
+                conn.link.writable().await.unwrap();
+            }
+        };
+        let reading = async {
+            use tokio::io::AsyncReadExt;
+            let mut wire = Vec::new();
+            let mut got = Vec::new();
+            let mut at = 0;
+            while got.len() < plain.len() {
+                let mut buf = vec![0; 1 << 16];
+                let n = socket.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the connection ended after {} of {} bytes", got.len(), plain.len());
+                wire.extend_from_slice(&buf[..n]);
+                // Decrypt the records whole on the wire.
+                while wire.len() >= at + 5 {
+                    let len = usize::from(u16::from_be_bytes([wire[at + 3], wire[at + 4]]));
+                    if wire.len() < at + 5 + len {
+                        break;
+                    }
+                    let mut record = &wire[at..at + 5 + len];
+                    while !record.is_empty() {
+                        peer.read_tls(&mut record).unwrap();
+                    }
+                    peer.process_new_packets().unwrap();
+                    let _ = peer.reader().read_to_end(&mut got);
+                    at += 5 + len;
+                }
+            }
+            got
+        };
+        let ((), got) =
+            tokio::time::timeout(Duration::from_secs(30), async { tokio::join!(writing, reading) }).await.unwrap();
+        assert!(got == plain[..], "the bytes read differ from the frames written");
+    }
+
     fn payload_at(frame: &Frame) -> usize {
         match frame {
             Frame::Data { payload, .. } => payload.as_ptr() as usize,
