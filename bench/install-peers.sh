@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
-if ! { have wrk && have nginx && have redis-server && have ndpiReader && have tcpreplay && have varnishd; }; then
+if ! { have wrk && have nginx && have redis-server && have ndpiReader && have tcpreplay && have varnishd && have valgrind; }; then
   SUDO=""
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   $SUDO apt-get update -qq
@@ -16,7 +16,7 @@ if ! { have wrk && have nginx && have redis-server && have ndpiReader && have tc
   # libndpi-bin: ndpiReader (nDPI 4.2), the DPI peer of `bench inspect --peer ndpi`; tcpreplay
   # replays captures onto an interface for `inspect --interface`'s tests; varnish (varnishd,
 # Varnish 7.1) for `bench memory`, run as a process of the bench's own (no service started).
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nginx-light wrk redis-server libndpi-bin tcpreplay varnish >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nginx-light wrk redis-server libndpi-bin tcpreplay varnish valgrind >/dev/null
 fi
 echo "installed: $(/usr/sbin/nginx -v 2>&1), $(wrk --version 2>&1 | head -1), $(redis-server --version | cut -d' ' -f1-3)"
 echo "installed: ndpiReader $(dpkg-query -W -f='${Version}' libndpi-bin), $(tcpreplay --version 2>&1 | head -1), $(/usr/sbin/varnishd -V 2>&1 | head -1)"
