@@ -39,15 +39,19 @@ use crate::peer::Peer;
 use crate::tls::Tls;
 
 /// The largest data payload a session's frame carries by default: 64 KiB, not the core's 16 KiB.
-/// Much of a frame's cost is per frame, not per byte (the core's bookkeeping, a vectored
-/// write's pieces, a reorder slot, a queue entry and often a wake-up on the way to the
-/// application), and on loopback the session cost 1.7–1.9× raw TCP's CPU per byte with 16 KiB
-/// frames: `bench mux --frame 65536 --lowat 65536` took it to 1.4–1.6× (×raw CPU 0.65/0.72
-/// for least-queued/earliest striping against 0.54/0.61 at 16 KiB, the same run, load 15, 2
-/// cores). Credit is counted in bytes (protocol version 4), so a larger frame does not raise
-/// the receiver's memory bound; what it costs is a light channel's frame waiting behind a
-/// heavy one's for longer (64 KiB is 0.5 ms at 1 Gbit/s). A frame is cut only as large as
-/// the bytes waiting, so small writes still go in small frames.
+/// Much of the session's cost is per frame and per system call, not per byte (the core's
+/// bookkeeping, a vectored write's pieces, a reorder slot, a queue entry and a wake-up on the
+/// way to the application): with 16 KiB frames and a 16 KiB `TCP_NOTSENT_LOWAT`, bench mux's
+/// session wrote 29 KB a call against raw TCP's 264 KB and read 61 KB a call against 262 KB,
+/// and user space was 23% of its CPU. With 64 KiB (and the mark at a frame) it writes 101 KB
+/// and reads 179 KB a call, user space is 14%, and in the same binary, runs interleaved
+/// (loopback, 2 loaded cores, load 12–13) CPU per byte fell from 508–512 to 405–422 ns/KB
+/// for earliest delivery (0.58–0.60× raw's cost → 0.64–0.73×) and from 534–566 to 470–499
+/// for least-queued (0.57–0.62× both: within the runs' noise). Credit is counted in bytes
+/// (protocol version 4), so a larger frame does not raise the receiver's memory bound; what
+/// it costs is a light channel's frame waiting behind a heavy one's for longer (64 KiB is
+/// 0.5 ms at 1 Gbit/s). A frame is cut only as large as the bytes waiting, so small writes
+/// still go in small frames.
 pub const DEFAULT_FRAME: usize = 64 << 10;
 
 /// Bytes of received frames a channel's queue to its application holds (at least 2 frames,
