@@ -1661,6 +1661,22 @@ mod tests {
         assert!(matches!(answer.try_recv(), Ok(Err(MuxError::Ended))));
     }
 
+    /// The queue to a channel's application is sized in bytes, not frames: with the session's
+    /// 64 KiB frames, the 8 frames it held at 16 KiB would have doubled what a channel whose
+    /// application does not read holds beyond its credit window.
+    #[test]
+    fn the_queue_to_the_application_holds_the_same_bytes_whatever_the_frame() {
+        for (frame, slots) in [(16 << 10, 8), (DEFAULT_FRAME, 4), (1 << 20, 2), (1 << 10, 8)] {
+            let config =
+                MuxConfig { send: SendConfig { max_frame: frame, ..SendConfig::default() }, ..MuxConfig::default() };
+            let (_session, _events, mut driver) = Driver::new(config, false, None);
+            let _channel = driver.channel_ends(2).expect("the session is held");
+            let queue = driver.ends[&2].to_app.as_ref().expect("an application to hand bytes to");
+            assert_eq!(queue.max_capacity(), slots, "{frame}-byte frames");
+            assert!(slots * frame <= TO_APP_BYTES || slots == 2, "{frame}-byte frames: {slots} slots");
+        }
+    }
+
     /// An application that resets a channel and lets go of it at once (a tunnel whose target
     /// refused) left the reset waiting in the command queue while the driver, seeing the handle
     /// gone, closed the channel: the peer read a clean end of nothing, and its client took an
