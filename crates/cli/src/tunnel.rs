@@ -291,7 +291,12 @@ async fn connect(a: &ConnectArgs) -> Result<()> {
     let config = MuxConfig {
         key: a.key.key()?,
         connections: a.connections,
-        send: SendConfig { scheme, pin_by_service: !matches!(a.scheme, SchemeArg::PinRates), ..SendConfig::default() },
+        // The session's frame size (and the low-water mark that goes with it), not the core's.
+        send: SendConfig {
+            scheme,
+            pin_by_service: !matches!(a.scheme, SchemeArg::PinRates),
+            ..MuxConfig::default().send
+        },
         tls,
         ..MuxConfig::default()
     };

@@ -551,6 +551,9 @@ fn point(
         },
         rebalance_every: if repin == Repin::Never { Duration::MAX } else { Duration::from_secs(1) },
         send_buffer: eq75.then_some(eq75_bytes),
+        // The mark this reproduction's figures were taken with: the session's default follows
+        // its 64 KiB frames, and these frames are a packet each.
+        notsent_lowat: 16 << 10,
         ..MuxConfig::default()
     };
     let mux_addr = SocketAddr::from((Dumbbell::RIGHT, 7200));

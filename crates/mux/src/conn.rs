@@ -43,8 +43,9 @@ impl Wire {
 /// Frames read from one connection before the driver turns to the others (at least 64 KiB).
 /// More let one connection's frames run ahead of the others' and wait in the reorder
 /// buffers: with 16 KiB frames, 256 KiB a turn held up to 4.5 MB in bench mux and ran out of
-/// credit. Fewer cost system calls: with 128 KiB frames, 64 KiB a turn ran at 0.54–0.72 of
-/// raw TCP's cost per byte against 0.76–1.04 for 256 KiB.
+/// credit while credit was counted in frames. Fewer cost system calls: with 128 KiB frames,
+/// 64 KiB a turn ran at 0.54–0.72 of raw TCP's cost per byte against 0.76–1.04 for 256 KiB.
+/// With the session's 64 KiB frames a turn is 256 KiB, and bench mux held 2–3 MB at most.
 const READ_FRAMES: usize = 4;
 /// Room made in a connection's inbox when it runs low, in turns' worth: frames are split off
 /// the inbox as they are decoded, so a frame cut by the end of the room is copied to the next

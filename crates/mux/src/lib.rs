@@ -39,7 +39,7 @@ pub mod tunnel;
 
 pub use channel::Channel;
 pub use peer::Peer;
-pub use session::{ChannelReport, Listener, MuxConfig, MuxError, Session, SessionReport, Stopped};
+pub use session::{ChannelReport, DEFAULT_FRAME, Listener, MuxConfig, MuxError, Session, SessionReport, Stopped};
 pub use switchyard_core::carry::choose::ConnChoice;
 pub use switchyard_core::carry::{Cut, RecvConfig, Scheme, SendConfig};
 pub use tls::{SelfSigned, Tls, TlsError};

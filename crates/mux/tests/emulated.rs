@@ -33,7 +33,7 @@ fn channels_share_a_real_bottleneck_by_weight_and_the_session_takes_more_than_on
     let config = MuxConfig {
         key: b"emulated link test key".to_vec(),
         connections: m,
-        send: SendConfig { scheme: Scheme::Stripe(ConnChoice::LeastQueued), ..SendConfig::default() },
+        send: SendConfig { scheme: Scheme::Stripe(ConnChoice::LeastQueued), ..MuxConfig::default().send },
         ..MuxConfig::default()
     };
     let mux_addr = SocketAddr::from((Dumbbell::RIGHT, 7100));

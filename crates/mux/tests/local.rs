@@ -16,7 +16,7 @@ fn config(connections: usize) -> MuxConfig {
     MuxConfig {
         key: b"test key".to_vec(),
         connections,
-        send: SendConfig { scheme: Scheme::Stripe(ConnChoice::LeastQueued), ..SendConfig::default() },
+        send: SendConfig { scheme: Scheme::Stripe(ConnChoice::LeastQueued), ..MuxConfig::default().send },
         ..MuxConfig::default()
     }
 }

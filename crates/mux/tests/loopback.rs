@@ -15,7 +15,7 @@ fn config(scheme: Scheme, connections: usize) -> MuxConfig {
     MuxConfig {
         key: b"test key".to_vec(),
         connections,
-        send: SendConfig { scheme, ..SendConfig::default() },
+        send: SendConfig { scheme, ..MuxConfig::default().send },
         ..MuxConfig::default()
     }
 }

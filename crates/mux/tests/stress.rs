@@ -36,7 +36,7 @@ fn config(scheme: Scheme, connections: usize) -> MuxConfig {
     MuxConfig {
         key: b"stress key".to_vec(),
         connections,
-        send: SendConfig { scheme, ..SendConfig::default() },
+        send: SendConfig { scheme, ..MuxConfig::default().send },
         // A silenced connection is found within a second, not the default's fifteen.
         dead_after: Duration::from_secs(1),
         handshake_timeout: Duration::from_secs(2),

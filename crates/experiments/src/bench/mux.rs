@@ -78,7 +78,7 @@ impl Default for Setup {
             lowat: mux.notsent_lowat,
             repin_every: Some(mux.rebalance_every),
             queue_frames: mux.queue_frames,
-            frame: SendConfig::default().max_frame,
+            frame: mux.send.max_frame,
             cases: Case::ALL.to_vec(),
         }
     }
