@@ -46,7 +46,7 @@ const PROTECTED_PCT: u64 = 50;
 ///   shifting trace's worst gap 3.8 → 1.0–1.5 points.
 ///
 /// Why sizes change the policy: the hit ratio counts requests, the budget counts bytes, so a
-/// large newcomer must be asked for more than everything it would push out together; a cache
+/// large newcomer must be asked for as often as everything it would push out together; a cache
 /// that holds many small popular objects answers more requests from the same bytes (and fewer
 /// bytes: its byte hit ratio is lower — `bench eviction` reports both).
 ///
