@@ -56,8 +56,8 @@ const PROTECTED_PCT: u64 = 50;
 /// 21.5 %), and a larger window (10–60 %) cost more on Zipf while gaining at most 2 points on
 /// the shifting trace. moka 0.12 has no window either. Caffeine sizes its window by hill
 /// climbing (Einziger et al., "Adaptive Software Cache Management", Middleware 2018); tried
-/// here (from 1 %, up to 40 %), it stayed 2–8 points below the best on Zipf (seed 1), so it is
-/// left out; see [`ShiftWatch`] for what was kept of it.
+/// here (from 1 %, up to 40 %), it was up to 7.9 points below the best on Zipf (seed 1), so it
+/// is left out; see [`ShiftWatch`] for what was kept of it.
 ///
 /// Left out of Caffeine: the random admission of warm candidates (its guard against hash
 /// flooding; here the hash is seeded instead, see `Seeded`).
