@@ -249,8 +249,9 @@ struct GatewayServe {
     /// traces; the default is chosen from it):
     ///   lru      least recently used goes first (the classic; a scan flushes it).
     ///   tinylfu  TinyLFU, the default: a segmented LRU that holds a newcomer to a full cache
-    ///            only if a count-min sketch says it is asked for more than the victims its
-    ///            bytes would evict, summed (Einziger et al., ACM ToS 2017 and 2022; as moka).
+    ///            only if a count-min sketch says it is asked for at least as often as the
+    ///            victims its bytes would evict, summed (Einziger et al., ACM ToS 2017 and
+    ///            2022); the sketch forgets sooner when the hit ratio falls for a while.
     ///            The best of these four in hit ratio (requests) on every family bench
     ///            eviction runs; it keeps many small popular objects, so its byte hit ratio
     ///            can be lower than s3fifo's.
