@@ -14,11 +14,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use axum::Router;
 use axum::http::Uri;
 
-use super::peers::{Reaped, free_port, launch_nginx, user_line};
+use super::peers::{Reaped, free_port, launch_nginx, launch_varnish, listening, user_line};
 use crate::ExperimentError;
 use crate::report::{self, ColumnSpec, Progress, ReportSpec, Table, TableSpec};
 
@@ -122,26 +122,13 @@ fn floods(s: &Setup, progress: &dyn Progress) -> Result<Vec<Row>> {
         .spawn()
         .with_context(|| format!("starting {} gateway serve", s.gateway.display()))?;
     let gateway = Reaped(child);
-    let addr = listening(port, "the gateway")?;
+    let addr = listening(port, "the gateway", Duration::from_secs(10))?;
     rows.push(runtime.block_on(flood("switchyard gateway", gateway.0.id(), addr, s, true))?);
     drop(gateway);
 
     if let Some(varnishd) = &s.varnishd {
         step("varnish");
-        let port = free_port()?;
-        let work = dir.join("varnish");
-        std::fs::create_dir_all(&work)?;
-        let child = Command::new(varnishd)
-            .args(["-F", "-n", &work.display().to_string(), "-a", &format!("127.0.0.1:{port}")])
-            .args(["-b", &origin.to_string(), "-s", &format!("malloc,{mib}m")])
-            // One run's instance, whoever runs it: no jail to switch users into.
-            .args(["-j", "none"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {}", varnishd.display()))?;
-        let varnish = Reaped(child);
-        let addr = listening(port, "varnishd")?;
+        let (varnish, addr) = launch_varnish(varnishd, &dir.join("varnish"), origin, mib, None, &[])?;
         rows.push(runtime.block_on(flood("varnish (malloc)", varnish.0.id(), addr, s, false))?);
     }
 
@@ -179,19 +166,6 @@ async fn origin(body: usize) -> Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok(addr)
-}
-
-/// Waits until something listens on loopback `port`.
-fn listening(port: u16, what: &str) -> Result<SocketAddr> {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let t = Instant::now();
-    while std::net::TcpStream::connect(addr).is_err() {
-        if t.elapsed() > Duration::from_secs(10) {
-            bail!("{what} did not start listening on {addr} within 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
     Ok(addr)
 }
 

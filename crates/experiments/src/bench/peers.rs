@@ -1,6 +1,6 @@
-//! The benchmarks' outside peers: finding nginx and wrk (Debian's, from
-//! `bench/install-peers.sh`), and launching nginx on loopback with a configuration written for
-//! one run, stopped when its handle is dropped.
+//! The benchmarks' outside peers: finding nginx, Varnish and wrk (Debian's, from
+//! `bench/install-peers.sh`), and launching nginx or Varnish on loopback with a configuration
+//! written for one run, stopped when its handle is dropped.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -64,5 +64,54 @@ pub fn launch_nginx(nginx: &Path, dir: &Path, conf: &str, port: u16) -> Result<(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    Ok((child, addr))
+}
+
+/// Waits until something listens on loopback `port`, for at most `within`.
+pub fn listening(port: u16, what: &str, within: Duration) -> Result<SocketAddr> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let t = Instant::now();
+    while std::net::TcpStream::connect(addr).is_err() {
+        if t.elapsed() > within {
+            bail!("{what} did not start listening on {addr} within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(addr)
+}
+
+/// Starts Varnish (`varnishd`, Debian's 7.1) in front of `origin` with its built-in VCL,
+/// storing up to `mib` MiB in memory (`-s malloc`), its working files in `dir`, with the
+/// parameters `params` (`-p NAME=VALUE`) and, where given, `default_ttl` seconds for answers
+/// that state no freshness (`-t`); waits until it listens on loopback.
+pub fn launch_varnish(
+    varnishd: &Path,
+    dir: &Path,
+    origin: SocketAddr,
+    mib: u64,
+    default_ttl: Option<u64>,
+    params: &[&str],
+) -> Result<(Reaped, SocketAddr)> {
+    std::fs::create_dir_all(dir)?;
+    let port = free_port()?;
+    let mut command = Command::new(varnishd);
+    command
+        .args(["-F", "-n", &dir.display().to_string(), "-a", &format!("127.0.0.1:{port}")])
+        .args(["-b", &origin.to_string(), "-s", &format!("malloc,{mib}m")])
+        // One run's instance, whoever runs it: no jail to switch users into.
+        .args(["-j", "none"]);
+    if let Some(ttl) = default_ttl {
+        command.args(["-t", &ttl.to_string()]);
+    }
+    for p in params {
+        command.args(["-p", p]);
+    }
+    let child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", varnishd.display()))?;
+    let child = Reaped(child);
+    let addr = listening(port, "varnishd", Duration::from_secs(10))?;
     Ok((child, addr))
 }
