@@ -104,6 +104,8 @@ pub const NAME_MAP: &[(&str, &str)] = &[
     ("Bitcoin", "bitcoin"),
     ("Service_Location_Protocol", "slp"),
     ("SLP", "slp"),
+    // Added with the recordings of real clients (Modbus/TCP from pymodbus).
+    ("Modbus", "modbus"),
 ];
 
 /// Our name for nDPI's `name` (`master.app` or `app`) on IP protocol `proto`, if it is in our set.
