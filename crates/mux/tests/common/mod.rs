@@ -11,11 +11,16 @@ use switchyard_mux::{Listener, MuxConfig, Peer, Session};
 pub(crate) async fn shares(peer: Peer, config: MuxConfig, weights: &[f64]) -> Vec<f64> {
     // Windows large enough that a stall of the credit loop (both ends share two cores here)
     // does not block the heaviest channel: the test is of the scheduler, not of window sizing,
-    // which `switchyard bench mux` reports through each channel's blocked turns.
+    // which `switchyard bench mux` reports through each channel's blocked turns. Each channel's
+    // buffer holds 256 of the session's frames, so that writers descheduled on a loaded machine
+    // do not let the heaviest channel run dry: at 4 MiB, once frames grew from 16 to 64 KiB,
+    // a CI run beside a benchmark saw the heaviest channel idle 159 turns (its writers had
+    // nothing queued) and its share fall to 0.495 against 0.533, as a work-conserving
+    // scheduler must when a channel has nothing to send.
     let config = {
         let mut c = config;
         c.recv.window = 16384 * (16 << 10);
-        c.send.channel_buffer = 4 << 20;
+        c.send.channel_buffer = 256 * c.send.max_frame;
         c
     };
     let mut listener = Listener::bind_to(peer, config.clone()).await.unwrap();
