@@ -18,7 +18,7 @@ use switchyard_gateway::field::FieldConfig;
 use switchyard_gateway::origin::OriginConfig;
 use switchyard_models::{ChangeModel, FieldSpec, Stations};
 
-use super::peers::{Reaped, free_port, launch_nginx, launch_varnish, user_line};
+use super::peers::{Reaped, launch_nginx_cache, launch_varnish};
 use crate::ExperimentError;
 use crate::report::{self, ColumnSpec, Progress, ReportSpec, Table, TableSpec};
 
@@ -191,23 +191,11 @@ async fn serve(router: axum::Router) -> Result<SocketAddr> {
 /// nginx in front of `origin`, keeping answers `ttl_s` seconds, one request at a time to the
 /// origin per key (proxy_cache_lock).
 fn start_nginx(nginx: &Path, dir: &Path, origin: SocketAddr, ttl_s: u64) -> Result<(Reaped, SocketAddr)> {
-    std::fs::create_dir_all(dir.join("cache"))?;
-    let port = free_port()?;
-    let conf = format!(
-        "daemon off;\nworker_processes auto;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n{user}\
-         events {{ worker_connections 4096; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
-           fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
-           proxy_cache_path {d}/cache keys_zone=bench:16m levels=1:2 inactive=10m;\n\
-           upstream origin {{ server {origin}; keepalive 64; }}\n\
-           server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      proxy_pass http://origin;\n\
-               proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n      proxy_cache bench;\n\
-               proxy_cache_valid 200 404 {ttl_s}s;\n      proxy_cache_lock on;\n      proxy_cache_lock_timeout 5s;\n\
-               add_header X-Cache $upstream_cache_status;\n    }}\n  }}\n}}\n",
-        d = dir.display(),
-        user = user_line(),
+    let location = format!(
+        "proxy_cache_valid 200 404 {ttl_s}s;\n      proxy_cache_lock on;\n      proxy_cache_lock_timeout 5s;\n\
+         add_header X-Cache $upstream_cache_status;"
     );
-    launch_nginx(nginx, dir, &conf, port)
+    launch_nginx_cache(nginx, dir, origin, "inactive=10m", &location)
 }
 
 /// wrk's requests a second and p99 latency (ms) against `url`.

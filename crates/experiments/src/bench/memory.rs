@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 use axum::Router;
 use axum::http::Uri;
 
-use super::peers::{Reaped, free_port, launch_nginx, launch_varnish, listening, user_line};
+use super::peers::{Reaped, free_port, launch_nginx_cache, launch_varnish, listening};
 use crate::ExperimentError;
 use crate::report::{self, ColumnSpec, Progress, ReportSpec, Table, TableSpec};
 
@@ -134,23 +134,8 @@ fn floods(s: &Setup, progress: &dyn Progress) -> Result<Vec<Row>> {
 
     if let Some(nginx) = &s.nginx {
         step("nginx");
-        let d = dir.join("nginx");
-        std::fs::create_dir_all(d.join("cache"))?;
-        let port = free_port()?;
-        let conf = format!(
-            "daemon off;\nworker_processes auto;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n{user}\
-             events {{ worker_connections 4096; }}\n\
-             http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
-               fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
-               proxy_cache_path {d}/cache keys_zone=flood:16m levels=1:2 max_size={mib}m inactive=60m;\n\
-               upstream origin {{ server {origin}; keepalive 64; }}\n\
-               server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      proxy_pass http://origin;\n\
-                 proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n      proxy_cache flood;\n\
-               }}\n  }}\n}}\n",
-            d = d.display(),
-            user = user_line(),
-        );
-        let (nginx, addr) = launch_nginx(nginx, &d, &conf, port)?;
+        let cache_path = format!("max_size={mib}m inactive=60m");
+        let (nginx, addr) = launch_nginx_cache(nginx, &dir.join("nginx"), origin, &cache_path, "")?;
         rows.push(runtime.block_on(flood("nginx proxy_cache (disk)", nginx.0.id(), addr, s, false))?);
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -67,6 +67,34 @@ pub fn launch_nginx(nginx: &Path, dir: &Path, conf: &str, port: u16) -> Result<(
     Ok((child, addr))
 }
 
+/// nginx as a caching proxy in front of `origin`, its files in `dir`: the cache zone `cache`,
+/// its `proxy_cache_path` line ending with `cache_path` (size, lifetime), and `location`'s
+/// directives added to the proxied location. Waits until it listens on loopback.
+pub fn launch_nginx_cache(
+    nginx: &Path,
+    dir: &Path,
+    origin: SocketAddr,
+    cache_path: &str,
+    location: &str,
+) -> Result<(Reaped, SocketAddr)> {
+    std::fs::create_dir_all(dir.join("cache"))?;
+    let port = free_port()?;
+    let conf = format!(
+        "daemon off;\nworker_processes auto;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n{user}\
+         events {{ worker_connections 4096; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+           fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+           proxy_cache_path {d}/cache keys_zone=cache:16m levels=1:2 {cache_path};\n\
+           upstream origin {{ server {origin}; keepalive 64; }}\n\
+           server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      proxy_pass http://origin;\n\
+               proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n      proxy_cache cache;\n\
+               {location}\n    }}\n  }}\n}}\n",
+        d = dir.display(),
+        user = user_line(),
+    );
+    launch_nginx(nginx, dir, &conf, port)
+}
+
 /// Waits until something listens on loopback `port`, for at most `within`.
 pub fn listening(port: u16, what: &str, within: Duration) -> Result<SocketAddr> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
