@@ -38,21 +38,19 @@ use crate::link::Link;
 use crate::peer::Peer;
 use crate::tls::Tls;
 
-/// The largest data payload a session's frame carries by default: 64 KiB, not the core's 16 KiB.
-/// Much of the session's cost is per frame and per system call, not per byte (the core's
-/// bookkeeping, a vectored write's pieces, a reorder slot, a queue entry and a wake-up on the
-/// way to the application): with 16 KiB frames and a 16 KiB `TCP_NOTSENT_LOWAT`, bench mux's
-/// session wrote 29 KB a call against raw TCP's 264 KB and read 61 KB a call against 262 KB,
-/// and user space was 23% of its CPU. With 64 KiB (and the mark at a frame) it writes 101 KB
-/// and reads 179 KB a call, user space is 14%, and in the same binary, runs interleaved
-/// (loopback, 2 loaded cores, load 12–13) CPU per byte fell from 508–512 to 405–422 ns/KB
-/// for earliest delivery (0.58–0.60× raw's cost → 0.64–0.73×) and from 534–566 to 470–499
-/// for least-queued (0.57–0.62× both: within the runs' noise). Credit is counted in bytes
-/// (protocol version 4), so a larger frame does not raise the receiver's memory bound; what
-/// it costs is a light channel's frame waiting behind a heavy one's for longer (64 KiB is
-/// 0.5 ms at 1 Gbit/s). A frame is cut only as large as the bytes waiting, so small writes
-/// still go in small frames.
-pub const DEFAULT_FRAME: usize = 64 << 10;
+/// The largest data payload a session's frame carries by default: 16 KiB, as the core's.
+/// Much of the session's cost is per frame and per system call, and 64 KiB frames (with the
+/// socket mark at a frame) cut it: bench mux's session wrote 101 KB a call against 29 KB, and
+/// in the same binary, runs interleaved (loopback, 2 loaded cores, load 12–13) CPU per byte
+/// fell from 508–512 to 405–422 ns/KB for earliest delivery and from 534–566 to 470–499 for
+/// least-queued. They are not the default because the weights suffered: twice in five CI
+/// runs the loopback share test's heaviest channel lost 160–170 turns for want of bytes (one
+/// 64 KiB write from the application a frame, where 16 KiB frames make four of each write)
+/// and read 0.495 against 0.533; and on an 8 Mbit/s emulated link a 64 KiB frame is 64 ms,
+/// which moved the shares read over six seconds by 3 points. `bench mux --frame 65536 --lowat
+/// 65536` measures them. Credit is counted in bytes (protocol version 4), so the frame size
+/// does not change the receiver's memory bound.
+pub const DEFAULT_FRAME: usize = 16 << 10;
 
 /// Bytes of received frames a channel's queue to its application holds (at least 2 frames,
 /// at most 8): beyond its credit window, this is what a channel holds for an application that
@@ -1666,7 +1664,7 @@ mod tests {
     /// application does not read holds beyond its credit window.
     #[test]
     fn the_queue_to_the_application_holds_the_same_bytes_whatever_the_frame() {
-        for (frame, slots) in [(16 << 10, 8), (DEFAULT_FRAME, 4), (1 << 20, 2), (1 << 10, 8)] {
+        for (frame, slots) in [(16 << 10, 8), (64 << 10, 4), (1 << 20, 2), (1 << 10, 8)] {
             let config =
                 MuxConfig { send: SendConfig { max_frame: frame, ..SendConfig::default() }, ..MuxConfig::default() };
             let (_session, _events, mut driver) = Driver::new(config, false, None);
