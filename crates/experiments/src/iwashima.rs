@@ -119,11 +119,14 @@ async fn send_then_stop(tasks: Vec<tokio::task::JoinHandle<()>>, measured: Durat
     }
 }
 
-/// What the far side measured, once both sides have ended; either side's error otherwise.
+/// What the far side measured, once both sides have ended; either side's error otherwise, the
+/// near side's first: once the far side listens, its failures (a connection that never came)
+/// follow from the near side's.
 fn both_ended(server: FarSide<Point>, client: FarSide<()>) -> Result<Point, ExperimentError> {
-    let p = server.join().map_err(|_| gone("the receiving side panicked"))???;
-    client.join().map_err(|_| gone("the sending side panicked"))???;
-    Ok(p)
+    let sent = client.join().map_err(|_| gone("the sending side panicked"));
+    let p = server.join().map_err(|_| gone("the receiving side panicked"));
+    sent???;
+    p??
 }
 
 /// The thread of a run's far side (in its namespace), with what it measured.
@@ -143,6 +146,15 @@ fn listening_or_why<T>(
             Err(gone("the receiving side ended before it listened"))
         }
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(gone("the receiving side did not listen within 30 s")),
+    }
+}
+
+/// What `next` gives, or why not within 30 s (the near side failed or is stalled).
+async fn arrives<T>(next: impl Future<Output = Option<T>>, what: &str) -> Result<T, ExperimentError> {
+    match tokio::time::timeout(Duration::from_secs(30), next).await {
+        Ok(Some(t)) => Ok(t),
+        Ok(None) => Err(gone(&format!("{what} did not arrive: the listener closed"))),
+        Err(_) => Err(gone(&format!("{what} did not arrive within 30 s"))),
     }
 }
 
@@ -584,10 +596,11 @@ fn point(
                     });
                 }
             });
-            let session = listener.accept().await.ok_or_else(|| gone("the session did not arrive"))?;
+            // Bounded, so that a near side that failed is reported, not waited for.
+            let session = arrives(listener.accept(), "the session").await?;
             let mut counters = Vec::new();
             for _ in 0..n {
-                let mut ch = session.accept().await.ok_or_else(|| gone("a channel did not arrive"))?;
+                let mut ch = arrives(session.accept(), "a channel").await?;
                 let k = Arc::new(AtomicU64::new(0));
                 counters.push((ch.id(), Arc::clone(&k)));
                 tokio::spawn(async move {
@@ -688,10 +701,17 @@ fn mptcp_point(m: usize, weights: &[f64], seconds: f64) -> Result<Point, Experim
                     k.fetch_add(got as u64, Ordering::Relaxed);
                 }
             };
+            // Each connection says when it has arrived: the clock starts once all have, not
+            // when the listeners are bound. Timed from binding, a near side slow to open its
+            // connections under load (a CI run at load 10) found this side already gone and its
+            // competing flow refused.
+            let (arrived, mut arrivals) = tokio::sync::mpsc::unbounded_channel::<()>();
             let cross = Arc::new(AtomicU64::new(0));
             let c = Arc::clone(&cross);
+            let here = arrived.clone();
             tokio::spawn(async move {
                 while let Ok((s, _)) = sink.accept().await {
+                    let _ = here.send(());
                     tokio::spawn(count(Arc::clone(&c), s));
                 }
             });
@@ -700,16 +720,23 @@ fn mptcp_point(m: usize, weights: &[f64], seconds: f64) -> Result<Point, Experim
             tokio::spawn(async move {
                 while let Ok((mut s, _)) = listener.accept().await {
                     let k = Arc::clone(&k);
+                    let here = arrived.clone();
                     tokio::spawn(async move {
                         let mut index = [0u8; 1];
                         if s.read_exact(&mut index).await.is_ok()
                             && let Some(counter) = k.get(usize::from(index[0]))
                         {
+                            let _ = here.send(());
                             count(Arc::clone(counter), s).await;
                         }
                     });
                 }
             });
+            let expected = n + CROSS;
+            for got in 0..expected {
+                let what = format!("connection {} of {expected} (MPTCP and competing)", got + 1);
+                arrives(arrivals.recv(), &what).await?;
+            }
             let snap = || {
                 (counters.iter().map(|k| k.load(Ordering::Relaxed)).collect::<Vec<_>>(), cross.load(Ordering::Relaxed))
             };
