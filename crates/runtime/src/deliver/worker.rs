@@ -184,7 +184,6 @@ impl Worker {
         self.by_id.insert(conn.id, slot);
         let rate = conn.rate;
         self.slots[slot as usize] = Some(Slot { conn, writable: true, heard: now.0 });
-        self.shared.workers[self.index].conns.fetch_add(1, Ordering::Relaxed);
         let sink = self.slots[slot as usize].as_ref().is_some_and(|s| s.conn.sink);
         match (rate, &self.shared.cfg.pacing) {
             // Bytes may have come before the socket was registered (the poller is
@@ -225,7 +224,6 @@ impl Worker {
         self.bulk.retain(|&b| b != slot);
         self.ring.retain(|&b| b != slot);
         self.sinks.retain(|&b| b != slot);
-        self.shared.workers[self.index].conns.fetch_sub(1, Ordering::Relaxed);
         if s.conn.rate.is_some() {
             let target = self.promised();
             if let Some(q) = &mut self.quota {
