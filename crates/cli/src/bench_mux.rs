@@ -74,8 +74,9 @@ pub(crate) struct MuxBench {
     #[arg(long, default_value_t = MuxConfig::default().queue_frames)]
     queue_frames: usize,
 
-    /// Largest payload of a data frame, in bytes (64 KiB by default, the session's: with
-    /// 16 KiB frames the session cost more CPU per byte, the extra being per frame).
+    /// Largest payload of a data frame, in bytes (the session's default, 16 KiB; 65536 with
+    /// --lowat 65536 measures the larger frames that cost less CPU a byte but hold the weights
+    /// less well: see `tunnel connect --help`).
     #[arg(long, default_value_t = MuxConfig::default().send.max_frame)]
     frame: usize,
 

@@ -499,28 +499,39 @@ impl Drop for Running {
 
 #[test]
 fn a_tunnel_between_two_processes_carries_a_tcp_conversation() {
-    tunnel_echo(false, None);
+    tunnel_echo(false, None, None);
+}
+
+/// Each end sends the frames it is told to, and says so; 200 KB crosses in 64 KiB frames.
+#[test]
+fn a_tunnel_with_larger_frames_carries_a_tcp_conversation() {
+    tunnel_echo(false, None, Some("65536"));
 }
 
 #[test]
 fn a_tunnel_with_a_certificate_from_tunnel_cert_carries_a_tcp_conversation_over_tls() {
-    tunnel_echo(true, None);
+    tunnel_echo(true, None, None);
 }
 
 /// Two tunnel processes on one host, their session over shared-memory rings (`shm:`) and over
 /// a Unix socket (`unix:`).
 #[test]
 fn a_tunnel_between_two_local_processes_runs_over_rings_or_a_unix_socket() {
-    tunnel_echo(false, Some("shm"));
-    tunnel_echo(false, Some("unix"));
+    tunnel_echo(false, Some("shm"), None);
+    tunnel_echo(false, Some("unix"), None);
 }
 
 /// Two tunnel processes carry an echo conversation; with `tls`, under a certificate made by
-/// `tunnel cert`; with `local`, over a `shm:` or `unix:` peer instead of TCP.
-fn tunnel_echo(tls: bool, local: Option<&str>) {
+/// `tunnel cert`; with `local`, over a `shm:` or `unix:` peer instead of TCP; with `frame`,
+/// both ends sending frames of that many bytes.
+fn tunnel_echo(tls: bool, local: Option<&str>, frame: Option<&str>) {
     use std::io::{Read, Write};
-    let dir =
-        std::env::temp_dir().join(format!("switchyard-tunnel-{}-{tls}-{}", std::process::id(), local.unwrap_or("tcp")));
+    let dir = std::env::temp_dir().join(format!(
+        "switchyard-tunnel-{}-{tls}-{}-{}",
+        std::process::id(),
+        local.unwrap_or("tcp"),
+        frame.unwrap_or("default")
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (mut listen_tls, mut connect_tls) = (Vec::new(), Vec::new());
@@ -561,11 +572,15 @@ fn tunnel_echo(tls: bool, local: Option<&str>) {
     };
     let bin = env!("CARGO_BIN_EXE_switchyard");
     let key = key.to_str().unwrap();
+    let frames: Vec<&str> = frame.map(|f| vec!["--frame", f]).unwrap_or_default();
+    let said = |end: &str| std::fs::File::create(dir.join(format!("{end}.err"))).unwrap();
     let _listen = Running(
         Command::new(bin)
             .args(["tunnel", "listen", "--bind", &far, "--key-file", key, "--every", "0"])
             .args(["--allow", &echo_addr.to_string()])
             .args(&listen_tls)
+            .args(&frames)
+            .stderr(said("listen"))
             .spawn()
             .unwrap(),
     );
@@ -575,6 +590,8 @@ fn tunnel_echo(tls: bool, local: Option<&str>) {
             .args(["tunnel", "connect", "--to", &far, "--key-file", key, "--every", "0"])
             .args(["--connections", "3", "--forward", &format!("127.0.0.1:{near}={echo_addr}@8")])
             .args(&connect_tls)
+            .args(&frames)
+            .stderr(said("connect"))
             .spawn()
             .unwrap(),
     );
@@ -594,6 +611,11 @@ fn tunnel_echo(tls: bool, local: Option<&str>) {
     c.write_all(&data).unwrap();
     let back = reader.join().unwrap().expect("the echo comes back");
     assert!(back == data, "the echo came back whole");
+    let bytes = frame.unwrap_or("16384");
+    for end in ["listen", "connect"] {
+        let err = std::fs::read_to_string(dir.join(format!("{end}.err"))).unwrap();
+        assert!(err.contains(&format!(", {bytes}-byte frames")), "{end}: {err}");
+    }
 }
 
 #[test]
@@ -603,6 +625,12 @@ fn tunnel_errors_teach() {
     assert!(stderr(&o).contains("give --key-file FILE, or set SWITCHYARD_KEY"), "{}", stderr(&o));
     let o = switchyard(&["tunnel", "connect", "--to", "127.0.0.1:1", "--forward", "127.0.0.1:0"]);
     assert!(stderr(&o).contains("LOCAL=TARGET"), "{}", stderr(&o));
+    // A frame the far end would refuse (over 1 MiB) or one that is mostly header.
+    for frame in ["100", "2000000"] {
+        let o =
+            switchyard(&["tunnel", "connect", "--to", "127.0.0.1:1", "--forward", "127.0.0.1:0=a:1", "--frame", frame]);
+        assert!(stderr(&o).contains("1024..=1048576"), "{}", stderr(&o));
+    }
     let dir = std::env::temp_dir().join(format!("switchyard-shortkey-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join("k");
