@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use switchyard_core::Nanos;
+use switchyard_core::measure::Deviation;
 use switchyard_core::measure::{balance, spread};
 use switchyard_core::order::{AdmissionConfig, PaceConfig, QuotaConfig};
 use switchyard_core::place::rebalance::{Direction, Pick, RebalanceConfig};
 use switchyard_core::place::steer::Steering;
-use switchyard_runtime::deliver::load::{Ended, Fate, Opened, Summary};
+use switchyard_runtime::deliver::load::{Departures, Ended, Fate, Opened, Summary};
 use switchyard_runtime::deliver::{
     Handshake, Load, LoadConfig, Pacing, Request, Sample, Server, ServerConfig, Transport, Windows, raise_file_limit,
 };
@@ -342,6 +343,12 @@ pub(crate) struct LoadArgs {
     /// Draw the fastest, median and slowest connection's rate over time here (SVG).
     #[arg(long)]
     pub(crate) svg: Option<PathBuf>,
+    /// The server's bytes per packet (its --packet): lead and lag are also given in packets,
+    /// and a window's rate error is shown only where the window holds at least 20 of a
+    /// stream's packets (at 64 kb/s a 100 ms window holds 800 bytes, so one packet crossing its
+    /// edge would read as an error over 100% however well the stream is paced).
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) packet: u32,
     /// No live table or opening report (for scripts); the summary is still printed.
     #[arg(long)]
     pub(crate) quiet: bool,
@@ -497,6 +504,8 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
         recv_buffer: Some(a.recv_buffer),
         upload: a.upload.then_some(a.message),
         pin: a.pin,
+        // With --http-get the rate is what the server was told to hold (nginx's limit_rate, say).
+        promised: a.rate.map(|b| b as f64 / 8.0),
     })
     .with_context(|| format!("cannot start clients for {}", a.server))?;
     let opened = l.opened();
@@ -543,23 +552,34 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
     });
     // Measured to the end, UDP streams probed: what ended, ended during the run.
     let fates = l.fates();
+    let lines = l.departures();
     l.stop();
+    let departures = Departures::of(&lines, &fates);
+    let packet = f64::from(a.packet);
     let s = w.summary(0, target, &fates);
     if a.upload {
         println!("(uploading to the server's sink: the figures are bytes the clients sent)");
     }
-    print_summary(&s, a.window_ms);
+    // Packets of a stream a window of `ms` holds: its error means something from 20 up.
+    let holds = |ms: u64| target.map(|t| t * ms as f64 / 1e3 / packet);
+    print_summary(&s, a.window_ms, holds(a.window_ms));
+    let coarse_ms = a.window_ms * a.coarsen as u64;
     let coarse = (a.coarsen > 1).then(|| w.coarsen(a.coarsen).summary(0, target, &fates));
     if let Some(c) = &coarse
         && let Some([p50, p99, max]) = c.window_error
     {
-        println!(
-            "  at {} ms    per window: median {:.2}%, p99 {:.2}%, worst {:.2}%",
-            a.window_ms * a.coarsen as u64,
-            p50 * 100.0,
-            p99 * 100.0,
-            max * 100.0
-        );
+        match holds(coarse_ms) {
+            Some(n) if n < MEANINGFUL_WINDOW => println!("  at {coarse_ms} ms    per window: {}", too_few(n)),
+            _ => println!(
+                "  at {coarse_ms} ms    per window: median {:.2}%, p99 {:.2}%, worst {:.2}%",
+                p50 * 100.0,
+                p99 * 100.0,
+                max * 100.0
+            ),
+        }
+    }
+    if let Some(d) = &departures {
+        print_departures(d, packet);
     }
     if let Some(p) = &a.csv {
         write_csv(p, &w).with_context(|| format!("cannot write {}", p.display()))?;
@@ -573,9 +593,14 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
         j["ended"] = serde_json::json!({
             "closed": s.ended.closed, "unreachable": s.ended.unreachable, "errors": s.ended.errors
         });
+        j["window_packets"] = holds(a.window_ms).into();
         if let Some(c) = &coarse {
             j["coarse"] = summary_json(c);
-            j["coarse"]["window_ms"] = (a.window_ms * a.coarsen as u64).into();
+            j["coarse"]["window_ms"] = coarse_ms.into();
+            j["coarse"]["window_packets"] = holds(coarse_ms).into();
+        }
+        if let Some(d) = &departures {
+            j["departure"] = departures_json(d, &lines, packet);
         }
         std::fs::write(p, j.to_string()).with_context(|| format!("cannot write {}", p.display()))?;
     }
@@ -613,7 +638,48 @@ fn summary_line(s: &Summary) -> String {
     line
 }
 
-pub(crate) fn print_summary(s: &Summary, window_ms: u64) {
+/// Packets of a stream a window must hold for its rate error to mean something: below it one
+/// packet crossing the window's edge is over 5% of the window.
+const MEANINGFUL_WINDOW: f64 = 20.0;
+
+fn too_few(packets: f64) -> String {
+    format!(
+        "not shown: a window holds {packets:.1} packets of a stream, under {MEANINGFUL_WINDOW} (one packet across its edge would be {:.0}%); see the departure line",
+        100.0 / packets.max(1e-9)
+    )
+}
+
+/// Lead and lag against each stream's departure line, as quantiles over streams.
+fn print_departures(d: &Departures, packet: f64) {
+    let bytes = |b: f64| format!("{b:.0} B ({:.2} packets)", b / packet);
+    println!("  departure   {} streams against rate × (t − start), as this client saw bytes arrive:", d.streams);
+    println!("              lead  p99 {}, worst {}", bytes(d.lead[1]), bytes(d.lead[2]));
+    println!("              lag   p99 {}, worst {}", bytes(d.lag[1]), bytes(d.lag[2]));
+    println!(
+        "              longest spell owed and sent nothing: p99 {:.1} ms, worst {:.1} ms",
+        d.owed_gap[1] * 1e3,
+        d.owed_gap[2] * 1e3
+    );
+}
+
+fn departures_json(d: &Departures, lines: &[Option<Deviation>], packet: f64) -> serde_json::Value {
+    let q = |x: [f64; 3]| serde_json::json!({"p50": x[0], "p99": x[1], "max": x[2]});
+    serde_json::json!({
+        "view": "client",
+        "packet_bytes": packet,
+        "streams": d.streams,
+        "lead_bytes": q(d.lead),
+        "lag_bytes": q(d.lag),
+        "lead_packets": q(d.lead.map(|b| b / packet)),
+        "lag_packets": q(d.lag.map(|b| b / packet)),
+        "owed_gap_s": q(d.owed_gap),
+        "per_stream": lines.iter().map(|l| l.map(|d| serde_json::json!({
+            "bytes": d.bytes, "secs": d.secs, "lead_bytes": d.lead, "lag_bytes": d.lag, "owed_gap_s": d.owed_gap
+        }))).collect::<Vec<_>>(),
+    })
+}
+
+pub(crate) fn print_summary(s: &Summary, window_ms: u64, window_packets: Option<f64>) {
     println!("{} connections over {} windows of {window_ms} ms", s.conns, s.windows);
     if s.ended.total() > 0 {
         println!(
@@ -631,13 +697,19 @@ pub(crate) fn print_summary(s: &Summary, window_ms: u64) {
         p.max, p.p75, p.p50, p.p25, p.p4, p.min
     );
     if let (Some([p50, p99, max]), Some(run)) = (s.window_error, s.run_error) {
-        println!(
-            "  rate error  per window: median {:.2}%, p99 {:.2}%, worst {:.2}%; over the run, worst connection {:.3}%",
-            p50 * 100.0,
-            p99 * 100.0,
-            max * 100.0,
-            run * 100.0
-        );
+        match window_packets {
+            Some(n) if n < MEANINGFUL_WINDOW => {
+                println!("  rate error  over the run, worst connection {:.3}%", run * 100.0);
+                println!("              per {window_ms} ms window: {}", too_few(n));
+            }
+            _ => println!(
+                "  rate error  per window: median {:.2}%, p99 {:.2}%, worst {:.2}%; over the run, worst connection {:.3}%",
+                p50 * 100.0,
+                p99 * 100.0,
+                max * 100.0,
+                run * 100.0
+            ),
+        }
     }
 }
 

@@ -819,6 +819,19 @@ fn deliver_serve_and_load_hold_a_stream_rate() {
     assert!((mean / 2e6 - 1.0).abs() < 0.05, "{j}");
     assert!(j["jain"].as_f64().unwrap() > 0.99, "{j}");
     assert!(j["coarse"]["window_ms"] == 1000, "{j}");
+    // Each stream's departure line: every one has its own, with bytes and a lead.
+    let d = &j["departure"];
+    assert_eq!(d["streams"], 8, "{d}");
+    let per: Vec<&serde_json::Value> = d["per_stream"].as_array().unwrap().iter().collect();
+    assert!(
+        per.len() == 8 && per.iter().all(|p| p["bytes"].as_u64() > Some(0) && p["lead_bytes"].as_f64() > Some(0.0)),
+        "{d}"
+    );
+    assert!(d["lead_packets"]["p99"].as_f64().unwrap() * 4096.0 - d["lead_bytes"]["p99"].as_f64().unwrap() < 1e-6);
+    // 2 Mb/s in 100 ms windows of 4 KB packets: 6 a window, too few for a window's error.
+    assert!((j["window_packets"].as_f64().unwrap() - 6.1).abs() < 0.1, "{j}");
+    assert!(stdout(&out).contains("not shown: a window holds 6.1 packets"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("departure   8 streams"), "{}", stdout(&out));
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -1527,6 +1540,9 @@ fn bench_deliver_reports_the_paced_cases_and_bulk() {
     assert!(paced.iter().any(|r| r[case] == "scale") && paced.iter().any(|r| r[case] == "accurate"), "{paced:?}");
     let (_, streams) = bench_table(&report, "paced", "streams");
     assert!(paced.iter().filter(|r| r[case] == "scale").all(|r| r[streams] == 20), "{paced:?}");
+    // Every paced row has its streams' lead over their departure line.
+    let (_, lead) = bench_table(&report, "paced", "lead_p99");
+    assert!(paced.iter().all(|r| r[lead].as_f64().is_some_and(|b| b > 0.0)), "{paced:?}");
     let (bulk, vs) = bench_table(&report, "bulk", "vs_tokio");
     let tokio = bulk.iter().find(|r| r[0] == "tokio").expect("tokio serves bulk");
     assert_eq!(tokio[vs].as_f64(), Some(1.0));

@@ -67,6 +67,7 @@ fn clients(
         recv_buffer: Some(1 << 20),
         upload: None,
         pin: false,
+        promised: None,
     })?;
     let bad = l.opened().into_iter().filter(|o| !matches!(o, Opened::Accepted(_))).count();
     Ok((l, bad))

@@ -20,6 +20,7 @@ fn load(server: &Server, transport: Transport, conns: usize, request: Request) -
         recv_buffer: Some(4 << 20),
         upload: None,
         pin: false,
+        promised: None,
     })
     .unwrap()
 }
@@ -207,6 +208,7 @@ fn a_connection_the_server_closes_is_reported_as_ended() {
         recv_buffer: None,
         upload: None,
         pin: false,
+        promised: None,
     })
     .unwrap();
     std::thread::sleep(Duration::from_millis(300));
@@ -239,6 +241,7 @@ fn sink_connections_are_counted_exactly_and_steered_to_their_receiving_core() {
             recv_buffer: None,
             upload: Some(16 * 1024),
             pin: true,
+            promised: None,
         })
         .unwrap();
         assert!(l.opened().iter().all(|o| matches!(o, Opened::Accepted(Some(_)))), "{steer}: {:?}", l.opened());
@@ -367,6 +370,7 @@ fn udp_streams_whose_server_stopped_are_reported_ended() {
         recv_buffer: None,
         upload: None,
         pin: false,
+        promised: None,
     })
     .unwrap();
     let w = record(&l, 15);
@@ -377,4 +381,50 @@ fn udp_streams_whose_server_stopped_are_reported_ended() {
     l.stop();
     drop(done);
     serving.join().unwrap();
+}
+
+/// A server that sends on time for a second and then stops (keeping the connection open): the
+/// client's departure line shows the lag it built up and how long it was owed data.
+#[test]
+fn a_stream_that_stalls_shows_its_lag_and_the_time_it_was_owed() {
+    use std::io::{Read, Write};
+    use switchyard_runtime::deliver::load::Departures;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap();
+    let serving = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut hello = [0u8; 4];
+        s.read_exact(&mut hello).unwrap();
+        // 1,000 bytes every 100 ms for a second: 10,000 B/s, then nothing for 1.5 s.
+        for _ in 0..10 {
+            s.write_all(&[7u8; 1_000]).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_millis(1_500));
+        drop(s);
+    });
+    let l = Load::start(LoadConfig {
+        server,
+        transport: Transport::Tcp,
+        conns: 1,
+        handshake: switchyard_runtime::deliver::Handshake::Raw(b"GET\n".to_vec()),
+        threads: 1,
+        recv_buffer: None,
+        upload: None,
+        pin: false,
+        promised: Some(10_000.0),
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(2_200));
+    let lines = l.departures();
+    let fates = l.fates();
+    l.stop();
+    serving.join().unwrap();
+    let d = lines[0].expect("bytes arrived");
+    assert_eq!(d.bytes, 10_000);
+    // On time for the first second: owed nothing then; from ~1.0 s to ~2.2 s owed all it had
+    // not sent: at least 0.9 s and 9,000 bytes behind by the end (loose for a loaded machine).
+    assert!(d.owed_gap > 0.9 && d.lag > 9_000.0, "{d:?}");
+    let all = Departures::of(&lines, &fates).unwrap();
+    assert_eq!((all.streams, all.lag[2]), (1, d.lag));
 }

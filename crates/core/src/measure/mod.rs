@@ -4,6 +4,7 @@
 
 mod allocation;
 mod balance;
+mod departure;
 mod disruption;
 mod ewma;
 mod failure;
@@ -14,6 +15,7 @@ mod quality;
 
 pub use allocation::{Allocation, allocation};
 pub use balance::{Balance, balance};
+pub use departure::{DepartureLine, Deviation};
 pub use disruption::moved_fraction;
 pub use ewma::Ewma;
 pub use failure::{

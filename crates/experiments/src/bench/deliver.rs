@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use switchyard_core::Nanos;
 use switchyard_core::order::{AdmissionConfig, PaceConfig};
-use switchyard_runtime::deliver::load::{Ended, Fate, Opened};
+use switchyard_runtime::deliver::load::{Departures, Ended, Fate, Opened};
 use switchyard_runtime::deliver::{
     Handshake, Load, LoadConfig, Pacing, Request, Server, ServerConfig, Transport, raise_file_limit, request,
 };
@@ -124,6 +124,11 @@ pub struct Served {
     pub error_coarse: Option<(f64, f64)>,
     /// The worst connection's error over the whole run (streams only).
     pub run_error: Option<f64>,
+    /// Lead and lag against each stream's departure line, bytes, as the clients saw bytes
+    /// arrive (streams only): the 99th percentile over streams and the worst, lead then lag.
+    pub departure: Option<[f64; 4]>,
+    /// The longest a stream was owed data and received nothing, seconds (the worst stream).
+    pub owed_gap: Option<f64>,
 }
 
 /// One server's run.
@@ -248,6 +253,8 @@ fn clients_here(server: SocketAddr, c: &Case, http: bool, warmup: f64) -> Result
         recv_buffer: None,
         upload: None,
         pin: false,
+        // nginx is told to hold the case's rate (`limit_rate`): the same line as ours.
+        promised: c.rate.map(|b| b as f64 / 8.0),
     })?;
     let skip: Vec<bool> = l.opened().iter().map(|o| !matches!(o, Opened::Accepted(_))).collect();
     if skip.iter().all(|s| *s) {
@@ -257,6 +264,7 @@ fn clients_here(server: SocketAddr, c: &Case, http: bool, warmup: f64) -> Result
     let windows = (c.seconds * 10.0).ceil() as usize;
     let w = l.measure(Duration::from_secs_f64(warmup), window, windows, |_, _| {});
     let fates = l.fates();
+    let departures = Departures::of(&l.departures(), &fates);
     l.stop();
     let target = c.rate.map(|b| b as f64 / 8.0);
     let s = w.summary(0, target, &fates);
@@ -282,6 +290,8 @@ fn clients_here(server: SocketAddr, c: &Case, http: bool, warmup: f64) -> Result
         error_fine: pair(s.window_error),
         error_coarse: pair(coarse.window_error),
         run_error: s.run_error,
+        departure: departures.map(|d| [d.lead[1], d.lag[1], d.lead[2], d.lag[2]]),
+        owed_gap: departures.map(|d| d.owed_gap[2]),
     })
 }
 
@@ -342,6 +352,12 @@ fn clients_apart(program: &Path, server: SocketAddr, c: &Case, http: bool, warmu
         error_fine: errors(&j),
         error_coarse: errors(&j["coarse"]),
         run_error: j["run_error"].as_f64(),
+        departure: (|| {
+            let d = &j["departure"];
+            let at = |k: &str, q: &str| d[k][q].as_f64();
+            Some([at("lead_bytes", "p99")?, at("lag_bytes", "p99")?, at("lead_bytes", "max")?, at("lag_bytes", "max")?])
+        })(),
+        owed_gap: j["departure"]["owed_gap_s"]["max"].as_f64(),
     })
 }
 
@@ -480,6 +496,16 @@ pub const PACED: TableSpec = TableSpec::new(
             .percent()
             .header("worst/run")
             .about("the worst stream's error over the whole run"),
+        ColumnSpec::num("lead_p99", 0).unit("B").header("lead p99").about(
+            "99th percentile over streams of the largest lead over rate × (t − start), as the clients saw bytes arrive",
+        ),
+        ColumnSpec::num("lag_p99", 0).unit("B").header("lag p99").about("the same for the largest lag behind the line"),
+        ColumnSpec::num("lead_max", 0).unit("B").header("lead max").about("the largest lead of any stream"),
+        ColumnSpec::num("lag_max", 0).unit("B").header("lag max").about("the largest lag of any stream"),
+        ColumnSpec::num("owed_max", 1)
+            .unit("ms")
+            .header("owed max")
+            .about("the longest any stream was behind its line and received nothing"),
         ColumnSpec::num("cpu", 2).header("CPU").unit("s").about("CPU seconds the server spent"),
         ColumnSpec::num("vs_ours_cpu", 2).header("×ours CPU").about("CPU seconds over ours"),
     ],
@@ -558,6 +584,11 @@ pub fn report(s: &Setup, all: &[(Case, Vec<Row>)]) -> report::Report {
                 v.error_coarse.map(|e| e.0).into(),
                 v.error_coarse.map(|e| e.1).into(),
                 v.run_error.into(),
+                v.departure.map(|d| d[0]).into(),
+                v.departure.map(|d| d[1]).into(),
+                v.departure.map(|d| d[2]).into(),
+                v.departure.map(|d| d[3]).into(),
+                v.owed_gap.map(|g| g * 1e3).into(),
                 x.cpu_s.into(),
                 ours.map(|o| x.cpu_s / o).into(),
             ]);
@@ -582,6 +613,9 @@ pub fn report(s: &Setup, all: &[(Case, Vec<Row>)]) -> report::Report {
         );
     }
     r.note("goals: ≥ 10,000 paced streams per core with p99 per-window error ≤ 1%; Jain ≥ 0.99 at equal targets; bulk ≥ tokio's");
+    r.note(
+        "lead and lag: each stream's bytes against rate × (t − start), start its first arrival, as the clients saw bytes arrive (a client late to read adds lag the wire did not have); a packet is 4,096 B of ours (the server's --packet), and the issue's goal is within one packet at p99, two for every stream",
+    );
     r
 }
 

@@ -531,6 +531,7 @@ fn measure(bed: Option<&Pair>, size: usize, steer: Steering, cores: usize, setup
         recv_buffer: None,
         upload: Some(size),
         pin: true,
+        promised: None,
     };
     let load = match bed {
         None => Load::start(load_cfg),

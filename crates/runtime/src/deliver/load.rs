@@ -15,6 +15,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
+use switchyard_core::measure::{DepartureLine, Deviation};
+use switchyard_core::time::Nanos;
 
 use super::request::{Answer, Request};
 
@@ -58,6 +60,21 @@ pub struct LoadConfig {
     /// Pin client thread `t` to core `t mod cores`, so the core that sends each connection's
     /// packets (and, on loopback or a veth without RPS, processes their receipt) is known.
     pub pin: bool,
+    /// Bytes per second each connection is promised, for its departure line
+    /// ([`Load::departures`]): what a server told to hold a rate (nginx's `limit_rate`) should
+    /// send. `None` takes a stream request's rate, and follows no line for anything else.
+    pub promised: Option<f64>,
+}
+
+impl LoadConfig {
+    /// The rate each connection's departure line follows, if any.
+    fn line_rate(&self) -> Option<f64> {
+        let asked = match &self.handshake {
+            Handshake::Switchyard(r) => r.bytes_per_sec(),
+            Handshake::Raw(_) => None,
+        };
+        self.promised.or(asked).filter(|r| *r > 0.0 && r.is_finite() && self.upload.is_none())
+    }
 }
 
 /// What became of one connection's opening.
@@ -122,6 +139,17 @@ struct Shared {
     probe: AtomicU64,
     /// Per client thread, the last probe it has sent.
     probed: Vec<AtomicU64>,
+    /// Each connection's departure line, if they are promised a rate (each is touched by its
+    /// own client thread only, so the locks are not contended).
+    lines: Vec<Mutex<DepartureLine>>,
+    /// Time zero of the lines.
+    epoch: Instant,
+}
+
+impl Shared {
+    fn since_epoch(&self) -> Nanos {
+        Nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
 }
 
 impl Shared {
@@ -159,6 +187,11 @@ impl Load {
             stop: AtomicBool::new(false),
             probe: AtomicU64::new(0),
             probed: (0..cfg.threads.clamp(1, cfg.conns)).map(|_| AtomicU64::new(0)).collect(),
+            lines: cfg
+                .line_rate()
+                .map(|r| (0..cfg.conns).map(|_| Mutex::new(DepartureLine::new(r))).collect())
+                .unwrap_or_default(),
+            epoch: Instant::now(),
         });
         if cfg.upload == Some(0) || (cfg.upload.is_some() && cfg.transport == Transport::Udp) {
             return Err(io::Error::new(
@@ -193,6 +226,14 @@ impl Load {
     /// Bytes received so far by each connection.
     pub fn counts(&self) -> Vec<u64> {
         self.shared.counts.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+    }
+
+    /// How far each connection strayed from its departure line so far, as this client saw its
+    /// bytes arrive (`None` where nothing came or no rate was promised). The client's view: a
+    /// client thread late to read shows as lag the wire did not have.
+    pub fn departures(&self) -> Vec<Option<Deviation>> {
+        let now = self.shared.since_epoch();
+        self.shared.lines.iter().map(|l| l.lock().expect("line lock").deviation(now)).collect()
     }
 
     /// How each connection's opening went.
@@ -457,6 +498,9 @@ fn client_thread(
                 }
                 Ok(n) => {
                     shared.counts[*i].fetch_add(n as u64, Ordering::Relaxed);
+                    if let Some(line) = shared.lines.get(*i) {
+                        line.lock().expect("line lock").arrive(shared.since_epoch(), n as u64);
+                    }
                     ready.push_back(k);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => ready.push_back(k),
@@ -692,5 +736,42 @@ impl Windows {
             window_error,
             run_error,
         }
+    }
+}
+
+/// The departure lines of a run's streams, over the streams that started: quantiles of lead,
+/// lag and the longest owed spell (see [`switchyard_core::measure::DepartureLine`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Departures {
+    /// Streams with a line (every one that received something).
+    pub streams: usize,
+    /// Lead over the line, bytes: median, 99th percentile (nearest rank) and worst over streams.
+    pub lead: [f64; 3],
+    /// Lag behind the line, bytes: the same.
+    pub lag: [f64; 3],
+    /// The longest spell a stream received nothing while owed data, seconds: the same.
+    pub owed_gap: [f64; 3],
+}
+
+impl Departures {
+    /// Over `lines` ([`Load::departures`]), leaving out streams that never started (`fates`).
+    /// `None` if no stream has a line.
+    pub fn of(lines: &[Option<Deviation>], fates: &[Fate]) -> Option<Self> {
+        use switchyard_core::measure::quantile_sorted;
+        let kept: Vec<&Deviation> = lines
+            .iter()
+            .enumerate()
+            .filter(|(c, _)| !matches!(fates.get(*c), Some(Fate::NotStarted)))
+            .filter_map(|(_, d)| d.as_ref())
+            .collect();
+        if kept.is_empty() {
+            return None;
+        }
+        let q = |f: &dyn Fn(&Deviation) -> f64| {
+            let mut xs: Vec<f64> = kept.iter().map(|d| f(d)).collect();
+            xs.sort_by(f64::total_cmp);
+            [quantile_sorted(&xs, 0.5), quantile_sorted(&xs, 0.99), quantile_sorted(&xs, 1.0)]
+        };
+        Some(Self { streams: kept.len(), lead: q(&|d| d.lead), lag: q(&|d| d.lag), owed_gap: q(&|d| d.owed_gap) })
     }
 }

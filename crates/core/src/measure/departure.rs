@@ -1,0 +1,211 @@
+//! How far a paced stream strays from its ideal departure line: the measure of a throughput
+//! guarantee at rates where a fixed window holds only a few packets.
+//!
+//! Yates 2006 ch. 4 promises each admitted stream its rate (notes 000 §3). A percentage of a
+//! fixed window is the wrong yardstick at low rates: at 64 kb/s a 100 ms window holds 800 bytes,
+//! less than a packet, so one packet crossing a window's edge is an error above 100% however
+//! well the stream is paced. What a guarantee means is a bound on the stream's cumulative bytes
+//! `B(t)` against the line `rate × (t − start)` (the ρ of a (σ, ρ) envelope, Cruz 1991): the
+//! largest **lead** `max B(t) − rate·(t − start)` and the largest **lag**
+//! `max rate·(t − start) − B(t)`, in bytes and in packets, and the longest time the stream
+//! received nothing while it was behind the line (owed data).
+//!
+//! The choice of `start`: the instant the stream's first bytes arrived, with those bytes
+//! counted at once (the issue's `rate × (t − start)`, literally). A perfectly paced stream of
+//! packets of P bytes then leads by exactly one packet (each packet is there at once, the line
+//! takes P/rate to reach it) and never lags. The alternative anchors (the line through the
+//! first packet's end, or the offset that minimises lead + lag) move bytes between lead and lag
+//! without changing their sum; [`Deviation::span`] is that sum, the σ the stream needs.
+//!
+//! Pure: times are arguments ([`Nanos`]); the driver calls [`DepartureLine::arrive`] as bytes
+//! come and [`DepartureLine::deviation`] at the end.
+
+use crate::time::Nanos;
+
+/// One stream's departure line and how far it strayed from it so far.
+#[derive(Clone, Debug)]
+pub struct DepartureLine {
+    /// Promised bytes per second.
+    rate: f64,
+    start: Option<Nanos>,
+    last: Nanos,
+    bytes: u64,
+    lead: f64,
+    lag: f64,
+    owed_gap: u64,
+}
+
+/// What a [`DepartureLine`] measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Deviation {
+    /// Bytes counted.
+    pub bytes: u64,
+    /// Seconds from the first arrival to the end.
+    pub secs: f64,
+    /// The largest lead over the line, bytes (≥ 0).
+    pub lead: f64,
+    /// The largest lag behind the line, bytes (≥ 0).
+    pub lag: f64,
+    /// The longest time, in seconds, nothing arrived while the stream was behind the line.
+    pub owed_gap: f64,
+}
+
+impl Deviation {
+    /// Lead plus lag: the burst σ a (σ, ρ) envelope around this stream needs, whatever the
+    /// line's anchor.
+    pub fn span(&self) -> f64 {
+        self.lead + self.lag
+    }
+
+    /// The mean rate over the run, bytes per second (the first arrival's bytes included).
+    pub fn rate(&self) -> f64 {
+        if self.secs > 0.0 { self.bytes as f64 / self.secs } else { 0.0 }
+    }
+}
+
+impl DepartureLine {
+    /// A stream promised `rate` bytes per second (> 0).
+    pub fn new(rate: f64) -> Self {
+        Self { rate, start: None, last: Nanos::ZERO, bytes: 0, lead: 0.0, lag: 0.0, owed_gap: 0 }
+    }
+
+    /// Where the line stands at `t` (bytes), once started.
+    fn line(&self, start: Nanos, t: Nanos) -> f64 {
+        self.rate * t.0.saturating_sub(start.0) as f64 / 1e9
+    }
+
+    /// Behind the line just before `t` (with what had come by then), and the owed spell that
+    /// ends at `t`.
+    fn behind_until(&mut self, start: Nanos, t: Nanos) {
+        let lag = self.line(start, t) - self.bytes as f64;
+        if lag > 0.0 {
+            self.lag = self.lag.max(lag);
+            // The line passed what had come at this instant: owed from then (or from the last
+            // arrival, if later) until `t`.
+            let crossed = start.0 + (self.bytes as f64 / self.rate * 1e9).ceil() as u64;
+            let owed_from = crossed.max(self.last.0);
+            self.owed_gap = self.owed_gap.max(t.0.saturating_sub(owed_from));
+        }
+    }
+
+    /// `bytes` arrived at `t` (times never go backwards; an earlier `t` is taken as the last).
+    pub fn arrive(&mut self, t: Nanos, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let t = Nanos(t.0.max(self.last.0));
+        let start = *self.start.get_or_insert(t);
+        self.behind_until(start, t);
+        self.bytes += bytes;
+        self.lead = self.lead.max(self.bytes as f64 - self.line(start, t));
+        self.last = t;
+    }
+
+    /// What it measured, the run ending at `end` (a stream still behind at the end has lagged
+    /// until then). `None` if nothing arrived.
+    pub fn deviation(&self, end: Nanos) -> Option<Deviation> {
+        let start = self.start?;
+        let mut at_end = self.clone();
+        let end = Nanos(end.0.max(self.last.0));
+        at_end.behind_until(start, end);
+        Some(Deviation {
+            bytes: self.bytes,
+            secs: end.0.saturating_sub(start.0) as f64 / 1e9,
+            lead: at_end.lead,
+            lag: at_end.lag,
+            owed_gap: at_end.owed_gap as f64 / 1e9,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// Packets of `p` bytes every `p / rate` seconds, from `t0`.
+    fn paced(line: &mut DepartureLine, rate: f64, p: u64, n: u64, t0: u64) {
+        let every = (p as f64 / rate * 1e9) as u64;
+        for k in 0..n {
+            line.arrive(Nanos(t0 + k * every), p);
+        }
+    }
+
+    #[test]
+    fn a_perfectly_paced_stream_leads_by_one_packet_and_never_lags() {
+        let mut l = DepartureLine::new(8_000.0); // 64 kb/s
+        paced(&mut l, 8_000.0, 1_000, 100, 5 * MS);
+        // The run ends as the next packet is due: on the line, not behind it.
+        let d = l.deviation(Nanos(5 * MS + 100 * 125 * MS)).unwrap();
+        assert_eq!(d.lead, 1_000.0);
+        assert!(d.lag <= 1e-6, "{d:?}");
+        assert_eq!(d.owed_gap, 0.0);
+        assert!((d.rate() - 8_000.0).abs() < 1.0, "{d:?}");
+    }
+
+    #[test]
+    fn a_stall_shows_as_lag_and_as_the_time_owed() {
+        let mut l = DepartureLine::new(8_000.0);
+        paced(&mut l, 8_000.0, 1_000, 10, 0);
+        // Nothing for 500 ms after the last packet (due 125 ms after it), then four at once.
+        let last = 9 * 125 * MS;
+        l.arrive(Nanos(last + 500 * MS), 4_000);
+        let d = l.deviation(Nanos(last + 500 * MS)).unwrap();
+        // The line reached 13,000 bytes at 1,625 ms; 10,000 had come: 3 packets behind.
+        assert!((d.lag - 3_000.0).abs() < 1.0, "{d:?}");
+        // Owed from when the line passed 10,000 bytes (1,250 ms) until 1,625 ms.
+        assert!((d.owed_gap - 0.375).abs() < 1e-6, "{d:?}");
+        assert_eq!(d.lead, 1_000.0);
+    }
+
+    #[test]
+    fn a_burst_shows_as_lead() {
+        let mut l = DepartureLine::new(8_000.0);
+        l.arrive(Nanos(0), 1_000);
+        l.arrive(Nanos(MS), 5_000);
+        let d = l.deviation(Nanos(MS)).unwrap();
+        assert!((d.lead - 5_992.0).abs() < 1e-6, "{d:?}");
+    }
+
+    #[test]
+    fn a_stream_that_stops_lags_until_the_end() {
+        let mut l = DepartureLine::new(1_000.0);
+        l.arrive(Nanos(0), 1_000);
+        let d = l.deviation(Nanos(3_000 * MS)).unwrap();
+        assert!((d.lag - 2_000.0).abs() < 1e-6, "{d:?}");
+        assert!((d.owed_gap - 2.0).abs() < 1e-6, "{d:?}");
+        assert!(DepartureLine::new(1.0).deviation(Nanos(5)).is_none());
+    }
+
+    proptest! {
+        /// Reads that coalesce packets (a late client) can only add lag, never lead, and never
+        /// change the bytes counted.
+        #[test]
+        fn late_reads_add_lag_not_lead(delays in proptest::collection::vec(0u64..300, 40)) {
+            let rate = 8_000.0;
+            let mut exact = DepartureLine::new(rate);
+            let mut late = DepartureLine::new(rate);
+            let mut pending = 0;
+            let mut read_at = 0;
+            for (k, d) in delays.iter().enumerate() {
+                let t = k as u64 * 125 * MS;
+                exact.arrive(Nanos(t), 1_000);
+                pending += 1_000;
+                if t >= read_at {
+                    // The first read is on time, so both lines start together.
+                    late.arrive(Nanos(t + if k == 0 { 0 } else { d * MS }), pending);
+                    read_at = t + d * MS;
+                    pending = 0;
+                }
+            }
+            let end = Nanos(40 * 125 * MS + 300 * MS);
+            late.arrive(end, pending);
+            let (e, l) = (exact.deviation(end).unwrap(), late.deviation(end).unwrap());
+            prop_assert_eq!(e.bytes, l.bytes);
+            prop_assert!(l.lead <= e.lead + 1e-6, "{:?} {:?}", e, l);
+            prop_assert!(l.lag + 1e-6 >= e.lag, "{:?} {:?}", e, l);
+        }
+    }
+}
