@@ -407,7 +407,7 @@ fn a_stream_that_stalls_shows_its_lag_and_the_time_it_was_owed() {
         server,
         transport: Transport::Tcp,
         conns: 1,
-        handshake: switchyard_runtime::deliver::Handshake::Raw(b"GET\n".to_vec()),
+        handshake: Handshake::Raw(b"GET\n".to_vec()),
         threads: 1,
         recv_buffer: None,
         upload: None,
