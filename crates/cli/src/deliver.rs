@@ -16,7 +16,8 @@ use switchyard_core::place::rebalance::{Direction, Pick, RebalanceConfig};
 use switchyard_core::place::steer::Steering;
 use switchyard_runtime::deliver::load::{Departures, Ended, Fate, Opened, Summary};
 use switchyard_runtime::deliver::{
-    Handshake, Load, LoadConfig, Pacing, Request, Sample, Server, ServerConfig, Transport, Windows, raise_file_limit,
+    Handshake, KernelPacing, Load, LoadConfig, Pacing, Request, Sample, Server, ServerConfig, Transport, Windows,
+    raise_file_limit,
 };
 use switchyard_sim::report::{Series, Style, line_chart};
 
@@ -63,6 +64,11 @@ enum PacingArg {
     Fine,
     /// Yates's quota: n packets per thread, then a pause of k × --tick-ms.
     Quota,
+    /// The kernel's: TCP's own pacing under SO_MAX_PACING_RATE (Linux 4.13+, no qdisc needed),
+    /// each stream written a packet at a time as the kernel takes it. TCP only: the kernel paces
+    /// UDP only under the fq qdisc, so UDP streams are refused with a message. The server prints
+    /// what this kernel offers at start.
+    Kernel,
 }
 
 /// Which way soft scheduling moves connections.
@@ -240,6 +246,7 @@ impl ServeArgs {
                 gain: self.ewma_gain,
                 ..Default::default()
             }),
+            PacingArg::Kernel => Pacing::Kernel,
         };
         let rebalance = self.soft.then_some(RebalanceConfig {
             sample_every: Nanos::from_millis(self.sample_ms),
@@ -394,9 +401,17 @@ fn serve(a: &ServeArgs) -> Result<()> {
         match cfg.pacing {
             Pacing::Fine(p) => format!("streams paced in {:.1} ms grains", p.grain.0 as f64 / 1e6),
             Pacing::Quota(q) => format!("streams paced by quota per {} ms tick", q.tick.0 / 1_000_000),
+            Pacing::Kernel => "streams paced by the kernel".into(),
         },
         if cfg.rebalance.is_some() { ", soft rebalancing on" } else { "" }
     );
+    if cfg.pacing == Pacing::Kernel {
+        let offers = KernelPacing::probe();
+        eprintln!("kernel pacing here: {offers}");
+        if !offers.tcp {
+            bail!("this kernel does not pace TCP sockets (SO_MAX_PACING_RATE refused): use --pacing fine");
+        }
+    }
     if cfg.steer != Steering::None {
         eprintln!("steering: {} ({})", cfg.steer, worker_cores(server.worker_cores()));
     }

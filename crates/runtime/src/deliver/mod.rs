@@ -4,6 +4,8 @@
 //! - [`request`]: the one-line protocol a client opens with.
 //! - [`server`]: listeners, workers and the controller (sampling, rebalancing, admission).
 //! - `worker`: one thread's loop — bulk round-robin, paced streams, Yates's quota.
+//! - `kernel_pace`: streams paced by the kernel (TCP's `SO_MAX_PACING_RATE`) and the probe of
+//!   what this kernel can pace ([`KernelPacing`]).
 //! - [`load`]: the clients, real sockets that count what they receive per window.
 //!
 //! Which worker a connection goes to, when one moves, how fast a stream goes and whether a
@@ -11,11 +13,13 @@
 //! `order`); this module carries the decisions out, and reads the facts they need from the
 //! sockets (bytes, CPU time, the core each connection is received on).
 
+mod kernel_pace;
 pub mod load;
 pub mod request;
 pub mod server;
 mod worker;
 
+pub use kernel_pace::KernelPacing;
 pub use load::{Ended, EndedEarly, Fate, Handshake, Load, LoadConfig, Transport, Windows};
 pub use request::{Answer, Request};
 pub use server::{ConnView, Pacing, Sample, Server, ServerConfig, Totals};

@@ -35,6 +35,10 @@ pub enum Pacing {
     Fine(PaceConfig),
     /// Yates's per-worker packets-per-pause quota.
     Quota(QuotaConfig),
+    /// The kernel's: TCP's own pacing under `SO_MAX_PACING_RATE`, each stream written a packet
+    /// at a time as the kernel takes it. TCP only: UDP streams are refused (the kernel paces
+    /// UDP only under the fq qdisc). See [`super::KernelPacing`].
+    Kernel,
 }
 
 /// A delivery server's settings.
@@ -249,6 +253,9 @@ impl Shared {
         if request == Request::Sink && udp_peer.is_some() {
             return Err("`sink` is TCP only: connect over TCP to send to the server".into());
         }
+        if self.cfg.pacing == Pacing::Kernel && udp_peer.is_some() && request.bytes_per_sec().is_some() {
+            return Err("this server paces by the kernel (--pacing kernel), which paces TCP only: ask for the stream over TCP, or run the server with --pacing fine".into());
+        }
         let mut c = self.control.lock().expect("control lock");
         let rate = request.bytes_per_sec();
         let worker = match rate {
@@ -390,6 +397,11 @@ impl Server {
             ));
         }
         let tcp = TcpListener::bind(cfg.listen)?;
+        if cfg.pacing == Pacing::Kernel {
+            // The kernel paces a segment at a time: one the size of loopback's 64 KiB MTU would
+            // leave 8 s of a 64 kb/s stream at once. Segments no larger than a packet.
+            super::kernel_pace::bound_segments(&tcp, cfg.packet as u32)?;
+        }
         let addr = tcp.local_addr()?;
         let udp = UdpSocket::bind(addr)?;
         tcp.set_nonblocking(true)?;

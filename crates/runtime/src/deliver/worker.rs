@@ -147,6 +147,8 @@ struct Worker {
     ring: VecDeque<u32>,
     /// Sink connections with bytes waiting, in round-robin order.
     sinks: VecDeque<u32>,
+    /// Kernel-paced streams the kernel will take a packet from, in round-robin order.
+    kernel: VecDeque<u32>,
     recv_buf: Vec<u8>,
     pacer: Pacer,
     quota: Option<Quota>,
@@ -196,6 +198,18 @@ impl Worker {
                 let min = if udp { self.shared.cfg.packet as u64 } else { 1 };
                 self.pacer.add_with_min(slot, r, min, now);
             }
+            (Some(r), Pacing::Kernel) => {
+                let paced = match &self.slots[slot as usize].as_ref().map(|s| &s.conn.io) {
+                    Some(Io::Tcp(s)) => super::kernel_pace::pace(s, r, self.shared.cfg.packet as u32).is_ok(),
+                    _ => false,
+                };
+                if paced {
+                    self.kernel.push_back(slot);
+                } else {
+                    // Admission placed it; unpaced it would break the promise: closed, counted.
+                    self.close(slot);
+                }
+            }
             (Some(_), Pacing::Quota(_)) => {
                 if self.ring.is_empty() {
                     // The first stream after an idle spell: its round is due now, not late by
@@ -224,6 +238,7 @@ impl Worker {
         self.bulk.retain(|&b| b != slot);
         self.ring.retain(|&b| b != slot);
         self.sinks.retain(|&b| b != slot);
+        self.kernel.retain(|&b| b != slot);
         if s.conn.rate.is_some() {
             let target = self.promised();
             if let Some(q) = &mut self.quota {
@@ -343,6 +358,18 @@ impl Worker {
         }
     }
 
+    /// Gives each kernel-paced stream that has room a packet: the kernel holds it to its rate,
+    /// and says the socket is writable again once less than a packet waits unsent.
+    fn serve_kernel(&mut self) {
+        let packet = self.shared.cfg.packet as u64;
+        for _ in 0..self.kernel.len().min(256) {
+            let Some(slot) = self.kernel.pop_front() else { break };
+            if self.send(slot, packet, true).1 {
+                self.kernel.push_back(slot);
+            }
+        }
+    }
+
     /// Reads each waiting sink connection a few times, round-robin: draining one to empty while
     /// a fast client refills it would starve the others (and the worker's commands).
     fn serve_sinks(&mut self) {
@@ -400,7 +427,7 @@ impl Worker {
     }
 
     fn timeout(&mut self, now: Nanos, next_sample: u64) -> Duration {
-        if !self.bulk.is_empty() || !self.sinks.is_empty() {
+        if !self.bulk.is_empty() || !self.sinks.is_empty() || !self.kernel.is_empty() {
             return Duration::ZERO;
         }
         let mut wake = next_sample;
@@ -419,6 +446,7 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
     let (pacer, quota) = match shared.cfg.pacing {
         Pacing::Fine(p) => (Pacer::new(p), None),
         Pacing::Quota(q) => (Pacer::new(Default::default()), Some(Quota::new(q, 0.0))),
+        Pacing::Kernel => (Pacer::new(Default::default()), None),
     };
     let buf_len = (shared.cfg.packet * shared.cfg.burst).max(pacer.config().max_chunk as usize);
     let shared_recv_size = shared.cfg.recv_size;
@@ -432,6 +460,7 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
         bulk: VecDeque::new(),
         ring: VecDeque::new(),
         sinks: VecDeque::new(),
+        kernel: VecDeque::new(),
         recv_buf: vec![0; shared_recv_size],
         pacer,
         quota,
@@ -481,6 +510,8 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
                         s.writable = true;
                         if s.conn.rate.is_none() {
                             w.bulk.push_back(slot);
+                        } else if w.shared.cfg.pacing == Pacing::Kernel {
+                            w.kernel.push_back(slot);
                         }
                         w.pacer.writable(slot, now);
                     }
@@ -503,6 +534,7 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
         w.serve_paced(now);
         w.serve_quota(now);
         w.serve_bulk();
+        w.serve_kernel();
         w.serve_sinks();
         if now.0 >= last_sample + every {
             let elapsed = Nanos(now.0 - last_sample);
