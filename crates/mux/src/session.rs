@@ -275,6 +275,10 @@ pub struct SessionReport {
     /// Channels finished both ways and forgotten since the session began, and their counters
     /// added up (their `id` and `weight` are 0; `max_held_bytes` is the largest of theirs).
     pub retired: (u64, ChannelReport),
+    /// Closes (half-closes: [`Channel::close`], `shutdown`) from this end's application that
+    /// found the session's command queue full and waited for room. Backpressure, counted so
+    /// that a test can show the queue was full: a close is never dropped.
+    pub closes_waited: u64,
 }
 
 /// Where an open's channel (or why there is none) goes.
@@ -1177,6 +1181,7 @@ impl Driver {
                     opening: self.open_window.opening(),
                     channels,
                     retired: self.retired,
+                    closes_waited: self.room.closes_waited.load(std::sync::atomic::Ordering::Relaxed),
                 });
             }
         }
