@@ -155,7 +155,7 @@ async fn forgotten(near: &Session, far: &Session) -> Result<(SessionReport, Sess
     let (mut last, mut since) = (usize::MAX, began);
     let mut trail: Vec<(f64, usize, usize)> = Vec::new();
     loop {
-        let (n, f) = (near.report().await.unwrap(), far.report().await.unwrap());
+        let (n, f) = (answer(near, "near").await?, answer(far, "far").await?);
         let left = n.channels.len() + f.channels.len();
         let at = began.elapsed().as_secs_f64();
         if trail.last().is_none_or(|&(t, ..)| at - t >= 0.5) || left == 0 {
@@ -179,6 +179,16 @@ async fn forgotten(near: &Session, far: &Session) -> Result<(SessionReport, Sess
             ));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A session's report, or an error if its driver does not answer within [`STALL`] (a driver
+/// that stops taking commands is a hang too; once, a burst test sat for minutes after its
+/// clients had finished, both drivers ticking, and nothing said where).
+async fn answer(session: &Session, end: &str) -> Result<SessionReport, String> {
+    match tokio::time::timeout(STALL, session.report()).await {
+        Ok(report) => report.map_err(|e| format!("the {end} end's session: {e}")),
+        Err(_) => Err(format!("the {end} end's driver did not answer a report within {STALL:?}")),
     }
 }
 
