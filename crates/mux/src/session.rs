@@ -272,8 +272,9 @@ pub struct SessionReport {
     pub opening: u64,
     /// Per channel, in id order: the channels live now.
     pub channels: Vec<ChannelReport>,
-    /// Channels finished both ways and forgotten since the session began, and their counters
-    /// added up (their `id` and `weight` are 0; `max_held_bytes` is the largest of theirs).
+    /// Channels finished both ways (or reset, refused ones included) and forgotten since the
+    /// session began, and their counters added up (their `id` and `weight` are 0;
+    /// `max_held_bytes` is the largest of theirs).
     pub retired: (u64, ChannelReport),
     /// Closes (half-closes: [`Channel::close`], `shutdown`) from this end's application that
     /// found the session's command queue full and waited for room. Backpressure, counted so
