@@ -34,6 +34,9 @@ pub(crate) struct Room {
     /// Channels the peer opened that the application has accepted, in all: the driver gives
     /// the peer leave to open as many more (open credit).
     pub(crate) accepted: std::sync::atomic::AtomicU64,
+    /// Closes (half-closes) that found the command queue full and waited for room
+    /// ([`SessionReport::closes_waited`](crate::SessionReport::closes_waited)).
+    pub(crate) closes_waited: std::sync::atomic::AtomicU64,
     calls: Mutex<Calls>,
 }
 
@@ -214,7 +217,25 @@ impl Channel {
     /// Receiving goes on.
     pub async fn close(&mut self) -> Result<(), MuxError> {
         self.closed = true;
-        self.commands.send(Command::Close { id: self.id }).await.map_err(|_| MuxError::Ended)
+        match self.close_now() {
+            Ok(()) => Ok(()),
+            Err(close) => close.await,
+        }
+    }
+
+    /// Hands the close to the session if its command queue has room; otherwise counts the wait
+    /// and returns the send that waits for room (a close is never dropped for a full queue: the
+    /// peer would wait for an end that never came).
+    fn close_now(&self) -> Result<(), WriteOp> {
+        use tokio::sync::mpsc::error::TrySendError;
+        let close = match self.commands.try_send(Command::Close { id: self.id }) {
+            Ok(()) => return Ok(()),
+            Err(TrySendError::Closed(_)) => return Err(Box::pin(std::future::ready(Err(MuxError::Ended)))),
+            Err(TrySendError::Full(close)) => close,
+        };
+        self.room.closes_waited.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let commands = self.commands.clone();
+        Err(Box::pin(async move { commands.send(close).await.map_err(|_| MuxError::Ended) }))
     }
 
     /// Abandons the channel both ways, as TCP's RST does: what has not been delivered is
@@ -309,10 +330,10 @@ impl AsyncWrite for Channel {
         ready!(self.as_mut().poll_flush(cx))?;
         if !self.closed {
             self.closed = true;
-            let (commands, id) = (self.commands.clone(), self.id);
-            self.writing =
-                Some(Box::pin(async move { commands.send(Command::Close { id }).await.map_err(|_| MuxError::Ended) }));
-            ready!(self.as_mut().poll_flush(cx))?;
+            if let Err(close) = self.close_now() {
+                self.writing = Some(close);
+                ready!(self.as_mut().poll_flush(cx))?;
+            }
         }
         Poll::Ready(Ok(()))
     }

@@ -19,7 +19,8 @@ fn pattern(k: usize) -> Vec<u8> {
 
 /// Opens `CHANNELS` channels at once to an end whose application accepts one every few
 /// milliseconds, with a backlog of 8 and a window of `window`; returns the channels whose bytes
-/// all arrived, those refused, and the far end's count of refusals.
+/// all arrived, those refused, and the far end's count of refusals. Fails if the far end still
+/// holds a channel 10 s after every one has ended (a refused channel was kept for ever).
 async fn slow_acceptor(window: u64) -> (usize, Vec<String>, u64) {
     let server_config =
         MuxConfig { key: b"opening".to_vec(), open_window: window, accept_backlog: 8, ..MuxConfig::default() };
@@ -50,7 +51,16 @@ async fn slow_acceptor(window: u64) -> (usize, Vec<String>, u64) {
         for r in readers {
             whole += usize::from(r.await.unwrap());
         }
-        (whole, session.report().await.unwrap().refused)
+        // Every channel has ended both ways: the far end forgets each, the refused included.
+        let mut report = session.report().await.unwrap();
+        for _ in 0..100 {
+            if report.channels.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            report = session.report().await.unwrap();
+        }
+        (whole, report.refused, report.channels.len())
     });
     let session = Session::connect(addr, MuxConfig { key: b"opening".to_vec(), ..MuxConfig::default() }).await.unwrap();
     let openers: Vec<_> = (0..CHANNELS)
@@ -73,7 +83,8 @@ async fn slow_acceptor(window: u64) -> (usize, Vec<String>, u64) {
             refused.push(e);
         }
     }
-    let (whole, refused_there) = far.await.unwrap();
+    let (whole, refused_there, left_there) = far.await.unwrap();
+    assert_eq!(left_there, 0, "channels the far end still holds 10 s after every channel ended");
     (whole, refused, refused_there)
 }
 
