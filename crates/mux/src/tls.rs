@@ -346,3 +346,63 @@ fn plain_peer(tls: &Tls, e: std::io::Error) -> std::io::Error {
     };
     std::io::Error::new(e.kind(), format!("{fix} ({text})"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Opened;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// The hand-over from rustls to the mux's records when the peer's records follow its last
+    /// hello bytes at once, already in the socket: the reader's keys start at the right record,
+    /// and every byte after the hello arrives (what rustls had read, decrypted; the rest opened
+    /// here). rustls reads the socket in large pieces: without reading a record at a time, it
+    /// held the start of the next record, which its keys' hand-over dropped.
+    #[tokio::test]
+    async fn records_right_behind_the_hello_are_handed_over_whole() {
+        let names = vec!["localhost".to_owned()];
+        let (server, client) = SelfSigned::generate(&names).unwrap().pair("localhost").unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let connecting = TcpStream::connect(listener.local_addr().unwrap());
+        let (connected, accepted) = tokio::join!(connecting, listener.accept());
+        let (theirs, ours) = tokio::join!(server.handshake(accepted.unwrap().0), client.handshake(connected.unwrap()));
+        let (mut theirs, mut ours) = (theirs.unwrap(), ours.unwrap());
+        // The hello's answer, then records of several sizes, all sent before the client reads.
+        let after: Vec<u8> = (0..40_000).map(|i| (i * 13 % 251) as u8).collect();
+        theirs.write_all(b"hello").await.unwrap();
+        theirs.flush().await.unwrap();
+        for piece in [&after[..3], &after[3..20_000], &after[20_000..]] {
+            theirs.write_all(piece).await.unwrap();
+        }
+        theirs.flush().await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let mut hello = [0u8; 5];
+        ours.read_exact(&mut hello).await.unwrap();
+        assert_eq!(&hello, b"hello");
+        let (mut socket, Records { mut opener, early, .. }) = records(ours).await.unwrap();
+        let mut buf = early;
+        let (mut plain, mut raw) = (buf.len(), buf.len());
+        while plain < after.len() {
+            let mut more = vec![0u8; 1 << 16];
+            let n = tokio::time::timeout(std::time::Duration::from_secs(30), socket.read(&mut more))
+                .await
+                .expect("the rest came")
+                .unwrap();
+            assert!(n > 0, "the end after {plain} bytes of {}", after.len());
+            buf.extend_from_slice(&more[..n]);
+            loop {
+                match opener.open(&mut buf, plain, raw).unwrap() {
+                    Opened::Data { len, used } => {
+                        plain += len;
+                        raw += used;
+                    }
+                    Opened::Nothing { used } => raw += used,
+                    Opened::Closed { .. } => panic!("closed"),
+                    Opened::Partial { .. } => break,
+                }
+            }
+        }
+        assert!(buf[..plain] == after[..], "the bytes after the hello differ");
+        drop(theirs);
+    }
+}
