@@ -341,7 +341,8 @@ impl Conn {
     /// of a frame cut by the end of the last read): a spare whose frames have all been dropped
     /// if there is one, else a new one. The buffer left behind joins the spares.
     fn make_room(&mut self, more: usize) {
-        let size = (READ_ROOM * self.read_budget).max(self.inbox.len() + more);
+        let held = self.inbox.len() - self.tls.as_ref().map_or(0, |t| t.raw - t.plain);
+        let size = (READ_ROOM * self.read_budget).max(held + more);
         let mut next = match self.spare.iter_mut().position(|b| b.try_reclaim(size)) {
             Some(i) => {
                 self.buffers.reused += 1;
@@ -352,7 +353,15 @@ impl Conn {
                 BytesMut::with_capacity(size)
             }
         };
-        next.extend_from_slice(&self.inbox);
+        match self.tls.as_mut() {
+            // The headers and tags of records already opened are left behind.
+            Some(tls) => {
+                next.extend_from_slice(&self.inbox[..tls.plain]);
+                next.extend_from_slice(&self.inbox[tls.raw..]);
+                tls.raw = tls.plain;
+            }
+            None => next.extend_from_slice(&self.inbox),
+        }
         let mut left = std::mem::replace(&mut self.inbox, next);
         // Empty, it still holds its allocation, which it takes back whole once it is the
         // last holder (`try_reclaim`).
@@ -391,6 +400,12 @@ fn decode_plain(inbox: &mut BytesMut, tls: &mut TlsIo, frames: &mut Vec<Frame>) 
     inbox.unsplit(records);
     tls.plain -= cut;
     tls.raw -= cut;
+    if tls.plain == 0 {
+        // Every frame cut: the headers and tags of the records they came in go without a copy
+        // (left, they would pile up ahead of the plaintext, 22 bytes a record).
+        inbox.advance(tls.raw);
+        tls.raw = 0;
+    }
     ok
 }
 
@@ -651,6 +666,24 @@ mod tests {
         let ((), got) =
             tokio::time::timeout(Duration::from_secs(30), async { tokio::join!(writing, reading) }).await.unwrap();
         assert!(got == plain[..], "the bytes read differ from the frames written");
+    }
+
+    /// The headers and tags of records opened do not pile up in the receive buffer: once the
+    /// frames they carried are cut, nothing of them is left (they were kept, 22 bytes a
+    /// record, and copied along to every new buffer).
+    #[tokio::test]
+    async fn tls_opened_records_leave_nothing_behind_once_their_frames_are_cut() {
+        let (mut conn, mut socket, mut peer) = tls_pair(16 << 10).await;
+        let sent = data_frames(&[100; 3000]);
+        let wire = sealed(&mut peer, &sent);
+        let writer = tokio::spawn(async move {
+            socket.write_all(&wire).await.unwrap();
+            socket
+        });
+        let got = frames(&mut conn, sent.len()).await;
+        assert!(got == sent, "{} frames of {}, or they differ", got.len(), sent.len());
+        assert_eq!(conn.inbox.len(), 0, "bytes left in the receive buffer after every whole record's frames");
+        drop(writer.await.unwrap());
     }
 
     /// A record altered on the way ends the connection, and the connection says why; the
