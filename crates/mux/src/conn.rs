@@ -1,43 +1,49 @@
 //! One connection of a session as the driver holds it: its link (a socket or two rings), and with
-//! TLS the rustls state that encrypts it; the frames waiting to be written and the bytes read and
-//! not yet decoded.
+//! TLS the keys of its records ([`crate::record`]); the frames waiting to be written and the bytes
+//! read and not yet decoded.
 //!
 //! The driver does the I/O itself, without blocking, when the link says it is ready: a task per
 //! connection cost a wake-up or two per frame, which on loopback was most of the work.
 
 use std::collections::VecDeque;
-use std::io::{Read, Write};
 use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 use switchyard_core::carry::Frame;
 use switchyard_core::carry::frame::DEFAULT_MAX_PAYLOAD;
-use tokio::net::TcpStream;
 
 use crate::link::Link;
+use crate::record::{MAX_PLAIN, MAX_RECORD, Opened, Opener, RecordError, Sealer};
+use crate::tls::Records;
 
-/// A joined connection: its link and, with TLS, rustls's state after the handshake (which may
-/// already hold bytes the peer sent after its hello).
+/// A joined connection: its link and, with TLS, its records' keys after the handshake (with
+/// what the peer sent after its hello, if it came with the hello's last record).
 pub(crate) struct Wire {
     pub(crate) link: Link,
-    pub(crate) tls: Option<Box<rustls::Connection>>,
+    pub(crate) tls: Option<Box<Records>>,
 }
 
 impl Wire {
-    /// A connection whose TLS handshake and hello are done.
-    pub(crate) fn from_tls(stream: tokio_rustls::TlsStream<TcpStream>) -> Self {
-        let (stream, tls) = match stream {
-            tokio_rustls::TlsStream::Client(s) => {
-                let (io, c) = s.into_inner();
-                (io, rustls::Connection::Client(c))
-            }
-            tokio_rustls::TlsStream::Server(s) => {
-                let (io, c) = s.into_inner();
-                (io, rustls::Connection::Server(c))
-            }
-        };
-        Self { link: Link::tcp(stream), tls: Some(Box::new(tls)) }
+    /// A connection whose TLS handshake and hello are done: its keys are taken from rustls.
+    pub(crate) async fn from_tls(stream: crate::tls::TlsStream) -> std::io::Result<Self> {
+        let (stream, records) = crate::tls::records(stream).await?;
+        Ok(Self { link: Link::tcp(stream), tls: Some(Box::new(records)) })
     }
+}
+
+/// A TLS connection's records, sealed and opened in the connection's own buffers.
+struct TlsIo {
+    sealer: Sealer,
+    opener: Opener,
+    /// Records sealed and not yet written in full, from `sent` on.
+    sealed: Vec<u8>,
+    sent: usize,
+    /// The inbox holds plaintext up to `plain`, then (after the headers and tags of the records
+    /// it came from) records not yet opened from `raw` on.
+    plain: usize,
+    raw: usize,
+    /// The peer's close_notify has come: what it sends after is not read.
+    closed: bool,
 }
 
 /// Frames read from one connection before the driver turns to the others (at least 64 KiB).
@@ -62,8 +68,8 @@ const READ_ROOM: usize = 4;
 const SPARE_BUFFERS: usize = 4;
 /// Pieces handed to one vectored write.
 const WRITE_PIECES: usize = 64;
-/// Plaintext rustls holds for a connection, encrypted and unsent: beyond the frames the driver
-/// queues, this is what is bound to the connection before the socket takes it.
+/// Plaintext sealed into records at a time for a connection and not yet sent: beyond the frames
+/// the driver queues, this is what is bound to the connection before the socket takes it.
 const TLS_BUFFER: usize = 64 << 10;
 
 /// How a connection came by the buffers it read into.
@@ -85,7 +91,9 @@ pub(crate) enum Io {
 
 pub(crate) struct Conn {
     pub(crate) link: Link,
-    tls: Option<Box<rustls::Connection>>,
+    tls: Option<Box<TlsIo>>,
+    /// Why the peer's records were refused, once they were ([`Io::Broken`]).
+    pub(crate) refused: Option<RecordError>,
     /// Bytes read (decrypted, with TLS) and not yet decoded.
     inbox: BytesMut,
     /// Buffers read into before `inbox`, oldest first, emptied: reused once their frames are
@@ -131,42 +139,24 @@ fn consume(out: &mut VecDeque<(Bytes, bool)>, queued: &mut usize, mut n: usize) 
     }
 }
 
-/// rustls reads and writes through `std::io`; this hands it the link without blocking (a
-/// `WouldBlock` also tells tokio to wait for the socket's next readiness).
-struct Sock<'a>(&'a mut Link);
-
-impl Read for Sock<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.0.try_read(buf)
-    }
-}
-
-impl Write for Sock<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.try_write(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-        self.0.try_write_vectored(bufs)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 impl Conn {
     /// A connection whose peer sends frames of up to `frame` bytes.
     pub(crate) fn new(wire: Wire, frame: usize) -> Self {
-        let Wire { link, mut tls } = wire;
-        if let Some(tls) = &mut tls {
-            tls.set_buffer_limit(Some(TLS_BUFFER));
-        }
+        let Wire { link, tls } = wire;
+        let mut inbox = BytesMut::new();
+        let tls = tls.map(|records| {
+            let Records { sealer, opener, early } = *records;
+            // Frames that came with the hello's last record are cut first.
+            inbox.extend_from_slice(&early);
+            let (plain, raw) = (inbox.len(), inbox.len());
+            Box::new(TlsIo { sealer, opener, sealed: Vec::new(), sent: 0, plain, raw, closed: false })
+        });
         Self {
             link,
             tls,
+            refused: None,
             read_budget: (READ_FRAMES * frame).max(64 << 10),
-            inbox: BytesMut::new(),
+            inbox,
             spare: VecDeque::new(),
             buffers: Buffers::default(),
             out: VecDeque::new(),
@@ -196,7 +186,7 @@ impl Conn {
 
     /// Whether bytes wait to be written (frames, or with TLS, records).
     fn holds_bytes(&self) -> bool {
-        !self.out.is_empty() || self.tls.as_ref().is_some_and(|t| t.wants_write())
+        !self.out.is_empty() || self.tls.as_ref().is_some_and(|t| t.sent < t.sealed.len())
     }
 
     /// Writes what the socket takes now. `Ok(true)` if it took anything.
@@ -226,29 +216,27 @@ impl Conn {
         Ok(wrote_any)
     }
 
-    /// [`Conn::write`] through TLS: frames into rustls as far as its buffer takes them, its
+    /// [`Conn::write`] through TLS: frames sealed into records ([`TLS_BUFFER`] at a time), the
     /// records to the socket.
     fn write_tls(&mut self) -> std::io::Result<bool> {
         let tls = self.tls.as_mut().expect("a TLS connection");
         let mut wrote_any = false;
         loop {
-            while let Some((piece, _)) = self.out.front() {
-                let n = tls.writer().write(piece)?;
-                if n == 0 {
-                    break;
-                }
-                let whole = n == piece.len();
-                consume(&mut self.out, &mut self.queued, n);
-                if !whole {
-                    break;
-                }
+            if tls.sent == tls.sealed.len() {
+                tls.sealed.clear();
+                tls.sent = 0;
+                seal(&mut tls.sealer, &mut tls.sealed, &mut self.out, &mut self.queued)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
             }
-            if self.full || !tls.wants_write() {
+            if self.full || tls.sent == tls.sealed.len() {
                 return Ok(wrote_any);
             }
-            match tls.write_tls(&mut Sock(&mut self.link)) {
+            match self.link.try_write(&tls.sealed[tls.sent..]) {
                 Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Ok(_) => wrote_any = true,
+                Ok(n) => {
+                    tls.sent += n;
+                    wrote_any = true;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.full = true,
                 Err(e) => return Err(e),
             }
@@ -287,41 +275,62 @@ impl Conn {
         Io::Fine
     }
 
-    /// [`Conn::read`] through TLS. What rustls already holds is taken first: the handshake may
-    /// have read past the hello, and those bytes will not make the socket readable again.
+    /// [`Conn::read`] through TLS: records are opened where they were read, their plaintext
+    /// joining the plaintext before them, and frames cut from it as on a plain connection.
     fn read_tls(&mut self, frames: &mut Vec<Frame>) -> Io {
         let mut taken = 0;
         loop {
             let tls = self.tls.as_mut().expect("a TLS connection");
-            // Records already read are decrypted; what they hold is taken whole.
-            let Ok(state) = tls.process_new_packets() else { return Io::Broken };
-            let pending = state.plaintext_bytes_to_read();
-            if pending > 0 {
-                if self.inbox.capacity() - self.inbox.len() < pending {
-                    self.make_room(pending);
+            let mut need = 0;
+            while !tls.closed {
+                match tls.opener.open(&mut self.inbox, tls.plain, tls.raw) {
+                    Ok(Opened::Data { len, used }) => {
+                        tls.plain += len;
+                        tls.raw += used;
+                    }
+                    Ok(Opened::Nothing { used }) => tls.raw += used,
+                    Ok(Opened::Closed { used }) => {
+                        tls.raw += used;
+                        tls.closed = true;
+                    }
+                    Ok(Opened::Partial { need: n }) => {
+                        need = n;
+                        break;
+                    }
+                    Err(e) => {
+                        // Frames opened before are good: the core takes them.
+                        let _ = decode_plain(&mut self.inbox, tls, frames);
+                        self.refused = Some(e);
+                        return Io::Broken;
+                    }
                 }
-                let len = self.inbox.len();
-                self.inbox.resize(len + pending, 0);
-                let tls = self.tls.as_mut().expect("a TLS connection");
-                if tls.reader().read_exact(&mut self.inbox[len..]).is_err() {
-                    return Io::Lost;
-                }
-                taken += pending;
-                if !self.decode(frames) {
-                    return Io::Broken;
-                }
-            } else if state.peer_has_closed() {
-                // The peer's close_notify, and everything before it read.
+            }
+            if !decode_plain(&mut self.inbox, tls, frames) {
+                return Io::Broken;
+            }
+            if tls.closed {
+                // The peer's close_notify, and every frame before it taken.
                 return Io::Lost;
             }
             if taken >= self.read_budget {
                 return Io::Fine;
             }
-            let tls = self.tls.as_mut().expect("a TLS connection");
-            match tls.read_tls(&mut Sock(&mut self.link)) {
-                Ok(0) => return Io::Lost,
-                Ok(_) => self.heard = Instant::now(),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Io::Fine,
+            // Room for the rest of the turn, and at least for the record begun.
+            let room = (self.read_budget - taken).max(need);
+            if self.inbox.capacity() - self.inbox.len() < room {
+                self.make_room(room);
+            }
+            match self.link.read_into(&mut self.inbox, room) {
+                Ok((0, _)) => return Io::Lost,
+                Ok((got, drained)) => {
+                    self.heard = Instant::now();
+                    taken += got;
+                    if drained {
+                        // The link says when more comes; what came is opened first.
+                        taken = taken.max(self.read_budget);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => taken = taken.max(self.read_budget),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => return Io::Lost,
             }
@@ -332,7 +341,8 @@ impl Conn {
     /// of a frame cut by the end of the last read): a spare whose frames have all been dropped
     /// if there is one, else a new one. The buffer left behind joins the spares.
     fn make_room(&mut self, more: usize) {
-        let size = (READ_ROOM * self.read_budget).max(self.inbox.len() + more);
+        let held = self.inbox.len() - self.tls.as_ref().map_or(0, |t| t.raw - t.plain);
+        let size = (READ_ROOM * self.read_budget).max(held + more);
         let mut next = match self.spare.iter_mut().position(|b| b.try_reclaim(size)) {
             Some(i) => {
                 self.buffers.reused += 1;
@@ -343,7 +353,15 @@ impl Conn {
                 BytesMut::with_capacity(size)
             }
         };
-        next.extend_from_slice(&self.inbox);
+        match self.tls.as_mut() {
+            // The headers and tags of records already opened are left behind.
+            Some(tls) => {
+                next.extend_from_slice(&self.inbox[..tls.plain]);
+                next.extend_from_slice(&self.inbox[tls.raw..]);
+                tls.raw = tls.plain;
+            }
+            None => next.extend_from_slice(&self.inbox),
+        }
         let mut left = std::mem::replace(&mut self.inbox, next);
         // Empty, it still holds its allocation, which it takes back whole once it is the
         // last holder (`try_reclaim`).
@@ -357,14 +375,71 @@ impl Conn {
 
     /// Decodes every whole frame in the inbox; `false` if the bytes are not frames.
     fn decode(&mut self, frames: &mut Vec<Frame>) -> bool {
-        loop {
-            match Frame::decode(&mut self.inbox, DEFAULT_MAX_PAYLOAD) {
-                Ok(Some(f)) => frames.push(f),
-                Ok(None) => return true,
-                Err(_) => return false,
-            }
+        decode(&mut self.inbox, frames)
+    }
+}
+
+/// Decodes every whole frame in `bytes`; `false` if they are not frames.
+fn decode(bytes: &mut BytesMut, frames: &mut Vec<Frame>) -> bool {
+    loop {
+        match Frame::decode(bytes, DEFAULT_MAX_PAYLOAD) {
+            Ok(Some(f)) => frames.push(f),
+            Ok(None) => return true,
+            Err(_) => return false,
         }
     }
+}
+
+/// Decodes every whole frame in a TLS connection's plaintext, the front of `inbox`.
+fn decode_plain(inbox: &mut BytesMut, tls: &mut TlsIo, frames: &mut Vec<Frame>) -> bool {
+    // Split off and joined again without a copy: one allocation, contiguous.
+    let records = inbox.split_off(tls.plain);
+    let before = inbox.len();
+    let ok = decode(inbox, frames);
+    let cut = before - inbox.len();
+    inbox.unsplit(records);
+    tls.plain -= cut;
+    tls.raw -= cut;
+    if tls.plain == 0 {
+        // Every frame cut: the headers and tags of the records they came in go without a copy
+        // (left, they would pile up ahead of the plaintext, 22 bytes a record).
+        inbox.advance(tls.raw);
+        tls.raw = 0;
+    }
+    ok
+}
+
+/// Seals frames from `out` into records in `sealed`, up to [`TLS_BUFFER`] bytes of them, each
+/// record as full as the frames waiting fill it (a frame may span records).
+fn seal(
+    sealer: &mut Sealer,
+    sealed: &mut Vec<u8>,
+    out: &mut VecDeque<(Bytes, bool)>,
+    queued: &mut usize,
+) -> Result<(), RecordError> {
+    let mut taken = 0;
+    while !out.is_empty() && taken < TLS_BUFFER {
+        let start = sealed.len();
+        sealed.reserve(MAX_RECORD);
+        sealed.extend_from_slice(&[0; crate::record::HEADER]);
+        let mut room = MAX_PLAIN;
+        while room > 0 {
+            let Some((piece, last)) = out.front() else { break };
+            if piece.is_empty() {
+                // An empty payload: nothing to copy, and `consume` takes bytes.
+                *queued -= usize::from(*last);
+                out.pop_front();
+                continue;
+            }
+            let n = piece.len().min(room);
+            sealed.extend_from_slice(&piece[..n]);
+            consume(out, queued, n);
+            room -= n;
+        }
+        taken += MAX_PLAIN - room;
+        sealer.seal(sealed, start)?;
+    }
+    Ok(())
 }
 
 /// Writes what a connection still holds, then closes it (with TLS, after its close_notify).
@@ -378,7 +453,10 @@ pub(crate) async fn finish(mut conn: Conn) {
         if !conn.holds_bytes() {
             match conn.tls.as_mut() {
                 Some(tls) if !notified => {
-                    tls.send_close_notify();
+                    if tls.sealer.close_notify(&mut tls.sealed).is_err() {
+                        // The key's last record went: the end comes as the socket's.
+                        break;
+                    }
                     notified = true;
                     continue;
                 }
@@ -395,8 +473,10 @@ pub(crate) async fn finish(mut conn: Conn) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
     use std::time::Duration;
     use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpStream;
 
     /// A connection reading a peer's frames, and the peer's end to write them on.
     async fn pair(frame: usize) -> (Conn, TcpStream) {
@@ -432,7 +512,7 @@ mod tests {
         let (socket, peer) = theirs.into_inner();
         let mut peer = rustls::Connection::Client(peer);
         peer.set_buffer_limit(None);
-        (Conn::new(Wire::from_tls(ours.unwrap()), frame), socket, peer)
+        (Conn::new(Wire::from_tls(ours.unwrap()).await.unwrap(), frame), socket.into_inner(), peer)
     }
 
     /// Data frames of the given payload sizes, each payload a pattern of its own.
@@ -586,6 +666,78 @@ mod tests {
         let ((), got) =
             tokio::time::timeout(Duration::from_secs(30), async { tokio::join!(writing, reading) }).await.unwrap();
         assert!(got == plain[..], "the bytes read differ from the frames written");
+    }
+
+    /// The headers and tags of records opened do not pile up in the receive buffer: once the
+    /// frames they carried are cut, nothing of them is left (they were kept, 22 bytes a
+    /// record, and copied along to every new buffer).
+    #[tokio::test]
+    async fn tls_opened_records_leave_nothing_behind_once_their_frames_are_cut() {
+        let (mut conn, mut socket, mut peer) = tls_pair(16 << 10).await;
+        let sent = data_frames(&[100; 3000]);
+        let wire = sealed(&mut peer, &sent);
+        let writer = tokio::spawn(async move {
+            socket.write_all(&wire).await.unwrap();
+            socket
+        });
+        let got = frames(&mut conn, sent.len()).await;
+        assert!(got == sent, "{} frames of {}, or they differ", got.len(), sent.len());
+        assert_eq!(conn.inbox.len(), 0, "bytes left in the receive buffer after every whole record's frames");
+        drop(writer.await.unwrap());
+    }
+
+    /// A record altered on the way ends the connection, and the connection says why; the
+    /// frames before it arrive.
+    #[tokio::test]
+    async fn tls_a_tampered_record_breaks_the_connection_naming_why() {
+        let (mut conn, mut socket, mut peer) = tls_pair(16 << 10).await;
+        let sent = data_frames(&[300, 20]);
+        let mut wire = sealed(&mut peer, &sent);
+        let at = wire.len();
+        wire.extend(sealed(&mut peer, &data_frames(&[100])));
+        wire[at + 8] ^= 0x40;
+        socket.write_all(&wire).await.unwrap();
+        let mut got = Vec::new();
+        let read = async {
+            loop {
+                std::future::poll_fn(|cx| conn.link.poll_read_ready(cx)).await.unwrap();
+                match conn.read(&mut got) {
+                    Io::Fine => {}
+                    Io::Lost => panic!("lost, not broken"),
+                    Io::Broken => return,
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), read).await.expect("the record was refused");
+        assert!(got == sent, "{} frames of {} came before the bad record", got.len(), sent.len());
+        let why = conn.refused.as_ref().expect("a reason").to_string();
+        assert!(why.contains("key mismatch or corruption"), "{why}");
+    }
+
+    /// A finished connection's last frames, then its close_notify, reach the peer: the peer
+    /// reads an intended end, not a truncation.
+    #[tokio::test]
+    async fn tls_a_finished_connection_ends_with_its_close_notify() {
+        use tokio::io::AsyncReadExt;
+        let (mut conn, mut socket, mut peer) = tls_pair(16 << 10).await;
+        let sent = data_frames(&[100, 16 << 10, 7]);
+        let mut plain = BytesMut::new();
+        for f in &sent {
+            conn.push(f);
+            f.encode(&mut plain);
+        }
+        tokio::time::timeout(Duration::from_secs(30), finish(conn)).await.expect("finished");
+        let mut wire = Vec::new();
+        socket.read_to_end(&mut wire).await.unwrap();
+        let mut bytes = &wire[..];
+        let mut got = Vec::new();
+        while !bytes.is_empty() {
+            peer.read_tls(&mut bytes).unwrap();
+            peer.process_new_packets().unwrap();
+            let _ = peer.reader().read_to_end(&mut got);
+        }
+        assert!(got == plain[..], "{} bytes of {}", got.len(), plain.len());
+        assert!(peer.process_new_packets().unwrap().peer_has_closed(), "no close_notify came");
     }
 
     fn payload_at(frame: &Frame) -> usize {

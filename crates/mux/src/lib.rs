@@ -19,6 +19,8 @@
 //!   close, counters; `AsyncRead` and `AsyncWrite` for existing code.
 //! - [`sockopt`]: the kernel's help (`TCP_NOTSENT_LOWAT`, `TCP_INFO`, `SIOCOUTQ`).
 //! - [`tls`]: TLS for the connections (rustls), on top of the keyed handshake.
+//! - [`record`]: the connections' TLS 1.3 records after rustls's handshake, sealed and opened
+//!   in the driver's own buffers.
 //! - [`tunnel`]: local TCP ports carried across a session as weighted channels.
 //!
 //! # What does not
@@ -32,6 +34,7 @@ mod conn;
 pub mod hello;
 mod link;
 mod peer;
+pub mod record;
 mod session;
 pub mod sockopt;
 pub mod tls;

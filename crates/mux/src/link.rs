@@ -216,15 +216,6 @@ impl Link {
         self.try_write_vectored(&[IoSlice::new(buf)])
     }
 
-    /// Reads what has arrived into `buf`; `Ok(0)` is the end, `WouldBlock` nothing yet.
-    pub(crate) fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match &mut self.kind {
-            Kind::Tcp(s) => s.try_read(buf),
-            Kind::Unix(s) => s.try_read(buf),
-            Kind::Shm(r) => r.reader.try_read(buf),
-        }
-    }
-
     /// Reads up to `room` bytes onto the end of `inbox`: `Ok((n, drained))`, `n == 0` being
     /// the end and `drained` saying that nothing more was there, so the next read should
     /// wait for readiness; `WouldBlock` if nothing had arrived.

@@ -440,7 +440,7 @@ async fn dial_tcp(
             Some(tls @ Tls::Client { .. }) => {
                 let mut stream = tls.handshake(stream).await.map_err(|source| MuxError::Tls { addr, source })?;
                 hello::join(&mut stream, &config.key, id, index, new).await?;
-                Ok(Wire::from_tls(stream))
+                Wire::from_tls(stream).await.map_err(|source| MuxError::Tls { addr, source })
             }
             Some(Tls::Server(_)) => {
                 Err(MuxError::Config("a client needs a client's TLS settings (the certificates it trusts)".into()))
@@ -693,7 +693,7 @@ async fn accept_loop(listener: Acceptor, config: MuxConfig, sessions: mpsc::Send
                     }
                 };
                 stream.answer(&config.key, &claim, answer).await?;
-                Ok::<_, MuxError>((claim, stream.into_wire(), answer, found))
+                Ok::<_, MuxError>((claim, stream.into_wire().await?, answer, found))
             };
             // A stranger, a wrong key, a failed TLS handshake, a timeout or a refusal: the
             // connection is dropped (a refused client has been told why), and the operator here
@@ -728,7 +728,7 @@ async fn accept_loop(listener: Acceptor, config: MuxConfig, sessions: mpsc::Send
 /// A server's side of a connection between its hello and its answer.
 enum Stream {
     Plain(Link),
-    Tls(Box<tokio_rustls::TlsStream<tokio::net::TcpStream>>),
+    Tls(Box<crate::tls::TlsStream>),
 }
 
 impl Stream {
@@ -740,10 +740,12 @@ impl Stream {
         Ok(())
     }
 
-    fn into_wire(self) -> Wire {
+    async fn into_wire(self) -> Result<Wire, MuxError> {
         match self {
-            Self::Plain(link) => Wire { link, tls: None },
-            Self::Tls(s) => Wire::from_tls(*s),
+            Self::Plain(link) => Ok(Wire { link, tls: None }),
+            Self::Tls(s) => Wire::from_tls(*s)
+                .await
+                .map_err(|source| MuxError::Io { what: "the TLS records of a client's connection".into(), source }),
         }
     }
 }

@@ -6,15 +6,28 @@
 //! every frame, travel inside it. Both checks stay: the certificate says the client reached the
 //! right server, the key says the client may join the session.
 //!
-//! After the handshake the session's driver keeps rustls's state and does the socket I/O itself
-//! (`conn.rs`), as it does for plain connections.
+//! After the handshake and the hello, rustls's traffic keys are taken out of it and the
+//! session's driver seals and opens the records itself ([`crate::record`], RFC 8446 §5) in its
+//! own buffers, doing the socket I/O as it does for plain connections (`conn.rs`). So that
+//! rustls hands over no record half read, it reads the socket a record at a time until then
+//! ([`WholeRecords`]): what it read whole it has decrypted, and that plaintext is handed over
+//! too. Only TLS 1.3 is spoken.
 
+use std::io::Read;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
+
+use crate::record::{self, Direction, Opener, Sealer};
+
+/// A connection during its TLS handshake and hello.
+pub(crate) type TlsStream = tokio_rustls::TlsStream<WholeRecords>;
 
 /// One end's TLS settings.
 #[derive(Clone)]
@@ -136,10 +149,12 @@ impl Tls {
         for cert in roots {
             store.add(cert)?;
         }
-        let config = rustls::ClientConfig::builder_with_provider(provider())
+        let mut config = rustls::ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])?
             .with_root_certificates(store)
             .with_no_client_auth();
+        // The keys go to the mux's own record layer after the handshake (`crate::record`).
+        config.enable_secret_extraction = true;
         let name = ServerName::try_from(name.to_owned()).map_err(|_| TlsError::Name(name.to_owned()))?;
         Ok(Self::Client { config: Arc::new(config), name })
     }
@@ -154,24 +169,161 @@ impl Tls {
 
     /// A server presenting `chain` with `key`.
     pub fn server_with(chain: Vec<CertificateDer<'static>>, key: PrivateKeyDer<'static>) -> Result<Self, TlsError> {
-        let config = rustls::ServerConfig::builder_with_provider(provider())
+        let mut config = rustls::ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])?
             .with_no_client_auth()
             .with_single_cert(chain, key)?;
+        config.enable_secret_extraction = true;
         Ok(Self::Server(Arc::new(config)))
     }
 
     /// Runs the TLS handshake on `stream` in this end's role.
-    pub(crate) async fn handshake(&self, stream: TcpStream) -> std::io::Result<tokio_rustls::TlsStream<TcpStream>> {
+    pub(crate) async fn handshake(&self, stream: TcpStream) -> std::io::Result<TlsStream> {
+        let stream = WholeRecords::new(stream);
         let done = match self {
             Self::Client { config, name } => {
-                tokio_rustls::TlsConnector::from(Arc::clone(config)).connect(name.clone(), stream).await.map(Into::into)
+                // Settings made elsewhere than here may not let the keys out.
+                let config = if config.enable_secret_extraction {
+                    Arc::clone(config)
+                } else {
+                    let mut config = (**config).clone();
+                    config.enable_secret_extraction = true;
+                    Arc::new(config)
+                };
+                tokio_rustls::TlsConnector::from(config).connect(name.clone(), stream).await.map(Into::into)
             }
             Self::Server(config) => {
-                tokio_rustls::TlsAcceptor::from(Arc::clone(config)).accept(stream).await.map(Into::into)
+                let config = if config.enable_secret_extraction {
+                    Arc::clone(config)
+                } else {
+                    let mut config = (**config).clone();
+                    config.enable_secret_extraction = true;
+                    Arc::new(config)
+                };
+                tokio_rustls::TlsAcceptor::from(config).accept(stream).await.map(Into::into)
             }
         };
         done.map_err(|e| plain_peer(self, e))
+    }
+}
+
+/// A connection's records after the handshake: the keys each way, and the plaintext rustls had
+/// already decrypted (frames the peer sent right after the hello).
+pub(crate) struct Records {
+    pub(crate) sealer: Sealer,
+    pub(crate) opener: Opener,
+    pub(crate) early: Vec<u8>,
+}
+
+/// Takes the keys out of rustls once the handshake and hello are done: the socket, and its
+/// records from here on.
+pub(crate) async fn records(mut stream: TlsStream) -> std::io::Result<(TcpStream, Records)> {
+    use std::io::{Error, ErrorKind};
+    // rustls hands out its keys only with nothing left to send.
+    stream.flush().await?;
+    let (io, mut conn) = match stream {
+        tokio_rustls::TlsStream::Client(s) => {
+            let (io, c) = s.into_inner();
+            (io, rustls::Connection::Client(c))
+        }
+        tokio_rustls::TlsStream::Server(s) => {
+            let (io, c) = s.into_inner();
+            (io, rustls::Connection::Server(c))
+        }
+    };
+    let invalid = |e: rustls::Error| Error::new(ErrorKind::InvalidData, e);
+    // Whole records only ([`WholeRecords`]): all of them decrypted now, their plaintext kept.
+    conn.process_new_packets().map_err(invalid)?;
+    let mut early = Vec::new();
+    match conn.reader().read_to_end(&mut early) {
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+        Err(e) => return Err(e),
+    }
+    if conn.protocol_version() != Some(rustls::ProtocolVersion::TLSv1_3) {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            "the TLS handshake agreed on a version before 1.3; the mux's record layer speaks TLS 1.3 only \
+             (give the settings rustls::version::TLS13)",
+        ));
+    }
+    let secrets = conn.dangerous_extract_secrets().map_err(invalid)?;
+    let key = |e: record::RecordError| Error::new(ErrorKind::InvalidData, e);
+    let sealer = Sealer(Direction::new(secrets.tx.0, secrets.tx.1).map_err(key)?);
+    let opener = Opener::new(Direction::new(secrets.rx.0, secrets.rx.1).map_err(key)?);
+    Ok((io.inner, Records { sealer, opener, early }))
+}
+
+/// A socket that rustls reads a record at a time during the handshake and hello: at a record's
+/// start it gets the record's header, then at most the rest of the record. rustls's keys can be
+/// taken out ([`records`]) but not a record it has read in part, which would be lost.
+pub(crate) struct WholeRecords {
+    inner: TcpStream,
+    /// The header of the next record, as far as it has come.
+    head: [u8; record::HEADER],
+    have: usize,
+    /// Bytes of the current record's body not yet read.
+    left: usize,
+}
+
+impl WholeRecords {
+    fn new(inner: TcpStream) -> Self {
+        Self { inner, head: [0; record::HEADER], have: 0, left: 0 }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn into_inner(self) -> TcpStream {
+        self.inner
+    }
+}
+
+impl AsyncRead for WholeRecords {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        // Through a copy: only the handshake's few kilobytes come this way.
+        let mut scratch = [0u8; 4096];
+        let want = if this.left == 0 { record::HEADER - this.have } else { this.left.min(scratch.len()) };
+        let mut part = ReadBuf::new(&mut scratch[..want.min(buf.remaining())]);
+        ready!(Pin::new(&mut this.inner).poll_read(cx, &mut part))?;
+        let got = part.filled();
+        buf.put_slice(got);
+        if this.left == 0 {
+            this.head[this.have..this.have + got.len()].copy_from_slice(got);
+            this.have += got.len();
+            if this.have == record::HEADER {
+                this.left = usize::from(u16::from_be_bytes([this.head[3], this.head[4]]));
+                this.have = 0;
+            }
+        } else {
+            this.left -= got.len();
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for WholeRecords {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }
 
@@ -193,4 +345,64 @@ fn plain_peer(tls: &Tls, e: std::io::Error) -> std::io::Error {
         Tls::Server(_) => "the client does not speak TLS: give it --tls-ca, or drop --tls-cert and --tls-key here",
     };
     std::io::Error::new(e.kind(), format!("{fix} ({text})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Opened;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// The hand-over from rustls to the mux's records when the peer's records follow its last
+    /// hello bytes at once, already in the socket: the reader's keys start at the right record,
+    /// and every byte after the hello arrives (what rustls had read, decrypted; the rest opened
+    /// here). rustls reads the socket in large pieces: without reading a record at a time, it
+    /// held the start of the next record, which its keys' hand-over dropped.
+    #[tokio::test]
+    async fn records_right_behind_the_hello_are_handed_over_whole() {
+        let names = vec!["localhost".to_owned()];
+        let (server, client) = SelfSigned::generate(&names).unwrap().pair("localhost").unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let connecting = TcpStream::connect(listener.local_addr().unwrap());
+        let (connected, accepted) = tokio::join!(connecting, listener.accept());
+        let (theirs, ours) = tokio::join!(server.handshake(accepted.unwrap().0), client.handshake(connected.unwrap()));
+        let (mut theirs, mut ours) = (theirs.unwrap(), ours.unwrap());
+        // The hello's answer, then records of several sizes, all sent before the client reads.
+        let after: Vec<u8> = (0..40_000).map(|i| (i * 13 % 251) as u8).collect();
+        theirs.write_all(b"hello").await.unwrap();
+        theirs.flush().await.unwrap();
+        for piece in [&after[..3], &after[3..20_000], &after[20_000..]] {
+            theirs.write_all(piece).await.unwrap();
+        }
+        theirs.flush().await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let mut hello = [0u8; 5];
+        ours.read_exact(&mut hello).await.unwrap();
+        assert_eq!(&hello, b"hello");
+        let (mut socket, Records { mut opener, early, .. }) = records(ours).await.unwrap();
+        let mut buf = early;
+        let (mut plain, mut raw) = (buf.len(), buf.len());
+        while plain < after.len() {
+            let mut more = vec![0u8; 1 << 16];
+            let n = tokio::time::timeout(std::time::Duration::from_secs(30), socket.read(&mut more))
+                .await
+                .expect("the rest came")
+                .unwrap();
+            assert!(n > 0, "the end after {plain} bytes of {}", after.len());
+            buf.extend_from_slice(&more[..n]);
+            loop {
+                match opener.open(&mut buf, plain, raw).unwrap() {
+                    Opened::Data { len, used } => {
+                        plain += len;
+                        raw += used;
+                    }
+                    Opened::Nothing { used } => raw += used,
+                    Opened::Closed { .. } => panic!("closed"),
+                    Opened::Partial { .. } => break,
+                }
+            }
+        }
+        assert!(buf[..plain] == after[..], "the bytes after the hello differ");
+        drop(theirs);
+    }
 }
