@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 use switchyard_core::carry::Frame;
-use switchyard_core::carry::frame::DEFAULT_MAX_PAYLOAD;
+use switchyard_core::carry::frame::{DEFAULT_MAX_PAYLOAD, HEADER_LEN, MAX_REASON};
 
 use crate::link::Link;
 use crate::record::{MAX_PLAIN, MAX_RECORD, Opened, Opener, RecordError, Sealer};
@@ -46,26 +46,31 @@ struct TlsIo {
     closed: bool,
 }
 
-/// Frames read from one connection before the driver turns to the others (at least 64 KiB).
-/// More let one connection's frames run ahead of the others' and wait in the reorder
-/// buffers: with 16 KiB frames, 256 KiB a turn held up to 4.5 MB in bench mux and ran out of
-/// credit while credit was counted in frames. Fewer cost system calls: with 128 KiB frames,
-/// 64 KiB a turn ran at 0.54–0.72 of raw TCP's cost per byte against 0.76–1.04 for 256 KiB.
-/// With the session's 64 KiB frames a turn is 256 KiB, and bench mux held 2–3 MB at most.
+/// Bytes read from one connection before the driver turns to the others (at least
+/// [`READ_FRAMES`] frames). More let one connection's frames run ahead of the others' and wait
+/// in the reorder buffers: with 16 KiB frames, 256 KiB a turn held up to 4.5 MB in bench mux
+/// and ran out of credit while credit was counted in frames. With credit in bytes, 256 KiB
+/// turns cost less CPU per byte (bench mux's ×raw CPU 0.56–1.00 against 0.43–0.59, the same
+/// runs interleaved on 2 cores at load 13–17), but least-queued striping's largest weight gap
+/// reached 0.77 and 1.54 points in two runs of four (0.00–0.02 at 64 KiB), so turns stay at
+/// 64 KiB. Fewer cost system calls: with 128 KiB frames, 64 KiB a turn ran at 0.54–0.72 of
+/// raw TCP's cost per byte against 0.76–1.04 for 256 KiB.
+const READ_TURN: usize = 64 << 10;
+/// The fewest frames a turn reads, for frames larger than a quarter of [`READ_TURN`].
 const READ_FRAMES: usize = 4;
-/// Room made in a connection's inbox when it runs low, in turns' worth: frames are split off
-/// the inbox as they are decoded, so a frame cut by the end of the room is copied to the next
-/// buffer, and the room holds many frames.
-const READ_ROOM: usize = 4;
 /// Receive buffers a connection keeps after it has moved on to a fresh one, for reuse once
 /// every frame cut from them has been dropped. The payloads handed to the core and the
 /// application are slices of the buffer they were read into, so a buffer stays alive as long
 /// as its last frame; reading into a new allocation each time cost the kernel's copy into it a
 /// page fault per page (glibc hands freed arenas back with `madvise`) and a cold cache, and
 /// that copy took 15–17% of a striping session's CPU against 12% for the copy out of the
-/// writer. Kept small: each holds up to [`READ_ROOM`] turns, and while its frames wait in
-/// reorder buffers or application queues it cannot be reused anyway.
-const SPARE_BUFFERS: usize = 4;
+/// writer. The one read into last is reused first, as the likeliest still in the cache: the
+/// oldest first cycled every spare through the kernel's copy, which cost a striping session
+/// about twice raw TCP's copy per byte (perf, cpu-clock). Each holds a turn and the end of a
+/// frame cut by it; eight, as a striping session's reorder buffers hold frames of several:
+/// with four, a 15-channel striping session on loopback faulted 27–52 thousand fresh pages in
+/// 3 s, against 11–17 thousand in three runs of four with eight (256 KiB turns, load 15–17).
+const SPARE_BUFFERS: usize = 8;
 /// Pieces handed to one vectored write.
 const WRITE_PIECES: usize = 64;
 /// Plaintext sealed into records at a time for a connection and not yet sent: beyond the frames
@@ -103,6 +108,9 @@ pub(crate) struct Conn {
     pub(crate) buffers: Buffers,
     /// Bytes read in one turn before the driver turns to the other connections.
     read_budget: usize,
+    /// Each receive buffer's size: a turn, and the start of a frame cut by the last turn's end
+    /// (the peer's largest frame), so that a spare holds both and can be reused.
+    room: usize,
     /// Encoded frames not yet written, in order: each frame's head, then its payload if it has
     /// one; `true` marks a frame's last piece.
     out: VecDeque<(Bytes, bool)>,
@@ -151,11 +159,15 @@ impl Conn {
             let (plain, raw) = (inbox.len(), inbox.len());
             Box::new(TlsIo { sealer, opener, sealed: Vec::new(), sent: 0, plain, raw, closed: false })
         });
+        let read_budget = (READ_FRAMES * frame).max(READ_TURN);
+        // A turn and the largest frame (or TLS record) cut by its end.
+        let largest = (HEADER_LEN + frame.max(MAX_REASON as usize + 8)).max(MAX_RECORD);
         Self {
             link,
             tls,
             refused: None,
-            read_budget: (READ_FRAMES * frame).max(64 << 10),
+            read_budget,
+            room: read_budget + largest,
             inbox,
             spare: VecDeque::new(),
             buffers: Buffers::default(),
@@ -243,7 +255,7 @@ impl Conn {
         }
     }
 
-    /// Reads what has arrived (up to a turn's budget, [`READ_FRAMES`]) and decodes every whole
+    /// Reads what has arrived (up to a turn's budget, [`READ_TURN`]) and decodes every whole
     /// frame in it.
     pub(crate) fn read(&mut self, frames: &mut Vec<Frame>) -> Io {
         if self.tls.is_some() {
@@ -338,12 +350,13 @@ impl Conn {
     }
 
     /// Moves the inbox to a buffer with room for `more` bytes beyond what it holds (the start
-    /// of a frame cut by the end of the last read): a spare whose frames have all been dropped
-    /// if there is one, else a new one. The buffer left behind joins the spares.
+    /// of a frame cut by the end of the last read): the spare read into last of those whose
+    /// frames have all been dropped, if there is one, else a new one. The buffer left behind
+    /// joins the spares.
     fn make_room(&mut self, more: usize) {
         let held = self.inbox.len() - self.tls.as_ref().map_or(0, |t| t.raw - t.plain);
-        let size = (READ_ROOM * self.read_budget).max(held + more);
-        let mut next = match self.spare.iter_mut().position(|b| b.try_reclaim(size)) {
+        let size = self.room.max(held + more);
+        let mut next = match self.spare.iter_mut().rposition(|b| b.try_reclaim(size)) {
             Some(i) => {
                 self.buffers.reused += 1;
                 self.spare.remove(i).expect("found there")
@@ -754,7 +767,7 @@ mod tests {
     async fn a_receive_buffer_is_reused_once_its_frames_are_dropped() {
         let frame = 1 << 10;
         let (mut conn, mut peer) = pair(frame).await;
-        let size = READ_ROOM * (64 << 10);
+        let size = conn.room;
         let per_buffer = size / frame;
         let mut bytes = BytesMut::new();
         for seq in 0..per_buffer as u64 * 6 {
@@ -779,13 +792,66 @@ mod tests {
         while conn.buffers == before {
             next.extend(frames(&mut conn, 1).await);
         }
+        // The read that moved on, or the next: a buffer holds a turn.
         let after = frames(&mut conn, per_buffer / 2).await;
         assert!(
-            after.iter().any(in_first),
+            next.iter().chain(&after).any(in_first),
             "{before:?} then {:?}: the first buffer, its frames gone, was not read into again",
             conn.buffers
         );
         assert_eq!(conn.buffers.reused, before.reused + 1);
         drop((held, next, writer));
+    }
+
+    /// Of the spare buffers whose frames are all gone, the one read into last is read into
+    /// next: it is the one most likely still in the cache, and the kernel's copy into it is
+    /// then cheaper. Reusing the oldest first cycled all the spares through that copy.
+    #[tokio::test]
+    async fn the_spare_buffer_read_into_last_is_read_into_first() {
+        let frame = 1 << 10;
+        let (mut conn, mut peer) = pair(frame).await;
+        let mut bytes = BytesMut::new();
+        for seq in 0..(8 << 20) / frame as u64 {
+            Frame::Data { channel: 1, seq, payload: Bytes::from(vec![7u8; frame]) }.encode(&mut bytes);
+        }
+        let writer = tokio::spawn(async move {
+            peer.write_all(&bytes).await.unwrap();
+            peer
+        });
+        let read = async {
+            // Which buffer the reads are in: a read that moves to a new buffer does so before
+            // it reads, so every frame it decodes is in the buffer it ends in.
+            let mut buffer = 0;
+            let mut held: Vec<(usize, Frame)> = Vec::new();
+            let mut second = None;
+            loop {
+                let before = conn.buffers;
+                let mut got = Vec::new();
+                std::future::poll_fn(|cx| conn.link.poll_read_ready(cx)).await.unwrap();
+                assert!(matches!(conn.read(&mut got), Io::Fine));
+                if conn.buffers != before {
+                    buffer += 1;
+                }
+                if buffer == 3 && second.is_none() {
+                    // The first two buffers are spares now; every frame read into them goes.
+                    let at: Vec<usize> = held.iter().filter(|(b, _)| *b == 2).map(|(_, f)| payload_at(f)).collect();
+                    second = Some((*at.iter().min().unwrap(), at.iter().max().unwrap() + frame));
+                    held.clear();
+                }
+                if buffer == 4 {
+                    let (from, to) = second.unwrap();
+                    let first = payload_at(&got[0]);
+                    assert!(
+                        (from..to).contains(&first),
+                        "read into {first:#x}, not the second buffer ({from:#x}..{to:#x}), read into last: {:?}",
+                        conn.buffers
+                    );
+                    return;
+                }
+                held.extend(got.into_iter().map(|f| (buffer, f)));
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), read).await.expect("the frames came");
+        drop(writer);
     }
 }
