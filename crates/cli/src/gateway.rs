@@ -387,13 +387,13 @@ fn wait_timeout(s: f64) -> Result<Duration> {
 async fn serve(listen: SocketAddr, router: axum::Router, what: &str) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
     eprintln!("{what} on http://{}", listener.local_addr()?);
-    // The peers' addresses, for those allowed to purge (--purge-from).
-    axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .context("serving")
+    // The gateway's own loop: it answers clients that half-close after their request, and
+    // hands each request its peer's address (for --purge-from).
+    switchyard_gateway::serve::serve(listener, router, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
+    Ok(())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
