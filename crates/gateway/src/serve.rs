@@ -13,17 +13,25 @@ use std::future::Future;
 use std::pin::pin;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::ConnectInfo;
+use axum::http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tower_service::Service;
 
-/// Serves `router` on `listener` until `shutdown` completes, then lets the connections open
-/// finish the requests they have begun and waits for them. Each request carries its peer's
-/// address as `ConnectInfo<SocketAddr>` (for `--purge-from`).
-pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()>) {
+/// Serves `service` (an axum `Router`, or the gateway's own [`crate::origin::service`]) on
+/// `listener` until `shutdown` completes, then lets the connections open finish the requests
+/// they have begun and waits for them. Each request carries its peer's address as
+/// `ConnectInfo<SocketAddr>` (for `--purge-from`).
+pub async fn serve<S, B>(listener: TcpListener, service: S, shutdown: impl Future<Output = ()>)
+where
+    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let (stop, stopping) = tokio::sync::watch::channel(());
     let mut shutdown = pin!(shutdown);
     loop {
@@ -43,13 +51,12 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<
         // Answers are written whole (head and body in one write where they fit): Nagle's
         // algorithm would only hold back the last segment of each.
         let _ = stream.set_nodelay(true);
-        let router = router.clone();
+        let service = service.clone();
         let mut stopping = stopping.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+            let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
                 request.extensions_mut().insert(ConnectInfo(peer));
-                let mut router = router.clone();
-                async move { Ok::<_, Infallible>(router.call(request).await.unwrap_or_else(|e| match e {})) }
+                service.clone().call(request)
             });
             let mut http1 = hyper::server::conn::http1::Builder::new();
             http1.half_close(true);
@@ -84,7 +91,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let served = tokio::spawn(serve(listener, Router::new(), async {
+        let served = tokio::spawn(serve(listener, axum::Router::new(), async {
             let _ = rx.await;
         }));
         let r = reqwest::get(format!("http://{addr}/nothing")).await.unwrap();

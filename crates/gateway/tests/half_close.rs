@@ -52,7 +52,7 @@ async fn gateway(origin: SocketAddr) -> SocketAddr {
     let config = OriginConfig { max_object_size: Some(1 << 20), ..OriginConfig::new(format!("http://{origin}")) };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(switchyard_gateway::serve::serve(listener, origin::router(config), std::future::pending()));
+    tokio::spawn(switchyard_gateway::serve::serve(listener, origin::service(config), std::future::pending()));
     addr
 }
 
