@@ -160,7 +160,7 @@ async fn a_client_that_stops_reading_holds_only_the_sockets_and_hypers_buffers()
     assert!(
         answered * SIZE <= bound,
         "answered {answered} requests of {SIZE} bytes ({} KiB) to a client that read none: more than the {} KiB of buffers",
-        answered * SIZE >> 10,
+        (answered * SIZE) >> 10,
         bound >> 10
     );
     // Reading again, the client gets every answer, and the connection ends after the last
