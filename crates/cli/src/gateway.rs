@@ -384,16 +384,22 @@ fn wait_timeout(s: f64) -> Result<Duration> {
     }
 }
 
-async fn serve(listen: SocketAddr, router: axum::Router, what: &str) -> Result<()> {
+async fn listen(listen: SocketAddr, what: &str) -> Result<tokio::net::TcpListener> {
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
     eprintln!("{what} on http://{}", listener.local_addr()?);
-    // The peers' addresses, for those allowed to purge (--purge-from).
-    axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .context("serving")
+    Ok(listener)
+}
+
+/// Serves `router` on `listen` until Ctrl-C, in the gateway's own loop: it answers clients
+/// that half-close after their request, and hands each request its peer's address.
+async fn serve(listen_on: SocketAddr, router: axum::Router, what: &str) -> Result<()> {
+    switchyard_gateway::serve::serve(listen(listen_on, what).await?, router, interrupted()).await;
+    Ok(())
+}
+
+/// Until Ctrl-C.
+async fn interrupted() {
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -536,8 +542,13 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
                 " (--purge-from)"
             },
         );
-        let router = switchyard_gateway::origin::router(config);
-        return runtime()?.block_on(serve(a.listen, router, &what));
+        // The gateway's own loop: it answers clients that half-close after their request, and
+        // hands each request its peer's address (for --purge-from).
+        let service = switchyard_gateway::origin::service(config);
+        return runtime()?.block_on(async {
+            switchyard_gateway::serve::serve(listen(a.listen, &what).await?, service, interrupted()).await;
+            Ok(())
+        });
     }
     let ttl = a.ttl.unwrap_or(80.0 / 9.0);
     let config = GatewayConfig {

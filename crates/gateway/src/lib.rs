@@ -19,6 +19,7 @@
 //!   sent to every origin under the core's write rule (`writes`), laggards sent them again
 //!   and kept out of reads of what they lack.
 //! - [`coop`]: one of Cacheflow's cooperating gateways.
+//! - [`serve`]: the loop that serves a gateway's routes (HTTP/1, half-closed clients answered).
 //! - [`field`]: `switchyard field serve`: the sensor field model (`switchyard-models`) served in real time
 //!   over HTTP, with the model's link queues, delays and costs.
 //!
@@ -37,4 +38,5 @@ mod metrics;
 pub mod origin;
 pub mod origins;
 pub mod purge;
+pub mod serve;
 mod writes;

@@ -56,6 +56,14 @@ fn process_cpu() -> f64 {
         .map_or(0.0, |t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
 }
 
+/// CPU seconds the calling thread has used so far (user and kernel). Unlike the wall clock, it
+/// does not count the time the thread waited for a core, which on a shared machine (load 6 to
+/// 15 on 2 cores) was most of a timed loop's and moved in-process ratios 50-fold between runs.
+fn thread_cpu() -> f64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map_or(0.0, |t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
+}
+
 /// Cores this machine offers.
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
