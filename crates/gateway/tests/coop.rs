@@ -412,7 +412,16 @@ async fn a_neighbour_down_for_a_while_costs_a_bounded_outbox_and_gets_a_snapshot
     let after = stub.taken() - before;
     assert!(after <= 3, "{after} batches once the neighbour was back: not one snapshot");
     assert!(owed.iter().all(|o| o.is_some_and(|o| o <= limit as f64)), "changes owed while it was down: {owed:?}");
-    let sent = per_neighbour(&http, &a, "coop_update_batches_sent_total", &b).await;
+    // A batch is counted when its 2xx comes back, a moment after the stub took it: read until
+    // the two agree (a read in that moment once found one fewer), for at most 5 s.
+    let mut sent = None;
+    for _ in 0..100 {
+        sent = per_neighbour(&http, &a, "coop_update_batches_sent_total", &b).await;
+        if sent == Some(stub.taken() as f64) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert_eq!(sent, Some(stub.taken() as f64), "batches counted as sent against those the neighbour took");
     assert!(per_neighbour(&http, &a, "coop_update_outbox_overflows_total", &b).await >= Some(1.0));
     assert!(per_neighbour(&http, &a, "coop_update_sends_failed_total", &b).await >= Some(1.0));
