@@ -181,26 +181,12 @@ impl Tls {
     pub(crate) async fn handshake(&self, stream: TcpStream) -> std::io::Result<TlsStream> {
         let stream = WholeRecords::new(stream);
         let done = match self {
-            Self::Client { config, name } => {
-                // Settings made elsewhere than here may not let the keys out.
-                let config = if config.enable_secret_extraction {
-                    Arc::clone(config)
-                } else {
-                    let mut config = (**config).clone();
-                    config.enable_secret_extraction = true;
-                    Arc::new(config)
-                };
-                tokio_rustls::TlsConnector::from(config).connect(name.clone(), stream).await.map(Into::into)
-            }
+            Self::Client { config, name } => tokio_rustls::TlsConnector::from(letting_keys_out(config))
+                .connect(name.clone(), stream)
+                .await
+                .map(Into::into),
             Self::Server(config) => {
-                let config = if config.enable_secret_extraction {
-                    Arc::clone(config)
-                } else {
-                    let mut config = (**config).clone();
-                    config.enable_secret_extraction = true;
-                    Arc::new(config)
-                };
-                tokio_rustls::TlsAcceptor::from(config).accept(stream).await.map(Into::into)
+                tokio_rustls::TlsAcceptor::from(letting_keys_out(config)).accept(stream).await.map(Into::into)
             }
         };
         done.map_err(|e| plain_peer(self, e))
@@ -345,6 +331,41 @@ fn plain_peer(tls: &Tls, e: std::io::Error) -> std::io::Error {
         Tls::Server(_) => "the client does not speak TLS: give it --tls-ca, or drop --tls-cert and --tls-key here",
     };
     std::io::Error::new(e.kind(), format!("{fix} ({text})"))
+}
+
+/// A rustls configuration whose handshake may let the traffic keys out to our record layer.
+trait KeysOut: Clone {
+    fn lets_keys_out(&self) -> bool;
+    fn keys_out(&mut self) -> &mut bool;
+}
+
+impl KeysOut for rustls::ClientConfig {
+    fn lets_keys_out(&self) -> bool {
+        self.enable_secret_extraction
+    }
+    fn keys_out(&mut self) -> &mut bool {
+        &mut self.enable_secret_extraction
+    }
+}
+
+impl KeysOut for rustls::ServerConfig {
+    fn lets_keys_out(&self) -> bool {
+        self.enable_secret_extraction
+    }
+    fn keys_out(&mut self) -> &mut bool {
+        &mut self.enable_secret_extraction
+    }
+}
+
+/// `config` as it is if it lets the keys out, else a copy that does: settings made elsewhere
+/// than here may not.
+fn letting_keys_out<C: KeysOut>(config: &Arc<C>) -> Arc<C> {
+    if config.lets_keys_out() {
+        return Arc::clone(config);
+    }
+    let mut copy = (**config).clone();
+    *copy.keys_out() = true;
+    Arc::new(copy)
 }
 
 #[cfg(test)]
