@@ -19,6 +19,9 @@
 //!   sent to every origin under the core's write rule (`writes`), laggards sent them again
 //!   and kept out of reads of what they lack.
 //! - [`coop`]: one of Cacheflow's cooperating gateways.
+//! - [`listener`]: the serving layer all of these share: the accept loop, TLS to clients
+//!   ([`tls`]: rustls, certificate files read again on demand), HTTP/1.1 and HTTP/2 (ALPN, or
+//!   h2c by prior knowledge), and a stop that drains what is in flight within a bound.
 //! - [`field`]: `switchyard field serve`: the sensor field model (`switchyard-models`) served in real time
 //!   over HTTP, with the model's link queues, delays and costs.
 //!
@@ -32,9 +35,11 @@ pub mod field;
 pub mod gateway;
 mod http;
 mod inflight;
+pub mod listener;
 pub mod memory;
 mod metrics;
 pub mod origin;
 pub mod origins;
 pub mod purge;
+pub mod tls;
 mod writes;
