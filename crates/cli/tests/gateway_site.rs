@@ -95,9 +95,14 @@ struct Gateway {
 
 impl Gateway {
     fn start(args: &[&str]) -> Self {
+        Self::run(&[&["gateway", "serve"], args].concat(), " on https://127.0.0.1:")
+    }
+
+    /// `switchyard ARGS --listen 127.0.0.1:0`, its port read from the line holding `said`.
+    fn run(args: &[&str], said: &str) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-            .args(["gateway", "serve", "--listen", "127.0.0.1:0"])
             .args(args)
+            .args(["--listen", "127.0.0.1:0"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -112,7 +117,7 @@ impl Gateway {
             }
         });
         let mut gateway = Self { child, lines, port: 0 };
-        let line = gateway.wait_for(" on https://127.0.0.1:");
+        let line = gateway.wait_for(said);
         let port = line.rsplit_once("127.0.0.1:").unwrap().1.split_whitespace().next().unwrap();
         gateway.port = port.parse().unwrap();
         gateway
@@ -249,4 +254,30 @@ fn a_certificate_that_cannot_be_used_is_refused_at_start() {
     out.stderr.as_slice().read_to_string(&mut err).unwrap();
     assert!(!out.status.success());
     assert!(err.contains(&format!("TLS certificate {} (--tls-cert): cannot be read", missing.display())), "{err}");
+}
+
+#[test]
+fn in_front_of_a_sensor_field_h2c_when_asked_for() {
+    if !have("curl") {
+        return;
+    }
+    let field = Gateway::run(&["field", "serve", "--time-scale", "0.05"], "sensor field on http://127.0.0.1:");
+    let field_url = format!("http://127.0.0.1:{}", field.port);
+    let gateway = Gateway::run(&["gateway", "serve", "--field", &field_url, "--h2c"], " on http://127.0.0.1:");
+    let url = format!("http://127.0.0.1:{}/v1/readings/3?max_age=5", gateway.port);
+    let said = Command::new("curl")
+        .args(["--silent", "--show-error", "--max-time", "60", "--http2-prior-knowledge"])
+        .args(["--output", "/dev/null", "--write-out", "%{http_code} %{http_version}", &url])
+        .output()
+        .expect("curl runs");
+    assert_eq!(text(&said), "200 2", "a reading over h2c");
+    let said = Command::new("curl")
+        .args(["--silent", "--show-error", "--max-time", "60"])
+        .args(["--output", "/dev/null", "--write-out", "%{http_code} %{http_version}", &url])
+        .output()
+        .expect("curl runs");
+    assert_eq!(text(&said), "200 1.1", "a reading over HTTP/1.1 beside h2c");
+    gateway.signal("TERM");
+    let line = gateway.wait_for("stopped:");
+    assert_eq!(line, "stopped: 0 requests in flight finished, 0 cut at --drain-timeout");
 }
