@@ -111,7 +111,11 @@ fn bench(a: &Setup, progress: &dyn Progress) -> Result<Report> {
     // Two pairs of servers: one keeping answers an hour (the hits and the cold herd), one two
     // seconds (the herd at expiry).
     let origin = runtime.block_on(serve(field))?;
-    let dir = std::env::temp_dir().join(format!("switchyard-bench-nginx-{}", std::process::id()));
+    // One folder per run, not per process: two runs in one process (tests side by side) must
+    // not remove each other's files when they end.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("switchyard-bench-nginx-{}-{run}", std::process::id()));
     let start_ours = |ttl: Duration| {
         runtime.block_on(serve(switchyard_gateway::origin::router(OriginConfig {
             // The field's answers state no freshness: the same fixed lifetime nginx is
