@@ -14,9 +14,12 @@ use switchyard_experiments::bench::peers::found;
 /// and for one each held the moment it expired, counting the reads that reach the origin. Last,
 /// in this process: the core's cache lookups against moka's on the same keys. The report says
 /// whether issue 38's goals hold: hits ≥ 1.5× the faster peer's, p99 no worse than Varnish's.
+/// Then with h2load, ours and nginx (`listen … ssl http2`) over TLS 1.3, each with HTTP/1.1
+/// and HTTP/2 (--streams per connection), and ours over h2c: hits a second and p99.
 ///
-/// nginx, Varnish and wrk come from Debian (`bench/install-peers.sh` installs them); without
-/// nginx or Varnish its rows are left out, without wrk the hit rates, and the report says so.
+/// nginx, Varnish, wrk and h2load come from Debian (`bench/install-peers.sh` installs them);
+/// without nginx or Varnish its rows are left out, without wrk the hit rates, without h2load
+/// the rows over TLS and HTTP/2, and the report says so.
 ///
 /// Example:
 ///
@@ -36,6 +39,10 @@ pub(crate) struct GatewayBench {
     /// Concurrent requests in the thundering herd.
     #[arg(long, default_value_t = 200)]
     herd: usize,
+    /// HTTP/2 streams h2load keeps open on each connection in the rows over HTTP/2 (TLS and
+    /// h2c); HTTP/1.1 rows have one request at a time per connection.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    streams: u32,
     /// Keys for the in-process lookup comparison.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     keys: u32,
@@ -54,6 +61,8 @@ pub(crate) fn run(a: &GatewayBench) -> Result<()> {
         nginx: found("nginx"),
         varnishd: found("varnishd"),
         wrk: found("wrk"),
+        h2load: found("h2load"),
+        streams: a.streams as usize,
     };
     let report = bench(&setup, &crate::print::Bar::new())?.report(&setup);
     a.output.emit(&report)

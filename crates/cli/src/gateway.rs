@@ -11,7 +11,9 @@ use switchyard_core::place::sla::write::WriteRule;
 use switchyard_core::place::sla::{RouteKind, Sla};
 use switchyard_gateway::field::FieldConfig;
 use switchyard_gateway::gateway::GatewayConfig;
+use switchyard_gateway::listener::ServeOptions;
 use switchyard_gateway::origins::{OriginSpec, parse_sla};
+use switchyard_gateway::tls::TlsFiles;
 use switchyard_sim::models::sensor::{ChangeModel, FieldSpec, Stations};
 
 /// Serve a sensor field over HTTP: the simulator's field in real time, with its access
@@ -116,6 +118,13 @@ enum Changes {
 ///   curl 'http://127.0.0.1:7000/v1/readings/42?max_age=5'
 ///
 ///   switchyard gateway serve --policy greedy-age --ttl 88.9 --stale-if-error 60
+///
+/// As a site runs it: HTTPS with HTTP/2 (--tls-cert, --tls-key; `kill -HUP` reads them again
+/// without dropping a connection) and a graceful stop (`kill -TERM`: what is in flight
+/// finishes, within --drain-timeout):
+///
+///   switchyard gateway serve --origin http://127.0.0.1:8080 --listen 0.0.0.0:443 \
+///     --tls-cert /etc/ssl/site.pem --tls-key /etc/ssl/private/site.key
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct GatewayArgs {
@@ -194,6 +203,29 @@ struct GatewayServe {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7000")]
     listen: SocketAddr,
+    /// Serve HTTPS with this certificate chain (PEM: the server's certificate first, then
+    /// its intermediates); needs --tls-key. TLS 1.3 and 1.2; ALPN offers h2, then http/1.1,
+    /// so clients that can speak HTTP/2 do. On SIGHUP both files are read again: new
+    /// connections get the new certificate, those open keep theirs; a file that cannot be used
+    /// is refused with a line saying which and why, and the previous certificate serves on.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8 `PRIVATE KEY`, `RSA PRIVATE KEY` or
+    /// `EC PRIVATE KEY`).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// Without TLS: accept cleartext HTTP/2 from clients that know it is spoken here (prior
+    /// knowledge, RFC 9113 §3.3; curl --http2-prior-knowledge) beside HTTP/1.1. Off by
+    /// default, as in nginx and Varnish; `Upgrade: h2c` is not offered (RFC 9113 removed it).
+    /// Over TLS, HTTP/2 needs no flag: ALPN chooses it.
+    #[arg(long, conflicts_with = "tls_cert")]
+    h2c: bool,
+    /// On SIGTERM or Ctrl-C the gateway stops accepting connections, lets each request in
+    /// flight finish (idle connections are closed, HTTP/2 clients are sent GOAWAY) for at
+    /// most this many seconds, cuts what is left, and exits 0 with a line counting the
+    /// requests finished and cut.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    drain_timeout: f64,
     /// The field service's base URL.
     #[arg(long, default_value = "http://127.0.0.1:7100")]
     field: String,
@@ -390,16 +422,82 @@ async fn listen(listen: SocketAddr, what: &str) -> Result<tokio::net::TcpListene
     Ok(listener)
 }
 
-/// Serves `router` on `listen` until Ctrl-C, in the gateway's own loop: it answers clients
+/// Serves `router` on `listen` until Ctrl-C, in the loop every mode shares: it answers clients
 /// that half-close after their request, and hands each request its peer's address.
 async fn serve(listen_on: SocketAddr, router: axum::Router, what: &str) -> Result<()> {
-    switchyard_gateway::serve::serve(listen(listen_on, what).await?, router, interrupted()).await;
+    let options = ServeOptions::default();
+    switchyard_gateway::listener::serve(listen(listen_on, what).await?, router, options, interrupted()).await;
     Ok(())
 }
 
 /// Until Ctrl-C.
 async fn interrupted() {
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// `--tls-cert`, `--tls-key`, `--h2c` and `--drain-timeout`, checked before anything starts.
+fn serve_options(a: &GatewayServe) -> Result<ServeOptions> {
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles::load(cert, key)?),
+        _ => None,
+    };
+    Ok(ServeOptions { tls, h2c: a.h2c, drain_timeout: seconds("--drain-timeout", a.drain_timeout)? })
+}
+
+/// `gateway serve`'s server: TLS and HTTP/2 as `options` say, the TLS files read again on
+/// SIGHUP, and a drained stop on SIGTERM or Ctrl-C.
+async fn serve_site(
+    listen: SocketAddr,
+    router: impl switchyard_gateway::listener::Served,
+    what: &str,
+    options: ServeOptions,
+) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
+    let addr = listener.local_addr()?;
+    let spoken = match (&options.tls, options.h2c) {
+        (Some(_), _) => format!("https://{addr} (TLS 1.3 and 1.2; HTTP/2 and HTTP/1.1 by ALPN)"),
+        (None, true) => format!("http://{addr} (HTTP/1.1, and HTTP/2 by prior knowledge)"),
+        (None, false) => format!("http://{addr}"),
+    };
+    eprintln!("{what} on {spoken}");
+    // Registered before serving: SIGHUP's default action would end the process.
+    let mut hangups = signal(SignalKind::hangup()).context("listening for SIGHUP")?;
+    let tls = options.tls.clone();
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            match &tls {
+                Some(files) => match files.reload() {
+                    Ok(()) => eprintln!(
+                        "SIGHUP: read {} and its key again; new connections get them, open ones keep theirs",
+                        files.cert_path().display()
+                    ),
+                    Err(e) => eprintln!("SIGHUP: {e}; still serving the previous certificate"),
+                },
+                None => eprintln!("SIGHUP: nothing to read again (no --tls-cert); serving on"),
+            }
+        }
+    });
+    let mut terminate = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    let bound = options.drain_timeout;
+    let stop = async move {
+        let which = tokio::select! {
+            _ = terminate.recv() => "SIGTERM",
+            _ = tokio::signal::ctrl_c() => "interrupted",
+        };
+        eprintln!(
+            "{which}: no new connections; finishing the requests in flight, for at most {} s (--drain-timeout)",
+            bound.as_secs_f64()
+        );
+    };
+    let drained = switchyard_gateway::listener::serve(listener, router, options, stop).await;
+    eprintln!(
+        "stopped: {} {} in flight finished, {} cut at --drain-timeout",
+        drained.finished,
+        if drained.finished == 1 { "request" } else { "requests" },
+        drained.cut
+    );
+    Ok(())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -542,13 +640,12 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
                 " (--purge-from)"
             },
         );
-        // The gateway's own loop: it answers clients that half-close after their request, and
-        // hands each request its peer's address (for --purge-from).
+        // The gateway's own service (a hit answered without a router), in the serving loop
+        // every mode shares: half-closed clients answered, each request with its peer's address
+        // (for --purge-from), TLS and HTTP/2 as asked.
         let service = switchyard_gateway::origin::service(config);
-        return runtime()?.block_on(async {
-            switchyard_gateway::serve::serve(listen(a.listen, &what).await?, service, interrupted()).await;
-            Ok(())
-        });
+        let options = serve_options(a)?;
+        return runtime()?.block_on(serve_site(a.listen, service, &what, options));
     }
     let ttl = a.ttl.unwrap_or(80.0 / 9.0);
     let config = GatewayConfig {
@@ -564,10 +661,11 @@ pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
         measure_deviation: a.measure_deviation,
         seed: a.seed,
     };
+    let options = serve_options(a)?;
     let rt = runtime()?;
     rt.block_on(async {
         let router = switchyard_gateway::gateway::router(config).await?;
-        serve(a.listen, router, &format!("gateway ({}, T = {ttl:.2} s)", a.policy)).await
+        serve_site(a.listen, router, &format!("gateway ({}, T = {ttl:.2} s)", a.policy), options).await
     })
 }
 

@@ -19,7 +19,10 @@
 //!   sent to every origin under the core's write rule (`writes`), laggards sent them again
 //!   and kept out of reads of what they lack.
 //! - [`coop`]: one of Cacheflow's cooperating gateways.
-//! - [`serve`]: the loop that serves a gateway's routes (HTTP/1, half-closed clients answered).
+//! - [`listener`]: the serving layer all of these share: the accept loop, TLS to clients
+//!   ([`tls`]: rustls, certificate files read again on demand), HTTP/1.1 (half-closed clients
+//!   answered) and HTTP/2 (ALPN, or h2c by prior knowledge), and a stop that drains what is in
+//!   flight within a bound.
 //! - [`field`]: `switchyard field serve`: the sensor field model (`switchyard-models`) served in real time
 //!   over HTTP, with the model's link queues, delays and costs.
 //!
@@ -33,10 +36,11 @@ pub mod field;
 pub mod gateway;
 mod http;
 mod inflight;
+pub mod listener;
 pub mod memory;
 mod metrics;
 pub mod origin;
 pub mod origins;
 pub mod purge;
-pub mod serve;
+pub mod tls;
 mod writes;

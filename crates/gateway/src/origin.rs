@@ -384,7 +384,7 @@ pub fn router(config: OriginConfig) -> Router {
 }
 
 /// The gateway as one service (what `switchyard gateway serve` runs, through
-/// [`crate::serve::serve`]): `/metrics`, and every other request through the cache.
+/// [`crate::listener::serve`]): `/metrics`, and every other request through the cache.
 pub fn service(config: OriginConfig) -> OriginService {
     OriginService(shared(config))
 }

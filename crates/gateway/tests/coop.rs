@@ -420,7 +420,7 @@ async fn a_neighbour_down_for_a_while_costs_a_bounded_outbox_and_gets_a_snapshot
         if sent == Some(stub.taken() as f64) {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(sent, Some(stub.taken() as f64), "batches counted as sent against those the neighbour took");
     assert!(per_neighbour(&http, &a, "coop_update_outbox_overflows_total", &b).await >= Some(1.0));

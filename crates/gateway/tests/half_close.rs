@@ -1,4 +1,4 @@
-//! Clients at the edges of TCP, over the gateway's own serving loop (`switchyard_gateway::serve`,
+//! Clients at the edges of TCP, over the gateway's own serving loop (`switchyard_gateway::listener`,
 //! as `switchyard gateway serve` runs it): a client that sends its request and then shuts its
 //! sending side (`shutdown(SHUT_WR)`, as `nc -N` or a script's `curl --no-keepalive` behind a
 //! proxy does) gets its whole answer, for a miss, a hit and a body carried through; a client
@@ -52,7 +52,12 @@ async fn gateway(origin: SocketAddr) -> SocketAddr {
     let config = OriginConfig { max_object_size: Some(1 << 20), ..OriginConfig::new(format!("http://{origin}")) };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(switchyard_gateway::serve::serve(listener, origin::service(config), std::future::pending()));
+    tokio::spawn(switchyard_gateway::listener::serve(
+        listener,
+        origin::service(config),
+        switchyard_gateway::listener::ServeOptions::default(),
+        std::future::pending(),
+    ));
     addr
 }
 

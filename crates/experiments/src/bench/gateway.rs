@@ -3,6 +3,8 @@
 //! driven by the same load (wrk), in alternating rounds: requests a second on cache hits and
 //! their p99 latency; then a thundering herd of concurrent requests for a key neither holds,
 //! and for a key both held the moment it expired, counting the reads that reach the origin.
+//! Over TLS (h2load): hits a second and p99 with HTTP/1.1 and HTTP/2 to ours and to nginx
+//! (`listen … ssl http2`), and ours over cleartext HTTP/2 (h2c).
 //! Last, in this process: the core's cache lookups against moka's on the same keys.
 
 use std::net::SocketAddr;
@@ -18,9 +20,10 @@ use switchyard_gateway::field::FieldConfig;
 use switchyard_gateway::origin::OriginConfig;
 use switchyard_models::{ChangeModel, FieldSpec, Stations};
 
-use super::peers::{Reaped, launch_nginx_cache, launch_varnish};
+use super::peers::{Reaped, launch_nginx_cache, launch_nginx_cache_tls, launch_varnish};
 use crate::ExperimentError;
 use crate::report::{self, ColumnSpec, Progress, ReportSpec, Table, TableSpec};
+use switchyard_gateway::listener::ServeOptions;
 
 /// What to benchmark.
 #[derive(Clone, Debug)]
@@ -41,6 +44,24 @@ pub struct Setup {
     pub varnishd: Option<PathBuf>,
     /// wrk, if the hit rates are to be measured (else they are left out).
     pub wrk: Option<PathBuf>,
+    /// h2load (nghttp2-client), if the rates over TLS and HTTP/2 are to be measured (else
+    /// that table is left out).
+    pub h2load: Option<PathBuf>,
+    /// HTTP/2 streams h2load keeps open on each connection (`-m`).
+    pub streams: usize,
+}
+
+/// One server and protocol under h2load.
+#[derive(Clone, Debug)]
+pub struct ProtocolRow {
+    /// `switchyard gateway` or `nginx proxy_cache`.
+    pub name: &'static str,
+    /// What was spoken, as h2load negotiated it: `HTTP/2 over TLSv1.3`, `h2c`, ...
+    pub protocol: String,
+    /// The cipher suite negotiated (empty without TLS).
+    pub cipher: String,
+    /// Requests a second on hits and their p99 latency in ms (median rounds).
+    pub hits: (f64, f64),
 }
 
 /// One server's figures.
@@ -63,6 +84,8 @@ pub struct Report {
     pub servers: Vec<ServerRow>,
     /// ns per lookup of a hot key: the core's cache under its lock, and moka's.
     pub lookups: (f64, f64),
+    /// Hits over TLS and HTTP/2 (h2load); empty without h2load.
+    pub protocols: Vec<ProtocolRow>,
 }
 
 /// Runs the bench; `progress` hears of each wrk run, each herd and the lookups.
@@ -88,7 +111,11 @@ fn bench(a: &Setup, progress: &dyn Progress) -> Result<Report> {
     // Two pairs of servers: one keeping answers an hour (the hits and the cold herd), one two
     // seconds (the herd at expiry).
     let origin = runtime.block_on(serve(field))?;
-    let dir = std::env::temp_dir().join(format!("switchyard-bench-nginx-{}", std::process::id()));
+    // One folder per run, not per process: two runs in one process (tests side by side) must
+    // not remove each other's files when they end.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("switchyard-bench-nginx-{}-{run}", std::process::id()));
     // Served as `switchyard gateway serve` serves it (its own loop and service, no router).
     let start_ours = |ttl: Duration| {
         runtime.block_on(serve_ours(switchyard_gateway::origin::service(OriginConfig {
@@ -114,7 +141,7 @@ fn bench(a: &Setup, progress: &dyn Progress) -> Result<Report> {
     let (varnish_long, varnish_short) =
         (varnish(3600, "varnish-long").transpose()?, varnish(2, "varnish-short").transpose()?);
     let client = reqwest::Client::new();
-    let mut servers: Vec<(&'static str, SocketAddr, SocketAddr)> = vec![("switchyard gateway", ours, ours_short)];
+    let mut servers: Vec<(&'static str, SocketAddr, SocketAddr)> = vec![(OURS, ours, ours_short)];
     if let (Some((_, long)), Some((_, short))) = (&theirs, &theirs_short) {
         servers.push((NGINX, *long, *short));
     }
@@ -169,31 +196,197 @@ fn bench(a: &Setup, progress: &dyn Progress) -> Result<Report> {
             expired_herd: herds[i].1,
         })
         .collect();
+    // The servers measured so far stop here: they would only take CPU from the next ones.
     drop((theirs, theirs_short, varnish_long, varnish_short));
+    let protocols = match &a.h2load {
+        Some(h2load) => over_tls(a, &runtime, h2load, origin, &dir.join("tls"), progress)?,
+        None => Vec::new(),
+    };
     let _ = std::fs::remove_dir_all(&dir);
     progress.stage("lookups", 1);
     let lookups = lookups(a.keys);
     progress.advance(1);
-    Ok(Report { servers: rows, lookups })
+    Ok(Report { servers: rows, lookups, protocols })
+}
+
+/// Hits over TLS (HTTP/1.1 and HTTP/2) to ours and to nginx, and over h2c to ours, measured by
+/// h2load in alternating rounds. Each server is a cache of its own in front of `origin`,
+/// keeping answers an hour, warmed on the key first.
+fn over_tls(
+    a: &Setup,
+    runtime: &tokio::runtime::Runtime,
+    h2load: &Path,
+    origin: SocketAddr,
+    dir: &Path,
+    progress: &dyn Progress,
+) -> Result<Vec<ProtocolRow>> {
+    std::fs::create_dir_all(dir)?;
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])?;
+    let (cert, key) = (dir.join("site.crt"), dir.join("site.key"));
+    std::fs::write(&cert, made.cert.pem())?;
+    std::fs::write(&key, made.signing_key.serialize_pem())?;
+    let service = || {
+        switchyard_gateway::origin::service(OriginConfig {
+            heuristic: switchyard_core::cache::http::Heuristic {
+                default: Some(Duration::from_secs(3600)),
+                ..Default::default()
+            },
+            ..OriginConfig::new(format!("http://{origin}"))
+        })
+    };
+    let tls = switchyard_gateway::tls::TlsFiles::load(&cert, &key)?;
+    let ours_tls =
+        runtime.block_on(serve_with(service(), ServeOptions { tls: Some(tls), ..ServeOptions::default() }))?;
+    let ours_h2c = runtime.block_on(serve_with(service(), ServeOptions { h2c: true, ..ServeOptions::default() }))?;
+    let location = "proxy_cache_valid 200 404 3600s;\n      proxy_cache_lock on;";
+    let nginx = a
+        .nginx
+        .as_deref()
+        .map(|n| launch_nginx_cache_tls(n, &dir.join("nginx"), origin, "inactive=10m", location, (&cert, &key)))
+        .transpose()?;
+    // (server, URL, HTTP/1.1 only)
+    let mut runs: Vec<(&'static str, String, bool)> = vec![
+        (OURS, format!("https://127.0.0.1:{}/v1/sensors/7", ours_tls.port()), true),
+        (OURS, format!("https://127.0.0.1:{}/v1/sensors/7", ours_tls.port()), false),
+        (OURS, format!("http://{ours_h2c}/v1/sensors/7"), false),
+    ];
+    if let Some((_, addr)) = &nginx {
+        runs.push((NGINX, format!("https://{addr}/v1/sensors/7"), true));
+        runs.push((NGINX, format!("https://{addr}/v1/sensors/7"), false));
+    }
+    // Warm each on the key: a miss takes up to 0.2 s, which must not count among the hits.
+    for (_, url, h1) in &runs {
+        h2load_run(h2load, url, *h1, 1, 1, None, &dir.join("warm.log"))?;
+    }
+    progress.stage("over TLS and HTTP/2 (h2load)", (a.rounds * runs.len()) as u64);
+    let mut measured: Vec<Vec<H2load>> = vec![Vec::new(); runs.len()];
+    for _ in 0..a.rounds {
+        for (i, (_, url, h1)) in runs.iter().enumerate() {
+            let streams = if *h1 { 1 } else { a.streams };
+            measured[i].push(h2load_run(
+                h2load,
+                url,
+                *h1,
+                a.connections,
+                streams,
+                Some(a.seconds),
+                &dir.join("requests.log"),
+            )?);
+            progress.advance(1);
+        }
+    }
+    drop(nginx);
+    Ok(runs
+        .iter()
+        .zip(measured)
+        .map(|((name, url, h1), m)| {
+            let http = if *h1 { "HTTP/1.1" } else { "HTTP/2" };
+            let protocol = match m[0].tls.as_str() {
+                "" if url.starts_with("http:") => "HTTP/2 cleartext (h2c)".to_string(),
+                tls => format!("{http} over {tls}"),
+            };
+            ProtocolRow {
+                name,
+                protocol,
+                cipher: m[0].cipher.clone(),
+                hits: (
+                    median_of_rounds(m.iter().map(|r| r.rate).collect()),
+                    median_of_rounds(m.iter().map(|r| r.p99).collect()),
+                ),
+            }
+        })
+        .collect())
+}
+
+/// One h2load run's figures.
+#[derive(Clone, Debug)]
+struct H2load {
+    rate: f64,
+    /// ms, from its per-request log.
+    p99: f64,
+    /// `TLSv1.3` and the like; empty without TLS.
+    tls: String,
+    cipher: String,
+}
+
+/// h2load against `url` (HTTP/1.1 by ALPN where `h1`), for `seconds` (else one request on
+/// each connection); its rate, and the p99 of the times its per-request log holds.
+fn h2load_run(
+    h2load: &Path,
+    url: &str,
+    h1: bool,
+    connections: usize,
+    streams: usize,
+    seconds: Option<f64>,
+    log: &Path,
+) -> Result<H2load> {
+    let mut command = Command::new(h2load);
+    // h2load wants no more threads than connections.
+    let threads = connections.min(2);
+    command.args(["-t", &threads.to_string(), "-c", &connections.to_string(), "-m", &streams.to_string()]);
+    match seconds {
+        Some(s) => command.args(["-D", &format!("{}", s.ceil() as u64)]),
+        None => command.args(["-n", &connections.to_string()]),
+    };
+    if h1 {
+        command.arg("--h1");
+    }
+    let out = command
+        .arg(format!("--log-file={}", log.display()))
+        .arg(url)
+        .output()
+        .with_context(|| format!("running {}", h2load.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let field = |prefix: &str| text.lines().find_map(|l| l.strip_prefix(prefix)).map(str::trim);
+    let rate = field("finished in ")
+        .and_then(|l| l.split(", ").nth(1))
+        .and_then(|r| r.strip_suffix(" req/s"))
+        .and_then(|r| r.parse::<f64>().ok())
+        .with_context(|| format!("h2load printed no rate against {url}:\n{text}"))?;
+    let requests = field("requests: ").with_context(|| format!("h2load printed no request counts:\n{text}"))?;
+    let statuses = field("status codes: ").unwrap_or("");
+    if !requests.contains(" 0 failed, 0 errored, 0 timeout") || !statuses.contains(" 0 3xx, 0 4xx, 0 5xx") {
+        bail!("h2load saw errors against {url}:\n{text}");
+    }
+    let mut times: Vec<u64> = std::fs::read_to_string(log)
+        .with_context(|| format!("reading h2load's log {}", log.display()))?
+        .lines()
+        .filter_map(|l| l.split('\t').nth(2)?.trim().parse().ok())
+        .collect();
+    if times.is_empty() {
+        bail!("h2load logged no request against {url}");
+    }
+    times.sort_unstable();
+    let p99 = times[(times.len() * 99).div_ceil(100) - 1] as f64 / 1e3;
+    Ok(H2load {
+        rate,
+        p99,
+        tls: field("TLS Protocol:").unwrap_or("").to_string(),
+        cipher: field("Cipher:").unwrap_or("").to_string(),
+    })
 }
 
 /// Varnish's rows' name.
 const VARNISH: &str = "varnish (malloc)";
 /// nginx's rows' name.
 const NGINX: &str = "nginx proxy_cache";
+/// Our rows' name.
+const OURS: &str = "switchyard gateway";
 
+/// Ours on a loopback port, served as `gateway serve` serves it (cleartext HTTP/1.1).
 async fn serve(router: axum::Router) -> Result<SocketAddr> {
+    serve_with(router, ServeOptions::default()).await
+}
+
+async fn serve_with(router: impl switchyard_gateway::listener::Served, options: ServeOptions) -> Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    tokio::spawn(switchyard_gateway::listener::serve(listener, router, options, std::future::pending()));
     Ok(addr)
 }
 
 async fn serve_ours(service: switchyard_gateway::origin::OriginService) -> Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(switchyard_gateway::serve::serve(listener, service, std::future::pending()));
-    Ok(addr)
+    serve_with(service, ServeOptions::default()).await
 }
 
 /// nginx in front of `origin`, keeping answers `ttl_s` seconds, one request at a time to the
@@ -366,11 +559,30 @@ pub const LOOKUPS: TableSpec = TableSpec::new(
     ],
 );
 
+/// Hits over TLS and HTTP/2, per server and protocol.
+pub const PROTOCOLS: TableSpec = TableSpec::new(
+    "protocols",
+    "Cache hits over TLS and HTTP/2 under h2load, per server and protocol",
+    &[
+        ColumnSpec::text("server"),
+        ColumnSpec::text("protocol").about("as h2load negotiated it (ALPN, TLS version)"),
+        ColumnSpec::num("hits_per_s", 0).header("hits/s").about("requests a second on cache hits (median round)"),
+        ColumnSpec::num("vs_nginx", 2)
+            .header("×nginx")
+            .about("hits a second over nginx's with the same protocol (where nginx ran)"),
+        ColumnSpec::num("p99", 2)
+            .header("p99")
+            .unit("ms")
+            .about("99th percentile latency of the hits, from h2load's per-request log (median round)"),
+        ColumnSpec::text("cipher").about("the TLS cipher suite negotiated"),
+    ],
+);
+
 /// What `bench gateway` reports.
 pub const SPEC: ReportSpec = ReportSpec {
     name: "bench-gateway",
     title: "The caching gateway against nginx's proxy_cache and Varnish in front of the same slow origin, and the core's cache against moka",
-    tables: &[&SERVERS, &LOOKUPS],
+    tables: &[&SERVERS, &PROTOCOLS, &LOOKUPS],
 };
 
 impl Report {
@@ -382,29 +594,35 @@ impl Report {
             .param("rounds", setup.rounds, "rounds, alternating the servers")
             .param("connections", setup.connections, "wrk's open connections (wrk -t2)")
             .param("herd", setup.herd, "concurrent requests in each thundering herd")
+            .param("streams", setup.streams, "HTTP/2 streams h2load keeps open on each connection")
             .param("keys", setup.keys, "keys in the lookup comparison");
         r.note(format!(
             "loopback, {} cores shared by wrk, the servers and the origin; origin: the field emulator (reads up to 0.2 s)",
             super::cores()
         ));
-        let missing: Vec<&str> =
-            [("nginx", setup.nginx.is_none()), ("varnishd", setup.varnishd.is_none()), ("wrk", setup.wrk.is_none())]
-                .iter()
-                .filter(|m| m.1)
-                .map(|m| m.0)
-                .collect();
+        let missing: Vec<&str> = [
+            ("nginx", setup.nginx.is_none()),
+            ("varnishd", setup.varnishd.is_none()),
+            ("wrk", setup.wrk.is_none()),
+            ("h2load", setup.h2load.is_none()),
+        ]
+        .iter()
+        .filter(|m| m.1)
+        .map(|m| m.0)
+        .collect();
         if !missing.is_empty() {
             let left_out: Vec<&str> = [
                 (setup.nginx.is_none(), "no nginx row"),
                 (setup.varnishd.is_none(), "no Varnish row"),
                 (setup.wrk.is_none(), "no hit rates"),
+                (setup.h2load.is_none(), "no rates over TLS and HTTP/2"),
             ]
             .iter()
             .filter(|m| m.0)
             .map(|m| m.1)
             .collect();
             r.note(format!(
-                "{} not found, so {}: install them with bench/install-peers.sh (Debian's nginx-light, varnish and wrk)",
+                "{} not found, so {}: install them with bench/install-peers.sh (Debian's nginx-light, varnish, wrk and nghttp2-client)",
                 missing.join(", "),
                 left_out.join(", ")
             ));
@@ -444,6 +662,28 @@ impl Report {
         let varnish_p99 = self.servers.iter().find(|s| s.name == VARNISH).and_then(|s| s.hits).map(|h| h.1);
         if let (Some((_, p99)), Some(theirs)) = (ours, varnish_p99) {
             r.note(format!("{} p99 {p99:.2} ms against Varnish's {theirs:.2} ms (goal: no worse)", met(p99 <= theirs)));
+        }
+        // Empty without h2load (a note says so).
+        {
+            let mut t = Table::new(&PROTOCOLS);
+            for row in &self.protocols {
+                let nginx = self.protocols.iter().find(|n| n.name == NGINX && n.protocol == row.protocol);
+                t.push(vec![
+                    row.name.into(),
+                    row.protocol.clone().into(),
+                    row.hits.0.into(),
+                    nginx.map(|n| row.hits.0 / n.hits.0).into(),
+                    row.hits.1.into(),
+                    row.cipher.clone().into(),
+                ]);
+            }
+            t.note(format!(
+                "h2load -t2 -c{c}, one stream per connection with HTTP/1.1 and {s} with HTTP/2 (-m{s}); a self-signed \
+                 P-256 certificate; nginx 1.22 `listen … ssl http2`, proxy_cache as above",
+                c = setup.connections,
+                s = setup.streams
+            ));
+            r.tables.push(t);
         }
         let (mine, moka) = self.lookups;
         let mut t = Table::new(&LOOKUPS);
