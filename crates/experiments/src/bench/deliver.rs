@@ -213,13 +213,17 @@ fn case(a: &Setup, c: &Case, dir: &Path, progress: &dyn report::Progress) -> Res
         if let Some(why) = server.failure() {
             bail!("the delivery server ({name}) failed during the {} case: {why}", c.name);
         }
-        rows.push(Row { server: name, served: served?, cpu_s: process_cpu() - t });
+        rows.push(Row {
+            server: name,
+            served: served.with_context(|| format!("serving as {name}"))?,
+            cpu_s: process_cpu() - t,
+        });
         server.stop();
         progress.advance(1);
     }
     let (rt, addr) = start_tokio(c.threads, Duration::from_secs_f64(c.grain_ms / 1e3))?;
     let t = process_cpu();
-    let served = clients(addr, false)?;
+    let served = clients(addr, false).context("serving as the tokio peer")?;
     rows.push(Row { server: "tokio", served, cpu_s: process_cpu() - t });
     rt.shutdown_background();
     progress.advance(1);
@@ -228,7 +232,7 @@ fn case(a: &Setup, c: &Case, dir: &Path, progress: &dyn report::Progress) -> Res
             start_nginx(n, &dir.join(format!("nginx-{}", c.name)), c.threads, c.rate.filter(|_| paced).map(|r| r / 8))?;
         let pid = child.0.id();
         let t = cpu_tree(pid);
-        let served = clients(addr, true)?;
+        let served = clients(addr, true).context("serving as nginx (limit_rate)")?;
         rows.push(Row { server: "nginx", served, cpu_s: cpu_tree(pid) - t });
         drop(child);
         progress.advance(1);
@@ -438,6 +442,11 @@ fn start_tokio(threads: usize, grain: Duration) -> Result<(tokio::runtime::Runti
 }
 
 /// nginx serving one large sparse file, at `limit` bytes per second per connection if given.
+/// Each connection would hold its own descriptor of the file beside its socket: at 10,000
+/// streams that is 20,000 and more, past this machine's limit of 20,000 a process, and nginx
+/// closed the last few connections as it failed to open the file for them. With
+/// `open_file_cache` they share one descriptor; `worker_rlimit_nofile` asks no more than the
+/// limit allows.
 fn start_nginx(nginx: &Path, dir: &Path, workers: usize, limit: Option<u64>) -> Result<(Reaped, SocketAddr)> {
     std::fs::create_dir_all(dir)?;
     let file = dir.join("stream");
@@ -445,9 +454,9 @@ fn start_nginx(nginx: &Path, dir: &Path, workers: usize, limit: Option<u64>) -> 
     let port = free_port()?;
     let mask: Vec<String> = (0..workers).map(|w| format!("{:0width$b}", 1u64 << w, width = workers)).collect();
     let conf = format!(
-        "daemon off;\nworker_processes {workers};\nworker_cpu_affinity {mask};\nworker_rlimit_nofile 40000;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n{user}\
+        "daemon off;\nworker_processes {workers};\nworker_cpu_affinity {mask};\nworker_rlimit_nofile 20000;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n{user}\
          events {{ worker_connections 30000; }}\n\
-         http {{\n  access_log off;\n  sendfile on;\n  tcp_nodelay on;\n  keepalive_timeout 0;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+         http {{\n  access_log off;\n  open_file_cache max=16 inactive=60s;\n  sendfile on;\n  tcp_nodelay on;\n  keepalive_timeout 0;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
            fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
            server {{\n    listen 127.0.0.1:{port} backlog=4096;\n    root {d};\n    location /stream {{ {limit} }}\n  }}\n}}\n",
         mask = mask.join(" "),
