@@ -566,6 +566,9 @@ fn point(
         // The mark this reproduction's figures were taken with: the session's default follows
         // its 64 KiB frames, and these frames are a packet each.
         notsent_lowat: 16 << 10,
+        // And the queue they were taken with: the default's third frame is for loopback's
+        // large packets, not these.
+        queue_frames: 2,
         ..MuxConfig::default()
     };
     let mux_addr = SocketAddr::from((Dumbbell::RIGHT, 7200));

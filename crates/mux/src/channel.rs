@@ -273,19 +273,35 @@ impl Drop for Channel {
 }
 
 impl AsyncRead for Channel {
+    /// Fills `buf` from every frame already waiting, not from one: one frame a read cost a
+    /// `tokio::io::copy` (a tunnel's) a read and a write to its target per frame. It waits
+    /// only while nothing has been read; an end or error met after some bytes comes with the
+    /// next read (the channel keeps its end once it has one).
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        if self.unread.is_empty() {
-            match ready!(self.poll_next(cx)) {
-                Ok(Some(b)) => self.unread = b,
-                Ok(None) => return Poll::Ready(Ok(())),
-                // A clean end of file only for a channel that finished; a cut is an error, so
-                // that `read_to_end` and `copy` do not take part of a stream for all of it.
-                Err(e) => return Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, e))),
+        let mut read_any = false;
+        while buf.remaining() > 0 {
+            if self.unread.is_empty() {
+                let next = match self.poll_next(cx) {
+                    Poll::Ready(next) => next,
+                    Poll::Pending if read_any => break,
+                    Poll::Pending => return Poll::Pending,
+                };
+                match next {
+                    Ok(Some(b)) => self.unread = b,
+                    Ok(None) => break,
+                    Err(_) if read_any => break,
+                    // A clean end of file only for a channel that finished; a cut is an
+                    // error, so that `read_to_end` and `copy` do not take part of a stream
+                    // for all of it.
+                    Err(e) => return Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, e))),
+                }
             }
+            let n = self.unread.len().min(buf.remaining());
+            buf.put_slice(&self.unread[..n]);
+            self.unread.advance(n);
+            // Only bytes count: a read that returns none reads as the end.
+            read_any |= n > 0;
         }
-        let n = self.unread.len().min(buf.remaining());
-        buf.put_slice(&self.unread[..n]);
-        self.unread.advance(n);
         Poll::Ready(Ok(()))
     }
 }
