@@ -314,7 +314,12 @@ impl Settings {
                 Ok(t) => Some(t),
                 Err(e) => {
                     let which = if matches!(e, crate::tls::TlsError::Key { .. }) { "tls-key" } else { "tls-cert" };
-                    errors.push(self.error(which, e.to_string()));
+                    let mut error = self.error(which, e.to_string());
+                    // The message names the file and the flag already.
+                    if error.place == Place::Flag {
+                        error.key = None;
+                    }
+                    errors.push(error);
                     None
                 }
             },
@@ -438,6 +443,75 @@ impl Settings {
             );
         }
         out
+    }
+}
+
+/// A running gateway's settings, and what a reload changes in it.
+pub struct Running {
+    settings: Settings,
+    tls: Option<Arc<TlsFiles>>,
+    origin: Option<crate::origin::OriginService>,
+}
+
+impl Running {
+    /// The gateway started from `settings`, which resolved to `resolved`, serving `origin` (in
+    /// front of origins) with TLS as `resolved` says.
+    pub fn new(settings: Settings, resolved: &Resolved, origin: Option<crate::origin::OriginService>) -> Self {
+        Self { settings, tls: resolved.tls.clone(), origin }
+    }
+
+    /// Takes `new` if the whole of it can be taken: it resolves (its TLS files and purge token
+    /// read) and changes only what can change live ([`Settings::reload_refusals`]). Then the
+    /// TLS files are read again even if unchanged (a renewed certificate), and the origins,
+    /// route, SLA, purge rules and memory bound are swapped in. Returns what it did, a line
+    /// each; or, with nothing changed, why not, a line each.
+    pub fn reload(&mut self, new: Settings) -> Result<Vec<String>, Vec<String>> {
+        let resolved = new.resolve().map_err(|e| e.0.iter().map(ToString::to_string).collect::<Vec<_>>())?;
+        let refused = self.settings.reload_refusals(&new);
+        if !refused.is_empty() {
+            return Err(refused);
+        }
+        let mut said = Vec::new();
+        if let (Some(now), Some(fresh)) = (&self.tls, &resolved.tls) {
+            now.adopt(fresh);
+            said.push(format!(
+                "TLS: {} and its key read; new connections get them, open ones keep theirs",
+                fresh.cert_path().display()
+            ));
+        }
+        if let (Some(service), Mode::Origin(config)) = (&self.origin, &resolved.mode) {
+            let r = service.reload(config);
+            if r.origins {
+                let urls: Vec<String> = config.origins.iter().map(|o| format!("{}@{}", o.url, o.price)).collect();
+                said.push(format!("origin: {} (route {}), the router starting afresh", urls.join(", "), config.route.name()));
+            }
+            let mib = |b: u64| format!("{:.1} MiB", b as f64 / f64::from(1 << 20));
+            if r.max_memory.0 != r.max_memory.1 {
+                said.push(format!(
+                    "max-memory: {} (was {}){}",
+                    mib(r.max_memory.1),
+                    mib(r.max_memory.0),
+                    if r.max_memory.1 < r.max_memory.0 {
+                        format!("; evicted {} stored URLs, {} bytes, to fit", r.evicted.0, r.evicted.1)
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+            if self.settings.purge_from != new.purge_from || self.settings.purge_token_file != new.purge_token_file {
+                let nets: Vec<String> = config.purge.from.iter().map(ToString::to_string).collect();
+                said.push(format!(
+                    "purge-from: {}{}",
+                    if nets.is_empty() { "no network".into() } else { nets.join(", ") },
+                    if config.purge.token.is_some() { ", and anywhere with the token" } else { "" }
+                ));
+            }
+        }
+        if said.is_empty() {
+            said.push("nothing changed".into());
+        }
+        self.settings = new;
+        Ok(said)
     }
 }
 
