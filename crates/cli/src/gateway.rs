@@ -455,8 +455,7 @@ async fn serve_site(
 ) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let listen = resolved.listen;
-    let options =
-        ServeOptions { tls: resolved.tls.clone(), h2c: resolved.h2c, drain_timeout: resolved.drain_timeout };
+    let options = ServeOptions { tls: resolved.tls.clone(), h2c: resolved.h2c, drain_timeout: resolved.drain_timeout };
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
     let addr = listener.local_addr()?;
     let spoken = match (&options.tls, options.h2c) {
@@ -481,7 +480,9 @@ async fn serve_site(
                     for line in why {
                         eprintln!("SIGHUP: {line}");
                     }
-                    eprintln!("SIGHUP: not reloaded; the configuration running stays whole (its certificate, origins and bounds)");
+                    eprintln!(
+                        "SIGHUP: not reloaded; the configuration running stays whole (its certificate, origins and bounds)"
+                    );
                 }
             }
         }

@@ -192,17 +192,25 @@ fn the_sample_file_loads_and_check_config_names_every_error() {
     for line in [
         format!("switchyard: {b}:2:1: max-memory: \"256 MB\" is not a size; write 256MiB or 268435456"),
         format!("switchyard: {b}:4:1: listen: \"nowhere\" is not an address and port"),
-        format!("switchyard: {b}:5:1: no key `max_object_size`: keys are written with hyphens, as the flags are: `max-object-size`"),
+        format!(
+            "switchyard: {b}:5:1: no key `max_object_size`: keys are written with hyphens, as the flags are: `max-object-size`"
+        ),
         format!("switchyard: 3 errors in {b} and the flags"),
     ] {
         assert!(err.contains(&line), "{line}\nnot in:\n{err}");
     }
     // Once the file parses, the certificate is read, and a flag overrides the file.
-    write(&bad, "origin = \"http://127.0.0.1:9\"\ntls-cert = \"/nonexistent.pem\"\ntls-key = \"/nonexistent.key\"\nmax-memory = \"1G\"\n");
+    write(
+        &bad,
+        "origin = \"http://127.0.0.1:9\"\ntls-cert = \"/nonexistent.pem\"\ntls-key = \"/nonexistent.key\"\nmax-memory = \"1G\"\n",
+    );
     let out = check(&["--config", bad.to_str().unwrap(), "--max-object-size", "2G"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("{b}:2:1: tls-cert: TLS certificate /nonexistent.pem (--tls-cert): cannot be read")), "{err}");
+    assert!(
+        err.contains(&format!("{b}:2:1: tls-cert: TLS certificate /nonexistent.pem (--tls-cert): cannot be read")),
+        "{err}"
+    );
     assert!(err.contains("--max-object-size: 2147483648 is larger than max-memory 1073741824"), "{err}");
     assert!(err.contains("2 errors in"), "{err}");
 }
@@ -254,7 +262,10 @@ fn sighup_takes_a_new_origin_refuses_a_bad_file_whole_and_shrinks_the_bound() {
     // origin that could have been.
     config(&a, "256 MB", "eviction = \"lru\"\n");
     let said = gateway.reload();
-    assert_eq!(said[0], "SIGHUP: gateway.toml:2:1: max-memory: \"256 MB\" is not a size; write 256MiB or 268435456 (bytes, or a whole number with K, M or G, KiB, MiB or GiB)");
+    assert_eq!(
+        said[0],
+        "SIGHUP: gateway.toml:2:1: max-memory: \"256 MB\" is not a size; write 256MiB or 268435456 (bytes, or a whole number with K, M or G, KiB, MiB or GiB)"
+    );
     assert!(said.last().unwrap().starts_with("SIGHUP: not reloaded"), "{said:?}");
     config(&a, "1MiB", "eviction = \"lru\"\n");
     let said = gateway.reload();
@@ -270,7 +281,10 @@ fn sighup_takes_a_new_origin_refuses_a_bad_file_whole_and_shrinks_the_bound() {
     assert!(stored > 700_000.0, "{stored}");
     config(&b, "200K", "");
     let said = gateway.reload();
-    let line = said.iter().find(|l| l.starts_with("SIGHUP: max-memory: 0.2 MiB (was 1.0 MiB); evicted ")).expect("a line for max-memory");
+    let line = said
+        .iter()
+        .find(|l| l.starts_with("SIGHUP: max-memory: 0.2 MiB (was 1.0 MiB); evicted "))
+        .expect("a line for max-memory");
     let evicted: u64 = line.split("evicted ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
     assert!(evicted >= 60, "{line}");
     let after = gateway.metric("gateway_stored_bytes");
@@ -289,7 +303,8 @@ fn a_reload_under_load_drops_no_request() {
     let (a, b) = (origin("a", 100), origin("b", 100));
     let dir = scratch("load");
     let file = dir.join("gateway.toml");
-    let config = |origin: &str, memory: &str| write(&file, &format!("origin = [\"{origin}\"]\nmax-memory = \"{memory}\"\n"));
+    let config =
+        |origin: &str, memory: &str| write(&file, &format!("origin = [\"{origin}\"]\nmax-memory = \"{memory}\"\n"));
     config(&a, "1MiB");
     let gateway = Gateway::start(&["--config", file.to_str().unwrap()]);
     let stop = Arc::new(AtomicBool::new(false));
@@ -303,7 +318,8 @@ fn a_reload_under_load_drops_no_request() {
                 round += 1;
                 // Even clients: 50 requests over one keep-alive connection; odd: one each.
                 let n = if c % 2 == 0 { 50 } else { 1 };
-                let mut args: Vec<String> = ["--write-out", "%{http_code} %{size_download} %{num_connects}\\n"].map(String::from).to_vec();
+                let mut args: Vec<String> =
+                    ["--write-out", "%{http_code} %{size_download} %{num_connects}\\n"].map(String::from).to_vec();
                 for i in 0..n {
                     let path = if i % 2 == 0 { format!("/fresh/{c}/{i}") } else { format!("/kept/{}", i % 7) };
                     args.extend(["--output".to_string(), "/dev/null".to_string(), format!("{base}{path}")]);
@@ -315,14 +331,17 @@ fn a_reload_under_load_drops_no_request() {
                 whole += text.lines().filter(|l| l.starts_with("200 101 ")).count();
                 assert_eq!(text.lines().count(), n, "curl said: {text}{}", String::from_utf8_lossy(&out.stderr));
                 if c % 2 == 0 {
-                    let connects: usize = text.lines().map(|l| l.rsplit(' ').next().unwrap().parse::<usize>().unwrap()).sum();
+                    let connects: usize =
+                        text.lines().map(|l| l.rsplit(' ').next().unwrap().parse::<usize>().unwrap()).sum();
                     assert_eq!(connects, 1, "{n} requests over one connection");
                 }
             }
             (sent, whole)
         }));
     }
-    for (i, (origin, memory)) in [(&b, "64K"), (&a, "1MiB"), (&b, "1MiB"), (&a, "32K"), (&b, "2MiB")].into_iter().enumerate() {
+    for (i, (origin, memory)) in
+        [(&b, "64K"), (&a, "1MiB"), (&b, "1MiB"), (&a, "32K"), (&b, "2MiB")].into_iter().enumerate()
+    {
         std::thread::sleep(Duration::from_millis(300));
         config(origin, memory);
         let said = gateway.reload();

@@ -193,10 +193,7 @@ fn https_and_http2_reload_on_sighup_and_drain_on_sigterm() {
     std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\nnot base64 at all\n").unwrap();
     gateway.signal("HUP");
     let line = gateway.wait_for("SIGHUP");
-    assert!(
-        line.contains(&format!("TLS certificate {} (--tls-cert)", cert.display())),
-        "{line}"
-    );
+    assert!(line.contains(&format!("TLS certificate {} (--tls-cert)", cert.display())), "{line}");
     let line = gateway.wait_for("SIGHUP");
     assert!(line.starts_with("SIGHUP: not reloaded; the configuration running stays whole"), "{line}");
     assert_eq!(text(&gateway.curl(&first, "/", &[])), "origin 2", "after a refused reload");

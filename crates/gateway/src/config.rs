@@ -62,7 +62,9 @@ pub struct ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (&self.place, &self.key) {
-            (Place::File { path, line, column }, Some(key)) => write!(f, "{path}:{line}:{column}: {key}: {}", self.message),
+            (Place::File { path, line, column }, Some(key)) => {
+                write!(f, "{path}:{line}:{column}: {key}: {}", self.message)
+            }
             (Place::File { path, line, column }, None) => write!(f, "{path}:{line}:{column}: {}", self.message),
             (Place::Flag, Some(key)) => write!(f, "--{key}: {}", self.message),
             (Place::Flag, None) => f.write_str(&self.message),
@@ -173,7 +175,8 @@ settings! {
 }
 
 /// The keys a running gateway takes on a reload; a change to any other is refused.
-pub const LIVE_KEYS: &[&str] = &["origin", "route", "sla", "tls-cert", "tls-key", "purge-from", "purge-token-file", "max-memory"];
+pub const LIVE_KEYS: &[&str] =
+    &["origin", "route", "sla", "tls-cert", "tls-key", "purge-from", "purge-token-file", "max-memory"];
 
 /// The keys that only mean something in front of an origin (`origin` set).
 const ORIGIN_ONLY: &[&str] = &[
@@ -194,7 +197,8 @@ const ORIGIN_ONLY: &[&str] = &[
 ];
 
 /// The keys that only mean something in front of a sensor field (`origin` not set).
-const SENSOR_ONLY: &[&str] = &["field", "field-udp", "policy", "ttl", "age-from", "keep-approximations", "measure-deviation"];
+const SENSOR_ONLY: &[&str] =
+    &["field", "field-udp", "policy", "ttl", "age-from", "keep-approximations", "measure-deviation"];
 
 /// What `gateway serve` runs: resolved from [`Settings`], every default filled in.
 #[derive(Clone)]
@@ -257,7 +261,7 @@ impl Settings {
                 message: format!("not TOML: {}", e.message().trim_end()),
             }])
         })?;
-        let mut settings = Settings::default();
+        let mut settings = Self::default();
         let mut errors = Vec::new();
         // In the file's order, so that errors are too.
         let mut entries: Vec<_> = table.get_ref().iter().collect();
@@ -281,7 +285,11 @@ impl Settings {
     pub fn from_file(path: &Path) -> Result<Self, ConfigErrors> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigErrors(vec![ConfigError { place: Place::Flag, key: None, message: format!("{shown} (--config): cannot be read: {e}") }])
+            ConfigErrors(vec![ConfigError {
+                place: Place::Flag,
+                key: None,
+                message: format!("{shown} (--config): cannot be read: {e}"),
+            }])
         })?;
         Self::from_toml(&text, &shown)
     }
@@ -425,7 +433,7 @@ impl Settings {
 
     /// Why `new` cannot replace `self` in a running gateway: one line for each key changed that
     /// cannot change live (see [`LIVE_KEYS`]), and TLS turned on or off. Empty: it can.
-    pub fn reload_refusals(&self, new: &Settings) -> Vec<String> {
+    pub fn reload_refusals(&self, new: &Self) -> Vec<String> {
         let mut out: Vec<String> = self
             .differing(new)
             .into_iter()
@@ -435,7 +443,7 @@ impl Settings {
         if self.tls_cert.is_some() != new.tls_cert.is_some() {
             out.push("tls-cert: TLS cannot be turned on or off while the gateway runs (restart it for that)".into());
         }
-        let origin = |s: &Settings| s.origin.as_ref().is_some_and(|o| !o.is_empty());
+        let origin = |s: &Self| s.origin.as_ref().is_some_and(|o| !o.is_empty());
         if origin(self) != origin(new) {
             out.push(
                 "origin: a gateway cannot move between a sensor field and origins while it runs (restart it for that)"
@@ -483,7 +491,11 @@ impl Running {
             let r = service.reload(config);
             if r.origins {
                 let urls: Vec<String> = config.origins.iter().map(|o| format!("{}@{}", o.url, o.price)).collect();
-                said.push(format!("origin: {} (route {}), the router starting afresh", urls.join(", "), config.route.name()));
+                said.push(format!(
+                    "origin: {} (route {}), the router starting afresh",
+                    urls.join(", "),
+                    config.route.name()
+                ));
             }
             let mib = |b: u64| format!("{:.1} MiB", b as f64 / f64::from(1 << 20));
             if r.max_memory.0 != r.max_memory.1 {
@@ -606,12 +618,10 @@ fn number(v: &DeValue<'_>) -> Option<f64> {
 }
 
 fn whole(v: &DeValue<'_>) -> Result<u64, String> {
-    integer(v)
-        .and_then(|i| u64::try_from(i).ok())
-        .ok_or_else(|| match integer(v) {
-            Some(i) => format!("{i} is negative; expected a whole number ≥ 0"),
-            None => format!("expected a whole number ≥ 0, found {}", kind(v)),
-        })
+    integer(v).and_then(|i| u64::try_from(i).ok()).ok_or_else(|| match integer(v) {
+        Some(i) => format!("{i} is negative; expected a whole number ≥ 0"),
+        None => format!("expected a whole number ≥ 0, found {}", kind(v)),
+    })
 }
 
 fn percent(v: &DeValue<'_>) -> Result<u8, String> {
@@ -652,9 +662,9 @@ pub fn parse_wait_timeout(s: &str) -> Result<Duration, String> {
 fn size_value(v: &DeValue<'_>) -> Result<u64, String> {
     match v {
         DeValue::String(s) => parse_size(s),
-        DeValue::Integer(_) => whole(v).and_then(|n| {
-            if n > 0 { Ok(n) } else { Err("0 is not a size; give more than zero bytes".into()) }
-        }),
+        DeValue::Integer(_) => {
+            whole(v).and_then(|n| if n > 0 { Ok(n) } else { Err("0 is not a size; give more than zero bytes".into()) })
+        }
         other => Err(format!("expected a size (e.g. \"256MiB\" or 268435456), found {}", kind(other))),
     }
 }
@@ -673,7 +683,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     };
     match digits.parse::<u64>() {
         Ok(n) if n > 0 => n.checked_mul(unit).ok_or_else(|| format!("{s:?} is too large")),
-        _ => Err(format!("{s:?} is not a size; write 256MiB or 268435456 (bytes, or a whole number with K, M or G, KiB, MiB or GiB)")),
+        _ => Err(format!(
+            "{s:?} is not a size; write 256MiB or 268435456 (bytes, or a whole number with K, M or G, KiB, MiB or GiB)"
+        )),
     }
 }
 
@@ -716,7 +728,10 @@ fn origins(v: &DeValue<'_>) -> Result<Vec<OriginSpec>, String> {
                 let spec = OriginSpec::parse(&url).map_err(|e| format!("{which}{e}"))?;
                 Ok(OriginSpec { price, ..spec })
             }
-            other => Err(format!("{which}expected a URL in quotes or a table {{ url = \"…\", price = … }}, found {}", kind(other))),
+            other => Err(format!(
+                "{which}expected a URL in quotes or a table {{ url = \"…\", price = … }}, found {}",
+                kind(other)
+            )),
         }
     };
     match v {
@@ -773,7 +788,8 @@ mod tests {
 
     #[test]
     fn each_error_names_the_line_the_key_and_what_would_do() {
-        let text = "origin = \"http://127.0.0.1:8080\"\n\n# the bound\nmax-memory = \"256 MB\"\n  route = \"fastest\"\n";
+        let text =
+            "origin = \"http://127.0.0.1:8080\"\n\n# the bound\nmax-memory = \"256 MB\"\n  route = \"fastest\"\n";
         assert_eq!(
             errors(text),
             [
@@ -795,12 +811,21 @@ mod tests {
     #[test]
     fn wrong_types_bad_toml_and_keys_of_the_other_mode() {
         let e = errors("h2c = \"yes\"\nseed = -1\n");
-        assert_eq!(e, ["gateway.toml:1:1: h2c: expected true or false, found a string", "gateway.toml:2:1: seed: -1 is negative; expected a whole number ≥ 0"]);
+        assert_eq!(
+            e,
+            [
+                "gateway.toml:1:1: h2c: expected true or false, found a string",
+                "gateway.toml:2:1: seed: -1 is negative; expected a whole number ≥ 0"
+            ]
+        );
         let e = errors("listen = \"127.0.0.1:7000\"\nmax-memory = [\n");
         assert_eq!(e.len(), 1, "{e:?}");
         assert!(e[0].starts_with("gateway.toml:2:") && e[0].contains("not TOML"), "{e:?}");
         let e = errors("max-memory = \"1G\"\n");
-        assert_eq!(e, ["gateway.toml:1:1: max-memory: only in front of an origin: set `origin` too, or leave this out"]);
+        assert_eq!(
+            e,
+            ["gateway.toml:1:1: max-memory: only in front of an origin: set `origin` too, or leave this out"]
+        );
         let e = errors("origin = [\"http://a:80\", { url = \"http://b:80\", price = -2 }]\npolicy = \"simple\"\n");
         assert_eq!(e, ["gateway.toml:1:1: origin: origin 2: price: expected a number ≥ 0"]);
         let e = errors("origin = \"http://a:80\"\npolicy = \"simple\"\ntls-cert = \"/nonexistent/cert.pem\"\n");
@@ -817,7 +842,13 @@ mod tests {
         )
         .unwrap();
         let Mode::Origin(o) = s.resolve().unwrap().mode else { panic!("origin mode") };
-        assert_eq!(o.origins, [OriginSpec { url: "http://a:80".into(), price: 0.4 }, OriginSpec { url: "http://b:80".into(), price: 2.0 }]);
+        assert_eq!(
+            o.origins,
+            [
+                OriginSpec { url: "http://a:80".into(), price: 0.4 },
+                OriginSpec { url: "http://b:80".into(), price: 2.0 }
+            ]
+        );
         assert_eq!(o.purge.from, ["10.0.0.0/8".parse::<IpNet>().unwrap(), "::1/128".parse().unwrap()]);
         assert_eq!((o.max_memory, o.object_bound()), (1 << 20, 64 << 10));
         assert_eq!(o.upstream_timeout, Duration::from_millis(2500));
@@ -826,7 +857,11 @@ mod tests {
 
     #[test]
     fn flags_override_the_file_and_a_reload_names_what_cannot_change() {
-        let file = Settings::from_toml("origin = \"http://a:80\"\nmax-memory = \"1G\"\nlisten = \"127.0.0.1:7001\"\n", "g.toml").unwrap();
+        let file = Settings::from_toml(
+            "origin = \"http://a:80\"\nmax-memory = \"1G\"\nlisten = \"127.0.0.1:7001\"\n",
+            "g.toml",
+        )
+        .unwrap();
         let flags = Settings { max_memory: Some(2 << 20), ..Settings::default() };
         let merged = file.clone().under(flags);
         let Mode::Origin(o) = merged.resolve().unwrap().mode else { panic!("origin mode") };
@@ -834,13 +869,27 @@ mod tests {
         // A flag's error names the flag.
         let bad = file.clone().under(Settings { max_object_size: Some(4 << 20), ..Settings::default() });
         let e = bad.under(Settings { max_memory: Some(1 << 20), ..Settings::default() }).resolve().err().unwrap();
-        assert_eq!(e.to_string(), "--max-object-size: 4194304 is larger than max-memory 1048576: no response that size could be stored");
-        let changed = Settings::from_toml("origin = \"http://b:80\"\nmax-memory = \"1M\"\nlisten = \"127.0.0.1:7002\"\neviction = \"lru\"\n", "g.toml").unwrap();
+        assert_eq!(
+            e.to_string(),
+            "--max-object-size: 4194304 is larger than max-memory 1048576: no response that size could be stored"
+        );
+        let changed = Settings::from_toml(
+            "origin = \"http://b:80\"\nmax-memory = \"1M\"\nlisten = \"127.0.0.1:7002\"\neviction = \"lru\"\n",
+            "g.toml",
+        )
+        .unwrap();
         assert_eq!(
             file.reload_refusals(&changed),
-            ["listen cannot change while the gateway runs (restart it for that)", "eviction cannot change while the gateway runs (restart it for that)"]
+            [
+                "listen cannot change while the gateway runs (restart it for that)",
+                "eviction cannot change while the gateway runs (restart it for that)"
+            ]
         );
-        let live = Settings::from_toml("origin = [\"http://b:80\", \"http://c:80\"]\nmax-memory = \"1M\"\nlisten = \"127.0.0.1:7001\"\n", "g.toml").unwrap();
+        let live = Settings::from_toml(
+            "origin = [\"http://b:80\", \"http://c:80\"]\nmax-memory = \"1M\"\nlisten = \"127.0.0.1:7001\"\n",
+            "g.toml",
+        )
+        .unwrap();
         assert!(file.reload_refusals(&live).is_empty());
     }
 }

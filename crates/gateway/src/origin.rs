@@ -380,7 +380,8 @@ impl Shared {
     fn wait_bound(&self) -> Duration {
         let n = self.live().origins.specs().len();
         self.config.wait_timeout.unwrap_or_else(|| {
-            self.config.upstream_timeout.saturating_mul(u32::try_from(n.max(1)).unwrap_or(u32::MAX)) + Duration::from_secs(1)
+            self.config.upstream_timeout.saturating_mul(u32::try_from(n.max(1)).unwrap_or(u32::MAX))
+                + Duration::from_secs(1)
         })
     }
 

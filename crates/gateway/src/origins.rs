@@ -297,7 +297,8 @@ impl Origins {
     /// to them, by these, until taken.
     pub(crate) fn again(&self, specs: Vec<OriginSpec>, route: RouteKind, sla: Sla) -> Self {
         let router = SlaRouter::new(route, sla, specs.iter().map(|s| s.price).collect(), 1000);
-        let writes = if specs == self.specs { Arc::clone(&self.writes) } else { Arc::new(self.writes.again(specs.clone())) };
+        let writes =
+            if specs == self.specs { Arc::clone(&self.writes) } else { Arc::new(self.writes.again(specs.clone())) };
         Self {
             writes,
             router: Arc::new(Mutex::new(router)),

@@ -66,7 +66,7 @@ impl TlsFiles {
 
     /// Takes `other`'s files and the acceptor they made (a reloaded configuration's, which may
     /// name other files): new connections get them; those already made keep theirs.
-    pub fn adopt(&self, other: &TlsFiles) {
+    pub fn adopt(&self, other: &Self) {
         let fresh = other.read();
         let fresh = Current { cert: fresh.cert.clone(), key: fresh.key.clone(), acceptor: fresh.acceptor.clone() };
         *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;

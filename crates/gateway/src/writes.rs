@@ -116,7 +116,14 @@ impl Writes {
                 "Bytes of writes held until every origin has them (bounded by --write-memory).",
             ),
         };
-        Self { state: Mutex::new(Replicas::new(specs.len(), rule, limit)), specs, decided: Notify::new(), counts, rule, limit }
+        Self {
+            state: Mutex::new(Replicas::new(specs.len(), rule, limit)),
+            specs,
+            decided: Notify::new(),
+            counts,
+            rule,
+            limit,
+        }
     }
 
     /// Writes to `specs` under this rule and bound, counted in the same `/metrics` (a reload's
