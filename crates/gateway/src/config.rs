@@ -420,8 +420,9 @@ impl Settings {
             rules.from.clone_from(from);
         }
         if let Some(path) = &self.purge_token_file {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| self.error("purge-token-file", format!("{}: cannot be read: {e}", path.display())))?;
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                self.error("purge-token-file", format!("cannot read the purge token from {}: {e}", path.display()))
+            })?;
             let token = text.lines().next().unwrap_or("").trim();
             if token.is_empty() {
                 return Err(self.error("purge-token-file", format!("{}: no token on its first line", path.display())));
