@@ -9,11 +9,10 @@ use clap::{Args, Subcommand, ValueEnum};
 use switchyard_core::cache::{AgeFrom, Lookup};
 use switchyard_core::place::sla::write::WriteRule;
 use switchyard_core::place::sla::{RouteKind, Sla};
+use switchyard_gateway::config::{self, ConfigErrors, Mode, Resolved, Running, Settings};
 use switchyard_gateway::field::FieldConfig;
-use switchyard_gateway::gateway::GatewayConfig;
 use switchyard_gateway::listener::ServeOptions;
 use switchyard_gateway::origins::{OriginSpec, parse_sla};
-use switchyard_gateway::tls::TlsFiles;
 use switchyard_sim::models::sensor::{ChangeModel, FieldSpec, Stations};
 
 /// Serve a sensor field over HTTP: the simulator's field in real time, with its access
@@ -200,6 +199,23 @@ struct CoopServe {
 
 #[derive(Args, Debug)]
 struct GatewayServe {
+    /// Read the settings from this TOML file: one key for each flag of `gateway serve`, named
+    /// as the flag without `--` (`max-memory = "2GiB"`, `h2c = true`), lists as arrays
+    /// (`origin = ["http://a:8080@0.4", { url = "http://b:8080", price = 1 }]`,
+    /// `purge-from = ["10.0.0.0/8", "::1"]`); examples/gateway.toml is a sample. A flag given
+    /// on the command line overrides the file's key; an unknown key is an error. On SIGHUP the
+    /// file is read again (the flags still override it) and the gateway takes its origins,
+    /// route, sla, TLS files, purge-from, purge-token-file and max-memory (a smaller bound
+    /// evicts at once, down to it); a change to any other key (listen, h2c, eviction, ...) is
+    /// refused with a line naming it, and a file with any error is refused whole: the running
+    /// configuration stays as it was.
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
+    /// Check the settings (--config's file and the flags) and exit: 0 with a line saying what
+    /// would be served, or 2 with every error found, each naming the file, line and key. The
+    /// TLS files and the purge token are read; nothing listens.
+    #[arg(long)]
+    check_config: bool,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7000")]
     listen: SocketAddr,
@@ -208,24 +224,24 @@ struct GatewayServe {
     /// so clients that can speak HTTP/2 do. On SIGHUP both files are read again: new
     /// connections get the new certificate, those open keep theirs; a file that cannot be used
     /// is refused with a line saying which and why, and the previous certificate serves on.
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    #[arg(long, value_name = "FILE")]
     tls_cert: Option<std::path::PathBuf>,
     /// The private key of --tls-cert (PEM: PKCS#8 `PRIVATE KEY`, `RSA PRIVATE KEY` or
     /// `EC PRIVATE KEY`).
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    #[arg(long, value_name = "FILE")]
     tls_key: Option<std::path::PathBuf>,
     /// Without TLS: accept cleartext HTTP/2 from clients that know it is spoken here (prior
     /// knowledge, RFC 9113 §3.3; curl --http2-prior-knowledge) beside HTTP/1.1. Off by
     /// default, as in nginx and Varnish; `Upgrade: h2c` is not offered (RFC 9113 removed it).
     /// Over TLS, HTTP/2 needs no flag: ALPN chooses it.
-    #[arg(long, conflicts_with = "tls_cert")]
+    #[arg(long)]
     h2c: bool,
     /// On SIGTERM or Ctrl-C the gateway stops accepting connections, lets each request in
     /// flight finish (idle connections are closed, HTTP/2 clients are sent GOAWAY) for at
     /// most this many seconds, cuts what is left, and exits 0 with a line counting the
     /// requests finished and cut.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
-    drain_timeout: f64,
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = config::parse_seconds)]
+    drain_timeout: Duration,
     /// The field service's base URL.
     #[arg(long, default_value = "http://127.0.0.1:7100")]
     field: String,
@@ -238,8 +254,8 @@ struct GatewayServe {
     /// revalidated with ETag and Last-Modified, concurrent misses coalesced; answers carry
     /// X-Cache and Age. Give it several times, as URL@PRICE, for origins holding the same
     /// content at different speeds and prices: each read then goes to them as --route says.
-    #[arg(long, value_name = "URL[@PRICE]", conflicts_with_all = ["field", "field_udp", "policy", "age_from", "keep_approximations"])]
-    origin: Vec<String>,
+    #[arg(long, value_name = "URL[@PRICE]", value_parser = OriginSpec::parse)]
+    origin: Vec<OriginSpec>,
     /// With several --origin: how reads are spread. base and optwait are Figurehead's
     /// (Middleware 2007): Base splits reads over at most two origins, OptWait tries them in
     /// order of price, each after an optimised wait; both plan from the latencies seen, for
@@ -247,11 +263,11 @@ struct GatewayServe {
     /// its 95th percentile), hedge:MS (a fixed hedging delay, as Envoy and gRPC), least-
     /// outstanding and p2c (peak-EWMA latency) are today's peers. The first answer wins; the
     /// other attempts are cancelled.
-    #[arg(long, default_value = "optwait", value_parser = parse_route, requires = "origin")]
+    #[arg(long, default_value = "optwait", value_parser = config::parse_route)]
     route: RouteKind,
     /// With several --origin: the latency guarantee base and optwait plan for, as
     /// PERCENT:LATENCY (95:600ms: 95 % of reads within 600 ms); /metrics counts how many met it.
-    #[arg(long, default_value = "95:1s", value_parser = parse_sla, requires = "origin")]
+    #[arg(long, default_value = "95:1s", value_parser = parse_sla)]
     sla: Sla,
     /// With several --origin: how many origins must take a write (PUT, POST, DELETE, ...)
     /// before the client is told it is stored. all: every one; majority: more than half (two
@@ -259,12 +275,12 @@ struct GatewayServe {
     /// take it, 502 if too many refused it for the rule to be met, never the origin's 2xx. An
     /// origin that lacks a write another took is kept out of reads of that URL until it has
     /// it. Writes to one URL are sent in order, each decided before the next is sent.
-    #[arg(long, default_value = "all", value_parser = parse_write_rule, requires = "origin")]
+    #[arg(long, default_value = "all", value_parser = config::parse_write_rule)]
     write_rule: WriteRule,
     /// With several --origin: the most bytes of writes held for origins that have not taken
     /// them yet (e.g. 64M); a write that would pass it is refused with 503 before it is sent.
-    #[arg(long, default_value = "64M", value_parser = crate::units::parse_size, requires = "origin")]
-    write_memory: usize,
+    #[arg(long, default_value = "64M", value_parser = config::parse_size)]
+    write_memory: u64,
     /// With --origin: the most memory the stored responses may take (e.g. 256MiB, 2G). Every
     /// stored byte counts: bodies, header fields, URLs, variants, and an estimate of the index
     /// per URL; past the bound responses are evicted as --eviction says. Default: a quarter of
@@ -274,8 +290,8 @@ struct GatewayServe {
     /// cache. The gateway's memory is about --max-memory + --write-memory + what is in flight.
     /// /metrics: gateway_stored_bytes, gateway_max_memory_bytes, gateway_stored_entries,
     /// gateway_evictions_total, gateway_evicted_bytes_total.
-    #[arg(long, value_parser = crate::units::parse_size, requires = "origin")]
-    max_memory: Option<usize>,
+    #[arg(long, value_parser = config::parse_size)]
+    max_memory: Option<u64>,
     /// With --origin: which stored responses go first past --max-memory, each weighed in bytes
     /// (`switchyard bench eviction` measures them beside moka on Zipf, scan and shifting
     /// traces; the default is chosen from it):
@@ -292,7 +308,7 @@ struct GatewayServe {
     ///            2023); the best byte hit ratio at small caches, and a hit costs one bit.
     ///   sieve    SIEVE: one FIFO; a hit sets a visited bit, a hand sweeping from the oldest
     ///            evicts the first unvisited (Zhang et al., NSDI 2024).
-    #[arg(long, default_value_t = switchyard_core::cache::Eviction::DEFAULT, requires = "origin", verbatim_doc_comment)]
+    #[arg(long, default_value_t = switchyard_core::cache::Eviction::DEFAULT, verbatim_doc_comment)]
     eviction: switchyard_core::cache::Eviction,
     /// With --origin: how a response's `Age` field is read where RFC 9111 and the public cache
     /// test suite's npm release (http-cache-tests 0.4.5, the one `bench/cache-tests.sh` runs)
@@ -303,7 +319,7 @@ struct GatewayServe {
     ///   suite-0.4.5  what 0.4.5 requires on nine tests: an Age that is not one non-negative
     ///                integer (abc, -7200, 7200.0, 7200;foo=bar), that comes on several lines, or
     ///                that repeats a value (0, 0) makes the response stale.
-    #[arg(long, default_value = "rfc", value_parser = parse_age_reading, requires = "origin", verbatim_doc_comment)]
+    #[arg(long, default_value = "rfc", value_parser = parse_age_reading, verbatim_doc_comment)]
     age_reading: switchyard_core::cache::http::AgeReading,
     /// With --origin: the largest response stored, body and fields (e.g. 8MiB); a larger one
     /// is answered and not kept (X-Cache-Store: no (larger than --max-object-size);
@@ -317,12 +333,12 @@ struct GatewayServe {
     /// large it is. Request bodies are carried through likewise. So bodies in flight take at
     /// most: reads being stored x this size, plus connections x about 1 MB; /metrics reports
     /// them as gateway_buffered_bytes and gateway_streamed_bytes.
-    #[arg(long, value_parser = crate::units::parse_size, requires = "origin")]
-    max_object_size: Option<usize>,
+    #[arg(long, value_parser = config::parse_size)]
+    max_object_size: Option<u64>,
     /// With --origin: answer a response this many seconds past its freshness at once, while
     /// one read refreshes it (RFC 5861 stale-while-revalidate).
-    #[arg(long, requires = "origin")]
-    stale_while_revalidate: Option<f64>,
+    #[arg(long, value_parser = config::parse_seconds)]
+    stale_while_revalidate: Option<Duration>,
     /// The lookup policy: all-hits, all-misses, simple, piggyback, greedy-age,
     /// greedy-distance or median-of-3.
     #[arg(long, default_value = "piggyback")]
@@ -331,19 +347,19 @@ struct GatewayServe {
     /// --time-scale S, the model's T is this over S). Sensor mode only [default: 8.89, the
     /// thesis's 80/9]. In front of an origin, freshness is the origin's word (see
     /// --default-ttl).
-    #[arg(long, conflicts_with = "origin")]
-    ttl: Option<f64>,
+    #[arg(long, value_parser = config::parse_seconds)]
+    ttl: Option<Duration>,
     /// With --origin: how long a response that states no freshness of its own (no
     /// Surrogate-Control or Cache-Control max-age, no s-maxage, no Expires) and has no
     /// Last-Modified stays fresh, seconds. Applies only where RFC 9111 §4.2.2 allows a
     /// heuristic: status codes cacheable by default, or `public`. Off by default: such a
     /// response is stored stale and revalidated.
-    #[arg(long, requires = "origin")]
-    default_ttl: Option<f64>,
+    #[arg(long, value_parser = config::parse_seconds)]
+    default_ttl: Option<Duration>,
     /// With --origin: a response that states no freshness but has a Last-Modified stays fresh
     /// for this percentage of its age at arrival (RFC 9111 §4.2.2 suggests 10). Off by
     /// default.
-    #[arg(long, requires = "origin", value_parser = clap::value_parser!(u8).range(1..=100))]
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100))]
     heuristic: Option<u8>,
     /// With --origin: the response field that targets cache directives at this gateway alone
     /// (RFC 9213). The gateway is a CDN-class cache, so its target list is this field, then
@@ -352,7 +368,7 @@ struct GatewayServe {
     /// directives have, and `Cache-Control`, `Surrogate-Control` and `Expires` are then
     /// ignored; with neither, `Surrogate-Control` and `Cache-Control` apply as before. Both
     /// fields are passed on to clients unchanged (caches after this one may be CDNs too).
-    #[arg(long, value_name = "NAME", default_value = "Switchyard-Cache-Control", value_parser = targeted_field_name)]
+    #[arg(long, value_name = "NAME", default_value = config::TARGETED_FIELD, value_parser = config::targeted_field_name)]
     targeted_field: String,
     /// With --origin: the networks whose clients may send PURGE (repeat the flag, or separate
     /// with commas; `none` for no network). By default this machine only (127.0.0.0/8, ::1).
@@ -362,12 +378,12 @@ struct GatewayServe {
     /// tagged so in `Surrogate-Key` or `Cache-Tag`; those fields are not passed on to clients).
     /// Reads under way of what is purged answer their clients and are not kept. Refused purges
     /// get 403 saying why; /metrics counts purges, refusals and URLs purged.
-    #[arg(long, value_name = "NETWORK", requires = "origin", value_delimiter = ',', value_parser = purge_network)]
+    #[arg(long, value_name = "NETWORK", value_delimiter = ',', value_parser = config::purge_network)]
     purge_from: Vec<Option<ipnet::IpNet>>,
     /// With --origin: a client sending `Authorization: Bearer TOKEN` may purge from anywhere.
     /// Read from the file named here (its first line), so that the token is not in the
     /// process list.
-    #[arg(long, value_name = "FILE", requires = "origin")]
+    #[arg(long, value_name = "FILE")]
     purge_token_file: Option<std::path::PathBuf>,
     /// Count an entry's age from its `load` into the cache or from its `sensor` timestamp.
     #[arg(long, default_value = "load")]
@@ -380,24 +396,24 @@ struct GatewayServe {
     /// for an answer's head, or between two pieces of a body; a body carried through (not
     /// stored) takes as long as its size needs while the origin keeps sending, and is cut
     /// short (an aborted answer) if the origin goes silent for this long.
-    #[arg(long, default_value_t = 10.0)]
-    upstream_timeout: f64,
+    #[arg(long, default_value = "10", value_parser = config::parse_seconds)]
+    upstream_timeout: Duration,
     /// The longest a request waits on a read, its own or one it joined, seconds; it then gets
     /// 504 saying so. A read still under way then is failed too, so the next request reads
     /// again rather than join it: no request waits for ever on a read that hangs or whose task
     /// died. With several --origin, also the longest a write waits for its verdict (504 then:
     /// it goes on). Default: --upstream-timeout once for each origin (one for a sensor field),
     /// plus 1.
-    #[arg(long)]
-    wait_timeout: Option<f64>,
+    #[arg(long, value_parser = config::parse_wait_timeout)]
+    wait_timeout: Option<Duration>,
     /// When a read fails, answer with the cached value if it is no older than this many
     /// seconds, marked stale (default: answer the failure).
-    #[arg(long)]
-    stale_if_error: Option<f64>,
+    #[arg(long, value_parser = config::parse_seconds)]
+    stale_if_error: Option<Duration>,
     /// After each answer ask the field for the true value (only `switchyard field` has one)
     /// and count the answer's deviation in /metrics (gateway_deviation_total over
     /// gateway_deviation_samples_total is the mean).
-    #[arg(long, conflicts_with = "origin")]
+    #[arg(long)]
     measure_deviation: bool,
     /// Seed of median-of-3's random choices.
     #[arg(long, default_value_t = 1)]
@@ -406,14 +422,6 @@ struct GatewayServe {
 
 fn seconds(name: &str, s: f64) -> Result<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| anyhow::anyhow!("{name} {s}: give zero or more seconds"))
-}
-
-/// `--wait-timeout`: more than zero seconds (with none, no request could wait on a read).
-fn wait_timeout(s: f64) -> Result<Duration> {
-    match seconds("--wait-timeout", s)? {
-        d if d.is_zero() => anyhow::bail!("--wait-timeout {s}: give more than zero seconds"),
-        d => Ok(d),
-    }
 }
 
 async fn listen(listen: SocketAddr, what: &str) -> Result<tokio::net::TcpListener> {
@@ -435,24 +443,19 @@ async fn interrupted() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// `--tls-cert`, `--tls-key`, `--h2c` and `--drain-timeout`, checked before anything starts.
-fn serve_options(a: &GatewayServe) -> Result<ServeOptions> {
-    let tls = match (&a.tls_cert, &a.tls_key) {
-        (Some(cert), Some(key)) => Some(TlsFiles::load(cert, key)?),
-        _ => None,
-    };
-    Ok(ServeOptions { tls, h2c: a.h2c, drain_timeout: seconds("--drain-timeout", a.drain_timeout)? })
-}
-
-/// `gateway serve`'s server: TLS and HTTP/2 as `options` say, the TLS files read again on
-/// SIGHUP, and a drained stop on SIGTERM or Ctrl-C.
+/// `gateway serve`'s server: TLS and HTTP/2 as `resolved` says, a reload on SIGHUP (of
+/// --config's file, or of the TLS files alone without one), and a drained stop on SIGTERM or
+/// Ctrl-C.
 async fn serve_site(
-    listen: SocketAddr,
+    resolved: &Resolved,
     router: impl switchyard_gateway::listener::Served,
     what: &str,
-    options: ServeOptions,
+    mut running: Running,
+    reread: impl Fn() -> Result<Settings, ConfigErrors> + Send + 'static,
 ) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
+    let listen = resolved.listen;
+    let options = ServeOptions { tls: resolved.tls.clone(), h2c: resolved.h2c, drain_timeout: resolved.drain_timeout };
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
     let addr = listener.local_addr()?;
     let spoken = match (&options.tls, options.h2c) {
@@ -463,18 +466,24 @@ async fn serve_site(
     eprintln!("{what} on {spoken}");
     // Registered before serving: SIGHUP's default action would end the process.
     let mut hangups = signal(SignalKind::hangup()).context("listening for SIGHUP")?;
-    let tls = options.tls.clone();
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
-            match &tls {
-                Some(files) => match files.reload() {
-                    Ok(()) => eprintln!(
-                        "SIGHUP: read {} and its key again; new connections get them, open ones keep theirs",
-                        files.cert_path().display()
-                    ),
-                    Err(e) => eprintln!("SIGHUP: {e}; still serving the previous certificate"),
-                },
-                None => eprintln!("SIGHUP: nothing to read again (no --tls-cert); serving on"),
+            // The whole reload is made before any of it is taken: a file with an error, or a
+            // change that cannot be made live, leaves the running configuration whole.
+            match reread().map_err(|e| e.0.iter().map(ToString::to_string).collect()).and_then(|s| running.reload(s)) {
+                Ok(said) => {
+                    for line in said {
+                        eprintln!("SIGHUP: {line}");
+                    }
+                }
+                Err(why) => {
+                    for line in why {
+                        eprintln!("SIGHUP: {line}");
+                    }
+                    eprintln!(
+                        "SIGHUP: not reloaded; the configuration running stays whole (its certificate, origins and bounds)"
+                    );
+                }
             }
         }
     });
@@ -569,161 +578,136 @@ fn run_coop(a: &CoopServe) -> Result<()> {
     })
 }
 
-pub(crate) fn run_gateway(args: &GatewayArgs) -> Result<()> {
+/// The flags given on the command line (not their defaults), as settings to put over the
+/// file's: a key each, as [`Settings`] names them.
+fn flag_settings(a: &GatewayServe, m: Option<&clap::ArgMatches>) -> Settings {
+    let given = |id: &str| m.is_some_and(|m| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine));
+    let pick = |id: &str| given(id);
+    let mut s = Settings::default();
+    s.listen = pick("listen").then_some(a.listen);
+    s.tls_cert = a.tls_cert.clone();
+    s.tls_key = a.tls_key.clone();
+    s.h2c = pick("h2c").then_some(a.h2c);
+    s.drain_timeout = pick("drain_timeout").then_some(a.drain_timeout);
+    s.field = pick("field").then(|| a.field.clone());
+    s.field_udp = a.field_udp;
+    s.origin = pick("origin").then(|| a.origin.clone());
+    s.route = pick("route").then_some(a.route);
+    s.sla = pick("sla").then_some(a.sla);
+    s.write_rule = pick("write_rule").then_some(a.write_rule);
+    s.write_memory = pick("write_memory").then_some(a.write_memory);
+    s.max_memory = a.max_memory;
+    s.eviction = pick("eviction").then_some(a.eviction);
+    s.age_reading = pick("age_reading").then_some(a.age_reading);
+    s.max_object_size = a.max_object_size;
+    s.stale_while_revalidate = a.stale_while_revalidate;
+    s.policy = pick("policy").then_some(a.policy);
+    s.ttl = a.ttl;
+    s.default_ttl = a.default_ttl;
+    s.heuristic = a.heuristic;
+    s.targeted_field = pick("targeted_field").then(|| a.targeted_field.clone());
+    s.purge_from = pick("purge_from").then(|| a.purge_from.iter().flatten().copied().collect());
+    s.purge_token_file = a.purge_token_file.clone();
+    s.age_from = pick("age_from").then_some(a.age_from);
+    s.keep_approximations = pick("keep_approximations").then_some(a.keep_approximations);
+    s.upstream_timeout = pick("upstream_timeout").then_some(a.upstream_timeout);
+    s.wait_timeout = a.wait_timeout;
+    s.stale_if_error = a.stale_if_error;
+    s.measure_deviation = pick("measure_deviation").then_some(a.measure_deviation);
+    s.seed = pick("seed").then_some(a.seed);
+    s
+}
+
+/// The settings: --config's file, if any, with the flags given over it.
+fn read_settings(config: Option<&std::path::Path>, flags: &Settings) -> Result<Settings, ConfigErrors> {
+    match config {
+        Some(path) => Ok(Settings::from_file(path)?.under(flags.clone())),
+        None => Ok(flags.clone()),
+    }
+}
+
+/// Every error, a line each, then what they stopped.
+fn refused(errors: &ConfigErrors, what: &str) -> anyhow::Error {
+    for e in &errors.0 {
+        eprintln!("switchyard: {e}");
+    }
+    let n = errors.0.len();
+    anyhow::anyhow!("{n} {} in {what}", if n == 1 { "error" } else { "errors" })
+}
+
+pub(crate) fn run_gateway(args: &GatewayArgs, matches: Option<&clap::ArgMatches>) -> Result<()> {
     let a = match &args.command {
         GatewayCommand::Serve(a) => a,
         GatewayCommand::Coop(c) => return run_coop(c),
     };
-    if !a.origin.is_empty() {
-        let origins: Vec<OriginSpec> =
-            a.origin.iter().map(|o| OriginSpec::parse(o)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
-        let what = if origins.len() == 1 {
-            format!("gateway (an RFC 9111 shared cache) in front of {}", origins[0].url)
-        } else {
-            format!(
-                "gateway (an RFC 9111 shared cache) over {} origins, route {}, SLA {:.1} % within {:?}",
-                origins.len(),
-                a.route.name(),
-                a.sla.percent * 100.0,
-                a.sla.within
-            )
-        };
-        let config = switchyard_gateway::origin::OriginConfig {
-            origins,
-            route: a.route,
-            sla: a.sla,
-            heuristic: switchyard_core::cache::http::Heuristic {
-                last_modified_fraction: a.heuristic.map(|p| f64::from(p) / 100.0),
-                default: a.default_ttl.map(|s| seconds("--default-ttl", s)).transpose()?,
-            },
-            stale_while_revalidate: a
-                .stale_while_revalidate
-                .map(|s| seconds("--stale-while-revalidate", s))
-                .transpose()?,
-            stale_if_error: a.stale_if_error.map(|s| seconds("--stale-if-error", s)).transpose()?,
-            upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
-            wait_timeout: a.wait_timeout.map(wait_timeout).transpose()?,
-            write_rule: a.write_rule,
-            write_memory: a.write_memory as u64,
-            max_memory: match a.max_memory {
-                Some(m) => m as u64,
-                None => switchyard_gateway::memory::default_max_memory(),
-            },
-            max_object_size: a.max_object_size.map(|m| m as u64),
-            eviction: a.eviction,
-            age_reading: a.age_reading,
-            targeted_field: a.targeted_field.clone(),
-            purge: purge_rules(a)?,
-        };
-        if config.object_bound() > config.max_memory {
-            anyhow::bail!(
-                "--max-object-size {} is larger than --max-memory {}: no response that size could be stored",
-                a.max_object_size.unwrap_or_default(),
-                config.max_memory
-            );
-        }
-        eprintln!(
-            "storing at most {} (--max-memory{}), evicting by {} (--eviction), responses of at most {} each (--max-object-size; larger ones and those not stored are carried through as they come, about 1 MB per connection); writes held for origins bounded apart by {} (--write-memory)",
-            mib(config.max_memory),
-            if a.max_memory.is_some() { "" } else { ": a quarter of this machine's memory by default" },
-            config.eviction,
-            mib(config.object_bound()),
-            mib(config.write_memory),
-        );
-        let nets: Vec<String> = config.purge.from.iter().map(ToString::to_string).collect();
-        eprintln!(
-            "PURGE allowed from {}{}",
-            if nets.is_empty() { "no network".to_string() } else { nets.join(", ") },
-            if config.purge.token.is_some() {
-                ", and from anywhere with the token (--purge-token-file)"
-            } else {
-                " (--purge-from)"
-            },
-        );
-        // The gateway's own service (a hit answered without a router), in the serving loop
-        // every mode shares: half-closed clients answered, each request with its peer's address
-        // (for --purge-from), TLS and HTTP/2 as asked.
-        let service = switchyard_gateway::origin::service(config);
-        let options = serve_options(a)?;
-        return runtime()?.block_on(serve_site(a.listen, service, &what, options));
-    }
-    let ttl = a.ttl.unwrap_or(80.0 / 9.0);
-    let config = GatewayConfig {
-        field: a.field.clone(),
-        field_udp: a.field_udp,
-        lookup: a.policy,
-        ttl: seconds("--ttl", ttl)?,
-        age_from: a.age_from,
-        keep_approximations: a.keep_approximations,
-        upstream_timeout: seconds("--upstream-timeout", a.upstream_timeout)?,
-        wait_timeout: a.wait_timeout.map(wait_timeout).transpose()?,
-        stale_if_error: a.stale_if_error.map(|s| seconds("--stale-if-error", s)).transpose()?,
-        measure_deviation: a.measure_deviation,
-        seed: a.seed,
+    let flags = flag_settings(a, matches.and_then(|m| m.subcommand_matches("serve")));
+    let what = match &a.config {
+        Some(path) => format!("{} and the flags", path.display()),
+        None => "the flags".to_string(),
     };
-    let options = serve_options(a)?;
-    let rt = runtime()?;
-    rt.block_on(async {
-        let router = switchyard_gateway::gateway::router(config).await?;
-        serve_site(a.listen, router, &format!("gateway ({}, T = {ttl:.2} s)", a.policy), options).await
-    })
+    let settings = read_settings(a.config.as_deref(), &flags).map_err(|e| refused(&e, &what))?;
+    let resolved = settings.resolve().map_err(|e| refused(&e, &what))?;
+    if a.check_config {
+        println!("{what}: ok: {}", resolved.summary());
+        return Ok(());
+    }
+    let config_path = a.config.clone();
+    // A reload reads the file again, with the same flags over it.
+    let reread = move || read_settings(config_path.as_deref(), &flags);
+    match resolved.mode.clone() {
+        Mode::Origin(config) => {
+            let origins = &config.origins;
+            let what = if origins.len() == 1 {
+                format!("gateway (an RFC 9111 shared cache) in front of {}", origins[0].url)
+            } else {
+                format!(
+                    "gateway (an RFC 9111 shared cache) over {} origins, route {}, SLA {:.1} % within {:?}",
+                    origins.len(),
+                    config.route.name(),
+                    config.sla.percent * 100.0,
+                    config.sla.within
+                )
+            };
+            eprintln!(
+                "storing at most {} (max-memory{}), evicting by {} (eviction), responses of at most {} each (max-object-size; larger ones and those not stored are carried through as they come, about 1 MB per connection); writes held for origins bounded apart by {} (write-memory)",
+                mib(config.max_memory),
+                if settings.max_memory.is_some() { "" } else { ": a quarter of this machine's memory by default" },
+                config.eviction,
+                mib(config.object_bound()),
+                mib(config.write_memory),
+            );
+            let nets: Vec<String> = config.purge.from.iter().map(ToString::to_string).collect();
+            eprintln!(
+                "PURGE allowed from {}{}",
+                if nets.is_empty() { "no network".to_string() } else { nets.join(", ") },
+                if config.purge.token.is_some() {
+                    ", and from anywhere with the token (purge-token-file)"
+                } else {
+                    " (purge-from)"
+                },
+            );
+            // The gateway's own service (a hit answered without a router), in the serving loop
+            // every mode shares: half-closed clients answered, each request with its peer's
+            // address (for purge-from), TLS and HTTP/2 as asked.
+            let service = switchyard_gateway::origin::service(config);
+            let running = Running::new(settings, &resolved, Some(service.clone()));
+            runtime()?.block_on(serve_site(&resolved, service, &what, running, reread))
+        }
+        Mode::Sensor(config) => {
+            let what = format!("gateway ({}, T = {:.2} s)", config.lookup, config.ttl.as_secs_f64());
+            let running = Running::new(settings, &resolved, None);
+            let rt = runtime()?;
+            rt.block_on(async {
+                let router = switchyard_gateway::gateway::router(config).await?;
+                serve_site(&resolved, router, &what, running, reread).await
+            })
+        }
+    }
 }
 
 /// A size for people: MiB with one decimal.
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
-}
-
-fn parse_write_rule(s: &str) -> Result<WriteRule, String> {
-    WriteRule::parse(s).ok_or_else(|| format!("no write rule `{s}`: use one of {}", WriteRule::NAMES))
-}
-
-fn parse_route(s: &str) -> Result<RouteKind, String> {
-    RouteKind::parse(s).ok_or_else(|| format!("no route `{s}`: use one of {}", RouteKind::NAMES))
-}
-
-/// `--purge-from NETWORK`: a network (`10.0.0.0/8`), an address (a network of one), or `none`.
-fn purge_network(s: &str) -> Result<Option<ipnet::IpNet>, String> {
-    let s = s.trim();
-    if s == "none" {
-        return Ok(None);
-    }
-    s.parse::<ipnet::IpNet>()
-        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-        .map(Some)
-        .map_err(|_| format!("`{s}` is not a network (such as 10.0.0.0/8 or ::1/128), an address, or `none`"))
-}
-
-/// Who may purge, from `--purge-from` and `--purge-token-file`.
-fn purge_rules(a: &GatewayServe) -> Result<switchyard_gateway::purge::PurgeRules> {
-    let mut rules = switchyard_gateway::purge::PurgeRules::default();
-    if !a.purge_from.is_empty() {
-        rules.from = a.purge_from.iter().flatten().copied().collect();
-    }
-    if let Some(path) = &a.purge_token_file {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading the purge token from {} (--purge-token-file)", path.display()))?;
-        let token = text.lines().next().unwrap_or("").trim();
-        if token.is_empty() {
-            anyhow::bail!("{} (--purge-token-file) has no token on its first line", path.display());
-        }
-        rules.token = Some(token.to_string());
-    }
-    Ok(rules)
-}
-
-/// `--targeted-field NAME`: a field name (an RFC 9110 §5.6.2 token), in lower case, and none
-/// of the fields whose meaning is already fixed.
-fn targeted_field_name(s: &str) -> Result<String, String> {
-    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-    if s.is_empty() || !s.bytes().all(tchar) {
-        return Err(format!("{s:?} is not a field name (letters, digits and !#$%&'*+-.^_`|~ only)"));
-    }
-    let name = s.to_ascii_lowercase();
-    if ["cache-control", "surrogate-control", "expires", "age"].contains(&name.as_str()) {
-        return Err(format!("{s} already has its own meaning; name a field targeted at this gateway"));
-    }
-    Ok(name)
 }
 
 fn parse_age_reading(s: &str) -> Result<switchyard_core::cache::http::AgeReading, String> {

@@ -89,7 +89,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // The matches are kept for `gateway serve`, whose flags given on the command line
+    // override its --config file's keys, and whose defaults must not.
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Place(args) => place::run(&args),
         Command::Sim(args) => sim::run(&args),
@@ -101,7 +104,7 @@ fn main() -> ExitCode {
         Command::TraceGen(args) => tracegen::run(&args),
         Command::Tunnel(args) => tunnel::run(&args),
         Command::Field(args) => gateway::run_field(&args),
-        Command::Gateway(args) => gateway::run_gateway(&args),
+        Command::Gateway(args) => gateway::run_gateway(&args, matches.subcommand_matches("gateway")),
         Command::Deliver(args) => deliver::run(&args),
         Command::Jobs(args) => jobs::run(&args),
         Command::Schema(args) => schema::run(&args),

@@ -1070,7 +1070,11 @@ fn origin_mode_options_teach_when_wrong() {
     let o = switchyard(&["gateway", "serve", "--origin", "http://127.0.0.1:1", "--purge-from", "10.0.0.0/8,intranet"]);
     assert!(stderr(&o).contains("`intranet` is not a network (such as 10.0.0.0/8"), "{}", stderr(&o));
     let o = switchyard(&["gateway", "serve", "--origin", "http://127.0.0.1:1", "--purge-token-file", "/nonexistent/t"]);
-    assert!(stderr(&o).contains("reading the purge token from /nonexistent/t"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--purge-token-file: cannot read the purge token from /nonexistent/t"),
+        "{}",
+        stderr(&o)
+    );
     let o = switchyard(&["reproduce", "--list"]);
     assert!(stdout(&o).contains("figurehead"), "{}", stdout(&o));
 }

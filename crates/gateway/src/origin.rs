@@ -27,7 +27,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
@@ -319,8 +319,12 @@ struct Shared {
     /// The client for requests whose bodies are carried through: its waits are bounded by the
     /// body's [`Activity`] rather than from the request's start.
     upload_client: reqwest::Client,
-    /// The router over several origins (unused with one).
-    origins: Origins,
+    /// What a reload may change (`--config` and SIGHUP): read once per request that needs it,
+    /// and never by a hit, which only the cache answers.
+    live: RwLock<Arc<Live>>,
+    /// `/metrics`' gateway_max_memory_bytes and gateway_max_object_size_bytes, which a reload moves.
+    max_memory: Level,
+    max_object_size: Level,
     start: Instant,
     metrics: Metrics,
     counters: Counters,
@@ -336,6 +340,30 @@ struct Shared {
 
 type OriginCache = Cache<String, Waiter, Alone, Kept>;
 
+/// The settings a running gateway takes on a reload ([`OriginService::reload`]); the bound on
+/// what is stored is the cache's own.
+struct Live {
+    /// The origins, and the router over several (unused with one).
+    origins: Arc<Origins>,
+    /// How reads are spread over them, and for what guarantee (`{:?}`, to tell a change).
+    plan: String,
+    /// Who may purge.
+    purge: PurgeRules,
+    /// The largest response stored.
+    object_bound: u64,
+}
+
+/// What a reload changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reloaded {
+    /// The origins (or the route or the SLA over them) changed: the router starts afresh.
+    pub origins: bool,
+    /// The bound on what is stored, before and after.
+    pub max_memory: (u64, u64),
+    /// Stored URLs evicted at once to fit a smaller bound, and their bytes.
+    pub evicted: (u64, u64),
+}
+
 /// Reads between purges of what no answer can use any more.
 const PURGE_EVERY: u64 = 1024;
 
@@ -343,6 +371,20 @@ const PURGE_EVERY: u64 = 1024;
 const KEEP_STALE: Duration = Duration::from_secs(600);
 
 impl Shared {
+    fn live(&self) -> Arc<Live> {
+        Arc::clone(&self.live.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// How long a request waits on a read: `--wait-timeout`, or by default long enough for
+    /// each origin there is now to be tried in turn (see [`OriginConfig::wait_bound`]).
+    fn wait_bound(&self) -> Duration {
+        let n = self.live().origins.specs().len();
+        self.config.wait_timeout.unwrap_or_else(|| {
+            self.config.upstream_timeout.saturating_mul(u32::try_from(n.max(1)).unwrap_or(u32::MAX))
+                + Duration::from_secs(1)
+        })
+    }
+
     fn now(&self) -> Nanos {
         Nanos(self.start.elapsed().as_nanos() as u64)
     }
@@ -362,14 +404,15 @@ impl Shared {
     /// Sends `method key` to the origin, or over the origins as the route says (a read: a
     /// write over several origins goes through [`write`]).
     async fn fetch(&self, method: Method, key: &str, headers: HeaderMap, body: Bytes) -> Result<Fetched, FetchError> {
-        if let [one] = self.config.origins.as_slice() {
+        let live = self.live();
+        if let [one] = live.origins.specs() {
             let url = format!("{}{key}", one.url);
             return crate::origins::send(&self.client, method, &url, headers, body, 0)
                 .await
                 .map_err(|e| FetchError { timeout: e.is_timeout(), why: crate::origins::explain(&e) });
         }
         // Writes over several origins go through `write`, never here.
-        self.origins.fetch(&self.client, method, key, headers, body).await
+        live.origins.fetch(&self.client, method, key, headers, body).await
     }
 }
 
@@ -387,6 +430,48 @@ pub fn router(config: OriginConfig) -> Router {
 /// [`crate::listener::serve`]): `/metrics`, and every other request through the cache.
 pub fn service(config: OriginConfig) -> OriginService {
     OriginService(shared(config))
+}
+
+/// The route and SLA of `config`, as [`Live::plan`] keeps them.
+fn plan_of(config: &OriginConfig) -> String {
+    format!("{:?} {:?}", config.route, config.sla)
+}
+
+impl OriginService {
+    /// Takes `config`'s origins, route, SLA, purge rules, `max_memory` and object bound into
+    /// the running gateway; the rest of `config` is left as it was (what
+    /// [`crate::config::Settings::reload_refusals`] refuses to change). Requests under way
+    /// finish with the settings they started with; the next ones get the new.
+    ///
+    /// New origins (or a new route or SLA) start a new router, its latencies learnt afresh;
+    /// writes still owed to the previous origins are still sent to them. A smaller
+    /// `max_memory` evicts at once, as `--eviction` orders, down to it.
+    pub fn reload(&self, config: &OriginConfig) -> Reloaded {
+        let s = &self.0;
+        let old = s.live();
+        let plan = plan_of(config);
+        let same = old.origins.specs() == config.origins.as_slice() && old.plan == plan;
+        let origins = if same {
+            Arc::clone(&old.origins)
+        } else {
+            Arc::new(old.origins.again(config.origins.clone(), config.route, config.sla))
+        };
+        let live = Live { origins, plan, purge: config.purge.clone(), object_bound: config.object_bound() };
+        *s.live.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(live);
+        let mut cache = s.cache.lock().expect("no request panics holding the cache");
+        let before = cache.capacity().unwrap_or(config.max_memory);
+        let evicted = if before == config.max_memory { (0, 0) } else { cache.rebound(config.max_memory) };
+        s.account(&cache);
+        drop(cache);
+        s.max_memory.set(i64::try_from(config.max_memory).unwrap_or(i64::MAX));
+        s.max_object_size.set(i64::try_from(config.object_bound()).unwrap_or(i64::MAX));
+        Reloaded { origins: !same, max_memory: (before, config.max_memory), evicted }
+    }
+
+    /// The origins now (as the last reload left them).
+    pub fn origins(&self) -> Vec<OriginSpec> {
+        self.0.live().origins.specs().to_vec()
+    }
 }
 
 /// The gateway's requests, answered without a router: a request a stored response answers at
@@ -517,6 +602,11 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
         seed,
     );
     let mut metrics = Metrics::default();
+    let max_memory = metrics.level("gateway_max_memory_bytes", "The bound on what is stored (--max-memory).");
+    let max_object_size =
+        metrics.level("gateway_max_object_size_bytes", "The largest response stored (--max-object-size).");
+    max_memory.set(i64::try_from(config.max_memory).unwrap_or(i64::MAX));
+    max_object_size.set(i64::try_from(config.object_bound()).unwrap_or(i64::MAX));
     let counters = Counters {
         hits: metrics.count("gateway_hits", "Answered from a stored response without asking the origin."),
         misses: metrics.count("gateway_misses", "Requests that started a read of the origin."),
@@ -549,12 +639,6 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
             .count("gateway_purges_refused", "PURGE requests refused: neither --purge-from nor --purge-token allowed them."),
         purged: metrics.count("gateway_purged", "Stored URLs forgotten by purges."),
     };
-    metrics
-        .level("gateway_max_memory_bytes", "The bound on what is stored (--max-memory).")
-        .set(i64::try_from(config.max_memory).unwrap_or(i64::MAX));
-    metrics
-        .level("gateway_max_object_size_bytes", "The largest response stored (--max-object-size).")
-        .set(i64::try_from(config.object_bound()).unwrap_or(i64::MAX));
     let inflight = InFlight::new(&mut metrics);
     let policy = Policy {
         surrogate: SURROGATE.to_string(),
@@ -570,13 +654,21 @@ fn shared(config: OriginConfig) -> Arc<Shared> {
         config.write_memory,
         &mut metrics,
     );
+    let live = Live {
+        origins: Arc::new(origins),
+        plan: plan_of(&config),
+        purge: config.purge.clone(),
+        object_bound: config.object_bound(),
+    };
     Arc::new(Shared {
         cache: Mutex::new(cache),
         config,
         policy,
         client,
         upload_client,
-        origins,
+        live: RwLock::new(Arc::new(live)),
+        max_memory,
+        max_object_size,
         start: Instant::now(),
         metrics,
         counters,
@@ -612,7 +704,7 @@ async fn route(s: Arc<Shared>, request: Request) -> Response {
 /// answer their waiters but are not kept. Answered with how many stored URLs went.
 fn purge_request(s: &Shared, request: &Request) -> Response {
     let peer = request.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0);
-    if let Err(why) = s.config.purge.allows(request.headers(), peer) {
+    if let Err(why) = s.live().purge.allows(request.headers(), peer) {
         s.counters.purges_refused.inc();
         return crate::http::error(StatusCode::FORBIDDEN, why);
     }
@@ -620,7 +712,7 @@ fn purge_request(s: &Shared, request: &Request) -> Response {
     if let Scope::Tags(tags) = &scope {
         // Recorded before the stored responses are scanned: a read that stores after the scan
         // finds the purge recorded (see `read_origin`), one that stored before it is scanned.
-        let horizon = s.config.wait_bound() + Duration::from_secs(1);
+        let horizon = s.wait_bound() + Duration::from_secs(1);
         s.tag_purges.lock().expect("no request panics holding the tag purges").purged(tags, s.now(), horizon);
     }
     let mut cache = s.cache.lock().expect("no request panics holding the cache");
@@ -684,7 +776,8 @@ async fn pass(s: Arc<Shared>, request: Request) -> Response {
     let method = request.method().clone();
     let headers = forwarded(request.headers(), false);
     let unsafe_method = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE);
-    let several = s.config.origins.len() > 1;
+    let live = s.live();
+    let several = live.origins.specs().len() > 1;
     let small = http_body::Body::size_hint(request.body()).upper().is_some_and(|n| n <= KEPT_REQUEST);
     let got = if several || small {
         let limit = if several { SEVERAL_REQUEST } else { KEPT_REQUEST };
@@ -706,7 +799,7 @@ async fn pass(s: Arc<Shared>, request: Request) -> Response {
     } else {
         // Sent with the client that has no read timeout of its own: the origin may say
         // nothing for as long as it is still taking the body.
-        let url = format!("{}{key}", s.config.origins[0].url);
+        let url = format!("{}{key}", live.origins.specs()[0].url);
         let activity = Arc::new(Activity::new());
         let body = reqwest::Body::wrap(ToOrigin::new(request.into_body(), &s.inflight, Arc::clone(&activity)));
         let send = crate::origins::send(&s.upload_client, method.clone(), &url, headers, body, 0);
@@ -779,17 +872,18 @@ fn invalidate(s: &Shared, key: &str, headers: Option<&HeaderMap>) {
 /// the bound on what is held for laggards is reached. Each answer says in `X-Write-Acks` how
 /// many origins took it, and in `X-Write-Pending` which are still being sent it.
 async fn write(s: &Arc<Shared>, method: Method, key: String, headers: HeaderMap, body: Bytes) -> Response {
-    let (n, rule) = (s.config.origins.len(), s.config.write_rule);
+    let live = s.live();
+    let (n, rule) = (live.origins.specs().len(), s.config.write_rule);
     let needed = rule.needed(n);
-    let bound = s.config.wait_bound();
+    let bound = s.wait_bound();
     let said = |said: &[(usize, String)], of: &[usize]| -> String {
         said.iter()
             .filter(|(b, _)| of.contains(b))
-            .map(|(b, t)| format!("{} {t}", s.origins.urls(&[*b])))
+            .map(|(b, t)| format!("{} {t}", live.origins.urls(&[*b])))
             .collect::<Vec<_>>()
             .join("; ")
     };
-    let (mut resp, tally) = match s.origins.replicate(&s.client, method.clone(), &key, headers, body, bound).await {
+    let (mut resp, tally) = match live.origins.replicate(&s.client, method.clone(), &key, headers, body, bound).await {
         Replicated::Stored { answer, tally } => {
             invalidate(s, &key, Some(&answer.headers));
             (passed(answer, &s.inflight, s.config.upstream_timeout), Some(tally))
@@ -799,9 +893,9 @@ async fn write(s: &Arc<Shared>, method: Method, key: String, headers: HeaderMap,
             let why = format!(
                 "{method} {key} is not stored yet: {} of {n} origins took it ({}), and --write-rule {} needs {needed}; {} did not ({}), and {} sent it again until {} take it; meanwhile reads of {key} go only to origins that have it",
                 tally.took.len(),
-                s.origins.urls(&tally.took),
+                live.origins.urls(&tally.took),
                 rule.name(),
-                s.origins.urls(&tally.owed),
+                live.origins.urls(&tally.owed),
                 said(&what, &tally.owed),
                 if tally.owed.len() == 1 { "is" } else { "are" },
                 if tally.owed.len() == 1 { "it" } else { "they" },
@@ -813,8 +907,8 @@ async fn write(s: &Arc<Shared>, method: Method, key: String, headers: HeaderMap,
             let why = format!(
                 "{method} {key} is not stored as --write-rule {} needs ({needed} of {n} origins): {} took it, but {} will not have it ({}); reads of {key} avoid {} until a PUT or DELETE of {key} reaches {}",
                 rule.name(),
-                s.origins.urls(&tally.took),
-                s.origins.urls(&tally.lost),
+                live.origins.urls(&tally.took),
+                live.origins.urls(&tally.lost),
                 said(&what, &tally.lost),
                 if tally.lost.len() == 1 { "it" } else { "them" },
                 if tally.lost.len() == 1 { "it" } else { "them" },
@@ -858,7 +952,7 @@ async fn write(s: &Arc<Shared>, method: Method, key: String, headers: HeaderMap,
     let acks = tally.as_ref().map_or(0, |t| t.took.len());
     h.insert("x-write-acks", HeaderValue::from_str(&format!("{acks}/{n}")).expect("digits"));
     if let Some(t) = tally.filter(|t| !t.owed.is_empty())
-        && let Ok(v) = HeaderValue::from_str(&s.origins.urls(&t.owed))
+        && let Ok(v) = HeaderValue::from_str(&live.origins.urls(&t.owed))
     {
         h.insert("x-write-pending", v);
     }
@@ -885,8 +979,9 @@ fn same_origin_path(s: &Shared, value: &str) -> Option<String> {
     if value.starts_with('/') {
         return Some(value.to_string());
     }
-    s.config
+    s.live()
         .origins
+        .specs()
         .iter()
         .find_map(|o| value.strip_prefix(o.url.as_str()).filter(|p| p.starts_with('/')).map(str::to_string))
 }
@@ -1094,7 +1189,7 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
     let mut shared_read = true;
     let (outcome, how, first) = match plan {
         Plan::Now(r) => return r,
-        Plan::Wait(rx, how) => match tokio::time::timeout(s.config.wait_bound(), rx).await {
+        Plan::Wait(rx, how) => match tokio::time::timeout(s.wait_bound(), rx).await {
             Ok(Ok(o)) => (o, how, how == "miss"),
             Ok(Err(_)) => {
                 return failure(StatusCode::INTERNAL_SERVER_ERROR, "the read was dropped without an answer".into());
@@ -1104,7 +1199,7 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
                     StatusCode::GATEWAY_TIMEOUT,
                     format!(
                         "waited {:?} (--wait-timeout) for the origin's answer to {key}, and gave up",
-                        s.config.wait_bound()
+                        s.wait_bound()
                     ),
                 );
             }
@@ -1248,7 +1343,7 @@ async fn read_origin(
     // Each attempt is bounded by the upstream timeout, but a read over several origins makes
     // several: the read as a whole, up to its head and, for a body to store, to its end, is
     // bounded by what its waiters wait.
-    let bound = s.config.wait_bound();
+    let bound = s.wait_bound();
     let deadline = tokio::time::Instant::now() + bound;
     let late = || FetchError { timeout: true, why: format!("no answer within {bound:?} (--wait-timeout)") };
     let got = match tokio::time::timeout_at(deadline, s.fetch(Method::GET, &key, headers, Bytes::new())).await {
@@ -1261,7 +1356,7 @@ async fn read_origin(
     // The head says whether the body is to be stored: if it may be and is not known to be over
     // the bound, it is read whole (past the bound after all, it is carried on from there);
     // otherwise it is carried through as it comes and read by the request that asked alone.
-    let object_bound = s.config.object_bound();
+    let object_bound = s.live().object_bound;
     let got = match got {
         Ok(Fetched { status, headers: h, body: Incoming::Coming(r), .. }) => {
             let f = fields(&h);

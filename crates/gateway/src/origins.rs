@@ -226,6 +226,7 @@ pub struct FetchError {
     pub why: String,
 }
 
+#[derive(Clone)]
 struct PerOrigin {
     sent: Family<Vec<(String, String)>, Count>,
     answered: Family<Vec<(String, String)>, Count>,
@@ -283,6 +284,28 @@ impl Origins {
             requests: metrics.count("gateway_routed_requests", "Reads routed over the origins."),
             within: metrics.count("gateway_sla_within", "Routed reads answered within the SLA's latency."),
             per,
+            specs,
+            routed: AtomicU64::new(0),
+            rng: Mutex::new(0x9e37_79b9_7f4a_7c15),
+        }
+    }
+
+    /// Origins `specs`, routed by `route` for `sla`, counted in the same `/metrics` as these
+    /// (per origin, by URL) and written to under the same rule and bound: a reload's. The
+    /// router starts afresh. With the same origins the writes owed are these' (reads keep
+    /// avoiding the origins that lack one); with others, writes owed to these are still sent
+    /// to them, by these, until taken.
+    pub(crate) fn again(&self, specs: Vec<OriginSpec>, route: RouteKind, sla: Sla) -> Self {
+        let router = SlaRouter::new(route, sla, specs.iter().map(|s| s.price).collect(), 1000);
+        let writes =
+            if specs == self.specs { Arc::clone(&self.writes) } else { Arc::new(self.writes.again(specs.clone())) };
+        Self {
+            writes,
+            router: Arc::new(Mutex::new(router)),
+            probes: self.probes.clone(),
+            requests: self.requests.clone(),
+            within: self.within.clone(),
+            per: self.per.clone(),
             specs,
             routed: AtomicU64::new(0),
             rng: Mutex::new(0x9e37_79b9_7f4a_7c15),

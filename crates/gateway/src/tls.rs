@@ -34,9 +34,14 @@ pub enum TlsError {
 
 /// The certificate chain and key files, and the acceptor they currently make.
 pub struct TlsFiles {
+    current: RwLock<Current>,
+}
+
+/// The files, and the acceptor they made when last read.
+struct Current {
     cert: PathBuf,
     key: PathBuf,
-    current: RwLock<TlsAcceptor>,
+    acceptor: TlsAcceptor,
 }
 
 impl TlsFiles {
@@ -44,25 +49,41 @@ impl TlsFiles {
     pub fn load(cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Result<Arc<Self>, TlsError> {
         let (cert, key) = (cert.into(), key.into());
         let acceptor = acceptor(&cert, &key)?;
-        Ok(Arc::new(Self { cert, key, current: RwLock::new(acceptor) }))
+        Ok(Arc::new(Self { current: RwLock::new(Current { cert, key, acceptor }) }))
     }
 
     /// Reads the files again: new connections get the new certificate; those already made keep
     /// theirs. On an error the acceptor in use stays as it was.
     pub fn reload(&self) -> Result<(), TlsError> {
-        let fresh = acceptor(&self.cert, &self.key)?;
-        *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+        let (cert, key) = {
+            let c = self.read();
+            (c.cert.clone(), c.key.clone())
+        };
+        let fresh = acceptor(&cert, &key)?;
+        self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner).acceptor = fresh;
         Ok(())
+    }
+
+    /// Takes `other`'s files and the acceptor they made (a reloaded configuration's, which may
+    /// name other files): new connections get them; those already made keep theirs.
+    pub fn adopt(&self, other: &Self) {
+        let fresh = other.read();
+        let fresh = Current { cert: fresh.cert.clone(), key: fresh.key.clone(), acceptor: fresh.acceptor.clone() };
+        *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Current> {
+        self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The acceptor for a connection accepted now.
     pub fn acceptor(&self) -> TlsAcceptor {
-        self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.read().acceptor.clone()
     }
 
     /// The certificate file's path (for messages).
-    pub fn cert_path(&self) -> &Path {
-        &self.cert
+    pub fn cert_path(&self) -> PathBuf {
+        self.read().cert.clone()
     }
 }
 

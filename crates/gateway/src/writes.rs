@@ -71,6 +71,7 @@ pub(crate) enum Replicated {
     Undecided(Duration),
 }
 
+#[derive(Clone)]
 struct Counts {
     attempts: Family<Vec<(String, String)>, Count>,
     answers: Family<Vec<(String, String)>, Count>,
@@ -85,6 +86,8 @@ pub(crate) struct Writes {
     /// Told when any write is decided (a later write to its key may then be admitted).
     decided: Notify,
     counts: Counts,
+    rule: WriteRule,
+    limit: u64,
 }
 
 /// The first pause before a write is sent again to an origin; it doubles up to [`MOST_BACKOFF`].
@@ -113,7 +116,21 @@ impl Writes {
                 "Bytes of writes held until every origin has them (bounded by --write-memory).",
             ),
         };
-        Self { state: Mutex::new(Replicas::new(specs.len(), rule, limit)), specs, decided: Notify::new(), counts }
+        Self {
+            state: Mutex::new(Replicas::new(specs.len(), rule, limit)),
+            specs,
+            decided: Notify::new(),
+            counts,
+            rule,
+            limit,
+        }
+    }
+
+    /// Writes to `specs` under this rule and bound, counted in the same `/metrics` (a reload's
+    /// new origins); nothing owed yet.
+    pub(crate) fn again(&self, specs: Vec<OriginSpec>) -> Self {
+        let state = Mutex::new(Replicas::new(specs.len(), self.rule, self.limit));
+        Self { state, specs, decided: Notify::new(), counts: self.counts.clone(), rule: self.rule, limit: self.limit }
     }
 
     /// Origins a read of `key` avoids: each lacks a write to it another took.

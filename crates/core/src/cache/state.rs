@@ -199,6 +199,24 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
         self.bound.as_ref().map_or(0, Evictor::weight)
     }
 
+    /// Changes the bound of a bounded cache ([`Cache::bounded`]) to `capacity`, evicting at
+    /// once, as its policy orders them, what no longer fits (counted in [`CacheStats`]'s
+    /// evictions); returns the entries and weight evicted. Without a bound it does nothing.
+    pub fn rebound(&mut self, capacity: u64) -> (u64, u64) {
+        let Some(b) = &mut self.bound else { return (0, 0) };
+        let evicted = b.resize(capacity);
+        let (mut n, mut w) = (0, 0);
+        for (k, weight) in evicted {
+            self.entries.remove(&k);
+            self.approximations.remove(&k);
+            n += 1;
+            w += weight;
+        }
+        self.stats.evictions += n;
+        self.stats.evicted_weight += w;
+        (n, w)
+    }
+
     /// Whether an entry of `weight` would be kept: no heavier than the bound.
     pub fn admits(&self, weight: u64) -> bool {
         self.bound.as_ref().is_none_or(|b| weight <= b.capacity())

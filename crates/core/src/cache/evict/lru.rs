@@ -67,6 +67,17 @@ impl<K: Hash + Eq> LruPolicy<K> {
         evicted
     }
 
+    pub(super) fn resize(&mut self, capacity: u64) -> Vec<(K, u64)> {
+        self.capacity = capacity;
+        let mut evicted = Vec::new();
+        while self.order.weight > self.capacity {
+            let i = self.order.front().expect("over, so not empty");
+            self.slots.unlink(&mut self.order, i);
+            evicted.push(self.slots.take(i));
+        }
+        evicted
+    }
+
     pub(super) fn remove(&mut self, key: &K) -> bool {
         let Some(i) = self.slots.find(key) else { return false };
         self.slots.unlink(&mut self.order, i);

@@ -210,6 +210,13 @@ impl<K: Hash + Eq + Clone> Evictor<K> {
         each!(self, p => p.insert(key, weight))
     }
 
+    /// Changes the capacity to `capacity`; past it, lets go of what the policy would let go
+    /// first to make room (its victims, in its order), and returns them with their weights.
+    /// A larger capacity evicts nothing.
+    pub fn resize(&mut self, capacity: u64) -> Vec<(K, u64)> {
+        each!(self, p => p.resize(capacity))
+    }
+
     /// Drops `key` if held.
     pub fn remove(&mut self, key: &K) -> bool {
         each!(self, p => p.remove(key))

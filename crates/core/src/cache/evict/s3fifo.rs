@@ -149,6 +149,19 @@ impl<K: Hash + Eq + Clone> S3Fifo<K> {
         }
     }
 
+    pub(super) fn resize(&mut self, capacity: u64) -> Vec<(K, u64)> {
+        self.capacity = capacity;
+        self.small_share = capacity / 10;
+        let mut evicted = Vec::new();
+        self.make_room(0, &mut evicted);
+        // The ghosts remember at most what main holds, as `evict_small` keeps them.
+        while self.ghost.weight > self.capacity - self.small_share {
+            let g = self.ghost.front().expect("over, so not empty");
+            self.drop_slot(g);
+        }
+        evicted
+    }
+
     pub(super) fn insert(&mut self, key: K, weight: u64) -> Vec<(K, u64)> {
         let mut evicted = Vec::new();
         let mut ghost = false;

@@ -112,6 +112,15 @@ impl<K: Hash + Eq> Sieve<K> {
         evicted
     }
 
+    pub(super) fn resize(&mut self, capacity: u64) -> Vec<(K, u64)> {
+        self.capacity = capacity;
+        let mut evicted = Vec::new();
+        while self.queue.weight > self.capacity {
+            evicted.push(self.evict_one());
+        }
+        evicted
+    }
+
     pub(super) fn remove(&mut self, key: &K) -> bool {
         let Some(i) = self.slots.find(key) else { return false };
         self.drop_slot(i);

@@ -357,3 +357,39 @@ fn the_shift_watch_halves_on_a_lasting_fall_and_not_on_a_scan() {
     assert_eq!(feed(&mut w, 10, 3), 0, "33 % is the new level");
     assert_eq!(w.shifts(), 1);
 }
+
+/// A smaller capacity evicts at once, as each policy would to make room (LRU: the least
+/// recently used), down to the new bound; a larger one evicts nothing, and keeps it.
+#[test]
+fn a_smaller_capacity_evicts_down_to_it_at_once() {
+    for kind in Eviction::ALL {
+        let mut c = unit(kind, 100);
+        for k in 0..10u32 {
+            c.insert(k, 10);
+        }
+        for k in 5..10u32 {
+            c.touch(&k);
+        }
+        let before = c.weight();
+        assert!(before > 40, "{kind}: {before}");
+        let evicted = c.resize(40);
+        let freed: u64 = evicted.iter().map(|(_, w)| w).sum();
+        assert!(c.weight() <= 40, "{kind}: {} over 40", c.weight());
+        assert_eq!(before - freed, c.weight(), "{kind}");
+        for (k, _) in &evicted {
+            assert!(!c.contains(k), "{kind}: {k} evicted but held");
+        }
+        assert_eq!(c.capacity(), 40, "{kind}");
+        assert!(c.resize(1000).is_empty(), "{kind}");
+        let w = c.weight();
+        c.insert(100, 500);
+        assert_eq!(c.weight(), w + 500, "{kind}: the larger bound holds a newcomer that fits it");
+    }
+    let mut lru = unit(Eviction::Lru, 100);
+    for k in 0..10u32 {
+        lru.insert(k, 10);
+    }
+    lru.touch(&0);
+    let gone: Vec<u32> = lru.resize(70).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(gone, [1, 2, 3], "LRU lets the least recently used go first");
+}

@@ -225,6 +225,14 @@ impl<K: Hash + Eq + Clone> TinyLfu<K> {
         }
     }
 
+    pub(super) fn resize(&mut self, capacity: u64) -> Vec<(K, u64)> {
+        self.capacity = capacity;
+        self.protected_share = capacity / 100 * PROTECTED_PCT;
+        let mut evicted = Vec::new();
+        self.fit(None, &mut evicted);
+        evicted
+    }
+
     pub(super) fn insert(&mut self, key: K, weight: u64) -> Vec<(K, u64)> {
         let mut evicted = Vec::new();
         let (hash, found) = self.slots.find_hashed(&key);
