@@ -33,6 +33,7 @@ mod channel;
 mod conn;
 pub mod hello;
 mod link;
+mod offload;
 mod peer;
 pub mod record;
 mod session;

@@ -791,8 +791,8 @@ fn poll_ready(conns: &mut [Option<Conn>], cx: &mut std::task::Context<'_>) -> st
         .enumerate()
         .filter_map(|(slot, c)| {
             let c = c.as_mut()?;
-            let readable = c.link.poll_read_ready(cx).is_ready();
-            let writable = c.full && c.link.poll_write_ready(cx).is_ready();
+            let readable = c.poll_read_ready(cx).is_ready();
+            let writable = c.full && c.poll_write_ready(cx).is_ready();
             (readable || writable).then_some(Ready { slot, readable, writable })
         })
         .collect();
