@@ -135,9 +135,10 @@ pub struct MuxConfig {
     /// With TLS, seal and open each connection's records on a task of the connection's own
     /// (the driver hands it the frames it chose, in order, at most 64 KiB waiting) instead of
     /// on the driver's task. Off by default: on a 2-core machine shared with other work (load
-    /// 11–15), `bench mux` carried 0.40× plain's rate with it against 0.45× without, at 15%
-    /// more CPU per byte; `bench mux --cases stripe-tls,stripe-tls-task` compares the two on
-    /// a given machine.
+    /// 18–19), `bench mux` carried 0.38–0.55× plain's rate with it against 0.50–0.74× without,
+    /// in the same rounds, at 992–1,131 ns of CPU per KB against 823–897 (the hand-overs and
+    /// wake-ups cost more than spreading the crypto gains when no core is idle);
+    /// `bench mux --cases stripe,stripe-tls,stripe-tls-task` compares the two on a machine.
     pub tls_task: bool,
 }
 
