@@ -8,7 +8,7 @@ use switchyard_experiments::report::Quiet;
 
 #[test]
 fn mux_measures_the_session_and_its_peers_against_raw_tcp_and_reports_them() {
-    let cases = vec![mux::Case::Stripe, mux::Case::Pin, mux::Case::H2, mux::Case::Quic];
+    let cases = vec![mux::Case::Stripe, mux::Case::StripeTlsTask, mux::Case::Pin, mux::Case::H2, mux::Case::Quic];
     let setup =
         mux::Setup { connections: 2, channels: 3, seconds: 0.6, rounds: 2, cases: cases.clone(), ..Default::default() };
     let r = mux::run(&setup, &Quiet).unwrap();
@@ -18,7 +18,7 @@ fn mux_measures_the_session_and_its_peers_against_raw_tcp_and_reports_them() {
         assert!(c.rate > 0.0 && c.over_raw > 0.0 && c.cost > 0.0, "{c:?}");
         assert!((0.0..=1.0).contains(&c.max_gap), "{c:?}");
         assert!(c.rounds_range.0 <= c.over_raw && c.over_raw <= c.rounds_range.1, "{c:?}");
-        let ours = matches!(c.case, mux::Case::Stripe | mux::Case::Pin);
+        let ours = matches!(c.case, mux::Case::Stripe | mux::Case::StripeTlsTask | mux::Case::Pin);
         assert_eq!(c.session.is_some(), ours, "only the session reports its schedulers: {c:?}");
     }
     // Three channels on two equal connections: 1 and 0.8 + 0.64 are 1.44 apart by pinning.
@@ -29,7 +29,17 @@ fn mux_measures_the_session_and_its_peers_against_raw_tcp_and_reports_them() {
     assert!(report.machine.as_deref().is_some_and(|m| m.contains("core")), "{:?}", report.machine);
     let t = report.table("cases").unwrap();
     let names: Vec<&str> = t.cells("case").filter_map(|v| v.as_str()).collect();
-    assert_eq!(names, ["raw TCP ×2", "stripe (least queued)", "pin", "HTTP/2 (h2), 1 conn", "QUIC (quinn), 1 conn"]);
+    assert_eq!(
+        names,
+        [
+            "raw TCP ×2",
+            "stripe (least queued)",
+            "stripe, TLS on conn tasks",
+            "pin",
+            "HTTP/2 (h2), 1 conn",
+            "QUIC (quinn), 1 conn"
+        ]
+    );
     let over_raw: Vec<Option<f64>> = t.cells("over_raw").map(|v| v.as_f64()).collect();
     assert_eq!(over_raw[0], Some(1.0), "raw TCP against itself");
     for (c, got) in r.cases.iter().zip(&over_raw[1..]) {
@@ -37,7 +47,7 @@ fn mux_measures_the_session_and_its_peers_against_raw_tcp_and_reports_them() {
     }
     // The session's counters for the session only; the peers' are empty.
     let held: Vec<bool> = t.cells("max_held").map(|v| v.as_f64().is_some()).collect();
-    assert_eq!(held, [false, true, true, false, false]);
+    assert_eq!(held, [false, true, true, true, false, false]);
     assert!(t.notes.iter().any(|n| n.starts_with("throughput: best scheduler")), "{:?}", t.notes);
 }
 

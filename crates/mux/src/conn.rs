@@ -3,7 +3,10 @@
 //! read and not yet decoded.
 //!
 //! The driver does the I/O itself, without blocking, when the link says it is ready: a task per
-//! connection cost a wake-up or two per frame, which on loopback was most of the work.
+//! connection cost a wake-up or two per frame, which on loopback was most of the work. TLS
+//! connections are the exception: the same code runs on a task of the connection's own
+//! ([`crate::offload`]), which the driver wakes once a batch of frames (up to 64 KiB), not once
+//! a frame, and which spreads the sealing and opening over the cores.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -13,6 +16,7 @@ use switchyard_core::carry::Frame;
 use switchyard_core::carry::frame::{DEFAULT_MAX_PAYLOAD, HEADER_LEN, MAX_REASON};
 
 use crate::link::Link;
+use crate::offload::Offload;
 use crate::record::{MAX_PLAIN, MAX_RECORD, Opened, Opener, RecordError, Sealer};
 use crate::tls::Records;
 
@@ -95,8 +99,12 @@ pub(crate) enum Io {
 }
 
 pub(crate) struct Conn {
+    /// The connection's link; with TLS sealed on the connection's own task ([`Offload`]), a
+    /// second handle on its socket, only for the kernel's view of it.
     pub(crate) link: Link,
     tls: Option<Box<TlsIo>>,
+    /// With TLS, the task that seals, opens and does the I/O ([`crate::offload`]).
+    offload: Option<Offload>,
     /// Why the peer's records were refused, once they were ([`Io::Broken`]).
     pub(crate) refused: Option<RecordError>,
     /// Bytes read (decrypted, with TLS) and not yet decoded.
@@ -148,8 +156,24 @@ fn consume(out: &mut VecDeque<(Bytes, bool)>, queued: &mut usize, mut n: usize) 
 }
 
 impl Conn {
-    /// A connection whose peer sends frames of up to `frame` bytes.
-    pub(crate) fn new(wire: Wire, frame: usize) -> Self {
+    /// A connection whose peer sends frames of up to `frame` bytes. With TLS and `task`, its
+    /// records are sealed and opened on a task of its own ([`crate::offload`]), or on the
+    /// driver's where its socket cannot be shared (out of descriptors).
+    pub(crate) fn new(wire: Wire, frame: usize, task: bool) -> Self {
+        if task
+            && wire.tls.is_some()
+            && let Some(twin) = wire.link.twin()
+        {
+            let inner = Self::inline(wire, frame);
+            let mut outer = Self::inline(Wire { link: twin, tls: None }, frame);
+            outer.offload = Some(Offload::start(inner));
+            return outer;
+        }
+        Self::inline(wire, frame)
+    }
+
+    /// A connection whose I/O (and crypto, with TLS) is done by whoever calls it.
+    pub(crate) fn inline(wire: Wire, frame: usize) -> Self {
         let Wire { link, tls } = wire;
         let mut inbox = BytesMut::new();
         let tls = tls.map(|records| {
@@ -165,6 +189,7 @@ impl Conn {
         Self {
             link,
             tls,
+            offload: None,
             refused: None,
             read_budget,
             room: read_budget + largest,
@@ -196,13 +221,48 @@ impl Conn {
         self.queued += 1;
     }
 
+    /// Queues one piece of an encoded frame (`last`: the frame's last) for writing.
+    pub(crate) fn queue_piece(&mut self, piece: Bytes, last: bool) {
+        self.queued += usize::from(last);
+        self.out.push_back((piece, last));
+    }
+
+    /// Whether frames wait to be written (with TLS, to be sealed).
+    pub(crate) fn holds_frames(&self) -> bool {
+        !self.out.is_empty()
+    }
+
+    /// Ready when [`Conn::read`] has something: bytes from the link, or, with TLS on the
+    /// connection's task, frames it opened or its end.
+    pub(crate) fn poll_read_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        match &self.offload {
+            Some(o) => o.poll_read_ready(cx),
+            None => self.link.poll_read_ready(cx).map(|_| ()),
+        }
+    }
+
+    /// Ready when [`Conn::write`] would take bytes: the link's room, or, with TLS on the
+    /// connection's task, room in what it has been handed.
+    pub(crate) fn poll_write_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        match &self.offload {
+            Some(o) => o.poll_write_ready(cx),
+            None => self.link.poll_write_ready(cx).map(|_| ()),
+        }
+    }
+
     /// Whether bytes wait to be written (frames, or with TLS, records).
-    fn holds_bytes(&self) -> bool {
+    pub(crate) fn holds_bytes(&self) -> bool {
         !self.out.is_empty() || self.tls.as_ref().is_some_and(|t| t.sent < t.sealed.len())
     }
 
     /// Writes what the socket takes now. `Ok(true)` if it took anything.
     pub(crate) fn write(&mut self) -> std::io::Result<bool> {
+        if let Some(offload) = &self.offload {
+            // The task's end, if it has ended, comes through `read`, after its last frames.
+            let (handed, full) = offload.hand_over(&mut self.out, &mut self.queued);
+            self.full = full;
+            return Ok(handed);
+        }
         if self.tls.is_some() {
             return self.write_tls();
         }
@@ -258,6 +318,14 @@ impl Conn {
     /// Reads what has arrived (up to a turn's budget, [`READ_TURN`]) and decodes every whole
     /// frame in it.
     pub(crate) fn read(&mut self, frames: &mut Vec<Frame>) -> Io {
+        if let Some(offload) = &self.offload {
+            let before = frames.len();
+            let io = offload.take(frames, &mut self.refused);
+            if frames.len() > before {
+                self.heard = Instant::now();
+            }
+            return io;
+        }
         if self.tls.is_some() {
             return self.read_tls(frames);
         }
@@ -457,6 +525,10 @@ fn seal(
 
 /// Writes what a connection still holds, then closes it (with TLS, after its close_notify).
 pub(crate) async fn finish(mut conn: Conn) {
+    if let Some(mut offload) = conn.offload.take() {
+        offload.finish(&mut conn.out).await;
+        return;
+    }
     let mut notified = false;
     loop {
         conn.full = false;
@@ -496,7 +568,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let peer = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
         let (ours, _) = listener.accept().await.unwrap();
-        (Conn::new(Wire { link: Link::tcp(ours), tls: None }, frame), peer)
+        (Conn::new(Wire { link: Link::tcp(ours), tls: None }, frame, false), peer)
     }
 
     /// Reads until `n` frames have come.
@@ -504,7 +576,7 @@ mod tests {
         let read = async {
             let mut got = Vec::new();
             while got.len() < n {
-                std::future::poll_fn(|cx| conn.link.poll_read_ready(cx)).await.unwrap();
+                std::future::poll_fn(|cx| conn.poll_read_ready(cx)).await;
                 assert!(matches!(conn.read(&mut got), Io::Fine));
             }
             got
@@ -512,9 +584,20 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(30), read).await.expect("the frames came")
     }
 
+    /// Where a TLS connection's records are sealed and opened.
+    #[derive(Clone, Copy, Debug)]
+    enum Crypto {
+        /// On a task of the connection's own, as a session's connections are.
+        Offloaded,
+        /// By the caller of `read` and `write` (the connection's task does it this way).
+        Inline,
+    }
+
+    const BOTH: [Crypto; 2] = [Crypto::Offloaded, Crypto::Inline];
+
     /// A TLS connection (the server) and its peer's ends: the socket, and the client's rustls
     /// state to make and read records with, by hand.
-    async fn tls_pair(frame: usize) -> (Conn, TcpStream, rustls::Connection) {
+    async fn tls_pair(frame: usize, crypto: Crypto) -> (Conn, TcpStream, rustls::Connection) {
         let names = vec!["localhost".to_owned()];
         let (server, client) = crate::tls::SelfSigned::generate(&names).unwrap().pair("localhost").unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -525,7 +608,13 @@ mod tests {
         let (socket, peer) = theirs.into_inner();
         let mut peer = rustls::Connection::Client(peer);
         peer.set_buffer_limit(None);
-        (Conn::new(Wire::from_tls(ours.unwrap()).await.unwrap(), frame), socket.into_inner(), peer)
+        let wire = Wire::from_tls(ours.unwrap()).await.unwrap();
+        let conn = match crypto {
+            Crypto::Offloaded => Conn::new(wire, frame, true),
+            Crypto::Inline => Conn::inline(wire, frame),
+        };
+        assert_eq!(conn.offload.is_some(), matches!(crypto, Crypto::Offloaded));
+        (conn, socket.into_inner(), peer)
     }
 
     /// Data frames of the given payload sizes, each payload a pattern of its own.
@@ -559,7 +648,7 @@ mod tests {
         let read = async {
             let mut got = Vec::new();
             loop {
-                std::future::poll_fn(|cx| conn.link.poll_read_ready(cx)).await.unwrap();
+                std::future::poll_fn(|cx| conn.poll_read_ready(cx)).await;
                 match conn.read(&mut got) {
                     Io::Fine => {}
                     Io::Lost => return got,
@@ -577,56 +666,60 @@ mod tests {
     /// every frame arrives, whole and in order.
     #[tokio::test]
     async fn tls_records_cut_anywhere_by_the_socket_arrive_whole_and_in_order() {
-        let frame = 1 << 10;
-        let (mut conn, mut socket, mut peer) = tls_pair(frame).await;
-        let sizes: Vec<usize> = (0..900).map(|i| [1, 700, 16 << 10, 5000, 2, 20_000][i % 6]).collect();
-        let mut sent = data_frames(&sizes);
-        let cuts = sealed(&mut peer, &sent);
-        // The burst starts at a record's start, so that rustls holds nothing when it comes, and
-        // is more than a turn's budget (64 KiB): the turn ends with records already read.
-        let last = data_frames(&[1000; 95]);
-        let burst = sealed(&mut peer, &last);
-        sent.extend(last);
-        let writer = tokio::spawn(async move {
-            let steps = [1, 3, 1, 5, 4096, 16_401, 16_406, 16_411, 65_535, 65_536, 65_537, 100_000];
-            let mut at = 0;
-            for step in steps.iter().cycle() {
-                let end = (at + step).min(cuts.len());
-                socket.write_all(&cuts[at..end]).await.unwrap();
-                tokio::time::sleep(Duration::from_millis(2)).await;
-                at = end;
-                if at == cuts.len() {
-                    break;
+        for crypto in BOTH {
+            let frame = 1 << 10;
+            let (mut conn, mut socket, mut peer) = tls_pair(frame, crypto).await;
+            let sizes: Vec<usize> = (0..900).map(|i| [1, 700, 16 << 10, 5000, 2, 20_000][i % 6]).collect();
+            let mut sent = data_frames(&sizes);
+            let cuts = sealed(&mut peer, &sent);
+            // The burst starts at a record's start, so that rustls holds nothing when it comes, and
+            // is more than a turn's budget (64 KiB): the turn ends with records already read.
+            let last = data_frames(&[1000; 95]);
+            let burst = sealed(&mut peer, &last);
+            sent.extend(last);
+            let writer = tokio::spawn(async move {
+                let steps = [1, 3, 1, 5, 4096, 16_401, 16_406, 16_411, 65_535, 65_536, 65_537, 100_000];
+                let mut at = 0;
+                for step in steps.iter().cycle() {
+                    let end = (at + step).min(cuts.len());
+                    socket.write_all(&cuts[at..end]).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    at = end;
+                    if at == cuts.len() {
+                        break;
+                    }
                 }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                socket.write_all(&burst).await.unwrap();
+                socket
+            });
+            let got = frames(&mut conn, sent.len()).await;
+            assert_eq!(got.len(), sent.len());
+            for (i, (got, sent)) in got.iter().zip(&sent).enumerate() {
+                assert!(got == sent, "frame {i} differs");
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            socket.write_all(&burst).await.unwrap();
-            socket
-        });
-        let got = frames(&mut conn, sent.len()).await;
-        assert_eq!(got.len(), sent.len());
-        for (i, (got, sent)) in got.iter().zip(&sent).enumerate() {
-            assert!(got == sent, "frame {i} differs");
+            drop(writer.await.unwrap());
         }
-        drop(writer.await.unwrap());
     }
 
     /// The peer's frames, its close_notify and bytes after it, in one read: the frames arrive,
     /// then the end, and what followed the close_notify is not taken as frames.
     #[tokio::test]
     async fn tls_frames_before_a_close_notify_in_the_same_read_all_arrive() {
-        let (mut conn, mut socket, mut peer) = tls_pair(16 << 10).await;
-        let sent = data_frames(&[5, 16 << 10, 300, 9000, 1]);
-        let mut wire = sealed(&mut peer, &sent);
-        peer.send_close_notify();
-        while peer.wants_write() {
-            peer.write_tls(&mut wire).unwrap();
+        for crypto in BOTH {
+            let (mut conn, mut socket, mut peer) = tls_pair(16 << 10, crypto).await;
+            let sent = data_frames(&[5, 16 << 10, 300, 9000, 1]);
+            let mut wire = sealed(&mut peer, &sent);
+            peer.send_close_notify();
+            while peer.wants_write() {
+                peer.write_tls(&mut wire).unwrap();
+            }
+            wire.extend(sealed(&mut peer, &data_frames(&[100])));
+            socket.write_all(&wire).await.unwrap();
+            let got = frames_to_end(&mut conn).await;
+            assert!(got == sent, "{} frames of {} came, or they differ", got.len(), sent.len());
+            drop(socket);
         }
-        wire.extend(sealed(&mut peer, &data_frames(&[100])));
-        socket.write_all(&wire).await.unwrap();
-        let got = frames_to_end(&mut conn).await;
-        assert!(got == sent, "{} frames of {} came, or they differ", got.len(), sent.len());
-        drop(socket);
     }
 
     /// Frames of many sizes, queued and then written through TLS while the peer reads: rustls
@@ -634,51 +727,53 @@ mod tests {
     /// order.
     #[tokio::test]
     async fn tls_frames_written_arrive_whole_and_in_order() {
-        let (mut conn, mut socket, mut peer) = tls_pair(16 << 10).await;
-        let sizes: Vec<usize> = (0..300).map(|i| [100, 16 << 10, 3000, 1, 2][i % 5]).collect();
-        let sent = data_frames(&sizes);
-        let mut plain = BytesMut::new();
-        for f in &sent {
-            conn.push(f);
-            f.encode(&mut plain);
-        }
-        let writing = async {
-            while conn.queued > 0 {
-                conn.full = false;
-                conn.write().unwrap();
-                conn.link.writable().await.unwrap();
+        for crypto in BOTH {
+            let (mut conn, mut socket, mut peer) = tls_pair(16 << 10, crypto).await;
+            let sizes: Vec<usize> = (0..300).map(|i| [100, 16 << 10, 3000, 1, 2][i % 5]).collect();
+            let sent = data_frames(&sizes);
+            let mut plain = BytesMut::new();
+            for f in &sent {
+                conn.push(f);
+                f.encode(&mut plain);
             }
-        };
-        let reading = async {
-            use tokio::io::AsyncReadExt;
-            let mut wire = Vec::new();
-            let mut got = Vec::new();
-            let mut at = 0;
-            while got.len() < plain.len() {
-                let mut buf = vec![0; 1 << 16];
-                let n = socket.read(&mut buf).await.unwrap();
-                assert!(n > 0, "the connection ended after {} of {} bytes", got.len(), plain.len());
-                wire.extend_from_slice(&buf[..n]);
-                // Decrypt the records whole on the wire.
-                while wire.len() >= at + 5 {
-                    let len = usize::from(u16::from_be_bytes([wire[at + 3], wire[at + 4]]));
-                    if wire.len() < at + 5 + len {
-                        break;
-                    }
-                    let mut record = &wire[at..at + 5 + len];
-                    while !record.is_empty() {
-                        peer.read_tls(&mut record).unwrap();
-                    }
-                    peer.process_new_packets().unwrap();
-                    let _ = peer.reader().read_to_end(&mut got);
-                    at += 5 + len;
+            let writing = async {
+                while conn.queued > 0 {
+                    conn.full = false;
+                    conn.write().unwrap();
+                    std::future::poll_fn(|cx| conn.poll_write_ready(cx)).await;
                 }
-            }
-            got
-        };
-        let ((), got) =
-            tokio::time::timeout(Duration::from_secs(30), async { tokio::join!(writing, reading) }).await.unwrap();
-        assert!(got == plain[..], "the bytes read differ from the frames written");
+            };
+            let reading = async {
+                use tokio::io::AsyncReadExt;
+                let mut wire = Vec::new();
+                let mut got = Vec::new();
+                let mut at = 0;
+                while got.len() < plain.len() {
+                    let mut buf = vec![0; 1 << 16];
+                    let n = socket.read(&mut buf).await.unwrap();
+                    assert!(n > 0, "the connection ended after {} of {} bytes", got.len(), plain.len());
+                    wire.extend_from_slice(&buf[..n]);
+                    // Decrypt the records whole on the wire.
+                    while wire.len() >= at + 5 {
+                        let len = usize::from(u16::from_be_bytes([wire[at + 3], wire[at + 4]]));
+                        if wire.len() < at + 5 + len {
+                            break;
+                        }
+                        let mut record = &wire[at..at + 5 + len];
+                        while !record.is_empty() {
+                            peer.read_tls(&mut record).unwrap();
+                        }
+                        peer.process_new_packets().unwrap();
+                        let _ = peer.reader().read_to_end(&mut got);
+                        at += 5 + len;
+                    }
+                }
+                got
+            };
+            let ((), got) =
+                tokio::time::timeout(Duration::from_secs(30), async { tokio::join!(writing, reading) }).await.unwrap();
+            assert!(got == plain[..], "the bytes read differ from the frames written");
+        }
     }
 
     /// The headers and tags of records opened do not pile up in the receive buffer: once the
@@ -686,7 +781,7 @@ mod tests {
     /// record, and copied along to every new buffer).
     #[tokio::test]
     async fn tls_opened_records_leave_nothing_behind_once_their_frames_are_cut() {
-        let (mut conn, mut socket, mut peer) = tls_pair(16 << 10).await;
+        let (mut conn, mut socket, mut peer) = tls_pair(16 << 10, Crypto::Inline).await;
         let sent = data_frames(&[100; 3000]);
         let wire = sealed(&mut peer, &sent);
         let writer = tokio::spawn(async move {
@@ -703,54 +798,219 @@ mod tests {
     /// frames before it arrive.
     #[tokio::test]
     async fn tls_a_tampered_record_breaks_the_connection_naming_why() {
-        let (mut conn, mut socket, mut peer) = tls_pair(16 << 10).await;
-        let sent = data_frames(&[300, 20]);
-        let mut wire = sealed(&mut peer, &sent);
-        let at = wire.len();
-        wire.extend(sealed(&mut peer, &data_frames(&[100])));
-        wire[at + 8] ^= 0x40;
-        socket.write_all(&wire).await.unwrap();
-        let mut got = Vec::new();
-        let read = async {
-            loop {
-                std::future::poll_fn(|cx| conn.link.poll_read_ready(cx)).await.unwrap();
-                match conn.read(&mut got) {
-                    Io::Fine => {}
-                    Io::Lost => panic!("lost, not broken"),
-                    Io::Broken => return,
+        for crypto in BOTH {
+            let (mut conn, mut socket, mut peer) = tls_pair(16 << 10, crypto).await;
+            let sent = data_frames(&[300, 20]);
+            let mut wire = sealed(&mut peer, &sent);
+            let at = wire.len();
+            wire.extend(sealed(&mut peer, &data_frames(&[100])));
+            wire[at + 8] ^= 0x40;
+            socket.write_all(&wire).await.unwrap();
+            let mut got = Vec::new();
+            let read = async {
+                loop {
+                    std::future::poll_fn(|cx| conn.poll_read_ready(cx)).await;
+                    match conn.read(&mut got) {
+                        Io::Fine => {}
+                        Io::Lost => panic!("lost, not broken"),
+                        Io::Broken => return,
+                    }
                 }
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(30), read).await.expect("the record was refused");
-        assert!(got == sent, "{} frames of {} came before the bad record", got.len(), sent.len());
-        let why = conn.refused.as_ref().expect("a reason").to_string();
-        assert!(why.contains("key mismatch or corruption"), "{why}");
+            };
+            tokio::time::timeout(Duration::from_secs(30), read).await.expect("the record was refused");
+            assert!(got == sent, "{} frames of {} came before the bad record", got.len(), sent.len());
+            let why = conn.refused.as_ref().expect("a reason").to_string();
+            assert!(why.contains("key mismatch or corruption"), "{why}");
+        }
     }
 
     /// A finished connection's last frames, then its close_notify, reach the peer: the peer
     /// reads an intended end, not a truncation.
     #[tokio::test]
     async fn tls_a_finished_connection_ends_with_its_close_notify() {
+        for crypto in BOTH {
+            use tokio::io::AsyncReadExt;
+            let (mut conn, mut socket, mut peer) = tls_pair(16 << 10, crypto).await;
+            let sent = data_frames(&[100, 16 << 10, 7]);
+            let mut plain = BytesMut::new();
+            for f in &sent {
+                conn.push(f);
+                f.encode(&mut plain);
+            }
+            tokio::time::timeout(Duration::from_secs(30), finish(conn)).await.expect("finished");
+            let mut wire = Vec::new();
+            socket.read_to_end(&mut wire).await.unwrap();
+            let mut bytes = &wire[..];
+            let mut got = Vec::new();
+            while !bytes.is_empty() {
+                peer.read_tls(&mut bytes).unwrap();
+                peer.process_new_packets().unwrap();
+                let _ = peer.reader().read_to_end(&mut got);
+            }
+            assert!(got == plain[..], "{} bytes of {}", got.len(), plain.len());
+            assert!(peer.process_new_packets().unwrap().peer_has_closed(), "no close_notify came");
+        }
+    }
+
+    /// Reads TLS records off `socket` with `peer` until `want` bytes of plaintext have come.
+    async fn plaintext(socket: &mut TcpStream, peer: &mut rustls::Connection, want: usize) -> Vec<u8> {
         use tokio::io::AsyncReadExt;
-        let (mut conn, mut socket, mut peer) = tls_pair(16 << 10).await;
-        let sent = data_frames(&[100, 16 << 10, 7]);
+        let mut got = Vec::new();
+        let mut buf = vec![0; 1 << 16];
+        while got.len() < want {
+            let n = socket.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the connection ended after {} of {want} bytes", got.len());
+            let mut bytes = &buf[..n];
+            while !bytes.is_empty() {
+                peer.read_tls(&mut bytes).unwrap();
+                peer.process_new_packets().unwrap();
+                let _ = peer.reader().read_to_end(&mut got);
+            }
+        }
+        got
+    }
+
+    /// Frames handed to the connection's task as the driver hands them (a couple at a time,
+    /// more each time it has room, small and large mixed, on a runtime with two threads, so
+    /// that the task seals while the driver hands over) reach the peer in the order the
+    /// driver chose them, whole.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tls_frames_handed_to_the_task_arrive_in_the_order_chosen() {
+        let (mut conn, mut socket, mut peer) = tls_pair(16 << 10, Crypto::Offloaded).await;
+        let sizes: Vec<usize> = (0..2000).map(|i| [1, 16 << 10, 9, 700, 16 << 10, 2][i % 6]).collect();
+        let sent = data_frames(&sizes);
         let mut plain = BytesMut::new();
         for f in &sent {
-            conn.push(f);
             f.encode(&mut plain);
         }
-        tokio::time::timeout(Duration::from_secs(30), finish(conn)).await.expect("finished");
-        let mut wire = Vec::new();
-        socket.read_to_end(&mut wire).await.unwrap();
-        let mut bytes = &wire[..];
-        let mut got = Vec::new();
-        while !bytes.is_empty() {
-            peer.read_tls(&mut bytes).unwrap();
-            peer.process_new_packets().unwrap();
-            let _ = peer.reader().read_to_end(&mut got);
+        let want = plain.len();
+        let reading = tokio::spawn(async move { plaintext(&mut socket, &mut peer, want).await });
+        let writing = async {
+            let mut next = 0;
+            while next < sent.len() || conn.queued > 0 {
+                while !conn.full && conn.queued < 2 && next < sent.len() {
+                    conn.push(&sent[next]);
+                    next += 1;
+                }
+                conn.write().unwrap();
+                if conn.full {
+                    std::future::poll_fn(|cx| conn.poll_write_ready(cx)).await;
+                    conn.full = false;
+                }
+            }
+            conn
+        };
+        let conn = tokio::time::timeout(Duration::from_secs(60), writing).await.expect("every frame handed over");
+        let got = tokio::time::timeout(Duration::from_secs(60), reading).await.expect("every byte came").unwrap();
+        let mut got = BytesMut::from(&got[..]);
+        let mut frames = Vec::new();
+        assert!(decode(&mut got, &mut frames), "the bytes that came are not frames");
+        assert_eq!(frames.len(), sent.len(), "frames came whole");
+        for (i, (got, sent)) in frames.iter().zip(&sent).enumerate() {
+            assert!(got == sent, "frame {i} is not the one handed over {i}th");
         }
-        assert!(got == plain[..], "{} bytes of {}", got.len(), plain.len());
-        assert!(peer.process_new_packets().unwrap().peer_has_closed(), "no close_notify came");
+        drop(conn);
+    }
+
+    /// While the peer reads nothing, the driver hands the connection's task frames until the
+    /// socket and the task's bounded queue are full, and then the connection says it is full
+    /// and stays so: the driver is held back, with its frames still queued, instead of the
+    /// task taking everything (or dropping any). Once the peer reads, every frame comes, in
+    /// order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tls_a_full_sealing_queue_holds_the_driver_back_and_drops_nothing() {
+        let (mut conn, mut socket, mut peer) = tls_pair(16 << 10, Crypto::Offloaded).await;
+        // Far more than the socket's buffers hold while the peer reads nothing (4 MiB to
+        // send and the receive buffer's initial 128 KiB here, net.ipv4.tcp_wmem/rmem).
+        let sent = data_frames(&[16 << 10; 2048]);
+        let mut next = 0;
+        let held = loop {
+            while !conn.full && conn.queued < 2 && next < sent.len() {
+                conn.push(&sent[next]);
+                next += 1;
+            }
+            conn.write().unwrap();
+            if next == sent.len() && conn.queued == 0 {
+                break false;
+            }
+            if conn.full {
+                // Room that does not come within a second, with the peer reading nothing, is
+                // the queue held full (the test does not depend on how fast room comes).
+                let room = std::future::poll_fn(|cx| conn.poll_write_ready(cx));
+                match tokio::time::timeout(Duration::from_secs(1), room).await {
+                    Ok(()) => conn.full = false,
+                    Err(_) => break true,
+                }
+            }
+        };
+        assert!(
+            held && conn.queued > 0,
+            "{next} frames of {} handed over ({} still queued) with the peer reading nothing: the task's \
+             queue did not hold the driver back",
+            sent.len(),
+            conn.queued
+        );
+        let handed = (next - conn.queued) * (16 << 10);
+        assert!(handed < 16 << 20, "{handed} bytes handed over before the queue held: not bounded");
+        let mut plain = BytesMut::new();
+        for f in &sent {
+            f.encode(&mut plain);
+        }
+        let want = plain.len();
+        let reading = tokio::spawn(async move { plaintext(&mut socket, &mut peer, want).await });
+        let writing = async {
+            while next < sent.len() || conn.queued > 0 {
+                while !conn.full && conn.queued < 2 && next < sent.len() {
+                    conn.push(&sent[next]);
+                    next += 1;
+                }
+                conn.write().unwrap();
+                if conn.full {
+                    std::future::poll_fn(|cx| conn.poll_write_ready(cx)).await;
+                    conn.full = false;
+                }
+            }
+            conn
+        };
+        let conn = tokio::time::timeout(Duration::from_secs(120), writing).await.expect("every frame handed over");
+        let got = tokio::time::timeout(Duration::from_secs(120), reading).await.expect("every byte came").unwrap();
+        assert!(got == plain[..], "{} bytes came of {}, or they differ", got.len(), plain.len());
+        drop(conn);
+    }
+
+    /// A connection whose peer goes away in the middle of a record: the frames of the whole
+    /// records before it arrive, then the end (as a lost connection, whose unacknowledged
+    /// frames the session sends again), neither a hang nor frames cut from half a record.
+    #[tokio::test]
+    async fn tls_a_connection_ending_mid_record_ends_after_the_frames_before_it() {
+        for crypto in BOTH {
+            let (mut conn, mut socket, mut peer) = tls_pair(16 << 10, crypto).await;
+            let sent = data_frames(&[300, 16 << 10, 20]);
+            let mut wire = sealed(&mut peer, &sent);
+            let whole = wire.len();
+            wire.extend(sealed(&mut peer, &data_frames(&[5000])));
+            socket.write_all(&wire[..whole + 1000]).await.unwrap();
+            drop(socket);
+            let got = frames_to_end(&mut conn).await;
+            assert!(
+                got == sent,
+                "{crypto:?}: {} frames of {} came before the end, or they differ",
+                got.len(),
+                sent.len()
+            );
+        }
+    }
+
+    /// A connection the driver lets go of (dropped, not finished) is closed: its task stops
+    /// and the peer reads the end, as it did when the driver held the socket itself.
+    #[tokio::test]
+    async fn tls_a_connection_let_go_of_closes_its_socket() {
+        use tokio::io::AsyncReadExt;
+        let (conn, mut socket, _peer) = tls_pair(16 << 10, Crypto::Offloaded).await;
+        drop(conn);
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(30), socket.read_to_end(&mut rest)).await;
+        assert!(read.is_ok(), "the socket stayed open after the connection was let go of");
     }
 
     fn payload_at(frame: &Frame) -> usize {
@@ -827,7 +1087,7 @@ mod tests {
             loop {
                 let before = conn.buffers;
                 let mut got = Vec::new();
-                std::future::poll_fn(|cx| conn.link.poll_read_ready(cx)).await.unwrap();
+                std::future::poll_fn(|cx| conn.poll_read_ready(cx)).await;
                 assert!(matches!(conn.read(&mut got), Io::Fine));
                 if conn.buffers != before {
                     buffer += 1;

@@ -20,7 +20,8 @@
 //! - [`sockopt`]: the kernel's help (`TCP_NOTSENT_LOWAT`, `TCP_INFO`, `SIOCOUTQ`).
 //! - [`tls`]: TLS for the connections (rustls), on top of the keyed handshake.
 //! - [`record`]: the connections' TLS 1.3 records after rustls's handshake, sealed and opened
-//!   in the driver's own buffers.
+//!   in the connection's own buffers, on a task of the connection's own (`offload.rs`), so
+//!   that a session's crypto is spread over the cores and off its driver's task.
 //! - [`tunnel`]: local TCP ports carried across a session as weighted channels.
 //!
 //! # What does not
@@ -33,6 +34,7 @@ mod channel;
 mod conn;
 pub mod hello;
 mod link;
+mod offload;
 mod peer;
 pub mod record;
 mod session;

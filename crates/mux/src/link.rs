@@ -163,6 +163,19 @@ impl Link {
         Self::new(Kind::Shm(Box::new(Rings { reader, writer })))
     }
 
+    /// A second handle on a TCP link's socket (a duplicated descriptor, registered with tokio
+    /// on its own), so that one task can read the kernel's view of the connection while
+    /// another does its I/O. `None` for local links, or if the descriptor cannot be
+    /// duplicated (out of descriptors).
+    pub(crate) fn twin(&self) -> Option<Self> {
+        use std::os::fd::AsFd;
+        let Kind::Tcp(s) = &self.kind else { return None };
+        let fd = s.as_fd().try_clone_to_owned().ok()?;
+        // Non-blocking already: the flag belongs to the socket both descriptors share.
+        let twin = TcpStream::from_std(std::net::TcpStream::from(fd)).ok()?;
+        Some(Self::tcp(twin))
+    }
+
     /// Applies the session's settings for its connections: for TCP, no Nagle delay and
     /// `TCP_NOTSENT_LOWAT`; for rings, the same low-water mark on what waits unread (a Unix
     /// socket has neither).

@@ -2,7 +2,7 @@
 //!
 //! rustls completes the handshake; its traffic keys are then taken out
 //! (`dangerous_extract_secrets`) and the connection's records are sealed and opened here, with
-//! ring's AEAD, in the driver's own buffers: a record is opened where it was read and its
+//! ring's AEAD, in the connection's own buffers: a record is opened where it was read and its
 //! plaintext lands right behind the plaintext before it (ring decrypts and shifts in one pass),
 //! so frames are cut from it as on a plain connection; frames are sealed in place in the
 //! buffer that is written to the socket. Through rustls, each record's bytes were copied into

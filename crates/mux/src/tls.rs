@@ -7,8 +7,10 @@
 //! right server, the key says the client may join the session.
 //!
 //! After the handshake and the hello, rustls's traffic keys are taken out of it and the
-//! session's driver seals and opens the records itself ([`crate::record`], RFC 8446 §5) in its
-//! own buffers, doing the socket I/O as it does for plain connections (`conn.rs`). So that
+//! records are sealed and opened by the mux itself ([`crate::record`], RFC 8446 §5) in the
+//! connection's own buffers, with the socket I/O done as for plain connections (`conn.rs`),
+//! on a task of the connection's own (`offload.rs`): the driver hands it the frames it chose
+//! and takes the frames it opened. So that
 //! rustls hands over no record half read, it reads the socket a record at a time until then
 //! ([`WholeRecords`]): what it read whole it has decrypted, and that plaintext is handed over
 //! too. Only TLS 1.3 is spoken.

@@ -615,6 +615,33 @@ async fn tls_connections_cut_mid_transfer_lose_nothing() {
     assert!(session.report().await.unwrap().lost >= 2);
 }
 
+/// The same with each connection's records sealed and opened on a task of its own
+/// (`MuxConfig::tls_task`), on both ends and on one end only: every byte arrives, in order,
+/// though connections are cut mid-transfer (their records cut anywhere).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_on_connection_tasks_cut_mid_transfer_lose_nothing() {
+    let scheme = Scheme::Stripe(ConnChoice::LeastQueued);
+    for (server_task, client_task) in [(true, true), (false, true), (true, false)] {
+        let (server_tls, client_tls) = tls_pair("localhost", "localhost");
+        let sizes = [3_000_000, 1_000_000];
+        let server_config = MuxConfig { tls_task: server_task, ..with_tls(scheme, 3, server_tls) };
+        let client_config = MuxConfig { tls_task: client_task, ..with_tls(scheme, 3, client_tls) };
+        let (server_addr, server) = collecting_server(server_config, sizes.len()).await;
+        let proxy = cutting_proxy(server_addr, vec![(2, 300_000), (1, 900_000)]).await;
+        let session = Session::connect(proxy, client_config).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(60), send_all(&session, &sizes))
+            .await
+            .expect("the sender is not stuck");
+        let got = tokio::time::timeout(Duration::from_secs(60), server).await.expect("the transfer finishes").unwrap();
+        for ((id, bytes), size) in got.iter().zip(sizes) {
+            let which = format!("tasks: server {server_task}, client {client_task}; channel {id}");
+            assert_eq!(bytes.len(), size, "{which}");
+            assert!(*bytes == pattern(*id, size), "{which}: bytes differ");
+        }
+        assert!(session.report().await.unwrap().lost >= 2);
+    }
+}
+
 /// Passes the first write through and holds every later one until [`HoldAfterFirst::release`],
 /// so that a hand-made server's last hello message and its first frames leave in one TLS record.
 struct HoldAfterFirst<S> {

@@ -91,6 +91,8 @@ pub enum Case {
     Stripe,
     /// The same over TLS (rustls, TLS 1.3).
     StripeTls,
+    /// The same, each connection's records sealed and opened on a task of its own.
+    StripeTlsTask,
     /// The session, striping, each frame on the connection expected to deliver it first.
     Earliest,
     /// The session, each channel pinned to one connection.
@@ -105,14 +107,23 @@ pub enum Case {
 
 impl Case {
     /// Every case, in the order the bench runs them.
-    pub const ALL: [Self; 7] =
-        [Self::Stripe, Self::StripeTls, Self::Earliest, Self::Pin, Self::H2, Self::Quic, Self::Mptcp];
+    pub const ALL: [Self; 8] = [
+        Self::Stripe,
+        Self::StripeTls,
+        Self::StripeTlsTask,
+        Self::Earliest,
+        Self::Pin,
+        Self::H2,
+        Self::Quic,
+        Self::Mptcp,
+    ];
 
     /// The case's key, as a command line names it.
     pub fn key(self) -> &'static str {
         match self {
             Self::Stripe => "stripe",
             Self::StripeTls => "stripe-tls",
+            Self::StripeTlsTask => "stripe-tls-task",
             Self::Earliest => "earliest",
             Self::Pin => "pin",
             Self::H2 => "h2",
@@ -126,6 +137,9 @@ impl Case {
         match self {
             Self::Stripe => "The session, striping, each frame on the least-queued connection",
             Self::StripeTls => "The same over TLS (rustls, TLS 1.3, AES-128-GCM on this machine)",
+            Self::StripeTlsTask => {
+                "The same over TLS, each connection's records sealed and opened on a task of its own instead of the session driver's (MuxConfig::tls_task)"
+            }
             Self::Earliest => "The session, striping, each frame on the connection expected to deliver it first",
             Self::Pin => "The session, each channel pinned to one connection",
             Self::H2 => "HTTP/2 streams of one connection (h2)",
@@ -141,6 +155,7 @@ impl Case {
         match self {
             Self::Stripe => "stripe (least queued)",
             Self::StripeTls => "stripe, TLS",
+            Self::StripeTlsTask => "stripe, TLS on conn tasks",
             Self::Earliest => "stripe (earliest)",
             Self::Pin => "pin",
             Self::H2 => "HTTP/2 (h2), 1 conn",
@@ -153,6 +168,7 @@ impl Case {
         match self {
             Self::Stripe => Carrier::Session(Scheme::Stripe(ConnChoice::LeastQueued), Wire::Plain),
             Self::StripeTls => Carrier::Session(Scheme::Stripe(ConnChoice::LeastQueued), Wire::Tls),
+            Self::StripeTlsTask => Carrier::Session(Scheme::Stripe(ConnChoice::LeastQueued), Wire::TlsTask),
             Self::Earliest => {
                 Carrier::Session(Scheme::Stripe(ConnChoice::EarliestDelivery { slack: 0.1 }), Wire::Plain)
             }
@@ -269,6 +285,8 @@ pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Report, ExperimentError
 enum Wire {
     Plain,
     Tls,
+    /// TLS, sealed and opened on each connection's own task.
+    TlsTask,
 }
 
 /// What carries the channels in a case: our session with a scheduler, or a peer.
@@ -646,8 +664,9 @@ async fn session_case(
     };
     let (server_config, client_config) = match wire {
         Wire::Plain => (config.clone(), config),
-        Wire::Tls => {
+        Wire::Tls | Wire::TlsTask => {
             let (server, client) = self_signed_tls()?;
+            let config = MuxConfig { tls_task: wire == Wire::TlsTask, ..config };
             (MuxConfig { tls: Some(server), ..config.clone() }, MuxConfig { tls: Some(client), ..config })
         }
     };
