@@ -9,6 +9,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use switchyard_core::cache::{AgeFrom, Lookup};
 use switchyard_core::place::sla::write::WriteRule;
 use switchyard_core::place::sla::{RouteKind, Sla};
+use switchyard_gateway::access_log::{self, AccessLog};
 use switchyard_gateway::field::FieldConfig;
 use switchyard_gateway::gateway::GatewayConfig;
 use switchyard_gateway::listener::ServeOptions;
@@ -80,6 +81,14 @@ struct FieldServe {
     /// of /v1/sensors/LOCATION back.
     #[arg(long)]
     udp: Option<SocketAddr>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    /// nginx's combined format, then cache=, origin=, ttfb=, rt=.
+    Combined,
+    /// One JSON object a line.
+    Json,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -226,6 +235,31 @@ struct GatewayServe {
     /// requests finished and cut.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     drain_timeout: f64,
+    /// Write a line for each request to this file (`-`: standard output), once its response
+    /// is sent (or the client left). The file is appended to; SIGHUP opens it again, so that
+    /// logrotate can move it and ask for a new one (postrotate: kill -HUP). Lines are written
+    /// by a thread of their own from a queue of 8,192: a request never waits on the disk. A
+    /// disk slower than the requests loses the lines that find the queue full; they are
+    /// counted in /metrics (gateway_access_log_lost_total, beside
+    /// gateway_access_log_lines_total) and said on standard error, never dropped silently.
+    #[arg(long, value_name = "PATH")]
+    access_log: Option<String>,
+    /// The access log's lines:
+    ///   combined  nginx's `combined` (GoAccess, AWStats, ... read it), then the cache's
+    ///             fields as nginx users add them:
+    ///             ADDR - - [27/Nov/2026:20:05:48 +0000] "GET /a HTTP/1.1" 200 1024 "REFERER"
+    ///             "USER-AGENT" cache=hit origin=10.0.0.2:80 ttfb=0.000123 rt=0.000456
+    ///   json      one object a line: time (RFC 3339), remote_addr, remote_user (null),
+    ///             method, target, protocol, status, body_bytes_sent, referer, user_agent,
+    ///             cache, origin, ttfb, rt (null where the combined line has `-`).
+    /// Times are UTC. cache is X-Cache's word (hit, miss, coalesced, revalidated, stale, pass,
+    /// purge; in front of a sensor field also approximate); origin is the HOST:PORT that
+    /// answered (`-` when none was asked). The body bytes are those the connection took, not
+    /// the Content-Length: a client that leaves mid-body is logged with what it was sent.
+    /// ttfb runs from the request's head read to the response's head handed to the
+    /// connection, rt to its body's last byte (or the client gone): ttfb ≤ rt.
+    #[arg(long, value_enum, default_value_t = LogFormat::Combined, requires = "access_log", verbatim_doc_comment)]
+    log_format: LogFormat,
     /// The field service's base URL.
     #[arg(long, default_value = "http://127.0.0.1:7100")]
     field: String,
@@ -435,13 +469,24 @@ async fn interrupted() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// `--tls-cert`, `--tls-key`, `--h2c` and `--drain-timeout`, checked before anything starts.
+/// `--tls-cert`, `--tls-key`, `--h2c`, `--drain-timeout` and `--access-log`, checked before
+/// anything starts.
 fn serve_options(a: &GatewayServe) -> Result<ServeOptions> {
     let tls = match (&a.tls_cert, &a.tls_key) {
         (Some(cert), Some(key)) => Some(TlsFiles::load(cert, key)?),
         _ => None,
     };
-    Ok(ServeOptions { tls, h2c: a.h2c, drain_timeout: seconds("--drain-timeout", a.drain_timeout)? })
+    let access_log = match &a.access_log {
+        Some(path) => {
+            let format = match a.log_format {
+                LogFormat::Combined => access_log::Format::Combined,
+                LogFormat::Json => access_log::Format::Json,
+            };
+            Some(AccessLog::open(access_log::Target::parse(path), format)?)
+        }
+        None => None,
+    };
+    Ok(ServeOptions { tls, h2c: a.h2c, drain_timeout: seconds("--drain-timeout", a.drain_timeout)?, access_log })
 }
 
 /// `gateway serve`'s server: TLS and HTTP/2 as `options` say, the TLS files read again on
@@ -464,8 +509,15 @@ async fn serve_site(
     // Registered before serving: SIGHUP's default action would end the process.
     let mut hangups = signal(SignalKind::hangup()).context("listening for SIGHUP")?;
     let tls = options.tls.clone();
+    let log = options.access_log.clone();
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
+            if let Some(log) = &log {
+                match log.reopen() {
+                    Ok(()) => eprintln!("SIGHUP: access log reopened"),
+                    Err(e) => eprintln!("SIGHUP: {e}; still writing to the file open before"),
+                }
+            }
             match &tls {
                 Some(files) => match files.reload() {
                     Ok(()) => eprintln!(
@@ -474,6 +526,7 @@ async fn serve_site(
                     ),
                     Err(e) => eprintln!("SIGHUP: {e}; still serving the previous certificate"),
                 },
+                None if log.is_some() => {}
                 None => eprintln!("SIGHUP: nothing to read again (no --tls-cert); serving on"),
             }
         }
@@ -490,7 +543,12 @@ async fn serve_site(
             bound.as_secs_f64()
         );
     };
+    let log = options.access_log.clone();
     let drained = switchyard_gateway::listener::serve(listener, router, options, stop).await;
+    if let Some(log) = log {
+        // The lines of the requests finished or cut at the stop, written before the exit.
+        log.close();
+    }
     eprintln!(
         "stopped: {} {} in flight finished, {} cut at --drain-timeout",
         drained.finished,

@@ -23,6 +23,9 @@
 //!   ([`tls`]: rustls, certificate files read again on demand), HTTP/1.1 (half-closed clients
 //!   answered) and HTTP/2 (ALPN, or h2c by prior knowledge), and a stop that drains what is in
 //!   flight within a bound.
+//! - [`access_log`]: a line for each request, nginx's `combined` format (with the cache's result,
+//!   the origin asked and the times after it) or JSON lines, written by a thread of its own
+//!   from a bounded queue, reopened on demand (SIGHUP).
 //! - [`field`]: `switchyard field serve`: the sensor field model (`switchyard-models`) served in real time
 //!   over HTTP, with the model's link queues, delays and costs.
 //!
@@ -31,6 +34,7 @@
 //! No policy logic: which answer a query gets is the core's decision; this crate carries it
 //! out over HTTP and keeps the clocks.
 
+pub mod access_log;
 pub mod coop;
 pub mod field;
 pub mod gateway;
