@@ -512,3 +512,42 @@ fn a_disk_slower_than_the_requests_holds_none_back_and_its_lost_lines_are_counte
     let lost: usize = last.split(" in all").next().unwrap().rsplit('(').next().unwrap().parse().unwrap();
     assert_eq!(read + lost, n + 1, "{read} lines read, {lost} lost ({last})");
 }
+
+#[test]
+fn in_front_of_a_sensor_field_json_lines_on_standard_output() {
+    if !have("curl") {
+        return;
+    }
+    let field = Gateway::start(&["field", "serve", "--time-scale", "0.05"], Stdio::null());
+    let field_url = format!("http://127.0.0.1:{}", field.port);
+    let field_addr = format!("127.0.0.1:{}", field.port);
+    let mut gateway = Gateway::start(
+        &["gateway", "serve", "--field", &field_url, "--access-log", "-", "--log-format", "json"],
+        Stdio::piped(),
+    );
+    let stdout = BufReader::new(gateway.child.stdout.take().unwrap());
+    let get = |path: &str| {
+        let out = Command::new("curl")
+            .args(["--silent", "--max-time", "60", "--output", "/dev/null", "--write-out", "%{http_code}"])
+            .arg(format!("http://127.0.0.1:{}{path}", gateway.port))
+            .output()
+            .expect("curl runs");
+        said(&out)
+    };
+    assert_eq!(get("/v1/readings/3?max_age=60"), "200");
+    assert_eq!(get("/v1/readings/3?max_age=60"), "200");
+    assert_eq!(get("/v1/readings/999999"), "404");
+    let _ = gateway.stop();
+    let lines: Vec<Line> = stdout.lines().map_while(Result::ok).map(|l| json(&l)).collect();
+    let seen: Vec<(&str, u16, &str, &str)> =
+        lines.iter().map(|l| (l.request.as_str(), l.status, l.cache.as_str(), l.origin.as_str())).collect();
+    assert_eq!(
+        seen,
+        [
+            ("GET /v1/readings/3?max_age=60 HTTP/1.1", 200, "miss", field_addr.as_str()),
+            ("GET /v1/readings/3?max_age=60 HTTP/1.1", 200, "hit", "-"),
+            ("GET /v1/readings/999999 HTTP/1.1", 404, "-", "-"),
+        ]
+    );
+    assert!(lines.iter().all(|l| l.bytes > 0 && l.ttfb <= l.rt), "{lines:?}");
+}

@@ -342,8 +342,17 @@ async fn answer(s: Arc<Shared>, Path(raw): Path<String>, Query(q): Query<Params>
     let answer = match got {
         Ok(Ok(mut reply)) => {
             reply.source = if reply.stale { reply.source } else { source.into() };
-            let word = if reply.stale { "stale" } else { word };
-            return logged_as(word, Json(reply).into_response());
+            if reply.stale {
+                return logged_as("stale", Json(reply).into_response());
+            }
+            // The field answered this read: the log names it as the origin asked.
+            let mut r = logged_as(word, Json(reply).into_response());
+            let field = s.config.field_udp.map_or_else(
+                || crate::access_log::Upstream::of(&s.config.field),
+                |udp| crate::access_log::Upstream(udp.to_string().into()),
+            );
+            r.extensions_mut().insert(field);
+            return r;
         }
         Ok(Err(ReadFailure::Timeout(within))) => error(
             StatusCode::GATEWAY_TIMEOUT,
