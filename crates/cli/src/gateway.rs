@@ -133,7 +133,8 @@ enum Changes {
 /// finishes, within --drain-timeout):
 ///
 ///   switchyard gateway serve --origin http://127.0.0.1:8080 --listen 0.0.0.0:443 \
-///     --tls-cert /etc/ssl/site.pem --tls-key /etc/ssl/private/site.key
+///     --tls-cert /etc/ssl/site.pem --tls-key /etc/ssl/private/site.key \
+///     --access-log /var/log/switchyard/access.log
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct GatewayArgs {
@@ -246,7 +247,7 @@ struct GatewayServe {
     access_log: Option<String>,
     /// The access log's lines:
     ///   combined  nginx's `combined` (GoAccess, AWStats, ... read it), then the cache's
-    ///             fields as nginx users add them:
+    ///             fields as nginx users add them (one line):
     ///             ADDR - - [27/Nov/2026:20:05:48 +0000] "GET /a HTTP/1.1" 200 1024 "REFERER"
     ///             "USER-AGENT" cache=hit origin=10.0.0.2:80 ttfb=0.000123 rt=0.000456
     ///   json      one object a line: time (RFC 3339), remote_addr, remote_user (null),
@@ -255,7 +256,8 @@ struct GatewayServe {
     /// Times are UTC. cache is X-Cache's word (hit, miss, coalesced, revalidated, stale, pass,
     /// purge; in front of a sensor field also approximate); origin is the HOST:PORT that
     /// answered (`-` when none was asked). The body bytes are those the connection took, not
-    /// the Content-Length: a client that leaves mid-body is logged with what it was sent.
+    /// the Content-Length: a client that leaves mid-body is logged with what it was sent
+    /// (what the socket's buffers took counts as sent, as in nginx).
     /// ttfb runs from the request's head read to the response's head handed to the
     /// connection, rt to its body's last byte (or the client gone): ttfb ≤ rt.
     #[arg(long, value_enum, default_value_t = LogFormat::Combined, requires = "access_log", verbatim_doc_comment)]
