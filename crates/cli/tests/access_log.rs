@@ -508,7 +508,7 @@ fn a_disk_slower_than_the_requests_holds_none_back_and_its_lost_lines_are_counte
     let read = reader.join().unwrap();
     // The last report on standard error counts every line lost, those after the read of
     // /metrics too: each request (and that read) is a line read or a line counted.
-    let last = [line].into_iter().chain(said).filter(|l| l.contains("lines lost")).last().unwrap();
+    let last = [line].into_iter().chain(said).rfind(|l| l.contains("lines lost")).unwrap();
     let lost: usize = last.split(" in all").next().unwrap().rsplit('(').next().unwrap().parse().unwrap();
     assert_eq!(read + lost, n + 1, "{read} lines read, {lost} lost ({last})");
 }
