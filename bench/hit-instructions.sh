@@ -8,10 +8,12 @@
 #
 #   bench/hit-instructions.sh OLD_BINARY NEW_BINARY   # e.g. a copy of an older build, then ours
 #   HIT_SECS=30 bench/hit-instructions.sh target/release/switchyard
+#   HIT_ARGS="--access-log /tmp/hits.log" bench/hit-instructions.sh target/release/switchyard
+#                                           # more `gateway serve` flags (the access log's cost)
 #
 # Needs valgrind, wrk, curl and python3 (bench/install-peers.sh installs wrk and valgrind).
 set -euo pipefail
-case ${1:-} in -h | --help | "") sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case ${1:-} in -h | --help | "") sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 SECS=${HIT_SECS:-20}
 OPORT=${HIT_ORIGIN_PORT:-18720}
 GPORT=${HIT_GATEWAY_PORT:-18721}
@@ -52,7 +54,7 @@ first=""
 for bin in "$@"; do
   out="$work/cg.out"
   valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" gateway serve \
-    --origin "http://127.0.0.1:$OPORT" --listen "127.0.0.1:$GPORT" >/dev/null 2>&1 &
+    --origin "http://127.0.0.1:$OPORT" --listen "127.0.0.1:$GPORT" ${HIT_ARGS:-} >/dev/null 2>&1 &
   vg=$!
   pids+=("$vg")
   for _ in $(seq 120); do curl -s -o /dev/null "http://127.0.0.1:$GPORT/k/0" && break; sleep 1; done

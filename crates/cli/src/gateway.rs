@@ -10,6 +10,7 @@ use switchyard_core::cache::{AgeFrom, Lookup};
 use switchyard_core::place::sla::write::WriteRule;
 use switchyard_core::place::sla::{RouteKind, Sla};
 use switchyard_gateway::config::{self, ConfigErrors, Mode, Resolved, Running, Settings};
+use switchyard_gateway::access_log::AccessLog;
 use switchyard_gateway::field::FieldConfig;
 use switchyard_gateway::listener::ServeOptions;
 use switchyard_gateway::origins::{OriginSpec, parse_sla};
@@ -82,6 +83,14 @@ struct FieldServe {
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    /// nginx's combined format, then cache=, origin=, ttfb=, rt=.
+    Combined,
+    /// One JSON object a line.
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
 enum Changes {
     /// Fresh draws from N(0, σ).
     Independent,
@@ -123,7 +132,8 @@ enum Changes {
 /// finishes, within --drain-timeout):
 ///
 ///   switchyard gateway serve --origin http://127.0.0.1:8080 --listen 0.0.0.0:443 \
-///     --tls-cert /etc/ssl/site.pem --tls-key /etc/ssl/private/site.key
+///     --tls-cert /etc/ssl/site.pem --tls-key /etc/ssl/private/site.key \
+///     --access-log /var/log/switchyard/access.log
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct GatewayArgs {
@@ -242,6 +252,32 @@ struct GatewayServe {
     /// requests finished and cut.
     #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = config::parse_seconds)]
     drain_timeout: Duration,
+    /// Write a line for each request to this file (`-`: standard output), once its response
+    /// is sent (or the client left). The file is appended to; SIGHUP opens it again, so that
+    /// logrotate can move it and ask for a new one (postrotate: kill -HUP). Lines are written
+    /// by a thread of their own from a queue of 8,192: a request never waits on the disk. A
+    /// disk slower than the requests loses the lines that find the queue full; they are
+    /// counted in /metrics (gateway_access_log_lost_total, beside
+    /// gateway_access_log_lines_total) and said on standard error, never dropped silently.
+    #[arg(long, value_name = "PATH")]
+    access_log: Option<String>,
+    /// The access log's lines:
+    ///   combined  nginx's `combined` (GoAccess, AWStats, ... read it), then the cache's
+    ///             fields as nginx users add them (one line):
+    ///             ADDR - - [27/Nov/2026:20:05:48 +0000] "GET /a HTTP/1.1" 200 1024 "REFERER"
+    ///             "USER-AGENT" cache=hit origin=10.0.0.2:80 ttfb=0.000123 rt=0.000456
+    ///   json      one object a line: time (RFC 3339), remote_addr, remote_user (null),
+    ///             method, target, protocol, status, body_bytes_sent, referer, user_agent,
+    ///             cache, origin, ttfb, rt (null where the combined line has `-`).
+    /// Times are UTC. cache is X-Cache's word (hit, miss, coalesced, revalidated, stale, pass,
+    /// purge; in front of a sensor field also approximate); origin is the HOST:PORT that
+    /// answered (`-` when none was asked). The body bytes are those the connection took, not
+    /// the Content-Length: a client that leaves mid-body is logged with what it was sent
+    /// (what the socket's buffers took counts as sent, as in nginx).
+    /// ttfb runs from the request's head read to the response's head handed to the
+    /// connection, rt to its body's last byte (or the client gone): ttfb ≤ rt.
+    #[arg(long, value_enum, default_value_t = LogFormat::Combined, verbatim_doc_comment)]
+    log_format: LogFormat,
     /// The field service's base URL.
     #[arg(long, default_value = "http://127.0.0.1:7100")]
     field: String,
@@ -455,7 +491,12 @@ async fn serve_site(
 ) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let listen = resolved.listen;
-    let options = ServeOptions { tls: resolved.tls.clone(), h2c: resolved.h2c, drain_timeout: resolved.drain_timeout };
+    let access_log = match &resolved.access_log {
+        Some((target, format)) => Some(AccessLog::open(target.clone(), *format)?),
+        None => None,
+    };
+    let options =
+        ServeOptions { tls: resolved.tls.clone(), h2c: resolved.h2c, drain_timeout: resolved.drain_timeout, access_log };
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
     let addr = listener.local_addr()?;
     let spoken = match (&options.tls, options.h2c) {
@@ -466,8 +507,17 @@ async fn serve_site(
     eprintln!("{what} on {spoken}");
     // Registered before serving: SIGHUP's default action would end the process.
     let mut hangups = signal(SignalKind::hangup()).context("listening for SIGHUP")?;
+    let log = options.access_log.clone();
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
+            // The log is opened again on every SIGHUP, whatever the file says: log rotation
+            // (logrotate's postrotate `kill -HUP`) must not depend on the configuration being valid.
+            if let Some(log) = &log {
+                match log.reopen() {
+                    Ok(()) => eprintln!("SIGHUP: access log reopened"),
+                    Err(e) => eprintln!("SIGHUP: {e}; still writing to the file open before"),
+                }
+            }
             // The whole reload is made before any of it is taken: a file with an error, or a
             // change that cannot be made live, leaves the running configuration whole.
             match reread().map_err(|e| e.0.iter().map(ToString::to_string).collect()).and_then(|s| running.reload(s)) {
@@ -499,7 +549,12 @@ async fn serve_site(
             bound.as_secs_f64()
         );
     };
+    let log = options.access_log.clone();
     let drained = switchyard_gateway::listener::serve(listener, router, options, stop).await;
+    if let Some(log) = log {
+        // The lines of the requests finished or cut at the stop, written before the exit.
+        log.close();
+    }
     eprintln!(
         "stopped: {} {} in flight finished, {} cut at --drain-timeout",
         drained.finished,
@@ -589,6 +644,11 @@ fn flag_settings(a: &GatewayServe, m: Option<&clap::ArgMatches>) -> Settings {
     s.tls_key = a.tls_key.clone();
     s.h2c = pick("h2c").then_some(a.h2c);
     s.drain_timeout = pick("drain_timeout").then_some(a.drain_timeout);
+    s.access_log = a.access_log.clone();
+    s.log_format = pick("log_format").then_some(match a.log_format {
+        LogFormat::Combined => config::LogFormat::Combined,
+        LogFormat::Json => config::LogFormat::Json,
+    });
     s.field = pick("field").then(|| a.field.clone());
     s.field_udp = a.field_udp;
     s.origin = pick("origin").then(|| a.origin.clone());

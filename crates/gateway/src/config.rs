@@ -146,6 +146,8 @@ settings! {
     "tls-key" tls_key: PathBuf = path;
     "h2c" h2c: bool = boolean;
     "drain-timeout" drain_timeout: Duration = seconds_value;
+    "access-log" access_log: String = |v| text(v).map(str::to_string);
+    "log-format" log_format: LogFormat = |v| text(v).and_then(str::parse);
     "field" field: String = |v| text(v).map(str::to_string);
     "field-udp" field_udp: SocketAddr = |v| text(v).and_then(parse_listen);
     "origin" origin: Vec<OriginSpec> = origins;
@@ -213,6 +215,37 @@ pub struct Resolved {
     pub drain_timeout: Duration,
     /// In front of an origin, or of a sensor field.
     pub mode: Mode,
+    /// Where each request's line goes, and in which format (`access-log`, `log-format`).
+    pub access_log: Option<(crate::access_log::Target, crate::access_log::Format)>,
+}
+
+/// `log-format`'s values, as the flag and the file spell them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// nginx's `combined`, then the cache's fields.
+    Combined,
+    /// One JSON object a line.
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "combined" => Ok(Self::Combined),
+            "json" => Ok(Self::Json),
+            other => Err(format!("`{other}` is not a log format; write combined or json")),
+        }
+    }
+}
+
+impl From<LogFormat> for crate::access_log::Format {
+    fn from(f: LogFormat) -> Self {
+        match f {
+            LogFormat::Combined => Self::Combined,
+            LogFormat::Json => Self::Json,
+        }
+    }
 }
 
 /// In front of what.
@@ -410,6 +443,9 @@ impl Settings {
             h2c: self.h2c.unwrap_or(false),
             drain_timeout: self.drain_timeout.unwrap_or(Duration::from_secs(10)),
             mode,
+            access_log: self.access_log.as_deref().map(|path| {
+                (crate::access_log::Target::parse(path), self.log_format.unwrap_or(LogFormat::Combined).into())
+            }),
         })
     }
 

@@ -285,12 +285,15 @@ async fn answer(s: Arc<Shared>, Path(raw): Path<String>, Query(q): Query<Params>
         match cache.query(&location, now, max_age, &mut |n| draws.random_range(0..n)) {
             Answer::Hit(e) => {
                 s.counters.hits.inc();
-                return Json(s.reply(location, e.reading.value, e.reading.sensed_at, vec![location], "cache"))
-                    .into_response();
+                let reply = s.reply(location, e.reading.value, e.reading.sensed_at, vec![location], "cache");
+                return logged_as("hit", Json(reply).into_response());
             }
             Answer::Approx { value, sensed_at, from } => {
                 s.counters.approx_hits.inc();
-                return Json(s.reply(location, value, sensed_at, from, "neighbours")).into_response();
+                return logged_as(
+                    "approximate",
+                    Json(s.reply(location, value, sensed_at, from, "neighbours")).into_response(),
+                );
             }
             Answer::Wait { on, read } => {
                 s.counters.coalesced.inc();
@@ -323,16 +326,33 @@ async fn answer(s: Arc<Shared>, Path(raw): Path<String>, Query(q): Query<Params>
         tokio::spawn(read_field(pending));
     }
     let bound = s.config.wait_bound();
+    // In X-Cache's words, as the origin mode says them.
+    let word = if source == "field" { "miss" } else { "coalesced" };
     let Ok(got) = tokio::time::timeout(bound, rx).await else {
-        return error(
-            StatusCode::GATEWAY_TIMEOUT,
-            format!("waited {bound:?} (--wait-timeout) for the field's reading of location {location}, and gave up"),
+        return logged_as(
+            word,
+            error(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!(
+                    "waited {bound:?} (--wait-timeout) for the field's reading of location {location}, and gave up"
+                ),
+            ),
         );
     };
-    match got {
+    let answer = match got {
         Ok(Ok(mut reply)) => {
             reply.source = if reply.stale { reply.source } else { source.into() };
-            Json(reply).into_response()
+            if reply.stale {
+                return logged_as("stale", Json(reply).into_response());
+            }
+            // The field answered this read: the log names it as the origin asked.
+            let mut r = logged_as(word, Json(reply).into_response());
+            let field = s.config.field_udp.map_or_else(
+                || crate::access_log::Upstream::of(&s.config.field),
+                |udp| crate::access_log::Upstream(udp.to_string().into()),
+            );
+            r.extensions_mut().insert(field);
+            return r;
         }
         Ok(Err(ReadFailure::Timeout(within))) => error(
             StatusCode::GATEWAY_TIMEOUT,
@@ -342,7 +362,15 @@ async fn answer(s: Arc<Shared>, Path(raw): Path<String>, Query(q): Query<Params>
             error(StatusCode::BAD_GATEWAY, format!("reading location {location} from the field failed: {why}"))
         }
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the read was dropped without an answer".into()),
-    }
+    };
+    logged_as(word, answer)
+}
+
+/// `r`, marked for the access log with how the cache answered (the field's answers carry it in
+/// their JSON `source`, not in an `X-Cache` field).
+fn logged_as(word: &'static str, mut r: Response) -> Response {
+    r.extensions_mut().insert(crate::access_log::CacheResult(word));
+    r
 }
 
 /// A read of the field under way, and who waits on it: dropped before it has answered them

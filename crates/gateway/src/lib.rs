@@ -23,6 +23,9 @@
 //!   ([`tls`]: rustls, certificate files read again on demand), HTTP/1.1 (half-closed clients
 //!   answered) and HTTP/2 (ALPN, or h2c by prior knowledge), and a stop that drains what is in
 //!   flight within a bound.
+//! - [`access_log`]: a line for each request, nginx's `combined` format (with the cache's result,
+//!   the origin asked and the times after it) or JSON lines, written by a thread of its own
+//!   from a bounded queue, reopened on demand (SIGHUP).
 //! - [`config`]: `gateway serve`'s settings from a TOML file and flags, checked with errors
 //!   that name the file's line and the key, and which of them a reload may change.
 //! - [`field`]: `switchyard field serve`: the sensor field model (`switchyard-models`) served in real time
@@ -33,6 +36,7 @@
 //! No policy logic: which answer a query gets is the core's decision; this crate carries it
 //! out over HTTP and keeps the clocks.
 
+pub mod access_log;
 pub mod config;
 pub mod coop;
 pub mod field;

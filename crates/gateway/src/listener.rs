@@ -31,6 +31,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tower_service::Service;
 
+use crate::access_log::{AccessLog, CacheResult, Entry, Upstream};
 use crate::tls::TlsFiles;
 
 /// The longest a client may take over its TLS handshake: one that connects and says nothing
@@ -46,11 +47,14 @@ pub struct ServeOptions {
     pub h2c: bool,
     /// The longest a stop waits for requests in flight before cutting them.
     pub drain_timeout: Duration,
+    /// A line for each request, written once its response is done with; its counters are
+    /// added to the service's `/metrics`.
+    pub access_log: Option<AccessLog>,
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
-        Self { tls: None, h2c: false, drain_timeout: Duration::from_secs(10) }
+        Self { tls: None, h2c: false, drain_timeout: Duration::from_secs(10), access_log: None }
     }
 }
 
@@ -111,6 +115,7 @@ pub async fn serve<S: Served>(
                         tls: options.tls.as_ref().map(|t| t.acceptor()),
                         h2c: options.h2c,
                         router: router.clone(),
+                        log: options.access_log.clone(),
                         requests: requests.clone(),
                         stop: stop_rx.clone(),
                     };
@@ -144,6 +149,7 @@ struct Connection<S> {
     tls: Option<tokio_rustls::TlsAcceptor>,
     h2c: bool,
     router: S,
+    log: Option<AccessLog>,
     requests: Arc<Requests>,
     stop: watch::Receiver<bool>,
 }
@@ -174,17 +180,25 @@ impl<S: Served> Connection<S> {
     where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let Self { peer, router, requests, mut stop, .. } = self;
+        let Self { peer, router, log, requests, mut stop, .. } = self;
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
             let guard = InFlight::start(requests.clone());
             let mut request = request.map(Body::new);
             // The peer's address, as `into_make_service_with_connect_info` gives it (PURGE's
             // --purge-from reads it).
             request.extensions_mut().insert(ConnectInfo(peer));
+            // What the line needs of the request, taken before the service has it (clones of
+            // the parsed head's shared buffers, no copies).
+            let head = log.as_ref().map(|log| Head::of(&request, peer, log.clone()));
             let answer = router.clone().call(request);
             async move {
                 let response = answer.await?;
-                Ok::<_, Infallible>(response.map(|body| Counted { body, _guard: guard }))
+                let Some(head) = head else {
+                    return Ok::<_, Infallible>(response.map(|body| Counted { body, _guard: guard, log: None }));
+                };
+                let response = if head.metrics { with_log_metrics(response, &head.log).await } else { response };
+                let logged = Logged::new(head, &response);
+                Ok(response.map(|body| Counted { body, _guard: guard, log: Some(Box::new(logged)) }))
             }
         });
         let connection = builder.serve_connection(TokioIo::new(io), service);
@@ -276,11 +290,20 @@ impl Drop for InFlight {
     }
 }
 
-/// A response body that keeps its request counted in flight until the body is done with.
+/// A response body that keeps its request counted in flight until the body is done with, and,
+/// with an access log, counts the bytes the connection takes of it and writes the request's
+/// line when it is dropped.
 struct Counted {
     body: Body,
     _guard: InFlight,
+    log: Option<Box<Logged>>,
 }
+
+/// The most of a body handed to the connection at once when logging: a stored body is one
+/// buffer, which hyper would take whole (and the line count whole) however little of it the
+/// client then reads. In pieces, a client that leaves mid-body is logged with what the
+/// connection took, past what the socket did by at most hyper's write buffer.
+const LOGGED_PIECE: usize = 64 << 10;
 
 impl http_body::Body for Counted {
     type Data = Bytes;
@@ -290,14 +313,144 @@ impl http_body::Body for Counted {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        let this = &mut *self;
+        let Some(log) = this.log.as_mut() else { return Pin::new(&mut this.body).poll_frame(cx) };
+        if let Some(rest) = log.rest.as_mut() {
+            let piece = rest.split_to(rest.len().min(LOGGED_PIECE));
+            if rest.is_empty() {
+                log.rest = None;
+            }
+            log.bytes += piece.len() as u64;
+            return Poll::Ready(Some(Ok(http_body::Frame::data(piece))));
+        }
+        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        let Poll::Ready(Some(Ok(frame))) = polled else { return polled };
+        match frame.into_data() {
+            Ok(mut data) => {
+                if data.len() > LOGGED_PIECE {
+                    log.rest = Some(data.split_off(LOGGED_PIECE));
+                }
+                log.bytes += data.len() as u64;
+                Poll::Ready(Some(Ok(http_body::Frame::data(data))))
+            }
+            Err(frame) => Poll::Ready(Some(Ok(frame))),
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.log.as_ref().is_none_or(|l| l.rest.is_none()) && self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
+        let rest = self.log.as_ref().and_then(|l| l.rest.as_ref()).map_or(0, |r| r.len() as u64);
+        let inner = self.body.size_hint();
+        let mut hint = http_body::SizeHint::new();
+        hint.set_lower(inner.lower() + rest);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + rest);
+        }
+        hint
     }
+}
+
+/// What a request's line needs of its request.
+struct Head {
+    log: AccessLog,
+    peer: SocketAddr,
+    started: std::time::Instant,
+    method: axum::http::Method,
+    target: axum::http::Uri,
+    version: axum::http::Version,
+    referer: Option<axum::http::HeaderValue>,
+    agent: Option<axum::http::HeaderValue>,
+    /// Whether this is a read of `/metrics`, to which the log's counters are added.
+    metrics: bool,
+}
+
+impl Head {
+    fn of(request: &Request<Body>, peer: SocketAddr, log: AccessLog) -> Self {
+        let h = request.headers();
+        Self {
+            log,
+            peer,
+            started: std::time::Instant::now(),
+            method: request.method().clone(),
+            target: request.uri().clone(),
+            version: request.version(),
+            referer: h.get(axum::http::header::REFERER).cloned(),
+            agent: h.get(axum::http::header::USER_AGENT).cloned(),
+            metrics: request.uri().path() == "/metrics" && request.method() == axum::http::Method::GET,
+        }
+    }
+}
+
+/// A request being answered, for its line: written when the body is dropped, sent whole or
+/// not (the client left, or the connection was cut at a stop).
+struct Logged {
+    head: Head,
+    status: u16,
+    cache: Option<axum::http::HeaderValue>,
+    origin: Option<Arc<str>>,
+    ttfb: Duration,
+    bytes: u64,
+    /// What is left of a data frame cut into pieces.
+    rest: Option<Bytes>,
+}
+
+impl Logged {
+    fn new(head: Head, response: &axum::response::Response) -> Self {
+        // The origin mode says it in `X-Cache`; a mode without that field in its extensions.
+        let cache = match response.extensions().get::<CacheResult>() {
+            Some(CacheResult(word)) => Some(axum::http::HeaderValue::from_static(word)),
+            None => response.headers().get("x-cache").cloned(),
+        };
+        Self {
+            ttfb: head.started.elapsed(),
+            head,
+            status: response.status().as_u16(),
+            cache,
+            origin: response.extensions().get::<Upstream>().map(|u| Arc::clone(&u.0)),
+            bytes: 0,
+            rest: None,
+        }
+    }
+}
+
+impl Drop for Logged {
+    fn drop(&mut self) {
+        let total = self.head.started.elapsed();
+        let h = &mut self.head;
+        h.log.record(Entry {
+            peer: h.peer,
+            at: std::time::SystemTime::now(),
+            method: std::mem::replace(&mut h.method, axum::http::Method::GET),
+            target: std::mem::take(&mut h.target),
+            version: h.version,
+            status: self.status,
+            bytes: self.bytes,
+            referer: h.referer.take(),
+            agent: h.agent.take(),
+            cache: self.cache.take(),
+            origin: self.origin.take(),
+            ttfb: self.ttfb,
+            total,
+        });
+    }
+}
+
+/// `/metrics` with the access log's counters added before its closing `# EOF`.
+async fn with_log_metrics(response: axum::response::Response, log: &AccessLog) -> axum::response::Response {
+    if response.status() != axum::http::StatusCode::OK {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // A page of counters, whole at once: the bound only guards against a service gone wrong.
+    let Ok(bytes) = axum::body::to_bytes(body, 16 << 20).await else {
+        return axum::response::Response::from_parts(parts, Body::empty());
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let (before, after) = text.rfind("# EOF").map_or((&*text, ""), |at| text.split_at(at));
+    let joined = format!("{before}{}{after}", log.metrics_text());
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    axum::response::Response::from_parts(parts, Body::from(joined))
 }

@@ -270,11 +270,12 @@ impl Kept {
 enum Outcome {
     /// The response, and whether it was stored for everyone (if not, only the request that
     /// asked for it may have it).
-    Got { variant: Arc<Variant>, shared: bool, revalidated: bool, not_stored: Option<&'static str> },
+    /// `origin`: which origin answered (for the access log).
+    Got { variant: Arc<Variant>, shared: bool, revalidated: bool, not_stored: Option<&'static str>, origin: usize },
     /// A response not stored, its body carried through as it comes (`variant` has its head
     /// only): for the request the read was made for alone, which takes the body; the others
     /// that waited read for themselves (see [`read_origin`]).
-    Streamed { variant: Arc<Variant>, body: Arc<Mutex<Option<FromOrigin>>>, not_stored: &'static str },
+    Streamed { variant: Arc<Variant>, body: Arc<Mutex<Option<FromOrigin>>>, not_stored: &'static str, origin: usize },
     /// The read failed; a stale response that may stand in, if any.
     Failed { timeout: bool, why: String, stale: Option<Arc<Variant>> },
 }
@@ -821,7 +822,8 @@ async fn pass(s: Arc<Shared>, request: Request) -> Response {
     if unsafe_method && (r.status.is_success() || r.status.is_redirection()) {
         invalidate(&s, &key, Some(&r.headers));
     }
-    passed(r, &s.inflight, s.config.upstream_timeout)
+    let origin = r.origin;
+    from_origin(&s, origin, passed(r, &s.inflight, s.config.upstream_timeout))
 }
 
 /// A request body kept whole to be sent again if need be, at most (larger ones are carried
@@ -1229,15 +1231,17 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
     };
     let now = s.now();
     match outcome {
-        Outcome::Got { variant, revalidated, not_stored, .. } => {
+        Outcome::Got { variant, revalidated, not_stored, origin, .. } => {
             let how = How { cache: if revalidated { "revalidated" } else { how }, first, stale: None, not_stored };
-            answer(&variant, variant.age(now), how, req, head)
+            from_origin(&s, origin, answer(&variant, variant.age(now), how, req, head))
         }
-        Outcome::Streamed { variant, body, not_stored } => {
+        Outcome::Streamed { variant, body, not_stored, origin } => {
             let how = How { cache: how, first, stale: None, not_stored: Some(not_stored) };
             let body = body.lock().expect("no request panics holding a body").take();
             match body {
-                Some(body) => answer_streamed(&variant, variant.age(now), how, req, head, body),
+                Some(body) => {
+                    from_origin(&s, origin, answer_streamed(&variant, variant.age(now), how, req, head, body))
+                }
                 None => {
                     failure(StatusCode::INTERNAL_SERVER_ERROR, format!("the body of {key} went to another request"))
                 }
@@ -1260,6 +1264,14 @@ async fn serve(s: Arc<Shared>, request: Request) -> Response {
             failure(StatusCode::BAD_GATEWAY, format!("reading {key} from the origin failed: {why}"))
         }
     }
+}
+
+/// `r`, marked for the access log as answered by origin `origin`.
+fn from_origin(s: &Shared, origin: usize, mut r: Response) -> Response {
+    if let Some(o) = s.config.origins.get(origin) {
+        r.extensions_mut().insert(crate::access_log::Upstream::of(&o.url));
+    }
+    r
 }
 
 /// A `304`'s fields laid over the stored ones (RFC 9111 §3.2, §4.3.4).
@@ -1357,6 +1369,7 @@ async fn read_origin(
     // the bound, it is read whole (past the bound after all, it is carried on from there);
     // otherwise it is carried through as it comes and read by the request that asked alone.
     let object_bound = s.live().object_bound;
+    let origin = got.as_ref().map_or(0, |f| f.origin);
     let got = match got {
         Ok(Fetched { status, headers: h, body: Incoming::Coming(r), .. }) => {
             let f = fields(&h);
@@ -1433,7 +1446,10 @@ async fn read_origin(
             s.counters.revalidated.inc();
             let old = stale.as_ref().expect("validating a stored response");
             let v = Arc::new(make(old.status, &freshened(&old.headers, &h), old.body.clone(), old.vary.clone()));
-            (Outcome::Got { variant: Arc::clone(&v), shared: true, revalidated: true, not_stored: None }, Some(v))
+            (
+                Outcome::Got { variant: Arc::clone(&v), shared: true, revalidated: true, not_stored: None, origin },
+                Some(v),
+            )
         }
         Ok((status, _, _)) if rfc::stale_may_answer(status.as_u16()) && stand_in().is_some() => {
             s.counters.upstream_failures.inc();
@@ -1451,7 +1467,7 @@ async fn read_origin(
                 s.counters.not_stored.inc();
             }
             let body = Arc::new(Mutex::new(Some(*body)));
-            (Outcome::Streamed { variant: v, body, not_stored: why }, None)
+            (Outcome::Streamed { variant: v, body, not_stored: why, origin }, None)
         }
         Ok((status, h, ReadBody::Whole(body))) => {
             s.counters.upstream_reads.inc();
@@ -1474,7 +1490,8 @@ async fn read_origin(
                 s.counters.too_large.inc();
             }
             // A response too large to keep may still be shared by the requests that waited on it.
-            let outcome = Outcome::Got { variant: Arc::clone(&v), shared: storable, revalidated: false, not_stored };
+            let outcome =
+                Outcome::Got { variant: Arc::clone(&v), shared: storable, revalidated: false, not_stored, origin };
             (outcome, not_stored.is_none().then_some(v))
         }
         Err(e) => {

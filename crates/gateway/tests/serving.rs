@@ -330,8 +330,12 @@ async fn stop_finishes_requests_in_flight_and_refuses_new_connections() {
     let dir = scratch("drain");
     let (cert, key) = certificate(&dir, "a");
     let (files, _) = tls_options(&cert, &key);
-    let server =
-        Server::start(ServeOptions { tls: Some(files), h2c: false, drain_timeout: Duration::from_secs(30) }).await;
+    let server = Server::start(ServeOptions {
+        tls: Some(files),
+        drain_timeout: Duration::from_secs(30),
+        ..ServeOptions::default()
+    })
+    .await;
     let ca = path(&cert);
     let mut slow = Vec::new();
     // HTTP/1.1 and HTTP/2 over TLS.
