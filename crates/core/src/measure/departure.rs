@@ -53,6 +53,8 @@ pub struct DepartureLine {
 /// What a [`DepartureLine`] measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Deviation {
+    /// The line's rate, bytes per second.
+    pub promised: f64,
     /// Bytes counted.
     pub bytes: u64,
     /// Seconds from the start (admission, or the first arrival) to the end.
@@ -73,6 +75,11 @@ impl Deviation {
     /// line's anchor.
     pub fn span(&self) -> f64 {
         self.lead + self.lag
+    }
+
+    /// How far [`Deviation::arrival_rate`] is from the line's rate, as a fraction (absolute).
+    pub fn arrival_error(&self) -> Option<f64> {
+        self.arrival_rate.map(|r| (r / self.promised - 1.0).abs())
     }
 
     /// The mean rate from the start to the end of the run, bytes per second (every byte
@@ -147,6 +154,7 @@ impl DepartureLine {
             (secs > 0.0).then(|| (self.bytes - first) as f64 / secs)
         });
         Some(Deviation {
+            promised: self.rate,
             bytes: self.bytes,
             secs: end.0.saturating_sub(start.0) as f64 / 1e9,
             arrival_rate,
@@ -229,6 +237,7 @@ mod tests {
         let d = l.deviation(Nanos(9_999 * MS)).unwrap();
         assert!((d.rate() / 8_000.0 - 1.0).abs() > 1e-4, "{d:?}");
         assert!((d.arrival_rate.unwrap() - 8_000.0).abs() < 1e-6, "{d:?}");
+        assert!(d.arrival_error().unwrap() < 1e-9, "{d:?}");
         let mut one = DepartureLine::new(8_000.0);
         one.arrive(Nanos(MS), 800);
         assert_eq!(one.deviation(Nanos(2 * MS)).unwrap().arrival_rate, None, "one arrival has no rate");

@@ -813,6 +813,10 @@ pub struct Departures {
     pub lag: [f64; 3],
     /// The longest spell a stream received nothing while owed data, seconds: the same.
     pub owed_gap: [f64; 3],
+    /// Each stream's rate from its first arrival to its last against its line's, as absolute
+    /// fractions: the same quantiles, over the streams with two arrivals or more (`None` if
+    /// none has).
+    pub rate_error: Option<[f64; 3]>,
 }
 
 impl Departures {
@@ -829,11 +833,18 @@ impl Departures {
         if kept.is_empty() {
             return None;
         }
-        let q = |f: &dyn Fn(&Deviation) -> f64| {
-            let mut xs: Vec<f64> = kept.iter().map(|d| f(d)).collect();
+        let q = |f: &dyn Fn(&Deviation) -> Option<f64>| {
+            let mut xs: Vec<f64> = kept.iter().filter_map(|d| f(d)).collect();
             xs.sort_by(f64::total_cmp);
-            [quantile_sorted(&xs, 0.5), quantile_sorted(&xs, 0.99), quantile_sorted(&xs, 1.0)]
+            (!xs.is_empty()).then(|| [quantile_sorted(&xs, 0.5), quantile_sorted(&xs, 0.99), quantile_sorted(&xs, 1.0)])
         };
-        Some(Self { streams: kept.len(), lead: q(&|d| d.lead), lag: q(&|d| d.lag), owed_gap: q(&|d| d.owed_gap) })
+        let every = |f: &dyn Fn(&Deviation) -> f64| q(&|d| Some(f(d))).expect("kept is not empty");
+        Some(Self {
+            streams: kept.len(),
+            lead: every(&|d| d.lead),
+            lag: every(&|d| d.lag),
+            owed_gap: every(&|d| d.owed_gap),
+            rate_error: q(&|d| d.arrival_error()),
+        })
     }
 }
