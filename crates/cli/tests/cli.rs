@@ -824,7 +824,7 @@ fn deliver_serve_and_load_hold_a_stream_rate() {
     assert_eq!(d["streams"], 8, "{d}");
     let per: Vec<&serde_json::Value> = d["per_stream"].as_array().unwrap().iter().collect();
     assert!(
-        per.len() == 8 && per.iter().all(|p| p["bytes"].as_u64() > Some(0) && p["lead_bytes"].as_f64() > Some(0.0)),
+        per.len() == 8 && per.iter().all(|p| p["bytes"].as_u64() > Some(0) && p["lead_bytes"].as_f64() >= Some(0.0)),
         "{d}"
     );
     assert!(d["lead_packets"]["p99"].as_f64().unwrap() * 4096.0 - d["lead_bytes"]["p99"].as_f64().unwrap() < 1e-6);
@@ -1545,9 +1545,10 @@ fn bench_deliver_reports_the_paced_cases_and_bulk() {
     assert!(paced.iter().any(|r| r[case] == "scale") && paced.iter().any(|r| r[case] == "accurate"), "{paced:?}");
     let (_, streams) = bench_table(&report, "paced", "streams");
     assert!(paced.iter().filter(|r| r[case] == "scale").all(|r| r[streams] == 20), "{paced:?}");
-    // Every paced row has its streams' lead over their departure line.
+    // Every paced row has its streams' lead over their departure line (0 where every stream's
+    // reads came on or behind its line from the server's answer).
     let (_, lead) = bench_table(&report, "paced", "lead_p99");
-    assert!(paced.iter().all(|r| r[lead].as_f64().is_some_and(|b| b > 0.0)), "{paced:?}");
+    assert!(paced.iter().all(|r| r[lead].as_f64().is_some_and(|b| b >= 0.0)), "{paced:?}");
     // And the worst stream's rate from its first arrival to its last.
     let (_, line) = bench_table(&report, "paced", "worst_line");
     assert!(paced.iter().all(|r| r[line].as_f64().is_some_and(|e| e >= 0.0)), "{paced:?}");
