@@ -675,6 +675,13 @@ fn print_departures(d: &Departures, packet: f64) {
         d.owed_gap[1] * 1e3,
         d.owed_gap[2] * 1e3
     );
+    if let Some([_, p99, max]) = d.rate_error {
+        println!(
+            "              rate from first arrival to last, off the promise: p99 {:.3}%, worst {:.3}%",
+            p99 * 100.0,
+            max * 100.0
+        );
+    }
 }
 
 fn departures_json(d: &Departures, lines: &[Option<Deviation>], packet: f64) -> serde_json::Value {
@@ -688,8 +695,10 @@ fn departures_json(d: &Departures, lines: &[Option<Deviation>], packet: f64) -> 
         "lead_packets": q(d.lead.map(|b| b / packet)),
         "lag_packets": q(d.lag.map(|b| b / packet)),
         "owed_gap_s": q(d.owed_gap),
+        "rate_error": d.rate_error.map(q),
         "per_stream": lines.iter().map(|l| l.map(|d| serde_json::json!({
-            "bytes": d.bytes, "secs": d.secs, "lead_bytes": d.lead, "lag_bytes": d.lag, "owed_gap_s": d.owed_gap
+            "bytes": d.bytes, "secs": d.secs, "lead_bytes": d.lead, "lag_bytes": d.lag, "owed_gap_s": d.owed_gap,
+            "arrival_rate": d.arrival_rate
         }))).collect::<Vec<_>>(),
     })
 }

@@ -429,6 +429,65 @@ fn a_stream_that_stalls_shows_its_lag_and_the_time_it_was_owed() {
     assert_eq!((all.streams, all.lag[2]), (1, d.lag));
 }
 
+/// A stream admitted while its client still opens others is read from its admission: the
+/// second stream's answer comes 700 ms late, and the first stream's bytes of those 700 ms must
+/// not arrive as one late read (which measured as a 7 KB lead when clients opened every stream
+/// before reading any; at 10,000 streams of 64 kb/s, 9 KB).
+#[test]
+fn a_stream_is_read_while_its_client_opens_the_others() {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap();
+    let serving = std::thread::spawn(move || {
+        let mut senders = Vec::new();
+        for k in 0..2 {
+            let (s, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            BufReader::new(&s).read_line(&mut line).unwrap();
+            if k == 1 {
+                std::thread::sleep(Duration::from_millis(700));
+            }
+            let mut s = s;
+            s.write_all(b"ok w0\n").unwrap();
+            // 100 bytes every 10 ms for 1.5 s: 10,000 B/s, as promised.
+            senders.push(std::thread::spawn(move || {
+                for _ in 0..150 {
+                    if s.write_all(&[7u8; 100]).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }));
+        }
+        for t in senders {
+            t.join().unwrap();
+        }
+    });
+    let l = Load::start(LoadConfig {
+        server,
+        transport: Transport::Tcp,
+        conns: 2,
+        handshake: Handshake::Switchyard(stream(80_000)),
+        threads: 1,
+        recv_buffer: None,
+        upload: None,
+        pin: false,
+        promised: None,
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1_000));
+    let lines = l.departures();
+    l.stop();
+    serving.join().unwrap();
+    let first = lines[0].expect("the first stream received");
+    // Read as it came, it is within a few of its 100-byte sends of the line either way (loose:
+    // a reader 200 ms late on a loaded machine is 2,000 B behind); read only once the second
+    // was open, it would be 7,000 B ahead or behind.
+    assert!(first.lead < 3_000.0 && first.lag < 3_000.0, "{first:?}");
+    assert!(first.bytes > 8_000, "{first:?}");
+}
+
 /// Streams paced by the kernel: TCP streams get their rate over the run (the kernel lets a
 /// connection's first ten segments go at once, so the first second runs ahead and the line
 /// shows it as lead); a UDP stream, which the kernel paces only under fq, is refused with why.

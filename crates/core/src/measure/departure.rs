@@ -10,12 +10,25 @@
 //! `max rate·(t − start) − B(t)`, in bytes and in packets, and the longest time the stream
 //! received nothing while it was behind the line (owed data).
 //!
-//! The choice of `start`: the instant the stream's first bytes arrived, with those bytes
-//! counted at once (the issue's `rate × (t − start)`, literally). A perfectly paced stream of
-//! packets of P bytes then leads by exactly one packet (each packet is there at once, the line
-//! takes P/rate to reach it) and never lags. The alternative anchors (the line through the
-//! first packet's end, or the offset that minimises lead + lag) move bytes between lead and lag
-//! without changing their sum; [`Deviation::span`] is that sum, the σ the stream needs.
+//! The choice of `start`: the instant the stream was admitted, when the observer knows it
+//! ([`DepartureLine::start`]: a client reading the server's answer), else the instant its first
+//! bytes arrived; bytes are counted as they arrive. A perfectly paced stream whose sender grants
+//! a chunk of P bytes at admission then leads by exactly one chunk (each chunk is there at once,
+//! the line takes P/rate to reach it) and never lags. Anchoring at admission matters when the
+//! observer is late to its first read: anchored at the first arrival, a backlog read late
+//! counted as lead (10,000 clients opened one after another and read none until all were open:
+//! 9 KB of "lead" at 64 kb/s, 1.1 s of opening); anchored at admission it is lag, as any other
+//! late read is, and the sender is not charged for the observer's delay. The alternative
+//! anchors (the line through the first chunk's end, or the offset that minimises lead + lag)
+//! move bytes between lead and lag without changing their sum; [`Deviation::span`] is that sum,
+//! the σ the stream needs.
+//!
+//! The rate over the run is measured from arrival to arrival ([`Deviation::arrival_rate`]):
+//! what came after the first arrival over the time from it to the last. Counts sampled at fixed
+//! instants (a run's windows) are off by up to a chunk at each end — at 64 kb/s with a 100 ms
+//! grain a chunk is 800 B, 1% of a 10 s run, whatever the pacing — while from arrival to arrival
+//! a paced stream's rate is exact and only the observer's read jitter (over the run's length)
+//! remains.
 //!
 //! Pure: times are arguments ([`Nanos`]); the driver calls [`DepartureLine::arrive`] as bytes
 //! come and [`DepartureLine::deviation`] at the end.
@@ -28,6 +41,8 @@ pub struct DepartureLine {
     /// Promised bytes per second.
     rate: f64,
     start: Option<Nanos>,
+    /// The first arrival and its bytes (for the rate from arrival to arrival).
+    first: Option<(Nanos, u64)>,
     last: Nanos,
     bytes: u64,
     lead: f64,
@@ -38,10 +53,15 @@ pub struct DepartureLine {
 /// What a [`DepartureLine`] measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Deviation {
+    /// The line's rate, bytes per second.
+    pub promised: f64,
     /// Bytes counted.
     pub bytes: u64,
-    /// Seconds from the first arrival to the end.
+    /// Seconds from the start (admission, or the first arrival) to the end.
     pub secs: f64,
+    /// The rate from the first arrival to the last, bytes per second: the bytes that came after
+    /// the first arrival over the time between them (`None` with fewer than two arrivals).
+    pub arrival_rate: Option<f64>,
     /// The largest lead over the line, bytes (≥ 0).
     pub lead: f64,
     /// The largest lag behind the line, bytes (≥ 0).
@@ -57,7 +77,14 @@ impl Deviation {
         self.lead + self.lag
     }
 
-    /// The mean rate over the run, bytes per second (the first arrival's bytes included).
+    /// How far [`Deviation::arrival_rate`] is from the line's rate, as a fraction (absolute).
+    pub fn arrival_error(&self) -> Option<f64> {
+        self.arrival_rate.map(|r| (r / self.promised - 1.0).abs())
+    }
+
+    /// The mean rate from the start to the end of the run, bytes per second (every byte
+    /// counted, so a chunk granted at admission or cut off by the end weighs in; see
+    /// [`Deviation::arrival_rate`] for the rate a paced stream holds).
     pub fn rate(&self) -> f64 {
         if self.secs > 0.0 { self.bytes as f64 / self.secs } else { 0.0 }
     }
@@ -66,7 +93,17 @@ impl Deviation {
 impl DepartureLine {
     /// A stream promised `rate` bytes per second (> 0).
     pub fn new(rate: f64) -> Self {
-        Self { rate, start: None, last: Nanos::ZERO, bytes: 0, lead: 0.0, lag: 0.0, owed_gap: 0 }
+        Self { rate, start: None, first: None, last: Nanos::ZERO, bytes: 0, lead: 0.0, lag: 0.0, owed_gap: 0 }
+    }
+
+    /// Anchors the line at `t`, the instant the stream was admitted (no-op once anchored, by an
+    /// earlier call or an arrival): bytes that come later are measured against
+    /// `rate × (t' − t)`, so an observer late to its first read sees lag, not lead.
+    pub fn start(&mut self, t: Nanos) {
+        if self.start.is_none() {
+            self.start = Some(t);
+            self.last = self.last.max(t);
+        }
     }
 
     /// Where the line stands at `t` (bytes), once started.
@@ -95,6 +132,7 @@ impl DepartureLine {
         }
         let t = Nanos(t.0.max(self.last.0));
         let start = *self.start.get_or_insert(t);
+        self.first.get_or_insert((t, bytes));
         self.behind_until(start, t);
         self.bytes += bytes;
         self.lead = self.lead.max(self.bytes as f64 - self.line(start, t));
@@ -102,15 +140,24 @@ impl DepartureLine {
     }
 
     /// What it measured, the run ending at `end` (a stream still behind at the end has lagged
-    /// until then). `None` if nothing arrived.
+    /// until then). `None` if nothing arrived, anchored or not.
     pub fn deviation(&self, end: Nanos) -> Option<Deviation> {
         let start = self.start?;
         let mut at_end = self.clone();
         let end = Nanos(end.0.max(self.last.0));
         at_end.behind_until(start, end);
+        if self.bytes == 0 {
+            return None;
+        }
+        let arrival_rate = self.first.and_then(|(t, first)| {
+            let secs = self.last.0.saturating_sub(t.0) as f64 / 1e9;
+            (secs > 0.0).then(|| (self.bytes - first) as f64 / secs)
+        });
         Some(Deviation {
+            promised: self.rate,
             bytes: self.bytes,
             secs: end.0.saturating_sub(start.0) as f64 / 1e9,
+            arrival_rate,
             lead: at_end.lead,
             lag: at_end.lag,
             owed_gap: at_end.owed_gap as f64 / 1e9,
@@ -143,6 +190,57 @@ mod tests {
         assert!(d.lag <= 1e-6, "{d:?}");
         assert_eq!(d.owed_gap, 0.0);
         assert!((d.rate() - 8_000.0).abs() < 1.0, "{d:?}");
+        assert!((d.arrival_rate.unwrap() - 8_000.0).abs() < 0.01, "{d:?}");
+    }
+
+    /// A client that opened other streams before its first read finds a backlog: anchored at
+    /// admission it lagged while it did not read and leads by no more than the sender's first
+    /// chunk; anchored at the first arrival the same bytes looked like a burst of 9 KB.
+    #[test]
+    fn a_late_first_read_is_lag_when_the_line_starts_at_admission() {
+        let feed = |l: &mut DepartureLine| {
+            // Admitted at 0 with a chunk of 800 B at once and one every 100 ms; the client
+            // reads nothing until 1,050 ms, then on time.
+            l.arrive(Nanos(1_050 * MS), 800 * 11);
+            for k in 11..40 {
+                l.arrive(Nanos(k * 100 * MS), 800);
+            }
+        };
+        let mut anchored = DepartureLine::new(8_000.0);
+        anchored.start(Nanos(0));
+        feed(&mut anchored);
+        let d = anchored.deviation(Nanos(4_000 * MS)).unwrap();
+        assert!((d.lead - 800.0).abs() < 1e-6, "{d:?}");
+        // The line reached 8,400 B at 1,050 ms; nothing had come.
+        assert!((d.lag - 8_400.0).abs() < 1e-6, "{d:?}");
+        assert!((d.secs - 4.0).abs() < 1e-9, "{d:?}");
+        let mut unanchored = DepartureLine::new(8_000.0);
+        feed(&mut unanchored);
+        assert_eq!(unanchored.deviation(Nanos(4_000 * MS)).unwrap().lead, 9_200.0);
+        // Anchoring is once: an arrival or an earlier anchor holds.
+        anchored.start(Nanos(2_000 * MS));
+        assert_eq!(anchored.deviation(Nanos(4_000 * MS)).unwrap(), d);
+        let mut empty = DepartureLine::new(8_000.0);
+        empty.start(Nanos(0));
+        assert!(empty.deviation(Nanos(MS)).is_none(), "anchored but nothing came");
+    }
+
+    /// Counts taken at fixed instants are off by up to a chunk at each end; from arrival to
+    /// arrival a paced stream's rate is exact.
+    #[test]
+    fn the_rate_from_arrival_to_arrival_is_exact_for_a_paced_stream() {
+        let mut l = DepartureLine::new(8_000.0);
+        l.start(Nanos(0));
+        paced(&mut l, 8_000.0, 800, 100, 0); // chunks at 0, 100, …, 9,900 ms
+        // The run ends just before the next chunk: 80,000 B over 9.999 s reads 0.01% fast; one
+        // millisecond earlier the last chunk would be missing, 1% slow.
+        let d = l.deviation(Nanos(9_999 * MS)).unwrap();
+        assert!((d.rate() / 8_000.0 - 1.0).abs() > 1e-4, "{d:?}");
+        assert!((d.arrival_rate.unwrap() - 8_000.0).abs() < 1e-6, "{d:?}");
+        assert!(d.arrival_error().unwrap() < 1e-9, "{d:?}");
+        let mut one = DepartureLine::new(8_000.0);
+        one.arrive(Nanos(MS), 800);
+        assert_eq!(one.deviation(Nanos(2 * MS)).unwrap().arrival_rate, None, "one arrival has no rate");
     }
 
     #[test]
@@ -187,6 +285,9 @@ mod tests {
             let rate = 8_000.0;
             let mut exact = DepartureLine::new(rate);
             let mut late = DepartureLine::new(rate);
+            // Both admitted at 0: even the first read may be late.
+            exact.start(Nanos(0));
+            late.start(Nanos(0));
             let mut pending = 0;
             let mut read_at = 0;
             for (k, d) in delays.iter().enumerate() {
@@ -194,8 +295,7 @@ mod tests {
                 exact.arrive(Nanos(t), 1_000);
                 pending += 1_000;
                 if t >= read_at {
-                    // The first read is on time, so both lines start together.
-                    late.arrive(Nanos(t + if k == 0 { 0 } else { d * MS }), pending);
+                    late.arrive(Nanos(t + d * MS), pending);
                     read_at = t + d * MS;
                     pending = 0;
                 }

@@ -394,6 +394,42 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A stream's grants never lead its departure line, drawn from the instant it was
+        /// added, by more than its first grant: a grain's worth, or its smallest send if that
+        /// is larger — at 64 kb/s and a 100 ms grain 800 B, under a 4 KB packet; for a
+        /// datagram stream one packet. However late the driver and whenever the stream joins.
+        #[test]
+        fn a_new_stream_never_leads_its_line_by_more_than_its_first_grant(
+            rate in 1_000u32..2_000_000, grain_ms in 1u64..200, datagram in proptest::bool::ANY,
+            joins in 0u64..3_000, tick in 100_000u64..20_000_000, jitter in 0u64..20_000_000,
+        ) {
+            let mut p = Pacer::new(PaceConfig { grain: Nanos(grain_ms * MS), ..Default::default() });
+            // A stream already there, so the driver's wakes are not the new one's.
+            p.add(1, 100_000.0, Nanos(0));
+            let (rate, packet) = (f64::from(rate), 4096u64);
+            let min = if datagram { packet } else { 1 };
+            // The credit it starts with (sent in chunks of at most `max_chunk`).
+            let first = (rate * grain_ms as f64 / 1e3).max(min as f64);
+            let (mut t, mut n, mut added, mut got) = (0u64, 0u64, None, 0u64);
+            while t <= joins * MS + 3_000 * MS {
+                if added.is_none() && t >= joins * MS {
+                    p.add_with_min(0, rate, min, Nanos(t));
+                    added = Some(t);
+                }
+                while let Some(d) = p.poll(Nanos(t)) {
+                    p.sent(d.slot, d.bytes);
+                    if d.slot == 0 {
+                        got += d.bytes;
+                        let line = rate * (t - added.unwrap_or(t)) as f64 / 1e9;
+                        proptest::prop_assert!(got as f64 - line <= first + 1.0,
+                            "{got} B granted by {} ms after admission, line {line}, first grant {first}", (t - added.unwrap()) / MS);
+                    }
+                }
+                n += 1;
+                t += tick + if n % 2 == 1 { jitter } else { 0 };
+            }
+        }
+
         /// Whatever the rates and however irregular the driver, no stream gets more than it was
         /// promised plus one grain and one chunk, and none falls short by more than a grain
         /// plus the driver's largest gap.

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Token, Waker};
 use switchyard_core::measure::{DepartureLine, Deviation};
 use switchyard_core::time::Nanos;
 
@@ -398,6 +398,30 @@ fn open_udp(cfg: &LoadConfig) -> Result<(Sock, Opened), String> {
     Err("no answer to 6 requests over 3 s".into())
 }
 
+/// Opens connection `i`, records how its opening went and, if it was accepted, anchors its
+/// departure line at the moment it was (the server's answer, or the request sent when there is
+/// none) and returns the socket.
+fn open_one(shared: &Shared, cfg: &LoadConfig, i: usize) -> Option<Sock> {
+    let r = match cfg.transport {
+        Transport::Tcp => open_tcp(cfg),
+        Transport::Udp => open_udp(cfg),
+    };
+    let (sock, outcome) = match r {
+        Ok((sock, opened)) => (matches!(opened, Opened::Accepted(_)).then_some(sock), opened),
+        Err(why) => (None, Opened::Failed(why)),
+    };
+    if sock.is_some()
+        && let Some(line) = shared.lines.get(i)
+    {
+        line.lock().expect("line lock").start(shared.since_epoch());
+    }
+    shared.opened.lock().expect("opened lock")[i] = Some(outcome);
+    sock
+}
+
+/// The poller's token for the opener's "a new connection is open".
+const OPENED: Token = Token(usize::MAX);
+
 fn client_thread(
     shared: &Shared,
     cfg: &LoadConfig,
@@ -405,47 +429,85 @@ fn client_thread(
     mine: &[usize],
     ready: &std::sync::mpsc::Sender<()>,
 ) {
-    let mut socks: Vec<(usize, Sock)> = Vec::with_capacity(mine.len());
-    for &i in mine {
-        let r = match cfg.transport {
-            Transport::Tcp => open_tcp(cfg),
-            Transport::Udp => open_udp(cfg),
-        };
-        let outcome = match r {
-            Ok((sock, opened)) => {
-                if matches!(opened, Opened::Accepted(_)) {
-                    socks.push((i, sock));
-                }
-                opened
+    let poll = match Poll::new() {
+        Ok(p) => p,
+        Err(e) => {
+            let mut opened = shared.opened.lock().expect("opened lock");
+            for &i in mine {
+                opened[i] = Some(Opened::Failed(format!("no poller for the client thread: {e}")));
             }
-            Err(why) => Opened::Failed(why),
-        };
-        shared.opened.lock().expect("opened lock")[i] = Some(outcome);
-    }
-    let _ = ready.send(());
-    let Ok(poll) = Poll::new() else { return };
+            drop(opened);
+            let _ = ready.send(());
+            return;
+        }
+    };
     if let Some(message) = cfg.upload {
+        let mut socks: Vec<(usize, Sock)> =
+            mine.iter().filter_map(|&i| open_one(shared, cfg, i).map(|s| (i, s))).collect();
+        let _ = ready.send(());
         return upload_thread(shared, poll, &mut socks, message);
     }
-    for (k, (_, s)) in socks.iter_mut().enumerate() {
-        let src: &mut dyn mio::event::Source = match s {
-            Sock::Tcp(t) => t,
-            Sock::Udp(u) => u,
-        };
-        let _ = poll.registry().register(src, Token(k), Interest::READABLE);
-    }
-    let mut poll = poll;
+    // Streams are read from the moment each is open, while the rest are being opened: a client
+    // that opened all of its 10,000 streams before reading any found a second of each early
+    // stream's bytes waiting, and measured the server's pacing by its own delay.
+    let waker = Waker::new(poll.registry(), OPENED).ok();
+    let (opened_tx, opened_rx) = std::sync::mpsc::channel::<(usize, Sock)>();
+    let (tx, waker) = (&opened_tx, waker.as_ref());
+    let open_all = move || {
+        for &i in mine {
+            if let Some(sock) = open_one(shared, cfg, i) {
+                let _ = tx.send((i, sock));
+                if let Some(w) = waker {
+                    let _ = w.wake();
+                }
+            }
+        }
+        let _ = ready.send(());
+    };
+    std::thread::scope(|scope| {
+        // Without a thread (or a waker) to open them beside the reading, they are opened first.
+        let apart = waker.is_some()
+            && std::thread::Builder::new().name(format!("load-{thread}-open")).spawn_scoped(scope, open_all).is_ok();
+        if !apart {
+            open_all();
+        }
+        receive(shared, cfg, thread, poll, &opened_rx);
+    });
+}
+
+/// Reads every connection the opener hands over, round-robin, until the load stops.
+fn receive(
+    shared: &Shared,
+    cfg: &LoadConfig,
+    thread: usize,
+    mut poll: Poll,
+    opened: &std::sync::mpsc::Receiver<(usize, Sock)>,
+) {
+    let mut socks: Vec<(usize, Sock)> = Vec::new();
     let mut events = Events::with_capacity(1024);
     let mut buf = vec![0u8; 64 * 1024];
     // Sockets with data left, served round-robin a read at a time: draining one socket to empty
     // while a fast server keeps refilling it would starve the others.
     let mut ready: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
-    let mut queued = vec![false; socks.len()];
+    let mut queued: Vec<bool> = Vec::new();
     let mut alive_at = Instant::now();
     let mut probed = 0;
     // Streams that ended: no more keepalives to them (the first reason is kept).
-    let mut gone = vec![false; socks.len()];
+    let mut gone: Vec<bool> = Vec::new();
     while !shared.stop.load(Ordering::Relaxed) {
+        // Newly opened: read at once (bytes may have come before it was registered).
+        while let Ok((i, mut sock)) = opened.try_recv() {
+            let k = socks.len();
+            let src: &mut dyn mio::event::Source = match &mut sock {
+                Sock::Tcp(t) => t,
+                Sock::Udp(u) => u,
+            };
+            let _ = poll.registry().register(src, Token(k), Interest::READABLE);
+            socks.push((i, sock));
+            queued.push(true);
+            gone.push(false);
+            ready.push_back(k);
+        }
         // UDP clients say they are still there once a second (the server drops a stream it has
         // not heard from in ten), and when asked to probe. An ICMP port unreachable in answer
         // ends the stream: the error comes back on this send or on the next receive.
@@ -478,7 +540,7 @@ fn client_thread(
         }
         for ev in events.iter() {
             let k = ev.token().0;
-            if !queued[k] {
+            if k < queued.len() && !queued[k] {
                 queued[k] = true;
                 ready.push_back(k);
             }
@@ -751,6 +813,10 @@ pub struct Departures {
     pub lag: [f64; 3],
     /// The longest spell a stream received nothing while owed data, seconds: the same.
     pub owed_gap: [f64; 3],
+    /// Each stream's rate from its first arrival to its last against its line's, as absolute
+    /// fractions: the same quantiles, over the streams with two arrivals or more (`None` if
+    /// none has).
+    pub rate_error: Option<[f64; 3]>,
 }
 
 impl Departures {
@@ -767,11 +833,18 @@ impl Departures {
         if kept.is_empty() {
             return None;
         }
-        let q = |f: &dyn Fn(&Deviation) -> f64| {
-            let mut xs: Vec<f64> = kept.iter().map(|d| f(d)).collect();
+        let q = |f: &dyn Fn(&Deviation) -> Option<f64>| {
+            let mut xs: Vec<f64> = kept.iter().filter_map(|d| f(d)).collect();
             xs.sort_by(f64::total_cmp);
-            [quantile_sorted(&xs, 0.5), quantile_sorted(&xs, 0.99), quantile_sorted(&xs, 1.0)]
+            (!xs.is_empty()).then(|| [quantile_sorted(&xs, 0.5), quantile_sorted(&xs, 0.99), quantile_sorted(&xs, 1.0)])
         };
-        Some(Self { streams: kept.len(), lead: q(&|d| d.lead), lag: q(&|d| d.lag), owed_gap: q(&|d| d.owed_gap) })
+        let every = |f: &dyn Fn(&Deviation) -> f64| q(&|d| Some(f(d))).expect("kept is not empty");
+        Some(Self {
+            streams: kept.len(),
+            lead: every(&|d| d.lead),
+            lag: every(&|d| d.lag),
+            owed_gap: every(&|d| d.owed_gap),
+            rate_error: q(&|d| d.arrival_error()),
+        })
     }
 }
