@@ -196,7 +196,8 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
         let mut bound = Evictor::new(eviction, capacity, seed);
         // In key order, as the entries were kept before they were hashed: the same order of
         // use whatever the seed.
-        let mut held: Vec<(K, Held<V>)> = std::mem::replace(&mut self.entries, HashMap::with_hasher(Seeded(seed))).into_iter().collect();
+        let mut held: Vec<(K, Held<V>)> =
+            std::mem::replace(&mut self.entries, HashMap::with_hasher(Seeded(seed))).into_iter().collect();
         held.sort_by(|a, b| a.0.cmp(&b.0));
         let mut entries = HashMap::with_capacity_and_hasher(held.len(), Seeded(seed));
         for (k, h) in held {

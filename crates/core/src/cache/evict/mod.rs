@@ -30,9 +30,9 @@ use std::hash::Hash;
 use std::str::FromStr;
 
 pub use lru::LruPolicy;
-pub(super) use slots::Seeded;
 pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
+pub(super) use slots::Seeded;
 pub use tinylfu::TinyLfu;
 
 /// Which eviction policy a bounded cache uses.
