@@ -563,17 +563,23 @@ fn stored(
     req: Fields,
     rules: &rfc::RequestRules,
 ) -> (Option<Arc<Variant>>, Option<(Duration, How<'static>)>) {
-    let Some(v) = cache.peek(key).and_then(|e| e.reading.value.find(req).cloned()) else { return (None, None) };
-    let age = v.age(s.now());
-    let how = match rfc::usable(&v.rules, age, rules) {
-        Use::Fresh => How { cache: "hit", first: false, stale: None, not_stored: None },
-        Use::StaleAllowed => How { cache: "stale", first: false, stale: Some("allowed"), not_stored: None },
-        Use::Validate => return (Some(v), None),
-    };
-    // Used: the bound evicts it later.
-    cache.touch(key);
-    s.counters.hits.inc();
-    (Some(v), Some((age, how)))
+    // One lookup of the key: the entry, and (if it answers) its use, which the bound counts
+    // so that it is evicted later.
+    let found = cache.use_entry(key, |e| {
+        let Some(v) = e.reading.value.find(req) else { return (None, false) };
+        let age = v.age(s.now());
+        let how = match rfc::usable(&v.rules, age, rules) {
+            Use::Fresh => How { cache: "hit", first: false, stale: None, not_stored: None },
+            Use::StaleAllowed => How { cache: "stale", first: false, stale: Some("allowed"), not_stored: None },
+            Use::Validate => return (Some((Arc::clone(v), None)), false),
+        };
+        (Some((Arc::clone(v), Some((age, how)))), true)
+    });
+    let Some((v, answers)) = found.flatten() else { return (None, None) };
+    if answers.is_some() {
+        s.counters.hits.inc();
+    }
+    (Some(v), answers)
 }
 
 /// The gateway's state.

@@ -34,7 +34,7 @@ mod tests;
 pub mod updates;
 
 pub use cost::FieldCost;
-pub use evict::{Eviction, Evictor, UnknownEviction};
+pub use evict::{Eviction, Evictor, Slot, UnknownEviction};
 pub use hit_model::HitModel;
 pub use lru::Lru;
 pub use neighbours::{Alone, Neighbourhood, Neighbours, Point, Rule};

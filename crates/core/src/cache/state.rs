@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 use std::hash::Hash;
 
-use super::evict::{Eviction, Evictor};
+use hashbrown::HashMap;
+
+use super::evict::{Eviction, Evictor, Seeded, Slot};
 use super::neighbours::Neighbourhood;
 use super::policy::{AgeFrom, Freshness, Lookup};
 use crate::Nanos;
@@ -113,15 +115,29 @@ pub struct CacheStats {
     pub refused: u64,
 }
 
+/// An entry held, with where the eviction policy holds its key.
+#[derive(Debug)]
+struct Held<V> {
+    entry: Entry<V>,
+    /// The key's slot in the bound's policy (`None` without a bound), so that a hit counts its
+    /// use without the policy looking the key up in an index of its own.
+    slot: Option<Slot>,
+}
+
 /// A freshness-bounded cache with one of Yates's seven lookup policies.
 ///
 /// Keys are any ordered type; neighbours come from `N` (see [`super::neighbours`]).
+///
+/// Entries are found through one hash index, which also gives each entry's place in the
+/// eviction policy: a hit is one lookup. Ordered lookups (a run of keys: a prefix) scan it
+/// ([`Cache::invalidate_run`]); they are an operator's rare purges, and an ordered index
+/// beside it would cost every fill and eviction a second search and a second copy of the key.
 #[derive(Debug)]
 pub struct Cache<K, W, N, V = f64> {
     lookup: Lookup,
     freshness: Freshness,
     neighbours: N,
-    entries: BTreeMap<K, Entry<V>>,
+    entries: HashMap<K, Held<V>, Seeded>,
     /// Approximate answers kept (with [`Cache::keep_approximations`]), with the keys they
     /// came from: answered as approximate, and never the source of another approximation.
     approximations: BTreeMap<K, (Entry<V>, Vec<K>)>,
@@ -150,7 +166,7 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
             lookup,
             freshness: Freshness { ttl, age_from },
             neighbours,
-            entries: BTreeMap::new(),
+            entries: HashMap::with_hasher(Seeded(0)),
             approximations: BTreeMap::new(),
             pending: BTreeMap::new(),
             next_read: 0,
@@ -173,13 +189,29 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
     }
 
     /// As [`Cache::bounded`], evicting as `eviction` says (see [`super::evict`]); `seed` seeds
-    /// the policy's hash (a driver facing keys it does not choose passes a random one). A fill
-    /// the policy refuses to admit (TinyLFU's admission) answers its waiters and is not kept.
+    /// the hash of the entries' index and of the policy (a driver facing keys it does not
+    /// choose passes a random one, so that keys cannot be chosen to collide). A fill the
+    /// policy refuses to admit (TinyLFU's admission) answers its waiters and is not kept.
     pub fn bounded_by(mut self, capacity: u64, eviction: Eviction, seed: u64) -> Self {
         let mut bound = Evictor::new(eviction, capacity, seed);
-        for k in self.entries.keys() {
-            bound.insert(k.clone(), 1);
+        // In key order, as the entries were kept before they were hashed: the same order of
+        // use whatever the seed.
+        let mut held: Vec<(K, Held<V>)> =
+            std::mem::replace(&mut self.entries, HashMap::with_hasher(Seeded(seed))).into_iter().collect();
+        held.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut entries = HashMap::with_capacity_and_hasher(held.len(), Seeded(seed));
+        for (k, h) in held {
+            for (gone, _) in bound.insert(k.clone(), 1) {
+                entries.remove(&gone);
+            }
+            if bound.contains(&k) {
+                entries.insert(k, h);
+            }
         }
+        for (k, h) in entries.iter_mut() {
+            h.slot = bound.slot_of(k);
+        }
+        self.entries = entries;
         self.bound = Some(bound);
         self
     }
@@ -225,20 +257,39 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
     /// Counts a use of `key`'s entry (a driver that answered from [`Cache::peek`]), so that a
     /// bounded cache evicts it later; false if it is not held.
     pub fn touch(&mut self, key: &K) -> bool {
-        match &mut self.bound {
-            Some(b) => b.touch(key),
-            None => self.entries.contains_key(key),
+        let Some(slot) = self.entries.get(key).map(|h| h.slot) else { return false };
+        self.used(slot);
+        true
+    }
+
+    /// Reads `key`'s entry with `answer`, which returns what it made of it and whether it
+    /// answered from it (a use, counted as [`Cache::touch`] counts one): a driver's hit, with
+    /// one lookup of the key for both. `None` if no entry is held.
+    pub fn use_entry<R>(&mut self, key: &K, answer: impl FnOnce(&Entry<V>) -> (R, bool)) -> Option<R> {
+        let held = self.entries.get(key)?;
+        let (r, used) = answer(&held.entry);
+        if used {
+            let slot = held.slot;
+            self.used(slot);
+        }
+        Some(r)
+    }
+
+    /// Counts a use of the entry whose key the bound holds in `slot`.
+    fn used(&mut self, slot: Option<Slot>) {
+        if let (Some(b), Some(slot)) = (&mut self.bound, slot) {
+            b.touch_slot(slot);
         }
     }
 
     /// Keeps `entry` for `key` with `weight`, evicting what the bound says.
     fn keep(&mut self, key: K, entry: Entry<V>, weight: u64) {
         let Some(b) = &mut self.bound else {
-            self.entries.insert(key, entry);
+            self.entries.insert(key, Held { entry, slot: None });
             return;
         };
         let evicted = b.insert(key.clone(), weight);
-        let held = b.contains(&key);
+        let slot = b.slot_of(&key);
         for (k, w) in evicted {
             self.entries.remove(&k);
             self.approximations.remove(&k);
@@ -247,11 +298,20 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
                 self.stats.evicted_weight += w;
             }
         }
-        if held {
-            self.entries.insert(key, entry);
+        if slot.is_some() {
+            self.entries.insert(key, Held { entry, slot });
         } else {
             self.stats.refused += 1;
         }
+    }
+
+    /// Whether every entry's slot is where the bound holds its key (for tests: no policy here
+    /// moves a held key to another slot, so only the key just inserted needs its slot read
+    /// again; a stale slot would count a hit as another key's use).
+    #[cfg(test)]
+    pub(super) fn slots_agree(&self) -> bool {
+        let Some(b) = &self.bound else { return self.entries.values().all(|h| h.slot.is_none()) };
+        self.entries.len() == b.len() && self.entries.iter().all(|(k, h)| h.slot.is_some() && h.slot == b.slot_of(k))
     }
 
     /// Drops `key`'s entry, if any, from the bound's account.
@@ -286,7 +346,7 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
 
     /// The entry held for `key`, fresh or not (for answers marked stale).
     pub fn peek(&self, key: &K) -> Option<&Entry<V>> {
-        self.entries.get(key)
+        self.entries.get(key).map(|h| &h.entry)
     }
 
     /// The entry for `key` if it is no more than `grace` past the cache's T: RFC 5861's
@@ -295,7 +355,7 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
     /// within T is offered too (a reader's own bound may have refused it). Under All hits every
     /// entry qualifies; under All misses none is kept.
     pub fn stale_within(&self, key: &K, now: Nanos, grace: Nanos) -> Option<&Entry<V>> {
-        let e = self.entries.get(key)?;
+        let e = self.peek(key)?;
         let Some(t) = self.freshness.ttl else { return Some(e) };
         (e.age(now, self.freshness.age_from) < Nanos(t.0.saturating_add(grace.0))).then_some(e)
     }
@@ -336,7 +396,7 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
     }
 
     fn fresh(&self, key: &K, now: Nanos, max_age: Option<Nanos>) -> Option<&Entry<V>> {
-        self.entries.get(key).filter(|e| self.usable(e, now, max_age))
+        self.peek(key).filter(|e| self.usable(e, now, max_age))
     }
 
     /// What to do with a query for `key` at `now`, from a reader who accepts answers no older
@@ -356,9 +416,10 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
         max_age: Option<Nanos>,
         draw: &mut impl FnMut(usize) -> usize,
     ) -> Answer<K, V> {
-        if let Some(e) = self.fresh(key, now, max_age).cloned() {
+        if let Some(h) = self.entries.get(key).filter(|h| self.usable(&h.entry, now, max_age)) {
+            let (e, slot) = (h.entry.clone(), h.slot);
             self.stats.hits += 1;
-            self.touch(key);
+            self.used(slot);
             return Answer::Hit(e);
         }
         if self.lookup.approximates() {
@@ -534,7 +595,7 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
         if self.lookup != Lookup::AllMisses {
             // A slower read of an older value must not replace a newer one (reads of one key
             // may run side by side).
-            let newer = self.entries.get(&key).is_none_or(|e| e.reading.sensed_at <= reading.sensed_at);
+            let newer = self.peek(&key).is_none_or(|e| e.reading.sensed_at <= reading.sensed_at);
             let after_invalidation = self.invalidated.get(&key).is_none_or(|at| *at <= reading.sensed_at);
             if newer && after_invalidation {
                 self.invalidated.remove(&key);
@@ -565,11 +626,27 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
     }
 
     /// Forgets, as [`Cache::invalidate`] does, every key from `from` on in order for as long as
-    /// `within` holds (for text keys and a prefix: everything under the prefix, found in the
-    /// order's range rather than by a scan): stored entries, and reads under way, which answer
-    /// their waiters but are not kept. Returns how many stored entries were forgotten.
+    /// `within` holds (for text keys and a prefix: everything under the prefix): stored
+    /// entries, and reads under way, which answer their waiters but are not kept. Returns how
+    /// many stored entries were forgotten.
+    ///
+    /// The entries' index is hashed (a hit is one lookup), so this scans every stored key:
+    /// O(entries) compares under the caller's lock (measured in the commit that hashed it).
+    /// `within` must hold on one run of keys in order, as a prefix does; keys past that run
+    /// are not forgotten even if it holds again there. Reads under way are few, and kept in
+    /// order: found in their range.
     pub fn invalidate_run(&mut self, from: &K, within: impl Fn(&K) -> bool, now: Nanos) -> usize {
-        let stored: Vec<K> = self.entries.range(from..).map(|(k, _)| k).take_while(|k| within(k)).cloned().collect();
+        // One pass: the keys from `from` on where `within` holds, and the first where it does
+        // not, which ends the run.
+        let (mut run, mut end) = (Vec::new(), None::<&K>);
+        for k in self.entries.keys().filter(|k| *k >= from) {
+            if within(k) {
+                run.push(k);
+            } else if end.is_none_or(|e| k < e) {
+                end = Some(k);
+            }
+        }
+        let stored: Vec<K> = run.into_iter().filter(|k| end.is_none_or(|e| *k < e)).cloned().collect();
         let reading: Vec<K> = self.pending.range(from..).map(|(k, _)| k).take_while(|k| within(k)).cloned().collect();
         for k in stored.iter().chain(&reading) {
             self.invalidate(k, now);
@@ -583,7 +660,7 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
     /// and the caller decides on it when it comes. Returns how many were forgotten.
     pub fn invalidate_picked(&mut self, mut pick: impl FnMut(&K, &V) -> bool, now: Nanos) -> usize {
         let picked: Vec<K> =
-            self.entries.iter().filter(|(k, e)| pick(k, &e.reading.value)).map(|(k, _)| k.clone()).collect();
+            self.entries.iter().filter(|(k, h)| pick(k, &h.entry.reading.value)).map(|(k, _)| k.clone()).collect();
         for k in &picked {
             self.invalidate(k, now);
         }
@@ -594,8 +671,8 @@ impl<K: Ord + Hash + Clone, W, N: Neighbourhood<K>, V: Clone + PartialOrd> Cache
     pub fn purge(&mut self, now: Nanos, keep: Nanos) {
         let from = self.freshness.age_from;
         let bound = &mut self.bound;
-        self.entries.retain(|k, e| {
-            let kept = e.age(now, from) < keep;
+        self.entries.retain(|k, h| {
+            let kept = h.entry.age(now, from) < keep;
             if !kept && let Some(b) = bound.as_mut() {
                 b.remove(k);
             }

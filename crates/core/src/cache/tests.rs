@@ -517,3 +517,121 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Purges by key and by prefix forget exactly what a model (an ordered map) says, over
+    /// hashed text keys, whatever the policy and the seed of the index: a prefix purge counts
+    /// and forgets every key under the prefix and none other, hits still answer what was
+    /// filled, and each entry's slot stays the one its policy holds it in.
+    #[test]
+    fn purges_by_key_and_prefix_forget_what_a_model_says(
+        kind in prop::sample::select(Eviction::ALL.to_vec()),
+        seed in any::<u64>(),
+        ops in prop::collection::vec((0u8..6, "/[ab]{0,3}", any::<bool>()), 0..200),
+    ) {
+        let mut c: Cache<String, u64, Alone> =
+            Cache::new(Lookup::Piggyback, T, AgeFrom::Load, Alone).bounded_by(u64::MAX, kind, seed);
+        let mut model: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+        for (i, (op, k, used)) in ops.into_iter().enumerate() {
+            let now = at(i as u64);
+            match op {
+                0 | 1 => {
+                    c.fill_weighted(k.clone(), None, reading(i as f64, i as u64), now, 1);
+                    model.insert(k, i as f64);
+                }
+                2 => {
+                    let got = c.use_entry(&k, |e| (e.reading.value, used));
+                    prop_assert_eq!(got, model.get(&k).copied());
+                }
+                3 => {
+                    c.invalidate(&k, now);
+                    model.remove(&k);
+                }
+                _ => {
+                    let gone = c.invalidate_run(&k, |x| x.starts_with(k.as_str()), now);
+                    let before = model.len();
+                    model.retain(|m, _| !m.starts_with(k.as_str()));
+                    prop_assert_eq!(gone, before - model.len(), "purged under {}", k);
+                }
+            }
+            prop_assert_eq!(c.len(), model.len());
+            for (m, v) in &model {
+                prop_assert_eq!(c.peek(m).map(|e| e.reading.value), Some(*v), "{} is held", m);
+            }
+            prop_assert!(c.slots_agree());
+        }
+    }
+
+    /// A bounded cache lets go of exactly what its policy, driven alone by the same fills,
+    /// uses and removals, lets go of: counting a hit's use through the entry's slot rather
+    /// than by key changes no policy's order. Hits come as queries, as `use_entry` (used or
+    /// only read) and as `touch`.
+    #[test]
+    fn every_policy_evicts_in_a_cache_as_it_does_alone(
+        kind in prop::sample::select(Eviction::ALL.to_vec()),
+        cap in 1u64..5_000,
+        ops in prop::collection::vec((0u8..7, 0u32..40, 0u64..1_000), 0..300),
+    ) {
+        let mut c: Cache<u32, u64, Alone> =
+            Cache::new(Lookup::Piggyback, T, AgeFrom::Load, Alone).bounded_by(cap, kind, 7);
+        let mut alone: Evictor<u32> = Evictor::new(kind, cap, 7);
+        for (i, (op, k, w)) in ops.into_iter().enumerate() {
+            let now = at(i as u64);
+            match op {
+                0..=2 => {
+                    c.fill_weighted(k, None, reading(0.0, i as u64), now, w);
+                    alone.insert(k, w);
+                }
+                3 => {
+                    let hit = matches!(c.query(&k, now, None, &mut |_| 0), Answer::Hit(_));
+                    prop_assert_eq!(hit, alone.touch(&k));
+                    if let Answer::Read { read } = c.query(&k, now, Some(Nanos::ZERO), &mut |_| 0) {
+                        c.fail(&k, read);
+                    }
+                }
+                4 => {
+                    let used = w % 2 == 0;
+                    let held = c.use_entry(&k, |_| ((), used)).is_some();
+                    prop_assert_eq!(held, alone.contains(&k));
+                    if used {
+                        alone.touch(&k);
+                    }
+                }
+                5 => prop_assert_eq!(c.touch(&k), alone.touch(&k)),
+                _ => {
+                    c.invalidate(&k, now);
+                    alone.remove(&k);
+                }
+            }
+            for k in 0..40 {
+                prop_assert_eq!(c.peek(&k).is_some(), alone.contains(&k), "{} by {}", k, kind);
+            }
+            prop_assert_eq!(c.weight(), alone.weight());
+            prop_assert!(c.slots_agree());
+        }
+    }
+}
+
+/// A cache bounded after entries were preloaded gives them to the policy in key order, not
+/// in the hash index's order: the order they are evicted in does not depend on the hash.
+#[test]
+fn entries_preloaded_before_the_bound_are_ordered_by_key() {
+    for shift in 0..16u32 {
+        let keys = [7, 3, 9, 1, 5, 8, 2, 6, 4, 0].map(|k| k * 1000 + shift * 7);
+        let mut c: Cache<u32, u64, Alone> = Cache::new(Lookup::AllHits, T, AgeFrom::Load, Alone);
+        for k in keys {
+            c.preload(k, reading(0.0, 0), at(0));
+        }
+        let mut c = c.bounded_by(10, Eviction::Lru, u64::from(shift));
+        assert!(c.slots_agree());
+        let mut gone = Vec::new();
+        for n in 0..10 {
+            c.fill_weighted(100_000 + n, None, reading(0.0, 1), at(1), 1);
+            let now_gone: Vec<u32> = keys.into_iter().filter(|k| c.peek(k).is_none() && !gone.contains(k)).collect();
+            gone.extend(now_gone);
+        }
+        let mut sorted = keys;
+        sorted.sort_unstable();
+        assert_eq!(gone, sorted, "keys shifted by {shift}: evicted in key order");
+    }
+}

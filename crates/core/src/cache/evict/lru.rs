@@ -40,9 +40,21 @@ impl<K: Hash + Eq> LruPolicy<K> {
 
     pub(super) fn touch(&mut self, key: &K) -> bool {
         let Some(i) = self.slots.find(key) else { return false };
+        self.touch_slot(i);
+        true
+    }
+
+    pub(super) fn slot_of(&self, key: &K) -> Option<u32> {
+        self.slots.find(key)
+    }
+
+    pub(super) fn holds_slot(&self, i: u32) -> bool {
+        self.slots.in_use(i)
+    }
+
+    pub(super) fn touch_slot(&mut self, i: u32) {
         self.slots.unlink(&mut self.order, i);
         self.slots.push_back(&mut self.order, i, 0);
-        true
     }
 
     pub(super) fn insert(&mut self, key: K, weight: u64) -> Vec<(K, u64)> {

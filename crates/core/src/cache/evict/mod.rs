@@ -32,6 +32,7 @@ use std::str::FromStr;
 pub use lru::LruPolicy;
 pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
+pub(super) use slots::Seeded;
 pub use tinylfu::TinyLfu;
 
 /// Which eviction policy a bounded cache uses.
@@ -118,6 +119,14 @@ impl FromStr for Eviction {
     }
 }
 
+/// Where a policy holds a key: a handle a cache keeps beside its own entry for the key, so
+/// that a hit counts its use ([`Evictor::touch_slot`]) without the policy finding the key again
+/// in its index. A key keeps its slot while it is held; [`Evictor::insert`] (of any key) and
+/// [`Evictor::remove`] may move or free it, so a cache asks [`Evictor::slot_of`] again after
+/// each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot(u32);
+
 /// A weighted eviction policy of keys: which keys a cache holds within `capacity`, and what
 /// it lets go to make room. It holds keys and weights only; the cache holds the values.
 #[derive(Clone, Debug)]
@@ -199,6 +208,23 @@ impl<K: Hash + Eq + Clone> Evictor<K> {
     /// Counts a use of `key` (a hit); false if it is not held.
     pub fn touch(&mut self, key: &K) -> bool {
         each!(self, p => p.touch(key))
+    }
+
+    /// Where `key` is held, if it is (S3-FIFO's ghosts are not held).
+    pub fn slot_of(&self, key: &K) -> Option<Slot> {
+        each!(self, p => p.slot_of(key)).map(Slot)
+    }
+
+    /// Counts a use of the key held in `slot` (as [`Evictor::slot_of`] gave it since the last
+    /// insert or remove), as [`Evictor::touch`] does by key. A slot no key holds is ignored
+    /// (false); a stale slot that another key has taken since counts as that key's use, which
+    /// is why a cache must refresh its slots after every insert and remove.
+    pub fn touch_slot(&mut self, slot: Slot) -> bool {
+        if !each!(self, p => p.holds_slot(slot.0)) {
+            return false;
+        }
+        each!(self, p => p.touch_slot(slot.0));
+        true
     }
 
     /// Offers `key` with `weight` (a miss filled, or a new version of a held key, which takes

@@ -82,9 +82,21 @@ impl<K: Hash + Eq + Clone> S3Fifo<K> {
 
     pub(super) fn touch(&mut self, key: &K) -> bool {
         let Some(i) = self.held(key) else { return false };
+        self.touch_slot(i);
+        true
+    }
+
+    pub(super) fn slot_of(&self, key: &K) -> Option<u32> {
+        self.held(key)
+    }
+
+    pub(super) fn holds_slot(&self, i: u32) -> bool {
+        self.slots.in_use(i) && self.slots.node(i).queue != GHOST
+    }
+
+    pub(super) fn touch_slot(&mut self, i: u32) {
         let n = self.slots.node_mut(i);
         n.bits = (n.bits + 1).min(FREQ_MAX);
-        true
     }
 
     fn queue_mut(&mut self, tag: u8) -> &mut Queue {

@@ -58,8 +58,20 @@ impl<K: Hash + Eq> Sieve<K> {
 
     pub(super) fn touch(&mut self, key: &K) -> bool {
         let Some(i) = self.slots.find(key) else { return false };
-        self.slots.node_mut(i).bits |= VISITED;
+        self.touch_slot(i);
         true
+    }
+
+    pub(super) fn slot_of(&self, key: &K) -> Option<u32> {
+        self.slots.find(key)
+    }
+
+    pub(super) fn holds_slot(&self, i: u32) -> bool {
+        self.slots.in_use(i)
+    }
+
+    pub(super) fn touch_slot(&mut self, i: u32) {
+        self.slots.node_mut(i).bits |= VISITED;
     }
 
     /// Takes slot `i` off the queue, moving the hand past it first.

@@ -15,6 +15,9 @@ pub(super) const NIL: u32 = u32::MAX;
 pub(super) struct Node<K> {
     /// `None` only while the slot is free.
     pub(super) key: Option<K>,
+    /// The key's seeded hash, kept so that a use found by slot (a cache's hit) and TinyLFU's
+    /// sketch need not hash the key again, nor an eviction to find it in the index.
+    pub(super) hash: u64,
     pub(super) weight: u64,
     prev: u32,
     next: u32,
@@ -29,10 +32,10 @@ pub(super) struct Node<K> {
 /// takes all its randomness. The gateway seeds it at random, so URLs chosen to collide for one
 /// seed do not collide for another.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Seeded(pub(super) u64);
+pub(in crate::cache) struct Seeded(pub(in crate::cache) u64);
 
 /// The hasher [`Seeded`] builds.
-pub(super) struct Folded(u64);
+pub(in crate::cache) struct Folded(u64);
 
 const MUL: u64 = 0x9E37_79B9_7F4A_7C15;
 
@@ -141,7 +144,7 @@ impl<K: Hash + Eq> Slots<K> {
     /// A slot for `key`, which has none, on no queue yet.
     pub(super) fn add(&mut self, key: K, weight: u64, queue: u8) -> u32 {
         let hash = self.hash(&key);
-        let node = Node { key: Some(key), weight, prev: NIL, next: NIL, queue, bits: 0 };
+        let node = Node { key: Some(key), hash, weight, prev: NIL, next: NIL, queue, bits: 0 };
         let i = match self.free.pop() {
             Some(i) => {
                 self.nodes[i as usize] = node;
@@ -152,20 +155,25 @@ impl<K: Hash + Eq> Slots<K> {
                 u32::try_from(self.nodes.len() - 1).expect("fewer than 2^32 entries")
             }
         };
-        let (nodes, hasher) = (&self.nodes, self.hasher);
-        self.index.insert_unique(hash, i, |&j| hasher.hash_one(nodes[j as usize].key.as_ref().expect("indexed")));
+        let nodes = &self.nodes;
+        self.index.insert_unique(hash, i, |&j| nodes[j as usize].hash);
         i
     }
 
     /// Frees slot `i` (already off its queue), giving back its key and weight.
     pub(super) fn take(&mut self, i: u32) -> (K, u64) {
-        let hash = self.hash(self.nodes[i as usize].key.as_ref().expect("in use"));
+        let hash = self.nodes[i as usize].hash;
         if let Ok(e) = self.index.find_entry(hash, |&j| j == i) {
             e.remove();
         }
         self.free.push(i);
         let n = &mut self.nodes[i as usize];
         (n.key.take().expect("in use"), n.weight)
+    }
+
+    /// Whether slot `i` holds a key (it may be a ghost's: the policy knows).
+    pub(super) fn in_use(&self, i: u32) -> bool {
+        self.nodes.get(i as usize).is_some_and(|n| n.key.is_some())
     }
 
     pub(super) fn node(&self, i: u32) -> &Node<K> {

@@ -173,16 +173,27 @@ impl<K: Hash + Eq + Clone> TinyLfu<K> {
     }
 
     pub(super) fn touch(&mut self, key: &K) -> bool {
-        let (hash, i) = self.slots.find_hashed(key);
-        let Some(i) = i else { return false };
-        self.sketch.record(hash);
-        self.used(i);
-        self.watch(true);
+        let Some(i) = self.slots.find(key) else { return false };
+        self.touch_slot(i);
         true
     }
 
+    pub(super) fn slot_of(&self, key: &K) -> Option<u32> {
+        self.slots.find(key)
+    }
+
+    pub(super) fn holds_slot(&self, i: u32) -> bool {
+        self.slots.in_use(i)
+    }
+
+    pub(super) fn touch_slot(&mut self, i: u32) {
+        self.sketch.record(self.slots.node(i).hash);
+        self.used(i);
+        self.watch(true);
+    }
+
     fn estimate_of(&self, i: u32) -> u8 {
-        self.sketch.estimate(self.slots.hash(self.slots.node(i).key.as_ref().expect("in use")))
+        self.sketch.estimate(self.slots.node(i).hash)
     }
 
     /// The victims for candidate `c` (at probation's back): probation's least recently used,
