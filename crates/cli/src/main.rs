@@ -53,6 +53,7 @@ mod reproduce_xen;
 mod schema;
 mod sim;
 mod tracegen;
+mod transcode;
 mod tunnel;
 mod units;
 
@@ -80,6 +81,7 @@ enum Command {
     Reproduce(reproduce::ReproduceArgs),
     TraceGen(tracegen::TraceGenArgs),
     Tunnel(tunnel::TunnelArgs),
+    Transcode(transcode::TranscodeArgs),
     Field(gateway::FieldArgs),
     Gateway(gateway::GatewayArgs),
     Deliver(deliver::DeliverArgs),
@@ -100,6 +102,7 @@ fn main() -> ExitCode {
         Command::Reproduce(args) => reproduce::run(&args),
         Command::TraceGen(args) => tracegen::run(&args),
         Command::Tunnel(args) => tunnel::run(&args),
+        Command::Transcode(args) => transcode::run(&args),
         Command::Field(args) => gateway::run_field(&args),
         Command::Gateway(args) => gateway::run_gateway(&args),
         Command::Deliver(args) => deliver::run(&args),

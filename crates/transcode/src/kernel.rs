@@ -9,10 +9,11 @@
 
 use openh264::OpenH264API;
 use openh264::decoder::{Decoder, DecoderConfig};
-use openh264::encoder::{BitRate, Encoder, EncoderConfig, FrameRate, RateControlMode};
 use openh264::formats::{YUVBuffer, YUVSource};
-use openh264::{Timestamp, nal_units};
+use openh264::nal_units;
 use thiserror::Error;
+
+use crate::encoder::Encoder;
 
 /// What to make of each GOP.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -93,24 +94,21 @@ pub fn transcode(gop: &[u8], index: u64, settings: &Settings) -> Result<Transcod
         if ow < 16 || oh < 16 {
             return Err(KernelError::TooSmall { width: w, height: h, by: settings.downscale });
         }
+        let failed = |e: crate::encoder::EncodeError| KernelError::Encode { gop: index, picture, reason: e.to_string() };
+        let (ew, eh) = if by == 1 { (w, h) } else { (ow, oh) };
         let enc = match encoder.as_mut() {
             Some(e) => e,
-            None => encoder.insert(new_encoder(settings).map_err(|e| KernelError::Encode {
-                gop: index,
-                picture,
-                reason: e.to_string(),
-            })?),
+            None => encoder.insert(new_encoder(ew, eh, settings).map_err(failed)?),
         };
-        let stamp = Timestamp::from_millis((f64::from(picture) * 1000.0 / f64::from(settings.fps)) as u64);
-        let encoded = if by == 1 {
-            yuv.encode_with(enc, stamp)
+        let millis = (f64::from(picture) * 1000.0 / f64::from(settings.fps)) as i64;
+        if by == 1 {
+            yuv.encode_with(enc, millis, &mut out.bytes)
         } else {
             let buf = scaled.get_or_insert_with(|| YUVBuffer::new(ow, oh));
             yuv.downscale_into(by, buf);
-            enc.encode_at(&*buf, stamp).map(|b| b.to_vec())
-        };
-        let bytes = encoded.map_err(|e| KernelError::Encode { gop: index, picture, reason: e.to_string() })?;
-        out.bytes.extend_from_slice(&bytes);
+            enc.encode(&*buf, millis, &mut out.bytes)
+        }
+        .map_err(failed)?;
         out.pictures_out += 1;
         Ok(())
     };
@@ -128,20 +126,15 @@ pub fn transcode(gop: &[u8], index: u64, settings: &Settings) -> Result<Transcod
 /// A single-threaded encoder: threads inside the encoder would make its output depend on their
 /// timing, and the pool's workers are the parallelism. Frame skipping is off so that every
 /// picture in is a picture out; an IDR comes only at the start (each GOP has its own encoder).
-fn new_encoder(settings: &Settings) -> Result<Encoder, openh264::Error> {
-    let config = EncoderConfig::new()
-        .bitrate(BitRate::from_bps(settings.bitrate))
-        .max_frame_rate(FrameRate::from_hz(settings.fps))
-        .rate_control_mode(RateControlMode::Bitrate)
-        .skip_frames(false)
-        .num_threads(1);
-    Encoder::with_api_config(OpenH264API::from_source(), config)
+fn new_encoder(w: usize, h: usize, settings: &Settings) -> Result<Encoder, crate::encoder::EncodeError> {
+    let bitrate = i32::try_from(settings.bitrate).unwrap_or(i32::MAX);
+    Encoder::new(w as i32, h as i32, bitrate, settings.fps, 0)
 }
 
 /// A decoded picture, whatever holds it.
 trait YUVLike {
     fn dims(&self) -> (usize, usize);
-    fn encode_with(&self, enc: &mut Encoder, stamp: Timestamp) -> Result<Vec<u8>, openh264::Error>;
+    fn encode_with(&self, enc: &mut Encoder, millis: i64, out: &mut Vec<u8>) -> Result<(), crate::encoder::EncodeError>;
     fn downscale_into(&self, by: usize, out: &mut YUVBuffer);
 }
 
@@ -150,8 +143,8 @@ impl<T: YUVSource> YUVLike for T {
         self.dimensions()
     }
 
-    fn encode_with(&self, enc: &mut Encoder, stamp: Timestamp) -> Result<Vec<u8>, openh264::Error> {
-        enc.encode_at(self, stamp).map(|b| b.to_vec())
+    fn encode_with(&self, enc: &mut Encoder, millis: i64, out: &mut Vec<u8>) -> Result<(), crate::encoder::EncodeError> {
+        enc.encode(self, millis, out)
     }
 
     /// Box filter: each output sample the mean of a `by` × `by` block of the input, per plane.

@@ -19,6 +19,7 @@
 //! arguments and prints.
 
 pub mod annexb;
+mod encoder;
 pub mod kernel;
 pub mod make;
 pub mod pool;

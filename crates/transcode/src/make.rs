@@ -6,10 +6,14 @@
 //! to picture so that inter prediction has work to do, and the seed varies the motion and the
 //! detail, so the streams' GOPs differ in size and cost as real ones do.
 
-use openh264::OpenH264API;
-use openh264::encoder::{BitRate, Encoder, EncoderConfig, FrameRate, IntraFramePeriod, RateControlMode};
 use openh264::formats::YUVBuffer;
-use openh264::{Error, Timestamp};
+
+use crate::encoder::Encoder;
+
+/// Why a sample could not be made.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SampleError(String);
 
 /// What to make.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,18 +33,15 @@ pub struct Sample {
 }
 
 /// Encodes the sample's pictures into an Annex B stream.
-pub fn sample_stream(s: &Sample) -> Result<Vec<u8>, Error> {
+pub fn sample_stream(s: &Sample) -> Result<Vec<u8>, SampleError> {
     if s.width < 16 || s.height < 16 || s.width % 2 == 1 || s.height % 2 == 1 || s.gop == 0 {
-        return Err(Error::msg("a sample needs an even size of at least 16x16 and a GOP of at least one picture"));
+        return Err(SampleError(
+            "a sample needs an even size of at least 16x16 and a GOP of at least one picture".into(),
+        ));
     }
-    let config = EncoderConfig::new()
-        .bitrate(BitRate::from_bps(s.bitrate))
-        .max_frame_rate(FrameRate::from_hz(30.0))
-        .rate_control_mode(RateControlMode::Bitrate)
-        .intra_frame_period(IntraFramePeriod::from_num_frames(s.gop))
-        .skip_frames(false)
-        .num_threads(1);
-    let mut enc = Encoder::with_api_config(OpenH264API::from_source(), config)?;
+    let bitrate = i32::try_from(s.bitrate).unwrap_or(i32::MAX);
+    let mut enc = Encoder::new(s.width as i32, s.height as i32, bitrate, 30.0, s.gop)
+        .map_err(|e| SampleError(format!("encoding a sample: {e}")))?;
     let mut out = Vec::new();
     let mut rng = s.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let detail = 1 + (s.seed % 4) as usize;
@@ -49,8 +50,7 @@ pub fn sample_stream(s: &Sample) -> Result<Vec<u8>, Error> {
     for f in 0..s.frames as usize {
         draw(&mut plane, s.width, s.height, f, detail, speed, &mut rng);
         let yuv = YUVBuffer::from_vec(plane.clone(), s.width, s.height);
-        let stamp = Timestamp::from_millis(f as u64 * 1000 / 30);
-        enc.encode_at(&yuv, stamp)?.write_vec(&mut out);
+        enc.encode(&yuv, f as i64 * 1000 / 30, &mut out).map_err(|e| SampleError(format!("sample picture {f}: {e}")))?;
     }
     Ok(out)
 }
