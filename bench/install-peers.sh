@@ -3,13 +3,13 @@
 # proxy_cache_lock) and the load generator wrk for `bench gateway` and `bench deliver`;
 # redis-server for `bench jobs`; varnish for `bench memory`; ndpiReader (libndpi-bin) for `bench inspect --peer ndpi`;
 # tcpreplay for live capture; curl and openssl for the gateway's TLS and HTTP/2 tests, and
-# h2load (nghttp2-client) for `bench gateway`'s HTTP/2 rows. From PyPI, into target/peers/venv: Celery with its Redis
+# h2load (nghttp2-client) for `bench gateway`'s HTTP/2 rows; ffmpeg (with ffprobe) for `bench transcode`. From PyPI, into target/peers/venv: Celery with its Redis
 # client, the task queue `bench jobs` runs beside the jobs coordinator. Needs root (or sudo)
 # for the Debian packages; a no-op where everything is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
-if ! { have wrk && have nginx && have redis-server && have ndpiReader && have tcpreplay && have varnishd && have valgrind && have curl && have openssl && have h2load; }; then
+if ! { have wrk && have nginx && have redis-server && have ndpiReader && have tcpreplay && have varnishd && have valgrind && have curl && have openssl && have h2load && have ffmpeg; }; then
   SUDO=""
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   $SUDO apt-get update -qq
@@ -18,7 +18,7 @@ if ! { have wrk && have nginx && have redis-server && have ndpiReader && have tc
   # replays captures onto an interface for `inspect --interface`'s tests; varnish (varnishd,
 # Varnish 7.1) for `bench memory`, run as a process of the bench's own (no service started).
   # nginx-light is built with http_ssl and http_v2, the gateway's peer over TLS.
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nginx-light wrk redis-server libndpi-bin tcpreplay varnish valgrind curl openssl nghttp2-client >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nginx-light wrk redis-server libndpi-bin tcpreplay varnish valgrind curl openssl nghttp2-client ffmpeg >/dev/null
 fi
 echo "installed: $(/usr/sbin/nginx -v 2>&1), $(wrk --version 2>&1 | head -1), $(redis-server --version | cut -d' ' -f1-3)"
 echo "installed: $(curl --version | head -1 | cut -d' ' -f1-2), $(openssl version | cut -d' ' -f1-2), $(h2load --version | head -1)"

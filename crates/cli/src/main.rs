@@ -28,6 +28,7 @@ mod bench_ndpi;
 mod bench_shm;
 #[cfg(target_os = "linux")]
 mod bench_steer;
+mod bench_transcode;
 mod blocklog;
 mod deliver;
 #[cfg(target_os = "linux")]

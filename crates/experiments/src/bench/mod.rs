@@ -21,6 +21,8 @@
 //! - [`steer`]: the delivery server's sink with receive-side steering against none and the
 //!   wrong core, on loopback and a veth pair, beside the interrupt-affinity model of this
 //!   machine.
+//! - [`transcode`]: real H.264 GOPs placed by each policy on pinned workers, against one worker
+//!   and Debian's ffmpeg.
 //!
 //! The peers that only benchmarks need live here ([`peers`]: finding and launching nginx and
 //! wrk); none of the drivers depends on them.
@@ -39,6 +41,7 @@ pub mod mux;
 pub mod ndpi;
 pub mod peers;
 pub mod shm;
+pub mod transcode;
 #[cfg(target_os = "linux")]
 pub mod steer;
 
