@@ -47,7 +47,8 @@ pub(crate) struct TranscodeBench {
 }
 
 pub(crate) fn run(a: &TranscodeBench) -> Result<()> {
-    let mut setup = Setup { streams: a.streams, frames: a.frames, gop: a.gop, ffmpeg: !a.no_ffmpeg, ..Setup::default() };
+    let mut setup =
+        Setup { streams: a.streams, frames: a.frames, gop: a.gop, ffmpeg: !a.no_ffmpeg, ..Setup::default() };
     if let Some(w) = a.workers {
         setup.workers = w;
     }

@@ -164,7 +164,11 @@ fn run_streams(a: &RunArgs) -> Result<()> {
             bail!("two inputs are named {name}: their outputs would be the same file in {}", a.out.display());
         }
         if same_file(&out, input) {
-            bail!("--out {} is {}'s own folder: the output would overwrite its input", a.out.display(), input.display());
+            bail!(
+                "--out {} is {}'s own folder: the output would overwrite its input",
+                a.out.display(),
+                input.display()
+            );
         }
         paths.push(out);
         streams.push(Stream { name, gops });

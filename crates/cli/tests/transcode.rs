@@ -70,7 +70,8 @@ fn ffprobe_frames(file: &Path) -> Option<(u64, String)> {
     assert!(o.status.success(), "ffprobe refused {}: {}", file.display(), String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8_lossy(&o.stdout).trim().to_string();
     let frames = text.rsplit(',').next().unwrap().parse().unwrap_or_else(|_| panic!("ffprobe said {text:?}"));
-    let errors = Command::new("ffmpeg").args(["-v", "error", "-i"]).arg(file).args(["-f", "null", "-"]).output().ok()?;
+    let errors =
+        Command::new("ffmpeg").args(["-v", "error", "-i"]).arg(file).args(["-f", "null", "-"]).output().ok()?;
     Some((frames, format!("{text} {}", String::from_utf8_lossy(&errors.stderr).trim())))
 }
 
@@ -97,7 +98,9 @@ fn streams_transcoded_in_parallel_are_those_of_one_thread_and_decode_elsewhere()
                     assert_eq!(frames, 20, "{policy}: ffprobe counted {said}");
                     assert!(said.starts_with("48,32,20"), "{policy}: halved to 48x32 and every frame clean: {said}");
                 }
-                None => eprintln!("skipped: ffprobe/ffmpeg not installed (.ci/install-ffmpeg); the outputs were checked only by OpenH264"),
+                None => eprintln!(
+                    "skipped: ffprobe/ffmpeg not installed (.ci/install-ffmpeg); the outputs were checked only by OpenH264"
+                ),
             }
         }
     }

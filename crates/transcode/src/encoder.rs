@@ -53,7 +53,7 @@ impl Encoder {
             return Err(EncodeError("WelsCreateSVCEncoder", i64::from(rc)));
         }
         let mut enc = Self { api, ptr, info: SFrameBSInfo::default() };
-        let mut quiet: i32 = WELS_LOG_QUIET as i32;
+        let mut quiet: i32 = WELS_LOG_QUIET;
         enc.call("SetOption(trace level)", |v, p| unsafe {
             v.SetOption.map_or(-1, |f| f(p, ENCODER_OPTION_TRACE_LEVEL, (&raw mut quiet).cast::<c_void>()))
         })?;
@@ -70,7 +70,7 @@ impl Encoder {
         params.iMultipleThreadIdc = 1;
         params.uiIntraPeriod = intra_period;
         params.eSpsPpsIdStrategy = CONSTANT_ID;
-        params.iLoopFilterDisableIdc = DEBLOCKING_IDC_0 as i32;
+        params.iLoopFilterDisableIdc = DEBLOCKING_IDC_0;
         params.iSpatialLayerNum = 1;
         params.iTemporalLayerNum = 1;
         let layer = &mut params.sSpatialLayers[0];
@@ -91,7 +91,7 @@ impl Encoder {
         let (w, h) = yuv.dimensions_i32();
         let (sy, su, sv) = yuv.strides_i32();
         let source = SSourcePicture {
-            iColorFormat: videoFormatI420 as i32,
+            iColorFormat: videoFormatI420,
             iStride: [sy, su, sv, 0],
             // OpenH264 reads the planes and does not write them; its struct is not const-correct.
             pData: [yuv.y().as_ptr().cast_mut(), yuv.u().as_ptr().cast_mut(), yuv.v().as_ptr().cast_mut(), null_mut()],
@@ -119,7 +119,11 @@ impl Encoder {
         Ok(())
     }
 
-    fn call(&mut self, what: &'static str, f: impl FnOnce(&ISVCEncoderVtbl, *mut ISVCEncoder) -> i32) -> Result<(), EncodeError> {
+    fn call(
+        &mut self,
+        what: &'static str,
+        f: impl FnOnce(&ISVCEncoderVtbl, *mut ISVCEncoder) -> i32,
+    ) -> Result<(), EncodeError> {
         // SAFETY: `ptr` points at OpenH264's object, whose first field is its vtable pointer.
         let vtbl = unsafe { &**self.ptr };
         match f(vtbl, self.ptr) {

@@ -94,7 +94,8 @@ pub fn transcode(gop: &[u8], index: u64, settings: &Settings) -> Result<Transcod
         if ow < 16 || oh < 16 {
             return Err(KernelError::TooSmall { width: w, height: h, by: settings.downscale });
         }
-        let failed = |e: crate::encoder::EncodeError| KernelError::Encode { gop: index, picture, reason: e.to_string() };
+        let failed =
+            |e: crate::encoder::EncodeError| KernelError::Encode { gop: index, picture, reason: e.to_string() };
         let (ew, eh) = if by == 1 { (w, h) } else { (ow, oh) };
         let enc = match encoder.as_mut() {
             Some(e) => e,
@@ -134,7 +135,8 @@ fn new_encoder(w: usize, h: usize, settings: &Settings) -> Result<Encoder, crate
 /// A decoded picture, whatever holds it.
 trait YUVLike {
     fn dims(&self) -> (usize, usize);
-    fn encode_with(&self, enc: &mut Encoder, millis: i64, out: &mut Vec<u8>) -> Result<(), crate::encoder::EncodeError>;
+    fn encode_with(&self, enc: &mut Encoder, millis: i64, out: &mut Vec<u8>)
+    -> Result<(), crate::encoder::EncodeError>;
     fn downscale_into(&self, by: usize, out: &mut YUVBuffer);
 }
 
@@ -143,7 +145,12 @@ impl<T: YUVSource> YUVLike for T {
         self.dimensions()
     }
 
-    fn encode_with(&self, enc: &mut Encoder, millis: i64, out: &mut Vec<u8>) -> Result<(), crate::encoder::EncodeError> {
+    fn encode_with(
+        &self,
+        enc: &mut Encoder,
+        millis: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), crate::encoder::EncodeError> {
         enc.encode(self, millis, out)
     }
 

@@ -50,7 +50,8 @@ pub fn sample_stream(s: &Sample) -> Result<Vec<u8>, SampleError> {
     for f in 0..s.frames as usize {
         draw(&mut plane, s.width, s.height, f, detail, speed, &mut rng);
         let yuv = YUVBuffer::from_vec(plane.clone(), s.width, s.height);
-        enc.encode(&yuv, f as i64 * 1000 / 30, &mut out).map_err(|e| SampleError(format!("sample picture {f}: {e}")))?;
+        enc.encode(&yuv, f as i64 * 1000 / 30, &mut out)
+            .map_err(|e| SampleError(format!("sample picture {f}: {e}")))?;
     }
     Ok(out)
 }
@@ -60,7 +61,7 @@ fn draw(plane: &mut [u8], w: usize, h: usize, f: usize, detail: usize, speed: us
     for y in 0..h {
         for x in 0..w {
             let base = (x * detail + y + f * speed) as u8;
-            let block = ((x + f * speed * 2) / 16 + y / 16) % 5 == 0;
+            let block = ((x + f * speed * 2) / 16 + y / 16).is_multiple_of(5);
             luma[y * w + x] = if block { base.wrapping_add(96) } else { base } ^ (next(rng) as u8 & 7);
         }
     }

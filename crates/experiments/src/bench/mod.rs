@@ -41,9 +41,9 @@ pub mod mux;
 pub mod ndpi;
 pub mod peers;
 pub mod shm;
-pub mod transcode;
 #[cfg(target_os = "linux")]
 pub mod steer;
+pub mod transcode;
 
 use std::time::Duration;
 

@@ -124,7 +124,8 @@ const OPENH264: &str = "OpenH264 (ours, from source)";
 pub fn streams(s: &Setup) -> Result<Vec<(Stream, Vec<u8>)>, TranscodeBenchError> {
     (0..s.streams)
         .map(|seed| {
-            let sample = Sample { width: s.size.0, height: s.size.1, frames: s.frames, gop: s.gop, seed, bitrate: 1_000_000 };
+            let sample =
+                Sample { width: s.size.0, height: s.size.1, frames: s.frames, gop: s.gop, seed, bitrate: 1_000_000 };
             let bytes = sample_stream(&sample).map_err(|e| TranscodeBenchError::Sample(seed, e.to_string()))?;
             let (gops, _) = annexb::gops(&bytes).map_err(|e| TranscodeBenchError::Sample(seed, e.to_string()))?;
             Ok((Stream { name: format!("sample-{seed}.h264"), gops }, bytes))
@@ -194,7 +195,8 @@ fn ffmpeg_present() -> bool {
 /// The output options that match ours as far as x264 allows: the bit rate, an IDR every GOP, no
 /// B-frames (OpenH264's baseline has none), the same size.
 fn x264_args(s: &Setup) -> Vec<String> {
-    let mut v: Vec<String> = ["-c:v", "libx264", "-preset", "veryfast", "-bf", "0"].iter().map(|x| x.to_string()).collect();
+    let mut v: Vec<String> =
+        ["-c:v", "libx264", "-preset", "veryfast", "-bf", "0"].iter().map(|x| x.to_string()).collect();
     v.extend(["-b:v".into(), s.bitrate.to_string(), "-g".into(), s.gop.to_string()]);
     if s.downscale > 1 {
         v.extend(["-vf".into(), format!("scale=iw/{0}:ih/{0}", s.downscale)]);
@@ -275,7 +277,8 @@ const COLUMNS: &[ColumnSpec] = &[
 pub const CASES: TableSpec = TableSpec::new("cases", "Transcoding the same streams, each way", COLUMNS);
 
 /// The report's shape.
-pub const SPEC: ReportSpec = ReportSpec { name: "bench-transcode", title: "GOPs of real H.264 on pinned workers", tables: &[&CASES] };
+pub const SPEC: ReportSpec =
+    ReportSpec { name: "bench-transcode", title: "GOPs of real H.264 on pinned workers", tables: &[&CASES] };
 
 /// Issue 41's goal on two cores: the best policy at least this many times one worker.
 pub const GOAL_SPEEDUP: f64 = 1.7;
@@ -309,7 +312,8 @@ pub fn report(s: &Setup, rows: &[Row]) -> Report {
             row.seconds.into(),
         ]);
     }
-    let best = rows.iter().filter(|r| r.summary.is_some() && r.workers > 1).max_by(|a, b| a.rate().total_cmp(&b.rate()));
+    let best =
+        rows.iter().filter(|r| r.summary.is_some() && r.workers > 1).max_by(|a, b| a.rate().total_cmp(&b.rate()));
     if let (Some(best), Some(one)) = (best, one) {
         let x = best.rate() / one;
         t.note(format!(
