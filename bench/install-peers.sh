@@ -4,13 +4,13 @@
 # redis-server for `bench jobs`; varnish for `bench memory`; ndpiReader (libndpi-bin) for `bench inspect --peer ndpi`;
 # tcpreplay for live capture; curl and openssl for the gateway's TLS and HTTP/2 tests, and
 # h2load (nghttp2-client) for `bench gateway`'s HTTP/2 rows; GoAccess and jq read the gateway's access
-# log in its tests (combined format and JSON lines). From PyPI, into target/peers/venv: Celery with its Redis
+# log in its tests (combined format and JSON lines); ffmpeg (with ffprobe) for `bench transcode`. From PyPI, into target/peers/venv: Celery with its Redis
 # client, the task queue `bench jobs` runs beside the jobs coordinator. Needs root (or sudo)
 # for the Debian packages; a no-op where everything is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
-if ! { have wrk && have nginx && have redis-server && have ndpiReader && have tcpreplay && have varnishd && have valgrind && have curl && have openssl && have h2load && have goaccess && have jq; }; then
+if ! { have wrk && have nginx && have redis-server && have ndpiReader && have tcpreplay && have varnishd && have valgrind && have curl && have openssl && have h2load && have goaccess && have jq && have ffmpeg; }; then
   SUDO=""
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   $SUDO apt-get update -qq
@@ -19,7 +19,7 @@ if ! { have wrk && have nginx && have redis-server && have ndpiReader && have tc
   # replays captures onto an interface for `inspect --interface`'s tests; varnish (varnishd,
 # Varnish 7.1) for `bench memory`, run as a process of the bench's own (no service started).
   # nginx-light is built with http_ssl and http_v2, the gateway's peer over TLS.
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nginx-light wrk redis-server libndpi-bin tcpreplay varnish valgrind curl openssl nghttp2-client goaccess jq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nginx-light wrk redis-server libndpi-bin tcpreplay varnish valgrind curl openssl nghttp2-client goaccess jq ffmpeg >/dev/null
 fi
 echo "installed: $(/usr/sbin/nginx -v 2>&1), $(wrk --version 2>&1 | head -1), $(redis-server --version | cut -d' ' -f1-3)"
 echo "installed: $(curl --version | head -1 | cut -d' ' -f1-2), $(openssl version | cut -d' ' -f1-2), $(h2load --version | head -1), $(goaccess --version | head -1), $(jq --version)"

@@ -25,6 +25,7 @@ enum BenchWhat {
     Shm(crate::bench_shm::ShmBench),
     Eviction(crate::bench_eviction::EvictionBench),
     Memory(crate::bench_memory::MemoryBench),
+    Transcode(crate::bench_transcode::TranscodeBench),
     #[cfg(target_os = "linux")]
     Steer(crate::bench_steer::SteerBench),
 }
@@ -124,6 +125,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         BenchWhat::Shm(a) => crate::bench_shm::run(a),
         BenchWhat::Eviction(a) => crate::bench_eviction::run(a),
         BenchWhat::Memory(a) => crate::bench_memory::run(a),
+        BenchWhat::Transcode(a) => crate::bench_transcode::run(a),
         #[cfg(target_os = "linux")]
         BenchWhat::Steer(a) => crate::bench_steer::run(a),
     }

@@ -28,6 +28,7 @@ mod bench_ndpi;
 mod bench_shm;
 #[cfg(target_os = "linux")]
 mod bench_steer;
+mod bench_transcode;
 mod blocklog;
 mod deliver;
 #[cfg(target_os = "linux")]
@@ -53,6 +54,7 @@ mod reproduce_xen;
 mod schema;
 mod sim;
 mod tracegen;
+mod transcode;
 mod tunnel;
 mod units;
 
@@ -80,6 +82,7 @@ enum Command {
     Reproduce(reproduce::ReproduceArgs),
     TraceGen(tracegen::TraceGenArgs),
     Tunnel(tunnel::TunnelArgs),
+    Transcode(transcode::TranscodeArgs),
     Field(gateway::FieldArgs),
     Gateway(gateway::GatewayArgs),
     Deliver(deliver::DeliverArgs),
@@ -103,6 +106,7 @@ fn main() -> ExitCode {
         Command::Reproduce(args) => reproduce::run(&args),
         Command::TraceGen(args) => tracegen::run(&args),
         Command::Tunnel(args) => tunnel::run(&args),
+        Command::Transcode(args) => transcode::run(&args),
         Command::Field(args) => gateway::run_field(&args),
         Command::Gateway(args) => gateway::run_gateway(&args, matches.subcommand_matches("gateway")),
         Command::Deliver(args) => deliver::run(&args),

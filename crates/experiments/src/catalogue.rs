@@ -38,6 +38,7 @@ pub const BENCHMARKS: &[&ReportSpec] = &[
     &crate::bench::blocklog::SPEC,
     &crate::bench::eviction::SPEC,
     &crate::bench::memory::SPEC,
+    &crate::bench::transcode::SPEC,
 ];
 
 /// The spec of reproduction `name`, if there is one.

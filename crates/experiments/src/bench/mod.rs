@@ -21,6 +21,8 @@
 //! - [`steer`]: the delivery server's sink with receive-side steering against none and the
 //!   wrong core, on loopback and a veth pair, beside the interrupt-affinity model of this
 //!   machine.
+//! - [`transcode`]: real H.264 GOPs placed by each policy on pinned workers, against one worker
+//!   and Debian's ffmpeg.
 //!
 //! The peers that only benchmarks need live here ([`peers`]: finding and launching nginx and
 //! wrk); none of the drivers depends on them.
@@ -41,6 +43,7 @@ pub mod peers;
 pub mod shm;
 #[cfg(target_os = "linux")]
 pub mod steer;
+pub mod transcode;
 
 use std::time::Duration;
 

@@ -1,0 +1,129 @@
+//! `switchyard transcode` as a user runs it: sample streams made, transcoded in parallel by
+//! several policies, the outputs checked by an independent decoder (Debian's ffprobe and ffmpeg,
+//! installed by `.ci/install-ffmpeg`; skipped with a message where they are not there), and the
+//! errors bad input gets.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// A fresh folder of this test's own, removed when it ends.
+struct Scratch(std::path::PathBuf);
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("switchyard-transcode-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn switchyard(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_switchyard")).args(args).output().expect("the binary runs")
+}
+
+fn ok(o: &Output, what: &str) -> String {
+    assert!(o.status.success(), "{what} failed: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn make(dir: &Path, streams: u32, frames: u32, gop: u32) {
+    let out = switchyard(&[
+        "transcode",
+        "make",
+        "--out",
+        dir.to_str().unwrap(),
+        "--streams",
+        &streams.to_string(),
+        "--frames",
+        &frames.to_string(),
+        "--gop",
+        &gop.to_string(),
+        "--size",
+        "96x64",
+    ]);
+    ok(&out, "transcode make");
+}
+
+fn inputs(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+/// Frames ffprobe decodes in `file`, or None when ffprobe is not installed.
+fn ffprobe_frames(file: &Path) -> Option<(u64, String)> {
+    let o = Command::new("ffprobe")
+        .args(["-v", "error", "-count_frames", "-select_streams", "v:0"])
+        .args(["-show_entries", "stream=nb_read_frames,width,height", "-of", "csv=p=0"])
+        .arg(file)
+        .output()
+        .ok()?;
+    assert!(o.status.success(), "ffprobe refused {}: {}", file.display(), String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let frames = text.rsplit(',').next().unwrap().parse().unwrap_or_else(|_| panic!("ffprobe said {text:?}"));
+    let errors =
+        Command::new("ffmpeg").args(["-v", "error", "-i"]).arg(file).args(["-f", "null", "-"]).output().ok()?;
+    Some((frames, format!("{text} {}", String::from_utf8_lossy(&errors.stderr).trim())))
+}
+
+#[test]
+fn streams_transcoded_in_parallel_are_those_of_one_thread_and_decode_elsewhere() {
+    let dir = Scratch::new("parallel");
+    let samples = dir.path().join("in");
+    make(&samples, 3, 20, 5);
+    let files = inputs(&samples);
+    assert_eq!(files.len(), 3);
+    for policy in ["round-robin", "ca-ahrw", "h-cahrw"] {
+        let out = dir.path().join(policy);
+        let mut args = vec!["transcode", "run", "--out", out.to_str().unwrap(), "--policy", policy];
+        args.extend(["--workers", "2", "--bitrate", "200k", "--downscale", "2", "--verify"]);
+        args.extend(files.iter().map(String::as_str));
+        let text = ok(&switchyard(&args), policy);
+        assert!(text.contains("60 pictures in 12 GOPs"), "{policy}: {text}");
+        assert!(text.contains("verified: every output is byte for byte"), "{policy}: {text}");
+        assert!(text.contains("reorder wait: p50"), "{policy}: {text}");
+        for f in &files {
+            let name = Path::new(f).file_name().unwrap();
+            match ffprobe_frames(&out.join(name)) {
+                Some((frames, said)) => {
+                    assert_eq!(frames, 20, "{policy}: ffprobe counted {said}");
+                    assert!(said.starts_with("48,32,20"), "{policy}: halved to 48x32 and every frame clean: {said}");
+                }
+                None => eprintln!(
+                    "skipped: ffprobe/ffmpeg not installed (.ci/install-ffmpeg); the outputs were checked only by OpenH264"
+                ),
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_inputs_are_refused_with_what_to_do() {
+    let dir = Scratch::new("bad");
+    let not_h264 = dir.path().join("clip.mp4");
+    std::fs::write(&not_h264, b"\0\0\0\x18ftypisom\0\0\0\0").unwrap();
+    let out = dir.path().join("out");
+    let o = switchyard(&["transcode", "run", "--out", out.to_str().unwrap(), not_h264.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("clip.mp4") && err.contains("h264_mp4toannexb"), "{err}");
+
+    let samples = dir.path().join("in");
+    make(&samples, 1, 4, 2);
+    let one = &inputs(&samples)[0];
+    let o = switchyard(&["transcode", "run", "--out", samples.to_str().unwrap(), one]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("overwrite its input"), "{o:?}");
+    let o = switchyard(&["transcode", "run", "--out", out.to_str().unwrap(), "--policy", "nope", one]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("valid names"), "{o:?}");
+    let o = switchyard(&["transcode", "run", "--out", out.to_str().unwrap(), "--bitrate", "fast", one]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("500k"), "{o:?}");
+}

@@ -1,0 +1,243 @@
+//! The transcoding kernel: one closed GOP decoded and encoded again, alone.
+//!
+//! Each GOP gets a fresh decoder and a fresh single-threaded encoder, so rate control restarts
+//! at every GOP and the output of a GOP depends on nothing but its input and the settings: the
+//! same bytes whichever worker ran it and in whatever order (the check the tests and
+//! `transcode --verify` make). This is Guo's unit of work (§6.2): the GOP is independent, so the
+//! place stage may send a stream's GOPs anywhere, and what it gains by keeping them together is
+//! the warm caches, not correctness.
+
+use openh264::OpenH264API;
+use openh264::decoder::{Decoder, DecoderConfig};
+use openh264::formats::{YUVBuffer, YUVSource};
+use openh264::nal_units;
+use thiserror::Error;
+
+use crate::encoder::Encoder;
+
+/// What to make of each GOP.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Settings {
+    /// Target bit rate of the output, bits a second.
+    pub bitrate: u32,
+    /// Frame rate, for rate control's time base.
+    pub fps: f32,
+    /// Divide width and height by this (1 keeps the size; 2 halves it).
+    pub downscale: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self { bitrate: 500_000, fps: 30.0, downscale: 1 }
+    }
+}
+
+/// Why a GOP could not be transcoded.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum KernelError {
+    /// The decoder refused the GOP's bytes.
+    #[error("the decoder refused GOP {gop}: {reason}")]
+    Decode {
+        /// The GOP's index in its stream.
+        gop: u64,
+        /// OpenH264's reason.
+        reason: String,
+    },
+    /// The encoder refused a picture.
+    #[error("the encoder refused picture {picture} of GOP {gop}: {reason}")]
+    Encode {
+        /// The GOP's index in its stream.
+        gop: u64,
+        /// The picture's index in the GOP.
+        picture: u32,
+        /// OpenH264's reason.
+        reason: String,
+    },
+    /// Downscaling would leave no picture (or an odd one the encoder cannot take).
+    #[error("a {width}x{height} picture divided by {by} is too small to encode (under 16x16)")]
+    TooSmall {
+        /// Width in.
+        width: usize,
+        /// Height in.
+        height: usize,
+        /// The divisor.
+        by: u32,
+    },
+}
+
+/// A GOP transcoded: the output's bytes and how many pictures went in and out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transcoded {
+    /// The output GOP, an Annex B stream of its own (parameter sets, then an IDR).
+    pub bytes: Vec<u8>,
+    /// Pictures the decoder gave.
+    pub pictures_in: u32,
+    /// Pictures the encoder took.
+    pub pictures_out: u32,
+}
+
+/// Decodes `gop` (an Annex B stream starting with its parameter sets and an IDR) and encodes
+/// every picture again with `settings`. `index` names the GOP in errors.
+pub fn transcode(gop: &[u8], index: u64, settings: &Settings) -> Result<Transcoded, KernelError> {
+    let decode_err = |e: openh264::Error| KernelError::Decode { gop: index, reason: e.to_string() };
+    let mut decoder = Decoder::with_api_config(OpenH264API::from_source(), DecoderConfig::new()).map_err(decode_err)?;
+    let mut encoder: Option<Encoder> = None;
+    let mut out = Transcoded { bytes: Vec::with_capacity(gop.len()), pictures_in: 0, pictures_out: 0 };
+    let mut scaled = None;
+    let mut encode = |yuv: &dyn YUVLike, out: &mut Transcoded| -> Result<(), KernelError> {
+        let picture = out.pictures_in;
+        out.pictures_in += 1;
+        let (w, h) = yuv.dims();
+        let by = settings.downscale.max(1) as usize;
+        let (ow, oh) = ((w / by) & !1, (h / by) & !1);
+        if ow < 16 || oh < 16 {
+            return Err(KernelError::TooSmall { width: w, height: h, by: settings.downscale });
+        }
+        let failed =
+            |e: crate::encoder::EncodeError| KernelError::Encode { gop: index, picture, reason: e.to_string() };
+        let (ew, eh) = if by == 1 { (w, h) } else { (ow, oh) };
+        let enc = match encoder.as_mut() {
+            Some(e) => e,
+            None => encoder.insert(new_encoder(ew, eh, settings).map_err(failed)?),
+        };
+        let millis = (f64::from(picture) * 1000.0 / f64::from(settings.fps)) as i64;
+        if by == 1 {
+            yuv.encode_with(enc, millis, &mut out.bytes)
+        } else {
+            let buf = scaled.get_or_insert_with(|| YUVBuffer::new(ow, oh));
+            yuv.downscale_into(by, buf);
+            enc.encode(&*buf, millis, &mut out.bytes)
+        }
+        .map_err(failed)?;
+        out.pictures_out += 1;
+        Ok(())
+    };
+    for packet in nal_units(gop) {
+        if let Some(yuv) = decoder.decode(packet).map_err(decode_err)? {
+            encode(&yuv, &mut out)?;
+        }
+    }
+    for yuv in decoder.flush_remaining().map_err(decode_err)? {
+        encode(&yuv, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// A single-threaded encoder: threads inside the encoder would make its output depend on their
+/// timing, and the pool's workers are the parallelism. Frame skipping is off so that every
+/// picture in is a picture out; an IDR comes only at the start (each GOP has its own encoder).
+fn new_encoder(w: usize, h: usize, settings: &Settings) -> Result<Encoder, crate::encoder::EncodeError> {
+    let bitrate = i32::try_from(settings.bitrate).unwrap_or(i32::MAX);
+    Encoder::new(w as i32, h as i32, bitrate, settings.fps, 0)
+}
+
+/// A decoded picture, whatever holds it.
+trait YUVLike {
+    fn dims(&self) -> (usize, usize);
+    fn encode_with(&self, enc: &mut Encoder, millis: i64, out: &mut Vec<u8>)
+    -> Result<(), crate::encoder::EncodeError>;
+    fn downscale_into(&self, by: usize, out: &mut YUVBuffer);
+}
+
+impl<T: YUVSource> YUVLike for T {
+    fn dims(&self) -> (usize, usize) {
+        self.dimensions()
+    }
+
+    fn encode_with(
+        &self,
+        enc: &mut Encoder,
+        millis: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), crate::encoder::EncodeError> {
+        enc.encode(self, millis, out)
+    }
+
+    /// Box filter: each output sample the mean of a `by` × `by` block of the input, per plane.
+    fn downscale_into(&self, by: usize, out: &mut YUVBuffer) {
+        let (ow, oh) = out.dimensions();
+        let (sy, su, sv) = self.strides();
+        let mut planes = Vec::with_capacity(ow * oh * 3 / 2);
+        box_plane(self.y(), sy, ow, oh, by, &mut planes);
+        box_plane(self.u(), su, ow / 2, oh / 2, by, &mut planes);
+        box_plane(self.v(), sv, ow / 2, oh / 2, by, &mut planes);
+        *out = YUVBuffer::from_vec(planes, ow, oh);
+    }
+}
+
+fn box_plane(src: &[u8], stride: usize, ow: usize, oh: usize, by: usize, out: &mut Vec<u8>) {
+    let area = (by * by) as u32;
+    for y in 0..oh {
+        for x in 0..ow {
+            let mut sum = 0u32;
+            for dy in 0..by {
+                let row = (y * by + dy) * stride + x * by;
+                sum += src[row..row + by].iter().map(|&b| u32::from(b)).sum::<u32>();
+            }
+            out.push(((sum + area / 2) / area) as u8);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::annexb;
+    use crate::make::{Sample, sample_stream};
+
+    fn stream() -> Vec<u8> {
+        sample_stream(&Sample { width: 96, height: 64, frames: 12, gop: 4, seed: 7, bitrate: 400_000 }).unwrap()
+    }
+
+    #[test]
+    fn a_gop_comes_out_with_every_picture_and_decodes_alone() {
+        let (gops, _) = annexb::gops(&stream()).unwrap();
+        assert_eq!(gops.len(), 3);
+        for g in &gops {
+            let t = transcode(&g.bytes, g.index, &Settings { bitrate: 200_000, ..Settings::default() }).unwrap();
+            assert_eq!((t.pictures_in, t.pictures_out), (4, 4), "GOP {}", g.index);
+            let (out, skipped) = annexb::gops(&t.bytes).unwrap();
+            assert_eq!((out.len(), skipped, out[0].pictures), (1, 0, 4), "the output GOP is one closed GOP");
+            let again = transcode(&t.bytes, 0, &Settings::default()).unwrap();
+            assert_eq!(again.pictures_in, 4, "our output decodes again");
+        }
+    }
+
+    #[test]
+    fn the_same_gop_gives_the_same_bytes_every_time() {
+        let (gops, _) = annexb::gops(&stream()).unwrap();
+        let s = Settings::default();
+        let a = transcode(&gops[1].bytes, 1, &s).unwrap();
+        let _other = transcode(&gops[2].bytes, 2, &s).unwrap();
+        let b = transcode(&gops[1].bytes, 1, &s).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn downscaling_halves_the_picture() {
+        let (gops, _) = annexb::gops(&stream()).unwrap();
+        let t = transcode(&gops[0].bytes, 0, &Settings { downscale: 2, ..Settings::default() }).unwrap();
+        assert_eq!(t.pictures_out, 4);
+        let mut d = Decoder::new().unwrap();
+        let mut dims = None;
+        for p in nal_units(&t.bytes) {
+            if let Some(y) = d.decode(p).unwrap() {
+                dims = Some(y.dimensions());
+            }
+        }
+        assert_eq!(dims, Some((48, 32)));
+        let e = transcode(&gops[0].bytes, 0, &Settings { downscale: 8, ..Settings::default() }).unwrap_err();
+        assert!(e.to_string().contains("too small"), "{e}");
+    }
+
+    #[test]
+    fn bytes_that_are_not_h264_are_an_error_not_a_panic() {
+        let junk = [0u8, 0, 0, 1, 0x65, 0xff, 0xff, 0x12, 0, 0, 1, 0x41, 0x9a];
+        // The decoder may conceal or refuse; either way no panic, and nothing claimed decoded
+        // that it did not give.
+        if let Ok(t) = transcode(&junk, 0, &Settings::default()) {
+            assert_eq!(t.pictures_in, t.pictures_out);
+        }
+    }
+}
