@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
+
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::routing;
@@ -14,9 +16,14 @@ use switchyard_gateway::origin::{self, OriginConfig};
 use switchyard_gateway::purge::PurgeRules;
 
 /// An origin whose answers are numbered (a read shows as a new number), fresh for a minute,
-/// tagged `group-NAME's first letter` and `all` in `Surrogate-Key`; `/slow/NAME` takes 600 ms.
-async fn origin() -> (SocketAddr, Arc<AtomicU64>) {
+/// tagged `group-NAME's first letter` and `all` in `Surrogate-Key`; `/slow/NAME` answers only
+/// once the test lets it through the gate (a permit a read), so that what a test does while a
+/// read is under way is done before the read ends however slow the machine (a fixed delay
+/// here once let the read end first at load 18: "nothing stored yet: {"purged":1}").
+async fn origin() -> (SocketAddr, Arc<AtomicU64>, Arc<Semaphore>) {
     let reads = Arc::new(AtomicU64::new(0));
+    let gate = Arc::new(Semaphore::new(0));
+    let slow_gate = Arc::clone(&gate);
     let answer = |reads: Arc<AtomicU64>, name: String| {
         let n = reads.fetch_add(1, Ordering::SeqCst) + 1;
         let first = name.chars().next().unwrap_or('_');
@@ -40,16 +47,19 @@ async fn origin() -> (SocketAddr, Arc<AtomicU64>) {
         )
         .route(
             "/slow/{name}",
-            routing::get(move |State(r): State<Arc<AtomicU64>>, Path(name): Path<String>| async move {
-                tokio::time::sleep(Duration::from_millis(600)).await;
-                answer(r, name)
+            routing::get(move |State(r): State<Arc<AtomicU64>>, Path(name): Path<String>| {
+                let gate = Arc::clone(&slow_gate);
+                async move {
+                    gate.acquire().await.expect("the gate stays open").forget();
+                    answer(r, name)
+                }
             }),
         )
         .with_state(Arc::clone(&reads));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (addr, reads)
+    (addr, reads, gate)
 }
 
 /// The gateway, started as the binary starts it: with its peers' addresses.
@@ -104,7 +114,7 @@ fn purged(body: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purges_by_url_prefix_and_tag_forget_what_they_name_and_nothing_else() {
-    let (o, reads) = origin().await;
+    let (o, reads, _) = origin().await;
     let g = gateway(o, PurgeRules::default()).await;
     for p in ["/t/a1", "/t/a2", "/t/b1", "/u/x", "/t/a1?v=2"] {
         assert_eq!(get(g, p).await.0, "miss");
@@ -147,7 +157,7 @@ async fn purges_by_url_prefix_and_tag_forget_what_they_name_and_nothing_else() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_without_leave_is_refused_saying_why_and_a_token_gives_leave() {
-    let (o, _) = origin().await;
+    let (o, _, _) = origin().await;
     let rules = PurgeRules { token: Some("s3cret".into()), from: vec!["10.0.0.0/8".parse().unwrap()] };
     let g = gateway(o, rules).await;
     assert_eq!(get(g, "/t/a1").await.0, "miss");
@@ -167,7 +177,7 @@ async fn a_purge_without_leave_is_refused_saying_why_and_a_token_gives_leave() {
 /// carry) answers the clients waiting on it, and does not put back what the purge removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_under_way_when_its_url_or_tag_is_purged_is_answered_but_not_kept() {
-    let (o, reads) = origin().await;
+    let (o, reads, gate) = origin().await;
     let g = gateway(o, PurgeRules::default()).await;
     for (name, fields) in [("/slow/a", vec![]), ("/slow/b", vec!["Surrogate-Key: group-b"])] {
         let before = reads.load(Ordering::SeqCst);
@@ -180,11 +190,14 @@ async fn a_read_under_way_when_its_url_or_tag_is_purged_is_answered_but_not_kept
         let path = if fields.is_empty() { name } else { "/" };
         let (code, body) = purge(g, path, &fields).await;
         assert_eq!((code, purged(&body)), (200, 0), "nothing stored yet: {body}");
+        // The one read both requests wait on may end now.
+        gate.add_permits(1);
         let (how, first, _) = asked.await.unwrap();
         assert_eq!(how, "miss");
         let (how, second, _) = joined.await.unwrap();
         assert_eq!((how.as_str(), second.as_str()), ("coalesced", first.as_str()), "{name}: one read, both answered");
         assert_eq!(reads.load(Ordering::SeqCst), before + 1);
+        gate.add_permits(1);
         assert_eq!(get(g, name).await.0, "miss", "{name}: the read that the purge overtook was not kept");
         assert_eq!(get(g, name).await.0, "hit", "{name}: the read after the purge was");
     }
