@@ -9,8 +9,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use switchyard_core::cache::{AgeFrom, Lookup};
 use switchyard_core::place::sla::write::WriteRule;
 use switchyard_core::place::sla::{RouteKind, Sla};
-use switchyard_gateway::config::{self, ConfigErrors, Mode, Resolved, Running, Settings};
 use switchyard_gateway::access_log::AccessLog;
+use switchyard_gateway::config::{self, ConfigErrors, Mode, Resolved, Running, Settings};
 use switchyard_gateway::field::FieldConfig;
 use switchyard_gateway::listener::ServeOptions;
 use switchyard_gateway::origins::{OriginSpec, parse_sla};
@@ -495,8 +495,12 @@ async fn serve_site(
         Some((target, format)) => Some(AccessLog::open(target.clone(), *format)?),
         None => None,
     };
-    let options =
-        ServeOptions { tls: resolved.tls.clone(), h2c: resolved.h2c, drain_timeout: resolved.drain_timeout, access_log };
+    let options = ServeOptions {
+        tls: resolved.tls.clone(),
+        h2c: resolved.h2c,
+        drain_timeout: resolved.drain_timeout,
+        access_log,
+    };
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
     let addr = listener.local_addr()?;
     let spoken = match (&options.tls, options.h2c) {

@@ -451,34 +451,22 @@ fn protocol(v: Version) -> &'static str {
 
 /// `27/Nov/2026:20:05:48 +0000`: nginx's `$time_local`, in UTC (the gateway keeps no time zone).
 fn time_local(at: SystemTime, out: &mut String) {
-    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    let (y, m, d, hh, mm, ss, _) = civil(at);
-    let _ = write!(out, "{d:02}/{}/{y}:{hh:02}:{mm:02}:{ss:02} +0000", MONTHS[m as usize - 1]);
+    let at = time::OffsetDateTime::from(at.max(UNIX_EPOCH));
+    let _ = write!(
+        out,
+        "{}",
+        at.format(time::macros::format_description!("[day]/[month repr:short]/[year]:[hour]:[minute]:[second] +0000"))
+            .unwrap_or_default()
+    );
 }
 
 /// `2026-11-27T20:05:48.123456Z` (RFC 3339, UTC, microseconds).
 fn rfc3339(at: SystemTime) -> String {
-    let (y, m, d, hh, mm, ss, us) = civil(at);
-    format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{us:06}Z")
-}
-
-/// The UTC calendar date and time of `at`: year, month, day, hour, minute, second, microsecond.
-/// Days to a date by Howard Hinnant's `civil_from_days` ("chrono-Compatible Low-Level Date
-/// Algorithms", 2013), valid for every date after 1970.
-fn civil(at: SystemTime) -> (i64, u32, u32, u64, u64, u64, u32) {
-    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (days, day_secs) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d, day_secs / 3600, day_secs % 3600 / 60, day_secs % 60, since.subsec_micros())
+    time::OffsetDateTime::from(at.max(UNIX_EPOCH))
+        .format(time::macros::format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z"
+        ))
+        .unwrap_or_default()
 }
 
 /// A JSON line: the same fields, named as in the combined line's extras, times in RFC 3339,

@@ -280,27 +280,12 @@ fn tls_version(version: u16) -> String {
 
 /// `2026-11-27T11:37:20.123456+0000`: EVE's timestamp, to the microsecond, in UTC.
 pub fn timestamp(ns: u64) -> String {
-    let secs = ns / 1_000_000_000;
-    let micros = (ns % 1_000_000_000) / 1_000;
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}+0000", rest / 3600, rest / 60 % 60, rest % 60)
-}
-
-/// The proleptic Gregorian date `days` after 1970-01-01: Howard Hinnant's `civil_from_days`
-/// ("chrono-Compatible Low-Level Date Algorithms", 2013), which counts in 400-year eras of
-/// 146,097 days from 0000-03-01 so that the leap day ends each year.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    let at =
+        time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ns)).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    at.format(time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]+0000"
+    ))
+    .unwrap_or_default()
 }
 
 #[cfg(test)]
