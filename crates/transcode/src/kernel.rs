@@ -67,7 +67,7 @@ pub enum KernelError {
 }
 
 /// A GOP transcoded: the output's bytes and how many pictures went in and out.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Transcoded {
     /// The output GOP, an Annex B stream of its own (parameter sets, then an IDR).
     pub bytes: Vec<u8>,
@@ -82,46 +82,56 @@ pub struct Transcoded {
 pub fn transcode(gop: &[u8], index: u64, settings: &Settings) -> Result<Transcoded, KernelError> {
     let decode_err = |e: openh264::Error| KernelError::Decode { gop: index, reason: e.to_string() };
     let mut decoder = Decoder::with_api_config(OpenH264API::from_source(), DecoderConfig::new()).map_err(decode_err)?;
-    let mut encoder: Option<Encoder> = None;
-    let mut out = Transcoded { bytes: Vec::with_capacity(gop.len()), pictures_in: 0, pictures_out: 0 };
-    let mut scaled = None;
-    let mut encode = |yuv: &dyn YUVLike, out: &mut Transcoded| -> Result<(), KernelError> {
-        let picture = out.pictures_in;
-        out.pictures_in += 1;
-        let (w, h) = yuv.dims();
-        let by = settings.downscale.max(1) as usize;
-        let (ow, oh) = ((w / by) & !1, (h / by) & !1);
-        if ow < 16 || oh < 16 {
-            return Err(KernelError::TooSmall { width: w, height: h, by: settings.downscale });
-        }
-        let failed =
-            |e: crate::encoder::EncodeError| KernelError::Encode { gop: index, picture, reason: e.to_string() };
-        let (ew, eh) = if by == 1 { (w, h) } else { (ow, oh) };
-        let enc = match encoder.as_mut() {
-            Some(e) => e,
-            None => encoder.insert(new_encoder(ew, eh, settings).map_err(failed)?),
-        };
-        let millis = (f64::from(picture) * 1000.0 / f64::from(settings.fps)) as i64;
-        if by == 1 {
-            yuv.encode_with(enc, millis, &mut out.bytes)
-        } else {
-            let buf = scaled.get_or_insert_with(|| YUVBuffer::new(ow, oh));
-            yuv.downscale_into(by, buf);
-            enc.encode(&*buf, millis, &mut out.bytes)
-        }
-        .map_err(failed)?;
-        out.pictures_out += 1;
-        Ok(())
-    };
+    let mut again = Reencoder { index, settings, encoder: None, out: Transcoded::default() };
+    again.out.bytes.reserve(gop.len());
     for packet in nal_units(gop) {
         if let Some(yuv) = decoder.decode(packet).map_err(decode_err)? {
-            encode(&yuv, &mut out)?;
+            again.take(&yuv)?;
         }
     }
     for yuv in decoder.flush_remaining().map_err(decode_err)? {
-        encode(&yuv, &mut out)?;
+        again.take(&yuv)?;
     }
-    Ok(out)
+    Ok(again.out)
+}
+
+/// The encoding half of a GOP's transcode: its encoder is made at the first picture, when the
+/// size is known.
+struct Reencoder<'a> {
+    index: u64,
+    settings: &'a Settings,
+    encoder: Option<Encoder>,
+    out: Transcoded,
+}
+
+impl Reencoder<'_> {
+    /// Encodes one decoded picture, downscaled first if the settings say so.
+    fn take(&mut self, yuv: &impl YUVSource) -> Result<(), KernelError> {
+        let picture = self.out.pictures_in;
+        self.out.pictures_in += 1;
+        let (w, h) = yuv.dimensions();
+        let by = self.settings.downscale.max(1) as usize;
+        let (ow, oh) = if by == 1 { (w, h) } else { ((w / by) & !1, (h / by) & !1) };
+        if ow < 16 || oh < 16 {
+            return Err(KernelError::TooSmall { width: w, height: h, by: self.settings.downscale });
+        }
+        let (index, settings) = (self.index, self.settings);
+        let failed =
+            |e: crate::encoder::EncodeError| KernelError::Encode { gop: index, picture, reason: e.to_string() };
+        let enc = match self.encoder.as_mut() {
+            Some(e) => e,
+            None => self.encoder.insert(new_encoder(ow, oh, settings).map_err(failed)?),
+        };
+        let millis = (f64::from(picture) * 1000.0 / f64::from(settings.fps)) as i64;
+        if by == 1 {
+            enc.encode(yuv, millis, &mut self.out.bytes)
+        } else {
+            enc.encode(&downscaled(yuv, by, ow, oh), millis, &mut self.out.bytes)
+        }
+        .map_err(failed)?;
+        self.out.pictures_out += 1;
+        Ok(())
+    }
 }
 
 /// A single-threaded encoder: threads inside the encoder would make its output depend on their
@@ -132,38 +142,14 @@ fn new_encoder(w: usize, h: usize, settings: &Settings) -> Result<Encoder, crate
     Encoder::new(w as i32, h as i32, bitrate, settings.fps, 0)
 }
 
-/// A decoded picture, whatever holds it.
-trait YUVLike {
-    fn dims(&self) -> (usize, usize);
-    fn encode_with(&self, enc: &mut Encoder, millis: i64, out: &mut Vec<u8>)
-    -> Result<(), crate::encoder::EncodeError>;
-    fn downscale_into(&self, by: usize, out: &mut YUVBuffer);
-}
-
-impl<T: YUVSource> YUVLike for T {
-    fn dims(&self) -> (usize, usize) {
-        self.dimensions()
-    }
-
-    fn encode_with(
-        &self,
-        enc: &mut Encoder,
-        millis: i64,
-        out: &mut Vec<u8>,
-    ) -> Result<(), crate::encoder::EncodeError> {
-        enc.encode(self, millis, out)
-    }
-
-    /// Box filter: each output sample the mean of a `by` × `by` block of the input, per plane.
-    fn downscale_into(&self, by: usize, out: &mut YUVBuffer) {
-        let (ow, oh) = out.dimensions();
-        let (sy, su, sv) = self.strides();
-        let mut planes = Vec::with_capacity(ow * oh * 3 / 2);
-        box_plane(self.y(), sy, ow, oh, by, &mut planes);
-        box_plane(self.u(), su, ow / 2, oh / 2, by, &mut planes);
-        box_plane(self.v(), sv, ow / 2, oh / 2, by, &mut planes);
-        *out = YUVBuffer::from_vec(planes, ow, oh);
-    }
+/// Box filter: each output sample the mean of a `by` × `by` block of the input, per plane.
+fn downscaled(yuv: &impl YUVSource, by: usize, ow: usize, oh: usize) -> YUVBuffer {
+    let (sy, su, sv) = yuv.strides();
+    let mut planes = Vec::with_capacity(ow * oh * 3 / 2);
+    box_plane(yuv.y(), sy, ow, oh, by, &mut planes);
+    box_plane(yuv.u(), su, ow / 2, oh / 2, by, &mut planes);
+    box_plane(yuv.v(), sv, ow / 2, oh / 2, by, &mut planes);
+    YUVBuffer::from_vec(planes, ow, oh)
 }
 
 fn box_plane(src: &[u8], stride: usize, ow: usize, oh: usize, by: usize, out: &mut Vec<u8>) {
