@@ -84,6 +84,15 @@ pub enum PoolError {
     /// A run needs streams, workers and room in the queues.
     #[error("nothing to run: {0}")]
     Empty(&'static str),
+    /// The run ended with GOPs neither written nor failed: a worker or the placer stopped
+    /// short. Never a partial output reported as whole.
+    #[error("{written} of {total} GOPs written: the run stopped short")]
+    Short {
+        /// GOPs written.
+        written: u64,
+        /// GOPs in the run.
+        total: u64,
+    },
     /// One output per stream.
     #[error("{outputs} outputs for {streams} streams: give one output per stream")]
     Outputs {
@@ -343,6 +352,9 @@ pub fn run(
         let stayed = placements.join().unwrap_or(0.0);
         if let Some(e) = failure {
             return Err(e);
+        }
+        if summary.gops != total {
+            return Err(PoolError::Short { written: summary.gops, total });
         }
         for (s, out) in outputs.iter_mut().enumerate() {
             out.flush().map_err(|source| PoolError::Write { stream: streams[s].name.clone(), source })?;
