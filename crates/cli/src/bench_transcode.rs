@@ -57,8 +57,8 @@ pub(crate) fn run(a: &TranscodeBench) -> Result<()> {
     }
     let report = {
         let bar = crate::print::Bar::new();
-        let rows = transcode::run(&setup, &bar)?;
-        transcode::report(&setup, &rows)
+        let outcome = transcode::run(&setup, &bar)?;
+        transcode::report(&setup, &outcome)
     };
     a.output.emit(&report)
 }
