@@ -392,6 +392,20 @@ pub const SPEC: ReportSpec = ReportSpec {
 /// Issue 41's goal on two cores: the best policy at least this many times one worker.
 pub const GOAL_SPEEDUP: f64 = 1.7;
 
+/// [`CASES`] where a run may leave it out: `reproduce gop-cache-aware` gives it with `--real`.
+pub const CASES_IF_REAL: TableSpec = CASES.optional();
+
+/// Adds a run's tables, claims and settings (named `real.…`) to `report`: `reproduce
+/// gop-cache-aware --real`, the simulator's scenario beside the real GOPs.
+pub fn absorb(report: &mut Report, s: &Setup, outcome: &Outcome) {
+    let real = self::report(s, outcome);
+    for p in &real.parameters {
+        report.param(&format!("real.{}", p.name), p.value.clone(), &format!("the real run: {}", p.about));
+    }
+    report.machine = real.machine.clone();
+    report.absorb(real);
+}
+
 /// The report of a run.
 pub fn report(s: &Setup, outcome: &Outcome) -> Report {
     let rows = &outcome.rows[..];
