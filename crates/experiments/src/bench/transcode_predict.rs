@@ -233,7 +233,6 @@ pub fn prediction_rows(predicted: &[Predicted]) -> (Vec<Vec<Value>>, Vec<String>
                 p.simulated_x_one.into(),
                 diff(Some(p.simulated_x_one), Some(p.measured_x_one)),
                 (p.simulated_x_one / p.busy_over_one).into(),
-                (p.simulated_x_one / p.busy_over_one).into(),
                 p.measured_x_rr.into(),
                 p.simulated_x_rr.into(),
                 diff(p.simulated_x_rr, p.measured_x_rr),
