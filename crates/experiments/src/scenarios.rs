@@ -137,7 +137,14 @@ pub const NIAGARA_HIERARCHY: ReportSpec = ReportSpec {
 pub const GOP_CACHE_AWARE: ReportSpec = ReportSpec {
     name: "gop-cache-aware",
     title: "Guo ch. 6: cache-aware placement of transcoding GOPs (simulator)",
-    tables: &[&RUNS, &DETAILS],
+    // With --real, bench transcode's tables follow: the GOPs measured and the prediction from them.
+    tables: &[
+        &RUNS,
+        &DETAILS,
+        &crate::bench::transcode::CASES_IF_REAL,
+        &crate::bench::transcode::PREDICTION,
+        &crate::bench::transcode::MACHINES,
+    ],
 };
 /// `switchyard reproduce niagara-hierarchy-cache`.
 pub const NIAGARA_HIERARCHY_CACHE: ReportSpec = ReportSpec {

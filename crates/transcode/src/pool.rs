@@ -125,6 +125,22 @@ pub struct WorkerStats {
     pub busy: Duration,
 }
 
+/// One GOP as it ran: where, and how long it took (what the simulator is fed to predict a
+/// run from this one's costs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GopRun {
+    /// The stream's index in the run.
+    pub stream: usize,
+    /// The GOP's index in its stream.
+    pub seq: u64,
+    /// The worker that transcoded it.
+    pub worker: usize,
+    /// Its input bytes.
+    pub bytes: u64,
+    /// Decode and encode time on that worker.
+    pub busy: Duration,
+}
+
 /// What a run measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
@@ -146,6 +162,8 @@ pub struct Summary {
     /// Of the GOPs after a stream's first, the fraction placed on the worker its previous GOP
     /// went to (where that GOP's decoder state and the stream's data are warm).
     pub stayed: f64,
+    /// Every GOP transcoded, sorted by stream and index.
+    pub gop_runs: Vec<GopRun>,
 }
 
 impl Summary {
@@ -311,6 +329,7 @@ pub fn run(
             workers: Vec::new(),
             reorder_waits: Vec::with_capacity(total as usize),
             stayed: 0.0,
+            gop_runs: Vec::with_capacity(total as usize),
         };
         let mut failure = None;
         for done in done_rx {
@@ -318,6 +337,13 @@ pub fn run(
             ws.gops += 1;
             ws.bytes += done.input;
             ws.busy += done.busy;
+            summary.gop_runs.push(GopRun {
+                stream: done.stream,
+                seq: done.seq,
+                worker: done.worker,
+                bytes: done.input,
+                busy: done.busy,
+            });
             if failure.is_some() {
                 continue;
             }
@@ -363,6 +389,7 @@ pub fn run(
         summary.workers = workers;
         summary.stayed = stayed;
         summary.reorder_waits.sort_unstable();
+        summary.gop_runs.sort_unstable_by_key(|g| (g.stream, g.seq));
         Ok(summary)
     })
 }
@@ -439,6 +466,15 @@ mod tests {
                 assert!(got == want, "{policy}: stream {i} differs from the one-thread transcode");
             }
             assert_eq!(summary.workers.iter().map(|w| w.gops).sum::<u64>(), 16);
+            // Each GOP once, in stream order, its time counted in its worker's busy time.
+            let keys: Vec<(usize, u64)> = summary.gop_runs.iter().map(|g| (g.stream, g.seq)).collect();
+            let want: Vec<(usize, u64)> = (0..4).flat_map(|s| (0..4).map(move |k| (s, k))).collect();
+            assert_eq!(keys, want, "{policy}");
+            for (w, stats) in summary.workers.iter().enumerate() {
+                let mine = summary.gop_runs.iter().filter(|g| g.worker == w);
+                assert_eq!(mine.clone().map(|g| g.busy).sum::<Duration>(), stats.busy, "{policy}: worker {w}");
+                assert_eq!(mine.map(|g| g.bytes).sum::<u64>(), stats.bytes, "{policy}: worker {w}");
+            }
             assert_eq!(summary.reorder_waits.len(), 16);
         }
     }

@@ -44,6 +44,7 @@ pub mod shm;
 #[cfg(target_os = "linux")]
 pub mod steer;
 pub mod transcode;
+pub mod transcode_predict;
 
 use std::time::Duration;
 

@@ -22,6 +22,7 @@ use switchyard_transcode::kernel::Settings;
 use switchyard_transcode::make::{Sample, sample_stream};
 use switchyard_transcode::pool::{self, PoolConfig, Stream, Summary};
 
+use super::transcode_predict::{self as predict, MachineRow, Measured, PredictError, Predicted};
 use crate::report::{ColumnSpec, Progress, Report, ReportSpec, Table, TableSpec};
 
 /// What to run.
@@ -92,6 +93,9 @@ pub enum TranscodeBenchError {
     /// The setup cannot run.
     #[error("{0}")]
     Setup(String),
+    /// The simulator's prediction could not be made.
+    #[error("predicting from the measured costs: {0}")]
+    Predict(#[from] PredictError),
 }
 
 /// One case measured.
@@ -99,6 +103,8 @@ pub enum TranscodeBenchError {
 pub struct Row {
     /// What ran.
     pub case: String,
+    /// Ours only: the policy (round robin for one worker).
+    pub policy: Option<Policy>,
     /// The encoder it used.
     pub encoder: &'static str,
     /// Workers (or processes).
@@ -133,8 +139,30 @@ pub fn streams(s: &Setup) -> Result<Vec<(Stream, Vec<u8>)>, TranscodeBenchError>
         .collect()
 }
 
-/// Runs every case of `s`.
-pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Vec<Row>, TranscodeBenchError> {
+/// What a bench run gives: the cases measured and the simulator's prediction from their costs.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// Every case: one worker, each policy, ffmpeg's.
+    pub rows: Vec<Row>,
+    /// The prediction, when one worker and a policy ran.
+    pub prediction: Option<Prediction>,
+}
+
+/// The simulator fed the costs measured in the run.
+#[derive(Clone, Debug)]
+pub struct Prediction {
+    /// The costs and cache effect fed in.
+    pub measured: Measured,
+    /// The simulated one worker's makespan, seconds (the sum of the costs).
+    pub one_seconds: f64,
+    /// Each policy, in the run's order.
+    pub policies: Vec<Predicted>,
+    /// Guo's 8-core machines with these costs.
+    pub machines: Vec<MachineRow>,
+}
+
+/// Runs every case of `s`, then the simulator on the costs they measured.
+pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Outcome, TranscodeBenchError> {
     if s.workers == 0 || s.streams == 0 || s.policies.is_empty() {
         return Err(TranscodeBenchError::Setup("a run needs a worker, a stream and a policy".into()));
     }
@@ -142,6 +170,22 @@ pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Vec<Row>, TranscodeBenc
     let streams: Vec<Stream> = made.iter().map(|(st, _)| st.clone()).collect();
     let gops: u64 = streams.iter().map(|st| st.gops.len() as u64).sum();
     let settings = Settings { bitrate: s.bitrate, fps: 30.0, downscale: s.downscale };
+    // The first GOPs a process transcodes pay for its start (the codec's tables, the pages of
+    // its code, the allocator's first arenas); the one-worker case runs first and is every
+    // ratio's denominator, so that start is paid here, untimed, on every core.
+    progress.stage("warming up", 1);
+    let mut warm = build(Policy::RoundRobin, &PlaceConfig::default(), &pool::worker_ids(s.workers))
+        .map_err(|e| TranscodeBenchError::Setup(e.to_string()))?;
+    let firsts: Vec<Stream> = streams
+        .iter()
+        .map(|st| Stream { name: st.name.clone(), gops: st.gops.iter().take(1).cloned().collect() })
+        .collect();
+    let mut sinks: Vec<Box<dyn std::io::Write + Send>> =
+        firsts.iter().map(|_| Box::new(std::io::sink()) as Box<dyn std::io::Write + Send>).collect();
+    let config = PoolConfig { workers: s.workers, queue: s.queue, pin: true, settings };
+    pool::run(&firsts, warm.as_mut(), &config, &mut sinks, &mut |_| {})
+        .map_err(|source| TranscodeBenchError::Run { case: "warming up".into(), source })?;
+    progress.advance(1);
     let mut rows = Vec::new();
     let ours = |case: String, policy: Policy, workers: usize| -> Result<Row, TranscodeBenchError> {
         progress.stage(&case, gops);
@@ -154,6 +198,7 @@ pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Vec<Row>, TranscodeBenc
             .map_err(|source| TranscodeBenchError::Run { case: case.clone(), source })?;
         Ok(Row {
             case,
+            policy: Some(policy),
             encoder: OPENH264,
             workers,
             pictures: summary.pictures_out,
@@ -185,7 +230,60 @@ pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Vec<Row>, TranscodeBenc
         progress.advance(1);
         let _ = std::fs::remove_dir_all(&dir);
     }
-    Ok(rows)
+    let flows: Vec<_> = streams.iter().enumerate().map(|(i, st)| st.flow(i)).collect();
+    progress.stage("the simulator, on the measured costs", 1);
+    let prediction = prediction(s, &flows, &rows)?;
+    progress.advance(1);
+    Ok(Outcome { rows, prediction })
+}
+
+/// The simulator's prediction from the costs of `rows` (the one-worker run's, and the cache
+/// effect from the others), for streams of `flows`.
+pub fn prediction(
+    s: &Setup,
+    flows: &[switchyard_core::FlowId],
+    rows: &[Row],
+) -> Result<Option<Prediction>, TranscodeBenchError> {
+    let ours: Vec<&Row> = rows.iter().filter(|r| r.summary.is_some()).collect();
+    let Some(one) = ours.iter().find(|r| r.workers == 1) else { return Ok(None) };
+    let many: Vec<&Row> = ours.iter().copied().filter(|r| r.workers > 1).collect();
+    let summaries: Vec<&Summary> = many.iter().filter_map(|r| r.summary.as_ref()).collect();
+    let one_summary = one.summary.as_ref().expect("ours have a summary");
+    let Some(measured) = predict::measured(flows, one_summary, &summaries) else { return Ok(None) };
+    if many.is_empty() {
+        return Ok(None);
+    }
+    let one_sim = predict::simulate(&measured.gops, Policy::RoundRobin, 1, s.queue)?;
+    let one_seconds = one_sim.makespan.0 as f64 / 1e9;
+    let one_busy: f64 = one_summary.workers.iter().map(|w| w.busy.as_secs_f64()).sum();
+    let mut sims = Vec::with_capacity(many.len());
+    for r in &many {
+        let policy = r.policy.expect("ours have a policy");
+        sims.push(predict::simulate(&measured.gops, policy, r.workers as u32, s.queue)?);
+    }
+    let rr = many.iter().position(|r| r.policy == Some(Policy::RoundRobin));
+    let policies = many
+        .iter()
+        .zip(&sims)
+        .map(|(r, sim)| {
+            let summary = r.summary.as_ref().expect("ours have a summary");
+            let sim_seconds = sim.makespan.0 as f64 / 1e9;
+            let busy: f64 = summary.workers.iter().map(|w| w.busy.as_secs_f64()).sum();
+            Predicted {
+                policy: r.policy.expect("ours have a policy"),
+                measured_x_one: r.rate() / one.rate(),
+                simulated_x_one: one_seconds / sim_seconds.max(1e-12),
+                measured_x_rr: rr.map(|k| r.rate() / many[k].rate()),
+                simulated_x_rr: rr.map(|k| sims[k].makespan.0 as f64 / (sim.makespan.0 as f64).max(1.0)),
+                same_placement: predict::same_placement(flows, summary, sim),
+                busy_over_one: busy / one_busy.max(1e-12),
+                simulated_imbalance: sim.balance.max_over_mean,
+                measured_imbalance: summary.imbalance(),
+            }
+        })
+        .collect();
+    let machines = predict::machines(&measured)?;
+    Ok(Some(Prediction { measured, one_seconds, policies, machines }))
 }
 
 fn ffmpeg_present() -> bool {
@@ -228,6 +326,7 @@ fn ffmpeg_per_stream(s: &Setup, files: &[PathBuf], dir: &Path, pictures: u64) ->
     }
     Ok(Row {
         case: "ffmpeg, a process per stream".into(),
+        policy: None,
         encoder: "libx264 veryfast (Debian's ffmpeg)",
         workers: files.len(),
         pictures,
@@ -252,6 +351,7 @@ fn ffmpeg_one_process(s: &Setup, files: &[PathBuf], dir: &Path, pictures: u64) -
     }
     Ok(Row {
         case: "ffmpeg, one process".into(),
+        policy: None,
         encoder: "libx264 veryfast (Debian's ffmpeg)",
         workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
         pictures,
@@ -276,15 +376,39 @@ const COLUMNS: &[ColumnSpec] = &[
 /// The table.
 pub const CASES: TableSpec = TableSpec::new("cases", "Transcoding the same streams, each way", COLUMNS);
 
+/// The prediction table (left out when no policy ran beside one worker).
+pub const PREDICTION: TableSpec = predict::PREDICTION.optional();
+
+/// Guo's machines revisited (with the prediction).
+pub const MACHINES: TableSpec = predict::MACHINES.optional();
+
 /// The report's shape.
-pub const SPEC: ReportSpec =
-    ReportSpec { name: "bench-transcode", title: "GOPs of real H.264 on pinned workers", tables: &[&CASES] };
+pub const SPEC: ReportSpec = ReportSpec {
+    name: "bench-transcode",
+    title: "GOPs of real H.264 on pinned workers",
+    tables: &[&CASES, &PREDICTION, &MACHINES],
+};
 
 /// Issue 41's goal on two cores: the best policy at least this many times one worker.
 pub const GOAL_SPEEDUP: f64 = 1.7;
 
-/// The report of `rows`.
-pub fn report(s: &Setup, rows: &[Row]) -> Report {
+/// [`CASES`] where a run may leave it out: `reproduce gop-cache-aware` gives it with `--real`.
+pub const CASES_IF_REAL: TableSpec = CASES.optional();
+
+/// Adds a run's tables, claims and settings (named `real.…`) to `report`: `reproduce
+/// gop-cache-aware --real`, the simulator's scenario beside the real GOPs.
+pub fn absorb(report: &mut Report, s: &Setup, outcome: &Outcome) {
+    let real = self::report(s, outcome);
+    for p in &real.parameters {
+        report.param(&format!("real.{}", p.name), p.value.clone(), &format!("the real run: {}", p.about));
+    }
+    report.machine = real.machine.clone();
+    report.absorb(real);
+}
+
+/// The report of a run.
+pub fn report(s: &Setup, outcome: &Outcome) -> Report {
+    let rows = &outcome.rows[..];
     let mut r = Report::new(&SPEC);
     r.param("streams", s.streams, "streams transcoded at once")
         .param("frames", s.frames, "pictures per stream")
@@ -335,5 +459,46 @@ pub fn report(s: &Setup, rows: &[Row]) -> Report {
          reorder: how long a finished GOP waited for its stream's earlier GOPs",
     );
     r.tables.push(t);
+    if let Some(p) = &outcome.prediction {
+        let (cells, notes) = predict::prediction_rows(&p.policies);
+        let mut t = Table::new(&PREDICTION);
+        for row in cells {
+            t.push(row);
+        }
+        let m = &p.measured;
+        t.note(format!(
+            "fed in: {} GOPs' decode+encode times from the one-worker run (simulated one worker: {:.3} s, their \
+             sum); cache effect {}",
+            m.gops.streams.iter().map(|s| s.1.len()).sum::<usize>(),
+            p.one_seconds,
+            if m.both_ways == 0 {
+                "not measured (no GOP ran both on and away from its stream's previous worker): taken as 1".to_string()
+            } else {
+                format!(
+                    "{:.3}: a GOP on another worker than its stream's previous one over the same GOP where it stayed \
+                     (median of {} GOPs measured both ways)",
+                    m.gops.moved, m.both_ways
+                )
+            }
+        ));
+        for n in notes {
+            t.note(n);
+        }
+        r.tables.push(t);
+        let (cells, claims) = predict::machine_rows(&p.machines, m.gops.moved);
+        let mut t = Table::new(&MACHINES);
+        for row in cells {
+            t.push(row);
+        }
+        t.note(format!(
+            "{} streams (Guo's), stream j transcoding measured stream j mod {}'s GOPs under a flow of its own; the \
+             reproduction's queue (4) and decision cost (2 µs); `switchyard reproduce gop-cache-aware` has the fitted \
+             costs these replace",
+            predict::GUO_STREAMS,
+            m.gops.streams.len()
+        ));
+        r.tables.push(t);
+        r.claims.extend(claims);
+    }
     r
 }

@@ -58,7 +58,7 @@ use switchyard_core::{FlowId, FlowMap, LoadTracker, Placer, Policy, Topology, Un
 
 use super::cache::{CacheHierarchy, Caches};
 use super::trace::TraceReplay;
-use super::workload::{DpiConnections, FlowSource, GopStreams, SyntheticFlows};
+use super::workload::{DpiConnections, FlowSource, GopStreams, MeasuredGops, SyntheticFlows};
 use crate::{EventQueue, Model, Nanos, SimError, Streams, run};
 
 pub use switchyard_core::OnFull;
@@ -150,6 +150,11 @@ pub enum Workload {
     Gop(GopStreams),
     /// The flows of a packet capture, replayed.
     Trace(TraceReplay),
+    /// GOPs of video streams measured on a real run, each taking its measured time (plus the
+    /// service terms above, which a replay of measured costs sets to 0); their order is restored
+    /// at the home node as for [`Workload::Gop`], and the run records where each GOP went
+    /// ([`ServerOutcome::placements`]).
+    Measured(MeasuredGops),
 }
 
 /// What a run measured.
@@ -207,6 +212,9 @@ pub struct ServerOutcome {
     pub cache_ns: u64,
     /// Lines missed at each cache level, nearest the core first; empty without the cache model.
     pub cache_misses: Vec<u64>,
+    /// For a [`Workload::Measured`] run, each GOP's stream, index and worker, in the order
+    /// service began; empty for the others (a long synthetic run would hold millions).
+    pub placements: Vec<(FlowId, u64, WorkerId)>,
     /// Events handled.
     pub events: u64,
 }
@@ -314,6 +322,8 @@ pub struct Server {
     caches: Option<Caches>,
     cache_ns: f64,
     cache_misses: Vec<u64>,
+    /// Where each unit was served, when the workload asks (see [`ServerOutcome::placements`]).
+    placements: Option<Vec<(FlowId, u64, WorkerId)>>,
 }
 
 impl Server {
@@ -339,8 +349,10 @@ impl Server {
             Workload::Dpi(d) => FlowSource::dpi(d, streams)?,
             Workload::Gop(g) => FlowSource::gop(g, streams)?,
             Workload::Trace(t) => FlowSource::trace(&t.trace, t.time_scale, t.dpi, streams)?,
+            Workload::Measured(m) => FlowSource::measured(m, streams)?,
         };
-        let reorder = matches!(params.workload, Workload::Gop(_));
+        let measured = matches!(params.workload, Workload::Measured(_));
+        let reorder = measured || matches!(params.workload, Workload::Gop(_));
         if !(0.0..=1.0).contains(&params.sibling_sharing) {
             return Err(bad("sibling_sharing", params.sibling_sharing.to_string(), "a fraction from 0 to 1"));
         }
@@ -395,6 +407,7 @@ impl Server {
             caches: params.cache.as_ref().map(|c| Caches::new(c.hierarchy.clone(), params.topology.leaves())),
             cache_ns: 0.0,
             cache_misses: params.cache.as_ref().map_or_else(Vec::new, |c| vec![0; c.hierarchy.levels.len()]),
+            placements: measured.then(Vec::new),
         };
         let mut queue = EventQueue::new();
         model.source.start(&mut queue);
@@ -436,6 +449,7 @@ impl Server {
             flow_rate_jain: balance(&self.finished.iter().map(|f| f.1).collect::<Vec<_>>(), None).jain,
             cache_ns: self.cache_ns.round() as u64,
             cache_misses: self.cache_misses,
+            placements: self.placements.unwrap_or_default(),
             events,
         }
     }
@@ -553,6 +567,15 @@ impl Server {
         if let Some(prev) = last {
             let extra = p.topology.cost(prev.0, w.0) - 1.0;
             t += (p.migration_penalty.0 as f64 * extra).round() as u64;
+        }
+        if let Some((cost, moved)) = self.source.measured_cost(&head.unit) {
+            // The first GOP of a stream has no previous worker to be warm on: it is charged as
+            // measured, as is every GOP that stays.
+            let factor = if last.is_some_and(|prev| prev != w) { moved } else { 1.0 };
+            t += (cost as f64 * factor).round() as u64;
+        }
+        if let Some(placed) = &mut self.placements {
+            placed.push((head.unit.flow, head.unit.seq, w));
         }
         if p.home_penalty.0 > 0 {
             let placer = &mut self.placer;

@@ -64,6 +64,21 @@ pub struct GopStreams {
     pub profiles: Vec<f64>,
 }
 
+/// GOP streams whose every GOP was measured on a real run (the transcoding driver's), replayed
+/// as the real pool offered them, so that what is simulated is what was run: every stream's GOP 0,
+/// then every stream's GOP 1, and so on (stream `i`'s GOP `k` arrives at `k · streams + i`
+/// nanoseconds, all before the first can finish), each GOP taking the time it was measured to
+/// take.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeasuredGops {
+    /// Per stream: its flow (the one the real pool gave the place stage) and each GOP's input
+    /// size in bytes and measured cost in nanoseconds, in order.
+    pub streams: Vec<(FlowId, Vec<(u64, u64)>)>,
+    /// A GOP's cost is multiplied by this when it runs on another worker than its stream's
+    /// previous GOP (the measured cache effect: cold over warm; 1 for none).
+    pub moved: f64,
+}
+
 /// A synthetic flow workload.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SyntheticFlows {
@@ -133,6 +148,8 @@ pub(crate) struct FlowSource {
     profiles: Vec<f64>,
     /// A replayed capture and its time scale.
     trace: Option<(Arc<Trace>, f64)>,
+    /// Measured GOP streams.
+    measured: Option<Arc<MeasuredGops>>,
     offered: u64,
     /// Flows that finished without a departure (their last packets were only marked).
     finished: Vec<FlowId>,
@@ -210,6 +227,48 @@ impl FlowSource {
         Ok(s)
     }
 
+    /// Measured GOP streams, replayed as [`MeasuredGops`] says.
+    pub(crate) fn measured(m: &MeasuredGops, streams: Streams) -> Result<Self, SimError> {
+        if m.streams.is_empty() || m.streams.iter().any(|(_, g)| g.is_empty()) {
+            return Err(SimError::BadParameter {
+                name: "measured",
+                value: format!(
+                    "{} streams of {:?} GOPs",
+                    m.streams.len(),
+                    m.streams.iter().map(|s| s.1.len()).collect::<Vec<_>>()
+                ),
+                expected: "at least one stream, each with at least one GOP",
+            });
+        }
+        if !(m.moved.is_finite() && m.moved > 0.0) {
+            return Err(SimError::BadParameter {
+                name: "moved",
+                value: m.moved.to_string(),
+                expected: "a positive, finite cost multiplier for a GOP that changed worker",
+            });
+        }
+        let flows = SyntheticFlows {
+            flows: u32::try_from(m.streams.len()).map_err(|_| SimError::BadParameter {
+                name: "measured",
+                value: format!("{} streams", m.streams.len()),
+                expected: "at most 2^32 − 1 streams",
+            })?,
+            units_max: m.streams.iter().map(|s| s.1.len() as u64).max().unwrap_or(1),
+            ..SyntheticFlows::default()
+        };
+        let mut s = Self::new(&flows, streams)?;
+        s.measured = Some(Arc::new(m.clone()));
+        Ok(s)
+    }
+
+    /// The measured cost of `unit` in nanoseconds, for a measured workload.
+    pub(crate) fn measured_cost(&self, unit: &Unit) -> Option<(u64, f64)> {
+        let m = self.measured.as_ref()?;
+        let &i = self.index.get(unit.flow)?;
+        let gops = &m.streams.get(i as usize)?.1;
+        Some((gops.get(unit.seq as usize)?.1, m.moved))
+    }
+
     pub(crate) fn new(spec: &SyntheticFlows, streams: Streams) -> Result<Self, SimError> {
         let bad = |name, value: String, expected| SimError::BadParameter { name, value, expected };
         let positive = |v: f64| v.is_finite() && v > 0.0;
@@ -248,6 +307,7 @@ impl FlowSource {
             gop: None,
             profiles: Vec::new(),
             trace: None,
+            measured: None,
             offered: 0,
             finished: Vec::new(),
             spec: spec.clone(),
@@ -291,9 +351,10 @@ impl FlowSource {
         if self.spec.flows == 0 {
             return;
         }
-        let first = match &self.trace {
-            Some((t, scale)) => scaled(t.flows[0].start, *scale),
-            None => ns(self.inter.sample(&mut self.arrivals)),
+        let first = match (&self.trace, &self.measured) {
+            (Some((t, scale)), _) => scaled(t.flows[0].start, *scale),
+            (None, Some(_)) => Nanos::ZERO,
+            (None, None) => ns(self.inter.sample(&mut self.arrivals)),
         };
         queue.schedule_in(first, ServerEvent::FlowStart(0));
     }
@@ -303,6 +364,10 @@ impl FlowSource {
         let mut rng = self.streams.stream(1 + u64::from(i));
         let (total, id) = match (&self.trace, self.gop) {
             (Some((t, _)), _) => (t.flows[i as usize].packets.len() as u64, t.flows[i as usize].id),
+            (None, _) if let Some(m) = &self.measured => {
+                let (id, gops) = &m.streams[i as usize];
+                (gops.len() as u64, *id)
+            }
             (None, Some((gops, _))) => (gops, self.flow_id(i)),
             (None, None) => ((self.length.sample(&mut rng) as u64).clamp(1, self.spec.units_max), self.flow_id(i)),
         };
@@ -336,6 +401,8 @@ impl FlowSource {
                     let (this, next) = (&t.flows[i as usize], &t.flows[self.started as usize]);
                     scaled(next.start.saturating_sub(this.start), *scale)
                 }
+                // Stream i starts at i ns: the real pool places stream 0's GOP first.
+                None if self.measured.is_some() => Nanos(1),
                 None => ns(self.inter.sample(&mut self.arrivals)),
             };
             queue.schedule_in(gap, ServerEvent::FlowStart(self.started));
@@ -350,6 +417,7 @@ impl FlowSource {
         let r: f64 = f.rng.random::<f64>() * self.cumulative.last().copied().unwrap_or(1.0);
         let k = self.cumulative.partition_point(|&c| c <= r).min(self.spec.sizes.len() - 1);
         let size = match (&self.trace, self.gop) {
+            (None, _) if let Some(m) = &self.measured => m.streams[i as usize].1[f.next_seq as usize].0,
             (Some((t, _)), _) => {
                 let (_, wire, payload) = t.flows[i as usize].packets[f.next_seq as usize];
                 u64::from(if self.dpi.is_some() { payload } else { wire })
@@ -369,6 +437,8 @@ impl FlowSource {
                     let p = &t.flows[i as usize].packets;
                     scaled(p[seq as usize + 1].0 - p[seq as usize].0, *scale)
                 }
+                // A round of every stream's next GOP, one nanosecond apart, as the pool offers them.
+                None if let Some(m) = &self.measured => Nanos(m.streams.len() as u64),
                 None => ns(self.gap.sample(&mut f.rng)),
             };
             queue.schedule_in(gap, ServerEvent::Unit(i));

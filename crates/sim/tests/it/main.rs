@@ -585,6 +585,92 @@ mod measured_costs {
     }
 }
 
+/// GOPs measured on a real run, replayed: each takes its measured time, in the real pool's order.
+mod measured_gops {
+    use switchyard_core::place::PlaceConfig;
+    use switchyard_core::{FlowId, Policy, Topology, WorkerId};
+    use switchyard_sim::Nanos;
+    use switchyard_sim::models::server::{OnFull, ProducerCore, Server, ServerParams, Workload};
+    use switchyard_sim::models::workload::MeasuredGops;
+
+    fn params(workers: u32, policy: Policy, gops: MeasuredGops) -> ServerParams {
+        ServerParams {
+            topology: Topology::flat(workers).unwrap(),
+            policy,
+            place: PlaceConfig::default(),
+            queue_capacity: 3,
+            on_full: OnFull::Block,
+            decision_cost: Nanos(0),
+            packet_cost: Nanos(0),
+            service_base: Nanos(0),
+            service_per_kib: Nanos(0),
+            migration_penalty: Nanos(0),
+            home_penalty: Nanos(0),
+            cache: None,
+            sibling_sharing: 0.0,
+            producer_core: ProducerCore::Own,
+            workers: None,
+            workload: Workload::Measured(gops),
+            seed: 1,
+        }
+    }
+
+    fn gops(moved: f64) -> MeasuredGops {
+        let streams = (0..3u64)
+            .map(|s| {
+                (FlowId(0x9e37_79b9 * (s + 1)), (0..4u64).map(|k| (1000 + k, 1_000_000 * (s + 1) + k * 7)).collect())
+            })
+            .collect();
+        MeasuredGops { streams, moved }
+    }
+
+    #[test]
+    fn one_worker_takes_the_sum_of_the_costs() {
+        let g = gops(1.5);
+        let sum: u64 = g.streams.iter().flat_map(|s| s.1.iter().map(|x| x.1)).sum();
+        let o = Server::simulate(&params(1, Policy::RoundRobin, g)).unwrap();
+        assert_eq!(o.served, 12);
+        assert_eq!(o.makespan, Nanos(sum), "one worker, no decision cost: the run is the costs end to end");
+    }
+
+    #[test]
+    fn gops_arrive_round_by_round_and_round_robin_deals_them_in_turn() {
+        let g = gops(1.0);
+        let o = Server::simulate(&params(2, Policy::RoundRobin, g.clone())).unwrap();
+        let mut placed = o.placements.clone();
+        placed.sort_by_key(|&(f, seq, _)| (seq, g.streams.iter().position(|s| s.0 == f).unwrap()));
+        // Round k offers stream 0, 1, 2's GOP k; round robin deals them 0, 1, 0, 1, ...
+        for (n, &(_, _, w)) in placed.iter().enumerate() {
+            assert_eq!(w, WorkerId(n as u32 % 2), "the {n}th GOP offered");
+        }
+        assert_eq!(o.served, 12);
+    }
+
+    #[test]
+    fn a_gop_that_changes_worker_pays_the_cache_effect() {
+        // Round robin over two workers moves every stream of three at every GOP; one worker never.
+        let warm = Server::simulate(&params(2, Policy::RoundRobin, gops(1.0))).unwrap();
+        let cold = Server::simulate(&params(2, Policy::RoundRobin, gops(2.0))).unwrap();
+        let busy =
+            |o: &switchyard_sim::models::server::ServerOutcome| o.utilisation.iter().sum::<f64>() * o.makespan.0 as f64;
+        let g = gops(1.0);
+        let firsts: f64 = g.streams.iter().map(|s| s.1[0].1 as f64).sum();
+        let all: f64 = g.streams.iter().flat_map(|s| s.1.iter().map(|x| x.1 as f64)).sum();
+        // Every GOP but each stream's first is moved, and costs twice as much.
+        let want = firsts + 2.0 * (all - firsts);
+        assert!((busy(&cold) - want).abs() < 16.0, "busy {} against {want}", busy(&cold));
+        assert!((busy(&warm) - all).abs() < 16.0, "busy {} against {all}", busy(&warm));
+    }
+
+    #[test]
+    fn bad_measurements_are_refused_by_name() {
+        let e = Server::simulate(&params(1, Policy::Hrw, MeasuredGops { streams: vec![], moved: 1.0 })).unwrap_err();
+        assert!(e.to_string().contains("measured"), "{e}");
+        let e = Server::simulate(&params(1, Policy::Hrw, gops(f64::NAN))).unwrap_err();
+        assert!(e.to_string().contains("moved"), "{e}");
+    }
+}
+
 /// Yates ch. 5 on the 1,000-location lattice, reduced: the cache's bound, its hit ratio against
 /// a renewal model, the baselines, determinism, and the trace field.
 mod sensor {
