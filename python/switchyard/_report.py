@@ -15,6 +15,10 @@ def table_frame(table: dict) -> pd.DataFrame:
     each column's unit and meaning in ``frame.attrs``."""
     columns = [c["name"] for c in table["columns"]]
     frame = pd.DataFrame(table["rows"], columns=columns)
+    for c in table["columns"]:
+        # A measure that is null in every row (not measured here) is NaN, not None: still a number.
+        if c["kind"] == "number" and frame[c["name"]].dtype == object:
+            frame[c["name"]] = pd.to_numeric(frame[c["name"]])
     frame.attrs["title"] = table.get("title", "")
     frame.attrs["notes"] = list(table.get("notes", []))
     frame.attrs["units"] = {c["name"]: c.get("unit", "") for c in table["columns"]}

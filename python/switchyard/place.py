@@ -48,7 +48,9 @@ class Placer:
     """A placement policy over workers ``0 … workers-1``, with its state and the load it has
     placed.
 
-    ``workers`` defaults to the topology's leaves, or 8; ``weights`` gives one weight per
+    ``workers`` defaults to the topology's leaves, else the number of weights, else 8 (the
+    binary's default is 8 even with ``--weights``: here one weight per worker says how many
+    there are); ``weights`` gives one weight per
     worker; ``topology`` is ``switchyard place --topology``'s (``xeon-e5335``, ``4x4x4``,
     ``flat:N``, …). Other keyword options are :data:`DEFAULTS`'.
 
@@ -65,6 +67,8 @@ class Placer:
         topology: Optional[str] = None,
         **options,
     ) -> None:
+        if workers is None and topology is None and weights is not None:
+            workers = len(weights)
         self._inner = _switchyard.Placer(
             policy, workers, None if weights is None else [float(w) for w in weights], topology, _options(options)
         )
@@ -133,12 +137,14 @@ def measure(
     units that move when worker 0 leaves / the last worker joins) and ``ns_per_decision``
     (wall time, so noisy).
 
-    ``policies`` is a name, a comma-separated list, a list, or ``"all"``; with ``weights``,
+    ``workers`` defaults as :class:`Placer`'s. ``policies`` is a name, a comma-separated list, a list, or ``"all"``; with ``weights``,
     ``"all"`` keeps the policies that honour weights (with a warning naming the others) and a
     named policy that ignores weights is an error.
     """
     if isinstance(policies, str):
         policies = policies.split(",")
+    if workers is None and topology is None and weights is not None:
+        workers = len(weights)
     rows, notes = _switchyard.measure(
         [p.strip() for p in policies],
         workers,
