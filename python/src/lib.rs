@@ -20,8 +20,10 @@ mod place;
 mod reproduce;
 mod sim;
 
+// Named `switchyard.SwitchyardError`, where the package exports it, so that pickle (Dask sends
+// a worker's exception back) finds the class again.
 pyo3::create_exception!(
-    _switchyard,
+    switchyard,
     SwitchyardError,
     PyValueError,
     "Bad input or a failed run, with the one-line message the `switchyard` binary prints."
