@@ -30,9 +30,12 @@ def connections(
     ``workers`` threads (default the machine's cores) that ``policy`` (default ``affinity``)
     places connections on, reading the first ``packets`` packets and ``bytes`` bytes of each;
     ``guess`` names by port what the payload did not. A row per connection with the columns
-    of ``--results`` (:data:`COLUMNS`); text columns keep empty cells as ``""``.
+    of ``--results`` (:data:`COLUMNS`); text columns keep empty cells as ``""``, and ``matched_packet`` (the packet that named
+    the protocol, from 1) is a nullable integer, ``<NA>`` where nothing matched.
     """
     csv = _switchyard.inspect_results(os.fspath(path), workers, policy, topology, packets, bytes, guess)
     if not csv:
         return pd.DataFrame(columns=COLUMNS)
-    return pd.read_csv(io.StringIO(csv), keep_default_na=False, na_values={"matched_packet": [""]})
+    return pd.read_csv(
+        io.StringIO(csv), keep_default_na=False, na_values={"matched_packet": [""]}, dtype={"matched_packet": "Int64"}
+    )
