@@ -101,6 +101,7 @@ fn _switchyard(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim::report, m)?)?;
     m.add_function(wrap_pyfunction!(sim::sweep, m)?)?;
     m.add_function(wrap_pyfunction!(sim::toml_of_json, m)?)?;
+    m.add_function(wrap_pyfunction!(sim::mmc, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce::reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce::names, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::results, m)?)?;

@@ -92,3 +92,22 @@ pub(crate) fn toml_of_json(json: &str) -> PyResult<String> {
     let table = toml::Table::try_from(value).map_err(|e| bad(format!("scenario dict: {e}")))?;
     toml::to_string(&table).map_err(|e| bad(format!("scenario dict: {e}")))
 }
+
+/// The M/M/c model of `switchyard_sim::models::mmc` (the one `bench/sim-vs-simpy.sh` runs
+/// beside SimPy): customers served, events, the mean wait in seconds, and Erlang C's.
+#[pyfunction]
+pub(crate) fn mmc(
+    py: Python<'_>,
+    lambda: f64,
+    mu: f64,
+    servers: u32,
+    customers: u64,
+    seed: u64,
+) -> PyResult<(u64, u64, f64, Option<f64>)> {
+    use switchyard_sim::models::mmc::{Mmc, MmcParams, erlang_c_wait};
+    crate::interruptible(py, move |_| {
+        let p = MmcParams { lambda, mu, servers, customers, seed };
+        let out = Mmc::simulate(&p).map_err(|e| bad(format!("mmc: {e}")))?;
+        Ok((out.served, out.events, out.mean_wait, erlang_c_wait(lambda, mu, servers)))
+    })
+}

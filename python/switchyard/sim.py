@@ -138,3 +138,12 @@ def sweep(
     raise _switchyard.SwitchyardError(
         f"engine: a {type(engine).__name__} is not an engine; give None (local threads), a dask.distributed.Client or \"ray\""
     )
+
+
+def mmc(lam: float, mu: float, servers: int, customers: int, seed: int = 1) -> dict:
+    """The M/M/c queue in the simulator (``switchyard_sim::models::mmc``): Poisson arrivals at
+    ``lam`` per second, ``servers`` servers each serving at ``mu`` per second, until
+    ``customers`` are served. Returns ``customers`` (served), ``events``, ``mean_wait``
+    (seconds in the queue) and ``erlang_c`` (the theory's mean wait, ``None`` if unstable)."""
+    served, events, mean_wait, erlang_c = _switchyard.mmc(float(lam), float(mu), int(servers), int(customers), int(seed))
+    return {"customers": served, "events": events, "mean_wait": mean_wait, "erlang_c": erlang_c}

@@ -148,3 +148,16 @@ def test_ctrl_c_interrupts_a_long_run(repo):
         capture_output=True, text=True, timeout=300,
     )
     assert out.stdout.split("\n")[:2] == ["handler: run thread alive", "interrupted"], out
+
+
+def test_mmc_waits_as_erlang_c_says():
+    out = sim.mmc(3600, 1000, 4, 200_000, seed=1)
+    assert out["customers"] == 200_000
+    assert out["mean_wait"] == pytest.approx(out["erlang_c"], rel=0.1)
+    assert sim.mmc(3600, 1000, 4, 1000, seed=1) == sim.mmc(3600, 1000, 4, 1000, seed=1)
+
+
+def test_mmc_bad_parameters_and_an_unstable_queue():
+    with pytest.raises(switchyard.SwitchyardError, match="mmc: bad model parameter servers = 0: at least one server"):
+        sim.mmc(1000, 1000, 0, 10)
+    assert sim.mmc(5000, 1000, 4, 1000)["erlang_c"] is None
