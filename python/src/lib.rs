@@ -71,7 +71,8 @@ pub(crate) fn interruptible<T: Send + 'static>(
     // Behind a lock only because waiting without the GIL needs a `Sync` receiver.
     let rx = std::sync::Mutex::new(rx);
     loop {
-        let wait = || rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).recv_timeout(Duration::from_millis(50));
+        let wait =
+            || rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).recv_timeout(Duration::from_millis(50));
         match py.detach(wait) {
             Ok(result) => return result,
             Err(RecvTimeoutError::Timeout) => {

@@ -7,7 +7,9 @@ use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use switchyard_core::place::{self, HashFn, ParentLoad, PsDispatch, QminReading};
-use switchyard_core::{FlowKey, LoadTracker, PlaceConfig, Placer, Policy, QueueMeasure, Topology, Unit, Weight, WorkerId};
+use switchyard_core::{
+    FlowKey, LoadTracker, PlaceConfig, Placer, Policy, QueueMeasure, Topology, Unit, Weight, WorkerId,
+};
 use switchyard_experiments::keys::KeySource;
 use switchyard_experiments::placement;
 
@@ -99,10 +101,7 @@ fn setup(
     };
     let weights = match weights {
         Some(w) if w.len() != n as usize => {
-            return Err(bad(format!(
-                "weights has {} values for {n} workers; give one weight per worker",
-                w.len()
-            )));
+            return Err(bad(format!("weights has {} values for {n} workers; give one weight per worker", w.len())));
         }
         Some(w) => w.to_vec(),
         None => vec![1.0; n as usize],

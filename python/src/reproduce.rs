@@ -6,9 +6,7 @@
 use pyo3::prelude::*;
 use switchyard_core::cache::{AgeFrom, Rule};
 use switchyard_experiments::report::{Quiet, Report};
-use switchyard_experiments::{
-    cacheflow, figurehead, guo_irq, guo_xen, ko, miscort, rgedf, scenarios, yates_cache,
-};
+use switchyard_experiments::{cacheflow, figurehead, guo_irq, guo_xen, ko, miscort, rgedf, scenarios, yates_cache};
 use switchyard_sim::models::sensor::Stations;
 
 use crate::{bad, error};
