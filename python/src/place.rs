@@ -227,9 +227,11 @@ impl PyPlacer {
         sizes: Option<Vec<u64>>,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
         let units = units(keys, sizes.as_deref())?;
-        let mut state = self.state();
-        let st = &mut *state;
+        // The lock is taken without the GIL: a thread holding the GIL while it waits for the
+        // placer would never let the thread placing come back (a deadlock).
         let out: Vec<u32> = py.detach(|| {
+            let mut state = self.state();
+            let st = &mut *state;
             units
                 .iter()
                 .map(|u| {

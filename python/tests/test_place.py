@@ -111,3 +111,31 @@ def test_bad_input_raises_the_binarys_message(call, message):
     assert message in str(e.value)
     assert "\n" not in str(e.value)
     assert isinstance(e.value, ValueError)
+
+
+def test_threads_sharing_a_placer_do_not_deadlock():
+    # Each place() runs without the GIL; one placer shared by threads must neither hang (a
+    # thread holding the GIL waiting for the placer while another waits for the GIL) nor lose
+    # a key. Run apart, so that a hang fails by the timeout instead of stopping the suite.
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import threading, numpy as np
+        from switchyard import place
+        p = place.Placer("jsq", workers=4)
+        keys = np.arange(200_000, dtype=np.uint64)
+        def work():
+            for _ in range(10):
+                p.place(keys)
+                p.workers
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        print(int(p.load()["units"].sum()))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == str(4 * 10 * 200_000), out
