@@ -268,8 +268,7 @@ struct GatewayServe {
     /// The longest a line of --access-log waits in its buffer (64 KiB, as nginx's
     /// `access_log ... buffer=64k flush=1s`) before it is written: a line can be read at most
     /// this long after its response (a full buffer, a stop or a SIGHUP write sooner). 0 writes
-    /// whenever the log's queue is empty, a write for nearly every line: the log then costs a
-    /// hit about twice the instructions.
+    /// whenever the log's queue is empty: under load, a write for nearly every line.
     #[arg(long, value_name = "SECONDS", value_parser = config::parse_seconds)]
     access_log_flush: Option<Duration>,
     /// The access log's lines:
