@@ -215,8 +215,10 @@ struct GatewayServe {
     /// `purge-from = ["10.0.0.0/8", "::1"]`); examples/gateway.toml is a sample. A flag given
     /// on the command line overrides the file's key; an unknown key is an error. On SIGHUP the
     /// file is read again (the flags still override it) and the gateway takes its origins,
-    /// route, sla, TLS files, purge-from, purge-token-file and max-memory (a smaller bound
-    /// evicts at once, down to it); a change to any other key (listen, h2c, eviction, ...) is
+    /// route, sla, TLS files, purge-from, purge-token-file, max-memory (a smaller bound
+    /// evicts at once, down to it) and access-log, log-format and access-log-flush (a new path
+    /// is opened before anything is taken; the old file gets its buffered lines, then is
+    /// closed); a change to any other key (listen, h2c, eviction, turning the log on or off, ...) is
     /// refused with a line naming it, and a file with any error is refused whole: the running
     /// configuration stays as it was.
     #[arg(long, value_name = "FILE")]
@@ -259,8 +261,16 @@ struct GatewayServe {
     /// disk slower than the requests loses the lines that find the queue full; they are
     /// counted in /metrics (gateway_access_log_lost_total, beside
     /// gateway_access_log_lines_total) and said on standard error, never dropped silently.
+    /// Lines are buffered (64 KiB) and written when the buffer is full or --access-log-flush
+    /// has passed; a stop and a SIGHUP write what is buffered first.
     #[arg(long, value_name = "PATH")]
     access_log: Option<String>,
+    /// The longest a line of --access-log waits in its buffer (64 KiB, as nginx's
+    /// `access_log ... buffer=64k flush=1s`) before it is written: a line can be read at most
+    /// this long after its response (a full buffer, a stop or a SIGHUP write sooner). 0 writes
+    /// whenever the log's queue is empty: under load, a write for nearly every line.
+    #[arg(long, value_name = "SECONDS", value_parser = config::parse_seconds)]
+    access_log_flush: Option<Duration>,
     /// The access log's lines:
     ///   combined  nginx's `combined` (GoAccess, AWStats, ... read it), then the cache's
     ///             fields as nginx users add them (one line):
@@ -486,15 +496,16 @@ async fn serve_site(
     resolved: &Resolved,
     router: impl switchyard_gateway::listener::Served,
     what: &str,
-    mut running: Running,
+    running: Running,
     reread: impl Fn() -> Result<Settings, ConfigErrors> + Send + 'static,
 ) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let listen = resolved.listen;
     let access_log = match &resolved.access_log {
-        Some((target, format)) => Some(AccessLog::open(target.clone(), *format)?),
+        Some(options) => Some(AccessLog::open(options.clone())?),
         None => None,
     };
+    let mut running = running.with_access_log(access_log.clone());
     let options = ServeOptions {
         tls: resolved.tls.clone(),
         h2c: resolved.h2c,
@@ -514,14 +525,6 @@ async fn serve_site(
     let log = options.access_log.clone();
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
-            // The log is opened again on every SIGHUP, whatever the file says: log rotation
-            // (logrotate's postrotate `kill -HUP`) must not depend on the configuration being valid.
-            if let Some(log) = &log {
-                match log.reopen() {
-                    Ok(()) => eprintln!("SIGHUP: access log reopened"),
-                    Err(e) => eprintln!("SIGHUP: {e}; still writing to the file open before"),
-                }
-            }
             // The whole reload is made before any of it is taken: a file with an error, or a
             // change that cannot be made live, leaves the running configuration whole.
             match reread().map_err(|e| e.0.iter().map(ToString::to_string).collect()).and_then(|s| running.reload(s)) {
@@ -535,8 +538,18 @@ async fn serve_site(
                         eprintln!("SIGHUP: {line}");
                     }
                     eprintln!(
-                        "SIGHUP: not reloaded; the configuration running stays whole (its certificate, origins and bounds)"
+                        "SIGHUP: not reloaded; the configuration running stays whole (its certificate, origins, bounds and log)"
                     );
+                }
+            }
+            // The log is opened again on every SIGHUP, whatever the file says: log rotation
+            // (logrotate's postrotate `kill -HUP`) must not depend on the configuration being
+            // valid. After the reload, so that a new path is not preceded by the old one
+            // opened again (and made afresh if it had been moved away).
+            if let Some(log) = &log {
+                match log.reopen() {
+                    Ok(()) => eprintln!("SIGHUP: access log reopened"),
+                    Err(e) => eprintln!("SIGHUP: {e}; still writing to the file open before"),
                 }
             }
         }
@@ -649,6 +662,7 @@ fn flag_settings(a: &GatewayServe, m: Option<&clap::ArgMatches>) -> Settings {
     s.h2c = pick("h2c").then_some(a.h2c);
     s.drain_timeout = pick("drain_timeout").then_some(a.drain_timeout);
     s.access_log = a.access_log.clone();
+    s.access_log_flush = a.access_log_flush;
     s.log_format = pick("log_format").then_some(match a.log_format {
         LogFormat::Combined => config::LogFormat::Combined,
         LogFormat::Json => config::LogFormat::Json,

@@ -4,44 +4,19 @@
 //! losing no line; a disk slower than the requests (a pipe nobody reads) holding no request
 //! back, its lost lines counted. Without curl, openssl, goaccess or jq the tests say SKIPPED.
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
-fn have(tool: &str) -> bool {
-    // openssl says its version to `version`, the others to `--version`.
-    let found = Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
-        || Command::new(tool).arg("version").output().is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("SKIPPED: {tool} is not installed (bench/install-peers.sh installs it)");
-    }
-    found
-}
+use common::{Gateway, have, text as said};
 
 fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("switchyard-log-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn certificate(dir: &Path) -> (PathBuf, PathBuf) {
-    let (cert, key) = (dir.join("site.crt"), dir.join("site.key"));
-    let made = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
-        .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-days", "2"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl runs");
-    assert!(made.status.success(), "openssl: {}", String::from_utf8_lossy(&made.stderr));
-    (cert, key)
+    common::scratch("log", test)
 }
 
 /// Bytes of `/big`, which no client here reads whole.
@@ -53,137 +28,38 @@ const LARGE: usize = 32 << 20;
 /// An origin: `/slow` answers after 3 s, `/nope` is a 404, `/big` is 64 MiB not to be stored,
 /// `/large` 32 MiB to be stored, everything else 1,000 bytes kept for a minute.
 fn origin() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream);
-                loop {
-                    let mut head = String::new();
-                    let mut line = String::new();
-                    while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
-                        head += &line;
-                        line.clear();
-                    }
-                    if head.is_empty() {
-                        return;
-                    }
-                    let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
-                    let (status, cache, len) = match path.as_str() {
-                        "/nope" => ("404 Not Found", "no-store", 9),
-                        "/big" => ("200 OK", "no-store", BIG),
-                        "/large" => ("200 OK", "max-age=60", LARGE),
-                        _ => ("200 OK", "max-age=60", 1000),
-                    };
-                    if path == "/slow" {
-                        std::thread::sleep(Duration::from_secs(3));
-                    }
-                    let head = format!("HTTP/1.1 {status}\r\nCache-Control: {cache}\r\nContent-Length: {len}\r\n\r\n");
-                    let out = reader.get_mut();
-                    if out.write_all(head.as_bytes()).is_err() {
-                        return;
-                    }
-                    let chunk = vec![b'x'; len.min(1 << 20)];
-                    let mut left = len;
-                    while left > 0 {
-                        let n = left.min(chunk.len());
-                        if out.write_all(&chunk[..n]).is_err() {
-                            return;
-                        }
-                        left -= n;
-                    }
-                }
-            });
+    common::origin(|head, out| {
+        let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+        let (status, cache, len) = match path.as_str() {
+            "/nope" => ("404 Not Found", "no-store", 9),
+            "/big" => ("200 OK", "no-store", BIG),
+            "/large" => ("200 OK", "max-age=60", LARGE),
+            _ => ("200 OK", "max-age=60", 1000),
+        };
+        if path == "/slow" {
+            std::thread::sleep(Duration::from_secs(3));
         }
-    });
-    port
-}
-
-/// The gateway, its standard error line by line, and its port.
-struct Gateway {
-    child: Child,
-    lines: Receiver<String>,
-    port: u16,
-}
-
-impl Gateway {
-    fn start(args: &[&str], stdout: Stdio) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-            .args(args)
-            .args(["--listen", "127.0.0.1:0"])
-            .stdout(stdout)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the binary runs");
-        let (tx, lines) = channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut gateway = Self { child, lines, port: 0 };
-        let line = gateway.wait_for(" on http");
-        let port = line.rsplit_once("127.0.0.1:").unwrap().1.split_whitespace().next().unwrap();
-        gateway.port = port.parse().unwrap();
-        gateway
-    }
-
-    /// The next line of standard error holding `needle`, waiting at most two minutes.
-    fn wait_for(&self, needle: &str) -> String {
-        loop {
-            match self.lines.recv_timeout(Duration::from_secs(120)) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(_) => {}
-                Err(e) => panic!("the gateway never said {needle:?} ({e})"),
-            }
+        let head = format!("HTTP/1.1 {status}\r\nCache-Control: {cache}\r\nContent-Length: {len}\r\n\r\n");
+        if out.write_all(head.as_bytes()).is_err() {
+            return false;
         }
-    }
-
-    fn signal(&self, name: &str) {
-        let sent = Command::new("kill").arg(format!("-{name}")).arg(self.child.id().to_string()).status();
-        assert!(sent.is_ok_and(|s| s.success()), "kill -{name}");
-    }
-
-    /// SIGTERM, and the exit awaited (every line is written by then): the rest of its
-    /// standard error.
-    fn stop(mut self) -> Vec<String> {
-        self.signal("TERM");
-        let status = self.child.wait().unwrap();
-        assert_eq!(status.code(), Some(0), "the gateway's exit");
-        self.lines.try_iter().collect()
-    }
-
-    fn curl(&self, ca: &Path, path: &str, extra: &[&str]) -> Output {
-        curl(self.port, ca, path, extra)
-    }
+        let chunk = vec![b'x'; len.min(1 << 20)];
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            if out.write_all(&chunk[..n]).is_err() {
+                return false;
+            }
+            left -= n;
+        }
+        true
+    })
 }
 
 /// curl over TLS to `path` on `port`, with `extra` options; the body discarded.
 fn curl(port: u16, ca: &Path, path: &str, extra: &[&str]) -> Output {
-    Command::new("curl")
-        .args(["--silent", "--show-error", "--max-time", "60", "--output", "/dev/null"])
-        .args(["--write-out", "%{http_code} %{http_version}"])
-        .args(extra)
-        .arg("--cacert")
-        .arg(ca)
-        .args(["--resolve", &format!("localhost:{port}:127.0.0.1")])
-        .arg(format!("https://localhost:{port}{path}"))
-        .output()
-        .expect("curl runs")
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-    }
-}
-
-fn said(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    let out = ["--output", "/dev/null", "--write-out", "%{http_code} %{http_version}"];
+    common::curl_tls(port, ca, path, &[&out, extra].concat())
 }
 
 /// One request's fields, read from either format.
@@ -254,30 +130,27 @@ fn scenario(format: &str) -> Option<(Vec<Line>, PathBuf, u16)> {
         return None;
     }
     let dir = scratch(format);
-    let (cert, key) = certificate(&dir);
+    let (cert, key) = common::certificate(&dir, "site");
     let log = dir.join("access.log");
     let origin_port = origin();
     let origin = format!("http://127.0.0.1:{origin_port}");
-    let gateway = Gateway::start(
-        &[
-            "gateway",
-            "serve",
-            "--origin",
-            &origin,
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-            "--access-log",
-            log.to_str().unwrap(),
-            "--log-format",
-            format,
-        ],
-        Stdio::null(),
-    );
-    assert_eq!(said(&gateway.curl(&cert, "/page", &["--http2", "-A", "first"])), "200 2");
-    assert_eq!(said(&gateway.curl(&cert, "/page", &["--http2", "-A", "second"])), "200 2");
-    assert_eq!(said(&gateway.curl(&cert, "/nope", &["--http1.1", "-A", "third"])), "404 1.1");
+    let gateway = Gateway::run(&[
+        "gateway",
+        "serve",
+        "--origin",
+        &origin,
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+        "--access-log",
+        log.to_str().unwrap(),
+        "--log-format",
+        format,
+    ]);
+    assert_eq!(said(&curl(gateway.port, &cert, "/page", &["--http2", "-A", "first"])), "200 2");
+    assert_eq!(said(&curl(gateway.port, &cert, "/page", &["--http2", "-A", "second"])), "200 2");
+    assert_eq!(said(&curl(gateway.port, &cert, "/nope", &["--http1.1", "-A", "third"])), "404 1.1");
     let slow: Vec<_> = (0..2)
         .map(|i| {
             let (cert, port) = (cert.clone(), gateway.port);
@@ -289,7 +162,7 @@ fn scenario(format: &str) -> Option<(Vec<Line>, PathBuf, u16)> {
     }
     // Clients that read 64 KiB and leave: of a body carried through from the origin, and of
     // one stored (a hit, whose body is one buffer).
-    assert_eq!(said(&gateway.curl(&cert, "/large", &["--http1.1", "-A", "whole"])), "200 1.1");
+    assert_eq!(said(&curl(gateway.port, &cert, "/large", &["--http1.1", "-A", "whole"])), "200 1.1");
     let port = gateway.port;
     for (path, agent) in [("/big", "leaver"), ("/large", "hit-leaver")] {
         let cut = Command::new("sh")
@@ -434,10 +307,7 @@ fn sighup_after_a_move_writes_to_a_new_file_and_loses_no_line() {
     let dir = scratch("rotate");
     let log = dir.join("access.log");
     let origin = format!("http://127.0.0.1:{}", origin());
-    let gateway = Gateway::start(
-        &["gateway", "serve", "--origin", &origin, "--access-log", log.to_str().unwrap()],
-        Stdio::null(),
-    );
+    let gateway = Gateway::run(&["gateway", "serve", "--origin", &origin, "--access-log", log.to_str().unwrap()]);
     let port = gateway.port;
     assert_eq!(requests(port, "/page", 100, &dir, "before"), 100);
     assert_eq!(lines(&log, 100).len(), 100);
@@ -482,10 +352,7 @@ fn a_disk_slower_than_the_requests_holds_none_back_and_its_lost_lines_are_counte
         })
     };
     let origin = format!("http://127.0.0.1:{}", origin());
-    let gateway = Gateway::start(
-        &["gateway", "serve", "--origin", &origin, "--access-log", fifo.to_str().unwrap()],
-        Stdio::null(),
-    );
+    let gateway = Gateway::run(&["gateway", "serve", "--origin", &origin, "--access-log", fifo.to_str().unwrap()]);
     // More lines than the queue (8,192), the writer's buffer and the pipe hold: all answered
     // while nothing reads the log.
     let n = 12_000;
@@ -518,13 +385,13 @@ fn in_front_of_a_sensor_field_json_lines_on_standard_output() {
     if !have("curl") {
         return;
     }
-    let field = Gateway::start(&["field", "serve", "--time-scale", "0.05"], Stdio::null());
+    let field = Gateway::run(&["field", "serve", "--time-scale", "0.05"]);
     let field_url = format!("http://127.0.0.1:{}", field.port);
     let field_addr = format!("127.0.0.1:{}", field.port);
-    let mut gateway = Gateway::start(
-        &["gateway", "serve", "--field", &field_url, "--access-log", "-", "--log-format", "json"],
-        Stdio::piped(),
-    );
+    let mut command =
+        common::switchyard(&["gateway", "serve", "--field", &field_url, "--access-log", "-", "--log-format", "json"]);
+    command.stdout(Stdio::piped());
+    let mut gateway = Gateway::spawn(command);
     let stdout = BufReader::new(gateway.child.stdout.take().unwrap());
     let get = |path: &str| {
         let out = Command::new("curl")

@@ -3,152 +3,43 @@
 //! no request. Debian's curl is the client; without it the tests that need it say so and pass
 //! nothing.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
-fn have(tool: &str) -> bool {
-    let found = Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("SKIPPED: {tool} is not installed (bench/install-peers.sh installs it)");
-    }
-    found
-}
+use common::{Gateway, curl, have};
 
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("switchyard-config-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch(test: &str) -> std::path::PathBuf {
+    common::scratch("config", test)
 }
 
 /// An origin answering every GET with `name` and `pad` bytes after it, stored for an hour;
 /// `/fresh/...` is never stored.
 fn origin(name: &'static str, pad: usize) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream);
-                loop {
-                    let mut head = String::new();
-                    let mut line = String::new();
-                    while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
-                        head += &line;
-                        line.clear();
-                    }
-                    if head.is_empty() {
-                        return;
-                    }
-                    let cc = if head.starts_with("GET /fresh/") { "no-store" } else { "max-age=3600" };
-                    let body = format!("{name}{}", "x".repeat(pad));
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\nCache-Control: {cc}\r\nContent-Length: {}\r\n\r\n{body}",
-                        body.len()
-                    );
-                    if reader.get_mut().write_all(answer.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
+    let port = common::origin(move |head, out| {
+        let cc = if head.starts_with("GET /fresh/") { "no-store" } else { "max-age=3600" };
+        let body = format!("{name}{}", "x".repeat(pad));
+        let answer = format!("HTTP/1.1 200 OK\r\nCache-Control: {cc}\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+        out.write_all(answer.as_bytes()).is_ok()
     });
     format!("http://127.0.0.1:{port}")
 }
 
-/// The gateway, its standard error line by line, and its port.
-struct Gateway {
-    child: Child,
-    lines: Receiver<String>,
-    port: u16,
+/// `switchyard gateway serve ARGS --listen 127.0.0.1:0`, run in the temporary directory.
+fn start(args: &[&str]) -> Gateway {
+    start_in(&std::env::temp_dir(), args)
 }
 
-impl Gateway {
-    /// `switchyard gateway serve ARGS --listen 127.0.0.1:0`.
-    fn start(args: &[&str]) -> Self {
-        Self::start_in(&std::env::temp_dir(), args)
-    }
-
-    /// As [`Gateway::start`], run in `dir`.
-    fn start_in(dir: &Path, args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-            .current_dir(dir)
-            .args(["gateway", "serve"])
-            .args(args)
-            .args(["--listen", "127.0.0.1:0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the binary runs");
-        let (tx, lines) = channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut gateway = Self { child, lines, port: 0 };
-        let line = gateway.wait_for(" on http://127.0.0.1:");
-        let port = line.rsplit_once("127.0.0.1:").unwrap().1.split_whitespace().next().unwrap();
-        gateway.port = port.parse().unwrap();
-        gateway
-    }
-
-    /// The next line of standard error holding `needle`, waiting at most a minute; the lines
-    /// passed over are returned before it.
-    fn wait_for(&self, needle: &str) -> String {
-        loop {
-            match self.lines.recv_timeout(Duration::from_secs(60)) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(_) => {}
-                Err(e) => panic!("the gateway never said {needle:?} ({e})"),
-            }
-        }
-    }
-
-    /// The lines one reload prints.
-    fn reload(&self) -> Vec<String> {
-        let sent = Command::new("kill").arg("-HUP").arg(self.child.id().to_string()).status();
-        assert!(sent.is_ok_and(|s| s.success()), "kill -HUP");
-        let mut said = vec![self.wait_for("SIGHUP: ")];
-        // A reload's lines are printed together, the first a moment after the signal.
-        while let Ok(more) = self.lines.recv_timeout(Duration::from_millis(500)) {
-            said.push(more);
-        }
-        said
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn metric(&self, name: &str) -> f64 {
-        let text = curl(&[&self.url("/metrics")]);
-        let line = String::from_utf8_lossy(&text.stdout)
-            .lines()
-            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-            .unwrap_or_else(|| panic!("no {name} in /metrics"))
-            .to_string();
-        line.rsplit(' ').next().unwrap().parse().unwrap()
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-    }
-}
-
-fn curl(args: &[&str]) -> Output {
-    Command::new("curl").args(["--silent", "--show-error", "--max-time", "60"]).args(args).output().expect("curl runs")
+/// As [`start`], run in `dir`.
+fn start_in(dir: &Path, args: &[&str]) -> Gateway {
+    let mut command = common::switchyard(&[&["gateway", "serve"], args].concat());
+    command.current_dir(dir);
+    Gateway::spawn(command)
 }
 
 /// Body and X-Cache of a GET.
@@ -224,8 +115,8 @@ fn a_file_serves_as_its_flags_do() {
     let dir = scratch("same");
     let file = dir.join("gateway.toml");
     write(&file, &format!("origin = [\"{origin}\"]\nmax-memory = \"4MiB\"\npurge-from = \"none\"\n"));
-    let by_file = Gateway::start(&["--config", file.to_str().unwrap()]);
-    let by_flags = Gateway::start(&["--origin", &origin, "--max-memory", "4MiB", "--purge-from", "none"]);
+    let by_file = start(&["--config", file.to_str().unwrap()]);
+    let by_flags = start(&["--origin", &origin, "--max-memory", "4MiB", "--purge-from", "none"]);
     let mut answers = Vec::new();
     for g in [&by_file, &by_flags] {
         let said: Vec<String> = ["/a", "/a", "/fresh/b"].iter().map(|p| get(g, p)).collect();
@@ -250,7 +141,7 @@ fn sighup_takes_a_new_origin_refuses_a_bad_file_whole_and_shrinks_the_bound() {
         write(&file, &format!("origin = \"{origin}\"\nmax-memory = \"{memory}\"\n{extra}"));
     };
     config(&a, "1MiB", "");
-    let gateway = Gateway::start_in(&dir, &["--config", "gateway.toml"]);
+    let gateway = start_in(&dir, &["--config", "gateway.toml"]);
     assert!(get(&gateway, "/fresh/1").starts_with("ax"));
 
     config(&b, "1MiB", "");
@@ -306,7 +197,7 @@ fn a_reload_under_load_drops_no_request() {
     let config =
         |origin: &str, memory: &str| write(&file, &format!("origin = [\"{origin}\"]\nmax-memory = \"{memory}\"\n"));
     config(&a, "1MiB");
-    let gateway = Gateway::start(&["--config", file.to_str().unwrap()]);
+    let gateway = start(&["--config", file.to_str().unwrap()]);
     let stop = Arc::new(AtomicBool::new(false));
     let mut clients = Vec::new();
     for c in 0..6 {
@@ -358,4 +249,91 @@ fn a_reload_under_load_drops_no_request() {
     assert!(sent > 200, "only {sent} requests sent");
     assert_eq!(whole, sent, "of {sent} requests sent, {whole} answered whole");
     assert!(get(&gateway, "/fresh/last").starts_with("bx"), "the last reload's origin");
+}
+
+/// The targets of the lines of the combined-format log at `path` (none if there is no file).
+fn logged_targets(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().map(|l| l.split('"').nth(1).unwrap().split(' ').nth(1).unwrap().to_string()).collect()
+}
+
+/// `access-log` moved by a reload while clients keep sending: every request's line is in
+/// exactly one of the two files, the old one written whole and closed; a path that cannot be
+/// opened is refused with the rest of its reload, and the log goes on where it was.
+#[test]
+fn a_reload_moves_the_access_log_under_load_each_line_in_one_file_and_a_bad_path_is_refused_whole() {
+    if !have("curl") {
+        return;
+    }
+    let (a, b) = (origin("a", 100), origin("b", 100));
+    let dir = scratch("log");
+    let file = dir.join("gateway.toml");
+    let (one, two, bad) = (dir.join("one.log"), dir.join("two.log"), dir.join("missing").join("three.log"));
+    let config = |origin: &str, log: &Path| {
+        write(&file, &format!("origin = \"{origin}\"\naccess-log = \"{}\"\naccess-log-flush = 0.2\n", log.display()));
+    };
+    config(&a, &one);
+    let gateway = start(&["--config", file.to_str().unwrap()]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (stop, base) = (stop.clone(), gateway.url(""));
+            std::thread::spawn(move || {
+                let mut answered = Vec::new();
+                let mut round = 0;
+                while !stop.load(Ordering::SeqCst) || round < 2 {
+                    round += 1;
+                    // 20 requests over one keep-alive connection, each to a path of its own.
+                    let paths: Vec<String> = (0..20).map(|i| format!("/load/{c}/{round}/{i}")).collect();
+                    let mut args = vec!["--write-out".to_string(), "%{http_code}\\n".to_string()];
+                    for p in &paths {
+                        args.extend(["--output".to_string(), "/dev/null".to_string(), format!("{base}{p}")]);
+                    }
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    let out = curl(&args);
+                    let codes = String::from_utf8_lossy(&out.stdout).to_string();
+                    assert_eq!(codes.lines().filter(|l| *l == "200").count(), 20, "curl said: {codes}");
+                    answered.extend(paths);
+                }
+                answered
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    config(&a, &two);
+    let said = gateway.reload();
+    assert!(
+        said.iter()
+            .any(|l| l.starts_with(&format!("SIGHUP: access-log: {} (combined, flushed every 0.2 s)", two.display()))),
+        "{said:?}"
+    );
+    assert!(!said.iter().any(|l| l.contains("not reloaded")), "{said:?}");
+    std::thread::sleep(Duration::from_millis(500));
+    // A directory that is not there, beside an origin that could have been taken: neither is.
+    config(&b, &bad);
+    let said = gateway.reload();
+    assert!(
+        said[0].starts_with(&format!(
+            "SIGHUP: {}:2:1: access-log: {}: cannot be opened for appending",
+            file.display(),
+            bad.display()
+        )),
+        "{said:?}"
+    );
+    assert!(said.iter().any(|l| l.starts_with("SIGHUP: not reloaded")), "{said:?}");
+    assert!(get(&gateway, "/fresh/after").starts_with("ax"), "the old origin serves on");
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::SeqCst);
+    let mut sent: Vec<String> = clients.into_iter().flat_map(|c| c.join().unwrap()).collect();
+    gateway.stop();
+    let (first, second) = (logged_targets(&one), logged_targets(&two));
+    assert!(!bad.exists(), "{}", bad.display());
+    let mut logged: Vec<String> = first.iter().chain(&second).filter(|t| t.starts_with("/load/")).cloned().collect();
+    sent.sort();
+    logged.sort();
+    assert_eq!(logged.len(), sent.len(), "{} requests answered, {} lines", sent.len(), logged.len());
+    assert_eq!(logged, sent, "each request's line in exactly one of the files");
+    assert!(first.iter().any(|t| t.starts_with("/load/")), "lines before the move in {}", one.display());
+    assert!(second.iter().any(|t| t.starts_with("/load/")), "lines after the move in {}", two.display());
+    assert!(second.contains(&"/fresh/after".to_string()), "the log after the refused reload is still the second");
 }

@@ -148,6 +148,7 @@ settings! {
     "drain-timeout" drain_timeout: Duration = seconds_value;
     "access-log" access_log: String = |v| text(v).map(str::to_string);
     "log-format" log_format: LogFormat = |v| text(v).and_then(str::parse);
+    "access-log-flush" access_log_flush: Duration = seconds_value;
     "field" field: String = |v| text(v).map(str::to_string);
     "field-udp" field_udp: SocketAddr = |v| text(v).and_then(parse_listen);
     "origin" origin: Vec<OriginSpec> = origins;
@@ -177,8 +178,19 @@ settings! {
 }
 
 /// The keys a running gateway takes on a reload; a change to any other is refused.
-pub const LIVE_KEYS: &[&str] =
-    &["origin", "route", "sla", "tls-cert", "tls-key", "purge-from", "purge-token-file", "max-memory"];
+pub const LIVE_KEYS: &[&str] = &[
+    "origin",
+    "route",
+    "sla",
+    "tls-cert",
+    "tls-key",
+    "purge-from",
+    "purge-token-file",
+    "max-memory",
+    "access-log",
+    "log-format",
+    "access-log-flush",
+];
 
 /// The keys that only mean something in front of an origin (`origin` set).
 const ORIGIN_ONLY: &[&str] = &[
@@ -215,8 +227,9 @@ pub struct Resolved {
     pub drain_timeout: Duration,
     /// In front of an origin, or of a sensor field.
     pub mode: Mode,
-    /// Where each request's line goes, and in which format (`access-log`, `log-format`).
-    pub access_log: Option<(crate::access_log::Target, crate::access_log::Format)>,
+    /// Where each request's line goes, in which format, flushed how often (`access-log`,
+    /// `log-format`, `access-log-flush`).
+    pub access_log: Option<crate::access_log::Options>,
 }
 
 /// `log-format`'s values, as the flag and the file spell them.
@@ -374,6 +387,9 @@ impl Settings {
             }
             (None, None) => None,
         };
+        if self.access_log_flush.is_some() && self.access_log.is_none() {
+            errors.push(self.error("access-log-flush", "only with `access-log`: there is no log to flush"));
+        }
         if self.h2c == Some(true) && self.tls_cert.is_some() {
             errors.push(self.error("h2c", "not with TLS (`tls-cert`): over TLS, ALPN chooses HTTP/2"));
         }
@@ -443,8 +459,10 @@ impl Settings {
             h2c: self.h2c.unwrap_or(false),
             drain_timeout: self.drain_timeout.unwrap_or(Duration::from_secs(10)),
             mode,
-            access_log: self.access_log.as_deref().map(|path| {
-                (crate::access_log::Target::parse(path), self.log_format.unwrap_or(LogFormat::Combined).into())
+            access_log: self.access_log.as_deref().map(|path| crate::access_log::Options {
+                target: crate::access_log::Target::parse(path),
+                format: self.log_format.unwrap_or(LogFormat::Combined).into(),
+                flush: self.access_log_flush.unwrap_or(crate::access_log::FLUSH),
             }),
         })
     }
@@ -480,6 +498,12 @@ impl Settings {
         if self.tls_cert.is_some() != new.tls_cert.is_some() {
             out.push("tls-cert: TLS cannot be turned on or off while the gateway runs (restart it for that)".into());
         }
+        if self.access_log.is_some() != new.access_log.is_some() {
+            out.push(
+                "access-log: the log cannot be turned on or off while the gateway runs (restart it for that); its path, format and flush interval can change"
+                    .into(),
+            );
+        }
         let origin = |s: &Self| s.origin.as_ref().is_some_and(|o| !o.is_empty());
         if origin(self) != origin(new) {
             out.push(
@@ -496,27 +520,68 @@ pub struct Running {
     settings: Settings,
     tls: Option<Arc<TlsFiles>>,
     origin: Option<crate::origin::OriginService>,
+    access_log: Option<crate::access_log::AccessLog>,
 }
 
 impl Running {
     /// The gateway started from `settings`, which resolved to `resolved`, serving `origin` (in
     /// front of origins) with TLS as `resolved` says.
     pub fn new(settings: Settings, resolved: &Resolved, origin: Option<crate::origin::OriginService>) -> Self {
-        Self { settings, tls: resolved.tls.clone(), origin }
+        Self { settings, tls: resolved.tls.clone(), origin, access_log: None }
+    }
+
+    /// The access log the gateway writes, for a reload to move to another path, format or
+    /// flush interval.
+    #[must_use]
+    pub fn with_access_log(mut self, log: Option<crate::access_log::AccessLog>) -> Self {
+        self.access_log = log;
+        self
     }
 
     /// Takes `new` if the whole of it can be taken: it resolves (its TLS files and purge token
-    /// read) and changes only what can change live ([`Settings::reload_refusals`]). Then the
-    /// TLS files are read again even if unchanged (a renewed certificate), and the origins,
-    /// route, SLA, purge rules and memory bound are swapped in. Returns what it did, a line
-    /// each; or, with nothing changed, why not, a line each.
+    /// read) and changes only what can change live ([`Settings::reload_refusals`]), and a new
+    /// access-log file opens. Then the TLS files are read again even if unchanged (a renewed
+    /// certificate), and the origins, route, SLA, purge rules, memory bound and log are swapped
+    /// in. Returns what it did, a line each; or, with nothing changed, why not, a line each.
     pub fn reload(&mut self, new: Settings) -> Result<Vec<String>, Vec<String>> {
         let resolved = new.resolve().map_err(|e| e.0.iter().map(ToString::to_string).collect::<Vec<_>>())?;
         let refused = self.settings.reload_refusals(&new);
         if !refused.is_empty() {
             return Err(refused);
         }
+        // The one step of a reload that can fail after the checks: made before anything is
+        // taken, so that a log that cannot be opened leaves the whole configuration running.
+        let log = match (&self.access_log, &resolved.access_log) {
+            (Some(log), Some(options)) if log.options() != *options => {
+                match crate::access_log::Opened::open(options.clone()) {
+                    Ok(opened) => Some((log, opened)),
+                    Err(e) => {
+                        let why = match e {
+                            crate::access_log::AccessLogError::Open { path, source } => {
+                                format!("{}: cannot be opened for appending: {source}", path.display())
+                            }
+                            other => other.to_string(),
+                        };
+                        return Err(vec![new.error("access-log", why).to_string()]);
+                    }
+                }
+            }
+            _ => None,
+        };
         let mut said = Vec::new();
+        if let Some((log, opened)) = log {
+            let o = opened.options().clone();
+            log.switch(opened);
+            said.push(format!(
+                "access-log: {} ({}, flushed every {} s); the lines buffered for the previous one written to it and it closed",
+                o.target,
+                match o.format {
+                    crate::access_log::Format::Combined => "combined",
+                    crate::access_log::Format::Json => "json",
+                },
+                o.flush.as_secs_f64()
+            ));
+        }
         if let (Some(now), Some(fresh)) = (&self.tls, &resolved.tls) {
             now.adopt(fresh);
             said.push(format!(
@@ -890,6 +955,33 @@ mod tests {
         assert_eq!((o.max_memory, o.object_bound()), (1 << 20, 64 << 10));
         assert_eq!(o.upstream_timeout, Duration::from_millis(2500));
         assert_eq!(o.sla.within, Duration::from_millis(300));
+    }
+
+    #[test]
+    fn the_log_may_move_on_a_reload_but_not_be_turned_on_or_off() {
+        let with = |extra: &str| Settings::from_toml(&format!("origin = \"http://a:80\"\n{extra}"), "g.toml").unwrap();
+        let one = with("access-log = \"/var/log/one.log\"\n");
+        let two = with("access-log = \"/var/log/two.log\"\nlog-format = \"json\"\naccess-log-flush = 0.25\n");
+        assert!(one.reload_refusals(&two).is_empty(), "{:?}", one.reload_refusals(&two));
+        let options = two.resolve().unwrap().access_log.unwrap();
+        assert_eq!(
+            options,
+            crate::access_log::Options {
+                target: crate::access_log::Target::File("/var/log/two.log".into()),
+                format: crate::access_log::Format::Json,
+                flush: Duration::from_millis(250),
+            }
+        );
+        assert_eq!(one.resolve().unwrap().access_log.unwrap().flush, crate::access_log::FLUSH);
+        let refused = [
+            "access-log: the log cannot be turned on or off while the gateway runs (restart it for that); its path, format and flush interval can change",
+        ];
+        assert_eq!(one.reload_refusals(&with("")), refused);
+        assert_eq!(with("").reload_refusals(&one), refused);
+        assert_eq!(
+            errors("origin = \"http://a:80\"\naccess-log-flush = 2\n"),
+            ["gateway.toml:2:1: access-log-flush: only with `access-log`: there is no log to flush"]
+        );
     }
 
     #[test]

@@ -375,12 +375,32 @@ impl Head {
             peer,
             started: std::time::Instant::now(),
             method: request.method().clone(),
-            target: request.uri().clone(),
+            target: unshared_uri(request.uri()),
             version: request.version(),
-            referer: h.get(axum::http::header::REFERER).cloned(),
-            agent: h.get(axum::http::header::USER_AGENT).cloned(),
+            referer: h.get(axum::http::header::REFERER).map(unshared),
+            agent: h.get(axum::http::header::USER_AGENT).map(unshared),
             metrics: request.uri().path() == "/metrics" && request.method() == axum::http::Method::GET,
         }
+    }
+}
+
+// hyper's request fields are slices of its connection's read buffer: a clone kept for the log
+// keeps that buffer (kilobytes) from being reused for the next request, so that each request
+// allocated a new one and the log's thread freed the old. A copy of the few bytes is cheaper.
+
+/// `v` in bytes of its own.
+fn unshared(v: &axum::http::HeaderValue) -> axum::http::HeaderValue {
+    axum::http::HeaderValue::from_maybe_shared(Bytes::copy_from_slice(v.as_bytes())).unwrap_or_else(|_| v.clone())
+}
+
+/// `uri` in bytes of its own (an origin-form target; another form is cloned as it is).
+fn unshared_uri(uri: &axum::http::Uri) -> axum::http::Uri {
+    match uri.path_and_query() {
+        Some(pq) if uri.scheme().is_none() => {
+            axum::http::uri::PathAndQuery::from_maybe_shared(Bytes::copy_from_slice(pq.as_str().as_bytes()))
+                .map_or_else(|_| uri.clone(), axum::http::Uri::from)
+        }
+        _ => uri.clone(),
     }
 }
 
