@@ -63,11 +63,17 @@ async fn a_hedge_answers_from_the_first_and_cancels_the_other() {
         parse_sla("95:100ms").unwrap(),
     )
     .await;
+    // That the gateway did not wait for the slow origin is shown below without a clock: the
+    // slow one finished none of the routed reads (each was cancelled when the fast one answered).
+    // The SLA counter is judged against what this client saw: a read the client had within
+    // 100 ms was within it at the gateway too, but on a loaded machine a read may be later than
+    // that (it was once, at load 16: a fixed "all 5 within" failed on a stall, not a defect).
+    let mut seen_within = 0;
     for i in 0..5 {
         let t = Instant::now();
         let body = reqwest::get(format!("http://{g}/item/{i}")).await.unwrap().text().await.unwrap();
         assert_eq!(body, "after 5ms", "the fast origin's answer");
-        assert!(t.elapsed() < Duration::from_millis(300), "not the slow one's: {:?}", t.elapsed());
+        seen_within += usize::from(t.elapsed() <= Duration::from_millis(100));
     }
     // Probes are left to finish (400 ms).
     tokio::time::sleep(Duration::from_millis(900)).await;
@@ -91,7 +97,15 @@ async fn a_hedge_answers_from_the_first_and_cancels_the_other() {
     assert_eq!(line("gateway_origin_cost_total", slow), 5.0, "every attempt is paid");
     assert_eq!(line("gateway_origin_cost_total", fast), 50.0);
     assert_eq!(line("gateway_origin_cancelled_total", slow), 5.0);
-    assert!(m.contains("gateway_sla_within_total 5"), "{m}");
+    let within = m
+        .lines()
+        .find_map(|l| l.strip_prefix("gateway_sla_within_total "))
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or_else(|| panic!("no gateway_sla_within_total in {m}"));
+    assert!(
+        (seen_within..=5).contains(&within),
+        "within the SLA: {within} by the gateway's count, {seen_within} of 5 by the client's clock"
+    );
 }
 
 /// OptWait, learning from what it sees: a cheap origin fast enough most of the time and a
