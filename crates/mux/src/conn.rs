@@ -250,20 +250,6 @@ impl Conn {
         }
     }
 
-    /// The socket refused bytes: the driver writes no more until it says it takes more, and
-    /// a segment the kernel held for them goes now. With `TCP_NOTSENT_LOWAT`, the held segment
-    /// counts as unsent, and the socket may say it takes more only once it has gone: held, with
-    /// nothing in flight to bring an acknowledgement, it would never go.
-    fn blocked(&mut self) -> std::io::Result<()> {
-        self.full = true;
-        self.link.push()
-    }
-
-    /// Sends now what the kernel held back for a [`Conn::write_more`] that no write followed.
-    pub(crate) fn send_held(&mut self) -> std::io::Result<()> {
-        self.link.push()
-    }
-
     /// Whether bytes wait to be written (frames, or with TLS, records).
     pub(crate) fn holds_bytes(&self) -> bool {
         !self.out.is_empty() || self.tls.as_ref().is_some_and(|t| t.sent < t.sealed.len())
@@ -271,14 +257,6 @@ impl Conn {
 
     /// Writes what the socket takes now. `Ok(true)` if it took anything.
     pub(crate) fn write(&mut self) -> std::io::Result<bool> {
-        self.write_more(false)
-    }
-
-    /// [`Conn::write`], saying whether the driver has more frames for the connection at once
-    /// (`more`): over TCP the kernel then keeps the last segment until the next write fills it
-    /// (`MSG_MORE`), and the caller sends it with [`Conn::send_held`] if none comes. Writes of a few
-    /// frames each went as a packet each, 44 KB a packet on loopback where 64 KB fit.
-    pub(crate) fn write_more(&mut self, more: bool) -> std::io::Result<bool> {
         if let Some(offload) = &self.offload {
             // The task's end, if it has ended, comes through `read`, after its last frames.
             let (handed, full) = offload.hand_over(&mut self.out, &mut self.queued);
@@ -286,7 +264,7 @@ impl Conn {
             return Ok(handed);
         }
         if self.tls.is_some() {
-            return self.write_tls(more);
+            return self.write_tls();
         }
         let mut wrote_any = false;
         while !self.out.is_empty() && !self.full {
@@ -297,13 +275,13 @@ impl Conn {
                 *slice = std::io::IoSlice::new(piece);
                 count += 1;
             }
-            match self.link.try_write_more(&slices[..count], more) {
+            match self.link.try_write_vectored(&slices[..count]) {
                 Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     wrote_any = true;
                     consume(&mut self.out, &mut self.queued, n);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.blocked()?,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.full = true,
                 Err(e) => return Err(e),
             }
         }
@@ -312,7 +290,7 @@ impl Conn {
 
     /// [`Conn::write`] through TLS: frames sealed into records ([`TLS_BUFFER`] at a time), the
     /// records to the socket.
-    fn write_tls(&mut self, more: bool) -> std::io::Result<bool> {
+    fn write_tls(&mut self) -> std::io::Result<bool> {
         let tls = self.tls.as_mut().expect("a TLS connection");
         let mut wrote_any = false;
         loop {
@@ -325,18 +303,13 @@ impl Conn {
             if self.full || tls.sent == tls.sealed.len() {
                 return Ok(wrote_any);
             }
-            // Frames left to seal follow this write at once.
-            let more = more || !self.out.is_empty();
-            match self.link.try_write_more(&[std::io::IoSlice::new(&tls.sealed[tls.sent..])], more) {
+            match self.link.try_write(&tls.sealed[tls.sent..]) {
                 Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     tls.sent += n;
                     wrote_any = true;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    self.full = true;
-                    self.link.push()?;
-                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.full = true,
                 Err(e) => return Err(e),
             }
         }

@@ -35,8 +35,6 @@ pub(crate) struct Link {
     looked: Option<Look>,
     /// The peer's reading pace while it had bytes waiting, in bytes per second (0: unmeasured).
     rate: f64,
-    /// The last write went with `MSG_MORE`, and nothing has pushed its tail out since.
-    corked: bool,
 }
 
 enum Kind {
@@ -111,7 +109,7 @@ fn read_socket(socket: &impl Socket, inbox: &mut BytesMut, room: usize) -> io::R
 
 impl Link {
     fn new(kind: Kind) -> Self {
-        Self { kind, written: 0, looked: None, rate: 0.0, corked: false }
+        Self { kind, written: 0, looked: None, rate: 0.0 }
     }
 
     /// A TCP connection.
@@ -215,41 +213,20 @@ impl Link {
         std::future::poll_fn(|cx| self.poll_write_ready(cx)).await
     }
 
-    /// Writes what the carrier takes now (`WouldBlock` if nothing), saying whether more bytes
-    /// follow at once (`more`): over
-    /// TCP the kernel then holds a last segment that is not full (`MSG_MORE`) until the next
-    /// write fills it or [`Link::push`] sends it. Local links ignore it.
-    pub(crate) fn try_write_more(&mut self, bufs: &[IoSlice<'_>], more: bool) -> io::Result<usize> {
+    /// Writes what the carrier takes now; `WouldBlock` if nothing.
+    pub(crate) fn try_write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let n = match &mut self.kind {
-            Kind::Tcp(s) if more => s.try_io(Interest::WRITABLE, || sockopt::send_more(s, bufs)),
             Kind::Tcp(s) => s.try_write_vectored(bufs),
             Kind::Unix(s) => s.try_write_vectored(bufs),
             Kind::Shm(r) => r.writer.try_write_vectored(bufs),
         }?;
-        if n > 0 {
-            self.corked = more && matches!(self.kind, Kind::Tcp(_));
-        }
         self.written += n as u64;
         Ok(n)
     }
 
-    /// Sends a segment the kernel holds for a write with `more` that no write followed: what
-    /// was written then goes now, not after the next acknowledgement (or never, with none in
-    /// flight).
-    pub(crate) fn push(&mut self) -> io::Result<()> {
-        if !std::mem::take(&mut self.corked) {
-            return Ok(());
-        }
-        match &self.kind {
-            Kind::Tcp(s) => sockopt::push(s),
-            _ => Ok(()),
-        }
-    }
-
-    /// Whether the kernel may hold a segment back for a write that has not come
-    /// ([`Link::push`] sends it).
-    pub(crate) fn corked(&self) -> bool {
-        self.corked
+    /// Writes what the carrier takes of `buf` now; `WouldBlock` if nothing.
+    pub(crate) fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.try_write_vectored(&[IoSlice::new(buf)])
     }
 
     /// Reads up to `room` bytes onto the end of `inbox`: `Ok((n, drained))`, `n == 0` being

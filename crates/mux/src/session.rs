@@ -1636,6 +1636,16 @@ impl Driver {
             // credit (3,199–78,021 turns blocked in each of three runs; in one run of twelve
             // without). Three frames a write did pay, and 64 KiB is four frames and their heads,
             // just over a loopback packet (see `MuxConfig::queue_frames`).
+            //
+            // Fuller packets were tried twice and cost more (bench mux, stripe, AMD EPYC 2 cores,
+            // load 11–14, base and trial alternated): writing a connection's frames with
+            // `MSG_MORE` while its queue filled before the core ran dry (the held segment pushed
+            // with `TCP_NODELAY` once the core had nothing for it) raised bytes a packet only
+            // from 44.1 KB to 47.3 KB (nstat, raw TCP's packets in the count) and CPU per byte
+            // from 437–540 ns/KB to 563–660 (×raw CPU 0.57–0.67 to 0.49–0.64; TLS 792–819 to
+            // 898–928); and frames sized so that four with their heads fill one loopback packet
+            // (`--frame 16352 --queue-frames 4`) cost 561–603 ns/KB against 461–493, the
+            // application's 256 KiB writes no longer a whole number of frames.
             let mut lost = Vec::new();
             // One clock reading for the pass: the core's time, and the age of each view.
             let clock = Instant::now();
@@ -1644,40 +1654,25 @@ impl Driver {
                 let Some(conn) = conn else { continue };
                 // A connection whose socket refused bytes asks for no frame until it takes
                 // more: the frame may go to one with room, and the kernel says when (§2.7).
-                let (mut given, mut dry) = (0, false);
                 while !conn.full && conn.queued < self.config.queue_frames.max(1) {
                     let frame = match self.urgent.pop_front() {
                         Some(f) => f,
                         None => match self.sender.poll_transmit(now, slot) {
                             Some(f) => f,
-                            None => {
-                                dry = true;
-                                break;
-                            }
+                            None => break,
                         },
                     };
                     framed += frame.encoded_len();
                     conn.push(&frame);
-                    given += 1;
                     moved = true;
                 }
-                // A connection whose queue filled before the core ran dry is likely given more
-                // at once: the kernel keeps the last segment of this write for the next
-                // (`MSG_MORE`), so a packet carries 64 KB, not the 44 KB of three frames. One
-                // given nothing has its held segment sent now: a connection's bytes wait for
-                // no later write that may not come.
-                let more = !dry && given > 0;
-                let wrote = match conn.write_more(more) {
+                let wrote = match conn.write() {
                     Ok(wrote) => wrote,
                     Err(_) => {
                         lost.push(slot);
-                        continue;
+                        false
                     }
                 };
-                if given == 0 && !conn.holds_bytes() && conn.send_held().is_err() {
-                    lost.push(slot);
-                    continue;
-                }
                 moved |= wrote;
                 // The kernel's view is read just after a write, when the connection's unsent
                 // bytes show how busy it is (the core drains them at the connection's rate as
@@ -1761,36 +1756,6 @@ mod tests {
         let frames: Vec<Frame> = std::iter::from_fn(|| driver.sender.poll_transmit(Nanos(0), 0)).collect();
         assert!(!frames.iter().any(|f| matches!(f, Frame::Close { .. })), "a close went: {frames:?}");
         assert!(frames.contains(&Frame::Reset { channel: 1, reason: "target refused".into() }), "{frames:?}");
-    }
-
-    /// Bytes the kernel holds now on the connection in `slot`, not yet sent (`TCP_INFO`).
-    fn unsent(driver: &mut Driver, slot: usize) -> u64 {
-        let conn = driver.conns[slot].as_mut().expect("the connection is up");
-        conn.link.view(Instant::now()).expect("TCP_INFO").unsent
-    }
-
-    /// A connection's queue filled before the core ran dry, so its frames went with
-    /// `MSG_MORE` and the kernel kept the last segment for the next write. When the core then
-    /// had nothing more for it, that segment must go at once: held, with nothing in flight to
-    /// bring an acknowledgement, it waited for the kernel's probe timer, and a reply (a
-    /// tunnel's request) waited with it. A queue of one frame fills at every frame, and a
-    /// fresh connection has nothing in flight.
-    #[tokio::test]
-    async fn frames_held_for_a_fuller_packet_go_once_the_core_has_no_more() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let near = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-        let (_far, _) = listener.accept().await.unwrap();
-        let config = MuxConfig { queue_frames: 1, ..MuxConfig::default() };
-        let (_session, _events, mut driver) = Driver::new(config, false, None);
-        driver.connection_up(0, Wire { link: Link::tcp(near), tls: None });
-        assert!(driver.open_window.poll_grant().is_some(), "the peer has leave to open");
-        assert!(driver.on_frame(0, Frame::Open { channel: 1, weight: 1.0, ordered: true }));
-        let (reply, _answer) = oneshot::channel();
-        driver.on_command(Command::Write { id: 1, data: Bytes::from(vec![7u8; 1000]), reply });
-        driver.pump();
-        assert!(!driver.conns[0].as_ref().expect("up").holds_frames(), "the socket took every frame");
-        assert_eq!(unsent(&mut driver, 0), 0, "the kernel still holds frames back");
-        assert!(!driver.conns[0].as_ref().expect("up").link.corked(), "a segment is still marked held");
     }
 
     /// A write waiting for a channel the core no longer takes bytes for (gone or closing) is

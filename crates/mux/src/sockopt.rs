@@ -35,54 +35,6 @@ pub fn set_notsent_lowat(_socket: &impl AsRawFd, _bytes: u32) -> std::io::Result
     Ok(())
 }
 
-/// Writes `bufs` with `MSG_MORE`: the kernel keeps a last segment that is not full until the
-/// next write fills it (or [`push`] sends it), instead of sending it as a packet of its own.
-/// `WouldBlock` as a non-blocking `writev` would.
-#[cfg(target_os = "linux")]
-pub fn send_more(socket: &impl AsRawFd, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-    // SAFETY: zeroed is a valid msghdr (no address, no control data).
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    // `IoSlice` is ABI-compatible with `struct iovec` on Unix (its documented guarantee); the
-    // kernel only reads through the pointer.
-    msg.msg_iov = bufs.as_ptr().cast_mut().cast();
-    msg.msg_iovlen = bufs.len() as _;
-    // SAFETY: a valid socket descriptor and a msghdr whose iovecs point at live slices.
-    let rc = unsafe { libc::sendmsg(socket.as_raw_fd(), &raw const msg, libc::MSG_MORE | libc::MSG_NOSIGNAL) };
-    if rc >= 0 { Ok(rc as usize) } else { Err(std::io::Error::last_os_error()) }
-}
-
-/// Writes `bufs` (no `MSG_MORE` here: a plain `writev`).
-#[cfg(not(target_os = "linux"))]
-pub fn send_more(socket: &impl AsRawFd, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-    // SAFETY: a valid descriptor, and iovecs (`IoSlice`'s layout) pointing at live slices.
-    let rc = unsafe { libc::writev(socket.as_raw_fd(), bufs.as_ptr().cast(), bufs.len() as libc::c_int) };
-    if rc >= 0 { Ok(rc as usize) } else { Err(std::io::Error::last_os_error()) }
-}
-
-/// Sends what [`send_more`] left in the kernel's last segment now: setting `TCP_NODELAY`
-/// (already set) pushes the pending segments out (Linux's `__tcp_sock_set_nodelay`).
-#[cfg(target_os = "linux")]
-pub fn push(socket: &impl AsRawFd) -> std::io::Result<()> {
-    let on: libc::c_int = 1;
-    // SAFETY: a valid socket descriptor, and a pointer to a live c_int with its exact size.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NODELAY,
-            (&raw const on).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
-}
-
-/// Nothing to push where [`send_more`] is a plain write.
-#[cfg(not(target_os = "linux"))]
-pub fn push(_socket: &impl AsRawFd) -> std::io::Result<()> {
-    Ok(())
-}
-
 /// The head of Linux's `struct tcp_info` (include/uapi/linux/tcp.h) up to
 /// `tcpi_delivery_rate` (Linux 4.9). The libc crate's copy stops at `tcpi_total_retrans`, before
 /// the two fields we need most; the kernel only appends to this struct, so the layout holds, and
