@@ -56,10 +56,16 @@ struct TlsIo {
 /// and ran out of credit while credit was counted in frames. With credit in bytes, 256 KiB
 /// turns cost less CPU per byte (bench mux's ×raw CPU 0.56–1.00 against 0.43–0.59, the same
 /// runs interleaved on 2 cores at load 13–17), but least-queued striping's largest weight gap
-/// reached 0.77 and 1.54 points in two runs of four (0.00–0.02 at 64 KiB), so turns stay at
-/// 64 KiB. Fewer cost system calls: with 128 KiB frames, 64 KiB a turn ran at 0.54–0.72 of
-/// raw TCP's cost per byte against 0.76–1.04 for 256 KiB.
-const READ_TURN: usize = 64 << 10;
+/// reached 0.77 and 1.54 points in two runs of four (0.00–0.02 at 64 KiB). Fewer cost system
+/// calls: with 128 KiB frames, 64 KiB a turn ran at 0.54–0.72 of raw TCP's cost per byte
+/// against 0.76–1.04 for 256 KiB. 128 KiB keeps most of the saving and the weights: in bench
+/// mux (AMD EPYC, 2 cores, load 14–17, six runs of each, binaries alternated) least-queued
+/// striping cost 401–463 ns/KB against 467–514 at 64 KiB (×raw CPU 0.62–0.82 against
+/// 0.56–0.65), earliest delivery 399–416 against 417–480, TLS 738–783 against 772–864, and the
+/// largest weight gap stayed at 0.01–0.07 points (0.01–0.03 at 64 KiB); the reorder buffers
+/// held 2.9–4.3 MB against 4.5–9.9. Each receive buffer is a turn and a frame, so a
+/// connection's buffers (with [`SPARE_BUFFERS`]) hold up to 1.3 MB against 0.7.
+const READ_TURN: usize = 128 << 10;
 /// The fewest frames a turn reads, for frames larger than a quarter of [`READ_TURN`].
 const READ_FRAMES: usize = 4;
 /// Receive buffers a connection keeps after it has moved on to a fresh one, for reuse once
