@@ -682,6 +682,13 @@ fn print_departures(d: &Departures, packet: f64) {
             max * 100.0
         );
     }
+    if let Some([_, p99, max]) = d.fit_error {
+        println!(
+            "              rate by least squares over every arrival, off the promise: p99 {:.3}%, worst {:.3}%",
+            p99 * 100.0,
+            max * 100.0
+        );
+    }
 }
 
 fn departures_json(d: &Departures, lines: &[Option<Deviation>], packet: f64) -> serde_json::Value {
@@ -696,9 +703,11 @@ fn departures_json(d: &Departures, lines: &[Option<Deviation>], packet: f64) -> 
         "lag_packets": q(d.lag.map(|b| b / packet)),
         "owed_gap_s": q(d.owed_gap),
         "rate_error": d.rate_error.map(q),
+        "fit_rate_error": d.fit_error.map(q),
         "per_stream": lines.iter().map(|l| l.map(|d| serde_json::json!({
             "bytes": d.bytes, "secs": d.secs, "lead_bytes": d.lead, "lag_bytes": d.lag, "owed_gap_s": d.owed_gap,
-            "arrival_rate": d.arrival_rate
+            "arrival_rate": d.arrival_rate, "fit_rate": d.fit_rate, "arrivals": d.arrivals,
+            "first_arrival_s": d.first_at
         }))).collect::<Vec<_>>(),
     })
 }

@@ -817,6 +817,9 @@ pub struct Departures {
     /// fractions: the same quantiles, over the streams with two arrivals or more (`None` if
     /// none has).
     pub rate_error: Option<[f64; 3]>,
+    /// Each stream's least-squares rate over every arrival ([`Deviation::fit_rate`]) against
+    /// its line's, as absolute fractions: the same quantiles (`None` if no stream has one).
+    pub fit_error: Option<[f64; 3]>,
 }
 
 impl Departures {
@@ -845,6 +848,7 @@ impl Departures {
             lag: every(&|d| d.lag),
             owed_gap: every(&|d| d.owed_gap),
             rate_error: q(&|d| d.arrival_error()),
+            fit_error: q(&|d| d.fit_error()),
         })
     }
 }
