@@ -49,7 +49,12 @@ pub struct PaceConfig {
 
 impl Default for PaceConfig {
     fn default() -> Self {
-        Self { grain: Nanos::from_millis(1), max_lag: Nanos::from_millis(50), max_chunk: 256 * 1024, max_lag_bytes: 8192 }
+        Self {
+            grain: Nanos::from_millis(1),
+            max_lag: Nanos::from_millis(50),
+            max_chunk: 256 * 1024,
+            max_lag_bytes: 8192,
+        }
     }
 }
 
