@@ -16,7 +16,7 @@ use switchyard_core::place::rebalance::{Direction, Pick, RebalanceConfig};
 use switchyard_core::place::steer::Steering;
 use switchyard_runtime::deliver::load::{Departures, Ended, Fate, Opened, Summary};
 use switchyard_runtime::deliver::{
-    Handshake, KernelPacing, Load, LoadConfig, Pacing, Request, Sample, Server, ServerConfig, Transport, Windows,
+    Handshake, KernelPacing, Load, LoadConfig, Pacing, Request, Sample, Server, ServerConfig, Transport, Windows, Wire,
     raise_file_limit,
 };
 use switchyard_sim::report::{Series, Style, line_chart};
@@ -359,6 +359,17 @@ pub(crate) struct LoadArgs {
     /// No live table or opening report (for scripts); the summary is still printed.
     #[arg(long)]
     pub(crate) quiet: bool,
+    /// Also measure each stream's departures as the wire carried them, beside this client's
+    /// view: an AF_PACKET capture on --wire-interface of the server's TCP segments, each timed
+    /// by the kernel as it left (a client late to read blurs its own view, not this one), and
+    /// where the two differ. Needs root (CAP_NET_RAW) and TCP streams (--rate) in the server's
+    /// own protocol (not --http-get, --udp or --upload); where the capture cannot be opened the
+    /// run goes on and says why the wire's view is missing.
+    #[arg(long)]
+    pub(crate) wire: bool,
+    /// The interface the streams cross, for --wire: lo for a server on this machine's loopback.
+    #[arg(long, default_value = "lo")]
+    pub(crate) wire_interface: String,
 }
 
 pub(crate) fn run(args: &DeliverArgs) -> Result<()> {
@@ -509,6 +520,21 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
         (None, None) => Handshake::Switchyard(Request::Bulk),
     };
     let transport = if a.udp { Transport::Udp } else { Transport::Tcp };
+    if a.wire && (a.udp || a.upload || a.http_get.is_some() || a.rate.is_none()) {
+        bail!(
+            "--wire follows TCP streams in the server's own protocol: give --rate, and not --udp, --upload or --http-get"
+        );
+    }
+    // The capture starts before the first connection, so it sees every answer.
+    let wire = a.wire.then(|| Wire::start(&a.wire_interface, a.server, a.rate.unwrap_or(0) as f64 / 8.0));
+    let wire = match wire {
+        Some(Err(e)) => {
+            eprintln!("the wire's view is skipped: {e}");
+            None
+        }
+        Some(Ok(w)) => Some(w),
+        None => None,
+    };
     let started = Instant::now();
     let l = Load::start(LoadConfig {
         server: a.server,
@@ -568,7 +594,17 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
     // Measured to the end, UDP streams probed: what ended, ended during the run.
     let fates = l.fates();
     let lines = l.departures();
+    let locals = l.local_addrs();
     l.stop();
+    let wire = match wire.map(|w| w.finish(&locals)) {
+        Some(Ok(v)) => Some(v),
+        Some(Err(e)) => {
+            eprintln!("the wire's view is lost: {e}");
+            None
+        }
+        None => None,
+    };
+    let on_wire = wire.as_ref().and_then(|v| Departures::of(&v.lines, &fates).map(|d| (v, d)));
     let departures = Departures::of(&lines, &fates);
     let packet = f64::from(a.packet);
     let s = w.summary(0, target, &fates);
@@ -594,7 +630,11 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
         }
     }
     if let Some(d) = &departures {
-        print_departures(d, packet);
+        print_departures(d, packet, "as this client saw bytes arrive");
+    }
+    if let Some((v, d)) = &on_wire {
+        print_departures(d, packet, &format!("as the wire carried them (AF_PACKET on {})", a.wire_interface));
+        print_differ(&differ(&lines, &v.lines), packet, v.drops);
     }
     if let Some(p) = &a.csv {
         write_csv(p, &w).with_context(|| format!("cannot write {}", p.display()))?;
@@ -616,6 +656,19 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
         }
         if let Some(d) = &departures {
             j["departure"] = departures_json(d, &lines, packet);
+        }
+        if let Some((v, d)) = &on_wire {
+            j["wire"] = departures_json(d, &v.lines, packet);
+            j["wire"]["view"] = "wire".into();
+            j["wire"]["interface"] = a.wire_interface.clone().into();
+            j["wire"]["packets"] = v.packets.into();
+            j["wire"]["drops"] = v.drops.into();
+            let x = differ(&lines, &v.lines);
+            let q = |x: [f64; 3]| serde_json::json!({"p50": x[0], "p99": x[1], "max": x[2]});
+            j["wire"]["differ"] = serde_json::json!({
+                "streams": x.streams, "lag_bytes": x.lag.map(q), "lead_bytes": x.lead.map(q),
+                "lag_over_a_packet": x.lag_over(packet),
+            });
         }
         std::fs::write(p, j.to_string()).with_context(|| format!("cannot write {}", p.display()))?;
     }
@@ -664,10 +717,62 @@ fn too_few(packets: f64) -> String {
     )
 }
 
+/// Where the client's view of each stream and the wire's differ: client minus wire, per stream.
+struct Differ {
+    /// Streams seen by both.
+    streams: usize,
+    /// Lag (client − wire), bytes: median, p99, worst; and each stream's, for counting.
+    lag: Option<[f64; 3]>,
+    lags: Vec<f64>,
+    /// Lead (client − wire): the same quantiles.
+    lead: Option<[f64; 3]>,
+}
+
+impl Differ {
+    /// Streams whose client lagged more than a packet beyond what the wire had.
+    fn lag_over(&self, packet: f64) -> usize {
+        self.lags.iter().filter(|x| **x > packet).count()
+    }
+}
+
+fn differ(client: &[Option<Deviation>], wire: &[Option<Deviation>]) -> Differ {
+    use switchyard_core::measure::quantile_sorted;
+    let both: Vec<(&Deviation, &Deviation)> =
+        client.iter().zip(wire).filter_map(|(c, w)| Some((c.as_ref()?, w.as_ref()?))).collect();
+    let q = |mut xs: Vec<f64>| {
+        xs.sort_by(f64::total_cmp);
+        (!xs.is_empty()).then(|| [quantile_sorted(&xs, 0.5), quantile_sorted(&xs, 0.99), quantile_sorted(&xs, 1.0)])
+    };
+    let lags: Vec<f64> = both.iter().map(|(c, w)| c.lag - w.lag).collect();
+    Differ {
+        streams: both.len(),
+        lag: q(lags.clone()),
+        lags,
+        lead: q(both.iter().map(|(c, w)| c.lead - w.lead).collect()),
+    }
+}
+
+fn print_differ(x: &Differ, packet: f64, drops: u64) {
+    println!("  differ      client − wire, per stream ({} streams seen by both):", x.streams);
+    if let (Some(lag), Some(lead)) = (x.lag, x.lead) {
+        println!("              lag   median {:.0} B, p99 {:.0} B, worst {:.0} B", lag[0], lag[1], lag[2]);
+        println!("              lead  median {:.0} B, p99 {:.0} B, worst {:.0} B", lead[0], lead[1], lead[2]);
+        println!(
+            "              {} streams lagged more than a packet ({packet:.0} B) beyond the wire: the client's delay, not the server's",
+            x.lag_over(packet)
+        );
+    }
+    if drops > 0 {
+        println!(
+            "              the capture dropped {drops} frames (of every program's traffic on the interface): a stream missing some shows lag on the wire it did not have"
+        );
+    }
+}
+
 /// Lead and lag against each stream's departure line, as quantiles over streams.
-fn print_departures(d: &Departures, packet: f64) {
+fn print_departures(d: &Departures, packet: f64, view: &str) {
     let bytes = |b: f64| format!("{b:.0} B ({:.2} packets)", b / packet);
-    println!("  departure   {} streams against rate × (t − start), as this client saw bytes arrive:", d.streams);
+    println!("  departure   {} streams against rate × (t − start), {view}:", d.streams);
     println!("              lead  p99 {}, worst {}", bytes(d.lead[1]), bytes(d.lead[2]));
     println!("              lag   p99 {}, worst {}", bytes(d.lag[1]), bytes(d.lag[2]));
     println!(
@@ -678,6 +783,13 @@ fn print_departures(d: &Departures, packet: f64) {
     if let Some([_, p99, max]) = d.rate_error {
         println!(
             "              rate from first arrival to last, off the promise: p99 {:.3}%, worst {:.3}%",
+            p99 * 100.0,
+            max * 100.0
+        );
+    }
+    if let Some([_, p99, max]) = d.fit_error {
+        println!(
+            "              rate by least squares over every arrival, off the promise: p99 {:.3}%, worst {:.3}%",
             p99 * 100.0,
             max * 100.0
         );
@@ -696,9 +808,11 @@ fn departures_json(d: &Departures, lines: &[Option<Deviation>], packet: f64) -> 
         "lag_packets": q(d.lag.map(|b| b / packet)),
         "owed_gap_s": q(d.owed_gap),
         "rate_error": d.rate_error.map(q),
+        "fit_rate_error": d.fit_error.map(q),
         "per_stream": lines.iter().map(|l| l.map(|d| serde_json::json!({
             "bytes": d.bytes, "secs": d.secs, "lead_bytes": d.lead, "lag_bytes": d.lag, "owed_gap_s": d.owed_gap,
-            "arrival_rate": d.arrival_rate
+            "arrival_rate": d.arrival_rate, "fit_rate": d.fit_rate, "arrivals": d.arrivals,
+            "first_arrival_s": d.first_at
         }))).collect::<Vec<_>>(),
     })
 }

@@ -770,6 +770,41 @@ fn deliver_server(args: &[&str]) -> (std::process::Child, String) {
     (server, addr)
 }
 
+/// `deliver load --wire`: the wire's view of each stream beside the client's, and where they
+/// differ; where no capture can be opened (not root), the run goes on and says why.
+#[test]
+fn deliver_load_wire_reports_the_wires_view_beside_the_clients() {
+    let (mut server, addr) = deliver_server(&["--threads", "1", "--seconds", "6", "--grain-ms", "20"]);
+    let json = std::env::temp_dir().join(format!("switchyard-deliver-wire-{}.json", std::process::id()));
+    let args = ["deliver", "load", "--server", &addr, "--conns", "4", "--rate", "256kbit", "--seconds", "1.5"];
+    let o =
+        switchyard(&[&args[..], &["--warmup", "0.2", "--quiet", "--wire", "--json", json.to_str().unwrap()]].concat());
+    let refused = switchyard(&[&args[..], &["--wire", "--udp"]].concat());
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        !refused.status.success() && stderr(&refused).contains("--wire follows TCP streams"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    if stderr(&o).contains("the wire's view is skipped") {
+        assert!(j["wire"].is_null(), "{j}");
+        eprintln!("no capture here: {}", stderr(&o));
+        return;
+    }
+    let w = &j["wire"];
+    assert_eq!(w["view"], "wire", "{w}");
+    assert_eq!(w["streams"], 4, "{w}");
+    assert_eq!(w["differ"]["streams"], 4, "{w}");
+    // Paced at 256 kb/s with a 20 ms grain: the wire sees each stream at its rate.
+    assert!(w["fit_rate_error"]["max"].as_f64().unwrap() < 0.05, "{w}");
+    assert!(stdout(&o).contains("as the wire carried them (AF_PACKET on lo)"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("differ      client − wire"), "{}", stdout(&o));
+}
+
 /// `deliver serve` and `deliver load` as the README runs them: a server for a few seconds,
 /// clients asking for streams, the summary and the JSON a script reads.
 #[test]
@@ -834,6 +869,11 @@ fn deliver_serve_and_load_hold_a_stream_rate() {
     assert!(per.iter().all(|p| (p["arrival_rate"].as_f64().unwrap() / 250_000.0 - 1.0).abs() < 0.05), "{d}");
     assert!(d["rate_error"]["max"].as_f64().unwrap() < 0.05, "{d}");
     assert!(stdout(&out).contains("rate from first arrival to last"), "{}", stdout(&out));
+    // And as the least-squares slope over every arrival, beside it.
+    assert!(per.iter().all(|p| (p["fit_rate"].as_f64().unwrap() / 250_000.0 - 1.0).abs() < 0.05), "{d}");
+    assert!(per.iter().all(|p| p["arrivals"].as_u64() > Some(1) && p["first_arrival_s"].as_f64() >= Some(0.0)), "{d}");
+    assert!(d["fit_rate_error"]["max"].as_f64().unwrap() < 0.05, "{d}");
+    assert!(stdout(&out).contains("rate by least squares over every arrival"), "{}", stdout(&out));
     // 2 Mb/s in 100 ms windows of 4 KB packets: 6 a window, too few for a window's error.
     assert!((j["window_packets"].as_f64().unwrap() - 6.1).abs() < 0.1, "{j}");
     assert!(stdout(&out).contains("not shown: a window holds 6.1 packets"), "{}", stdout(&out));
@@ -1564,6 +1604,15 @@ fn bench_deliver_reports_the_paced_cases_and_bulk() {
         "{paced:?}"
     );
     assert!(paced.iter().all(|r| r[line].is_null() || r[line].as_f64().is_some_and(|e| e >= 0.0)), "{paced:?}");
+    let (_, fit) = bench_table(&report, "paced", "worst_fit");
+    assert!(
+        paced.iter().filter(|r| r[server] == "switchyard").all(|r| r[fit].as_f64().is_some_and(|e| e >= 0.0)),
+        "{paced:?}"
+    );
+    // The report says, per paced row of ours, whether issue 42's goals were met.
+    let notes = report["notes"].as_array().expect("notes");
+    let goals = notes.iter().filter_map(|n| n.as_str()).filter(|n| n.starts_with("goals (issue 42)")).count();
+    assert!(goals >= 2, "{notes:?}");
     let (bulk, vs) = bench_table(&report, "bulk", "vs_tokio");
     let tokio = bulk.iter().find(|r| r[0] == "tokio").expect("tokio serves bulk");
     assert_eq!(tokio[vs].as_f64(), Some(1.0));

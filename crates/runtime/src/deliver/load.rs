@@ -144,6 +144,8 @@ struct Shared {
     lines: Vec<Mutex<DepartureLine>>,
     /// Time zero of the lines.
     epoch: Instant,
+    /// Each open connection's local address (the wire's key for its stream).
+    locals: Mutex<Vec<Option<SocketAddr>>>,
 }
 
 impl Shared {
@@ -192,6 +194,7 @@ impl Load {
                 .map(|r| (0..cfg.conns).map(|_| Mutex::new(DepartureLine::new(r))).collect())
                 .unwrap_or_default(),
             epoch: Instant::now(),
+            locals: Mutex::new(vec![None; cfg.conns]),
         });
         if cfg.upload == Some(0) || (cfg.upload.is_some() && cfg.transport == Transport::Udp) {
             return Err(io::Error::new(
@@ -234,6 +237,12 @@ impl Load {
     pub fn departures(&self) -> Vec<Option<Deviation>> {
         let now = self.shared.since_epoch();
         self.shared.lines.iter().map(|l| l.lock().expect("line lock").deviation(now)).collect()
+    }
+
+    /// Each connection's local address, where it opened: how the wire's view
+    /// ([`super::Wire`]) finds its stream.
+    pub fn local_addrs(&self) -> Vec<Option<SocketAddr>> {
+        self.shared.locals.lock().expect("locals lock").clone()
     }
 
     /// How each connection's opening went.
@@ -415,6 +424,12 @@ fn open_one(shared: &Shared, cfg: &LoadConfig, i: usize) -> Option<Sock> {
     {
         line.lock().expect("line lock").start(shared.since_epoch());
     }
+    let local = match &sock {
+        Some(Sock::Tcp(t)) => t.local_addr().ok(),
+        Some(Sock::Udp(u)) => u.local_addr().ok(),
+        None => None,
+    };
+    shared.locals.lock().expect("locals lock")[i] = local;
     shared.opened.lock().expect("opened lock")[i] = Some(outcome);
     sock
 }
@@ -817,6 +832,9 @@ pub struct Departures {
     /// fractions: the same quantiles, over the streams with two arrivals or more (`None` if
     /// none has).
     pub rate_error: Option<[f64; 3]>,
+    /// Each stream's least-squares rate over every arrival ([`Deviation::fit_rate`]) against
+    /// its line's, as absolute fractions: the same quantiles (`None` if no stream has one).
+    pub fit_error: Option<[f64; 3]>,
 }
 
 impl Departures {
@@ -845,6 +863,7 @@ impl Departures {
             lag: every(&|d| d.lag),
             owed_gap: every(&|d| d.owed_gap),
             rate_error: q(&|d| d.arrival_error()),
+            fit_error: q(&|d| d.fit_error()),
         })
     }
 }
