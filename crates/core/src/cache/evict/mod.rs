@@ -7,7 +7,7 @@
 //! - [`Eviction::TinyLfu`]: a segmented LRU guarded by a frequency sketch that admits a
 //!   newcomer only over victims no more frequent, summed, that weigh at least its bytes
 //!   (TinyLFU, Einziger, Friedman and Manes, ACM ToS 2017; size-aware admission, Einziger,
-//!   Eytan, Friedman and Manes, ACM ToS 2022), which forgets the old ranking when popularity
+//!   Eytan, Friedman and Manes, ACM ToS 2022), whose sketch forgets sooner when popularity
 //!   shifts ([`TinyLfu`]);
 //! - [`Eviction::S3Fifo`]: three FIFO queues, small, main and ghost (Yang et al., SOSP 2023)
 //!   ([`S3Fifo`]);
@@ -18,7 +18,6 @@
 //! ([`Eviction::DEFAULT`]) is chosen from those measurements.
 
 mod lru;
-mod recent;
 mod s3fifo;
 mod shift;
 mod sieve;
@@ -85,9 +84,8 @@ impl Eviction {
                 "TinyLFU: a segmented LRU that holds a newcomer to a full cache only if a count-min \
                  sketch says it is asked for at least as often as the victims its bytes would evict, \
                  summed (Einziger, Friedman and Manes, ACM ToS 2017; size-aware admission, Einziger, \
-                 Eytan, Friedman and Manes, ACM ToS 2022); when popularity shifts (the hit ratio \
-                 falls for a while, its misses of keys asked for again) it forgets the old ranking: \
-                 its sketch zeroed, its protected entries first in line for eviction"
+                 Eytan, Friedman and Manes, ACM ToS 2022); the sketch forgets sooner when the hit \
+                 ratio falls for a while (popularity shifted)"
             }
             Self::S3Fifo => {
                 "S3-FIFO: newcomers in a small FIFO, moved to a main FIFO if used there, else \

@@ -76,13 +76,6 @@ impl Sketch {
         self.added /= 2;
     }
 
-    /// Every count zeroed: what was popular before a shift of popularity counts for nothing
-    /// against what is asked for after it.
-    pub(super) fn clear(&mut self) {
-        self.counts.fill(0);
-        self.added = 0;
-    }
-
     /// The estimated accesses to the key of `hash` since about the last halving: the least of
     /// its counters.
     pub(super) fn estimate(&self, hash: u64) -> u8 {

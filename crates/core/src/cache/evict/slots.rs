@@ -107,11 +107,6 @@ impl Queue {
     pub(super) fn front(&self) -> Option<u32> {
         (self.head != NIL).then_some(self.head)
     }
-
-    /// The newest slot, if any.
-    pub(super) fn back(&self) -> Option<u32> {
-        (self.tail != NIL).then_some(self.tail)
-    }
 }
 
 /// The slots and the index over them.
@@ -211,25 +206,6 @@ impl<K: Hash + Eq> Slots<K> {
             self.nodes[tail as usize].next = i;
         }
         q.tail = i;
-        q.len += 1;
-    }
-
-    /// Puts slot `i` at the front (oldest end) of `q`, marking it as on queue `tag`.
-    pub(super) fn push_front(&mut self, q: &mut Queue, i: u32, tag: u8) {
-        let head = q.head;
-        {
-            let n = &mut self.nodes[i as usize];
-            n.prev = NIL;
-            n.next = head;
-            n.queue = tag;
-            q.weight += n.weight;
-        }
-        if head == NIL {
-            q.tail = i;
-        } else {
-            self.nodes[head as usize].prev = i;
-        }
-        q.head = i;
         q.len += 1;
     }
 

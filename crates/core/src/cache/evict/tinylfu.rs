@@ -5,7 +5,6 @@
 
 use std::hash::Hash;
 
-use super::recent::RecentMisses;
 use super::shift::ShiftWatch;
 use super::sketch::Sketch;
 use super::slots::{Queue, Slots};
@@ -29,10 +28,8 @@ const PROTECTED_PCT: u64 = 50;
 /// (and free the room it needs), and held only if the sketch ([`Sketch`]) estimates it was
 /// asked for at least as often as those victims *summed* (the 2022 paper's "aggregated
 /// victims" admission, with its `≥`). A hit in probation moves the entry to protected, whose
-/// overflow goes back to probation. The halving of the sketch lets popularity shift; a shift
-/// seen by [`ShiftWatch`] (a lasting fall of the hit ratio whose misses are of keys asked for
-/// again) makes it forget the old ranking at once: the sketch is zeroed, and protected's
-/// entries go to the front of probation, first in line to be put up against newcomers.
+/// overflow goes back to probation. The halving of the sketch lets popularity shift, and a
+/// lasting fall of the hit ratio ([`ShiftWatch`]) halves it at once.
 ///
 /// Three choices, each measured by `switchyard bench eviction` (200,000 requests, 20,000
 /// objects, caches of 1/10/50 % of the working set, seeds 1–5) against the policy before them
@@ -46,14 +43,7 @@ const PROTECTED_PCT: u64 = 50;
 ///   for equally often, the newer is the likelier to be asked for again; +0.6 point of mean
 ///   hit ratio, most on the shifting trace;
 /// - no doorkeeper and W = 8 per counter (see [`Sketch`]), and the shift watch: the
-///   shifting trace's worst gap 3.8 → 1.0–1.5 points;
-/// - at a shift, the sketch zeroed and protected demoted, not the sketch halved: halving left
-///   the old popular keys counts of 7 against the newcomers' 1–2, and protected (a quarter of
-///   a large cache) held them for the rest of the phase; on the shifting trace the gain was
-///   0.3–0.8 point at 10 % and 0.1–1.0 at 50 %, where LRU, which forgets at once, had been
-///   best (seeds 1–5, `bench eviction`'s figures in [`super::Eviction::DEFAULT`]). Zeroed
-///   alone, or demoted alone, it was no better than halving (the demoted keep their counts and
-///   outbid every newcomer).
+///   shifting trace's worst gap 3.8 → 1.0–1.5 points.
 ///
 /// Why sizes change the policy: the hit ratio counts requests, the budget counts bytes, so a
 /// large newcomer must be asked for as often as everything it would push out together; a cache
@@ -67,8 +57,7 @@ const PROTECTED_PCT: u64 = 50;
 /// the shifting trace. moka 0.12 has no window either. Caffeine sizes its window by hill
 /// climbing (Einziger et al., "Adaptive Software Cache Management", Middleware 2018); tried
 /// here (from 1 %, up to 40 %), it was up to 7.9 points below the best on Zipf (seed 1), so it
-/// is left out; see [`ShiftWatch`] for what was kept of it, and for a window opened only at a
-/// shift (no better).
+/// is left out; see [`ShiftWatch`] for what was kept of it.
 ///
 /// Left out of Caffeine: the random admission of warm candidates (its guard against hash
 /// flooding; here the hash is seeded instead, see `Seeded`).
@@ -82,8 +71,6 @@ pub struct TinyLfu<K> {
     sketch: Sketch,
     /// `None` only in tests that measure what the watch is worth.
     watch: Option<ShiftWatch>,
-    /// The keys that missed lately, the watch's tell of a shift from a scan.
-    recent: RecentMisses,
 }
 
 impl<K: Hash + Eq + Clone> TinyLfu<K> {
@@ -97,7 +84,6 @@ impl<K: Hash + Eq + Clone> TinyLfu<K> {
             protected: Queue::default(),
             sketch: Sketch::new(8),
             watch: Some(ShiftWatch::new()),
-            recent: RecentMisses::default(),
         }
     }
 
@@ -128,8 +114,8 @@ impl<K: Hash + Eq + Clone> TinyLfu<K> {
         self.sketch.estimate(self.slots.hash(key))
     }
 
-    /// How many shifts of popularity the watch saw, each making the policy forget the old
-    /// ranking (for tests, and for a driver that reports it).
+    /// How many times a lasting fall of the hit ratio halved the sketch (for tests, and for
+    /// a driver that reports it).
     pub fn shifts(&self) -> u64 {
         self.watch.as_ref().map_or(0, ShiftWatch::shifts)
     }
@@ -157,25 +143,12 @@ impl<K: Hash + Eq + Clone> TinyLfu<K> {
         self.slots.take(i)
     }
 
-    /// A request seen, a hit or a miss (`again`: of a key that missed lately): the shift
-    /// watch's sample.
-    fn watch(&mut self, hit: bool, again: bool) {
+    /// A request seen, hit or miss: the shift watch's sample.
+    fn watch(&mut self, hit: bool) {
         if let Some(w) = &mut self.watch
-            && w.record(hit, again)
+            && w.record(hit)
         {
-            self.forget();
-        }
-    }
-
-    /// Popularity shifted: the sketch's counts are zeroed, and protected's entries go to the
-    /// front of probation (in their order, least recently used first), so that the old
-    /// popular keys are the first victims a newcomer is weighed against, and count no more
-    /// than it does.
-    fn forget(&mut self) {
-        self.sketch.clear();
-        while let Some(j) = self.protected.back() {
-            self.slots.unlink(&mut self.protected, j);
-            self.slots.push_front(&mut self.probation, j, PROBATION);
+            self.sketch.halve();
         }
     }
 
@@ -216,7 +189,7 @@ impl<K: Hash + Eq + Clone> TinyLfu<K> {
     pub(super) fn touch_slot(&mut self, i: u32) {
         self.sketch.record(self.slots.node(i).hash);
         self.used(i);
-        self.watch(true, false);
+        self.watch(true);
     }
 
     fn estimate_of(&self, i: u32) -> u8 {
@@ -289,8 +262,7 @@ impl<K: Hash + Eq + Clone> TinyLfu<K> {
             self.fit(None, &mut evicted);
             return evicted;
         }
-        let again = self.watch.is_some() && self.recent.again(hash, self.len());
-        self.watch(false, again);
+        self.watch(false);
         if weight > self.capacity {
             return evicted;
         }
