@@ -65,8 +65,11 @@ pub(crate) fn run(a: &EvictionBench) -> Result<()> {
     if let Some(p) = a.cache_pct.iter().find(|p| !(p.is_finite() && **p > 0.0 && **p <= 100.0)) {
         anyhow::bail!("--cache-pct {p}: a cache size is a percentage of the working set, above 0 and at most 100");
     }
-    if a.hot_keys.contains(&0) || a.purge_stored.contains(&0) {
-        anyhow::bail!("--hot-keys and --purge-stored: each count must be at least 1");
+    if a.hot_keys.contains(&0) {
+        anyhow::bail!("--hot-keys 0: a hot-key count is the keys held and looked up, at least 1");
+    }
+    if a.purge_stored.contains(&0) {
+        anyhow::bail!("--purge-stored 0: a stored-entry count is the entries a purge runs over, at least 1");
     }
     let setup = Setup {
         requests: a.requests,
