@@ -13,7 +13,8 @@ use switchyard_experiments::bench::eviction::{self, Setup};
 /// quarter of the requests, and Zipf 1.0 whose ranking shifts in five phases; object sizes
 /// log-normal (median 4 KiB, σ 1.5, 64 B–1 MiB), all from --seed. Caches of 1%, 10% and 50% of
 /// the working set's bytes. Per trace and size: hit ratio and byte hit ratio of each, the lookup
-/// cost (ns per get) of each over moka's, and per family the best and how far the gateway's
+/// cost (ns per get) of each over moka's, the gateway's hit (the core cache's use_entry) beside
+/// moka's get at --hot-keys keys, one prefix purge at --purge-stored entries, and per family the best and how far the gateway's
 /// default policy is from it (issue 38's goal: within 1 point on each family).
 ///
 /// moka applies admission and evictions in batches: the bench calls its run_pending_tasks()
@@ -42,6 +43,14 @@ pub(crate) struct EvictionBench {
     /// Seeds the traces and the policies' hashes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Hot-key counts at which a gateway hit (the core cache's lock, clock and use_entry) is
+    /// timed beside moka's get, comma-separated (skipped with --timed 0).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![100, 10_000, 1_000_000])]
+    hot_keys: Vec<usize>,
+    /// Stored-entry counts at which one prefix purge is timed, beside a scan of a Vec of the
+    /// keys and a sorted index, comma-separated (skipped with --timed 0).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![100_000, 1_000_000])]
+    purge_stored: Vec<usize>,
     /// The policy judged against the best (by default the gateway's default).
     #[arg(long, default_value_t = Eviction::DEFAULT)]
     judge: Eviction,
@@ -56,13 +65,21 @@ pub(crate) fn run(a: &EvictionBench) -> Result<()> {
     if let Some(p) = a.cache_pct.iter().find(|p| !(p.is_finite() && **p > 0.0 && **p <= 100.0)) {
         anyhow::bail!("--cache-pct {p}: a cache size is a percentage of the working set, above 0 and at most 100");
     }
+    if a.hot_keys.contains(&0) {
+        anyhow::bail!("--hot-keys 0: a hot-key count is the keys held and looked up, at least 1");
+    }
+    if a.purge_stored.contains(&0) {
+        anyhow::bail!("--purge-stored 0: a stored-entry count is the entries a purge runs over, at least 1");
+    }
     let setup = Setup {
         requests: a.requests,
         objects: a.objects,
         fractions: a.cache_pct.iter().map(|p| p / 100.0).collect(),
         timed: a.timed.min(a.requests),
         seed: a.seed,
+        hot_keys: a.hot_keys.clone(),
+        purge_stored: a.purge_stored.clone(),
     };
-    let runs = eviction::run(&setup, &crate::print::Bar::new());
-    a.output.emit(&eviction::report(&setup, &runs, a.judge))
+    let results = eviction::run(&setup, &crate::print::Bar::new());
+    a.output.emit(&eviction::report(&setup, &results, a.judge))
 }

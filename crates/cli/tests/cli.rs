@@ -1716,3 +1716,48 @@ fn reproduce_iwashima_m_reports_its_runs_as_json_and_files_or_says_why_it_cannot
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `bench eviction`'s hot-key lookups and prefix purges: a zero count is refused with a line
+/// naming the flag, and a small run reports a row per count asked for.
+#[test]
+fn bench_eviction_times_the_hot_keys_and_purges_asked_for_and_refuses_a_zero() {
+    for (flag, what) in [("--hot-keys", "hot-key count"), ("--purge-stored", "stored-entry count")] {
+        let o = switchyard(&["bench", "eviction", "--requests", "2000", "--objects", "200", flag, "10,0"]);
+        assert!(!o.status.success());
+        let err = stderr(&o);
+        assert!(err.contains(&format!("{flag} 0: a {what}")), "{err}");
+    }
+    let o = switchyard(&[
+        "bench",
+        "eviction",
+        "--requests",
+        "3000",
+        "--objects",
+        "300",
+        "--timed",
+        "200",
+        "--hot-keys",
+        "20,300",
+        "--purge-stored",
+        "2000",
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("a JSON report");
+    let table = |name: &str| {
+        report["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+            .clone()
+    };
+    let hot = table("hot_lookups");
+    let keys: Vec<i64> = hot["rows"].as_array().unwrap().iter().map(|r| r[0].as_i64().unwrap()).collect();
+    assert_eq!(keys, [20, 300]);
+    let purges = table("prefix_purge");
+    assert_eq!(purges["rows"][0][0].as_i64(), Some(2000));
+    assert_eq!(purges["rows"][0][1].as_i64(), Some(20), "a hundredth of the keys purged");
+}

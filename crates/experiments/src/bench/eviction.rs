@@ -25,7 +25,15 @@
 //! again (no inserts) and timed, ours (`Evictor::touch`: the hash index and the policy's
 //! update for a hit) and moka's `get`, alternating seven times and the median kept; timed in
 //! the measuring thread's CPU time, which waits for a core on a loaded machine do not move;
-//! reported as a ratio to moka's in the same run, never as a bound.
+//! reported as a ratio to moka's in the same run, never as a bound. That times the policies
+//! alone; a gateway hit goes through the core `Cache` (its one hash index, whose entry holds
+//! the key's slot in the policy), so [`hot_lookup`] times that too, at 100 to 1,000,000 hot
+//! keys, beside moka's `get`.
+//!
+//! Prefix purge: [`prefix_purge`] times one `Cache::invalidate_run` at 100,000 and 1,000,000
+//! stored entries, beside a scan of a `Vec` of the keys (what any full scan costs at least)
+//! and what a sorted side index would do instead (its purge, and its cost to every fill and
+//! eviction).
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -47,11 +55,24 @@ pub struct Setup {
     pub timed: usize,
     /// Seeds the traces (and the policies' hashes).
     pub seed: u64,
+    /// Hot-key counts at which the gateway's hit is timed beside moka's get (skipped when
+    /// `timed` is 0).
+    pub hot_keys: Vec<usize>,
+    /// Stored entries at which one prefix purge is timed (skipped when `timed` is 0).
+    pub purge_stored: Vec<usize>,
 }
 
 impl Default for Setup {
     fn default() -> Self {
-        Self { requests: 200_000, objects: 20_000, fractions: vec![0.01, 0.10, 0.50], timed: 50_000, seed: 1 }
+        Self {
+            requests: 200_000,
+            objects: 20_000,
+            fractions: vec![0.01, 0.10, 0.50],
+            timed: 50_000,
+            seed: 1,
+            hot_keys: vec![100, 10_000, 1_000_000],
+            purge_stored: vec![100_000, 1_000_000],
+        }
     }
 }
 
@@ -288,8 +309,38 @@ fn replay_moka(t: &Trace, capacity: u64) -> (moka::sync::Cache<u32, u32>, Outcom
 /// Timed passes over the probe per contender, alternating; the median is kept.
 const PASSES: usize = 7;
 
-/// Every workload at every size, every contender; `progress` advances per trace and size.
-pub fn run(s: &Setup, progress: &dyn Progress) -> Vec<Run> {
+/// What a run of the bench measured.
+#[derive(Clone, Debug)]
+pub struct Results {
+    /// Every workload at every size.
+    pub runs: Vec<Run>,
+    /// The gateway's hit beside moka's get, per hot-key count.
+    pub hot: Vec<HotLookup>,
+    /// One prefix purge, per stored-entry count.
+    pub purges: Vec<PrefixPurge>,
+}
+
+/// Every workload at every size, every contender; then (when timing) the hot-key lookups and
+/// the prefix purges. `progress` advances per trace and size, and per timed point.
+pub fn run(s: &Setup, progress: &dyn Progress) -> Results {
+    let runs = replay_all(s, progress);
+    let timing = s.timed > 0;
+    let (mut hot, mut purges) = (Vec::new(), Vec::new());
+    if timing {
+        progress.stage("hot-key lookups and prefix purges", (s.hot_keys.len() + s.purge_stored.len()) as u64);
+        for &k in &s.hot_keys {
+            hot.push(hot_lookup(k));
+            progress.advance(1);
+        }
+        for &n in &s.purge_stored {
+            purges.push(prefix_purge(n));
+            progress.advance(1);
+        }
+    }
+    Results { runs, hot, purges }
+}
+
+fn replay_all(s: &Setup, progress: &dyn Progress) -> Vec<Run> {
     let mut runs = Vec::new();
     progress.stage("traces × cache sizes", (Workload::ALL.len() * s.fractions.len()) as u64);
     for w in Workload::ALL {
@@ -322,6 +373,160 @@ pub fn run(s: &Setup, progress: &dyn Progress) -> Vec<Run> {
         }
     }
     runs
+}
+
+/// The gateway's hit, at `keys` hot keys: ns per lookup of the core's `Cache` (the gateway's
+/// way: under a lock, a clock reading, and `use_entry`, one lookup through the entries' one
+/// index that reads the entry and counts its use in the eviction policy by its slot), the same
+/// `use_entry` without the lock and the clock, and moka's `get`.
+#[derive(Clone, Copy, Debug)]
+pub struct HotLookup {
+    /// Hot keys, every one held and looked up in turn.
+    pub keys: usize,
+    /// ns per hit: lock, clock and `Cache::use_entry`.
+    pub hit_ns: f64,
+    /// ns per `Cache::use_entry` alone.
+    pub use_entry_ns: f64,
+    /// ns per moka `get`.
+    pub moka_ns: f64,
+}
+
+/// Lookups per timed round (at least one pass over the keys).
+const HOT_LOOKUPS_PER_ROUND: usize = 400_000;
+
+/// The hot-key lookups at `keys` keys: URL-like keys as the gateway holds them, the core's
+/// cache bounded by the default policy (with room for them all, so every lookup is a hit) and
+/// moka with a TTL (it reads its clock on every `get`, as the gateway does for freshness);
+/// the median of [`PASSES`] alternating rounds, in the thread's CPU time.
+pub fn hot_lookup(keys: usize) -> HotLookup {
+    use switchyard_core::Nanos;
+    use switchyard_core::cache::{AgeFrom, Alone, Cache, Lookup, Reading};
+    let names: Vec<String> = (0..keys).map(|i| format!("/v1/sensors/{i}")).collect();
+    let mut ours: Cache<String, (), Alone, u64> =
+        Cache::new(Lookup::Piggyback, Nanos(u64::MAX / 4), AgeFrom::Load, Alone).bounded_by(
+            u64::MAX,
+            Eviction::DEFAULT,
+            1,
+        );
+    for (i, k) in names.iter().enumerate() {
+        ours.fill_weighted(k.clone(), None, Reading { value: i as u64, sensed_at: Nanos(1) }, Nanos(1), 1);
+    }
+    let moka: moka::sync::Cache<String, u64> =
+        moka::sync::Cache::builder().time_to_live(std::time::Duration::from_secs(3600)).build();
+    for (i, k) in names.iter().enumerate() {
+        moka.insert(k.clone(), i as u64);
+    }
+    moka.run_pending_tasks();
+    let rounds = HOT_LOOKUPS_PER_ROUND.div_ceil(keys.max(1));
+    let time = |f: &mut dyn FnMut(&String) -> u64| {
+        let t = super::thread_cpu();
+        let mut sum = 0u64;
+        for _ in 0..rounds {
+            for k in &names {
+                sum = sum.wrapping_add(f(k));
+            }
+        }
+        std::hint::black_box(sum);
+        (super::thread_cpu() - t) * 1e9 / (rounds * names.len()).max(1) as f64
+    };
+    let locked = std::sync::Mutex::new(ours);
+    let start = std::time::Instant::now();
+    let mut hit = |k: &String| {
+        let mut c = locked.lock().expect("not poisoned");
+        std::hint::black_box(Nanos(start.elapsed().as_nanos() as u64));
+        c.use_entry(k, |e| (e.reading.value, true)).unwrap_or(0)
+    };
+    let mut theirs = |k: &String| moka.get(k).unwrap_or(0);
+    let (mut a, mut c) = (Vec::new(), Vec::new());
+    // One round each unmeasured, so that neither pays for the first touch of its memory.
+    time(&mut hit);
+    time(&mut theirs);
+    for _ in 0..PASSES {
+        a.push(time(&mut hit));
+        c.push(time(&mut theirs));
+    }
+    let mut ours = locked.into_inner().expect("not poisoned");
+    let mut bare = |k: &String| ours.use_entry(k, |e| (e.reading.value, true)).unwrap_or(0);
+    time(&mut bare);
+    let b: Vec<f64> = (0..PASSES).map(|_| time(&mut bare)).collect();
+    HotLookup { keys, hit_ns: median(a), use_entry_ns: median(b), moka_ns: median(c) }
+}
+
+/// One prefix purge at `stored` entries, and what a sorted side index would change.
+#[derive(Clone, Copy, Debug)]
+pub struct PrefixPurge {
+    /// Entries stored before the purge.
+    pub stored: usize,
+    /// Entries the purge forgot (one section of [`PURGE_SECTIONS`]).
+    pub purged: usize,
+    /// ms per `Cache::invalidate_run` of the prefix (a scan of every stored key).
+    pub purge_ms: f64,
+    /// ms per scan of a `Vec` of the same keys for the prefix (the floor of any full scan).
+    pub vec_scan_ms: f64,
+    /// ms per purge of the prefix's range from a sorted index of the keys (`BTreeSet`).
+    pub sorted_purge_ms: f64,
+    /// ns a sorted index would add to every fill and eviction (an insert and a removal).
+    pub sorted_upkeep_ns: f64,
+}
+
+/// Sections the purged keys are spread over (a purge forgets one, a hundredth of the keys).
+pub const PURGE_SECTIONS: usize = 100;
+
+/// Times one purge of a prefix at `stored` entries (keys `/s/<section>/<i>`, the sections
+/// interleaved so the purged keys are spread through the hash index), median of [`PASSES`]
+/// purges of different sections; beside a scan of a `Vec` of the keys (the peer: what any
+/// full scan costs at least) and a purge of the same range from a `BTreeSet` of the keys, with
+/// the ns that set adds to a fill and an eviction.
+pub fn prefix_purge(stored: usize) -> PrefixPurge {
+    use std::collections::BTreeSet;
+    use switchyard_core::Nanos;
+    use switchyard_core::cache::{AgeFrom, Alone, Cache, Lookup, Reading};
+    let key = |i: usize| format!("/s/{}/{}", i % PURGE_SECTIONS, i / PURGE_SECTIONS);
+    let keys: Vec<String> = (0..stored).map(key).collect();
+    let mut cache: Cache<String, (), Alone, u64> =
+        Cache::new(Lookup::Piggyback, Nanos(u64::MAX / 4), AgeFrom::Load, Alone).bounded_by(
+            u64::MAX,
+            Eviction::DEFAULT,
+            1,
+        );
+    for (i, k) in keys.iter().enumerate() {
+        cache.fill_weighted(k.clone(), None, Reading { value: i as u64, sensed_at: Nanos(1) }, Nanos(1), 1);
+    }
+    let mut sorted: BTreeSet<String> = keys.iter().cloned().collect();
+    let (mut purge, mut scan, mut range, mut purged) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    for section in 0..PASSES.min(PURGE_SECTIONS) {
+        let prefix = format!("/s/{section}/");
+        let t = super::thread_cpu();
+        purged = cache.invalidate_run(&prefix, |k| k.starts_with(prefix.as_str()), Nanos(2));
+        purge.push((super::thread_cpu() - t) * 1e3);
+        let t = super::thread_cpu();
+        std::hint::black_box(keys.iter().filter(|k| k.starts_with(prefix.as_str())).count());
+        scan.push((super::thread_cpu() - t) * 1e3);
+        let t = super::thread_cpu();
+        let gone: Vec<String> =
+            sorted.range(prefix.clone()..).take_while(|k| k.starts_with(prefix.as_str())).cloned().collect();
+        for k in &gone {
+            sorted.remove(k);
+        }
+        range.push((super::thread_cpu() - t) * 1e3);
+    }
+    // What the set costs a fill and an eviction: a removal and an insert of a key, on a set
+    // of this size (keys of sections not purged above).
+    let churn: Vec<&String> = keys.iter().skip(PURGE_SECTIONS - 1).step_by(PURGE_SECTIONS).take(10_000).collect();
+    let t = super::thread_cpu();
+    for k in &churn {
+        sorted.remove(*k);
+        sorted.insert((*k).clone());
+    }
+    let upkeep = (super::thread_cpu() - t) * 1e9 / churn.len().max(1) as f64;
+    PrefixPurge {
+        stored,
+        purged,
+        purge_ms: median(purge),
+        vec_scan_ms: median(scan),
+        sorted_purge_ms: median(range),
+        sorted_upkeep_ns: upkeep,
+    }
 }
 
 /// The goal (issue 38): the default's hit ratio within this many points of the best, on
@@ -382,6 +587,48 @@ pub const LOOKUPS: TableSpec = TableSpec::new(
 )
 .optional();
 
+/// The gateway's hit at a few hot-key counts, beside moka's get.
+pub const HOT: TableSpec = TableSpec::new(
+    "hot_lookups",
+    "The gateway's hit (the core Cache's use_entry through its one index) at 100 to 1,000,000 hot keys, beside moka's get",
+    &[
+        ColumnSpec::int("keys").about("hot keys, each held and looked up in turn"),
+        ColumnSpec::num("hit_ns", 1)
+            .header("hit")
+            .unit("ns")
+            .about("a gateway hit: the cache's lock, a clock reading and Cache::use_entry (the entry read and its use counted by slot)"),
+        ColumnSpec::num("use_entry_ns", 1).header("use_entry").unit("ns").about("Cache::use_entry alone"),
+        ColumnSpec::num("moka_ns", 1).header("moka get").unit("ns").about("moka::sync::Cache::get, with a TTL"),
+        ColumnSpec::num("vs_moka", 2).header("hit/moka").about("the gateway's hit over moka's get (goal: at most 1)"),
+    ],
+)
+.optional();
+
+/// One prefix purge per stored-entry count.
+pub const PURGES: TableSpec = TableSpec::new(
+    "prefix_purge",
+    "One prefix purge (a hundredth of the keys) at 100,000 and 1,000,000 stored entries, beside a scan of a Vec of the keys and a sorted index",
+    &[
+        ColumnSpec::int("stored").about("entries stored before the purge"),
+        ColumnSpec::int("purged").about("entries the purge forgot"),
+        ColumnSpec::num("purge_ms", 2)
+            .header("purge")
+            .unit("ms")
+            .about("Cache::invalidate_run: a scan of every stored key, then the purged forgotten"),
+        ColumnSpec::num("vec_scan_ms", 2).header("Vec scan").unit("ms").about("the same prefix tested on a Vec of the keys"),
+        ColumnSpec::num("vs_vec_scan", 2).header("purge/scan"),
+        ColumnSpec::num("sorted_purge_ms", 3)
+            .header("sorted index")
+            .unit("ms")
+            .about("the prefix's range found and removed in a BTreeSet of the keys"),
+        ColumnSpec::num("sorted_upkeep_ns", 0)
+            .header("sorted upkeep")
+            .unit("ns")
+            .about("what that set adds to every fill and eviction: a key copied and inserted, one removed"),
+    ],
+)
+.optional();
+
 /// The verdict per family.
 pub const FAMILIES: TableSpec = TableSpec::new(
     "families",
@@ -411,7 +658,7 @@ pub const FAMILIES: TableSpec = TableSpec::new(
 pub const SPEC: ReportSpec = ReportSpec {
     name: "bench-eviction",
     title: "Eviction policies at a byte budget: hit ratio, byte hit ratio and lookup cost, beside moka",
-    tables: &[&HITS, &BYTE_HITS, &LOOKUPS, &FAMILIES],
+    tables: &[&HITS, &BYTE_HITS, &LOOKUPS, &HOT, &PURGES, &FAMILIES],
 };
 
 fn cells(r: &Run, f: impl Fn(&Outcome) -> Option<f64>) -> Vec<Value> {
@@ -493,8 +740,9 @@ pub fn verdicts(runs: &[Run], default: Eviction) -> Vec<Verdict> {
         .collect()
 }
 
-/// The report of `runs` under `s`, judged for `default`.
-pub fn report(s: &Setup, runs: &[Run], default: Eviction) -> Report {
+/// The report of `results` under `s`, judged for `default`.
+pub fn report(s: &Setup, results: &Results, default: Eviction) -> Report {
+    let runs = &results.runs[..];
     let mut r = Report::new(&SPEC);
     r.param("requests", s.requests, "requests per trace")
         .param("objects", s.objects, "objects the Zipf popularity ranges over")
@@ -505,6 +753,16 @@ pub fn report(s: &Setup, runs: &[Run], default: Eviction) -> Report {
         )
         .param("timed", s.timed, "requests looked up again and timed per run (0: none)")
         .param("seed", s.seed, "seeds the traces and the policies' hashes")
+        .param(
+            "hot_keys",
+            s.hot_keys.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
+            "hot-key counts at which a gateway hit is timed (none without timing)",
+        )
+        .param(
+            "purge_stored",
+            s.purge_stored.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
+            "stored entries at which a prefix purge is timed (none without timing)",
+        )
         .param("default", default.name(), "the gateway's default policy, judged against the best");
     r.machine = Some(crate::machine::describe());
     let verdicts = verdicts(runs, default);
@@ -587,6 +845,37 @@ pub fn report(s: &Setup, runs: &[Run], default: Eviction) -> Report {
     r.tables.push(bytes);
     if s.timed > 0 {
         r.tables.push(lookups);
+        let mut hot = Table::new(&HOT);
+        for h in &results.hot {
+            hot.push(vec![
+                h.keys.into(),
+                h.hit_ns.into(),
+                h.use_entry_ns.into(),
+                h.moka_ns.into(),
+                (h.hit_ns / h.moka_ns).into(),
+            ]);
+        }
+        hot.note(format!(
+            "keys /v1/sensors/<i>; ours a Cache bounded by the default policy ({}) with room for every key, as the gateway holds its responses; moka with a TTL, as it reads its clock on every get like the gateway's hit; median of {PASSES} alternating rounds of at least {HOT_LOOKUPS_PER_ROUND} lookups, in the thread's CPU time",
+            Eviction::DEFAULT
+        ));
+        r.tables.push(hot);
+        let mut purges = Table::new(&PURGES);
+        for p in &results.purges {
+            purges.push(vec![
+                p.stored.into(),
+                p.purged.into(),
+                p.purge_ms.into(),
+                p.vec_scan_ms.into(),
+                (p.purge_ms / p.vec_scan_ms).into(),
+                p.sorted_purge_ms.into(),
+                p.sorted_upkeep_ns.into(),
+            ]);
+        }
+        purges.note(format!(
+            "keys /s/<section>/<i> over {PURGE_SECTIONS} sections, interleaved; each purge forgets one section (median of {PASSES}, each a different section); the purge holds the gateway's cache lock for its whole time"
+        ));
+        r.tables.push(purges);
     }
     r.tables.push(families);
     r.note(format!(
