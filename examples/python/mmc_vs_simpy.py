@@ -12,34 +12,21 @@ sampling error, not digit for digit.
 """
 
 import os
-import random
 import sys
 import time
+from pathlib import Path
 
 import simpy
 
 from switchyard import sim
 
+# The SimPy model is bench/simpy_mmc.py's, the one bench/sim-vs-simpy.sh times.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from simpy_mmc import model as simpy_model  # noqa: E402
+
 
 def simpy_mmc(lam, mu, servers, customers, seed):
-    arrivals, services = random.Random(seed), random.Random(seed + 1)
-    env = simpy.Environment()
-    desk = simpy.Resource(env, capacity=servers)
-    waits = []
-
-    def customer():
-        arrived = env.now
-        with desk.request() as req:
-            yield req
-            waits.append(env.now - arrived)
-            yield env.timeout(services.expovariate(mu))
-
-    def source():
-        for _ in range(customers):
-            yield env.timeout(arrivals.expovariate(lam))
-            env.process(customer())
-
-    env.process(source())
+    env, waits = simpy_model(lam, mu, servers, customers, seed)
     env.run()
     return {"customers": len(waits), "mean_wait": sum(waits) / len(waits)}
 
