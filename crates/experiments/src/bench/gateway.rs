@@ -10,11 +10,10 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use switchyard_core::Nanos;
-use switchyard_core::cache::{AgeFrom, Alone, Cache, Eviction, Lookup, Reading};
+use switchyard_core::cache::Eviction;
 use switchyard_core::measure::median_of_rounds;
 use switchyard_gateway::field::FieldConfig;
 use switchyard_gateway::origin::OriginConfig;
@@ -463,61 +462,12 @@ async fn herd(
     Ok((origin_reads(client, origin).await? - before, bad))
 }
 
-/// Rounds of the lookup comparison, alternating ours and moka's.
-const LOOKUP_ROUNDS: usize = 15;
-
-/// ns per lookup of a hot key, in the calling thread's CPU time (see [`super::thread_cpu`]):
-/// the core's cache as a gateway hit uses it (under its lock, a clock reading, and `use_entry`:
-/// one lookup that reads the entry and counts its use by the eviction policy, on a cache
-/// bounded as the gateway's is), and moka's `get` (which
-/// reads its own clock for its TTL), on the same keys; the median of [`LOOKUP_ROUNDS`]
-/// alternating rounds.
+/// ns per lookup of a hot key, ours (a gateway hit: the core's cache under its lock, a clock
+/// reading and `use_entry`) and moka's `get`: `bench eviction`'s hot-key timing
+/// ([`super::eviction::hot_lookup`]), so that both reports time the same thing the same way.
 fn lookups(keys: usize) -> (f64, f64) {
-    let names: Vec<String> = (0..keys).map(|i| format!("/v1/sensors/{i}")).collect();
-    let mut ours: Cache<String, (), Alone, u64> =
-        Cache::new(Lookup::Piggyback, Nanos(u64::MAX / 4), AgeFrom::Load, Alone).bounded_by(
-            u64::MAX,
-            Eviction::DEFAULT,
-            1,
-        );
-    for (i, k) in names.iter().enumerate() {
-        ours.fill_weighted(k.clone(), None, Reading { value: i as u64, sensed_at: Nanos(1) }, Nanos(1), 1);
-    }
-    let ours = std::sync::Mutex::new(ours);
-    let moka: moka::sync::Cache<String, u64> =
-        moka::sync::Cache::builder().time_to_live(Duration::from_secs(3600)).build();
-    for (i, k) in names.iter().enumerate() {
-        moka.insert(k.clone(), i as u64);
-    }
-    let rounds = (400_000 / keys).max(1);
-    let time = |f: &mut dyn FnMut(&String) -> u64| {
-        let t = super::thread_cpu();
-        let mut sum = 0u64;
-        for _ in 0..rounds {
-            for k in &names {
-                sum = sum.wrapping_add(f(k));
-            }
-        }
-        std::hint::black_box(sum);
-        (super::thread_cpu() - t) * 1e9 / (rounds * keys) as f64
-    };
-    let start = Instant::now();
-    let mut mine = |k: &String| {
-        let mut c = ours.lock().expect("not poisoned");
-        // The gateway reads the clock for every hit, under the lock.
-        std::hint::black_box(Nanos(start.elapsed().as_nanos() as u64));
-        c.use_entry(k, |e| (e.reading.value, true)).unwrap_or(0)
-    };
-    let mut theirs = |k: &String| moka.get(k).unwrap_or(0);
-    // One round each unmeasured, so that neither pays for the first touch of its memory.
-    time(&mut mine);
-    time(&mut theirs);
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..LOOKUP_ROUNDS {
-        a.push(time(&mut mine));
-        b.push(time(&mut theirs));
-    }
-    (median_of_rounds(a), median_of_rounds(b))
+    let l = super::eviction::hot_lookup(keys);
+    (l.hit_ns, l.moka_ns)
 }
 
 /// A row per server: hits and the herds.
@@ -553,7 +503,7 @@ pub const LOOKUPS: TableSpec = TableSpec::new(
         ColumnSpec::num("lookup", 0)
             .header("lookup")
             .unit("ns")
-            .about("CPU time per lookup (median of 15 alternating rounds)"),
+            .about("CPU time per lookup (median of 7 alternating rounds, as in bench eviction)"),
         ColumnSpec::num("vs_moka", 2).header("×moka").about("time per lookup over moka's"),
     ],
 );
