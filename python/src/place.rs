@@ -66,6 +66,9 @@ impl Options {
     }
 }
 
+/// The keyword arguments' names, for the messages of the check `switchyard place` also runs.
+const KEYWORD_NAMES: placement::ArgNames = placement::ArgNames { workers: "workers", weights: "weights", assign: "=" };
+
 /// The workers and the configuration, checked as `switchyard place` checks its options.
 fn setup(
     policies: &[Policy],
@@ -75,43 +78,8 @@ fn setup(
     options: &Options,
 ) -> PyResult<(Vec<(WorkerId, Weight)>, PlaceConfig)> {
     let topology = topology.map(Topology::parse).transpose().map_err(|e| error(&e))?;
-    let n = match (workers, &topology) {
-        (Some(n), Some(t)) if n != t.leaves() => {
-            return Err(bad(format!(
-                "workers={n} but topology {} has {} leaves; drop workers or make them agree",
-                t.name(),
-                t.leaves()
-            )));
-        }
-        (Some(n), _) => n,
-        (None, Some(t)) => t.leaves(),
-        (None, None) => 8,
-    };
-    if n == 0 {
-        return Err(bad("workers must be at least 1"));
-    }
-    // As in `switchyard place`: topology-aware policies get a flat tree over the N workers.
-    let topology = match topology {
-        Some(t) => Some(t),
-        None if policies.iter().any(|p| p.uses_topology()) => Some(
-            Topology::flat(n)
-                .map_err(|e| bad(format!("{n} workers is more than topology-aware policies take ({e})")))?,
-        ),
-        None => None,
-    };
-    let weights = match weights {
-        Some(w) if w.len() != n as usize => {
-            return Err(bad(format!("weights has {} values for {n} workers; give one weight per worker", w.len())));
-        }
-        Some(w) => w.to_vec(),
-        None => vec![1.0; n as usize],
-    };
-    let members = weights
-        .iter()
-        .enumerate()
-        .map(|(i, &w)| Weight::new(WorkerId(i as u32), w).map(|w| (WorkerId(i as u32), w)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| error(&e))?;
+    let (members, topology) =
+        placement::members(policies, workers, weights, topology, KEYWORD_NAMES).map_err(|e| error(&e))?;
     Ok((members, options.config(topology)?))
 }
 

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use switchyard_core::place::{HashFn, ParentLoad, PsDispatch, QminReading};
-use switchyard_core::{PlaceConfig, Policy, QueueMeasure, Topology, Weight, WorkerId};
+use switchyard_core::{PlaceConfig, Policy, QueueMeasure, Topology};
 use switchyard_experiments::keys::KeySource;
 use switchyard_experiments::placement;
 
@@ -261,43 +261,8 @@ fn policies(names: &[String]) -> Result<Vec<Policy>> {
 
 fn setup(args: &PlaceArgs, policies: &[Policy]) -> Result<Setup> {
     let topology = args.topology.as_deref().map(Topology::parse).transpose()?;
-    let n = match (args.workers, &topology) {
-        (Some(n), Some(t)) if n != t.leaves() => {
-            bail!(
-                "--workers {n} but topology {} has {} leaves; drop --workers or make them agree",
-                t.name(),
-                t.leaves()
-            )
-        }
-        (Some(n), _) => n,
-        (None, Some(t)) => t.leaves(),
-        (None, None) => 8,
-    };
-    if n == 0 {
-        bail!("--workers must be at least 1");
-    } // Topology-aware policies get a flat tree over all N workers, so that the addition
-    // experiment (N-1 workers, then wN-1 added) has a leaf for the newcomer. Other policies need
-    // none, and so are not limited to a tree's 65536 leaves.
-    let topology = match topology {
-        Some(t) => Some(t),
-        None if policies.iter().any(|p| p.uses_topology()) => Some(
-            Topology::flat(n)
-                .map_err(|e| anyhow::anyhow!("{n} workers is more than topology-aware policies take ({e})"))?,
-        ),
-        None => None,
-    };
-    let weights = match &args.weights {
-        Some(w) if w.len() != n as usize => {
-            bail!("--weights has {} values for {n} workers; give one weight per worker", w.len())
-        }
-        Some(w) => w.clone(),
-        None => vec![1.0; n as usize],
-    };
-    let workers = weights
-        .iter()
-        .enumerate()
-        .map(|(i, &w)| Weight::new(WorkerId(i as u32), w).map(|w| (WorkerId(i as u32), w)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (workers, topology) =
+        placement::members(policies, args.workers, args.weights.as_deref(), topology, placement::FLAG_NAMES)?;
     let config = PlaceConfig {
         measure: match args.queue {
             Measure::Units => QueueMeasure::Units,

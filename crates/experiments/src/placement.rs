@@ -11,10 +11,85 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::ExperimentError;
 use crate::report::{ColumnSpec, ReportSpec, Table, TableSpec};
 use switchyard_core::measure::{balance, moved_fraction};
 use switchyard_core::place::build_weighted;
-use switchyard_core::{LoadTracker, PlaceConfig, PlaceError, Placer, Policy, QueueMeasure, Unit, Weight, WorkerId};
+use switchyard_core::{
+    LoadTracker, PlaceConfig, PlaceError, Placer, Policy, QueueMeasure, Topology, Unit, Weight, WorkerId,
+};
+
+/// How a front end names the worker count and the weights in its messages: `--workers 4` on the
+/// command line, `workers=4` from Python. One check serves both, so that both refuse the same
+/// settings; only the names in the message differ.
+#[derive(Clone, Copy, Debug)]
+pub struct ArgNames {
+    /// The worker count's name (`--workers`).
+    pub workers: &'static str,
+    /// The weights' name (`--weights`).
+    pub weights: &'static str,
+    /// What joins a name to its value in a message (`" "` for a flag, `"="` for a keyword).
+    pub assign: &'static str,
+}
+
+/// `switchyard place`'s flags.
+pub const FLAG_NAMES: ArgNames = ArgNames { workers: "--workers", weights: "--weights", assign: " " };
+
+/// The workers with their weights, and the topology the policies get, from what a user gave.
+///
+/// The worker count defaults to the topology's leaves, or 8; it must agree with a topology given
+/// beside it. Topology-aware policies get a flat tree over all N workers when no topology is
+/// given, so that the addition experiment (N−1 workers, then worker N−1 added) has a leaf for the
+/// newcomer; other policies get none, and so are not limited to a tree's 65,536 leaves. Weights
+/// default to 1 each; there must be one per worker.
+pub fn members(
+    policies: &[Policy],
+    workers: Option<u32>,
+    weights: Option<&[f64]>,
+    topology: Option<Topology>,
+    names: ArgNames,
+) -> Result<(Vec<(WorkerId, Weight)>, Option<Topology>), ExperimentError> {
+    let ArgNames { workers: w_name, weights: weights_name, assign } = names;
+    let n = match (workers, &topology) {
+        (Some(n), Some(t)) if n != t.leaves() => {
+            return Err(ExperimentError::Input(format!(
+                "{w_name}{assign}{n} but topology {} has {} leaves; drop {w_name} or make them agree",
+                t.name(),
+                t.leaves()
+            )));
+        }
+        (Some(n), _) => n,
+        (None, Some(t)) => t.leaves(),
+        (None, None) => 8,
+    };
+    if n == 0 {
+        return Err(ExperimentError::Input(format!("{w_name} must be at least 1")));
+    }
+    let topology = match topology {
+        Some(t) => Some(t),
+        None if policies.iter().any(|p| p.uses_topology()) => Some(Topology::flat(n).map_err(|e| {
+            ExperimentError::Input(format!("{n} workers is more than topology-aware policies take ({e})"))
+        })?),
+        None => None,
+    };
+    let weights = match weights {
+        Some(w) if w.len() != n as usize => {
+            return Err(ExperimentError::Input(format!(
+                "{weights_name} has {} values for {n} workers; give one weight per worker",
+                w.len()
+            )));
+        }
+        Some(w) => w.to_vec(),
+        None => vec![1.0; n as usize],
+    };
+    let members = weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| Weight::new(WorkerId(i as u32), w).map(|w| (WorkerId(i as u32), w)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ExperimentError::Input(e.to_string()))?;
+    Ok((members, topology))
+}
 
 /// The setting every policy is measured in.
 #[derive(Clone, Debug)]
