@@ -35,6 +35,9 @@ pub struct ArgNames {
 /// `switchyard place`'s flags.
 pub const FLAG_NAMES: ArgNames = ArgNames { workers: "--workers", weights: "--weights", assign: " " };
 
+/// Each worker with its weight.
+pub type Members = Vec<(WorkerId, Weight)>;
+
 /// The workers with their weights, and the topology the policies get, from what a user gave.
 ///
 /// The worker count defaults to the topology's leaves, or 8; it must agree with a topology given
@@ -48,7 +51,7 @@ pub fn members(
     weights: Option<&[f64]>,
     topology: Option<Topology>,
     names: ArgNames,
-) -> Result<(Vec<(WorkerId, Weight)>, Option<Topology>), ExperimentError> {
+) -> Result<(Members, Option<Topology>), ExperimentError> {
     let ArgNames { workers: w_name, weights: weights_name, assign } = names;
     let n = match (workers, &topology) {
         (Some(n), Some(t)) if n != t.leaves() => {
