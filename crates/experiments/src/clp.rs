@@ -808,7 +808,7 @@ impl Reproduction {
             r.charts.push(
                 Chart::new(
                     "hard-12-threads",
-                    "4 Mb/s streams, 12 threads, Yates's quota",
+                    "4 Mb/s UDP streams, 12 threads, Yates's quota",
                     HARD_WINDOWS.name,
                     "seconds",
                     &["slowest", "median", "fastest", "target"],
