@@ -1674,6 +1674,47 @@ fn yates_clp_reports_the_parts_it_ran() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// yates-clp's hard part, briefly: `--clp-hard-threads` picks its thread counts, and each runs
+/// six cases (UDP and TCP, each paced fine, by quota and by the kernel), every row naming its
+/// transport and pacing, and either measured or saying why it was not.
+#[test]
+fn yates_clp_hard_part_runs_each_transport_with_each_pacer() {
+    let o = switchyard(&[
+        "reproduce",
+        "yates-clp",
+        "--clp-parts",
+        "hard",
+        "--clp-hard-threads",
+        "1",
+        "--clp-conns",
+        "2",
+        "--clp-seconds",
+        "0.5",
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let hard = &report["tables"][0];
+    assert_eq!(hard["name"], "hard");
+    let col = |name: &str| {
+        hard["columns"].as_array().unwrap().iter().position(|c| c["name"] == name).unwrap_or_else(|| panic!("{name}"))
+    };
+    let (threads, transport, pacing, admitted, not_run) =
+        (col("threads"), col("transport"), col("pacing"), col("admitted"), col("not_run"));
+    let one: Vec<&serde_json::Value> = hard["rows"].as_array().unwrap().iter().filter(|r| r[threads] == 1).collect();
+    let cases: Vec<(&str, &str)> =
+        one.iter().map(|r| (r[transport].as_str().unwrap(), r[pacing].as_str().unwrap())).collect();
+    assert_eq!(
+        cases,
+        [("UDP", "fine"), ("UDP", "quota"), ("UDP", "kernel"), ("TCP", "fine"), ("TCP", "quota"), ("TCP", "kernel")]
+    );
+    for r in &one {
+        assert!(r[admitted].is_null() != r[not_run].is_null(), "measured or saying why not: {r}");
+    }
+    assert!(one[2][not_run].as_str().unwrap().contains("fq"), "UDP is not paced by the kernel: {}", one[2]);
+}
+
 #[test]
 fn reproduce_iwashima_m_reports_its_runs_as_json_and_files_or_says_why_it_cannot() {
     let bad = switchyard(&["reproduce", "iwashima-m", "--seconds", "0"]);
