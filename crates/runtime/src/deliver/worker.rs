@@ -463,7 +463,7 @@ impl PacedSends for Worker {
         let w = &self.shared.workers[self.index];
         w.made_up_max.fetch_max(made_up, Ordering::Relaxed);
         w.forgiven_max.fetch_max(forgiven, Ordering::Relaxed);
-        Worker::send(self, slot, bytes, true)
+        Self::send(self, slot, bytes, true)
     }
 }
 
