@@ -56,6 +56,18 @@ pub(crate) struct DeliverBench {
     /// Seconds measured per bulk run.
     #[arg(long, default_value_t = 5.0)]
     bulk_seconds: f64,
+    /// Also measure the paced streams as the wire carried them: an AF_PACKET capture of each
+    /// server's segments on --wire-interface, each timed by the kernel as it left, beside the
+    /// clients' view (wire columns in the paced table), and issue 42's goals judged on the
+    /// wire's figures (the goal lines say which view judged: the clients share the cores with
+    /// the servers, and a client late to read blurs its own view only). Needs root
+    /// (CAP_NET_RAW); where no capture can be opened, the rows have no wire figures and a note
+    /// says why. nginx's rows have none (HTTP; the capture follows our protocol's answer).
+    #[arg(long)]
+    wire: bool,
+    /// The interface the streams cross, for --wire: lo, as the servers here listen on loopback.
+    #[arg(long, default_value = "lo", requires = "wire")]
+    wire_interface: String,
 
     #[command(flatten)]
     output: crate::print::Output,
@@ -76,6 +88,7 @@ pub(crate) fn run(a: &DeliverBench) -> Result<()> {
         bulk_seconds: a.bulk_seconds,
         nginx: found("nginx"),
         clients: Clients::Program(std::env::current_exe().context("finding this program")?),
+        wire: a.wire.then(|| a.wire_interface.clone()),
     };
     let all = bench(&setup, &crate::print::Bar::new())?;
     a.output.emit(&report(&setup, &all))

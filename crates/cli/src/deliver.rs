@@ -199,6 +199,14 @@ pub(crate) struct ServeArgs {
     /// Stop after this many seconds (default: run until interrupted).
     #[arg(long)]
     seconds: Option<f64>,
+    /// Write the server's totals here as JSON at every table update (so the file holds the
+    /// latest when the server is stopped): connections accepted, refused and moved, and what
+    /// lateness cost the paced streams (--pacing fine) — bytes the pacer made up (owed past a
+    /// stream's due time, sent late within its bound of 50 ms or two 4 KB packets, whichever is
+    /// longer) and bytes it forgave (lateness past the bound, never sent: what the streams'
+    /// rates truly lost), in all and for the worst stream, closed streams included.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -444,12 +452,29 @@ fn serve(a: &ServeArgs) -> Result<()> {
         }
         drawn = text.lines().count();
         let _ = err.write_all(text.as_bytes());
+        if let Some(p) = &a.json {
+            std::fs::write(p, serve_json(&server).to_string())
+                .with_context(|| format!("cannot write {}", p.display()))?;
+        }
         if until.is_some_and(|u| Instant::now() >= u) {
             break;
         }
     }
     server.stop();
     Ok(())
+}
+
+/// The server's totals for `serve --json`.
+fn serve_json(server: &Server) -> serde_json::Value {
+    let t = server.totals();
+    let d = server.pacer_debts();
+    serde_json::json!({
+        "accepted": t.accepted, "refused": t.refused, "moves": t.moves, "conns": t.conns,
+        "pacer": {
+            "made_up_bytes": d.made_up, "forgiven_bytes": d.forgiven,
+            "made_up_max_bytes": d.made_up_max, "forgiven_max_bytes": d.forgiven_max,
+        },
+    })
 }
 
 /// Per-thread rates, CPU and lateness over `samples`, and fairness across threads.
@@ -500,6 +525,13 @@ pub(crate) fn thread_table(samples: &[Sample], server: &Server) -> String {
         spread(&per_conn).max_over_min(),
         spread(&cpu).max_over_min()
     ));
+    if matches!(server.config().pacing, Pacing::Fine(_)) {
+        let d = server.pacer_debts();
+        out.push_str(&format!(
+            "pacer since the start: made up {} B of lateness (the worst stream {} B), forgave {} B (the worst stream {} B)\n",
+            d.made_up, d.made_up_max, d.forgiven, d.forgiven_max
+        ));
+    }
     out
 }
 

@@ -770,6 +770,29 @@ fn deliver_server(args: &[&str]) -> (std::process::Child, String) {
     (server, addr)
 }
 
+/// `deliver serve --json`: the server's totals, with what lateness cost its paced streams
+/// (bytes made up and forgiven, in all and the worst stream's), and the same in its table.
+#[test]
+fn deliver_serve_json_reports_what_the_pacer_made_up_and_forgave() {
+    let json = std::env::temp_dir().join(format!("switchyard-deliver-serve-{}.json", std::process::id()));
+    let (mut server, addr) =
+        deliver_server(&["--threads", "1", "--seconds", "3", "--every", "0.5", "--json", json.to_str().unwrap()]);
+    let args = ["deliver", "load", "--server", &addr, "--conns", "4", "--rate", "256kbit", "--seconds", "1"];
+    let o = switchyard(&[&args[..], &["--warmup", "0.2", "--quiet"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(server.wait().unwrap().success());
+    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(j["accepted"], 4, "{j}");
+    let p = &j["pacer"];
+    for k in ["made_up_bytes", "forgiven_bytes", "made_up_max_bytes", "forgiven_max_bytes"] {
+        assert!(p[k].is_u64(), "{k}: {j}");
+    }
+    // The worst stream's is part of the total.
+    assert!(p["made_up_max_bytes"].as_u64() <= p["made_up_bytes"].as_u64(), "{j}");
+    assert!(p["forgiven_max_bytes"].as_u64() <= p["forgiven_bytes"].as_u64(), "{j}");
+}
+
 /// `deliver load --wire`: the wire's view of each stream beside the client's, and where they
 /// differ; where no capture can be opened (not root), the run goes on and says why.
 #[test]

@@ -23,6 +23,8 @@ fn deliver_serves_every_case_from_ours_and_tokio_and_holds_the_rates() {
         bulk_seconds: 0.5,
         nginx: None,
         clients: deliver::Clients::InProcess,
+        // The wire's view where a capture can be opened (root), else a note why not.
+        wire: Some("lo".into()),
     };
     let all = deliver::run(&setup, &Quiet).unwrap();
     let names: Vec<&str> = all.iter().map(|(c, _)| c.name).collect();
@@ -38,6 +40,13 @@ fn deliver_serves_every_case_from_ours_and_tokio_and_holds_the_rates() {
                     // Loopback keeps a paced promise closely; a quarter allows a busy machine.
                     assert!((r.served.aggregate_bps / promised - 1.0).abs() < 0.25, "{} {r:?}", case.name);
                     assert!(r.served.error_fine.is_some() && r.served.run_error.is_some(), "{r:?}");
+                    // Every paced row has the wire's figures or says why not; ours has its
+                    // pacer's debts.
+                    assert!(r.served.wire.is_some() != r.served.wire_missing.is_some(), "{r:?}");
+                    if let Some(w) = r.served.wire {
+                        assert!(w.packets > 0 && w.fit_rate_error.is_some_and(|e| e < 0.25), "{r:?}");
+                    }
+                    assert_eq!(r.debts.is_some(), r.server == "switchyard", "{r:?}");
                 }
             }
             None => {
@@ -60,6 +69,21 @@ fn deliver_serves_every_case_from_ours_and_tokio_and_holds_the_rates() {
         all[..2].iter().flat_map(|(_, rows)| rows.iter().map(|r| r.served.error_fine.map(|e| e.1))).collect();
     assert_eq!(fine, want);
     assert_eq!(paced.cells("vs_ours_cpu").next().and_then(Value::as_f64), Some(1.0));
+    let wire_fit: Vec<Option<f64>> = paced.cells("wire_fit").map(Value::as_f64).collect();
+    let want: Vec<Option<f64>> = all[..2]
+        .iter()
+        .flat_map(|(_, rows)| rows.iter().map(|r| r.served.wire.and_then(|w| w.fit_rate_error)))
+        .collect();
+    assert_eq!(wire_fit, want);
+    let forgiven: Vec<Option<f64>> = paced.cells("forgiven").map(Value::as_f64).collect();
+    let want: Vec<Option<f64>> =
+        all[..2].iter().flat_map(|(_, rows)| rows.iter().map(|r| r.debts.map(|d| d.forgiven as f64))).collect();
+    assert_eq!(forgiven, want);
+    // The goal lines say which view judged: the wire's wherever it was watched.
+    let wired = all[..2].iter().any(|(_, rows)| rows.iter().any(|r| r.served.wire.is_some()));
+    let judged = |v: &str| report.notes.iter().filter(|n| n.contains(&format!("judged on {v}"))).count();
+    assert_eq!(judged("the wire's view") > 0, wired, "{:?}", report.notes);
+    assert_eq!(judged("the wire's view") + judged("the clients' view"), 4, "{:?}", report.notes);
     let bulk = report.table("bulk").unwrap();
     let servers: Vec<&str> = bulk.cells("server").filter_map(Value::as_str).collect();
     assert_eq!(servers, ["switchyard", "switchyard×1", "tokio"]);

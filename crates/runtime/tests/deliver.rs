@@ -509,3 +509,41 @@ fn kernel_pacing_holds_tcp_streams_to_their_rate_and_refuses_udp() {
         assert!(d.lead < 250_000.0 && d.lag < 1e6, "{d:?}");
     }
 }
+
+/// A client that reads nothing for 1.5 s: its stream's socket fills, and when it reads again
+/// the pacer makes up what its bound allows (50 ms at 8 Mb/s) and forgives the rest, and the
+/// server says so — in all and for the worst stream (the only one here).
+#[test]
+fn the_server_reports_what_the_pacer_forgave_and_made_up() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let server = Server::start(ServerConfig { workers: 1, send_buffer: Some(4096), ..Default::default() }).unwrap();
+    assert_eq!(server.pacer_debts(), Default::default(), "nothing paced yet");
+    // A small receive buffer set before connecting (shrunk after, the window already offered
+    // would be cut, and the server's retransmissions back off for seconds).
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(16_384).unwrap();
+    sock.connect(&server.local_addr().into()).unwrap();
+    let mut s: std::net::TcpStream = sock.into();
+    s.write_all(stream(8_000_000).line().as_bytes()).unwrap();
+    let mut answer = String::new();
+    BufReader::new(&s).read_line(&mut answer).unwrap();
+    assert!(answer.starts_with("ok"), "{answer}");
+    std::thread::sleep(Duration::from_millis(1_500));
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    let until = std::time::Instant::now() + Duration::from_millis(500);
+    while std::time::Instant::now() < until {
+        let _ = s.read(&mut buf);
+    }
+    // Closed, the stream sends no more, and the counts settle (the totals are stored after
+    // each turn, a stream's after each send).
+    drop(s);
+    std::thread::sleep(Duration::from_millis(300));
+    let d = server.pacer_debts();
+    server.stop();
+    // 1.5 s unread at 1 MB/s: all but about 50 ms of it forgiven (a generous half here, for a
+    // busy machine), and the 50 ms made up.
+    assert!(d.forgiven > 500_000, "{d:?}");
+    assert!(d.made_up >= 40_000, "{d:?}");
+    assert_eq!((d.forgiven_max, d.made_up_max), (d.forgiven, d.made_up), "one stream: {d:?}");
+}

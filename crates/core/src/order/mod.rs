@@ -30,5 +30,5 @@ mod quota;
 
 pub use admission::{Admission, AdmissionConfig, Refusal};
 pub use blocks::{BlockConfig, BlockPolicy, BlockScheduler};
-pub use pace::{Due, PaceConfig, Pacer};
+pub use pace::{Debts, Due, PaceConfig, Pacer};
 pub use quota::{Quota, QuotaConfig, Round};

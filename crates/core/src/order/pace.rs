@@ -20,6 +20,13 @@
 //!   ran at exactly half their rate.)
 //! - **`max_chunk`**: no single send exceeds it; a stream with more owed stays due.
 //!
+//! What the two bounds cost each stream is counted ([`Pacer::debts`], totals in
+//! [`Pacer::made_up`] and [`Pacer::forgiven`]): bytes **made up** are lateness granted late
+//! (owed past the stream's due time, up to the bound, each instant of lateness counted once
+//! however many capped sends repay it); bytes **forgiven** are the lateness past the bound,
+//! never sent. A stream whose rate over a run falls short by more than its forgiven bytes lost
+//! them somewhere else (the observer, or the run's ends), not in the pacer.
+//!
 //! Due streams sit in a binary heap by due time (O(log n) per send). A stream whose socket is
 //! full is taken out of the heap until the driver says it is writable again.
 
@@ -69,6 +76,15 @@ pub struct Due {
     pub late: Nanos,
 }
 
+/// What lateness has cost one stream so far, bytes (see the module's doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Debts {
+    /// Lateness made up: owed past the stream's due time and granted late, within the bound.
+    pub made_up: f64,
+    /// Lateness forgiven: past the bound, never granted.
+    pub forgiven: f64,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Stream {
     /// Bytes per nanosecond.
@@ -81,6 +97,9 @@ struct Stream {
     /// When the driver last said the socket could take more (ns): lateness is counted from
     /// then at the earliest, so a client that stopped reading does not make the worker look late.
     since: f64,
+    /// Lateness up to this instant (ns) has been counted in `debts`.
+    counted: f64,
+    debts: Debts,
 }
 
 /// Paces the streams of one worker.
@@ -94,6 +113,7 @@ pub struct Pacer {
     promised: f64,
     len: usize,
     forgiven: f64,
+    made_up: f64,
     max_late: Nanos,
 }
 
@@ -109,6 +129,7 @@ impl Pacer {
             promised: 0.0,
             len: 0,
             forgiven: 0.0,
+            made_up: 0.0,
             max_late: Nanos::ZERO,
         }
     }
@@ -141,7 +162,9 @@ impl Pacer {
         }
         let rate = rate / 1e9;
         let vt = now.0 as f64 - (self.cfg.grain.0 as f64).max(min_chunk / rate);
-        self.streams[i] = Some(Stream { rate, vt, min_chunk, armed: false, since: now.0 as f64 });
+        let now = now.0 as f64;
+        let debts = Debts::default();
+        self.streams[i] = Some(Stream { rate, vt, min_chunk, armed: false, since: now, counted: now, debts });
         self.promised += rate * 1e9;
         self.len += 1;
         self.arm(slot);
@@ -174,9 +197,21 @@ impl Pacer {
         self.promised
     }
 
-    /// Bytes of promise forgiven because streams fell more than `max_lag` behind.
+    /// Bytes of promise forgiven because streams fell more than `max_lag` behind, every
+    /// stream's since the pacer began (removed ones too).
     pub fn forgiven(&self) -> f64 {
         self.forgiven
+    }
+
+    /// Bytes of lateness made up (granted late, within the bound), every stream's since the
+    /// pacer began (removed ones too).
+    pub fn made_up(&self) -> f64 {
+        self.made_up
+    }
+
+    /// What lateness has cost `slot`'s stream so far (`None` if no stream is there).
+    pub fn debts(&self, slot: u32) -> Option<Debts> {
+        self.streams.get(slot as usize)?.as_ref().map(|s| s.debts)
     }
 
     /// The worst lateness seen by [`Pacer::poll`] since the last call, then reset: the signal a
@@ -209,10 +244,22 @@ impl Pacer {
         // Lateness past `max_lag` (or `max_lag_bytes` of the stream, if longer) beyond the due
         // time is forgiven; up to it, it is made up.
         let lag = (cfg.max_lag.0 as f64).max(cfg.max_lag_bytes as f64 / s.rate);
-        let floor = now.0 as f64 - Self::wait(&cfg, s) - lag;
+        let wait = Self::wait(&cfg, s);
+        let floor = now.0 as f64 - wait - lag;
         if s.vt < floor {
-            self.forgiven += (floor - s.vt) * s.rate;
+            let forgiven = (floor - s.vt) * s.rate;
+            self.forgiven += forgiven;
+            s.debts.forgiven += forgiven;
             s.vt = floor;
+        }
+        // Owed past its due time and not counted before (a capped send leaves the stream due
+        // at the same instant; its rest is the same lateness, counted once).
+        let from = (s.vt + wait).max(s.counted);
+        if (now.0 as f64) > from {
+            let made_up = (now.0 as f64 - from) * s.rate;
+            self.made_up += made_up;
+            s.debts.made_up += made_up;
+            s.counted = now.0 as f64;
         }
         let owed = ((now.0 as f64 - s.vt) * s.rate).floor() as u64;
         // Whole multiples of the stream's smallest send (a datagram stream sends whole packets;
@@ -354,6 +401,45 @@ mod tests {
         let d = p.poll(Nanos(3_322 * MS)).unwrap();
         assert_eq!(d.bytes, 8_992, "{d:?}");
         assert!((p.forgiven() - (24_000.0 - 8_992.0)).abs() < 1.0, "{}", p.forgiven());
+        // What it cost the stream: 222 ms made up after the first stall (1,776 B), 8,192 B
+        // after the second, and the rest of the second forgiven.
+        let debts = p.debts(0).unwrap();
+        assert!((debts.made_up - (1_776.0 + 8_192.0)).abs() < 1.0, "{debts:?}");
+        assert!((debts.forgiven - p.forgiven()).abs() < 1e-6, "{debts:?}");
+        assert_eq!(p.made_up(), debts.made_up);
+    }
+
+    /// Lateness repaid in several capped sends is made up once, a driver that comes on time
+    /// makes up nothing, and a removed stream's debts stay in the totals.
+    #[test]
+    fn lateness_is_counted_once_however_many_sends_repay_it() {
+        let mut p = Pacer::new(PaceConfig { grain: Nanos(10 * MS), max_chunk: 4_000, ..Default::default() });
+        // 1 MB/s: a grain is 10,000 B, owed in chunks of 4,000.
+        p.add(0, 1_000_000.0, Nanos(0));
+        p.add(1, 1_000_000.0, Nanos(0));
+        let on_time = drive(&mut p, 2, 100 * MS, 4 * MS, 0);
+        assert!(on_time.iter().all(|b| *b >= 100_000), "{on_time:?}");
+        // Each poll comes at most 4 ms after the due time: lateness, not a stall, and small.
+        let before = p.debts(0).unwrap();
+        assert_eq!(before.forgiven, 0.0, "{before:?}");
+        // A stall of 30 ms past the due time: 30,000 B owed beyond it, repaid 4,000 at a time.
+        let due = p.next_due().unwrap();
+        let t = Nanos(due.0 + 30 * MS);
+        let mut sent = 0;
+        while let Some(d) = p.poll(t) {
+            if d.slot == 0 {
+                sent += d.bytes;
+            }
+            p.sent(d.slot, d.bytes);
+        }
+        assert!(sent > 30_000, "{sent}");
+        let after = p.debts(0).unwrap();
+        assert!((after.made_up - before.made_up - 30_000.0).abs() < 1.0, "{before:?} {after:?}");
+        assert_eq!(after.forgiven, 0.0, "30 ms is within max_lag");
+        let total = p.made_up();
+        p.remove(0);
+        assert_eq!(p.debts(0), None);
+        assert_eq!(p.made_up(), total, "the totals keep a removed stream's debts");
     }
 
     #[test]

@@ -25,7 +25,7 @@ mod worker;
 pub use kernel_pace::KernelPacing;
 pub use load::{Ended, EndedEarly, Fate, Handshake, Load, LoadConfig, Transport, Windows};
 pub use request::{Answer, Request};
-pub use server::{ConnView, Pacing, Sample, Server, ServerConfig, Totals};
+pub use server::{ConnView, PacerDebts, Pacing, Sample, Server, ServerConfig, Totals};
 pub use wire::{Wire, WireError, WireView};
 
 /// Raises this process's soft limit on open descriptors to its hard limit: a server or a load

@@ -108,6 +108,11 @@ pub struct ConnStats {
     pub incoming_cpu: AtomicU32,
     /// The same, as read when the connection was placed: what steering decided on.
     pub placed_cpu: AtomicU32,
+    /// Bytes of lateness the pacer made up for this stream so far (granted late, within its
+    /// bound; `switchyard_core::order::Debts`), as of its last send.
+    pub made_up: AtomicU64,
+    /// Bytes of its promise the pacer forgave (lateness past the bound, never sent).
+    pub forgiven: AtomicU64,
 }
 
 /// [`ConnStats::incoming_cpu`] and [`WorkerStats`]'s CPU when unknown.
@@ -125,6 +130,12 @@ pub(crate) struct WorkerStats {
     pub(crate) received: AtomicU64,
     /// The CPU the worker ran on at its last sample ([`UNKNOWN_CPU`] before it).
     pub(crate) cpu: AtomicU32,
+    /// The pacer's bytes made up and forgiven, every stream's (closed ones too), and the most
+    /// of each any one stream had.
+    pub(crate) made_up: AtomicU64,
+    pub(crate) forgiven: AtomicU64,
+    pub(crate) made_up_max: AtomicU64,
+    pub(crate) forgiven_max: AtomicU64,
 }
 
 impl WorkerStats {
@@ -359,6 +370,21 @@ pub struct Server {
     addr: SocketAddr,
 }
 
+/// What lateness cost the fine pacer's streams (`switchyard_core::order::Debts`), every worker's
+/// and every stream's since the server started, closed streams included.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacerDebts {
+    /// Bytes of lateness made up: owed past a stream's due time, granted late within the bound.
+    pub made_up: u64,
+    /// Bytes forgiven: lateness past the bound (`max_lag`, or `max_lag_bytes` of the stream),
+    /// never sent — what a stream's rate truly lost.
+    pub forgiven: u64,
+    /// The most any one stream had made up.
+    pub made_up_max: u64,
+    /// The most any one stream had forgiven.
+    pub forgiven_max: u64,
+}
+
 /// Totals at a moment.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Totals {
@@ -497,6 +523,19 @@ impl Server {
             moves: c.rebalancer.moves(),
             conns: c.per_worker(self.shared.workers.len()),
         }
+    }
+
+    /// What lateness has cost the paced streams so far: bytes made up and forgiven, in all and
+    /// at most for one stream.
+    pub fn pacer_debts(&self) -> PacerDebts {
+        let mut d = PacerDebts::default();
+        for w in &self.shared.workers {
+            d.made_up += w.made_up.load(Ordering::Relaxed);
+            d.forgiven += w.forgiven.load(Ordering::Relaxed);
+            d.made_up_max = d.made_up_max.max(w.made_up_max.load(Ordering::Relaxed));
+            d.forgiven_max = d.forgiven_max.max(w.forgiven_max.load(Ordering::Relaxed));
+        }
+        d
     }
 
     /// Every open connection's counters (the send side's view: for UDP, what was sent, whether
