@@ -621,11 +621,14 @@ fn point(
             };
             tokio::time::sleep(warm).await;
             let (c0, x0) = snap();
+            let t0 = std::time::Instant::now();
             let r0 = session.report().await?;
             tokio::time::sleep(measure).await;
             let (c1, x1) = snap();
+            // The time between the two counts, not the sleep asked for: on a loaded machine the
+            // sleep ends late and the bytes of the extra time would be counted as the asked one's.
+            let secs = t0.elapsed().as_secs_f64();
             let r1 = session.report().await?;
-            let secs = measure.as_secs_f64();
             let sum = |r: &switchyard_mux::SessionReport, f: &dyn Fn(&switchyard_mux::ChannelReport) -> u128| -> u128 {
                 r.channels.iter().map(f).sum()
             };
@@ -745,9 +748,11 @@ fn mptcp_point(m: usize, weights: &[f64], seconds: f64) -> Result<Point, Experim
             };
             tokio::time::sleep(warm).await;
             let (c0, x0) = snap();
+            let t0 = std::time::Instant::now();
             tokio::time::sleep(measure).await;
             let (c1, x1) = snap();
-            let secs = measure.as_secs_f64();
+            // As in the session's runs: divided by the time between the counts.
+            let secs = t0.elapsed().as_secs_f64();
             Ok(Point {
                 channels: c0.iter().zip(&c1).map(|(a, b)| (b - a) as f64 / secs).collect(),
                 cross: (x1 - x0) as f64 / secs,

@@ -220,8 +220,10 @@ mod tests {
     }
 
     /// One client of a paced stream at 128 kb/s that does not read for `late`, then reads for
-    /// `secs`: its local address and its line as it saw bytes arrive.
-    fn client(server: SocketAddr, late: Duration, secs: f64) -> (SocketAddr, Deviation) {
+    /// `secs`: its local address, its line as it saw bytes arrive, and the longest time between
+    /// two of its reads' returns (a read waits at most 20 ms, so anything longer is this thread
+    /// not running: on a loaded machine, 213 ms was seen).
+    fn client(server: SocketAddr, late: Duration, secs: f64) -> (SocketAddr, Deviation, Duration) {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(server).unwrap();
         s.write_all(b"stream 128000\n").unwrap();
@@ -238,13 +240,18 @@ mod tests {
         s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
         let until = std::time::Instant::now() + Duration::from_secs_f64(secs);
         let mut buf = vec![0u8; 65_536];
-        while std::time::Instant::now() < until {
+        let mut last = std::time::Instant::now();
+        let mut worst_gap = Duration::ZERO;
+        while last < until {
             if let Ok(n) = s.read(&mut buf) {
                 assert!(n > 0, "the server closed the stream");
                 line.arrive(realtime(), n as u64);
             }
+            let now = std::time::Instant::now();
+            worst_gap = worst_gap.max(now - last);
+            last = now;
         }
-        (s.local_addr().unwrap(), line.deviation(realtime()).unwrap())
+        (s.local_addr().unwrap(), line.deviation(realtime()).unwrap(), worst_gap)
     }
 
     /// The wire's view against the clients': a paced stream read at once looks the same from
@@ -270,8 +277,8 @@ mod tests {
             }
         };
         let late = std::thread::spawn(move || client(addr, Duration::from_millis(600), 1.4));
-        let (prompt_addr, prompt) = client(addr, Duration::ZERO, 2.0);
-        let (late_addr, late) = late.join().unwrap();
+        let (prompt_addr, prompt, prompt_gap) = client(addr, Duration::ZERO, 2.0);
+        let (late_addr, late, _) = late.join().unwrap();
         let view = wire.finish(&[Some(prompt_addr), Some(late_addr)]).unwrap();
         server.stop();
         // The ring takes every frame on lo, other programs' too, so a drop need not be ours; a
@@ -279,9 +286,14 @@ mod tests {
         assert!(view.packets > 0, "{view:?}");
         let (w_prompt, w_late) =
             (view.lines[0].expect("the prompt stream on the wire"), view.lines[1].expect("the late one"));
-        let send = 800.0;
-        assert!((w_prompt.lag - prompt.lag).abs() <= send, "wire {w_prompt:?}\nclient {prompt:?}");
-        assert!((w_prompt.lead - prompt.lead).abs() <= send, "wire {w_prompt:?}\nclient {prompt:?}");
+        // A prompt client sees what the wire carried within a send of 800 B, plus what the line
+        // moved while the client's own thread did not run: a reader descheduled for 213 ms (load
+        // 13) lagged 1,612 B more than the wire, which is the client's lateness, not the wire's.
+        let within = 800.0 + 16_000.0 * prompt_gap.as_secs_f64();
+        let why =
+            format!("wire {w_prompt:?}\nclient {prompt:?}\nthe client's longest gap between reads {prompt_gap:?}");
+        assert!((w_prompt.lag - prompt.lag).abs() <= within, "{why}");
+        assert!((w_prompt.lead - prompt.lead).abs() <= within, "{why}");
         assert!(w_prompt.fit_error().unwrap() < 0.03, "{w_prompt:?}");
         // 600 ms unread is 9,600 B of the line: the client lagged by nearly that, the wire not.
         assert!(late.lag > 8_000.0, "client {late:?}");
