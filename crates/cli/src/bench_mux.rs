@@ -82,7 +82,7 @@ pub(crate) struct MuxBench {
 
     /// Which cases to run besides raw TCP (comma-separated), for a shorter run or a profile
     /// of one carrier.
-    #[arg(long, value_delimiter = ',', value_parser = case_parser(), default_value = "stripe,stripe-tls,stripe-tls-task,earliest,pin,h2,quic,mptcp")]
+    #[arg(long, value_delimiter = ',', value_parser = case_parser(), default_value = "stripe,stripe-tls,stripe-tls-task,earliest,pin,h2,quic,mptcp,tunnel")]
     cases: Vec<Case>,
 
     #[command(flatten)]
