@@ -23,6 +23,11 @@ use switchyard_mux::MuxConfig;
 /// It needs root and MPTCP (sysctl net.mptcp.enabled = 1); where either is missing, the
 /// report says why in one line and the other cases run.
 ///
+/// The tunnel (--cases tunnel): each channel a TCP connection into a forward of its own with the
+/// channel's weight, carried by both ends of `switchyard tunnel` in this process to a TCP sink;
+/// its ×raw is the whole tunnel's (two more sockets a byte) against raw TCP. `--channels 1
+/// --cases tunnel` is one large transfer.
+///
 /// For each scheduler: aggregate throughput and its ratio to the raw ceiling; weight
 /// adherence (the largest gap between a channel's share and its weight's, in percentage
 /// points, and the RMS relative error, Iwashima Eq 7.2); the most bytes any channel's receiver
@@ -82,7 +87,7 @@ pub(crate) struct MuxBench {
 
     /// Which cases to run besides raw TCP (comma-separated), for a shorter run or a profile
     /// of one carrier.
-    #[arg(long, value_delimiter = ',', value_parser = case_parser(), default_value = "stripe,stripe-tls,stripe-tls-task,earliest,pin,h2,quic,mptcp")]
+    #[arg(long, value_delimiter = ',', value_parser = case_parser(), default_value = "stripe,stripe-tls,stripe-tls-task,earliest,pin,h2,quic,mptcp,tunnel")]
     cases: Vec<Case>,
 
     #[command(flatten)]

@@ -8,7 +8,14 @@ use switchyard_experiments::report::Quiet;
 
 #[test]
 fn mux_measures_the_session_and_its_peers_against_raw_tcp_and_reports_them() {
-    let cases = vec![mux::Case::Stripe, mux::Case::StripeTlsTask, mux::Case::Pin, mux::Case::H2, mux::Case::Quic];
+    let cases = vec![
+        mux::Case::Stripe,
+        mux::Case::StripeTlsTask,
+        mux::Case::Pin,
+        mux::Case::H2,
+        mux::Case::Quic,
+        mux::Case::Tunnel,
+    ];
     let setup =
         mux::Setup { connections: 2, channels: 3, seconds: 0.6, rounds: 2, cases: cases.clone(), ..Default::default() };
     let r = mux::run(&setup, &Quiet).unwrap();
@@ -37,7 +44,8 @@ fn mux_measures_the_session_and_its_peers_against_raw_tcp_and_reports_them() {
             "stripe, TLS on conn tasks",
             "pin",
             "HTTP/2 (h2), 1 conn",
-            "QUIC (quinn), 1 conn"
+            "QUIC (quinn), 1 conn",
+            "tunnel, TCP in and out"
         ]
     );
     let over_raw: Vec<Option<f64>> = t.cells("over_raw").map(|v| v.as_f64()).collect();
@@ -47,7 +55,7 @@ fn mux_measures_the_session_and_its_peers_against_raw_tcp_and_reports_them() {
     }
     // The session's counters for the session only; the peers' are empty.
     let held: Vec<bool> = t.cells("max_held").map(|v| v.as_f64().is_some()).collect();
-    assert_eq!(held, [false, true, true, true, false, false]);
+    assert_eq!(held, [false, true, true, true, false, false, false]);
     assert!(t.notes.iter().any(|n| n.starts_with("throughput: best scheduler")), "{:?}", t.notes);
 }
 

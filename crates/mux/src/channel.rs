@@ -227,15 +227,18 @@ impl Channel {
     /// and returns the send that waits for room (a close is never dropped for a full queue: the
     /// peer would wait for an end that never came).
     fn close_now(&self) -> Result<(), WriteOp> {
-        use tokio::sync::mpsc::error::TrySendError;
-        let close = match self.commands.try_send(Command::Close { id: self.id }) {
-            Ok(()) => return Ok(()),
-            Err(TrySendError::Closed(_)) => return Err(Box::pin(std::future::ready(Err(MuxError::Ended)))),
-            Err(TrySendError::Full(close)) => close,
-        };
-        self.room.closes_waited.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let commands = self.commands.clone();
-        Err(Box::pin(async move { commands.send(close).await.map_err(|_| MuxError::Ended) }))
+        close_now(&self.commands, self.id, &self.room)
+    }
+
+    /// The channel's sending half, for a forwarder that sends and closes while it receives on
+    /// the channel. A close sent through it counts as this channel's ([`Channel::sent_close`]).
+    pub(crate) fn sending_half(&self) -> SendingHalf {
+        SendingHalf { id: self.id, commands: self.commands.clone(), room: Arc::clone(&self.room) }
+    }
+
+    /// The channel was closed through its [`SendingHalf`]: dropping it sends no second close.
+    pub(crate) fn sent_close(&mut self) {
+        self.closed = true;
     }
 
     /// Abandons the channel both ways, as TCP's RST does: what has not been delivered is
@@ -254,6 +257,53 @@ impl Channel {
         self.commands.send(Command::Report { reply }).await.map_err(|_| MuxError::Ended)?;
         let report = rx.await.map_err(|_| MuxError::Ended)?;
         Ok(report.channels.into_iter().find(|c| c.id == self.id).unwrap_or_default())
+    }
+}
+
+fn close_now(commands: &mpsc::Sender<Command>, id: u32, room: &Room) -> Result<(), WriteOp> {
+    use tokio::sync::mpsc::error::TrySendError;
+    let close = match commands.try_send(Command::Close { id }) {
+        Ok(()) => return Ok(()),
+        Err(TrySendError::Closed(_)) => return Err(Box::pin(std::future::ready(Err(MuxError::Ended)))),
+        Err(TrySendError::Full(close)) => close,
+    };
+    room.closes_waited.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let commands = commands.clone();
+    Err(Box::pin(async move { commands.send(close).await.map_err(|_| MuxError::Ended) }))
+}
+
+/// A channel's sending half (`Channel::sending_half`): its bytes and its close, handed to the
+/// session while the [`Channel`] itself is read from.
+pub(crate) struct SendingHalf {
+    id: u32,
+    commands: mpsc::Sender<Command>,
+    room: Arc<Room>,
+}
+
+/// The session's answer to one write: `Ok` once it has taken every byte.
+pub(crate) type Taken = oneshot::Receiver<Result<(), MuxError>>;
+
+impl SendingHalf {
+    /// Hands `data` to the session (waiting only for room in its command queue) and returns
+    /// its answer to wait for: the caller may read its next bytes meanwhile, as
+    /// `AsyncWrite::poll_write` lets `tokio::io::copy` do.
+    pub(crate) async fn start(&self, data: Bytes) -> Result<Taken, MuxError> {
+        let (reply, taken) = oneshot::channel();
+        self.commands.send(Command::Write { id: self.id, data, reply }).await.map_err(|_| MuxError::Ended)?;
+        Ok(taken)
+    }
+
+    /// Waits for the session to take a write [`SendingHalf::start`] handed it.
+    pub(crate) async fn taken(taken: Taken) -> Result<(), MuxError> {
+        taken.await.map_err(|_| MuxError::Ended)?
+    }
+
+    /// Sends no more, as [`Channel::close`] does.
+    pub(crate) async fn close(&self) -> Result<(), MuxError> {
+        match close_now(&self.commands, self.id, &self.room) {
+            Ok(()) => Ok(()),
+            Err(close) => close.await,
+        }
     }
 }
 

@@ -32,6 +32,7 @@
 
 mod channel;
 mod conn;
+mod forwarder;
 pub mod hello;
 mod link;
 mod offload;

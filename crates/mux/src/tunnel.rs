@@ -3,7 +3,10 @@
 //!
 //! A channel opens with a short header naming where the far end should connect: a big-endian
 //! `u16` length, then `host:port` in UTF-8. The far end connects there (if its allow list lets
-//! it) and copies bytes both ways until each side closes.
+//! it) and carries bytes both ways until each side closes, each end passed on as a half-close
+//! (`forwarder.rs`: the socket's reads go to the session without a copy, the channel's frames
+//! to the socket straight from the session's buffers, and an idle connection holds no buffer;
+//! what a connection may hold in memory, and why, is written there).
 //!
 //! A channel that is cut off (its session stopped before the peer's close, [`MuxError::Cut`])
 //! resets its TCP connection instead of closing it: a closed connection says "that was all",
@@ -21,10 +24,11 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use crate::forwarder::{self, Broke};
 use crate::{Channel, MuxConfig, MuxError, Peer, Session};
 
 /// One forwarded port.
@@ -219,23 +223,23 @@ pub async fn forward_on(
             let mut header = Vec::with_capacity(2 + name.len());
             header.extend_from_slice(&(name.len() as u16).to_be_bytes());
             header.extend_from_slice(name);
-            if channel.write_all(&header).await.is_err() {
+            if channel.send(header.into()).await.is_err() {
                 reset(&tcp);
                 return;
             }
-            if let Err(e) = tokio::io::copy_bidirectional(&mut tcp, &mut channel).await {
-                match mux_error(&e) {
-                    Some(MuxError::Reset { reason, .. }) => {
-                        log(format!("{from} → {}: the far end reset it: {reason}", forward.target));
-                    }
-                    Some(_) => {}
-                    // The client's side failed (it reset or aborted): the far end lets go of
-                    // the target's connection too.
-                    None => {
-                        let _ = channel.reset(format!("the client {from} reset its connection")).await;
-                    }
+            match forwarder::carry(&mut tcp, &mut channel).await {
+                Ok(()) => {}
+                Err(Broke::Channel(MuxError::Reset { reason, .. })) => {
+                    log(format!("{from} → {}: the far end reset it: {reason}", forward.target));
+                    reset(&tcp);
                 }
-                reset(&tcp);
+                Err(Broke::Channel(_)) => reset(&tcp),
+                // The client's side failed (it reset or aborted): the far end lets go of the
+                // target's connection too.
+                Err(Broke::Tcp(_)) => {
+                    let _ = channel.reset(format!("the client {from} reset its connection")).await;
+                    reset(&tcp);
+                }
             }
         });
     }
@@ -300,20 +304,19 @@ async fn serve_one(mut channel: Channel, allow: &[String], log: &Log) -> std::io
             return Ok(());
         }
     };
-    if let Err(e) = tokio::io::copy_bidirectional(&mut channel, &mut tcp).await {
+    match forwarder::carry(&mut tcp, &mut channel).await {
+        Ok(()) => Ok(()),
         // The target's side failed: the client is told with a reset.
-        if mux_error(&e).is_none() {
+        Err(Broke::Tcp(e)) => {
             let _ = channel.reset(format!("the target {target} reset the connection")).await;
+            reset(&tcp);
+            Err(e)
         }
-        reset(&tcp);
-        return Err(e);
+        Err(Broke::Channel(e)) => {
+            reset(&tcp);
+            Err(std::io::Error::other(e))
+        }
     }
-    Ok(())
-}
-
-/// The channel's error inside an I/O error, if the channel's side is the one that failed.
-fn mux_error(e: &std::io::Error) -> Option<&MuxError> {
-    e.get_ref().and_then(|inner| inner.downcast_ref::<MuxError>())
 }
 
 /// A listener with the deepest backlog the system allows (`net.core.somaxconn` caps it).

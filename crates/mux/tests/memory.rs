@@ -3,11 +3,19 @@
 //! write both ways, held open, then the process's resident memory read from
 //! `/proc/self/status` before and after. A measurement, not a check:
 //! `cargo test --release -p switchyard-mux --test memory -- --ignored --nocapture`.
+//!
+//! The same for connections carried by the tunnel (both its ends, the clients and the target
+//! in this process): `SWITCHYARD_TUNNEL_CONNECTIONS` (4,000 by default: each holds four
+//! descriptors here, and a process may hold 20,000 on the machines this runs on), each a
+//! request and an answer, then held idle.
 
 use std::time::Duration;
 
 use bytes::Bytes;
+use switchyard_mux::tunnel::{self, Forward};
 use switchyard_mux::{Listener, MuxConfig, Session};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 /// The process's resident memory, in bytes.
 fn resident() -> u64 {
@@ -59,6 +67,62 @@ async fn memory_of_open_channels() {
     let grew = after.saturating_sub(before);
     println!(
         "{n} channels open, both ends in one process: resident {:.1} MiB → {:.1} MiB, {:.1} MiB more, {:.0} bytes a channel (both ends); the session reports {} live",
+        before as f64 / 1048576.0,
+        after as f64 / 1048576.0,
+        grew as f64 / 1048576.0,
+        grew as f64 / n as f64,
+        report.channels.len()
+    );
+    assert_eq!(report.channels.len(), n);
+}
+
+#[ignore = "a measurement, not a check"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_of_idle_tunnel_connections() {
+    let n: usize = std::env::var("SWITCHYARD_TUNNEL_CONNECTIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(4_000);
+    // The target: reads a 100-byte request, answers 200 bytes, then holds the connection.
+    let target = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let target_addr = target.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = target.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 100];
+                if tcp.read_exact(&mut request).await.is_ok() && tcp.write_all(&[7u8; 200]).await.is_ok() {
+                    let _ = tcp.read(&mut request).await;
+                }
+            });
+        }
+    });
+    let config = MuxConfig { key: b"memory".to_vec(), ..MuxConfig::default() };
+    let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap(), config.clone()).await.unwrap();
+    let addr = listener.local_addr();
+    let log: tunnel::Log = std::sync::Arc::new(|line| eprintln!("{line}"));
+    let far_log = log.clone();
+    tokio::spawn(async move {
+        let session = listener.accept().await.unwrap();
+        tunnel::serve(session, Vec::new(), far_log).await;
+    });
+    let session = Session::connect(addr, config).await.unwrap();
+    let forward = Forward { local: "127.0.0.1:0".parse().unwrap(), target: target_addr.to_string(), weight: 1.0 };
+    let near = tunnel::bind(&forward).unwrap();
+    let local = near.local_addr().unwrap();
+    tokio::spawn(tunnel::forward_on(near, session.clone(), forward, log));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = resident();
+    let mut clients = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut tcp = TcpStream::connect(local).await.unwrap();
+        tcp.write_all(&[1u8; 100]).await.unwrap();
+        let mut answer = [0u8; 200];
+        tcp.read_exact(&mut answer).await.unwrap();
+        clients.push(tcp);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = resident();
+    let report = session.report().await.unwrap();
+    let grew = after.saturating_sub(before);
+    println!(
+        "{n} connections through the tunnel, idle, both ends, clients and target in one process: resident {:.1} MiB → {:.1} MiB, {:.1} MiB more, {:.0} bytes a connection; the session reports {} live channels",
         before as f64 / 1048576.0,
         after as f64 / 1048576.0,
         grew as f64 / 1048576.0,

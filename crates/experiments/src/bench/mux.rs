@@ -103,11 +103,15 @@ pub enum Case {
     Quic,
     /// Linux MPTCP, a connection per channel, each with m subflows, in a namespace of its own.
     Mptcp,
+    /// The tunnel (`switchyard_mux::tunnel`, both ends in this process): a TCP connection per
+    /// channel through a forward of its own with the channel's weight, over the session striping
+    /// by least-queued, to a sink on loopback.
+    Tunnel,
 }
 
 impl Case {
     /// Every case, in the order the bench runs them.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Stripe,
         Self::StripeTls,
         Self::StripeTlsTask,
@@ -116,6 +120,7 @@ impl Case {
         Self::H2,
         Self::Quic,
         Self::Mptcp,
+        Self::Tunnel,
     ];
 
     /// The case's key, as a command line names it.
@@ -129,6 +134,7 @@ impl Case {
             Self::H2 => "h2",
             Self::Quic => "quic",
             Self::Mptcp => "mptcp",
+            Self::Tunnel => "tunnel",
         }
     }
 
@@ -147,6 +153,9 @@ impl Case {
             Self::Mptcp => {
                 "Linux MPTCP, one connection per channel with --connections subflows each (at most 9), in a namespace the bench makes (root), against raw TCP in that namespace"
             }
+            Self::Tunnel => {
+                "The tunnel's forwarders: a TCP connection per channel into a forward with the channel's weight, over the session (striping, least queued) to a TCP sink; --channels 1 is one large transfer"
+            }
         }
     }
 
@@ -161,6 +170,7 @@ impl Case {
             Self::H2 => "HTTP/2 (h2), 1 conn",
             Self::Quic => "QUIC (quinn), 1 conn",
             Self::Mptcp => "MPTCP (kernel), 1 conn/channel",
+            Self::Tunnel => "tunnel, TCP in and out",
         }
     }
 
@@ -176,6 +186,7 @@ impl Case {
             Self::H2 => Carrier::H2,
             Self::Quic => Carrier::Quic,
             Self::Mptcp => Carrier::Mptcp,
+            Self::Tunnel => Carrier::Tunnel,
         }
     }
 }
@@ -295,6 +306,7 @@ enum Carrier {
     H2,
     Quic,
     Mptcp,
+    Tunnel,
 }
 
 async fn bench(a: &Setup, progress: &dyn Progress) -> Result<Report> {
@@ -351,6 +363,7 @@ async fn bench(a: &Setup, progress: &dyn Progress) -> Result<Report> {
                 }
                 Carrier::H2 => h2_case(&weights, warm, measure).await?,
                 Carrier::Quic => quic_case(&weights, warm, measure).await?,
+                Carrier::Tunnel => tunnel_case(a, &weights, warm, measure).await?,
                 Carrier::Mptcp => {
                     let net = net.as_ref().context("MPTCP's namespace")?;
                     let (got, cpu, _) = ns_streams(net, false, a.connections, warm, measure).await?;
@@ -643,6 +656,74 @@ struct SessionRun {
     cpu: f64,
 }
 
+/// The session's settings for a case, from the bench's.
+fn session_config(a: &Setup, scheme: Scheme) -> MuxConfig {
+    MuxConfig {
+        key: b"switchyard bench mux, loopback only".to_vec(),
+        connections: a.connections,
+        send: SendConfig { scheme, max_frame: a.frame, ..SendConfig::default() },
+        recv: RecvConfig { window: a.window, ..Default::default() },
+        notsent_lowat: a.lowat,
+        queue_frames: a.queue_frames,
+        rebalance_every: a.repin_every.unwrap_or(Duration::MAX),
+        ..MuxConfig::default()
+    }
+}
+
+/// The tunnel carrying one TCP connection per channel: the far end serving the session, a
+/// forward per channel at the near end with the channel's weight, each to a sink of its own,
+/// and a writer per connection that keeps its socket full. What each sink received, and the
+/// process's CPU time (the writers, both ends of the tunnel and the sinks).
+async fn tunnel_case(a: &Setup, weights: &[f64], warm: Duration, measure: Duration) -> Result<(Vec<f64>, f64)> {
+    use switchyard_mux::tunnel::{self, Forward};
+    let config = session_config(a, Scheme::Stripe(ConnChoice::LeastQueued));
+    let log: tunnel::Log = Arc::new(|_| {});
+    let mut listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), config.clone()).await?;
+    let addr = listener.local_addr();
+    let mut tasks = Vec::new();
+    {
+        let log = log.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Some(session) = listener.accept().await {
+                tunnel::serve(session, Vec::new(), log).await;
+            }
+        }));
+    }
+    let session = Session::connect(addr, config).await?;
+    let counters: Arc<Vec<AtomicU64>> = Arc::new(weights.iter().map(|_| AtomicU64::new(0)).collect());
+    for (i, w) in weights.iter().enumerate() {
+        let sink = TcpListener::bind("127.0.0.1:0").await?;
+        let target = sink.local_addr()?.to_string();
+        let counters = Arc::clone(&counters);
+        tasks.push(tokio::spawn(async move {
+            let Ok((mut s, _)) = sink.accept().await else { return };
+            let mut buf = vec![0u8; CHUNK];
+            while let Ok(n @ 1..) = s.read(&mut buf).await {
+                counters[i].fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }));
+        let forward = Forward { local: SocketAddr::from(([127, 0, 0, 1], 0)), target, weight: *w };
+        let near = tunnel::bind(&forward)?;
+        let local = near.local_addr()?;
+        let (session, log) = (session.clone(), log.clone());
+        tasks.push(tokio::spawn(async move {
+            let _ = tunnel::forward_on(near, session, forward, log).await;
+        }));
+        let mut s = TcpStream::connect(local).await?;
+        tasks.push(tokio::spawn(async move {
+            let chunk = vec![7u8; CHUNK];
+            while s.write_all(&chunk).await.is_ok() {}
+        }));
+    }
+    let (got, cpu) = window(&counters, warm, measure).await;
+    // The writers' and sinks' sockets go with their tasks: each connection through the
+    // tunnel is reset or ends, and its forwarder with it.
+    for t in &tasks {
+        t.abort();
+    }
+    Ok((got, cpu))
+}
+
 async fn session_case(
     a: &Setup,
     scheme: Scheme,
@@ -651,17 +732,7 @@ async fn session_case(
     warm: Duration,
     measure: Duration,
 ) -> Result<SessionRun> {
-    let key = b"switchyard bench mux, loopback only".to_vec();
-    let config = MuxConfig {
-        key,
-        connections: a.connections,
-        send: SendConfig { scheme, max_frame: a.frame, ..SendConfig::default() },
-        recv: RecvConfig { window: a.window, ..Default::default() },
-        notsent_lowat: a.lowat,
-        queue_frames: a.queue_frames,
-        rebalance_every: a.repin_every.unwrap_or(Duration::MAX),
-        ..MuxConfig::default()
-    };
+    let config = session_config(a, scheme);
     let (server_config, client_config) = match wire {
         Wire::Plain => (config.clone(), config),
         Wire::Tls | Wire::TlsTask => {
