@@ -211,7 +211,10 @@ pub fn run(s: &Setup, progress: &dyn Progress) -> Result<Outcome, TranscodeBench
         rows.push(ours(p.to_string(), p, s.workers)?);
     }
     if s.ffmpeg && ffmpeg_present() {
-        let dir = std::env::temp_dir().join(format!("switchyard-bench-transcode-{}", std::process::id()));
+        // A folder of this run's own: two runs in one process (the tests) must not share one.
+        static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("switchyard-bench-transcode-{}-{run}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| TranscodeBenchError::Setup(format!("{}: {e}", dir.display())))?;
         let files: Vec<PathBuf> = made
             .iter()
