@@ -180,7 +180,8 @@ struct Reencoder<'a> {
 
 /// The encoder the settings chose.
 enum AnyEncoder {
-    OpenH264(Encoder),
+    // Boxed: OpenH264's encoder carries its 7 KB bitstream info inline, x264's is a pointer.
+    OpenH264(Box<Encoder>),
     #[cfg(feature = "x264")]
     X264(X264Encoder),
 }
@@ -269,7 +270,7 @@ fn new_encoder(w: usize, h: usize, settings: &Settings) -> Result<AnyEncoder, cr
     match settings.codec {
         Codec::OpenH264 => {
             let bitrate = i32::try_from(settings.bitrate).unwrap_or(i32::MAX);
-            Encoder::new(w as i32, h as i32, bitrate, settings.fps, 0).map(AnyEncoder::OpenH264)
+            Encoder::new(w as i32, h as i32, bitrate, settings.fps, 0).map(|e| AnyEncoder::OpenH264(Box::new(e)))
         }
         #[cfg(feature = "x264")]
         Codec::X264 => X264Encoder::new(w as i32, h as i32, settings.bitrate, settings.fps).map(AnyEncoder::X264),
