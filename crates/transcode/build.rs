@@ -30,7 +30,11 @@ mod x264 {
                 Vec::new()
             }
             Err(e) => {
-                eprintln!("error: {MISSING}\n(pkg-config said: {})", e.to_string().lines().next().unwrap_or(""));
+                eprintln!("error: {MISSING}");
+                let said = e.to_string();
+                if let Some(line) = said.lines().map(str::trim).find(|l| !l.is_empty()) {
+                    eprintln!("(pkg-config said: {line})");
+                }
                 std::process::exit(1);
             }
         };
