@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use switchyard_core::{PlaceConfig, Policy};
 use switchyard_transcode::annexb;
-use switchyard_transcode::kernel::Settings;
+use switchyard_transcode::kernel::{Codec, Settings};
 use switchyard_transcode::make::{Sample, sample_stream};
 use switchyard_transcode::pool::{self, PoolConfig, Stream, Summary};
 
@@ -19,8 +19,9 @@ use switchyard_experiments::report::Progress;
 ///
 /// Each input is cut into closed GOPs at its IDR pictures; each GOP is a unit the place stage
 /// places (the stream is its flow), on one of `--workers` threads pinned to cores, which
-/// decodes it and encodes it again with OpenH264 (a fresh single-threaded encoder per GOP, so
-/// the output does not depend on where a GOP ran). Each stream's GOPs are written back in order.
+/// decodes it and encodes it again with OpenH264, or libx264 in a build with the `x264` feature
+/// (a fresh single-threaded encoder per GOP, so the output does not depend on where a GOP ran).
+/// Each stream's GOPs are written back in order.
 ///
 /// Start with `switchyard transcode make --out samples` for streams to try, then
 /// `switchyard transcode run samples/*.h264 --out out --policy ca-ahrw`.
@@ -72,6 +73,52 @@ struct RunArgs {
     /// Also transcode every stream on one thread and check that the outputs are the same bytes.
     #[arg(long)]
     verify: bool,
+    #[command(flatten)]
+    encoder: EncoderArg,
+}
+
+/// The encoder choice, shared with `bench transcode`.
+#[derive(Args, Debug)]
+pub(crate) struct EncoderArg {
+    /// The H.264 encoder. openh264: built from source by cargo, always there. x264: Debian's
+    /// libx264, the encoder of Debian's ffmpeg (preset veryfast, average bit rate, one thread per
+    /// GOP, no B-frames, no scene-cut I-frames, no AVX-512: its paths made a GOP's bytes vary
+    /// from run to run); only in a build with the `x264` feature
+    /// (`cargo build --release -p switchyard --features x264`, after `.ci/install-x264` or
+    /// `apt-get install libx264-dev`).
+    #[arg(long = "encoder", value_enum, default_value_t = Encoder::Openh264)]
+    encoder: Encoder,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Encoder {
+    Openh264,
+    X264,
+}
+
+impl EncoderArg {
+    fn encoder_name(&self) -> &'static str {
+        match self.encoder {
+            Encoder::Openh264 => "openh264",
+            Encoder::X264 => "x264",
+        }
+    }
+
+    /// The kernel's codec, or a one-line refusal naming the feature when this build lacks it.
+    pub(crate) fn codec(&self) -> Result<Codec> {
+        let codec = match self.encoder {
+            Encoder::Openh264 => Codec::OpenH264,
+            Encoder::X264 => Codec::X264,
+        };
+        if !codec.is_built() {
+            bail!(
+                "--encoder {codec}: this switchyard was built without the `{codec}` feature; rebuild with \
+                 `cargo build --release -p switchyard --features x264` (it needs Debian's libx264-dev: \
+                 .ci/install-x264), or use --encoder openh264"
+            );
+        }
+        Ok(codec)
+    }
 }
 
 /// Make sample streams from generated pictures (a drifting, noisy scene per seed).
@@ -147,6 +194,7 @@ fn make(a: &MakeArgs) -> Result<()> {
 }
 
 fn run_streams(a: &RunArgs) -> Result<()> {
+    let codec = a.encoder.codec()?;
     let mut streams = Vec::with_capacity(a.inputs.len());
     let mut paths = Vec::with_capacity(a.inputs.len());
     for input in &a.inputs {
@@ -179,7 +227,7 @@ fn run_streams(a: &RunArgs) -> Result<()> {
         let f = File::create(p).with_context(|| format!("creating {}", p.display()))?;
         outputs.push(Box::new(BufWriter::new(f)));
     }
-    let settings = Settings { bitrate: a.bitrate, fps: a.fps, downscale: a.downscale };
+    let settings = Settings { bitrate: a.bitrate, fps: a.fps, downscale: a.downscale, codec };
     let config = PoolConfig { workers: a.workers, queue: a.queue, pin: true, settings };
     let mut placer = switchyard_core::place::build(a.policy, &PlaceConfig::default(), &pool::worker_ids(a.workers))?;
     let total: u64 = streams.iter().map(|s| s.gops.len() as u64).sum();
@@ -211,13 +259,14 @@ fn same_file(out: &Path, input: &Path) -> bool {
 
 fn print_summary(a: &RunArgs, s: &Summary) {
     println!(
-        "{} pictures in {} GOPs in {:.2} s: {:.1} pictures a second ({} on {} workers), {} bytes out",
+        "{} pictures in {} GOPs in {:.2} s: {:.1} pictures a second ({} on {} workers, {}), {} bytes out",
         s.pictures_out,
         s.gops,
         s.elapsed.as_secs_f64(),
         s.pictures_per_second(),
         a.policy,
         a.workers,
+        a.encoder.encoder_name(),
         s.bytes_out
     );
     for (w, ws) in s.workers.iter().enumerate() {

@@ -127,3 +127,44 @@ fn bad_inputs_are_refused_with_what_to_do() {
     let o = switchyard(&["transcode", "run", "--out", out.to_str().unwrap(), "--bitrate", "fast", one]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("500k"), "{o:?}");
 }
+
+/// `--encoder x264`: in a build with the `x264` feature
+/// (`cargo test -p switchyard --features x264 --test transcode`), the parallel outputs are the
+/// one-thread transcode and decode in ffmpeg with every frame; without it, a one-line refusal
+/// that names the feature and the library, and no output.
+#[test]
+fn x264_is_refused_without_its_feature_and_checked_with_it() {
+    let dir = Scratch::new("x264");
+    let samples = dir.path().join("in");
+    make(&samples, 2, 10, 5);
+    let files = inputs(&samples);
+    let out = dir.path().join("out");
+    let mut args = vec!["transcode", "run", "--out", out.to_str().unwrap(), "--encoder", "x264", "--verify"];
+    args.extend(["--workers", "2", "--bitrate", "200k"]);
+    args.extend(files.iter().map(String::as_str));
+    let o = switchyard(&args);
+    if !cfg!(feature = "x264") {
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(
+            err.contains("--encoder x264") && err.contains("--features x264") && err.contains("libx264-dev"),
+            "{err}"
+        );
+        assert!(!out.exists(), "nothing written");
+        return;
+    }
+    let text = ok(&o, "transcode run --encoder x264");
+    assert!(text.contains("20 pictures in 4 GOPs") && text.contains(", x264)"), "{text}");
+    assert!(text.contains("verified: every output is byte for byte"), "{text}");
+    for f in &files {
+        let name = Path::new(f).file_name().unwrap();
+        match ffprobe_frames(&out.join(name)) {
+            Some((frames, said)) => {
+                assert_eq!(frames, 10, "ffprobe counted {said}");
+                assert!(said.starts_with("96,64,10"), "every frame clean: {said}");
+            }
+            None => eprintln!("skipped: ffprobe/ffmpeg not installed (.ci/install-ffmpeg)"),
+        }
+    }
+}

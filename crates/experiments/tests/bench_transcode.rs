@@ -6,6 +6,7 @@ mod common;
 use switchyard_core::Policy;
 use switchyard_experiments::bench::transcode::{self, SPEC, Setup};
 use switchyard_experiments::report::Quiet;
+use switchyard_transcode::kernel::Codec;
 
 #[test]
 fn transcode_reports_one_worker_each_policy_and_ffmpeg() {
@@ -96,4 +97,45 @@ fn the_prediction_is_fed_the_costs_the_run_measured() {
         assert_eq!(cell.as_f64(), Some(row.ours()));
     }
     assert_eq!(report.claims.len(), 2, "a claim per machine");
+}
+
+/// `--encoder x264`: ours and ffmpeg's rows encode with the same libx264, each row says so, and
+/// the goal against ffmpeg is judged. In a build without the `x264` feature (CI's), the run is
+/// refused with what to build instead; `cargo test -p switchyard-experiments --features
+/// switchyard-transcode/x264 --test bench_transcode` runs the rest.
+#[test]
+fn with_x264_ffmpeg_does_the_same_work_and_the_goal_is_judged() {
+    let setup = Setup {
+        streams: 2,
+        frames: 8,
+        gop: 4,
+        size: (64, 48),
+        workers: 2,
+        policies: vec![Policy::CaAhrw],
+        codec: Codec::X264,
+        ..Setup::default()
+    };
+    if !Codec::X264.is_built() {
+        let e = transcode::run(&setup, &Quiet).unwrap_err().to_string();
+        assert!(e.contains("--features x264") && e.contains("libx264-dev"), "{e}");
+        eprintln!("x264 not built in: checked the refusal only");
+        return;
+    }
+    let outcome = transcode::run(&setup, &Quiet).unwrap();
+    let report = transcode::report(&setup, &outcome);
+    common::assert_report(&report, &SPEC);
+    let t = report.table("cases").unwrap();
+    let encoders: Vec<&str> = t.cells("encoder").filter_map(|v| v.as_str()).collect();
+    assert!(encoders[..2].iter().all(|e| e.starts_with("libx264") && e.contains("ours")), "{encoders:?}");
+    assert!(outcome.rows.iter().all(|r| r.pictures == 16), "every picture of every stream");
+    let ffmpeg = std::process::Command::new("ffmpeg").arg("-version").output().is_ok_and(|o| o.status.success());
+    if ffmpeg {
+        assert_eq!(encoders.len(), 4, "{encoders:?}");
+        assert!(encoders[2..].iter().all(|e| e.starts_with("libx264") && e.contains("ffmpeg")), "{encoders:?}");
+        let goal = t.notes.iter().find(|n| n.contains("≥ ffmpeg's throughput on the same work"));
+        let goal = goal.unwrap_or_else(|| panic!("no goal against ffmpeg in {:?}", t.notes));
+        assert!(goal.ends_with(": met") || goal.ends_with(": NOT met"), "{goal}");
+    } else {
+        eprintln!("ffmpeg not installed (.ci/install-ffmpeg): ffmpeg's rows not checked");
+    }
 }

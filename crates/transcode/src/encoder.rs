@@ -31,13 +31,23 @@ pub(crate) struct Encoder {
 // The encoder is used by one thread at a time; OpenH264 keeps no thread-local state for it.
 unsafe impl Send for Encoder {}
 
-/// OpenH264 said no: its return code, and which call.
+/// An encoder said no: which call and what it returned.
 #[derive(Debug)]
-pub(crate) struct EncodeError(pub(crate) &'static str, pub(crate) i64);
+pub(crate) struct EncodeError(String);
+
+impl EncodeError {
+    fn openh264(call: &str, rc: i64) -> Self {
+        Self(format!("OpenH264's {call} returned {rc}"))
+    }
+
+    pub(crate) fn x264(what: String) -> Self {
+        Self(format!("libx264: {what}"))
+    }
+}
 
 impl std::fmt::Display for EncodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "OpenH264's {} returned {}", self.0, self.1)
+        f.write_str(&self.0)
     }
 }
 
@@ -50,7 +60,7 @@ impl Encoder {
         // SAFETY: WelsCreateSVCEncoder writes a valid encoder or returns non-zero.
         let rc = unsafe { api.WelsCreateSVCEncoder(&raw mut ptr) };
         if rc != 0 || ptr.is_null() {
-            return Err(EncodeError("WelsCreateSVCEncoder", i64::from(rc)));
+            return Err(EncodeError::openh264("WelsCreateSVCEncoder", i64::from(rc)));
         }
         let mut enc = Self { api, ptr, info: SFrameBSInfo::default() };
         let mut quiet: i32 = WELS_LOG_QUIET;
@@ -128,7 +138,7 @@ impl Encoder {
         let vtbl = unsafe { &**self.ptr };
         match f(vtbl, self.ptr) {
             0 => Ok(()),
-            rc => Err(EncodeError(what, i64::from(rc))),
+            rc => Err(EncodeError::openh264(what, i64::from(rc))),
         }
     }
 }

@@ -6,7 +6,8 @@
 //!
 //! - [`annexb`]: NAL units of an Annex B byte stream, and the stream cut into closed GOPs.
 //! - [`kernel`]: one GOP transcoded alone, with a fresh decoder and single-threaded encoder
-//!   (OpenH264, built from source by cargo), so its output does not depend on where it ran.
+//!   (OpenH264, built from source by cargo; or, with the `x264` feature, Debian's libx264
+//!   through the C shim in `csrc/`), so its output does not depend on where it ran.
 //! - [`make`]: sample streams encoded from generated pictures.
 //! - [`pool`]: the parallel run: GOPs placed on bounded queues of pinned workers, a reorder
 //!   buffer per stream, and what was measured (pictures a second, balance, reorder delay, how
@@ -23,3 +24,5 @@ mod encoder;
 pub mod kernel;
 pub mod make;
 pub mod pool;
+#[cfg(feature = "x264")]
+mod x264;
