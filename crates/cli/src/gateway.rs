@@ -345,10 +345,12 @@ struct GatewayServe {
     ///   tinylfu  TinyLFU, the default: a segmented LRU that holds a newcomer to a full cache
     ///            only if a count-min sketch says it is asked for at least as often as the
     ///            victims its bytes would evict, summed (Einziger et al., ACM ToS 2017 and
-    ///            2022); the sketch forgets sooner when the hit ratio falls for a while.
-    ///            The best of these four in hit ratio (requests) on every family bench
-    ///            eviction runs; it keeps many small popular objects, so its byte hit ratio
-    ///            can be lower than s3fifo's.
+    ///            2022), behind a window of the newest entries (0-10% of the bound) that
+    ///            a hill climber grows when recency pays and shrinks when frequency does
+    ///            (Einziger et al., Middleware 2018); the sketch forgets sooner when the
+    ///            hit ratio falls for a while. The best of these four in hit ratio
+    ///            (requests) on every family bench eviction runs; it keeps many small
+    ///            popular objects, so its byte hit ratio can be lower than s3fifo's.
     ///   s3fifo   S3-FIFO: newcomers in a small FIFO, moved to a main FIFO if used there, else
     ///            remembered as ghosts that go straight to main next time (Yang et al., SOSP
     ///            2023); the best byte hit ratio at small caches, and a hit costs one bit.

@@ -462,8 +462,10 @@ proptest! {
 /// and weighs stays what the policy holds.
 #[test]
 fn a_fill_tinylfu_refuses_answers_its_waiters_and_is_not_kept() {
+    // 105 bytes: TinyLFU's window starts at 5 of them, which no 10-byte entry fits, so each
+    // goes straight to main's 100 and the newcomer below is weighed at once.
     let mut c: Cache<u32, u64, Alone> =
-        Cache::new(Lookup::Piggyback, T, AgeFrom::Load, Alone).bounded_by(100, Eviction::TinyLfu, 3);
+        Cache::new(Lookup::Piggyback, T, AgeFrom::Load, Alone).bounded_by(105, Eviction::TinyLfu, 3);
     assert_eq!(c.eviction(), Some(Eviction::TinyLfu));
     for k in 1..=10 {
         c.fill_weighted(k, None, reading(0.0, 0), at(0), 10);

@@ -5,13 +5,11 @@
 //! The idea is the restart rule of the hill climber of Einziger, Eytan, Friedman and Manes,
 //! "Adaptive Software Cache Management" (Middleware 2018), as Caffeine implements it
 //! (`BoundedLocalCache`, `HILL_CLIMBER_RESTART_THRESHOLD`): a large change of the hit ratio
-//! between samples means the workload changed. The climber itself (moving the admission
-//! window, or the sketch's aging, a step per sample towards a higher hit ratio) lost on
-//! `switchyard bench eviction`'s traces: its samples are short enough to follow a shift only
-//! if they are noisy, and it wandered (the window climber, seed 1: up to 7.9 points below the
-//! best on Zipf, 2.3 points of mean hit ratio below no window; the aging climber, seeds 1–3:
-//! 0.7–1.1 points of mean hit ratio below a fixed aging).
-//! What is kept is the signal. The thresholds below are this project's, from the same bench.
+//! between samples means the workload changed. The window climber itself is
+//! [`super::climb`]; a climber of the sketch's aging lost on `switchyard bench eviction`'s
+//! traces (seeds 1–3: 0.7–1.1 points of mean hit ratio below a fixed aging), so here the
+//! signal alone halves the sketch. The thresholds below are this project's, from the same
+//! bench.
 
 /// A sample, in requests.
 const SAMPLE: u64 = 1_500;

@@ -9,6 +9,12 @@ fn unit(kind: Eviction, cap: u64) -> Evictor<u32> {
     Evictor::new(kind, cap, 7)
 }
 
+/// TinyLFU without its window: a newcomer is weighed at once, as a candidate leaving the
+/// window is (the admission tests below test that rule alone).
+fn windowless(cap: u64) -> Evictor<u32> {
+    Evictor::TinyLfu(TinyLfu::windowless(cap, 7))
+}
+
 #[test]
 fn names_round_trip_and_a_wrong_one_is_named() {
     for e in Eviction::ALL {
@@ -62,7 +68,7 @@ fn s3fifo_readmits_a_ghost_to_main_and_promotes_what_was_used_in_small() {
 /// as often as the victim is.
 #[test]
 fn tinylfu_refuses_a_one_hit_wonder_and_admits_a_frequent_newcomer() {
-    let mut c = unit(Eviction::TinyLfu, 100);
+    let mut c = windowless(100);
     for k in 1..=10 {
         assert!(c.insert(k, 10).is_empty());
         for _ in 0..4 {
@@ -95,7 +101,7 @@ fn tinylfu_refuses_a_one_hit_wonder_and_admits_a_frequent_newcomer() {
 /// for it untested: a one-hit wonder pushed out a key used four times.
 #[test]
 fn tinylfu_weighs_even_a_light_newcomer_against_its_victims() {
-    let mut c = unit(Eviction::TinyLfu, 1000);
+    let mut c = windowless(1000);
     for k in 1..=10 {
         assert!(c.insert(k, 100).is_empty());
         for _ in 0..3 {
@@ -110,7 +116,7 @@ fn tinylfu_weighs_even_a_light_newcomer_against_its_victims() {
 /// it. With moka's `>`, the entry held first stayed, however recent the newcomer.
 #[test]
 fn tinylfu_admits_a_newcomer_asked_for_as_often_as_its_victim() {
-    let mut c = unit(Eviction::TinyLfu, 20);
+    let mut c = windowless(20);
     assert!(c.insert(1, 10).is_empty());
     assert!(c.insert(2, 10).is_empty());
     c.touch(&2);
@@ -125,7 +131,7 @@ fn tinylfu_admits_a_newcomer_asked_for_as_often_as_its_victim() {
 /// more often than probation's and protected's entries summed evicted both.
 #[test]
 fn tinylfu_never_puts_a_protected_entry_up_against_a_newcomer() {
-    let mut c = unit(Eviction::TinyLfu, 100);
+    let mut c = windowless(100);
     assert!(c.insert(1, 50).is_empty());
     c.touch(&1);
     assert!(c.insert(2, 50).is_empty());
@@ -225,7 +231,7 @@ proptest! {
         cap in 1u64..3_000,
         ops in prop::collection::vec((0u8..4, 0u32..50, 1u64..600), 0..400),
     ) {
-        let mut c = unit(Eviction::TinyLfu, cap);
+        let mut c = windowless(cap);
         for (op, k, w) in ops {
             if op == 0 || c.contains(&k) {
                 c.touch(&k);
@@ -323,6 +329,30 @@ fn hits(c: &mut TinyLfu<u32>, requests: &[u32]) -> usize {
             hit
         })
         .count()
+}
+
+/// Requests that reward recency: runs of `gap` new keys, each run asked for twice in a row,
+/// so that a second ask hits only if the cache kept the last `gap` keys it was asked for.
+fn recent_pairs(first: u32, gap: usize, n: usize) -> Vec<u32> {
+    (0..n).map(|i| first + ((i / (2 * gap)) * gap + i % gap) as u32).collect()
+}
+
+/// The climber (Middleware 2018, §3.2): on requests that first reward frequency and then
+/// recency, it grows the window, and hits more than the same cache with its window fixed.
+#[test]
+fn the_climber_grows_the_window_when_recency_pays() {
+    let mut state = 0x9E37_79B9_7F4A_7C15;
+    let before = skewed(0, 40_000, 100_000, &mut state);
+    let after = recent_pairs(1_000_000, 70, 400_000);
+    let (mut climbing, mut fixed) = (TinyLfu::new(1_000, 1), TinyLfu::fixed_window(1_000, 1));
+    let (cb, fb) = (hits(&mut climbing, &before), hits(&mut fixed, &before));
+    let at_turn = climbing.window_share();
+    let (ca, fa) = (hits(&mut climbing, &after), hits(&mut fixed, &after));
+    assert!(cb >= fb, "before the turn: {cb} hits climbing, {fb} with the window fixed");
+    assert_eq!(fixed.window_share(), 50);
+    assert!(at_turn < 50, "frequency paid, yet the window did not shrink from 50: {at_turn}");
+    assert!(climbing.window_share() > at_turn, "the window did not grow: {at_turn} → {}", climbing.window_share());
+    assert!(ca > fa, "after the turn: {ca} hits climbing, {fa} with the window fixed");
 }
 
 /// The shift watch: when the popular keys change all at once, a watched TinyLFU halves its
