@@ -1,9 +1,8 @@
 //! `switchyard bench transcode`'s options; the runs and their report are
 //! `switchyard_experiments::bench::transcode`'s.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
-use switchyard_core::Policy;
 use switchyard_experiments::bench::transcode::{self, Setup};
 
 /// Real H.264 GOPs transcoded on pinned workers by each placement policy, against one worker
@@ -49,9 +48,10 @@ pub(crate) struct TranscodeBench {
     /// Worker threads for the policies (default: the cores this process may use).
     #[arg(long)]
     workers: Option<usize>,
-    /// Placement policies, comma-separated (default: round-robin, jsq, hrw, ahrw, ca-ahrw, h-cahrw, bounded).
+    /// Placement policies, comma-separated, or `all` for every one `switchyard place` has
+    /// (default: round-robin, jsq, hrw, ahrw, ca-ahrw, h-cahrw, bounded).
     #[arg(long, value_delimiter = ',')]
-    policies: Vec<Policy>,
+    policies: Vec<String>,
     /// Leave ffmpeg out.
     #[arg(long)]
     no_ffmpeg: bool,
@@ -69,7 +69,7 @@ pub(crate) fn run(a: &TranscodeBench) -> Result<()> {
         setup.workers = w;
     }
     if !a.policies.is_empty() {
-        setup.policies = a.policies.clone();
+        setup.policies = crate::place::policies(&a.policies).context("--policies")?;
     }
     let report = {
         let bar = crate::print::Bar::new();

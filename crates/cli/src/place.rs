@@ -237,14 +237,16 @@ pub(crate) fn run(args: &PlaceArgs) -> Result<()> {
     Ok(())
 }
 
-fn policies(names: &[String]) -> Result<Vec<Policy>> {
+/// The policies a list of names asks for, `all` for every one, each once in the order given;
+/// shared by every command that takes a list (`place --policy`, `bench transcode --policies`).
+pub(crate) fn policies(names: &[String]) -> Result<Vec<Policy>> {
     let mut out = Vec::new();
     for name in names {
         let name = name.trim();
         if name == "all" {
             out.extend_from_slice(Policy::ALL);
         } else {
-            out.push(name.parse::<Policy>()?);
+            out.push(name.parse::<Policy>().map_err(|e| anyhow::anyhow!("{e}, or `all`"))?);
         }
     }
     let mut seen = Vec::with_capacity(out.len());

@@ -64,15 +64,7 @@ async fn memory_of_open_channels() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = resident();
     let report = session.report().await.unwrap();
-    let grew = after.saturating_sub(before);
-    println!(
-        "{n} channels open, both ends in one process: resident {:.1} MiB → {:.1} MiB, {:.1} MiB more, {:.0} bytes a channel (both ends); the session reports {} live",
-        before as f64 / 1048576.0,
-        after as f64 / 1048576.0,
-        grew as f64 / 1048576.0,
-        grew as f64 / n as f64,
-        report.channels.len()
-    );
+    say("channels open, both ends in one process", "a channel (both ends)", n, before, after, report.channels.len());
     assert_eq!(report.channels.len(), n);
 }
 
@@ -120,14 +112,26 @@ async fn memory_of_idle_tunnel_connections() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = resident();
     let report = session.report().await.unwrap();
+    say(
+        "connections through the tunnel, idle, both ends, clients and target in one process",
+        "a connection",
+        n,
+        before,
+        after,
+        report.channels.len(),
+    );
+    assert_eq!(report.channels.len(), n);
+}
+
+/// One measurement's line: what was open, the resident memory before and after, and the growth
+/// per unit (`per`), beside the channels the session reports live.
+fn say(what: &str, per: &str, n: usize, before: u64, after: u64, live: usize) {
     let grew = after.saturating_sub(before);
     println!(
-        "{n} connections through the tunnel, idle, both ends, clients and target in one process: resident {:.1} MiB → {:.1} MiB, {:.1} MiB more, {:.0} bytes a connection; the session reports {} live channels",
+        "{n} {what}: resident {:.1} MiB → {:.1} MiB, {:.1} MiB more, {:.0} bytes {per}; the session reports {live} live channels",
         before as f64 / 1048576.0,
         after as f64 / 1048576.0,
         grew as f64 / 1048576.0,
         grew as f64 / n as f64,
-        report.channels.len()
     );
-    assert_eq!(report.channels.len(), n);
 }

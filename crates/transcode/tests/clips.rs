@@ -8,7 +8,6 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use switchyard_core::place::{PlaceConfig, Policy, build};
 use switchyard_transcode::annexb;
@@ -23,17 +22,8 @@ fn dir() -> PathBuf {
         .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/clips"), PathBuf::from)
 }
 
-#[derive(Clone, Default)]
-struct Shared(Arc<Mutex<Vec<u8>>>);
-impl Write for Shared {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+mod common;
+use common::Shared;
 
 fn ffprobe_pictures(path: &Path) -> Option<u64> {
     let o = std::process::Command::new("ffprobe")

@@ -8,7 +8,6 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 
 use switchyard_core::place::{PlaceConfig, Policy, build};
 use switchyard_transcode::annexb;
@@ -16,17 +15,8 @@ use switchyard_transcode::kernel::{Codec, Settings};
 use switchyard_transcode::make::{Sample, sample_stream};
 use switchyard_transcode::pool::{self, PoolConfig, Stream};
 
-#[derive(Clone, Default)]
-struct Shared(Arc<Mutex<Vec<u8>>>);
-impl Write for Shared {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+mod common;
+use common::Shared;
 
 /// Pictures ffprobe counts, and what `ffmpeg -v error` says decoding the file (empty: clean);
 /// None where they are not installed.

@@ -136,8 +136,9 @@ pub enum PlaceError {
         /// The policy.
         policy: Policy,
     },
-    /// No policy has this name.
-    #[error("unknown policy `{name}`; valid names: {}, or `all`", Policy::names())]
+    /// No policy has this name. (Where a list of policies is taken, the front end adds `all`;
+    /// a single policy cannot be `all`, so the core's message does not offer it.)
+    #[error("unknown policy `{name}`; valid names: {}", Policy::names())]
     UnknownPolicy {
         /// The name given.
         name: String,

@@ -1,0 +1,19 @@
+//! What the transcoding tests share.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+/// An output the test can read after the run: the pool writes each stream into one, and the
+/// test keeps a clone to compare the bytes.
+#[derive(Clone, Default)]
+pub struct Shared(pub Arc<Mutex<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
