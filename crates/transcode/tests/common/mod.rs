@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 /// An output the test can read after the run: the pool writes each stream into one, and the
 /// test keeps a clone to compare the bytes.
 #[derive(Clone, Default)]
-pub struct Shared(pub Arc<Mutex<Vec<u8>>>);
+pub(crate) struct Shared(pub(crate) Arc<Mutex<Vec<u8>>>);
 
 impl Write for Shared {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
