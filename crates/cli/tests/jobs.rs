@@ -191,9 +191,9 @@ fn word_count_survives_killed_and_paused_workers_and_a_killed_coordinator() {
 
     // w4 alone finishes, w3's attempt presumed failed and re-issued.
     wait_for(&url, Duration::from_secs(600), "the application to finish", |st| st["apps"][0]["verdict"] != "running");
-    let st = status(&url);
-    eprintln!("done at {:?}: {}", t0.elapsed(), st["apps"][0]);
-    assert_eq!(st["apps"][0]["verdict"], "met");
+    let done = status(&url);
+    eprintln!("done at {:?}: {}", t0.elapsed(), done["apps"][0]);
+    assert_eq!(done["apps"][0]["verdict"], "met");
 
     // w3 wakes up and uploads its stale result: refused.
     signal(&workers[2], "CONT");
@@ -221,8 +221,14 @@ fn word_count_survives_killed_and_paused_workers_and_a_killed_coordinator() {
     );
     let st = status(&url);
     eprintln!("after w3's late upload: {}", st["apps"][0]);
+    // w3's refused result counts as a duplicate. Not as the only one: the run hands out repeats
+    // (replicas, and re-issues of attempts presumed lost), and whichever copy of a task ends
+    // second is a duplicate too, before w3 wakes or while it uploads (CI saw duplicates 1 before
+    // w3 woke with 4 repeats, 2 after; the test once assumed w3's was the only one).
     if said.contains("result not kept") {
-        assert_eq!(st["apps"][0]["duplicates"], 1, "w3's result is the one duplicate");
+        let before = done["apps"][0]["duplicates"].as_u64().expect("a count");
+        let after = st["apps"][0]["duplicates"].as_u64().expect("a count");
+        assert!(after > before, "w3's refused result is counted as a duplicate: {before} before it, {after} after");
     }
 
     for w in &mut workers {
