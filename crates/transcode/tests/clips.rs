@@ -6,7 +6,6 @@
 //! The clips are looked for in `$SWITCHYARD_CLIPS`, else `target/clips` of the workspace; where
 //! they are absent the test says so on stderr and passes, as the capture tests do.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use switchyard_core::place::{PlaceConfig, Policy, build};
@@ -23,7 +22,6 @@ fn dir() -> PathBuf {
 }
 
 mod common;
-use common::Shared;
 
 fn ffprobe_pictures(path: &Path) -> Option<u64> {
     let o = std::process::Command::new("ffprobe")
@@ -66,9 +64,7 @@ fn real_clips_transcode_in_parallel_to_the_bytes_of_one_thread() {
     // outputs are put together from GOPs of both workers.
     for policy in [Policy::CaAhrw] {
         let mut placer = build(policy, &PlaceConfig::default(), &pool::worker_ids(2)).unwrap();
-        let shared: Vec<Shared> = streams.iter().map(|_| Shared::default()).collect();
-        let mut outputs: Vec<Box<dyn Write + Send>> =
-            shared.iter().map(|s| Box::new(s.clone()) as Box<dyn Write + Send>).collect();
+        let (shared, mut outputs) = common::outputs(streams.len());
         let config = PoolConfig { workers: 2, queue: 2, pin: true, settings };
         let summary = pool::run(&streams, placer.as_mut(), &config, &mut outputs, &mut |_| {}).unwrap();
         assert_eq!(summary.pictures_out, 250 + 132, "{policy}");

@@ -5,7 +5,6 @@
 //! they are not installed).
 #![cfg(feature = "x264")]
 
-use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
@@ -16,7 +15,6 @@ use switchyard_transcode::make::{Sample, sample_stream};
 use switchyard_transcode::pool::{self, PoolConfig, Stream};
 
 mod common;
-use common::Shared;
 
 /// Pictures ffprobe counts, and what `ffmpeg -v error` says decoding the file (empty: clean);
 /// None where they are not installed.
@@ -50,9 +48,7 @@ fn x264_streams_in_parallel_are_those_of_one_thread_and_decode_elsewhere() {
     }
     for policy in [Policy::RoundRobin, Policy::CaAhrw, Policy::HCahrw] {
         let mut placer = build(policy, &PlaceConfig::default(), &pool::worker_ids(2)).unwrap();
-        let shared: Vec<Shared> = streams.iter().map(|_| Shared::default()).collect();
-        let mut outputs: Vec<Box<dyn Write + Send>> =
-            shared.iter().map(|s| Box::new(s.clone()) as Box<dyn Write + Send>).collect();
+        let (shared, mut outputs) = common::outputs(streams.len());
         let config = PoolConfig { workers: 2, queue: 2, pin: true, settings };
         let summary = pool::run(&streams, placer.as_mut(), &config, &mut outputs, &mut |_| {}).unwrap();
         assert_eq!((summary.pictures_in, summary.pictures_out), (60, 60), "{policy}");

@@ -17,3 +17,10 @@ impl Write for Shared {
         Ok(())
     }
 }
+
+/// One [`Shared`] output per stream, and the same outputs as the pool takes them.
+pub(crate) fn outputs(streams: usize) -> (Vec<Shared>, Vec<Box<dyn Write + Send>>) {
+    let shared: Vec<Shared> = (0..streams).map(|_| Shared::default()).collect();
+    let boxed = shared.iter().map(|s| Box::new(s.clone()) as Box<dyn Write + Send>).collect();
+    (shared, boxed)
+}
