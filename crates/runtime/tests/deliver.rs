@@ -81,6 +81,34 @@ fn streams_get_their_promised_rate_over_tcp_and_udp() {
     assert_paced(Transport::Udp, Pacing::Fine(Default::default()), 0.05);
 }
 
+/// Under fine pacing at its default 1 ms grain a 4 Mb/s TCP stream was written 500 B at a time,
+/// a thousand writes a second each: 384 such streams cost over seven times the writes of the
+/// same bytes in UDP's 4 KB datagrams, and the machine could not carry them (`reproduce
+/// yates-clp`'s hard case fell to 454 Mb/s of 1,536). Each write now carries at least half a
+/// packet, and a datagram a whole one.
+#[test]
+fn fine_pacing_writes_tcp_streams_in_half_packets_and_udp_in_whole_ones() {
+    let packet = ServerConfig::default().packet as f64;
+    for (transport, smallest) in [(Transport::Tcp, packet / 2.0), (Transport::Udp, packet)] {
+        let server = Server::start(ServerConfig { workers: 2, ..Default::default() }).unwrap();
+        let l = load(&server, transport, 8, stream(4_000_000));
+        std::thread::sleep(Duration::from_millis(600));
+        let conns = server.connections();
+        l.stop();
+        assert_eq!(conns.len(), 8, "{transport:?}: every stream was admitted");
+        for c in &conns {
+            assert!(c.writes > 0 && c.bytes > 100_000, "{transport:?}: the stream was sent to: {c:?}");
+            let per_write = c.bytes as f64 / c.writes as f64;
+            assert!(
+                per_write >= smallest,
+                "{transport:?}: {per_write:.0} B a write ({} B in {} writes), under {smallest} B",
+                c.bytes,
+                c.writes
+            );
+        }
+    }
+}
+
 #[test]
 fn the_thesis_quota_also_holds_the_rate() {
     assert_paced(Transport::Udp, Pacing::Quota(QuotaConfig::default()), 0.05);

@@ -99,6 +99,9 @@ impl Default for ServerConfig {
 pub struct ConnStats {
     /// Bytes sent.
     pub bytes: AtomicU64,
+    /// Writes (TCP) or datagrams (UDP) that took bytes: what a send costs is mostly per call,
+    /// not per byte, so bytes over writes is the figure that says whether pacing is affordable.
+    pub writes: AtomicU64,
     /// Bytes received (sink connections).
     pub received: AtomicU64,
     /// The worker serving it.
@@ -320,6 +323,8 @@ pub struct ConnView {
     pub worker: u32,
     /// Bytes sent to it so far.
     pub bytes: u64,
+    /// The writes (TCP) or datagrams (UDP) that carried them.
+    pub writes: u64,
     /// Its promised rate, bytes per second, for streams.
     pub rate: Option<f64>,
     /// Bytes received from it so far (sink connections).
@@ -551,6 +556,7 @@ impl Server {
                     id: id.0,
                     worker,
                     bytes: i.stats.bytes.load(Ordering::Relaxed),
+                    writes: i.stats.writes.load(Ordering::Relaxed),
                     rate: i.rate,
                     received: i.stats.received.load(Ordering::Relaxed),
                     incoming_cpu: known(i.stats.incoming_cpu.load(Ordering::Relaxed)),
