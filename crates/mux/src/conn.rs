@@ -337,26 +337,12 @@ impl Conn {
         }
         let mut taken = 0;
         let budget = self.read_budget;
-        // A buffer is read into until less than a frame is left free, not left for a fresh one
-        // as soon as less than a whole turn is: on loopback a read takes what has arrived, a
-        // few tens of KB, so each turn began a buffer, carried the frame its last read cut into
-        // it (`make_room`'s copy) and left most of the old one unread into; fewer buffers
-        // begun are fewer such copies and fewer fresh pages for the kernel's copy to fault in.
-        // In bench mux's stripe case (Intel Xeon VM, 2 cores, load 15-23, perf cpu-clock over
-        // the session's half of each run, four runs of each binary alternated) the user-space
-        // copies fell from 3.2-5.7% of the session's samples to 1.7-3.1%, page faults and the
-        // pages they clear from 2.2-3.3% to 0.6-1.6%, and reads per vectored write from
-        // 0.78-0.81 to 0.63 (two runs each, raw TCP's reads in the count); the rates and CPU
-        // per byte were too noisy at that load to show a few percent.
-        let least = self.room - budget;
         while taken < budget {
-            let free = self.inbox.capacity() - self.inbox.len();
-            if free < (budget - taken).min(least) {
+            if self.inbox.capacity() - self.inbox.len() < budget - taken {
                 self.make_room(budget - taken);
             }
-            let room = (budget - taken).min(self.inbox.capacity() - self.inbox.len());
             // A read that emptied what had arrived ends the turn: the link says when more comes.
-            match self.link.read_into(&mut self.inbox, room) {
+            match self.link.read_into(&mut self.inbox, budget - taken) {
                 Ok((0, _)) => return Io::Lost,
                 Ok((got, false)) => taken += got,
                 Ok((_, true)) => {
@@ -1083,37 +1069,6 @@ mod tests {
         drop((held, next, writer));
     }
 
-    /// Reads that each take a little (what has arrived, as on loopback) fill one buffer before
-    /// the next is begun: beginning one a turn carried the frame cut by the last read into it
-    /// each time (a copy) and left most of each buffer unread into (fresh pages to fault in).
-    #[tokio::test]
-    async fn short_reads_fill_a_buffer_before_the_next_is_begun() {
-        let frame = 1 << 10;
-        let (mut conn, mut peer) = pair(frame).await;
-        let batch = 10;
-        let mut held = Vec::new();
-        let mut seq = 0;
-        // Each turn reads one batch: less than a turn's budget, and the batches together
-        // are less than a buffer less a frame.
-        let batches = conn.read_budget / ((HEADER_LEN + frame) * batch) - 1;
-        assert!(batches >= 3, "the test needs several turns to a buffer, not {batches}");
-        for _ in 0..batches {
-            let mut bytes = BytesMut::new();
-            for _ in 0..batch {
-                Frame::Data { channel: 1, seq, payload: Bytes::from(vec![7u8; frame]) }.encode(&mut bytes);
-                seq += 1;
-            }
-            peer.write_all(&bytes).await.unwrap();
-            held.extend(frames(&mut conn, batch).await);
-        }
-        assert_eq!(held.len(), batches * batch);
-        assert_eq!(
-            conn.buffers,
-            Buffers { allocated: 1, reused: 0 },
-            "{batches} turns of {batch} frames each began a buffer of their own"
-        );
-    }
-
     /// Of the spare buffers whose frames are all gone, the one read into last is read into
     /// next: it is the one most likely still in the cache, and the kernel's copy into it is
     /// then cheaper. Reusing the oldest first cycled all the spares through that copy.
@@ -1130,42 +1085,36 @@ mod tests {
             peer
         });
         let read = async {
-            // Which buffer each frame is in, from where it lies: a read may fill what is left of
-            // one buffer and go on in the next, so a frame not just after the one before it
-            // (its head between them) is in the next buffer.
+            // Which buffer the reads are in: a read that moves to a new buffer does so before
+            // it reads, so every frame it decodes is in the buffer it ends in.
             let mut buffer = 0;
-            let mut end = 0;
             let mut held: Vec<(usize, Frame)> = Vec::new();
             let mut second = None;
             loop {
+                let before = conn.buffers;
                 let mut got = Vec::new();
                 std::future::poll_fn(|cx| conn.poll_read_ready(cx)).await;
                 assert!(matches!(conn.read(&mut got), Io::Fine));
-                for f in got {
-                    let at = payload_at(&f);
-                    if !(end..end + 64).contains(&at) {
-                        buffer += 1;
-                        if buffer == 3 {
-                            // The first two buffers are spares now; every frame read into
-                            // them goes.
-                            let at: Vec<usize> =
-                                held.iter().filter(|(b, _)| *b == 2).map(|(_, f)| payload_at(f)).collect();
-                            second = Some((*at.iter().min().unwrap(), at.iter().max().unwrap() + frame));
-                            held.clear();
-                        }
-                        if buffer == 4 {
-                            let (from, to) = second.unwrap();
-                            assert!(
-                                (from..to).contains(&at),
-                                "read into {at:#x}, not the second buffer ({from:#x}..{to:#x}), read into last: {:?}",
-                                conn.buffers
-                            );
-                            return;
-                        }
-                    }
-                    end = at + frame;
-                    held.push((buffer, f));
+                if conn.buffers != before {
+                    buffer += 1;
                 }
+                if buffer == 3 && second.is_none() {
+                    // The first two buffers are spares now; every frame read into them goes.
+                    let at: Vec<usize> = held.iter().filter(|(b, _)| *b == 2).map(|(_, f)| payload_at(f)).collect();
+                    second = Some((*at.iter().min().unwrap(), at.iter().max().unwrap() + frame));
+                    held.clear();
+                }
+                if buffer == 4 {
+                    let (from, to) = second.unwrap();
+                    let first = payload_at(&got[0]);
+                    assert!(
+                        (from..to).contains(&first),
+                        "read into {first:#x}, not the second buffer ({from:#x}..{to:#x}), read into last: {:?}",
+                        conn.buffers
+                    );
+                    return;
+                }
+                held.extend(got.into_iter().map(|f| (buffer, f)));
             }
         };
         tokio::time::timeout(Duration::from_secs(30), read).await.expect("the frames came");
