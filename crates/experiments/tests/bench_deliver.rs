@@ -32,7 +32,7 @@ fn deliver_serves_every_case_from_ours_and_tokio_and_holds_the_rates() {
     let all = &runs.cases;
     let names: Vec<&str> = all.iter().map(|(c, _)| c.name).collect();
     assert_eq!(names, ["scale", "accurate", "bulk"]);
-    for (case, rows) in &all {
+    for (case, rows) in all {
         let servers: Vec<&str> = rows.iter().map(|r| r.server).collect();
         match case.rate {
             Some(rate) => {

@@ -463,6 +463,19 @@ pub fn table(s: &Setup, rows: &[Row]) -> Table {
     t.note(
         "ours and the tokio peer run from the same program with the same allocator (jemalloc); nginx is Debian's, with limit_rate and sendfile",
     );
+    // CPU per stream-second is what each spent at the rate it kept: one that fell behind did
+    // less work for its CPU, and the row should say so.
+    let promised = s.streams as f64 * s.rate as f64;
+    for r in rows.iter().filter(|r| r.aggregate_bps < 0.9 * promised) {
+        t.note(format!(
+            "{} delivered {:.0}% of the streams' promised rate: its CPU per stream is for that, not for the full rate",
+            r.server,
+            r.aggregate_bps / promised * 100.0
+        ));
+    }
+    t.note(
+        "kernel/stream is the median sample of each socket's queues: at a few packets a second they are empty between sends; machine TCP is /proc/net/sockstat for the whole machine, so other programs' sockets come and go in it (on a shared machine it can fall while the streams flow)",
+    );
     if rows.iter().any(|r| r.sockets.is_none()) {
         t.note("kernel/stream is missing where `ss` (iproute2) could not be run");
     }
