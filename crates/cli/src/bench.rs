@@ -19,6 +19,9 @@ enum BenchWhat {
     Mux(crate::bench_mux::MuxBench),
     Gateway(crate::bench_gateway::GatewayBench),
     Deliver(crate::bench_deliver::DeliverBench),
+    /// bench deliver's tokio peer as a process of its own (its memory table runs it).
+    #[command(hide = true)]
+    DeliverTokioPeer(crate::bench_deliver::TokioPeer),
     Jobs(crate::bench_jobs::JobsBench),
     Figurehead(crate::bench_figurehead::FigureheadBench),
     Blocklog(crate::bench_blocklog::BlocklogBench),
@@ -119,6 +122,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         BenchWhat::Mux(a) => crate::bench_mux::run(a),
         BenchWhat::Gateway(a) => crate::bench_gateway::run(a),
         BenchWhat::Deliver(a) => crate::bench_deliver::run(a),
+        BenchWhat::DeliverTokioPeer(a) => crate::bench_deliver::run_tokio_peer(a),
         BenchWhat::Jobs(a) => crate::bench_jobs::run(a),
         BenchWhat::Figurehead(a) => crate::bench_figurehead::run_bench(a),
         BenchWhat::Blocklog(a) => crate::bench_blocklog::run(a),

@@ -68,6 +68,13 @@ pub(crate) struct DeliverBench {
     /// The interface the streams cross, for --wire: lo, as the servers here listen on loopback.
     #[arg(long, default_value = "lo", requires = "wire")]
     wire_interface: String,
+    /// Leave out the memory table. By default each server is run once more as a process of its
+    /// own (ours as `deliver serve`) with --conns streams, and measured idle and with the
+    /// streams flowing: its RSS and PSS per stream (from /proc/PID/smaps_rollup), its peak
+    /// (VmHWM), the kernel's memory for its sockets (ss -tm) and its CPU per stream-second.
+    /// That adds a run per server (warm-up, --seconds and the streams' opening).
+    #[arg(long)]
+    no_memory: bool,
 
     #[command(flatten)]
     output: crate::print::Output,
@@ -89,7 +96,28 @@ pub(crate) fn run(a: &DeliverBench) -> Result<()> {
         nginx: found("nginx"),
         clients: Clients::Program(std::env::current_exe().context("finding this program")?),
         wire: a.wire.then(|| a.wire_interface.clone()),
+        memory: !a.no_memory,
     };
     let all = bench(&setup, &crate::print::Bar::new())?;
     a.output.emit(&report(&setup, &all))
+}
+
+/// The tokio peer of `bench deliver` as a program of its own, so that its memory is its own
+/// (`bench deliver`'s memory table starts it): serves the delivery protocol's `stream` and
+/// `bulk` lines until stopped.
+#[derive(Args, Debug)]
+pub(crate) struct TokioPeer {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7400")]
+    listen: std::net::SocketAddr,
+    /// Worker threads (pinned to the first cores when fewer than every core).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Each stream wakes this often, ms, and writes what its rate owes.
+    #[arg(long, default_value_t = 100.0)]
+    grain_ms: f64,
+}
+
+pub(crate) fn run_tokio_peer(a: &TokioPeer) -> Result<()> {
+    switchyard_experiments::bench::deliver_memory::serve_tokio_peer(a.listen, a.threads, a.grain_ms)
 }

@@ -25,11 +25,14 @@ fn deliver_serves_every_case_from_ours_and_tokio_and_holds_the_rates() {
         clients: deliver::Clients::InProcess,
         // The wire's view where a capture can be opened (root), else a note why not.
         wire: Some("lo".into()),
+        // The memory table needs the servers as programs: here it is left out, with a note.
+        memory: true,
     };
-    let all = deliver::run(&setup, &Quiet).unwrap();
+    let runs = deliver::run(&setup, &Quiet).unwrap();
+    let all = &runs.cases;
     let names: Vec<&str> = all.iter().map(|(c, _)| c.name).collect();
     assert_eq!(names, ["scale", "accurate", "bulk"]);
-    for (case, rows) in &all {
+    for (case, rows) in all {
         let servers: Vec<&str> = rows.iter().map(|r| r.server).collect();
         match case.rate {
             Some(rate) => {
@@ -68,7 +71,7 @@ fn deliver_serves_every_case_from_ours_and_tokio_and_holds_the_rates() {
 
     // The report: a row per paced case and server, a row per bulk server, each figure the
     // run's, and the missing nginx named.
-    let report = deliver::report(&setup, &all);
+    let report = deliver::report(&setup, &runs);
     common::assert_report(&report, &deliver::SPEC);
     let paced = report.table("paced").unwrap();
     assert_eq!(paced.rows.len(), 4);
@@ -99,6 +102,12 @@ fn deliver_serves_every_case_from_ours_and_tokio_and_holds_the_rates() {
     assert_eq!(servers, ["switchyard", "switchyard×1", "tokio"]);
     assert_eq!(bulk.cells("vs_tokio").nth(2).and_then(Value::as_f64), Some(1.0));
     assert!(report.notes.iter().any(|n| n.starts_with("nginx not found")), "{:?}", report.notes);
+    assert!(report.table("memory").is_none());
+    assert!(
+        report.notes.iter().any(|n| n.starts_with("memory per stream not measured: the servers must run as processes")),
+        "{:?}",
+        report.notes
+    );
 
     let bad = deliver::Setup { bulk_conns: 0, ..setup.clone() };
     assert!(matches!(deliver::run(&bad, &Quiet), Err(ExperimentError::Input(m)) if m.contains("--bulk-conns")));

@@ -20,6 +20,7 @@ use switchyard_runtime::deliver::{
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+use super::deliver_memory;
 use super::peers::{Reaped, free_port, launch_nginx, user_line};
 use super::{cores, process_cpu};
 use crate::ExperimentError;
@@ -71,6 +72,10 @@ pub struct Setup {
     /// its own view. Needs `CAP_NET_RAW`; where the capture cannot be opened, the rows have
     /// no wire figures and a note says why.
     pub wire: Option<String>,
+    /// Also measure memory and CPU per stream, each server a process of its own with the
+    /// scale case's streams ([`deliver_memory`]): needs the clients as a program, whose
+    /// `deliver serve` and hidden `bench deliver-tokio-peer` are the servers.
+    pub memory: bool,
 }
 
 impl Setup {
@@ -209,13 +214,23 @@ pub fn cases(s: &Setup) -> [Case; 3] {
     ]
 }
 
-/// Runs every case; `progress` advances as each server's run ends. Returns every case's rows.
-pub fn run(s: &Setup, progress: &dyn report::Progress) -> Result<Vec<(Case, Vec<Row>)>, ExperimentError> {
+/// Everything a run measured.
+#[derive(Clone, Debug)]
+pub struct Runs {
+    /// Each case's rows, in order: scale, accuracy, bulk.
+    pub cases: Vec<(Case, Vec<Row>)>,
+    /// The memory table's rows, or why they could not be measured (`None`: not asked).
+    pub memory: Option<Result<Vec<deliver_memory::Row>, String>>,
+}
+
+/// Runs every case; `progress` advances as each server's run ends.
+pub fn run(s: &Setup, progress: &dyn report::Progress) -> Result<Runs, ExperimentError> {
     s.check()?;
     raise_file_limit();
-    // Per case: ours (twice for bulk), tokio, and nginx where it is.
+    // Per case: ours (twice for bulk), tokio, and nginx where it is; the same again for memory.
     let peers = 1 + usize::from(s.nginx.is_some());
-    progress.stage("server runs", (2 * (1 + peers) + (2 + peers)) as u64);
+    let memory = if s.memory { 1 + peers } else { 0 };
+    progress.stage("server runs", (2 * (1 + peers) + (2 + peers) + memory) as u64);
     let dir = std::env::temp_dir().join(format!("switchyard-bench-deliver-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut all = Vec::new();
@@ -226,8 +241,29 @@ pub fn run(s: &Setup, progress: &dyn report::Progress) -> Result<Vec<(Case, Vec<
         }
         all.push((c, rows?));
     }
+    // A memory run that fails leaves the other tables standing, with a note saying why.
+    let memory = s.memory.then(|| match &s.clients {
+        Clients::Program(p) => deliver_memory::run(&memory_setup(s, p), &dir, progress).map_err(|e| format!("{e:#}")),
+        Clients::InProcess => {
+            Err("the servers must run as processes of their own: give the clients as a program".into())
+        }
+    });
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(all)
+    Ok(Runs { cases: all, memory })
+}
+
+/// The memory table's setup: the scale case's streams, rate, cores and grain.
+fn memory_setup(s: &Setup, program: &Path) -> deliver_memory::Setup {
+    deliver_memory::Setup {
+        streams: s.conns,
+        rate: s.rate,
+        cores: s.cores,
+        grain_ms: s.grain_ms,
+        warmup: s.warmup,
+        seconds: s.seconds,
+        program: program.to_path_buf(),
+        nginx: s.nginx.clone(),
+    }
 }
 
 /// Runs the servers for one case.
@@ -391,7 +427,7 @@ fn cpu_tree(pid: u32) -> f64 {
 
 /// Runs the clients against `server` as a child process (`PROGRAM deliver load`), and reads
 /// back the summary it writes.
-fn clients_apart(
+pub(super) fn clients_apart(
     program: &Path,
     server: SocketAddr,
     c: &Case,
@@ -482,9 +518,13 @@ fn pin_to(cores: usize) {
 /// The tokio peer: the same one-line protocol, a task per connection. Bulk connections write 4 KB
 /// at a time as ours do; streams wake every `grain` and write what the rate owes since they
 /// started, which is the same credit rule our pacer follows, left to tokio's timer wheel.
-async fn tokio_peer(listener: tokio::net::TcpListener, grain: Duration) {
+pub(super) async fn tokio_peer(listener: tokio::net::TcpListener, grain: Duration) {
+    // One payload for every connection, as a server sends one file: a buffer per connection
+    // would cost each stream 256 KB of memory for nothing but the peer's own design.
+    let payload: std::sync::Arc<[u8]> = vec![0x5au8; 256 * 1024].into();
     loop {
         let Ok((sock, _)) = listener.accept().await else { continue };
+        let buf = payload.clone();
         tokio::spawn(async move {
             let _ = sock.set_nodelay(true);
             let mut sock = BufReader::new(sock);
@@ -497,7 +537,6 @@ async fn tokio_peer(listener: tokio::net::TcpListener, grain: Duration) {
             if sock.write_all(b"ok w0\n").await.is_err() {
                 return;
             }
-            let buf = vec![0x5au8; 256 * 1024];
             match req.bytes_per_sec() {
                 None => while sock.write_all(&buf[..4096]).await.is_ok() {},
                 Some(rate) => {
@@ -531,7 +570,17 @@ async fn tokio_peer(listener: tokio::net::TcpListener, grain: Duration) {
 }
 
 fn start_tokio(threads: usize, grain: Duration) -> Result<(tokio::runtime::Runtime, SocketAddr)> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    let rt = tokio_runtime(threads)?;
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+    let addr = listener.local_addr()?;
+    rt.spawn(tokio_peer(listener, grain));
+    Ok((rt, addr))
+}
+
+/// The tokio peer's runtime: `threads` workers, pinned to the first cores where they are fewer
+/// than every core (as ours and nginx are).
+pub(super) fn tokio_runtime(threads: usize) -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .on_thread_start(move || {
             if threads < std::thread::available_parallelism().map_or(1, |c| c.get()) {
@@ -539,11 +588,7 @@ fn start_tokio(threads: usize, grain: Duration) -> Result<(tokio::runtime::Runti
             }
         })
         .enable_all()
-        .build()?;
-    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
-    let addr = listener.local_addr()?;
-    rt.spawn(tokio_peer(listener, grain));
-    Ok((rt, addr))
+        .build()?)
 }
 
 /// nginx serving one large sparse file, at `limit` bytes per second per connection if given.
@@ -552,7 +597,12 @@ fn start_tokio(threads: usize, grain: Duration) -> Result<(tokio::runtime::Runti
 /// closed the last few connections as it failed to open the file for them. With
 /// `open_file_cache` they share one descriptor; `worker_rlimit_nofile` asks no more than the
 /// limit allows.
-fn start_nginx(nginx: &Path, dir: &Path, workers: usize, limit: Option<u64>) -> Result<(Reaped, SocketAddr)> {
+pub(super) fn start_nginx(
+    nginx: &Path,
+    dir: &Path,
+    workers: usize,
+    limit: Option<u64>,
+) -> Result<(Reaped, SocketAddr)> {
     std::fs::create_dir_all(dir)?;
     let file = dir.join("stream");
     std::fs::File::create(&file)?.set_len(64 << 30)?;
@@ -671,11 +721,12 @@ pub const BULK: TableSpec = TableSpec::new(
 pub const SPEC: ReportSpec = ReportSpec {
     name: "bench-deliver",
     title: "Paced streams and bulk connections from the delivery server, a tokio server and nginx's limit_rate, to the same clients",
-    tables: &[&PACED, &BULK],
+    tables: &[&PACED, &BULK, &deliver_memory::MEMORY],
 };
 
 /// The bench's cases as a report.
-pub fn report(s: &Setup, all: &[(Case, Vec<Row>)]) -> report::Report {
+pub fn report(s: &Setup, runs: &Runs) -> report::Report {
+    let all = &runs.cases[..];
     let mut r = report::Report::new(&SPEC);
     r.machine = Some(crate::machine::describe());
     r.param("conns", s.conns, "paced streams (the goal: 10,000 per core)")
@@ -762,6 +813,17 @@ pub fn report(s: &Setup, all: &[(Case, Vec<Row>)]) -> report::Report {
     }
     r.tables.push(paced);
     r.tables.push(bulk);
+    match &runs.memory {
+        Some(Ok(rows)) => {
+            if let Clients::Program(p) = &s.clients {
+                r.tables.push(deliver_memory::table(&memory_setup(s, p), rows));
+            }
+        }
+        Some(Err(why)) => {
+            r.note(format!("memory per stream not measured: {why}"));
+        }
+        None => {}
+    }
     if s.nginx.is_none() {
         r.note(
             "nginx not found, so its rows are left out: install it with bench/install-peers.sh (Debian's nginx-light)",

@@ -222,7 +222,7 @@ fn tree_pss(pid: u32) -> u64 {
 }
 
 /// The direct children of `pid`, over all its threads.
-fn children(pid: u32) -> Vec<u32> {
+pub(super) fn children(pid: u32) -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
     tasks
         .flatten()

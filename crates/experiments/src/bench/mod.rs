@@ -9,7 +9,8 @@
 //! - [`mux`]: the multiplexed session against raw TCP, HTTP/2 (h2) and QUIC (quinn).
 //! - [`gateway`]: the caching gateway against nginx's `proxy_cache`, and the core's cache against
 //!   moka.
-//! - [`deliver`]: the delivery server against a tokio server and nginx's `limit_rate`.
+//! - [`deliver`]: the delivery server against a tokio server and nginx's `limit_rate`;
+//!   [`deliver_memory`], the memory and CPU each spends per stream.
 //! - [`figurehead`]: the gateway over four origins of different speed and price, every routing
 //!   policy for SLA attainment and price per read, beside the simulator's prediction.
 //! - [`jobs`]: the jobs coordinator's task assignments per second and poll latency against
@@ -29,6 +30,7 @@
 
 pub mod blocklog;
 pub mod deliver;
+pub mod deliver_memory;
 pub mod eviction;
 pub mod figurehead;
 pub mod gateway;
