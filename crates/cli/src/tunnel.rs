@@ -272,7 +272,7 @@ struct BufferArgs {
     /// holds at most twice its bytes). Per connection besides, the other way: what the far end
     /// sent and the local side has not read yet, at most its credit window (512 KiB, or its
     /// weight's share of 64 MiB if larger) and 128 KiB queued for its socket (256 KiB with
-    /// larger frames). With the default, 10,000 connections busy at once hold about 3 KiB each
+    /// larger frames, or two frames if those are larger still). With the default, 10,000 connections busy at once hold about 3 KiB each
     /// of the budget.
     #[arg(long, default_value_t = MuxConfig::default().session_buffer, value_name = "BYTES",
           value_parser = clap::value_parser!(u64).range(64 << 10..))]
