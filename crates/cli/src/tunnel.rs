@@ -154,6 +154,9 @@ struct ListenArgs {
     frames: FrameArgs,
 
     #[command(flatten)]
+    buffer: BufferArgs,
+
+    #[command(flatten)]
     show: ShowArgs,
 }
 
@@ -211,6 +214,9 @@ struct ConnectArgs {
     frames: FrameArgs,
 
     #[command(flatten)]
+    buffer: BufferArgs,
+
+    #[command(flatten)]
     show: ShowArgs,
 }
 
@@ -252,6 +258,27 @@ impl FrameArgs {
     }
 }
 
+/// What this end holds in memory for the session.
+#[derive(Args, Debug)]
+struct BufferArgs {
+    /// Bytes this end may hold, for the whole session, of what it read from its local
+    /// connections (clients here, targets at the listening end) and the far end has not yet
+    /// acknowledged. A connection is read only while there is room: one that sends faster
+    /// than the far end takes is held back by TCP, never refused or cut. Each connection gets
+    /// at most half of what is free, so one alone holds at most half of this, and one whose
+    /// far side stops reading leaves the rest to the others.
+    ///
+    /// Memory bound, per session: this, and up to as much again in read buffers (a chunk
+    /// holds at most twice its bytes). Per connection besides, the other way: what the far end
+    /// sent and the local side has not read yet, at most its credit window (512 KiB, or its
+    /// weight's share of 64 MiB if larger) and 128 KiB queued for its socket (256 KiB with
+    /// larger frames, or two frames if those are larger still). With the default, 10,000 connections busy at once hold about 3 KiB each
+    /// of the budget.
+    #[arg(long, default_value_t = MuxConfig::default().session_buffer, value_name = "BYTES",
+          value_parser = clap::value_parser!(u64).range(64 << 10..))]
+    session_buffer: u64,
+}
+
 #[derive(Args, Debug)]
 struct ShowArgs {
     /// Seconds between rate reports (0: none). Shown live on a terminal, one line per report
@@ -286,6 +313,7 @@ async fn listen(a: &ListenArgs) -> Result<()> {
         tls,
         open_window: a.open_window,
         accept_backlog: usize::try_from(a.accept_backlog).unwrap_or(usize::MAX),
+        session_buffer: a.buffer.session_buffer,
         ..MuxConfig::default()
     });
     let mut listener = Listener::bind_to(a.bind.clone(), config).await?;
@@ -344,6 +372,7 @@ async fn connect(a: &ConnectArgs) -> Result<()> {
             ..MuxConfig::default().send
         },
         tls,
+        session_buffer: a.buffer.session_buffer,
         ..MuxConfig::default()
     };
     let config = a.frames.apply(config);

@@ -13,6 +13,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 
 use std::collections::VecDeque;
 
+use crate::budget::SessionBudget;
 use crate::session::{ChannelReport, Command, End, EndSlot, MuxError, Stopped};
 use switchyard_core::carry::Cut;
 
@@ -26,7 +27,7 @@ type WriteOp = Pin<Box<dyn Future<Output = Result<(), MuxError>> + Send + Sync>>
 /// The driver asks before it tries the full queue once more, and the application answers
 /// after taking, each under the one lock: either the driver's second try sees the room, or
 /// the application sees the question. No room made in between is missed.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Room {
     /// Wakes the driver: a channel called, or the application took a channel the peer opened
     /// (the queue of those has room).
@@ -37,6 +38,8 @@ pub(crate) struct Room {
     /// Closes (half-closes) that found the command queue full and waited for room
     /// ([`SessionReport::closes_waited`](crate::SessionReport::closes_waited)).
     pub(crate) closes_waited: std::sync::atomic::AtomicU64,
+    /// The session's byte budget: a reader of a local socket takes room here before it reads.
+    pub(crate) budget: SessionBudget,
     calls: Mutex<Calls>,
 }
 
@@ -49,6 +52,17 @@ struct Calls {
 }
 
 impl Room {
+    /// A session's, with a budget of `budget` bytes granted a read's worth at a time.
+    pub(crate) fn new(budget: u64) -> Self {
+        Self {
+            bell: Notify::new(),
+            accepted: Default::default(),
+            closes_waited: Default::default(),
+            budget: SessionBudget::new(budget, crate::forwarder::READ_BUFFER as u64),
+            calls: Mutex::default(),
+        }
+    }
+
     fn calls(&self) -> std::sync::MutexGuard<'_, Calls> {
         self.calls.lock().expect("nothing panics holding it")
     }
@@ -122,7 +136,7 @@ impl std::fmt::Debug for Channel {
 
 async fn write(commands: mpsc::Sender<Command>, id: u32, data: Bytes) -> Result<(), MuxError> {
     let (reply, rx) = oneshot::channel();
-    commands.send(Command::Write { id, data, reply }).await.map_err(|_| MuxError::Ended)?;
+    commands.send(Command::Write { id, data, charged: false, reply }).await.map_err(|_| MuxError::Ended)?;
     rx.await.map_err(|_| MuxError::Ended)?
 }
 
@@ -284,13 +298,30 @@ pub(crate) struct SendingHalf {
 pub(crate) type Taken = oneshot::Receiver<Result<(), MuxError>>;
 
 impl SendingHalf {
-    /// Hands `data` to the session (waiting only for room in its command queue) and returns
+    /// Hands `data`, read into room the budget granted ([`SendingHalf::room`]), to the session
+    /// (waiting only for room in its command queue) and returns
     /// its answer to wait for: the caller may read its next bytes meanwhile, as
     /// `AsyncWrite::poll_write` lets `tokio::io::copy` do.
     pub(crate) async fn start(&self, data: Bytes) -> Result<Taken, MuxError> {
         let (reply, taken) = oneshot::channel();
-        self.commands.send(Command::Write { id: self.id, data, reply }).await.map_err(|_| MuxError::Ended)?;
+        self.commands
+            .send(Command::Write { id: self.id, data, charged: true, reply })
+            .await
+            .map_err(|_| MuxError::Ended)?;
         Ok(taken)
+    }
+
+    /// Room in the session's budget to read up to `want` bytes for [`SendingHalf::start`],
+    /// charged to the channel until the peer acknowledges them: waits while the session holds
+    /// its budget. Bytes handed over with `start` are the charge; what was not read goes back
+    /// with [`SendingHalf::give_back`].
+    pub(crate) async fn room(&self, want: usize) -> Result<usize, MuxError> {
+        self.room.budget.take(self.id, want as u64).await.map(|n| n as usize)
+    }
+
+    /// Gives back room [`SendingHalf::room`] granted and a read did not use.
+    pub(crate) fn give_back(&self, n: usize) {
+        self.room.budget.give_back(self.id, n as u64);
     }
 
     /// Waits for the session to take a write [`SendingHalf::start`] handed it.

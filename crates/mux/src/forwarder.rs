@@ -17,18 +17,20 @@
 //!
 //! - Idle (nothing to read either way): no buffer. The read buffer is allocated when the
 //!   socket says it is readable and let go once a read finds the socket drained.
-//! - Socket to channel: the read buffer, [`READ_BUFFER`] bytes, while the socket has bytes;
-//!   one chunk handed to the session that it has not taken yet; and what the session holds
-//!   for the channel, at most `SendConfig::channel_buffer` bytes (1 MiB by default) until the
-//!   peer's credit lets them go. A chunk keeps the whole buffer it was read into alive, so a
-//!   read of less than half of [`READ_BUFFER`] is copied out into a buffer of its own size
-//!   and the read buffer is read into again: a chunk holds at most twice its bytes, so a
-//!   client that trickles its bytes to a peer that stops reading holds at most about twice
-//!   the channel's buffer here.
+//! - Socket to channel: every byte read is charged to the session's budget
+//!   (`MuxConfig::session_buffer`, 32 MiB by default) from before the read until the peer
+//!   acknowledges it: the read waits for room, and reads no more than it was granted (at most
+//!   [`READ_BUFFER`]). A channel is granted at most half of what is free in the session, and
+//!   is bounded on its own too by `SendConfig::channel_buffer` (1 MiB) and the peer's credit.
+//!   Before the budget, each of 10,000 channels reading 100 kB answers could pull its whole
+//!   answer into the session, whatever the peer had taken. A chunk keeps the whole buffer it
+//!   was read into alive, so a read of less than half the buffer is copied out into a buffer
+//!   of its own size and the buffer is read into again: a chunk holds at most twice its bytes,
+//!   so what the session's chunks hold in memory is at most twice its budget.
 //! - Channel to socket: the frames in the channel's queue to the application (the session
 //!   bounds it) and the one being written.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::net::tcp::WriteHalf;
@@ -73,10 +75,15 @@ async fn to_channel(tcp: &TcpStream, sending: &SendingHalf, closed: &mut bool) -
         tcp.readable().await.map_err(Broke::Tcp)?;
         let mut buffer = BytesMut::new();
         loop {
-            if buffer.capacity() == 0 {
-                buffer.reserve(READ_BUFFER);
+            // Room before the read: while the session holds its budget the socket is left
+            // unread, and TCP holds its sender back.
+            let granted = sending.room(READ_BUFFER).await.map_err(Broke::Channel)?;
+            if buffer.capacity() < granted {
+                buffer = BytesMut::with_capacity(granted);
             }
-            let n = match tcp.try_read_buf(&mut buffer) {
+            let read = tcp.try_read_buf(&mut (&mut buffer).limit(granted));
+            sending.give_back(granted - read.as_ref().map_or(0, |n| *n));
+            let n = match read {
                 Ok(n) => n,
                 // Drained: the buffer goes, so that an idle connection holds none.
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -90,7 +97,7 @@ async fn to_channel(tcp: &TcpStream, sending: &SendingHalf, closed: &mut bool) -
                 *closed = true;
                 return Ok(());
             }
-            let chunk = if n >= READ_BUFFER / 2 {
+            let chunk = if n >= buffer.capacity() / 2 {
                 // Split off, not copied; the next read gets a buffer of its own.
                 std::mem::take(&mut buffer).freeze()
             } else {

@@ -30,6 +30,7 @@
 //! a connection dies, how much credit a channel has) is made by `switchyard_core::carry`; this
 //! crate only moves bytes between its links (sockets or rings) and the core.
 
+mod budget;
 mod channel;
 mod conn;
 mod forwarder;

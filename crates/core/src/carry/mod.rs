@@ -8,12 +8,15 @@
 //! - [`OpenWindow`]: how many channels the peer may have opening at once, and the leave to open
 //!   more as the application accepts them (open credit).
 //!
+//! - [`Budget`]: a session-wide byte budget for what channels hold, shared by the dynamic
+//!   threshold of Choudhury and Hahne: who may read from its socket, and how much.
 //! - [`Sender`] and [`Receiver`]: a session's two halves as state machines: channels framed
 //!   under credit, frames kept until acknowledged and sent again when a connection dies; frames
 //!   back into bytes through bounded reorder buffers.
 //!
 //! The mux driver carries their decisions out over sockets; nothing here does I/O.
 
+mod budget;
 pub mod choose;
 #[cfg(test)]
 mod end_tests;
@@ -28,6 +31,7 @@ mod send;
 mod session_tests;
 mod wfq;
 
+pub use budget::{Budget, LEAST_GRANT};
 pub use frame::{Frame, FrameError};
 pub use open::{OpenError, OpenWindow};
 pub use recv::{ChannelEnd, Cut, Receiver, RecvConfig, RecvError, RecvStats};

@@ -625,6 +625,12 @@ impl Sender {
         self.refresh(channel);
     }
 
+    /// Payload bytes of `channel` the receiver has acknowledged: a prefix of its bytes, in the
+    /// order written (0 for a channel not held).
+    pub fn acked_bytes(&self, channel: u32) -> u64 {
+        self.channels.get(&channel).map_or(0, |c| c.stats.sent_bytes - c.unacked_bytes)
+    }
+
     /// A channel's counters.
     pub fn stats(&self, channel: u32) -> Option<ChannelStats> {
         self.channels.get(&channel).map(|c| {
