@@ -274,9 +274,22 @@ struct BufferArgs {
     /// weight's share of 64 MiB if larger) and 128 KiB queued for its socket (256 KiB with
     /// larger frames, or two frames if those are larger still). With the default, 10,000 connections busy at once hold about 3 KiB each
     /// of the budget.
-    #[arg(long, default_value_t = MuxConfig::default().session_buffer, value_name = "BYTES",
-          value_parser = clap::value_parser!(u64).range(64 << 10..))]
+    #[arg(long, default_value = "32MiB", value_name = "BYTES", value_parser = session_buffer)]
     session_buffer: u64,
+}
+
+/// The session buffer as people write sizes (`64K`, `32M`, `1G`), refused below the smallest
+/// that lets a connection read at all: the budget grants at least one 64 KiB chunk's worth to a
+/// connection alone (half of what is free), so less would leave every connection waiting.
+fn session_buffer(s: &str) -> Result<u64, String> {
+    const LEAST: usize = 64 << 10;
+    let bytes = crate::units::parse_size(s)?;
+    if bytes < LEAST {
+        return Err(format!(
+            "{bytes} bytes is under the least a session can work with, 64K (a connection alone gets at most half of what is free, and reads in chunks of up to 64 KiB); give 64K or more, e.g. 32M (the default) or 128M for a faster burst at about 28 KiB a connection"
+        ));
+    }
+    Ok(bytes as u64)
 }
 
 #[derive(Args, Debug)]
@@ -485,5 +498,19 @@ async fn show(near: tunnel::Near, every: f64) {
             let _ = err.write_all(text.as_bytes());
         }
         last = Some((t, now));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::session_buffer;
+    use switchyard_mux::MuxConfig;
+
+    #[test]
+    fn the_session_buffers_default_is_the_sessions_own() {
+        // The flag's default is written as text for --help; it must say what the mux defaults to.
+        assert_eq!(session_buffer("32MiB"), Ok(MuxConfig::default().session_buffer));
+        assert_eq!(session_buffer("64K"), Ok(64 << 10));
+        assert!(session_buffer("65535").is_err());
     }
 }

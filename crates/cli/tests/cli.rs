@@ -631,6 +631,12 @@ fn tunnel_errors_teach() {
             switchyard(&["tunnel", "connect", "--to", "127.0.0.1:1", "--forward", "127.0.0.1:0=a:1", "--frame", frame]);
         assert!(stderr(&o).contains("1024..=1048576"), "{}", stderr(&o));
     }
+    // A session buffer too small to read with is refused with the least and an example; sizes
+    // are read as people write them.
+    let o = switchyard(&["tunnel", "listen", "--bind", "127.0.0.1:0", "--session-buffer", "1000"]);
+    assert!(stderr(&o).contains("under the least a session can work with, 64K"), "{}", stderr(&o));
+    let o = switchyard(&["tunnel", "listen", "--bind", "127.0.0.1:0", "--session-buffer", "32 megs"]);
+    assert!(stderr(&o).contains("a size is a positive whole number"), "{}", stderr(&o));
     let dir = std::env::temp_dir().join(format!("switchyard-shortkey-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join("k");
