@@ -128,9 +128,9 @@ impl SelfSigned {
 /// ([`record::CRYPTO`]), else ring's. TLS 1.3's suites only, AES-128-GCM first: a client
 /// offers them in this order and a rustls server takes the client's order, so two mux ends
 /// agree on it, where rustls's own order puts AES-256-GCM first. AES-128-GCM is the cheapest
-/// here: both ends' sealing and opening of a 16 KiB record cost 130 ns of CPU per KB with
-/// aws-lc-rs and 174 with ring, against 150 and 209 for AES-256-GCM and 858–873 for
-/// ChaCha20-Poly1305 (AMD EPYC with VAES and AVX-512, `examples/aead_cost.rs`).
+/// here: both ends' sealing and opening of 16 KiB records cost 120–123 ns of CPU per KB with
+/// aws-lc-rs and 157–165 with ring, against 151 and 204 for AES-256-GCM and 840–869 for
+/// ChaCha20-Poly1305 (a Xeon with VAES and AVX-512, `examples/aead_cost.rs`).
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     #[cfg(feature = "aws-lc")]
     use rustls::crypto::aws_lc_rs::{cipher_suite, default_provider};
