@@ -142,11 +142,7 @@ impl Case {
     pub fn describe(self) -> &'static str {
         match self {
             Self::Stripe => "The session, striping, each frame on the least-queued connection",
-            // The records' library is the one the build chose (the mux's `aws-lc` feature).
-            Self::StripeTls => match switchyard_mux::record::CRYPTO {
-                "aws-lc-rs" => "The same over TLS (rustls, TLS 1.3, AES-128-GCM; records sealed with aws-lc-rs)",
-                _ => "The same over TLS (rustls, TLS 1.3, AES-128-GCM; records sealed with ring)",
-            },
+            Self::StripeTls => "The same over TLS (rustls, TLS 1.3, AES-128-GCM on this machine)",
             Self::StripeTlsTask => {
                 "The same over TLS, each connection's records sealed and opened on a task of its own instead of the session driver's (MuxConfig::tls_task)"
             }
