@@ -23,12 +23,16 @@
 //! aws-lc-rs's AES-GCM costs 0.74–0.77× ring's: faster, not the twice as fast that would put
 //! the crypto alone at a quarter of plain striping's cost. With both ends in one process on
 //! two busy cores, rate goes as the inverse of CPU per byte, so TLS ÷ plain is at most
-//! plain / (plain + crypto): with plain striping's 471–729 ns/KB (`bench mux`, load 12–23)
-//! that is 0.79–0.86 with aws-lc-rs's AES-128-GCM against 0.70–0.78 with ring's AES-256-GCM,
-//! which rustls negotiated before the mux put AES-128-GCM first. `bench mux` puts TLS's cost
-//! over plain at 217–375 ns/KB with either library, more than the crypto alone: the rest is
-//! the records' own work (headers, the plaintext moved over headers and tags) and the noise
-//! of a shared VM, which hid the 40–80 ns/KB the library saves.
+//! plain / (plain + crypto). `bench mux --cases stripe,stripe-tls --rounds 3 --seconds 9`,
+//! three runs with each library alternated at load 4–6: plain striping 290–401 ns/KB, so that
+//! ceiling is 0.71–0.77 with aws-lc-rs's AES-128-GCM; TLS cost 222–240 ns/KB over plain with
+//! it, against 275–317 with ring's AES-256-GCM (what rustls negotiated before the mux put
+//! AES-128-GCM first), so TLS ÷ plain by CPU per byte was 0.56–0.64 against 0.50–0.55, by
+//! rate 0.52–0.83 (median 0.66) against 0.39–0.58 (median 0.42). 0.8 would need TLS to cost
+//! at most a quarter of plain, 75–100 ns/KB for everything: less than either library's crypto
+//! alone; the other ~110 ns/KB is the records' own work (headers, the plaintext moved over
+//! headers and tags, the hand-over to and from the connection's task). Between two hosts each
+//! end's crypto has cores of its own and runs beside the network's limit instead.
 //!
 //! aws-lc-rs builds with the `cc` crate and the system C compiler alone (no CMake, no NASM on
 //! x86_64 Linux): in a scratch project, 1 min 38 s of wall time (52 s of CPU) on 2 cores at
