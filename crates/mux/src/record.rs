@@ -20,8 +20,17 @@
 //!   (§4.6): refused. Session tickets (§4.6.1) are skipped: the keys are out of rustls, so
 //!   there is nothing to store them in.
 
+// The same API in both (aws-lc-rs keeps ring's): AWS-LC's AES-GCM where the `aws-lc` feature
+// builds it, as it costs about three quarters of ring's here (`examples/aead_cost.rs`).
+#[cfg(feature = "aws-lc")]
+use aws_lc_rs::aead::{self, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+#[cfg(not(feature = "aws-lc"))]
 use ring::aead::{self, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use rustls::ConnectionTrafficSecrets;
+
+/// The library that seals and opens the records (and does rustls's handshake crypto,
+/// [`crate::tls`]): `"aws-lc-rs"` with the mux's `aws-lc` feature, else `"ring"`.
+pub const CRYPTO: &str = if cfg!(feature = "aws-lc") { "aws-lc-rs" } else { "ring" };
 
 /// A record's header: content type, legacy version, length (RFC 8446 §5.1).
 pub const HEADER: usize = 5;
@@ -110,8 +119,8 @@ pub enum RecordError {
     Suite,
 }
 
-/// One direction's key, nonce base and next sequence number (RFC 8446 §5.3).
-#[derive(Clone)]
+/// One direction's key, nonce base and next sequence number (RFC 8446 §5.3). Not `Clone`: a
+/// copy would seal with the same nonces (and aws-lc-rs's keys are not `Clone`).
 pub struct Direction {
     key: LessSafeKey,
     iv: [u8; NONCE_LEN],
@@ -130,8 +139,18 @@ impl Direction {
             ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => (&aead::CHACHA20_POLY1305, key, iv, u64::MAX),
             _ => return Err(RecordError::Suite),
         };
-        let key = UnboundKey::new(algorithm, key.as_ref()).map_err(|_| RecordError::Suite)?;
-        let iv = iv.as_ref().try_into().map_err(|_| RecordError::Suite)?;
+        Self::with_key(seq, algorithm, key.as_ref(), iv.as_ref(), limit)
+    }
+
+    fn with_key(
+        seq: u64,
+        algorithm: &'static aead::Algorithm,
+        key: &[u8],
+        iv: &[u8],
+        limit: u64,
+    ) -> Result<Self, RecordError> {
+        let key = UnboundKey::new(algorithm, key).map_err(|_| RecordError::Suite)?;
+        let iv = iv.try_into().map_err(|_| RecordError::Suite)?;
         Ok(Self { key: LessSafeKey::new(key), iv, seq, limit })
     }
 
@@ -406,6 +425,31 @@ mod tests {
         (sealer, opener, server)
     }
 
+    /// A direction's AEAD, key and IV as bytes: openers that start from the same keys, one
+    /// per try ([`Direction`] is not `Clone`).
+    fn raw(secrets: &ConnectionTrafficSecrets) -> (&'static aead::Algorithm, Vec<u8>, Vec<u8>) {
+        let (algorithm, key, iv) = match secrets {
+            ConnectionTrafficSecrets::Aes128Gcm { key, iv } => (&aead::AES_128_GCM, key, iv),
+            ConnectionTrafficSecrets::Aes256Gcm { key, iv } => (&aead::AES_256_GCM, key, iv),
+            ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => (&aead::CHACHA20_POLY1305, key, iv),
+            _ => panic!("a cipher suite the record layer does not know"),
+        };
+        (algorithm, key.as_ref().to_vec(), iv.as_ref().to_vec())
+    }
+
+    /// Both ends of the mux agree on AES-128-GCM: the cheapest of TLS 1.3's AEADs here with
+    /// either library (`examples/aead_cost.rs`), where rustls's own order puts AES-256-GCM first.
+    #[test]
+    fn the_mux_ends_agree_on_aes_128_gcm() {
+        let (client, server) = handshaken();
+        for end in [&client, &server] {
+            let suite = end.negotiated_cipher_suite().map(|s| s.suite());
+            assert_eq!(suite, Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256));
+        }
+        let secrets = client.dangerous_extract_secrets().unwrap();
+        assert!(matches!(secrets.tx.1, ConnectionTrafficSecrets::Aes128Gcm { .. }));
+    }
+
     fn pattern(n: usize, seed: usize) -> Vec<u8> {
         (0..n).map(|i| (i * 31 + seed * 7 + 1) as u8).collect()
     }
@@ -481,7 +525,9 @@ mod tests {
     /// plaintext each time, the tickets skipped, the end seen.
     #[test]
     fn rustls_records_cut_at_every_byte_are_opened_here_tickets_skipped() {
-        let (_, opener, mut server) = ours();
+        let (client, mut server) = handshaken();
+        let (seq, rx) = client.dangerous_extract_secrets().unwrap().rx;
+        let (algorithm, key, iv) = raw(&rx);
         let mut sent = Vec::new();
         for (seed, n) in [700, 1, 2000, 0, 5].into_iter().enumerate() {
             let plain = pattern(n, seed);
@@ -490,7 +536,7 @@ mod tests {
         }
         server.send_close_notify();
         let wire = written(&mut server);
-        let fresh = || Opener::new(opener.dir.clone());
+        let fresh = || Opener::new(Direction::with_key(seq, algorithm, &key, &iv, AES_GCM_LIMIT).unwrap());
         for cut in 0..=wire.len() {
             let (got, closed) = open_in_pieces(&mut fresh(), &wire, &[cut]).unwrap();
             assert!(got == sent && closed, "cut at {cut}: {} bytes of {}, closed {closed}", got.len(), sent.len());
