@@ -1640,7 +1640,8 @@ fn bench_deliver_reports_the_paced_cases_and_bulk() {
     let (_, pacing) = bench_table(&report, "paced", "pacing");
     let (_, refused) = bench_table(&report, "paced", "refused");
     for c in ["scale", "accurate"] {
-        let ours: Vec<&serde_json::Value> = paced.iter().filter(|r| r[case] == c && r[server] == "switchyard").collect();
+        let ours: Vec<&serde_json::Value> =
+            paced.iter().filter(|r| r[case] == c && r[server] == "switchyard").collect();
         let paths: Vec<&str> = ours.iter().filter_map(|r| r[pacing].as_str()).collect();
         assert_eq!(paths, ["quota", "kernel"], "{paced:?}");
         assert!(ours.iter().all(|r| r[refused].is_null() || r[refused].as_str().is_some_and(|w| w.contains("kernel"))));
