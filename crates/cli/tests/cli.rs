@@ -888,6 +888,12 @@ fn deliver_serve_and_load_hold_a_stream_rate() {
         "{d}"
     );
     assert!(d["lead_packets"]["p99"].as_f64().unwrap() * 4096.0 - d["lead_bytes"]["p99"].as_f64().unwrap() < 1e-6);
+    // And its lag, per stream and as the p99 over streams, in bytes and in packets (issue 42).
+    assert!(per.iter().all(|p| p["lag_bytes"].as_f64().is_some_and(|b| b >= 0.0)), "{d}");
+    let lag99 = d["lag_bytes"]["p99"].as_f64().expect("the lag's p99");
+    assert!((d["lag_packets"]["p99"].as_f64().unwrap() * 4096.0 - lag99).abs() < 1e-6, "{d}");
+    let most = per.iter().filter_map(|p| p["lag_bytes"].as_f64()).fold(0.0, f64::max);
+    assert!(lag99 <= most && d["lag_bytes"]["max"].as_f64() == Some(most), "{d}");
     // Each stream's rate from its first arrival to its last: within 5% of 2 Mb/s (loose, a loaded
     // machine), per stream and as the worst.
     assert!(per.iter().all(|p| (p["arrival_rate"].as_f64().unwrap() / 250_000.0 - 1.0).abs() < 0.05), "{d}");
