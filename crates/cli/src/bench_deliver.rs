@@ -2,8 +2,8 @@
 //! `switchyard_experiments::bench::deliver`'s.
 
 use anyhow::{Context, Result};
-use clap::Args;
-use switchyard_experiments::bench::deliver::{Clients, Setup, report, run as bench};
+use clap::{Args, ValueEnum};
+use switchyard_experiments::bench::deliver::{Clients, PacingPath, Setup, report, run as bench};
 use switchyard_experiments::bench::peers::found;
 
 /// Paced streams and bulk connections, served by Switchyard's delivery server, by a tokio
@@ -11,7 +11,9 @@ use switchyard_experiments::bench::peers::found;
 ///
 /// The clients run as a child process (`switchyard deliver load`), so the servers and the clients
 /// do not share a descriptor limit, and each server's CPU time is its own. Paced servers get
-/// --cores cores (pinned to the first ones); bulk servers get every core.
+/// --cores cores (pinned to the first ones); bulk servers get every core. Ours serves each paced
+/// case once per pacing path of --pacings (fine, quota, kernel), a row each, every row judged
+/// against issue 42's goals; a path that cannot run here keeps its row, which says why.
 ///
 /// nginx comes from Debian (`bench/install-peers.sh`); without it its rows are left out and the
 /// report says so in a note.
@@ -19,6 +21,7 @@ use switchyard_experiments::bench::peers::found;
 /// Example:
 ///
 ///   switchyard bench deliver --conns 10000 --rate 64k --seconds 10
+///   switchyard bench deliver --pacings fine,kernel --wire    # root: the wire's view judges
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub(crate) struct DeliverBench {
@@ -75,9 +78,35 @@ pub(crate) struct DeliverBench {
     /// That adds a run per server (warm-up, --seconds and the streams' opening).
     #[arg(long)]
     no_memory: bool,
+    /// Our pacing paths, a row each in the paced cases, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "fine,quota,kernel")]
+    pacings: Vec<PacingArg>,
 
     #[command(flatten)]
     output: crate::print::Output,
+}
+
+/// How ours holds its streams to their rates in the paced cases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum PacingArg {
+    /// Each stream's own credit, sent every --grain-ms (`deliver serve --pacing fine`).
+    Fine,
+    /// The thesis's quota: each thread sends its streams' packets in rounds, one round every
+    /// --grain-ms (as the others wake; `deliver serve`'s --tick-ms is 10 by default).
+    Quota,
+    /// TCP's own pacing under SO_MAX_PACING_RATE (Linux 4.13+, no qdisc), each stream written
+    /// a packet at a time. The kernel is asked first; where it refuses, the row says so.
+    Kernel,
+}
+
+impl From<PacingArg> for PacingPath {
+    fn from(p: PacingArg) -> Self {
+        match p {
+            PacingArg::Fine => Self::Fine,
+            PacingArg::Quota => Self::Quota,
+            PacingArg::Kernel => Self::Kernel,
+        }
+    }
 }
 
 pub(crate) fn run(a: &DeliverBench) -> Result<()> {
@@ -97,6 +126,8 @@ pub(crate) fn run(a: &DeliverBench) -> Result<()> {
         clients: Clients::Program(std::env::current_exe().context("finding this program")?),
         wire: a.wire.then(|| a.wire_interface.clone()),
         memory: !a.no_memory,
+        pacings: a.pacings.iter().map(|&p| p.into()).collect(),
+        kernel: None,
     };
     let all = bench(&setup, &crate::print::Bar::new())?;
     a.output.emit(&report(&setup, &all))

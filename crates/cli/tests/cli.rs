@@ -894,6 +894,12 @@ fn deliver_serve_and_load_hold_a_stream_rate() {
         "{d}"
     );
     assert!(d["lead_packets"]["p99"].as_f64().unwrap() * 4096.0 - d["lead_bytes"]["p99"].as_f64().unwrap() < 1e-6);
+    // And its lag, per stream and as the p99 over streams, in bytes and in packets (issue 42).
+    assert!(per.iter().all(|p| p["lag_bytes"].as_f64().is_some_and(|b| b >= 0.0)), "{d}");
+    let lag99 = d["lag_bytes"]["p99"].as_f64().expect("the lag's p99");
+    assert!((d["lag_packets"]["p99"].as_f64().unwrap() * 4096.0 - lag99).abs() < 1e-6, "{d}");
+    let most = per.iter().filter_map(|p| p["lag_bytes"].as_f64()).fold(0.0, f64::max);
+    assert!(lag99 <= most && d["lag_bytes"]["max"].as_f64() == Some(most), "{d}");
     // Each stream's rate from its first arrival to its last: within 5% of 2 Mb/s (loose, a loaded
     // machine), per stream and as the worst.
     assert!(per.iter().all(|p| (p["arrival_rate"].as_f64().unwrap() / 250_000.0 - 1.0).abs() < 0.05), "{d}");
@@ -1595,13 +1601,15 @@ fn bench_figurehead_reports_every_route_beside_the_simulator() {
     let _ = std::fs::remove_dir_all(out);
 }
 
-/// `bench deliver`, tiny: every paced case and server with its per-window error, the bulk
-/// servers against tokio.
+/// `bench deliver`, tiny: every paced case and server with its per-window error, ours once per
+/// pacing path asked for, the bulk servers against tokio.
 #[test]
 fn bench_deliver_reports_the_paced_cases_and_bulk() {
     let (report, out) = run_bench_report(
         "deliver",
         &[
+            "--pacings",
+            "quota,kernel",
             "--conns",
             "20",
             "--seconds",
@@ -1639,14 +1647,36 @@ fn bench_deliver_reports_the_paced_cases_and_bulk() {
         paced.iter().filter(|r| r[server] == "switchyard").all(|r| r[fit].as_f64().is_some_and(|e| e >= 0.0)),
         "{paced:?}"
     );
-    // The report says, per paced row of ours, whether issue 42's goals were met.
+    // Ours once per pacing path asked for, in the order asked, in each paced case; a path that
+    // did not run says why in its row.
+    let (_, pacing) = bench_table(&report, "paced", "pacing");
+    let (_, refused) = bench_table(&report, "paced", "refused");
+    for c in ["scale", "accurate"] {
+        let ours: Vec<&serde_json::Value> =
+            paced.iter().filter(|r| r[case] == c && r[server] == "switchyard").collect();
+        let paths: Vec<&str> = ours.iter().filter_map(|r| r[pacing].as_str()).collect();
+        assert_eq!(paths, ["quota", "kernel"], "{paced:?}");
+        assert!(ours.iter().all(|r| r[refused].is_null() || r[refused].as_str().is_some_and(|w| w.contains("kernel"))));
+    }
+    // The report says, per paced row, whether issue 42's goals were met, naming our path.
     let notes = report["notes"].as_array().expect("notes");
-    let goals = notes.iter().filter_map(|n| n.as_str()).filter(|n| n.starts_with("goals (issue 42)")).count();
-    assert!(goals >= 2, "{notes:?}");
+    let goals: Vec<&str> =
+        notes.iter().filter_map(|n| n.as_str()).filter(|n| n.starts_with("goals (issue 42)")).collect();
+    for c in ["scale", "accurate"] {
+        for p in ["quota", "kernel"] {
+            let who = format!("goals (issue 42), {c} case, switchyard ({p})");
+            assert_eq!(goals.iter().filter(|n| n.starts_with(&who)).count(), 1, "{who}: {goals:?}");
+        }
+    }
     let (bulk, vs) = bench_table(&report, "bulk", "vs_tokio");
     let tokio = bulk.iter().find(|r| r[0] == "tokio").expect("tokio serves bulk");
     assert_eq!(tokio[vs].as_f64(), Some(1.0));
     let _ = std::fs::remove_dir_all(out);
+    // A path named twice or not at all is refused before anything runs, saying what to give.
+    let o = switchyard(&["bench", "deliver", "--pacings", "fine,fine"]);
+    assert!(!o.status.success() && stderr(&o).contains("--pacings names fine twice"), "{}", stderr(&o));
+    let o = switchyard(&["bench", "deliver", "--pacings", "fine,tbf"]);
+    assert!(!o.status.success() && stderr(&o).contains("[possible values: fine, quota, kernel]"), "{}", stderr(&o));
 }
 
 /// A scenario reproduction is a report: the runs table, the published claims beside ours, and

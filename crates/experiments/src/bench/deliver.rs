@@ -3,7 +3,9 @@
 //!
 //! Three cases: many slow streams on few cores (the scale the thesis aims at), fewer streams
 //! sent every millisecond (accuracy), and bulk connections on every core. Paced servers are
-//! confined to the case's cores; bulk servers get every core.
+//! confined to the case's cores; bulk servers get every core. Ours serves each paced case once
+//! per pacing path asked for (`fine`, `quota`, `kernel`), a row each; a path that cannot run
+//! here keeps its row, which says why.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -12,11 +14,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use switchyard_core::Nanos;
+use switchyard_core::order::QuotaConfig;
 use switchyard_core::order::{AdmissionConfig, PaceConfig};
 use switchyard_runtime::deliver::load::{Departures, Ended, Fate, Opened};
 use switchyard_runtime::deliver::{
-    Handshake, Load, LoadConfig, PacerDebts, Pacing, Request, Server, ServerConfig, Transport, Wire, raise_file_limit,
-    request,
+    Handshake, KernelPacing, Load, LoadConfig, PacerDebts, Pacing, Request, Server, ServerConfig, Transport, Wire,
+    raise_file_limit, request,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -24,7 +27,7 @@ use super::deliver_memory;
 use super::peers::{Reaped, free_port, launch_nginx, user_line};
 use super::{cores, process_cpu};
 use crate::ExperimentError;
-use crate::report::{self, ColumnSpec, ReportSpec, Table, TableSpec};
+use crate::report::{self, ColumnSpec, ReportSpec, Table, TableSpec, Value};
 
 /// Where the clients run.
 #[derive(Clone, Debug)]
@@ -35,6 +38,55 @@ pub enum Clients {
     /// On threads of this process: no program needed, but the servers' CPU time then includes
     /// the clients'.
     InProcess,
+}
+
+/// One of our server's ways of holding streams to their rates, as `deliver serve --pacing`
+/// names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacingPath {
+    /// Each stream's own credit, sent every grain.
+    Fine,
+    /// Yates's quota: each thread sends its streams' packets in rounds, one round a tick.
+    Quota,
+    /// TCP's own pacing under `SO_MAX_PACING_RATE`, each stream written a packet at a time.
+    Kernel,
+}
+
+impl PacingPath {
+    /// Every path, in the order the rows are run.
+    pub const ALL: [Self; 3] = [Self::Fine, Self::Quota, Self::Kernel];
+
+    /// `fine`, `quota` or `kernel`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fine => "fine",
+            Self::Quota => "quota",
+            Self::Kernel => "kernel",
+        }
+    }
+
+    /// The server's pacing in a case of grain `grain_ms`: the quota's tick is the grain, as
+    /// the fine pacer's grain and the tokio peer's tick are, so every paced server wakes as
+    /// often (the thesis's 10 ms tick is `deliver serve --pacing quota`'s default).
+    pub fn pacing(self, grain_ms: f64) -> Pacing {
+        let grain = Nanos((grain_ms * 1e6) as u64);
+        match self {
+            Self::Fine => Pacing::Fine(PaceConfig { grain, ..Default::default() }),
+            Self::Quota => Pacing::Quota(QuotaConfig { tick: grain, ..Default::default() }),
+            Self::Kernel => Pacing::Kernel,
+        }
+    }
+
+    /// Why this path cannot serve the bench's streams (TCP, always) given what the kernel
+    /// `offers`; `None` when it can.
+    pub fn cannot(self, offers: Option<&KernelPacing>) -> Option<String> {
+        if self != Self::Kernel {
+            return None;
+        }
+        let Some(offers) = offers else { return Some("the kernel was not asked what it can pace".into()) };
+        crate::clp::kernel_cannot(Transport::Tcp, offers)
+            .map(|why| format!("the kernel cannot pace these TCP streams: {why} (kernel pacing here: {offers})"))
+    }
 }
 
 /// What to benchmark.
@@ -76,6 +128,11 @@ pub struct Setup {
     /// scale case's streams ([`deliver_memory`]): needs the clients as a program, whose
     /// `deliver serve` and hidden `bench deliver-tokio-peer` are the servers.
     pub memory: bool,
+    /// Our pacing paths, a row each in every paced case, in this order.
+    pub pacings: Vec<PacingPath>,
+    /// What the kernel can pace; `None` asks it at the start of the run (as `deliver serve
+    /// --pacing kernel` does) when `kernel` is among the paths.
+    pub kernel: Option<KernelPacing>,
 }
 
 impl Setup {
@@ -97,6 +154,12 @@ impl Setup {
         }
         if !self.warmup.is_finite() || self.warmup < 0.0 {
             return bad(format!("--warmup {} is out of range: it must be 0 or more", self.warmup));
+        }
+        if self.pacings.is_empty() {
+            return bad("--pacings must name at least one of fine, quota and kernel".into());
+        }
+        if let Some(p) = self.pacings.iter().enumerate().find_map(|(i, p)| self.pacings[..i].contains(p).then_some(p)) {
+            return bad(format!("--pacings names {} twice: name each path once", p.name()));
         }
         Ok(())
     }
@@ -176,12 +239,26 @@ pub struct OnWire {
 pub struct Row {
     /// `switchyard`, `switchyard×1` (bulk, one packet a turn), `tokio` or `nginx`.
     pub server: &'static str,
-    /// What its clients saw.
-    pub served: Served,
-    /// CPU seconds the server spent.
+    /// Ours in a paced case: the pacing path it ran (`None` for the peers and for bulk).
+    pub pacing: Option<PacingPath>,
+    /// What its clients saw; `Err(why)` for a pacing path that could not run here (the row
+    /// stays, with no figures, rather than vanish).
+    pub served: Result<Served, String>,
+    /// CPU seconds the server spent (0 for a row that did not run).
     pub cpu_s: f64,
-    /// What lateness cost our pacer's streams (ours only): bytes made up and forgiven.
+    /// What lateness cost our pacer's streams (ours paced `fine` only: the other paths keep
+    /// no such account): bytes made up and forgiven.
     pub debts: Option<PacerDebts>,
+}
+
+impl Row {
+    /// The server as the report names it: ours with its pacing path, `switchyard (fine)`.
+    pub fn who(&self) -> String {
+        match self.pacing {
+            Some(p) => format!("{} ({})", self.server, p.name()),
+            None => self.server.to_string(),
+        }
+    }
 }
 
 /// The cases a setup runs, in order: scale, accuracy, bulk.
@@ -227,15 +304,17 @@ pub struct Runs {
 pub fn run(s: &Setup, progress: &dyn report::Progress) -> Result<Runs, ExperimentError> {
     s.check()?;
     raise_file_limit();
-    // Per case: ours (twice for bulk), tokio, and nginx where it is; the same again for memory.
+    // Per case: ours (once per pacing path paced, twice for bulk), tokio, and nginx where it
+    // is; then the memory table's run of each server, if asked.
     let peers = 1 + usize::from(s.nginx.is_some());
     let memory = if s.memory { 1 + peers } else { 0 };
-    progress.stage("server runs", (2 * (1 + peers) + (2 + peers) + memory) as u64);
+    progress.stage("server runs", (2 * (s.pacings.len() + peers) + (2 + peers) + memory) as u64);
+    let kernel = s.kernel.clone().or_else(|| s.pacings.contains(&PacingPath::Kernel).then(KernelPacing::probe));
     let dir = std::env::temp_dir().join(format!("switchyard-bench-deliver-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut all = Vec::new();
     for c in cases(s) {
-        let rows = case(s, &c, &dir, progress);
+        let rows = case(s, &c, &dir, kernel.as_ref(), progress);
         if rows.is_err() {
             let _ = std::fs::remove_dir_all(&dir);
         }
@@ -266,8 +345,14 @@ fn memory_setup(s: &Setup, program: &Path) -> deliver_memory::Setup {
     }
 }
 
-/// Runs the servers for one case.
-fn case(a: &Setup, c: &Case, dir: &Path, progress: &dyn report::Progress) -> Result<Vec<Row>> {
+/// Runs the servers for one case; `kernel` is what the kernel can pace.
+fn case(
+    a: &Setup,
+    c: &Case,
+    dir: &Path,
+    kernel: Option<&KernelPacing>,
+    progress: &dyn report::Progress,
+) -> Result<Vec<Row>> {
     let paced = c.rate.is_some();
     let mut rows = Vec::new();
     // The wire follows streams in our protocol (ours and tokio's), not nginx's HTTP.
@@ -278,31 +363,41 @@ fn case(a: &Setup, c: &Case, dir: &Path, progress: &dyn report::Progress) -> Res
             Clients::InProcess => clients_here(server, c, http, a.warmup, wire),
         }
     };
-    // Bulk is run twice: bursts of 16 packets a turn (the default, the thesis's burst
-    // experiment) and one packet a turn (the thesis's unit in its other runs).
-    let bursts: &[(usize, &'static str)] =
-        if paced { &[(16, "switchyard")] } else { &[(16, "switchyard"), (1, "switchyard×1")] };
-    for &(burst, name) in bursts {
-        let server = ours(c.threads, c.grain_ms, burst)?;
+    // Paced, ours runs once per pacing path. Bulk is run twice: bursts of 16 packets a turn
+    // (the default, the thesis's burst experiment) and one packet a turn (the thesis's unit in
+    // its other runs); its pacing is moot.
+    let ourselves: Vec<(Option<PacingPath>, usize, &'static str)> = if paced {
+        a.pacings.iter().map(|&p| (Some(p), 16, "switchyard")).collect()
+    } else {
+        vec![(None, 16, "switchyard"), (None, 1, "switchyard×1")]
+    };
+    for (path, burst, server) in ourselves {
+        let mut row = Row { server, pacing: path, served: Err(String::new()), cpu_s: 0.0, debts: None };
+        let name = row.who();
+        if let Some(why) = path.and_then(|p| p.cannot(kernel)) {
+            rows.push(Row { served: Err(why), ..row });
+            progress.advance(1);
+            continue;
+        }
+        let pacing = path.unwrap_or(PacingPath::Fine).pacing(c.grain_ms);
+        let s = ours(c.threads, pacing, burst)?;
         let t = process_cpu();
-        let served = clients(server.local_addr(), false);
+        let served = clients(s.local_addr(), false);
         // A server that failed closed its connections: its reason, not the clients' view of it.
-        if let Some(why) = server.failure() {
+        if let Some(why) = s.failure() {
             bail!("the delivery server ({name}) failed during the {} case: {why}", c.name);
         }
-        rows.push(Row {
-            server: name,
-            served: served.with_context(|| format!("serving as {name}"))?,
-            cpu_s: process_cpu() - t,
-            debts: paced.then(|| server.pacer_debts()),
-        });
-        server.stop();
+        row.served = Ok(served.with_context(|| format!("serving as {name}"))?);
+        row.cpu_s = process_cpu() - t;
+        row.debts = (path == Some(PacingPath::Fine)).then(|| s.pacer_debts());
+        rows.push(row);
+        s.stop();
         progress.advance(1);
     }
     let (rt, addr) = start_tokio(c.threads, Duration::from_secs_f64(c.grain_ms / 1e3))?;
     let t = process_cpu();
     let served = clients(addr, false).context("serving as the tokio peer")?;
-    rows.push(Row { server: "tokio", served, cpu_s: process_cpu() - t, debts: None });
+    rows.push(Row { server: "tokio", pacing: None, served: Ok(served), cpu_s: process_cpu() - t, debts: None });
     rt.shutdown_background();
     progress.advance(1);
     if let Some(n) = &a.nginx {
@@ -311,7 +406,7 @@ fn case(a: &Setup, c: &Case, dir: &Path, progress: &dyn report::Progress) -> Res
         let pid = child.0.id();
         let t = cpu_tree(pid);
         let served = clients(addr, true).context("serving as nginx (limit_rate)")?;
-        rows.push(Row { server: "nginx", served, cpu_s: cpu_tree(pid) - t, debts: None });
+        rows.push(Row { server: "nginx", pacing: None, served: Ok(served), cpu_s: cpu_tree(pid) - t, debts: None });
         drop(child);
         progress.advance(1);
     }
@@ -624,13 +719,13 @@ pub(super) fn start_nginx(
 
 /// Our server on `workers` threads, pinned only when it is given fewer than every core (as the
 /// tokio peer and nginx are confined to the same cores).
-fn ours(workers: usize, grain_ms: f64, burst: usize) -> Result<Server> {
+fn ours(workers: usize, pacing: Pacing, burst: usize) -> Result<Server> {
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     Server::start(ServerConfig {
         workers,
         burst,
         pin: workers < cores,
-        pacing: Pacing::Fine(PaceConfig { grain: Nanos((grain_ms * 1e6) as u64), ..Default::default() }),
+        pacing,
         // The peers refuse nothing; neither does ours here, so all serve the same streams.
         admission: AdmissionConfig { max_late: Nanos(u64::MAX), ..Default::default() },
         ..Default::default()
@@ -645,6 +740,9 @@ pub const PACED: TableSpec = TableSpec::new(
     &[
         ColumnSpec::text("case").about("scale: many slow streams; accurate: fewer streams sent every millisecond"),
         ColumnSpec::text("server"),
+        ColumnSpec::text("pacing").about(
+            "ours: fine (each stream's credit, sent every grain), quota (the thesis's rounds of packets, a round a grain) or kernel (TCP's own pacing under SO_MAX_PACING_RATE); empty for the peers",
+        ),
         ColumnSpec::int("streams"),
         ColumnSpec::int("rate").unit("b/s").about("each stream's target rate"),
         ColumnSpec::num("throughput", 1).unit("Mb/s").about("all streams together"),
@@ -672,6 +770,10 @@ pub const PACED: TableSpec = TableSpec::new(
         ColumnSpec::num("lag_p99", 0).unit("B").header("lag p99").about("the same for the largest lag behind the line"),
         ColumnSpec::num("lead_max", 0).unit("B").header("lead max").about("the largest lead of any stream"),
         ColumnSpec::num("lag_max", 0).unit("B").header("lag max").about("the largest lag of any stream"),
+        ColumnSpec::num("lead_p99_packets", 2).header("lead p99 pk").about("lead p99 in packets of 4,096 B"),
+        ColumnSpec::num("lag_p99_packets", 2).header("lag p99 pk").about("lag p99 in packets"),
+        ColumnSpec::num("lead_max_packets", 2).header("lead max pk").about("lead max in packets"),
+        ColumnSpec::num("lag_max_packets", 2).header("lag max pk").about("lag max in packets"),
         ColumnSpec::num("owed_max", 1)
             .unit("ms")
             .header("owed max")
@@ -684,6 +786,10 @@ pub const PACED: TableSpec = TableSpec::new(
         ColumnSpec::num("wire_lag_p99", 0).unit("B").header("wire lag p99").about("lag p99 as the wire carried them"),
         ColumnSpec::num("wire_lead_max", 0).unit("B").header("wire lead max").about("lead max as the wire carried them"),
         ColumnSpec::num("wire_lag_max", 0).unit("B").header("wire lag max").about("lag max as the wire carried them"),
+        ColumnSpec::num("wire_lead_p99_packets", 2).header("wire lead p99 pk").about("wire lead p99 in packets"),
+        ColumnSpec::num("wire_lag_p99_packets", 2).header("wire lag p99 pk").about("wire lag p99 in packets"),
+        ColumnSpec::num("wire_lead_max_packets", 2).header("wire lead max pk").about("wire lead max in packets"),
+        ColumnSpec::num("wire_lag_max_packets", 2).header("wire lag max pk").about("wire lag max in packets"),
         ColumnSpec::num("wire_owed_max", 1)
             .unit("ms")
             .header("wire owed max")
@@ -699,7 +805,10 @@ pub const PACED: TableSpec = TableSpec::new(
         ),
         ColumnSpec::num("forgiven_max", 0).unit("B").header("forgiven max").about("the most any one stream was forgiven"),
         ColumnSpec::num("cpu", 2).header("CPU").unit("s").about("CPU seconds the server spent"),
-        ColumnSpec::num("vs_ours_cpu", 2).header("×ours CPU").about("CPU seconds over ours"),
+        ColumnSpec::num("vs_ours_cpu", 2)
+            .header("×ours CPU")
+            .about("CPU seconds over ours, the case's first pacing path that ran (fine, by default)"),
+        ColumnSpec::text("refused").about("why ours could not run this pacing path here (the row then has no figures)"),
     ],
 );
 
@@ -740,6 +849,7 @@ pub fn report(s: &Setup, runs: &Runs) -> report::Report {
         .param("warmup", s.warmup, "seconds of warm-up")
         .param("bulk_conns", s.bulk_conns, "bulk connections")
         .param("bulk_seconds", s.bulk_seconds, "seconds measured per bulk run");
+    let packet = ServerConfig::default().packet as f64;
     let mut paced = Table::new(&PACED).grouped_by("case");
     let mut bulk = Table::new(&BULK);
     for (c, rows) in all {
@@ -748,9 +858,11 @@ pub fn report(s: &Setup, runs: &Runs) -> report::Report {
                 "{} connections on every core, {} s measured; ours sends 4 KB packets 16 a turn (×1: one a turn), tokio 4 KB writes, nginx sendfile",
                 c.conns, c.seconds
             ));
-            let tokio = rows.iter().find(|x| x.server == "tokio").map(|x| x.served.aggregate_bps);
+            let tokio =
+                rows.iter().find(|x| x.server == "tokio").and_then(|x| x.served.as_ref().ok()).map(|v| v.aggregate_bps);
             for x in rows {
-                let v = &x.served;
+                // Bulk needs no pacing path: every bulk row ran.
+                let Ok(v) = &x.served else { continue };
                 bulk.push(vec![
                     x.server.into(),
                     v.conns.into(),
@@ -762,12 +874,37 @@ pub fn report(s: &Setup, runs: &Runs) -> report::Report {
             }
             continue;
         };
-        let ours = rows.first().map(|x| x.cpu_s);
+        let ours = rows.iter().find(|x| x.pacing.is_some() && x.served.is_ok()).map(|x| x.cpu_s);
+        let packets = |b: f64| b / packet;
         for x in rows {
-            let v = &x.served;
+            let pacing = x.pacing.map(PacingPath::name);
+            let v = match &x.served {
+                Ok(v) => v,
+                Err(why) => {
+                    // What the row is and why it has no figures; every figure empty.
+                    let said: [(&str, Value); 5] = [
+                        ("case", c.name.into()),
+                        ("server", x.server.into()),
+                        ("pacing", pacing.into()),
+                        ("rate", rate.into()),
+                        ("refused", why.as_str().into()),
+                    ];
+                    paced.push(
+                        PACED
+                            .columns
+                            .iter()
+                            .map(|col| {
+                                said.iter().find(|(n, _)| *n == col.name).map_or(Value::Null, |(_, v)| v.clone())
+                            })
+                            .collect(),
+                    );
+                    continue;
+                }
+            };
             paced.push(vec![
                 c.name.into(),
                 x.server.into(),
+                pacing.into(),
                 v.conns.into(),
                 rate.into(),
                 (v.aggregate_bps / 1e6).into(),
@@ -783,6 +920,10 @@ pub fn report(s: &Setup, runs: &Runs) -> report::Report {
                 v.departure.map(|d| d[1]).into(),
                 v.departure.map(|d| d[2]).into(),
                 v.departure.map(|d| d[3]).into(),
+                v.departure.map(|d| packets(d[0])).into(),
+                v.departure.map(|d| packets(d[1])).into(),
+                v.departure.map(|d| packets(d[2])).into(),
+                v.departure.map(|d| packets(d[3])).into(),
                 v.owed_gap.map(|g| g * 1e3).into(),
                 v.wire.and_then(|w| w.line_rate_error).into(),
                 v.wire.and_then(|w| w.fit_rate_error).into(),
@@ -790,6 +931,10 @@ pub fn report(s: &Setup, runs: &Runs) -> report::Report {
                 v.wire.map(|w| w.departure[1]).into(),
                 v.wire.map(|w| w.departure[2]).into(),
                 v.wire.map(|w| w.departure[3]).into(),
+                v.wire.map(|w| packets(w.departure[0])).into(),
+                v.wire.map(|w| packets(w.departure[1])).into(),
+                v.wire.map(|w| packets(w.departure[2])).into(),
+                v.wire.map(|w| packets(w.departure[3])).into(),
                 v.wire.map(|w| w.owed_gap * 1e3).into(),
                 v.wire.map(|w| w.drops).into(),
                 x.debts.map(|d| d.made_up as f64).into(),
@@ -797,6 +942,7 @@ pub fn report(s: &Setup, runs: &Runs) -> report::Report {
                 x.debts.map(|d| d.forgiven_max as f64).into(),
                 x.cpu_s.into(),
                 ours.map(|o| x.cpu_s / o).into(),
+                Value::Null,
             ]);
         }
         paced.note(format!(
@@ -829,12 +975,11 @@ pub fn report(s: &Setup, runs: &Runs) -> report::Report {
             "nginx not found, so its rows are left out: install it with bench/install-peers.sh (Debian's nginx-light)",
         );
     }
-    let packet = ServerConfig::default().packet as f64;
     for (c, rows) in all.iter().filter(|(c, _)| c.rate.is_some()) {
         for x in rows {
             r.note(goal_line(c, x, packet));
-            if let Some(why) = &x.served.wire_missing {
-                r.note(format!("{} case, {}: no wire figures: {why}", c.name, x.server));
+            if let Some(why) = x.served.as_ref().ok().and_then(|v| v.wire_missing.as_ref()) {
+                r.note(format!("{} case, {}: no wire figures: {why}", c.name, x.who()));
             }
         }
     }
@@ -845,7 +990,9 @@ pub fn report(s: &Setup, runs: &Runs) -> report::Report {
         ));
     }
     if let Some((_, rows)) = all.iter().find(|(c, _)| c.rate.is_none()) {
-        let of = |name: &str| rows.iter().find(|x| x.server == name).map(|x| x.served.aggregate_bps);
+        let of = |name: &str| {
+            rows.iter().find(|x| x.server == name).and_then(|x| x.served.as_ref().ok()).map(|v| v.aggregate_bps)
+        };
         if let (Some(o), Some(t)) = (of("switchyard"), of("tokio")) {
             r.note(format!("goal: bulk at least tokio's throughput: {} ({:.2}× tokio)", met(o >= t), o / t));
         }
@@ -869,9 +1016,15 @@ fn met(yes: bool) -> &'static str {
 /// lead and lag within one packet at p99 over streams and within two for every stream, its rate
 /// over the run within 0.1% (`worst/line`, the endpoint rate; the least-squares `worst/fit`
 /// beside it, never in its place), and Jain's index at least 0.999. A figure the row lacks is
-/// said to be unmeasured, not met.
+/// said to be unmeasured, not met. The line names the server and, for ours, the pacing path it
+/// judged; a path that could not run is not judged, and the line says why.
 pub fn goal_line(c: &Case, x: &Row, packet: f64) -> String {
-    let v = &x.served;
+    let v = match &x.served {
+        Ok(v) => v,
+        Err(why) => {
+            return format!("goals (issue 42), {} case, {}: not judged, it did not run: {why}", c.name, x.who());
+        }
+    };
     // The wire's figures where the wire was watched: the clients share the servers' cores, and
     // a client late to read lags in its own view only.
     let (view, departure, line, fit) = match &v.wire {
@@ -902,7 +1055,7 @@ pub fn goal_line(c: &Case, x: &Row, packet: f64) -> String {
     format!(
         "goals (issue 42), {} case, {}, judged on {view}: lead and lag ≤ 1 packet ({packet:.0} B) at p99: {p99}; ≤ 2 packets for every stream: {every}; rate within {}% for every stream: {rate}; Jain ≥ {GOAL_JAIN}: {} ({:.4})",
         c.name,
-        x.server,
+        x.who(),
         GOAL_RATE * 100.0,
         met(v.jain >= GOAL_JAIN),
         v.jain
@@ -916,7 +1069,8 @@ mod tests {
     fn paced_row(departure: Option<[f64; 4]>, line: Option<f64>, fit: Option<f64>, jain: f64) -> Row {
         Row {
             server: "switchyard",
-            served: Served {
+            pacing: Some(PacingPath::Fine),
+            served: Ok(Served {
                 conns: 10,
                 aggregate_bps: 640_000.0,
                 jain,
@@ -930,7 +1084,7 @@ mod tests {
                 fit_rate_error: fit,
                 wire: None,
                 wire_missing: None,
-            },
+            }),
             cpu_s: 1.0,
             debts: None,
         }
@@ -950,6 +1104,7 @@ mod tests {
         assert!(!good.contains("NOT met") && !good.contains("not measured"), "{good}");
         assert!(good.contains("≤ 1 packet (4096 B) at p99: met (lead 800 B, lag 1445 B)"), "{good}");
         assert!(good.contains("worst/line 0.050%; by least squares, worst/fit 0.010%: met"), "{good}");
+        assert!(good.starts_with("goals (issue 42), scale case, switchyard (fine), judged on"), "{good}");
         // The scale case as measured at the start of this round: the endpoint rate misses.
         let rate = goal_line(
             &case,
@@ -966,6 +1121,37 @@ mod tests {
         let unfair = goal_line(&case, &paced_row(None, None, None, 0.998), 4096.0);
         assert!(unfair.contains("Jain ≥ 0.999: NOT met (0.9980)"), "{unfair}");
         assert!(unfair.matches("not measured").count() == 3 && !unfair.contains(": met"), "{unfair}");
+        // A path that did not run is not judged, and its line says why.
+        let refused = Row {
+            pacing: Some(PacingPath::Kernel),
+            served: Err("the kernel cannot pace these TCP streams".into()),
+            ..paced_row(None, None, None, 1.0)
+        };
+        let line = goal_line(&case, &refused, 4096.0);
+        assert_eq!(
+            line,
+            "goals (issue 42), scale case, switchyard (kernel): not judged, it did not run: the kernel cannot pace these TCP streams"
+        );
+    }
+
+    /// The kernel path is refused with the kernel's reason where it will not pace TCP, and
+    /// where it was not asked; the user-space paths never are.
+    #[test]
+    fn only_the_kernel_path_can_be_refused_and_it_says_why() {
+        let no = KernelPacing { tcp: false, fq: Some(false) };
+        let yes = KernelPacing { tcp: true, fq: Some(false) };
+        for p in [PacingPath::Fine, PacingPath::Quota] {
+            assert_eq!(p.cannot(Some(&no)), None);
+            assert_eq!(p.cannot(None), None);
+        }
+        assert_eq!(PacingPath::Kernel.cannot(Some(&yes)), None);
+        let why = PacingPath::Kernel.cannot(Some(&no)).unwrap();
+        assert!(
+            why.contains("this kernel refused SO_MAX_PACING_RATE")
+                && why.contains("kernel pacing here: TCP's own pacing: no"),
+            "{why}"
+        );
+        assert!(PacingPath::Kernel.cannot(None).is_some_and(|w| w.contains("not asked")));
     }
 
     /// Where the wire was watched, the goals are judged on its figures, and the line says so:
@@ -976,7 +1162,7 @@ mod tests {
         let mut row = paced_row(Some([800.0, 5000.0, 828.0, 9000.0]), Some(0.02), Some(0.005), 0.9999);
         let client = goal_line(&case, &row, 4096.0);
         assert!(client.contains("judged on the clients' view") && client.matches("NOT met").count() == 4, "{client}");
-        row.served.wire = Some(OnWire {
+        row.served.as_mut().unwrap().wire = Some(OnWire {
             departure: [800.0, 1445.0, 800.0, 1505.0],
             owed_gap: 0.1,
             line_rate_error: Some(0.0004),
