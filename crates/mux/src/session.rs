@@ -910,10 +910,46 @@ struct Ends {
     close_when_sent: bool,
     /// Reset, by whom and why: writes fail with it until the application lets go.
     reset: Option<(&'static str, String)>,
-    /// Bytes of writes taken so far (the offset of the next), and the ranges of them charged to
-    /// the session's budget and not yet acknowledged, in order.
+    /// Which of its written bytes are charged to the session's budget.
+    charges: Charges,
+}
+
+/// A channel's writes as offsets into its byte stream, and the ranges of them charged to the
+/// session's budget and not yet acknowledged by the peer, in order: the peer acknowledges a
+/// channel's bytes in the order written, so an acknowledged offset frees a prefix.
+#[derive(Debug, Default)]
+struct Charges {
+    /// Bytes of writes taken so far: the offset of the next.
     written: u64,
     charged: VecDeque<(u64, u64)>,
+}
+
+impl Charges {
+    /// A write of `len` bytes taken, charged to the budget or not.
+    fn write(&mut self, len: u64, charged: bool) {
+        let end = self.written + len;
+        if charged {
+            self.charged.push_back((self.written, end));
+        }
+        self.written = end;
+    }
+
+    /// The peer has every byte before offset `acked`: how many charged bytes that frees.
+    fn acked(&mut self, acked: u64) -> u64 {
+        let mut released = 0;
+        while let Some((from, to)) = self.charged.front_mut() {
+            if acked <= *from {
+                break;
+            }
+            let upto = acked.min(*to);
+            released += upto - *from;
+            *from = upto;
+            if from == to {
+                self.charged.pop_front();
+            }
+        }
+        released
+    }
 }
 
 struct Driver {
@@ -1192,8 +1228,7 @@ impl Driver {
             pending: VecDeque::new(),
             close_when_sent: true,
             reset: Some(("here", reason)),
-            written: 0,
-            charged: VecDeque::new(),
+            charges: Charges::default(),
         };
         self.ends.insert(channel, ends);
     }
@@ -1234,11 +1269,7 @@ impl Driver {
                     let _ = reply.send(Err(MuxError::Reset { channel: id, by, reason: reason.clone() }));
                 }
                 Some(ends) if !ends.close_when_sent => {
-                    let end = ends.written + data.len() as u64;
-                    if charged {
-                        ends.charged.push_back((ends.written, end));
-                    }
-                    ends.written = end;
+                    ends.charges.write(data.len() as u64, charged);
                     ends.pending.push_back((data, reply));
                     self.writing.insert(id);
                 }
@@ -1326,8 +1357,7 @@ impl Driver {
                 pending: VecDeque::new(),
                 close_when_sent: true,
                 reset: None,
-                written: 0,
-                charged: VecDeque::new(),
+                charges: Charges::default(),
             };
             self.ends.insert(id, ends);
             self.writing.insert(id);
@@ -1342,8 +1372,7 @@ impl Driver {
             pending: VecDeque::new(),
             close_when_sent: false,
             reset: None,
-            written: 0,
-            charged: VecDeque::new(),
+            charges: Charges::default(),
         };
         self.ends.insert(id, ends);
         Some(Channel::new(id, commands, from_session, Arc::clone(&self.room), end, held))
@@ -1540,22 +1569,10 @@ impl Driver {
     /// peer has now acknowledged (its bytes are acknowledged in the order written).
     fn release_acked(&mut self, id: u32) {
         let Some(ends) = self.ends.get_mut(&id) else { return };
-        if ends.charged.is_empty() {
+        if ends.charges.charged.is_empty() {
             return;
         }
-        let acked = self.sender.acked_bytes(id);
-        let mut released = 0;
-        while let Some((from, to)) = ends.charged.front_mut() {
-            if acked <= *from {
-                break;
-            }
-            let upto = acked.min(*to);
-            released += upto - *from;
-            *from = upto;
-            if from == to {
-                ends.charged.pop_front();
-            }
-        }
+        let released = ends.charges.acked(self.sender.acked_bytes(id));
         self.room.budget.give_back(id, released);
     }
 
@@ -1841,6 +1858,19 @@ mod tests {
     /// The queue to a channel's application is sized in bytes, not frames: with the session's
     /// 64 KiB frames, the 8 frames it held at 16 KiB would have doubled what a channel whose
     /// application does not read holds beyond its credit window.
+    #[test]
+    fn acknowledged_bytes_free_only_the_charged_ranges_they_cover() {
+        let mut c = Charges::default();
+        c.write(100, true); // 0..100 charged
+        c.write(50, false); // 100..150 not (an application's own write)
+        c.write(100, true); // 150..250 charged
+        assert_eq!(c.acked(40), 40);
+        assert_eq!(c.acked(40), 0, "an acknowledgement seen twice frees nothing more");
+        assert_eq!(c.acked(160), 70, "60 of the first range and 10 of the second");
+        assert_eq!(c.acked(1_000), 90);
+        assert!(c.charged.is_empty());
+    }
+
     #[test]
     fn the_queue_to_the_application_holds_the_same_bytes_whatever_the_frame() {
         for (frame, slots) in [(16 << 10, 8), (64 << 10, 4), (1 << 20, 2), (1 << 10, 8)] {
