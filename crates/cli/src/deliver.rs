@@ -625,7 +625,11 @@ pub(crate) fn load(a: &LoadArgs) -> Result<(Windows, Summary)> {
             let _ = err.write_all(text.as_bytes());
         }
     });
-    // Measured to the end, UDP streams probed: what ended, ended during the run.
+    // Measured to the end, UDP streams probed: what ended, ended during the run. The wire's
+    // view ends where the clients' does, before they close.
+    if let Some(w) = &wire {
+        w.end_run();
+    }
     let fates = l.fates();
     let lines = l.departures();
     let locals = l.local_addrs();

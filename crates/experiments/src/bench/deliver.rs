@@ -446,6 +446,10 @@ fn clients_here(server: SocketAddr, c: &Case, http: bool, warmup: f64, wire: Opt
     let window = Duration::from_millis(100);
     let windows = (c.seconds * 10.0).ceil() as usize;
     let w = l.measure(Duration::from_secs_f64(warmup), window, windows, |_, _| {});
+    // The wire's view ends where the clients' does, before they close.
+    if let Some(w) = &capture {
+        w.end_run();
+    }
     let fates = l.fates();
     let departures = Departures::of(&l.departures(), &fates);
     let locals = l.local_addrs();
