@@ -509,10 +509,22 @@ fn pace_turn(d: &mut impl PacedSends) {
     }
 }
 
+/// How many connections a worker's tables are sized for at its start: as many as the process
+/// may hold descriptors (`RLIMIT_NOFILE`'s soft limit; each connection needs one), at most
+/// 65,536. A table that doubles copies itself into fresh memory at once, and the worker sends
+/// nothing meanwhile (see [`Pacer::with_capacity`]); room reserved and never used is address
+/// space, not memory.
+fn room_for_conns() -> usize {
+    use nix::sys::resource::{Resource, getrlimit};
+    const MOST: u64 = 1 << 16;
+    getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft.min(MOST)) as usize
+}
+
 /// The worker's loop, until the server stops.
 pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Receiver<Cmd>) {
+    let room = room_for_conns();
     let (pacer, quota) = match shared.cfg.pacing {
-        Pacing::Fine(p) => (Pacer::new(p), None),
+        Pacing::Fine(p) => (Pacer::with_capacity(p, room), None),
         Pacing::Quota(q) => (Pacer::new(Default::default()), Some(Quota::new(q, 0.0))),
         Pacing::Kernel => (Pacer::new(Default::default()), None),
     };
@@ -522,7 +534,7 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Recei
         index,
         shared,
         poll,
-        slots: Vec::new(),
+        slots: Vec::with_capacity(room),
         free: Vec::new(),
         by_id: BTreeMap::new(),
         bulk: VecDeque::new(),
