@@ -277,11 +277,9 @@ mod tests {
         (s.local_addr().unwrap(), line.deviation(realtime()).unwrap(), worst_gap)
     }
 
-    /// The wire's view against the clients': a paced stream read at once looks the same from
-    /// both (within a send of 800 B); a client that reads nothing for 600 ms shows that as lag
-    /// (its own), which the wire, where the server kept pace, does not have.
-    #[test]
-    fn the_wire_sees_the_pacing_a_late_reader_does_not() {
+    /// A server of one worker pacing every 50 ms on loopback, and the wire watching its
+    /// 128 kb/s streams; `None`, having said why, where no capture can be opened here.
+    fn watched_server() -> Option<(crate::deliver::Server, Wire)> {
         use switchyard_core::order::PaceConfig;
 
         use crate::deliver::{Pacing, Server, ServerConfig};
@@ -291,14 +289,22 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let addr = server.local_addr();
-        let wire = match Wire::start("lo", addr, 16_000.0) {
-            Ok(w) => w,
+        match Wire::start("lo", server.local_addr(), 16_000.0) {
+            Ok(w) => Some((server, w)),
             Err(e) => {
                 eprintln!("skipped, no capture here: {e}");
-                return;
+                None
             }
-        };
+        }
+    }
+
+    /// The wire's view against the clients': a paced stream read at once looks the same from
+    /// both (within a send of 800 B); a client that reads nothing for 600 ms shows that as lag
+    /// (its own), which the wire, where the server kept pace, does not have.
+    #[test]
+    fn the_wire_sees_the_pacing_a_late_reader_does_not() {
+        let Some((server, wire)) = watched_server() else { return };
+        let addr = server.local_addr();
         let late = std::thread::spawn(move || client(addr, Duration::from_millis(600), 1.4));
         let (prompt_addr, prompt, prompt_gap) = client(addr, Duration::ZERO, 2.0);
         let (late_addr, late, _) = late.join().unwrap();
@@ -327,23 +333,8 @@ mod tests {
     /// at 1 s: the wire counts about a second of the stream, not the 0.6 s that follow.
     #[test]
     fn segments_after_the_runs_end_are_not_counted() {
-        use switchyard_core::order::PaceConfig;
-
-        use crate::deliver::{Pacing, Server, ServerConfig};
-        let server = Server::start(ServerConfig {
-            workers: 1,
-            pacing: Pacing::Fine(PaceConfig { grain: Nanos(50 * MS), ..Default::default() }),
-            ..Default::default()
-        })
-        .unwrap();
+        let Some((server, wire)) = watched_server() else { return };
         let addr = server.local_addr();
-        let wire = match Wire::start("lo", addr, 16_000.0) {
-            Ok(w) => w,
-            Err(e) => {
-                eprintln!("skipped, no capture here: {e}");
-                return;
-            }
-        };
         let reader = std::thread::spawn(move || client(addr, Duration::ZERO, 1.6));
         std::thread::sleep(Duration::from_millis(1_000));
         wire.end_run();
