@@ -509,20 +509,23 @@ fn pace_turn(d: &mut impl PacedSends) {
     }
 }
 
-/// How many connections a worker's tables are sized for at its start: as many as the process
-/// may hold descriptors (`RLIMIT_NOFILE`'s soft limit; each connection needs one), at most
-/// 65,536. A table that doubles copies itself into fresh memory at once, and the worker sends
-/// nothing meanwhile (see [`Pacer::with_capacity`]); room reserved and never used is address
-/// space, not memory.
-fn room_for_conns() -> usize {
+/// How many connections each of `workers` sizes its tables for at its start: its share of as
+/// many as the process may hold descriptors (`RLIMIT_NOFILE`'s soft limit, each connection
+/// needing one; at most 65,536 in all). A table that doubles copies itself into fresh memory
+/// at once, and the worker sends nothing meanwhile (see [`Pacer::with_capacity`]); room
+/// reserved and never used is address space, not memory, and shared out so that 384 workers
+/// do not each reserve for every connection. A worker given more than its share grows its
+/// tables as before.
+fn room_for_conns(workers: usize) -> usize {
     use nix::sys::resource::{Resource, getrlimit};
     const MOST: u64 = 1 << 16;
-    getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft.min(MOST)) as usize
+    let all = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft.min(MOST)) as usize;
+    all.div_ceil(workers.max(1))
 }
 
 /// The worker's loop, until the server stops.
 pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Receiver<Cmd>) {
-    let room = room_for_conns();
+    let room = room_for_conns(shared.cfg.workers);
     let (pacer, quota) = match shared.cfg.pacing {
         Pacing::Fine(p) => (Pacer::with_capacity(p, room), None),
         Pacing::Quota(q) => (Pacer::new(Default::default()), Some(Quota::new(q, 0.0))),
