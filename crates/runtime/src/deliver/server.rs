@@ -198,6 +198,8 @@ pub(crate) struct Shared {
     stop: AtomicBool,
     failure: Mutex<Option<String>>,
     history: Mutex<Vec<Sample>>,
+    /// What every worker sends from ([`worker::payload`]).
+    pub(crate) payload: Box<[u8]>,
 }
 
 impl Shared {
@@ -470,6 +472,7 @@ impl Server {
             stop: AtomicBool::new(false),
             failure: Mutex::new(None),
             history: Mutex::new(Vec::new()),
+            payload: worker::payload(&cfg),
             cfg,
         });
         let mut threads = Vec::new();
