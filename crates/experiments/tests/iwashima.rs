@@ -78,6 +78,13 @@ fn bad_settings_are_refused_before_anything_runs() {
     }
 }
 
+/// The most a short run's session can read, KB/s: the 1,250 KB/s bottleneck and a quarter more.
+/// The receivers count what they read over a 1 s window, so bytes the link delivered just
+/// before it, read late in it (the link's forwarder or a reader held up while this binary's
+/// tests share two cores), count in it: a CI run read 1,381 KB/s in all through the link, its
+/// MPTCP session 1,328 of them. A run that bypassed the bottleneck would read far more.
+const MOST_KBPS: f64 = 1_250.0 * 1.25;
+
 #[test]
 fn a_short_run_gives_a_row_per_scheme_and_m() {
     let setup = Setup { ms: vec![2], seconds: 1.0, eq75: false, schemes: vec![MuxScheme::Stripe, MuxScheme::Pin] };
@@ -94,7 +101,7 @@ fn a_short_run_gives_a_row_per_scheme_and_m() {
     assert_eq!(seen, [("stripe", 2), ("pin", 2)]);
     for r in rows {
         // Two connections against two competing flows: about half of 1,250 KB/s.
-        assert!(r.ours_kbps > 200.0 && r.ours_kbps < 1300.0, "{r:?}");
+        assert!(r.ours_kbps > 200.0 && r.ours_kbps < MOST_KBPS, "{r:?}");
         assert!((r.model_kbps - 625.0).abs() < 1.0, "{r:?}");
     }
     assert!(rows[1].reorder_ms < 1.0, "pinning reorders nothing: {:?}", rows[1]);
@@ -149,7 +156,7 @@ fn a_short_mptcp_run_crosses_the_bottleneck_with_a_connection_per_channel() {
     };
     let [r] = runs.rows.as_slice() else { panic!("{runs:?}") };
     assert_eq!((r.scheme, r.m), ("mptcp", 2));
-    assert!(r.ours_kbps > 200.0 && r.ours_kbps < 1300.0, "{r:?}");
+    assert!(r.ours_kbps > 200.0 && r.ours_kbps < MOST_KBPS, "{r:?}");
     // 15 connections of 2 uncoupled subflows against 2 flows: well over the half 2 connections get.
     assert!(r.share > 0.5, "{r:?}");
     assert!(r.reorder_ms.is_nan(), "{r:?}");
