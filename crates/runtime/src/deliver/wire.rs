@@ -154,7 +154,8 @@ impl Wire {
     /// streams × 64 kb/s on one server core, streams went up to 103 ms owed and unsent while
     /// the server closed the others, and their last segments left up to 22 ms late: measured to
     /// the capture's end, the worst stream's rate from first segment to last read 0.18% low (p99
-    /// 0.16%); measured to the run's end, 0.005%.
+    /// 0.16%); measured to the run's end, 0.005%. The first call sets the end; later ones
+    /// (and [`Wire::finish`]'s own) leave it.
     pub fn end_run(&self) {
         let _ = self.end.compare_exchange(0, realtime().0.max(1), Ordering::Relaxed, Ordering::Relaxed);
     }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use mio::net::{TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 use switchyard_core::Nanos;
-use switchyard_core::order::{Debts, Pacer, Quota};
+use switchyard_core::order::{Debts, PaceConfig, Pacer, Quota};
 use switchyard_core::place::rebalance::ConnId;
 
 use super::server::{ConnStats, Pacing, Shared};
@@ -512,11 +512,17 @@ fn pace_turn(d: &mut impl PacedSends) {
 /// (a burst of packets, or the pacer's largest chunk). A copy per worker was 256 KiB each, 96
 /// MiB of a 384-worker server's 127 MiB at idle.
 pub(crate) fn payload(cfg: &super::ServerConfig) -> Box<[u8]> {
-    let chunk = match cfg.pacing {
-        Pacing::Fine(p) => p.max_chunk,
-        _ => switchyard_core::order::PaceConfig::default().max_chunk,
-    };
+    let chunk = pace_config(cfg.pacing).max_chunk;
     vec![0x5a; (cfg.packet * cfg.burst).max(chunk as usize)].into_boxed_slice()
+}
+
+/// The settings of a worker's pacer: the server's under fine pacing; the defaults otherwise,
+/// where the pacer paces no stream and only its largest chunk matters (the payload's length).
+fn pace_config(pacing: Pacing) -> PaceConfig {
+    match pacing {
+        Pacing::Fine(p) => p,
+        Pacing::Quota(_) | Pacing::Kernel => PaceConfig::default(),
+    }
 }
 
 /// How many connections each of `workers` sizes its tables for at its start: its share of as
@@ -536,10 +542,11 @@ fn room_for_conns(workers: usize) -> usize {
 /// The worker's loop, until the server stops.
 pub(crate) fn run(index: usize, shared: Arc<Shared>, poll: Poll, commands: Receiver<Cmd>) {
     let room = room_for_conns(shared.cfg.workers);
+    let cfg = pace_config(shared.cfg.pacing);
     let (pacer, quota) = match shared.cfg.pacing {
-        Pacing::Fine(p) => (Pacer::with_capacity(p, room), None),
-        Pacing::Quota(q) => (Pacer::new(Default::default()), Some(Quota::new(q, 0.0))),
-        Pacing::Kernel => (Pacer::new(Default::default()), None),
+        Pacing::Fine(_) => (Pacer::with_capacity(cfg, room), None),
+        Pacing::Quota(q) => (Pacer::new(cfg), Some(Quota::new(q, 0.0))),
+        Pacing::Kernel => (Pacer::new(cfg), None),
     };
     let shared_recv_size = shared.cfg.recv_size;
     let mut w = Worker {
@@ -689,8 +696,6 @@ pub(crate) fn thread_cpu_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use std::cell::Cell;
-
-    use switchyard_core::order::PaceConfig;
 
     use super::*;
 
